@@ -1,0 +1,38 @@
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_DEV := $(VENV)/.installed-dev
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(STAMP_DEV): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(STAMP)
+
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP_DEV)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest
+
+demo: $(STAMP)
+	$(BIN)/python examples/scripted_demo.py
+
+bench: $(STAMP_DEV)
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV)

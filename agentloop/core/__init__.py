@@ -1,0 +1,1 @@
+"""Core data model: ids, items, parts, deltas, usage, cancellation, errors."""

@@ -1,0 +1,121 @@
+"""Cooperative cancellation by generation counter.
+
+A :class:`CancellationController` owns a generation counter. The agent gets
+its :meth:`~CancellationController.handle`; the driver takes a
+:class:`TurnCancellation` checkpoint when a turn starts. ``interrupt()`` bumps
+the generation, so every checkpoint taken before it is cancelled and every
+later checkpoint is clean: "cancel this turn, keep the session".
+
+Cancellation really aborts work: the driver runs model streams, tools and
+mutators inside :meth:`TurnCancellation.scope`, an anyio cancel scope that
+``interrupt()`` cancels directly. Call ``interrupt()`` from the event loop's
+thread (from another thread, go through ``anyio.from_thread.run_sync``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+import attrs
+
+__all__ = ["CancellationController", "CancellationHandle", "TurnCancellation"]
+
+
+class CancellationHandle:
+    """The shared, read side of a controller: take checkpoints, watch generations."""
+
+    __slots__ = ("_generation", "_scopes", "_waiters")
+
+    def __init__(self) -> None:
+        self._generation = 0
+        self._scopes: dict[anyio.CancelScope, int] = {}
+        self._waiters: list[tuple[int, anyio.Event]] = []
+
+    @property
+    def generation(self) -> int:
+        """How many interrupts happened so far."""
+        return self._generation
+
+    def checkpoint(self) -> TurnCancellation:
+        """Capture the current generation; the result is cancelled by any later interrupt."""
+        return TurnCancellation(self, self._generation)
+
+    def is_cancelled_since(self, generation: int) -> bool:
+        """Whether an interrupt happened after ``generation`` was captured."""
+        return self._generation != generation
+
+    async def cancelled_since(self, generation: int) -> None:
+        """Wait until an interrupt happens after ``generation`` (returns at once if one did)."""
+        if self._generation != generation:
+            return
+        event = anyio.Event()
+        self._waiters.append((generation, event))
+        await event.wait()
+
+    def _interrupt(self) -> int:
+        self._generation += 1
+        for scope, generation in list(self._scopes.items()):
+            if generation != self._generation:
+                scope.cancel()
+        waiters, self._waiters = self._waiters, []
+        for _generation, event in waiters:
+            event.set()
+        return self._generation
+
+    def _register(self, scope: anyio.CancelScope, generation: int) -> None:
+        self._scopes[scope] = generation
+
+    def _unregister(self, scope: anyio.CancelScope) -> None:
+        self._scopes.pop(scope, None)
+
+
+class CancellationController:
+    """The write side: ``interrupt()`` cancels everything checkpointed before it."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self) -> None:
+        self._handle = CancellationHandle()
+
+    def handle(self) -> CancellationHandle:
+        """The handle to give to ``AgentBuilder.cancellation``."""
+        return self._handle
+
+    def interrupt(self) -> int:
+        """Cancel every checkpoint taken so far; returns the new generation."""
+        return self._handle._interrupt()
+
+
+@attrs.frozen
+class TurnCancellation:
+    """A checkpoint: cancelled once any interrupt happens after it was taken."""
+
+    handle: CancellationHandle
+    generation: int
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether an interrupt happened since this checkpoint."""
+        return self.handle.is_cancelled_since(self.generation)
+
+    async def cancelled(self) -> None:
+        """Wait until this checkpoint is cancelled."""
+        await self.handle.cancelled_since(self.generation)
+
+    @contextmanager
+    def scope(self) -> Iterator[anyio.CancelScope]:
+        """An anyio cancel scope that an interrupt after this checkpoint cancels.
+
+        The scope is cancelled at once if the checkpoint already is. Check
+        ``scope.cancelled_caught`` (or :attr:`is_cancelled`) after the block.
+        """
+        with anyio.CancelScope() as scope:
+            if self.is_cancelled:
+                scope.cancel()
+            self.handle._register(scope, self.generation)
+            try:
+                yield scope
+            finally:
+                self.handle._unregister(scope)

@@ -1,0 +1,195 @@
+"""``Agent`` (an immutable recipe) and ``AgentBuilder`` (how to write one)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from ..core._cancellation import CancellationHandle
+from ..core._errors import InvalidInputError, InvalidStateError
+from ..core._items import Item
+from ..core._transcript import find_violation
+from ..model._config import SessionConfig
+from ..model._protocol import ModelAdapter
+from ..permissions._requests import AllowAll, PermissionChecker
+from ..tasks._protocol import TaskManager
+from ..tasks._simple import SimpleTaskManager
+from ..tools._executor import BasicToolExecutor, ToolExecutor
+from ..tools._registry import ToolSource
+from ._driver import DriverParts, LoopDriver
+from ._events import LoopObserver, RunStarted, TranscriptObserver
+from ._mutators import LoopMutator
+
+__all__ = ["Agent", "AgentBuilder"]
+
+
+@attrs.frozen
+class Agent:
+    """What a session is made of: model, tools, policies, observers, starting transcript.
+
+    Build one with :meth:`builder`; start sessions with :meth:`start`.
+    """
+
+    model: ModelAdapter
+    tool_sources: tuple[ToolSource, ...] = ()
+    tool_executor: ToolExecutor | None = None
+    task_manager: TaskManager | None = None
+    permissions: PermissionChecker = attrs.field(factory=AllowAll)
+    resources: Any = None
+    cancellation: CancellationHandle | None = None
+    mutators: tuple[LoopMutator, ...] = ()
+    observers: tuple[LoopObserver, ...] = ()
+    transcript_observers: tuple[TranscriptObserver, ...] = ()
+    transcript: tuple[Item, ...] = ()
+    input: tuple[Item, ...] = ()
+
+    @staticmethod
+    def builder() -> AgentBuilder:
+        """A fresh builder."""
+        return AgentBuilder()
+
+    async def start(self, config: SessionConfig | str) -> LoopDriver:
+        """Open a model session and return a driver for it.
+
+        ``config`` may be a session id string for the defaults.
+        """
+        if isinstance(config, str):
+            config = SessionConfig(config)
+        if not isinstance(config, SessionConfig):
+            raise InvalidInputError(f"Agent.start expects a SessionConfig or a str, got {config!r}")
+        session = await self.model.start_session(config)
+        executor = self.tool_executor or BasicToolExecutor(self.tool_sources)
+        parts = DriverParts(
+            config=config,
+            session=session,
+            executor=executor,
+            task_manager=self.task_manager or SimpleTaskManager(),
+            permissions=self.permissions,
+            resources=self.resources,
+            cancellation=self.cancellation,
+            mutators=self.mutators,
+            observers=self.observers,
+            transcript_observers=self.transcript_observers,
+        )
+        driver = LoopDriver(parts, self.transcript, self.input)
+        for observer in self.observers:
+            observer.handle_event(RunStarted(config.session_id))
+        return driver
+
+
+def _check_items(method: str, items: Sequence[Item]) -> tuple[Item, ...]:
+    if isinstance(items, Item):
+        raise InvalidInputError(f"AgentBuilder.{method} expects a list of Items, got one Item")
+    checked = tuple(items)
+    for position, item in enumerate(checked):
+        if not isinstance(item, Item):
+            raise InvalidInputError(
+                f"AgentBuilder.{method}: element {position} is {type(item).__name__}, not an Item"
+            )
+    return checked
+
+
+class AgentBuilder:
+    """Fluent construction of an :class:`Agent`; ``build()`` checks it is complete."""
+
+    def __init__(self) -> None:
+        self._model: ModelAdapter | None = None
+        self._sources: list[ToolSource] = []
+        self._executor: ToolExecutor | None = None
+        self._task_manager: TaskManager | None = None
+        self._permissions: PermissionChecker = AllowAll()
+        self._resources: Any = None
+        self._cancellation: CancellationHandle | None = None
+        self._mutators: list[LoopMutator] = []
+        self._observers: list[LoopObserver] = []
+        self._transcript_observers: list[TranscriptObserver] = []
+        self._transcript: tuple[Item, ...] = ()
+        self._input: tuple[Item, ...] = ()
+
+    def model(self, adapter: ModelAdapter) -> AgentBuilder:
+        """The model adapter (required)."""
+        self._model = adapter
+        return self
+
+    def add_tool_source(self, source: ToolSource) -> AgentBuilder:
+        """Add a tool source; call again to federate (the first source wins a name)."""
+        self._sources.append(source)
+        return self
+
+    def tool_executor(self, executor: ToolExecutor) -> AgentBuilder:
+        """Replace the default executor (tool sources are then ignored)."""
+        self._executor = executor
+        return self
+
+    def task_manager(self, manager: TaskManager) -> AgentBuilder:
+        """How tool calls run (default: a fresh ``SimpleTaskManager`` per driver)."""
+        self._task_manager = manager
+        return self
+
+    def permissions(self, checker: PermissionChecker) -> AgentBuilder:
+        """The permission checker (default: allow all)."""
+        self._permissions = checker
+        return self
+
+    def resources(self, resources: Any) -> AgentBuilder:
+        """A host object tools receive as ``ctx.resources``."""
+        self._resources = resources
+        return self
+
+    def cancellation(self, handle: CancellationHandle) -> AgentBuilder:
+        """The handle whose controller's ``interrupt()`` cancels the current turn."""
+        self._cancellation = handle
+        return self
+
+    def mutator(self, mutator: LoopMutator) -> AgentBuilder:
+        """Add a transcript mutator (they run in the order added)."""
+        self._mutators.append(mutator)
+        return self
+
+    def observer(self, observer: LoopObserver) -> AgentBuilder:
+        """Add an event observer."""
+        self._observers.append(observer)
+        return self
+
+    def transcript_observer(self, observer: TranscriptObserver) -> AgentBuilder:
+        """Add an observer of appended transcript items."""
+        self._transcript_observers.append(observer)
+        return self
+
+    def transcript(self, items: Sequence[Item]) -> AgentBuilder:
+        """Passive prior history (system prompt, an earlier conversation)."""
+        self._transcript = _check_items("transcript", items)
+        return self
+
+    def input(self, items: Sequence[Item]) -> AgentBuilder:
+        """Input for the first turn, so the first ``next()`` calls the model."""
+        self._input = _check_items("input", items)
+        return self
+
+    def build(self) -> Agent:
+        """The agent; raises ``InvalidStateError`` if no model was given."""
+        if self._model is None:
+            raise InvalidStateError(
+                "cannot build an Agent: no model adapter was given; call .model(adapter) first"
+            )
+        violation = find_violation(self._transcript)
+        if violation is not None:
+            raise InvalidInputError(
+                f"cannot build an Agent: the prior transcript is invalid: {violation.message}"
+            )
+        return Agent(
+            model=self._model,
+            tool_sources=tuple(self._sources),
+            tool_executor=self._executor,
+            task_manager=self._task_manager,
+            permissions=self._permissions,
+            resources=self._resources,
+            cancellation=self._cancellation,
+            mutators=tuple(self._mutators),
+            observers=tuple(self._observers),
+            transcript_observers=tuple(self._transcript_observers),
+            transcript=self._transcript,
+            input=self._input,
+        )

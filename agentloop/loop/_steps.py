@@ -1,0 +1,157 @@
+"""What ``driver.next()`` returns: ``Finished`` or an interrupt to resolve."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from ..core._errors import InvalidStateError
+from ..core._items import Item, Metadata
+from ..core._items import _empty_metadata as _empty
+from ._events import TurnResult
+
+if TYPE_CHECKING:
+    from ._driver import LoopDriver
+
+__all__ = [
+    "AfterToolResult",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "AwaitingInput",
+    "DecisionKind",
+    "Finished",
+    "Interrupt",
+    "Step",
+]
+
+
+class DecisionKind(StrEnum):
+    """Approve as asked, approve with edited input, or deny."""
+
+    APPROVE = "approve"
+    APPROVE_WITH = "approve_with"
+    DENY = "deny"
+
+
+@attrs.frozen
+class ApprovalDecision:
+    """The host's answer to an :class:`ApprovalRequest`."""
+
+    kind: DecisionKind
+    input: Any = None
+    reason: str | None = None
+
+    @classmethod
+    def approve(cls) -> ApprovalDecision:
+        """Run the call with the model's input."""
+        return cls(DecisionKind.APPROVE)
+
+    @classmethod
+    def approve_with(cls, input: Any) -> ApprovalDecision:
+        """Run the call with ``input`` instead (the transcript keeps the model's original)."""
+        return cls(DecisionKind.APPROVE_WITH, input=input)
+
+    @classmethod
+    def deny(cls, reason: str | None = None) -> ApprovalDecision:
+        """Do not run the call; the model sees ``reason`` (or "approval denied")."""
+        return cls(DecisionKind.DENY, reason=reason)
+
+    @property
+    def approved(self) -> bool:
+        """Whether the call may run."""
+        return self.kind is not DecisionKind.DENY
+
+
+@attrs.frozen
+class Finished:
+    """The turn ended; ``result`` says how."""
+
+    result: TurnResult
+
+
+def _driver_field() -> Any:
+    return attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
+
+
+class Interrupt:
+    """Base of the steps that pause the loop until the host acts."""
+
+    is_blocking: ClassVar[bool] = False
+    _driver: Any
+
+    def _bound(self) -> LoopDriver:
+        driver: LoopDriver | None = self._driver
+        if driver is None:
+            raise InvalidStateError(
+                f"cannot resolve {type(self).__name__}: it is not bound to a driver "
+                "(it was deserialized); use the driver's methods instead"
+            )
+        return driver
+
+
+@attrs.frozen
+class AwaitingInput(Interrupt):
+    """The driver has nothing to do until the host submits input."""
+
+    session_id: str
+    reason: str = "the driver is waiting for input"
+    _driver: Any = _driver_field()
+
+    def submit(self, items: Sequence[Item]) -> None:
+        """Queue ``items`` as the next turn's input."""
+        self._bound().submit_input(items)
+
+
+@attrs.frozen
+class AfterToolResult(Interrupt):
+    """A cooperative pause after a tool round, before the next model call.
+
+    Call ``next()`` to continue; ``submit(items)`` first to interject.
+    """
+
+    session_id: str
+    turn_id: str
+    transcript_len: int
+    _driver: Any = _driver_field()
+
+    def submit(self, items: Sequence[Item]) -> None:
+        """Interject ``items``: they land after the tool results, before the next model call."""
+        self._bound().submit_input(items)
+
+
+@attrs.frozen
+class ApprovalRequest(Interrupt):
+    """A tool call waits for the host's yes or no. ``id`` defaults to ``approval:<call_id>``."""
+
+    is_blocking: ClassVar[bool] = True
+
+    call_id: str
+    tool_name: str
+    input: Any
+    request_kind: str
+    reason: str
+    summary: str
+    id: str
+    turn_id: str
+    task_id: str | None = None
+    metadata: Metadata = attrs.field(factory=_empty)
+    _driver: Any = _driver_field()
+
+    def approve(self) -> None:
+        """Run the call as the model asked."""
+        self._bound().resolve_approval_for(self.call_id, ApprovalDecision.approve())
+
+    def approve_with(self, input: Any) -> None:
+        """Run the call with ``input`` instead of the model's arguments."""
+        self._bound().resolve_approval_for(self.call_id, ApprovalDecision.approve_with(input))
+
+    def deny(self, reason: str | None = None) -> None:
+        """Refuse the call; the model gets an error result with ``reason``."""
+        self._bound().resolve_approval_for(self.call_id, ApprovalDecision.deny(reason))
+
+
+Step = Finished | AwaitingInput | AfterToolResult | ApprovalRequest
+"""Anything ``driver.next()`` can return."""

@@ -1,0 +1,188 @@
+"""What a tool asks permission for, and what a checker can answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+from ..core._items import Metadata, _empty_metadata
+
+__all__ = [
+    "Allow",
+    "AllowAll",
+    "ApprovalReason",
+    "CustomPermission",
+    "Deny",
+    "DenyAll",
+    "DenyCode",
+    "FileSystemRead",
+    "FileSystemWrite",
+    "NetworkAccess",
+    "PermissionChecker",
+    "PermissionDecision",
+    "PermissionRequest",
+    "RequireApproval",
+    "ShellCommand",
+]
+
+
+class PermissionRequest:
+    """Base of every permission request: a dotted ``kind``, a one-line ``summary``, metadata."""
+
+    kind: str
+    summary: str
+    metadata: Metadata
+
+
+@attrs.frozen
+class FileSystemRead(PermissionRequest):
+    """Read ``path``."""
+
+    path: str
+    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    kind = "filesystem.read"
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return f"Read {self.path}"
+
+
+@attrs.frozen
+class FileSystemWrite(PermissionRequest):
+    """Create, change or delete ``path``."""
+
+    path: str
+    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    kind = "filesystem.write"
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return f"Write {self.path}"
+
+
+def _to_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    return tuple(argv)
+
+
+@attrs.frozen
+class ShellCommand(PermissionRequest):
+    """Run ``argv`` (program first) in ``cwd``."""
+
+    argv: tuple[str, ...] = attrs.field(converter=_to_argv)
+    cwd: str | None = attrs.field(default=None, kw_only=True)
+    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    kind = "shell.command"
+
+    @property
+    def program(self) -> str:
+        """The program, ``argv[0]`` (empty if there is none)."""
+        return self.argv[0] if self.argv else ""
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return " ".join(self.argv)
+
+
+@attrs.frozen
+class NetworkAccess(PermissionRequest):
+    """Reach ``url``."""
+
+    url: str
+    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    kind = "network.request"
+
+    @property
+    def host(self) -> str:
+        """The URL's host name (lower case), or ``""``."""
+        from urllib.parse import urlsplit
+
+        return (urlsplit(self.url).hostname or "").lower()
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return f"Access {self.url}"
+
+
+@attrs.frozen
+class CustomPermission(PermissionRequest):
+    """Anything else (an MCP server, a host-defined capability): kind and summary are free."""
+
+    kind: str
+    summary: str
+    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+
+
+class DenyCode(StrEnum):
+    """Why a request was denied."""
+
+    PATH_NOT_ALLOWED = "path_not_allowed"
+    COMMAND_NOT_ALLOWED = "command_not_allowed"
+    NETWORK_NOT_ALLOWED = "network_not_allowed"
+    TOOL_NOT_ALLOWED = "tool_not_allowed"
+    POLICY_DENIED = "policy_denied"
+
+
+class ApprovalReason(StrEnum):
+    """Common reasons a checker asks for approval (any string is accepted)."""
+
+    POLICY_REQUIRES_CONFIRMATION = "policy_requires_confirmation"
+    SENSITIVE_PATH = "sensitive_path"
+    SENSITIVE_COMMAND = "sensitive_command"
+    DESTRUCTIVE_TOOL = "destructive_tool"
+    UNKNOWN_TARGET = "unknown_target"
+
+
+@attrs.frozen
+class Allow:
+    """Let the request through."""
+
+
+@attrs.frozen
+class Deny:
+    """Refuse the request; the model sees ``message``."""
+
+    code: str
+    message: str
+
+
+@attrs.frozen
+class RequireApproval:
+    """Ask the host: the call becomes an ``ApprovalRequest`` interrupt."""
+
+    reason: str
+    summary: str
+    id: str | None = None
+
+
+PermissionDecision: TypeAlias = Allow | Deny | RequireApproval
+
+
+@runtime_checkable
+class PermissionChecker(Protocol):
+    """Decides each permission request a tool proposes."""
+
+    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+        """Allow, deny or ask for approval."""
+        ...
+
+
+class AllowAll:
+    """A checker that allows everything (the default)."""
+
+    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+        """Always :class:`Allow`."""
+        return Allow()
+
+
+class DenyAll:
+    """A checker that denies everything."""
+
+    def __init__(self, message: str = "all tool permissions are denied") -> None:
+        self.message = message
+
+    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+        """Always :class:`Deny`."""
+        return Deny(DenyCode.POLICY_DENIED, f"{self.message} ({request.summary})")

@@ -1,0 +1,230 @@
+"""``ScriptedModel``: a deterministic fake model that answers from a script."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
+
+import anyio
+import attrs
+
+from ..core._cancellation import TurnCancellation
+from ..core._delta import AppendText, BeginPart, CommitPart
+from ..core._errors import ProviderError
+from ..core._items import (
+    FinishReason,
+    Item,
+    ItemKind,
+    Part,
+    PartKind,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from ..model._config import SessionConfig
+from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
+
+__all__ = [
+    "Reply",
+    "ScriptedModel",
+    "call",
+    "fail",
+    "hang",
+    "reasoning",
+    "stream",
+    "text",
+    "tool_calls",
+]
+
+
+@attrs.frozen
+class _Sleep:
+    seconds: float | None  # None: forever
+
+
+@attrs.frozen
+class _Raise:
+    error: BaseException
+
+
+ScriptStep: TypeAlias = ModelEvent | _Sleep | _Raise | ToolCallPart
+
+
+@attrs.frozen
+class Reply:
+    """One scripted model response: the events it streams, in order.
+
+    Tool-call parts without an id get ``call-N`` (counting per model) when played.
+    """
+
+    steps: tuple[ScriptStep, ...]
+
+    @classmethod
+    def raw(cls, steps: Sequence[ScriptStep]) -> Reply:
+        """A reply made of exactly these events (it may even lack a ``ModelTurnResult``)."""
+        return cls(tuple(steps))
+
+
+def call(name: str, input: Any = None, *, id: str | None = None) -> ToolCallPart:
+    """A tool call for :func:`tool_calls`; ``input`` defaults to ``{}``."""
+    return ToolCallPart(id or "", name, {} if input is None else input)
+
+
+def _result(parts: Sequence[Part], reason: FinishReason, usage: Usage | None) -> ModelTurnResult:
+    return ModelTurnResult(reason, (Item(ItemKind.ASSISTANT, tuple(parts)),), usage)
+
+
+def text(content: str, *, usage: Usage | None = None) -> Reply:
+    """A plain answer, streamed as one delta."""
+    return stream(content, usage=usage)
+
+
+def stream(*chunks: str, usage: Usage | None = None) -> Reply:
+    """A text answer streamed chunk by chunk."""
+    whole = "".join(chunks)
+    steps: list[ScriptStep] = [BeginPart("text-0", PartKind.TEXT)]
+    steps.extend(AppendText("text-0", chunk) for chunk in chunks)
+    part = TextPart(whole)
+    steps.append(CommitPart("text-0", part))
+    if usage is not None:
+        steps.append(usage)
+    steps.append(_result([part], FinishReason.COMPLETED, usage))
+    return Reply(tuple(steps))
+
+
+def reasoning(thought: str, answer: str, *, usage: Usage | None = None) -> Reply:
+    """An answer preceded by reasoning."""
+    parts: list[Part] = [ReasoningPart(thought), TextPart(answer)]
+    return Reply((_result(parts, FinishReason.COMPLETED, usage),))
+
+
+def tool_calls(*calls: ToolCallPart, text: str | None = None, usage: Usage | None = None) -> Reply:
+    """A response that asks for ``calls`` (optionally with some text first)."""
+    parts: list[Part] = [TextPart(text)] if text else []
+    parts.extend(calls)
+    steps: list[ScriptStep] = list(calls)
+    steps.append(_result(parts, FinishReason.TOOL_CALL, usage))
+    return Reply(tuple(steps))
+
+
+def hang(*before: ScriptStep) -> Reply:
+    """Stream ``before``, then wait forever (until cancelled)."""
+    return Reply((*before, _Sleep(None)))
+
+
+def fail(error: BaseException, *before: ScriptStep) -> Reply:
+    """Stream ``before``, then raise ``error``."""
+    return Reply((*before, _Raise(error)))
+
+
+Script: TypeAlias = (
+    Sequence[Reply | str] | Callable[[TurnRequest], Reply | str | Awaitable[Reply | str]]
+)
+
+
+class ScriptedModel:
+    """A model adapter that answers from a list of replies or a function of the request.
+
+    With a list, replies are used in order and :meth:`assert_complete` fails
+    if some were never used; a model call past the end is a ``ProviderError``.
+    With a function, it is called with each ``TurnRequest``. A ``str`` reply
+    is shorthand for :func:`text`. Every request is recorded in ``requests``.
+    """
+
+    provider_name = "scripted"
+
+    def __init__(self, script: Script, *, model_name: str = "scripted-model") -> None:
+        self.model_name = model_name
+        self.requests: list[TurnRequest] = []
+        self.sessions: list[SessionConfig] = []
+        self._function: Callable[[TurnRequest], Any] | None = None
+        self._replies: list[Reply | str] = []
+        if callable(script):
+            self._function = script
+        else:
+            self._replies = list(script)
+        self._used = 0
+        self._call_counter = 0
+
+    async def start_session(self, config: SessionConfig) -> ScriptedModel:
+        """Sessions share the script; each start is recorded in ``sessions``."""
+        self.sessions.append(config)
+        return self
+
+    @property
+    def remaining(self) -> int:
+        """Replies not yet used (always 0 for a function script)."""
+        return len(self._replies) - self._used
+
+    def assert_complete(self) -> None:
+        """Fail if the script has replies the agent never asked for."""
+        if self._function is None and self._used != len(self._replies):
+            raise AssertionError(
+                f"ScriptedModel: {self.remaining} of {len(self._replies)} scripted replies "
+                f"were never used (the agent made {self._used} model calls)"
+            )
+
+    async def begin_turn(
+        self, request: TurnRequest, cancellation: TurnCancellation | None
+    ) -> AsyncIterator[ModelEvent]:
+        """Record the request and stream the next reply."""
+        self.requests.append(request)
+        reply = await self._next_reply(request)
+        if isinstance(reply, str):
+            reply = text(reply)
+        if not isinstance(reply, Reply):
+            raise ProviderError(f"ScriptedModel: a script step gave {reply!r}, not a Reply or str")
+        return self._play(self._assign_ids(reply))
+
+    async def _next_reply(self, request: TurnRequest) -> Reply | str:
+        if self._function is not None:
+            value = self._function(request)
+            if inspect.isawaitable(value):
+                value = await value
+            return value  # type: ignore[no-any-return]
+        if self._used >= len(self._replies):
+            tail = request.transcript[-1].kind.value if len(request.transcript) else "empty"
+            raise ProviderError(
+                f"ScriptedModel: script exhausted after {len(self._replies)} replies; "
+                f"unexpected model call {self._used + 1} (transcript ends with a {tail} item)"
+            )
+        reply = self._replies[self._used]
+        self._used += 1
+        return reply
+
+    def _assign_ids(self, reply: Reply) -> Reply:
+        ids: dict[int, str] = {}
+
+        def fix(part: Any) -> Any:
+            if isinstance(part, ToolCallPart) and not part.id:
+                key = id(part)
+                if key not in ids:
+                    self._call_counter += 1
+                    ids[key] = f"call-{self._call_counter}"
+                return attrs.evolve(part, id=ids[key])
+            return part
+
+        steps: list[ScriptStep] = []
+        for step in reply.steps:
+            if isinstance(step, ModelTurnResult):
+                items = tuple(
+                    attrs.evolve(item, parts=tuple(fix(p) for p in item.parts))
+                    for item in step.output_items
+                )
+                step = attrs.evolve(step, output_items=items)
+            steps.append(fix(step))
+        return Reply(tuple(steps))
+
+    async def _play(self, reply: Reply) -> AsyncIterator[ModelEvent]:
+        for step in reply.steps:
+            if isinstance(step, _Sleep):
+                if step.seconds is None:
+                    await anyio.sleep_forever()
+                else:
+                    await anyio.sleep(step.seconds)
+            elif isinstance(step, _Raise):
+                raise step.error
+            else:
+                yield step

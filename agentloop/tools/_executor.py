@@ -1,0 +1,303 @@
+"""Turning one tool call into exactly one result: lookup, validation,
+permissions (``prepare``, synchronous) and invocation (``invoke``, async).
+
+Every failure becomes an error ``ToolResultPart`` with a typed outcome in its
+metadata; nothing here raises for a bad call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, TypeAlias
+
+import anyio
+import attrs
+import cattrs
+import jsonschema
+import structlog
+
+from ..core._errors import ToolError
+from ..core._items import (
+    OUTCOME_KEY,
+    ResultOutcome,
+    TextPart,
+    ToolResultPart,
+)
+from ..core._tool_spec import ToolSpec
+from ..permissions._requests import (
+    Allow,
+    Deny,
+    PermissionChecker,
+    PermissionRequest,
+    RequireApproval,
+)
+from ._registry import ToolCatalogEvent, ToolSource
+from ._tool import Tool, ToolContext, ToolOutput, ToolRequest, current_spec, proposed_requests
+
+__all__ = [
+    "RAW_ARGUMENTS_KEY",
+    "ApprovalNeeded",
+    "BasicToolExecutor",
+    "PreparedCall",
+    "PrepareOutcome",
+    "ToolExecutor",
+    "synthesized_result",
+]
+
+log = structlog.get_logger("agentloop")
+_plain = cattrs.Converter()
+
+RAW_ARGUMENTS_KEY = "agentloop.raw_arguments"
+"""ToolCallPart metadata key: the raw argument text of a call whose JSON did not parse."""
+
+
+def synthesized_result(
+    call_id: str, text: str, outcome: ResultOutcome, *, is_error: bool = True
+) -> ToolResultPart:
+    """A result written by agentloop itself, marked with its typed ``outcome``."""
+    return ToolResultPart(call_id, text, is_error, metadata={OUTCOME_KEY: outcome.value})
+
+
+@attrs.frozen
+class PreparedCall:
+    """A call that passed lookup, validation and permissions and may now run."""
+
+    tool: Tool
+    request: ToolRequest
+    timeout: float | None
+
+
+@attrs.frozen
+class ApprovalNeeded:
+    """A call a checker wants a human to approve before it runs."""
+
+    request: ToolRequest
+    permission: PermissionRequest
+    decision: RequireApproval
+
+
+PrepareOutcome: TypeAlias = PreparedCall | ApprovalNeeded | ToolResultPart
+
+
+class ToolExecutor(Protocol):
+    """Looks tools up, checks calls, and runs them."""
+
+    def specs(self) -> list[ToolSpec]:
+        """All advertised specs, sorted by name."""
+        ...
+
+    def drain_catalog_events(self) -> list[ToolCatalogEvent]:
+        """Catalog changes of every source since the last drain."""
+        ...
+
+    def prepare(
+        self, request: ToolRequest, permissions: PermissionChecker, *, approved: bool
+    ) -> PrepareOutcome:
+        """Check a call without running it (``approved``: a human already said yes)."""
+        ...
+
+    async def invoke(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
+        """Run a prepared call; never raises for a tool failure."""
+        ...
+
+
+def _json_path(path: Sequence[Any]) -> str:
+    out = "$"
+    for element in path:
+        out += f"[{element}]" if isinstance(element, int) else f".{element}"
+    return out
+
+
+class BasicToolExecutor:
+    """The default executor over one or more tool sources.
+
+    ``collision``: ``"first_wins"`` (an earlier source shadows a later tool of
+    the same name) or ``"error"`` (a duplicate name raises ``ToolError`` when
+    specs are listed). ``max_output_chars`` truncates longer outputs with a
+    marker saying how much was cut. ``tool_timeout`` applies to tools without
+    their own ``timeout`` attribute.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[ToolSource] = (),
+        *,
+        collision: Literal["first_wins", "error"] = "first_wins",
+        max_output_chars: int | None = 100_000,
+        tool_timeout: float | None = None,
+    ) -> None:
+        if collision not in ("first_wins", "error"):
+            raise ValueError(f"collision must be 'first_wins' or 'error', got {collision!r}")
+        self.sources = list(sources)
+        self.collision = collision
+        self.max_output_chars = max_output_chars
+        self.tool_timeout = tool_timeout
+        self._validators: dict[int, tuple[Any, jsonschema.protocols.Validator]] = {}
+
+    # -- catalog ---------------------------------------------------------------
+
+    def specs(self) -> list[ToolSpec]:
+        """Visible specs of all sources, first source winning a name, sorted by name."""
+        chosen: dict[str, ToolSpec] = {}
+        for source in self.sources:
+            for spec in source.specs():
+                if spec.name in chosen:
+                    if self.collision == "error":
+                        raise ToolError(
+                            f"tool name collision: {spec.name!r} is offered by more than one "
+                            "source; rename one or use collision='first_wins'"
+                        )
+                    continue
+                chosen[spec.name] = spec
+        return [chosen[name] for name in sorted(chosen)]
+
+    def lookup(self, name: str) -> Tool | None:
+        """The tool called ``name`` in the first source that has it."""
+        for source in self.sources:
+            tool = source.get(name)
+            if tool is not None:
+                return tool
+        return None
+
+    def drain_catalog_events(self) -> list[ToolCatalogEvent]:
+        """Catalog events of every source, in source order."""
+        events: list[ToolCatalogEvent] = []
+        for source in self.sources:
+            events.extend(source.drain_catalog_events())
+        return events
+
+    # -- prepare ---------------------------------------------------------------
+
+    def prepare(
+        self, request: ToolRequest, permissions: PermissionChecker, *, approved: bool
+    ) -> PrepareOutcome:
+        """Look the tool up, validate the input, and evaluate its permission requests."""
+        tool = self.lookup(request.tool_name)
+        if tool is None:
+            available = ", ".join(spec.name for spec in self.specs()) or "(none)"
+            return synthesized_result(
+                request.call_id,
+                f"unknown tool {request.tool_name!r}; available tools: {available}",
+                ResultOutcome.UNKNOWN_TOOL,
+            )
+        problem = self._input_problem(tool, request)
+        if problem is not None:
+            return synthesized_result(
+                request.call_id,
+                f"invalid input for tool {request.tool_name!r}: {problem}",
+                ResultOutcome.INVALID_INPUT,
+            )
+        try:
+            wanted = proposed_requests(tool, request)
+        except Exception as error:  # the tool could not read its own input
+            return synthesized_result(
+                request.call_id,
+                f"invalid input for tool {request.tool_name!r}: {error}",
+                ResultOutcome.INVALID_INPUT,
+            )
+        for permission in wanted:
+            decision = permissions.evaluate(permission)
+            if isinstance(decision, Allow):
+                continue
+            if isinstance(decision, Deny):
+                return synthesized_result(
+                    request.call_id,
+                    f"tool permission denied: {decision.message} (code: {decision.code})",
+                    ResultOutcome.PERMISSION_DENIED,
+                )
+            if isinstance(decision, RequireApproval):
+                if approved:
+                    continue
+                return ApprovalNeeded(request, permission, decision)
+            raise ToolError(
+                f"permission checker {type(permissions).__name__} returned {decision!r}; "
+                "expected Allow, Deny or RequireApproval"
+            )
+        timeout = getattr(tool, "timeout", None) or self.tool_timeout
+        return PreparedCall(tool, request, timeout)
+
+    def _input_problem(self, tool: Tool, request: ToolRequest) -> str | None:
+        call_input = request.input
+        if RAW_ARGUMENTS_KEY in request.metadata:
+            raw = str(request.metadata[RAW_ARGUMENTS_KEY])
+            shown = raw if len(raw) <= 200 else raw[:200] + "..."
+            return f"the arguments are not valid JSON: {shown!r}"
+        if not isinstance(call_input, dict):
+            return f"the input must be a JSON object, got {type(call_input).__name__}"
+        spec = current_spec(tool) or tool.spec
+        validator = self._validator(spec.input_schema)
+        errors = sorted(validator.iter_errors(call_input), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        return "; ".join(f"at {_json_path(e.absolute_path)}: {e.message}" for e in errors)
+
+    def _validator(self, schema: Any) -> jsonschema.protocols.Validator:
+        cached = self._validators.get(id(schema))
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        validator: jsonschema.protocols.Validator = cls(schema)
+        self._validators[id(schema)] = (schema, validator)
+        return validator
+
+    # -- invoke ----------------------------------------------------------------
+
+    async def invoke(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
+        """Run the tool; exceptions, timeouts and oversized outputs become results."""
+        request = call.request
+        with anyio.move_on_after(call.timeout):
+            try:
+                value = await call.tool.invoke(request, ctx)
+            except Exception as error:
+                log.warning(
+                    "tool raised", tool=request.tool_name, call_id=request.call_id, exc_info=True
+                )
+                return synthesized_result(
+                    request.call_id,
+                    f"tool {request.tool_name!r} failed: {type(error).__name__}: {error}",
+                    ResultOutcome.FAILED,
+                )
+            return self._to_result(request.call_id, value)
+        return synthesized_result(
+            request.call_id,
+            f"tool {request.tool_name!r} timed out after {_seconds(call.timeout)} s",
+            ResultOutcome.TIMED_OUT,
+        )
+
+    def _to_result(self, call_id: str, value: Any) -> ToolResultPart:
+        is_error = False
+        metadata: Any = {}
+        if isinstance(value, ToolOutput):
+            is_error, metadata, value = value.is_error, value.metadata, value.value
+        elif attrs.has(type(value)):
+            value = _plain.unstructure(value)
+        value = self._truncate(value)
+        return ToolResultPart(call_id, value, is_error, metadata=metadata)
+
+    def _truncate(self, value: Any) -> Any:
+        limit = self.max_output_chars
+        if limit is None:
+            return value
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, list) and value and all(isinstance(p, TextPart) for p in value):
+            return value
+        else:
+            try:
+                text = json.dumps(value, ensure_ascii=False, default=str)
+            except (TypeError, ValueError):
+                return value
+            if len(text) <= limit:
+                return value
+        if len(text) <= limit:
+            return value
+        cut = len(text) - limit
+        return f"{text[:limit]}\n[output truncated: {cut} of {len(text)} characters cut]"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return str(int(value)) if math.isclose(value, round(value)) else f"{value:g}"

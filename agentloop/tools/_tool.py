@@ -1,0 +1,83 @@
+"""The tool protocol and what a tool receives when it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ..core._cancellation import TurnCancellation
+from ..core._items import Metadata, _empty_metadata
+from ..core._tool_spec import ToolSpec
+from ..permissions._requests import PermissionRequest
+
+__all__ = ["Tool", "ToolContext", "ToolOutput", "ToolRequest"]
+
+
+@attrs.frozen
+class ToolRequest:
+    """One call of a tool, as the executor and permission checks see it."""
+
+    call_id: str
+    tool_name: str
+    input: Any
+    session_id: str
+    turn_id: str
+    metadata: Metadata = attrs.field(factory=_empty_metadata)
+
+
+@attrs.frozen
+class ToolContext:
+    """What a running tool may use: ids, the turn's cancellation checkpoint, host resources."""
+
+    session_id: str
+    turn_id: str
+    call_id: str
+    cancellation: TurnCancellation | None = None
+    resources: Any = None
+    metadata: Metadata = attrs.field(factory=_empty_metadata)
+
+
+@attrs.frozen
+class ToolOutput:
+    """An explicit tool output: ``value`` as for ``ToolResultPart.output``, plus error flag."""
+
+    value: Any
+    is_error: bool = False
+    metadata: Metadata = attrs.field(factory=_empty_metadata)
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A callable capability.
+
+    Optional methods a tool may define:
+
+    - ``current_spec() -> ToolSpec | None``: the spec to advertise now (``None``
+      hides the tool from the model; it can still be called by name);
+    - ``proposed_requests(request) -> Sequence[PermissionRequest]``: what the
+      call needs permission for; checked before ``invoke``.
+    """
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool's static spec; ``spec.name`` is how the model calls it."""
+        ...
+
+    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> Any:
+        """Run the call: return the output (``str``, JSON value, parts or
+        :class:`ToolOutput`) or raise; an exception becomes an error result."""
+        ...
+
+
+def current_spec(tool: Tool) -> ToolSpec | None:
+    """The spec ``tool`` advertises now (its ``current_spec()`` if it has one)."""
+    dynamic = getattr(tool, "current_spec", None)
+    return dynamic() if dynamic is not None else tool.spec
+
+
+def proposed_requests(tool: Tool, request: ToolRequest) -> Sequence[PermissionRequest]:
+    """The permission requests ``tool`` proposes for ``request`` (none if it defines none)."""
+    propose = getattr(tool, "proposed_requests", None)
+    return propose(request) if propose is not None else ()
