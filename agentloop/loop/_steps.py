@@ -72,10 +72,6 @@ class Finished:
     result: TurnResult
 
 
-def _driver_field() -> Any:
-    return attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
-
-
 class Interrupt:
     """Base of the steps that pause the loop until the host acts."""
 
@@ -98,7 +94,7 @@ class AwaitingInput(Interrupt):
 
     session_id: str
     reason: str = "the driver is waiting for input"
-    _driver: Any = _driver_field()
+    _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 
     def submit(self, items: Sequence[Item]) -> None:
         """Queue ``items`` as the next turn's input."""
@@ -115,7 +111,7 @@ class AfterToolResult(Interrupt):
     session_id: str
     turn_id: str
     transcript_len: int
-    _driver: Any = _driver_field()
+    _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 
     def submit(self, items: Sequence[Item]) -> None:
         """Interject ``items``: they land after the tool results, before the next model call."""
@@ -138,7 +134,7 @@ class ApprovalRequest(Interrupt):
     turn_id: str
     task_id: str | None = None
     metadata: Metadata = attrs.field(factory=_empty)
-    _driver: Any = _driver_field()
+    _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 
     def approve(self) -> None:
         """Run the call as the model asked."""
