@@ -667,6 +667,16 @@ class LoopDriver:
         if (step := self._surface_approval(tool_round)) is not None:
             return step
         turn.round = None
+        if all(call.background for call in tool_round.calls):
+            # Nothing ran in the foreground: the turn waits for background
+            # results (drained by a later next()) or for new input.
+            self._turn = None
+            return AwaitingInput(
+                self.session_id,
+                "tool calls are running in the background; call next() once they finish "
+                "(their results start a new turn) or submit input",
+                driver=self,
+            )
         if after_approval:
             return await self._call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
         turn.paused = True
@@ -724,6 +734,7 @@ class LoopDriver:
             results[call.index] = started.result
         elif started.kind is TaskKind.BACKGROUND:
             call.status = CallStatus.DONE
+            call.background = True
             self._detached.add(call.call.id)
             results[call.index] = synthesized_result(
                 call.call.id,

@@ -74,6 +74,7 @@ class RoundCall:
     decision: ApprovalDecision | None = None
     task_id: str | None = None
     started_at: float | None = None
+    background: bool = False
 
     @property
     def undecided(self) -> bool:
