@@ -358,7 +358,7 @@ class LoopDriver:
         turn = self._turn
         if turn is None or not turn.is_cancelled:
             return None
-        stage = "approval" if self._state is DriverState.AWAITING_APPROVAL else "pause"
+        stage = "pause" if turn.paused else "approval"
         return await self._finish_cancelled(turn, stage)
 
     async def _try_resolved_approvals(self) -> Step | None:
