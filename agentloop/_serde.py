@@ -27,6 +27,7 @@ from .core._items import (
     ToolCallPart,
     ToolResultPart,
 )
+from .loop import _agent as _agent  # imports every enum of the core
 from .loop import _events as events
 from .loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished, Step
 from .model._config import (
@@ -46,9 +47,20 @@ T = TypeVar("T")
 converter = cattrs.Converter(forbid_extra_keys=True)
 """The converter behind :func:`unstructure` and :func:`structure`."""
 
-converter.register_unstructure_hook_func(
-    lambda cls: isinstance(cls, type) and issubclass(cls, Enum), lambda member: member.value
-)
+
+def _all_subclasses(cls: type) -> list[type]:
+    found: list[type] = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_all_subclasses(sub))
+    return found
+
+
+# A StrEnum is also a str, whose hook would keep the enum member: register
+# every enum of the package by exact class so it is written as its value.
+for _enum in _all_subclasses(Enum):
+    if _enum.__module__.startswith("agentloop."):
+        converter.register_unstructure_hook(_enum, lambda member: member.value)
 
 _PART_TAGS: dict[type, str] = {
     TextPart: "text",
@@ -147,6 +159,14 @@ def _structure_result(data: Any, _cls: Any) -> ToolResultPart:
         metadata=data.get("metadata", {}),
     )
 
+
+# Fields typed with the abstract ``Delta`` carry their concrete subclass.
+converter.register_unstructure_hook_func(
+    lambda cls: cls is Delta, lambda value: converter.unstructure(value, _union(_DELTA_TAGS))
+)
+converter.register_structure_hook_func(
+    lambda cls: cls is Delta, lambda data, _cls: converter.structure(data, _union(_DELTA_TAGS))
+)
 
 converter.register_unstructure_hook(ToolResultPart, _unstructure_result)
 converter.register_structure_hook(ToolResultPart, _structure_result)

@@ -66,7 +66,10 @@ async def test_approvals_resolve_in_any_order_and_mixed() -> None:
     final = await driver.next()
     assert isinstance(final, al.Finished)
     assert final.result.items[0].text_content == "done"
-    assert tool_texts(driver.snapshot().transcript) == [("call-1", "no", True), ("call-2", "B!", False)]
+    assert tool_texts(driver.snapshot().transcript) == [
+        ("call-1", "no", True),
+        ("call-2", "B!", False),
+    ]
     al.validate_transcript(model.requests[-1].transcript)
 
 
@@ -166,9 +169,7 @@ async def test_stream_without_result_is_a_provider_error_and_fails_the_driver() 
 
 
 async def test_duplicate_call_id_from_the_model_is_a_provider_error() -> None:
-    model = al.ScriptedModel(
-        [tool_calls(call("echo", id="c1")), tool_calls(call("echo", id="c1"))]
-    )
+    model = al.ScriptedModel([tool_calls(call("echo", id="c1")), tool_calls(call("echo", id="c1"))])
     agent = (
         al.Agent.builder()
         .model(model)

@@ -42,8 +42,10 @@ async def start(builder: al.AgentBuilder, session: str = "session-1") -> al.Loop
 
 
 async def test_loop_continues_after_completed_tool_call() -> None:
-    builder = al.Agent.builder().model(fake_model()).add_tool_source(
-        al.ToolRegistry().with_tool(EchoTool())
+    builder = (
+        al.Agent.builder()
+        .model(fake_model())
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
     )
     driver = await start(builder)
     driver.submit_input([user("ping")])
@@ -312,8 +314,10 @@ async def test_loop_passes_session_default_and_next_turn_cache_requests() -> Non
 
 
 async def test_loop_yields_after_tool_result_between_rounds() -> None:
-    builder = al.Agent.builder().model(fake_model()).add_tool_source(
-        al.ToolRegistry().with_tool(EchoTool())
+    builder = (
+        al.Agent.builder()
+        .model(fake_model())
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
     )
     driver = await start(builder, "yield-session")
     driver.submit_input([user("ping")])
