@@ -154,7 +154,7 @@ async def test_interrupt_while_an_approval_waits_closes_the_turn_on_next() -> No
     pending = await driver.next()
     assert isinstance(pending, al.ApprovalRequest)
     controller.interrupt()
-    with pytest.raises(al.InvalidStateError, match="turn turn-1 was cancelled; call next()"):
+    with pytest.raises(al.InvalidStateError, match=r"turn turn-1 was cancelled; call next\(\)"):
         pending.approve()
     step = await driver.next()
     assert_cancelled(step, "approval")
