@@ -50,9 +50,10 @@ converter = cattrs.Converter(forbid_extra_keys=True)
 
 def _all_subclasses(cls: type) -> list[type]:
     found: list[type] = []
-    for sub in cls.__subclasses__():
-        found.append(sub)
-        found.extend(_all_subclasses(sub))
+    subclasses: list[type] = cls.__subclasses__()
+    for subclass in subclasses:
+        found.append(subclass)
+        found.extend(_all_subclasses(subclass))
     return found
 
 
