@@ -519,8 +519,10 @@ class LoopDriver:
                     result = event
                     break
                 streamed_usage = self._on_model_event(event, announced) or streamed_usage
-        finally:
-            await _close(stream)
+        except BaseException:
+            await _close(stream, shielded=True)
+            raise
+        await _close(stream, shielded=False)
         if result is None:
             raise ProviderError(
                 "model stream ended without a ModelTurnResult: every model turn must end "
@@ -993,8 +995,13 @@ def _checked_input(items: Sequence[Item]) -> tuple[Item, ...]:
     return checked
 
 
-async def _close(stream: AsyncIterator[ModelEvent]) -> None:
+async def _close(stream: AsyncIterator[ModelEvent], *, shielded: bool) -> None:
+    """Close the model's stream (and its HTTP response); bounded and shielded on errors."""
     aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        with anyio.move_on_after(_CLEANUP_SECONDS, shield=True):
-            await aclose()
+    if aclose is None:
+        return
+    if not shielded:
+        await aclose()
+        return
+    with anyio.move_on_after(_CLEANUP_SECONDS, shield=True):
+        await aclose()
