@@ -7,6 +7,8 @@ below. Every step and every event is printed as it happens.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import anyio
 
 import agentloop as al
@@ -36,7 +38,7 @@ class ReadNote:
         "Read a note by name.",
         {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
     )
-    notes = {"groceries": "eggs, flour, milk"}
+    notes: ClassVar[dict[str, str]] = {"groceries": "eggs, flour, milk"}
 
     def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
         return [al.FileSystemRead(f"/notes/{request.input['name']}")]
