@@ -99,6 +99,16 @@ from .model._config import (
     TranscriptPartEnd,
 )
 from .model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
+from .permissions._policies import (
+    Abstain,
+    CommandPolicy,
+    KindPolicy,
+    PathPolicy,
+    PermissionPolicy,
+    PolicyChain,
+    PolicyDecision,
+    ToolPolicy,
+)
 from .permissions._requests import (
     Allow,
     AllowAll,
@@ -115,7 +125,9 @@ from .permissions._requests import (
     PermissionRequest,
     RequireApproval,
     ShellCommand,
+    ToolInvocation,
 )
+from .tasks._async import AsyncTaskManager, AsyncTaskManagerHandle, TaskManagerState
 from .tasks._protocol import (
     TaskCancelled,
     TaskCompleted,
@@ -133,8 +145,16 @@ from .tasks._protocol import (
     TaskStarted,
     TurnUpdate,
 )
+from .tasks._routing import (
+    DetachAfter,
+    RouteByAnnotation,
+    RouteByName,
+    RoutingDecision,
+    RoutingPolicy,
+)
 from .tasks._simple import SimpleTaskManager
 from .testing._scripted import ScriptedModel
+from .tools._decorator import FunctionTool, tool
 from .tools._executor import (
     RAW_ARGUMENTS_KEY,
     ApprovalNeeded,
@@ -144,11 +164,13 @@ from .tools._executor import (
     ToolExecutor,
 )
 from .tools._registry import ToolCatalogEvent, ToolRegistry, ToolSource
+from .tools._schema import json_schema_for
 from .tools._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
 __all__ = [
     "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
+    "Abstain",
     "AfterToolResult",
     "Agent",
     "AgentBuilder",
@@ -164,6 +186,8 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalRequired",
     "ApprovalResolved",
+    "AsyncTaskManager",
+    "AsyncTaskManagerHandle",
     "AutomaticCache",
     "AwaitingInput",
     "BasicToolExecutor",
@@ -172,6 +196,7 @@ __all__ = [
     "CancellationController",
     "CancellationHandle",
     "CheckpointError",
+    "CommandPolicy",
     "CommitPart",
     "ContentDelta",
     "CustomPart",
@@ -181,6 +206,7 @@ __all__ = [
     "Deny",
     "DenyAll",
     "DenyCode",
+    "DetachAfter",
     "DriverState",
     "ExplicitCache",
     "FilePart",
@@ -188,12 +214,14 @@ __all__ = [
     "FileSystemWrite",
     "FinishReason",
     "Finished",
+    "FunctionTool",
     "InputAccepted",
     "Interrupt",
     "InvalidInputError",
     "InvalidStateError",
     "Item",
     "ItemKind",
+    "KindPolicy",
     "LoopDriver",
     "LoopLimits",
     "LoopMutator",
@@ -213,9 +241,13 @@ __all__ = [
     "NetworkAccess",
     "Part",
     "PartKind",
+    "PathPolicy",
     "PermissionChecker",
     "PermissionDecision",
+    "PermissionPolicy",
     "PermissionRequest",
+    "PolicyChain",
+    "PolicyDecision",
     "PrepareOutcome",
     "PreparedCall",
     "PromptCacheMode",
@@ -226,6 +258,10 @@ __all__ = [
     "ReasoningPart",
     "RequireApproval",
     "ResultOutcome",
+    "RouteByAnnotation",
+    "RouteByName",
+    "RoutingDecision",
+    "RoutingPolicy",
     "RunFailed",
     "RunStarted",
     "ScriptedModel",
@@ -246,6 +282,7 @@ __all__ = [
     "TaskLaunch",
     "TaskManager",
     "TaskManagerHandle",
+    "TaskManagerState",
     "TaskMovedToBackground",
     "TaskRunning",
     "TaskSnapshot",
@@ -263,7 +300,9 @@ __all__ = [
     "ToolExecutionFinished",
     "ToolExecutionStarted",
     "ToolExecutor",
+    "ToolInvocation",
     "ToolOutput",
+    "ToolPolicy",
     "ToolRegistry",
     "ToolRequest",
     "ToolResultPart",
@@ -291,8 +330,10 @@ __all__ = [
     "converter",
     "find_violation",
     "has_pending_input",
+    "json_schema_for",
     "result_outcome",
     "structure",
+    "tool",
     "unstructure",
     "validate_transcript",
 ]

@@ -9,6 +9,7 @@ from typing import Protocol, TypeAlias, runtime_checkable
 import attrs
 
 from ..core._items import Metadata, _empty_metadata
+from ..core._tool_spec import ToolAnnotations
 
 __all__ = [
     "Allow",
@@ -26,6 +27,7 @@ __all__ = [
     "PermissionRequest",
     "RequireApproval",
     "ShellCommand",
+    "ToolInvocation",
 ]
 
 
@@ -113,6 +115,21 @@ class CustomPermission(PermissionRequest):
     kind: str
     summary: str
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+
+
+@attrs.frozen
+class ToolInvocation(PermissionRequest):
+    """Call tool ``tool_name``: the executor asks this before a tool's own requests,
+    so a checker can decide by tool name or :class:`ToolAnnotations`."""
+
+    tool_name: str
+    annotations: ToolAnnotations = attrs.field(factory=ToolAnnotations)
+    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    kind = "tool.invoke"
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return f"Call tool {self.tool_name}"
 
 
 class DenyCode(StrEnum):

@@ -1,15 +1,128 @@
-"""Tools for testing agents: a scripted fake model and reply builders."""
+"""Tools for testing agents and the components users plug into them.
 
+Always available (no hypothesis needed): :class:`ScriptedModel` and its reply
+builders, :func:`assert_transcript_valid`, :func:`format_transcript`, and the
+host-action values.
+
+Needs hypothesis (a dev dependency; ``pip install hypothesis``), imported
+lazily on first use of the name: the strategies (:func:`items`,
+:func:`transcripts`, :func:`invalid_transcripts`, :func:`tool_specs`,
+:func:`tool_inputs`, :func:`model_replies`, :func:`model_scripts`,
+:func:`host_actions`), :func:`check_mutator` and :class:`AgentStateMachine`.
+Without hypothesis those names raise ``ImportError`` saying so, and
+``from agentloop.testing import *`` needs hypothesis too.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._actions import (
+    Approve,
+    ApproveWith,
+    Cancel,
+    CancelPoint,
+    Continue,
+    DenyCall,
+    HostAction,
+    Interject,
+    Submit,
+)
+from ._assertions import assert_transcript_valid, check_mutator, format_transcript
 from ._scripted import Reply, ScriptedModel, call, fail, hang, reasoning, stream, text, tool_calls
 
+if TYPE_CHECKING:
+    from ._state_machine import PROBE_TOOL_NAME, AgentStateMachine
+    from ._strategies import (
+        VIOLATION_KINDS,
+        InvalidTranscript,
+        TranscriptEnding,
+        invalid_transcripts,
+        items,
+        json_values,
+        parts,
+        transcripts,
+    )
+    from ._tool_strategies import (
+        host_actions,
+        model_replies,
+        model_scripts,
+        tool_inputs,
+        tool_specs,
+    )
+
 __all__ = [
+    "PROBE_TOOL_NAME",
+    "VIOLATION_KINDS",
+    "AgentStateMachine",
+    "Approve",
+    "ApproveWith",
+    "Cancel",
+    "CancelPoint",
+    "Continue",
+    "DenyCall",
+    "HostAction",
+    "Interject",
+    "InvalidTranscript",
     "Reply",
     "ScriptedModel",
+    "Submit",
+    "TranscriptEnding",
+    "assert_transcript_valid",
     "call",
+    "check_mutator",
     "fail",
+    "format_transcript",
     "hang",
+    "host_actions",
+    "invalid_transcripts",
+    "items",
+    "json_values",
+    "model_replies",
+    "model_scripts",
+    "parts",
     "reasoning",
     "stream",
     "text",
     "tool_calls",
+    "tool_inputs",
+    "tool_specs",
+    "transcripts",
 ]
+
+_LAZY = {
+    "PROBE_TOOL_NAME": "_state_machine",
+    "AgentStateMachine": "_state_machine",
+    "VIOLATION_KINDS": "_strategies",
+    "InvalidTranscript": "_strategies",
+    "TranscriptEnding": "_strategies",
+    "invalid_transcripts": "_strategies",
+    "items": "_strategies",
+    "json_values": "_strategies",
+    "parts": "_strategies",
+    "transcripts": "_strategies",
+    "host_actions": "_tool_strategies",
+    "model_replies": "_tool_strategies",
+    "model_scripts": "_tool_strategies",
+    "tool_inputs": "_tool_strategies",
+    "tool_specs": "_tool_strategies",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        module = importlib.import_module(f"{__name__}.{module_name}")
+    except ModuleNotFoundError as error:
+        if error.name != "hypothesis" and not (error.name or "").startswith("hypothesis."):
+            raise
+        raise ImportError(
+            f"agentloop.testing.{name} needs hypothesis, which is not installed; "
+            "install it with `pip install hypothesis` (it is in agentloop's [dev] extra)"
+        ) from error
+    value = getattr(module, name)
+    globals()[name] = value
+    return value

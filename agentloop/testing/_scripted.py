@@ -130,13 +130,21 @@ class ScriptedModel:
     With a list, replies are used in order and :meth:`assert_complete` fails
     if some were never used; a model call past the end is a ``ProviderError``.
     With a function, it is called with each ``TurnRequest``. A ``str`` reply
-    is shorthand for :func:`text`. Every request is recorded in ``requests``.
+    is shorthand for :func:`text`. Every request is recorded in ``requests``;
+    tool calls without an id get ``{call_id_prefix}N``.
     """
 
     provider_name = "scripted"
 
-    def __init__(self, script: Script, *, model_name: str = "scripted-model") -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        model_name: str = "scripted-model",
+        call_id_prefix: str = "call-",
+    ) -> None:
         self.model_name = model_name
+        self.call_id_prefix = call_id_prefix
         self.requests: list[TurnRequest] = []
         self.sessions: list[SessionConfig] = []
         self._function: Callable[[TurnRequest], Any] | None = None
@@ -165,6 +173,27 @@ class ScriptedModel:
                 f"ScriptedModel: {self.remaining} of {len(self._replies)} scripted replies "
                 f"were never used (the agent made {self._used} model calls)"
             )
+
+    @property
+    def last_request(self) -> TurnRequest:
+        """The most recent request (``AssertionError`` if the model was never called)."""
+        if not self.requests:
+            raise AssertionError("ScriptedModel: the model was never called")
+        return self.requests[-1]
+
+    def transcripts(self) -> list[list[Item]]:
+        """The transcript of every recorded request, as lists, in call order."""
+        return [list(request.transcript) for request in self.requests]
+
+    def assert_requests_valid(self) -> None:
+        """Fail if any request's transcript broke the tool_call/tool_result pairing."""
+        from ._assertions import assert_transcript_valid
+
+        for number, transcript in enumerate(self.transcripts(), start=1):
+            try:
+                assert_transcript_valid(transcript)
+            except AssertionError as error:
+                raise AssertionError(f"ScriptedModel: request {number}: {error}") from None
 
     async def begin_turn(
         self, request: TurnRequest, cancellation: TurnCancellation | None
@@ -202,7 +231,7 @@ class ScriptedModel:
                 key = id(part)
                 if key not in ids:
                     self._call_counter += 1
-                    ids[key] = f"call-{self._call_counter}"
+                    ids[key] = f"{self.call_id_prefix}{self._call_counter}"
                 return attrs.evolve(part, id=ids[key])
             return part
 

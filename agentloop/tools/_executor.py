@@ -7,12 +7,15 @@ metadata; nothing here raises for a bad call.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
+import anyio.to_thread
 import attrs
 import cattrs
 import jsonschema
@@ -26,12 +29,14 @@ from ..core._items import (
     ToolResultPart,
 )
 from ..core._tool_spec import ToolSpec
+from ..permissions._policies import Abstain
 from ..permissions._requests import (
     Allow,
     Deny,
     PermissionChecker,
     PermissionRequest,
     RequireApproval,
+    ToolInvocation,
 )
 from ._registry import ToolCatalogEvent, ToolSource
 from ._tool import Tool, ToolContext, ToolOutput, ToolRequest, current_spec, proposed_requests
@@ -101,6 +106,16 @@ class ToolExecutor(Protocol):
     async def invoke(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
         """Run a prepared call; never raises for a tool failure."""
         ...
+
+
+def _spec(tool: Tool) -> ToolSpec:
+    return current_spec(tool) or tool.spec
+
+
+def _error_order(error: jsonschema.ValidationError) -> tuple[list[tuple[int, int, str]], str]:
+    """Sort key: by JSON path (parents first, indexes numerically), then by message."""
+    path = [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in error.absolute_path]
+    return path, error.message
 
 
 def _json_path(path: Sequence[Any]) -> str:
@@ -190,7 +205,9 @@ class BasicToolExecutor:
                 ResultOutcome.INVALID_INPUT,
             )
         try:
-            wanted = proposed_requests(tool, request)
+            invocation = ToolInvocation(request.tool_name, _spec(tool).annotations)
+            wanted: list[PermissionRequest] = [invocation]
+            wanted.extend(proposed_requests(tool, request))
         except Exception as error:  # the tool could not read its own input
             return synthesized_result(
                 request.call_id,
@@ -211,9 +228,14 @@ class BasicToolExecutor:
                 if approved:
                     continue
                 return ApprovalNeeded(request, permission, decision)
+            hint = (
+                "; a policy that can abstain must be wrapped in PolicyChain(...)"
+                if isinstance(decision, Abstain)
+                else ""
+            )
             raise ToolError(
-                f"permission checker {type(permissions).__name__} returned {decision!r}; "
-                "expected Allow, Deny or RequireApproval"
+                f"permission checker {type(permissions).__name__} returned {decision!r} for "
+                f"{permission.kind}; expected Allow, Deny or RequireApproval{hint}"
             )
         timeout = getattr(tool, "timeout", None) or self.tool_timeout
         return PreparedCall(tool, request, timeout)
@@ -226,9 +248,11 @@ class BasicToolExecutor:
             return f"the arguments are not valid JSON: {shown!r}"
         if not isinstance(call_input, dict):
             return f"the input must be a JSON object, got {type(call_input).__name__}"
-        spec = current_spec(tool) or tool.spec
-        validator = self._validator(spec.input_schema)
-        errors = sorted(validator.iter_errors(call_input), key=lambda e: list(e.absolute_path))
+        try:
+            validator = self._validator(_spec(tool).input_schema)
+            errors = sorted(validator.iter_errors(call_input), key=_error_order)
+        except jsonschema.SchemaError as error:
+            return f"the tool's own input schema is invalid ({error.message}); fix its ToolSpec"
         if not errors:
             return None
         return "; ".join(f"at {_json_path(e.absolute_path)}: {e.message}" for e in errors)
@@ -238,6 +262,7 @@ class BasicToolExecutor:
         if cached is not None and cached[0] is schema:
             return cached[1]
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(schema)
         validator: jsonschema.protocols.Validator = cls(schema)
         self._validators[id(schema)] = (schema, validator)
         return validator
@@ -249,7 +274,7 @@ class BasicToolExecutor:
         request = call.request
         with anyio.move_on_after(call.timeout):
             try:
-                value = await call.tool.invoke(request, ctx)
+                value = await _call_tool(call.tool, request, ctx)
             except Exception as error:
                 log.warning(
                     "tool raised", tool=request.tool_name, call_id=request.call_id, exc_info=True
@@ -280,21 +305,36 @@ class BasicToolExecutor:
         limit = self.max_output_chars
         if limit is None:
             return value
-        if isinstance(value, str):
-            text = value
-        elif isinstance(value, list) and value and all(isinstance(p, TextPart) for p in value):
-            return value
-        else:
-            try:
-                text = json.dumps(value, ensure_ascii=False, default=str)
-            except (TypeError, ValueError):
-                return value
-            if len(text) <= limit:
-                return value
-        if len(text) <= limit:
+        text = _as_text(value)
+        if text is None or len(text) <= limit:
             return value
         cut = len(text) - limit
         return f"{text[:limit]}\n[output truncated: {cut} of {len(text)} characters cut]"
+
+
+def _as_text(value: Any) -> str | None:
+    """``value`` as the text whose length the output limit counts (``None``: not measured,
+    e.g. parts with media)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(attrs.has(type(part)) for part in value):
+        if all(isinstance(part, TextPart) for part in value):
+            return "\n".join(part.text for part in value)
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return None
+
+
+async def _call_tool(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Any:
+    """Await an async ``invoke``; run a plain function ``invoke`` in a worker thread."""
+    if inspect.iscoroutinefunction(tool.invoke):
+        return await tool.invoke(request, ctx)
+    value = await anyio.to_thread.run_sync(
+        functools.partial(tool.invoke, request, ctx), abandon_on_cancel=True
+    )
+    return await value if inspect.isawaitable(value) else value
 
 
 def _seconds(value: float | None) -> str:

@@ -1,0 +1,324 @@
+"""Composable permission policies and the ``PolicyChain`` that combines them.
+
+A *policy* answers a :class:`PermissionRequest` like a checker does, or
+:class:`Abstain`s when the request is none of its business. A
+:class:`PolicyChain` asks its policies in order and the first one that does
+not abstain decides; if all abstain, the chain's ``fallback`` does. Only the
+chain is a :class:`PermissionChecker`: a bare policy that abstains would leave
+the executor without an answer.
+
+Everything here is synchronous and side-effect free, except that
+:class:`PathPolicy` reads the file system to resolve symlinks.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import pathlib
+from collections.abc import Iterable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+from ._requests import (
+    Allow,
+    ApprovalReason,
+    Deny,
+    DenyCode,
+    FileSystemRead,
+    FileSystemWrite,
+    PermissionDecision,
+    PermissionRequest,
+    RequireApproval,
+    ShellCommand,
+    ToolInvocation,
+)
+
+__all__ = [
+    "Abstain",
+    "CommandPolicy",
+    "KindPolicy",
+    "PathPolicy",
+    "PermissionPolicy",
+    "PolicyChain",
+    "PolicyDecision",
+    "ToolPolicy",
+    "Verdict",
+]
+
+
+@attrs.frozen
+class Abstain:
+    """A policy's "not my business": the next policy of the chain decides."""
+
+
+PolicyDecision: TypeAlias = Allow | Deny | RequireApproval | Abstain
+
+Verdict: TypeAlias = Literal["allow", "deny", "approve"]
+"""What a rule does with a request it matches: allow it, deny it, or ask for approval."""
+
+_VERDICTS = ("allow", "deny", "approve")
+_SEVERITY = {"allow": 0, "approve": 1, "deny": 2}
+
+
+@runtime_checkable
+class PermissionPolicy(Protocol):
+    """Decides a permission request, or abstains (every checker is also a policy)."""
+
+    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+        """Allow, deny, ask for approval, or :class:`Abstain`."""
+        ...
+
+
+class PolicyChain:
+    """A checker made of policies: the first policy that does not abstain decides.
+
+    When every policy abstains, ``fallback`` is the answer (default
+    :class:`Allow`, like the agent's default checker; pass
+    ``fallback=Deny(...)`` for deny-by-default).
+    """
+
+    def __init__(
+        self, *policies: PermissionPolicy, fallback: PermissionDecision | None = None
+    ) -> None:
+        fallback = Allow() if fallback is None else fallback
+        if not isinstance(fallback, Allow | Deny | RequireApproval):
+            raise TypeError(
+                f"PolicyChain fallback must be Allow, Deny or RequireApproval, got {fallback!r}"
+            )
+        self.policies = policies
+        self.fallback = fallback
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(policy) for policy in self.policies)
+        return f"PolicyChain({inner}, fallback={self.fallback!r})"
+
+    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+        """The first non-abstaining policy's decision, else ``fallback``."""
+        for policy in self.policies:
+            decision = policy.evaluate(request)
+            if isinstance(decision, Abstain):
+                continue
+            if isinstance(decision, Allow | Deny | RequireApproval):
+                return decision
+            raise TypeError(
+                f"policy {type(policy).__name__} returned {decision!r} for {request.kind}; "
+                "expected Allow, Deny, RequireApproval or Abstain"
+            )
+        return self.fallback
+
+
+def _names(values: Iterable[str]) -> frozenset[str]:
+    if isinstance(values, str):
+        raise TypeError(f"expected a collection of names, got the string {values!r}")
+    return frozenset(values)
+
+
+_verdict_or_none = attrs.validators.optional(attrs.validators.in_(_VERDICTS))
+
+
+@attrs.frozen(kw_only=True)
+class ToolPolicy:
+    """Decides :class:`ToolInvocation` requests by tool name, then by annotation.
+
+    Name rules come first (``deny``, then ``require_approval``, then
+    ``allow``). Otherwise each annotation the tool has and a verdict is set
+    for (``destructive="approve"``: "approve every destructive tool")
+    applies, and the strictest of them wins (deny > approve > allow). Any
+    other request, or a tool no rule matches: :class:`Abstain`.
+    """
+
+    allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    require_approval: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    read_only: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
+    destructive: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
+    idempotent: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
+    open_world: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
+
+    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+        """Decide a tool call by name or annotations; abstain on anything else."""
+        if not isinstance(request, ToolInvocation):
+            return Abstain()
+        name = request.tool_name
+        if name in self.deny:
+            return Deny(DenyCode.TOOL_NOT_ALLOWED, f"tool {name!r} is not allowed")
+        if name in self.require_approval:
+            return RequireApproval(ApprovalReason.POLICY_REQUIRES_CONFIRMATION, request.summary)
+        if name in self.allow:
+            return Allow()
+        return self._by_annotation(request)
+
+    def _by_annotation(self, request: ToolInvocation) -> PolicyDecision:
+        matched: list[tuple[str, Verdict]] = []
+        for label in ("destructive", "open_world", "read_only", "idempotent"):
+            verdict: Verdict | None = getattr(self, label)
+            if verdict is not None and getattr(request.annotations, label):
+                matched.append((label, verdict))
+        if not matched:
+            return Abstain()
+        label, verdict = max(matched, key=lambda pair: _SEVERITY[pair[1]])
+        described = label.replace("_", "-")
+        if verdict == "deny":
+            return Deny(
+                DenyCode.TOOL_NOT_ALLOWED,
+                f"tool {request.tool_name!r} is {described}, and {described} tools are not allowed",
+            )
+        if verdict == "approve":
+            reason = (
+                ApprovalReason.DESTRUCTIVE_TOOL
+                if label == "destructive"
+                else ApprovalReason.POLICY_REQUIRES_CONFIRMATION
+            )
+            return RequireApproval(reason, f"{request.summary} ({described})")
+        return Allow()
+
+
+@attrs.frozen(kw_only=True)
+class KindPolicy:
+    """Decides requests by ``kind`` pattern (``fnmatch`` style: ``"mcp.*"``).
+
+    ``deny`` is checked first, then ``require_approval``, then ``allow``;
+    other kinds: :class:`Abstain`.
+    """
+
+    allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    require_approval: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+
+    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+        """Decide by the request's kind."""
+        kind = request.kind
+        if _matches(kind, self.deny):
+            return Deny(
+                DenyCode.POLICY_DENIED, f"{kind} requests are not allowed ({request.summary})"
+            )
+        if _matches(kind, self.require_approval):
+            return RequireApproval(ApprovalReason.POLICY_REQUIRES_CONFIRMATION, request.summary)
+        if _matches(kind, self.allow):
+            return Allow()
+        return Abstain()
+
+
+def _matches(kind: str, patterns: frozenset[str]) -> bool:
+    return any(fnmatch.fnmatchcase(kind, pattern) for pattern in patterns)
+
+
+def _paths(values: Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
+    if isinstance(values, str | os.PathLike):
+        raise TypeError(f"expected a collection of paths, got the single path {values!r}")
+    return tuple(os.fspath(value) for value in values)
+
+
+@attrs.frozen(kw_only=True)
+class PathPolicy:
+    """Decides file-system requests by where the path really is.
+
+    The path (relative ones against ``base``, default the process's working
+    directory) and the roots are resolved first: ``..`` and symlinks, so a
+    link inside a root pointing outside it is outside. Then, in order: a
+    write under a ``read_only_roots`` entry is denied; a path under an
+    ``allowed_roots`` entry is allowed; a read under a read-only root is
+    allowed; anything else is denied (``outside="approve"``: asks for
+    approval). Other requests: :class:`Abstain`.
+    """
+
+    allowed_roots: tuple[str, ...] = attrs.field(default=(), converter=_paths)
+    read_only_roots: tuple[str, ...] = attrs.field(default=(), converter=_paths)
+    outside: Literal["deny", "approve"] = attrs.field(
+        default="deny", validator=attrs.validators.in_(("deny", "approve"))
+    )
+    base: str | None = None
+
+    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+        """Allow, deny or ask for a read or write of ``request.path``."""
+        if isinstance(request, FileSystemWrite):
+            return self._decide(request.path, write=True)
+        if isinstance(request, FileSystemRead):
+            return self._decide(request.path, write=False)
+        return Abstain()
+
+    def _decide(self, path: str, *, write: bool) -> PolicyDecision:
+        verb = "write" if write else "read"
+        try:
+            real = self.resolve(path)
+        except (OSError, ValueError) as error:
+            return Deny(DenyCode.PATH_NOT_ALLOWED, f"cannot {verb} {path!r}: {error}")
+        read_only = _containing_root(real, [self.resolve(root) for root in self.read_only_roots])
+        if write and read_only is not None:
+            return Deny(
+                DenyCode.PATH_NOT_ALLOWED,
+                f"cannot write {path!r}: it is under the read-only root {read_only}",
+            )
+        if _containing_root(real, [self.resolve(root) for root in self.allowed_roots]) is not None:
+            return Allow()
+        if read_only is not None:
+            return Allow()
+        if self.outside == "approve":
+            return RequireApproval(
+                ApprovalReason.SENSITIVE_PATH,
+                f"{verb.capitalize()} {real} (outside the allowed roots)",
+            )
+        roots = ", ".join(self.allowed_roots) or "none"
+        if not write and self.read_only_roots:
+            roots += "; read-only: " + ", ".join(self.read_only_roots)
+        return Deny(
+            DenyCode.PATH_NOT_ALLOWED,
+            f"cannot {verb} {path!r}: it resolves to {real}, outside the allowed roots "
+            f"({roots}); use a path under one of them",
+        )
+
+    def resolve(self, path: str) -> str:
+        """``path`` made absolute (against ``base``) with ``..`` and symlinks resolved."""
+        base = self.base if self.base is not None else os.getcwd()
+        return os.path.realpath(os.path.join(base, path))
+
+
+def _containing_root(real: str, roots: list[str]) -> str | None:
+    candidate = pathlib.PurePath(real)
+    for root in roots:
+        if candidate.is_relative_to(root):
+            return root
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class CommandPolicy:
+    """Decides :class:`ShellCommand` requests by program (``argv[0]``).
+
+    A program on ``deny`` (by its exact text or its base name, so ``rm``
+    also denies ``/bin/rm``) is denied; one on ``allow`` (exact text only) is
+    allowed; any other asks for approval (``unknown="deny"``: denied). Only
+    the program is looked at: allowing an interpreter (``sh``, ``python``,
+    ``env``) allows everything it can run. Other requests: :class:`Abstain`.
+    """
+
+    allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    unknown: Literal["approve", "deny"] = attrs.field(
+        default="approve", validator=attrs.validators.in_(("approve", "deny"))
+    )
+
+    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+        """Allow, deny or ask for a shell command."""
+        if not isinstance(request, ShellCommand):
+            return Abstain()
+        program = request.program
+        if not program:
+            return Deny(DenyCode.COMMAND_NOT_ALLOWED, "cannot run an empty command")
+        if program in self.deny or os.path.basename(program) in self.deny:
+            return Deny(
+                DenyCode.COMMAND_NOT_ALLOWED,
+                f"command {request.summary!r} is not allowed: {program!r} is on the deny list",
+            )
+        if program in self.allow:
+            return Allow()
+        if self.unknown == "approve":
+            return RequireApproval(ApprovalReason.SENSITIVE_COMMAND, f"Run {request.summary}")
+        allowed = ", ".join(sorted(self.allow)) or "none"
+        return Deny(
+            DenyCode.COMMAND_NOT_ALLOWED,
+            f"command {request.summary!r} is not allowed: {program!r} is not on the allow list "
+            f"({allowed})",
+        )

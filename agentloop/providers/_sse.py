@@ -1,0 +1,71 @@
+"""Reading a streamed HTTP response as server-sent events.
+
+Framing is done by the maintained ``httpx-sse`` package: it decodes the body
+with an incremental UTF-8 decoder (so a character split across network
+chunks is fine), splits lines on ``\\r\\n``, ``\\r`` or ``\\n`` across chunk
+boundaries, skips ``:`` comments and joins multi-line ``data:`` fields. This
+module only translates its errors (and httpx's) into :class:`ProviderError`,
+once, at the seam.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
+
+from ..core._errors import ProviderError
+
+__all__ = ["ServerSentEvent", "iter_sse", "parse_json_data"]
+
+
+async def iter_sse(response: httpx.Response, provider: str) -> AsyncIterator[ServerSentEvent]:
+    """The events of ``response``; transport and framing failures become ``ProviderError``.
+
+    An incomplete final event (no blank line after it) is dropped, as the SSE
+    specification asks; adapters notice the missing terminator.
+    """
+    events = EventSource(response).aiter_sse()
+    try:
+        while True:
+            try:
+                event = await events.__anext__()
+            except StopAsyncIteration:
+                return
+            except SSEError as error:
+                raise ProviderError(
+                    f"{provider}: expected a text/event-stream response, got {error}",
+                    status=response.status_code,
+                ) from error
+            except httpx.TimeoutException as error:
+                raise ProviderError(
+                    f"{provider}: the response stream stalled (read timeout) after it started; "
+                    "raise the adapter's timeout if the model thinks for long",
+                    error_type="timeout",
+                ) from error
+            except httpx.TransportError as error:
+                raise ProviderError(
+                    f"{provider}: the response stream broke after it started "
+                    f"({type(error).__name__}: {error}); it is not retried because part of the "
+                    "answer was already streamed",
+                    error_type="stream_broken",
+                ) from error
+            yield event
+    finally:
+        await events.aclose()
+
+
+def parse_json_data(event: ServerSentEvent, provider: str) -> Any:
+    """The event's ``data`` as JSON; malformed JSON is a ``ProviderError`` quoting it."""
+    try:
+        return json.loads(event.data)
+    except json.JSONDecodeError as error:
+        shown = event.data if len(event.data) <= 200 else event.data[:200] + "..."
+        raise ProviderError(
+            f"{provider}: malformed JSON in a stream event"
+            f"{f' {event.event!r}' if event.event else ''}: {error.msg} in {shown!r}",
+            error_type="malformed_stream",
+        ) from error

@@ -1,0 +1,421 @@
+"""``AsyncTaskManager``: concurrent foreground calls, background calls, detach, cancel.
+
+Every task is owned by the manager's anyio task group, so the manager must be
+entered (``async with AsyncTaskManager(...) as manager:``) before the driver
+starts calls, and leaving the block cancels whatever still runs.
+
+Where a task's result goes (decided when it finishes, never before):
+
+- a **foreground** task's result is queued for its turn and handed to the
+  driver by ``wait_for_turn`` (the driver appends results in call order);
+- a **background** task's result (routed there, or detached, or cancelled
+  through the handle) is collected by ``take_background_results``;
+- a foreground task cancelled by ``on_turn_interrupted`` delivers nothing: the
+  driver answers its call with a "cancelled" result itself.
+
+Every task emits ``TaskStarted`` and then exactly one of ``TaskCompleted``,
+``TaskFailed`` (an error result) or ``TaskCancelled``; a detached task also
+emits ``TaskDetached`` in between. Waiters re-check state after every change
+(one ``anyio.Event`` per change, taken before awaiting), so no wakeup is lost.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Iterable
+from enum import StrEnum
+from types import TracebackType
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import attrs
+import structlog
+
+from ..core._errors import InvalidStateError
+from ..core._items import ResultOutcome, ToolResultPart
+from ..tools._executor import synthesized_result
+from ._protocol import (
+    TaskCancelled,
+    TaskCompleted,
+    TaskDetached,
+    TaskDone,
+    TaskEvent,
+    TaskFailed,
+    TaskKind,
+    TaskLaunch,
+    TaskMovedToBackground,
+    TaskRunning,
+    TaskSnapshot,
+    TaskStarted,
+    TurnUpdate,
+)
+from ._routing import DetachAfter, Routing, route_request
+
+__all__ = ["AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
+
+log = structlog.get_logger("agentloop")
+
+
+class TaskManagerState(StrEnum):
+    """An ``AsyncTaskManager``'s life: entered once, closed once."""
+
+    NEW = "new"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+_TRANSITIONS: dict[TaskManagerState, frozenset[TaskManagerState]] = {
+    TaskManagerState.NEW: frozenset({TaskManagerState.OPEN}),
+    TaskManagerState.OPEN: frozenset({TaskManagerState.CLOSED}),
+    TaskManagerState.CLOSED: frozenset(),
+}
+
+
+class _CancelReason(StrEnum):
+    INTERRUPT = "interrupt"  # the turn was interrupted; the driver answers the call
+    HOST = "host"  # handle.cancel(task_id)
+    SHUTDOWN = "shutdown"  # the manager's block was left
+
+
+@attrs.define(eq=False)
+class _Task:
+    """A running task (internal). ``snapshot.kind`` flips to BACKGROUND on detach."""
+
+    snapshot: TaskSnapshot
+    launch: TaskLaunch
+    detach_at: float | None  # anyio clock deadline; only while foreground
+    scope: anyio.CancelScope
+    cancel_reason: _CancelReason | None = None
+
+    @property
+    def foreground(self) -> bool:
+        return self.snapshot.kind is TaskKind.FOREGROUND
+
+
+class AsyncTaskManager:
+    """Runs tool calls as concurrent tasks in an owned anyio task group.
+
+    ``routing`` (a :class:`~agentloop.RoutingPolicy` or a callable from the
+    ``ToolRequest``) picks ``TaskKind.FOREGROUND``, ``TaskKind.BACKGROUND`` or
+    ``DetachAfter(seconds)`` per call; without one every call is foreground.
+    ``detach_after`` (seconds) moves any foreground call still running after
+    that long to the background, unless its route says otherwise. Task ids
+    are ``task-N`` unless the driver supplies one.
+    """
+
+    def __init__(self, routing: Routing | None = None, detach_after: float | None = None) -> None:
+        if detach_after is not None:
+            DetachAfter(detach_after)  # validates
+        self._routing = routing
+        self._detach_after = detach_after
+        self._state = TaskManagerState.NEW
+        self._group: anyio.abc.TaskGroup | None = None
+        self._counter = 0
+        self._tasks: dict[str, _Task] = {}  # running tasks, in start order
+        self._turn_results: dict[str, deque[TaskDone]] = {}
+        self._background_results: list[TaskDone] = []
+        self._events: deque[TaskEvent] = deque()
+        self._changed: anyio.Event | None = None
+        self._handle = AsyncTaskManagerHandle(self)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    @property
+    def state(self) -> TaskManagerState:
+        """``NEW`` until entered, ``OPEN`` inside the ``async with`` block, then ``CLOSED``."""
+        return self._state
+
+    async def __aenter__(self) -> AsyncTaskManager:
+        if self._state is not TaskManagerState.NEW:
+            raise InvalidStateError(
+                f"cannot enter AsyncTaskManager in state {self._state.name}: a manager is "
+                "entered once; create a new AsyncTaskManager for a new block"
+            )
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        self._set_state(TaskManagerState.OPEN)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        group = self._group
+        assert group is not None
+        self._set_state(TaskManagerState.CLOSED)
+        for task in list(self._tasks.values()):
+            self._request_cancel(task, _CancelReason.SHUTDOWN)
+        try:
+            # The block's own exception is not the group's business: it
+            # propagates unwrapped (no ExceptionGroup around a host error).
+            await group.__aexit__(None, None, None)
+        finally:
+            self._group = None
+            self._notify()
+        return None
+
+    def _set_state(self, new: TaskManagerState) -> None:
+        if new not in _TRANSITIONS[self._state]:
+            raise InvalidStateError(f"AsyncTaskManager cannot go from {self._state} to {new}")
+        self._state = new
+
+    # -- the TaskManager protocol ----------------------------------------------------
+
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskDone | TaskRunning:
+        """Route the call, spawn it, and return ``TaskRunning`` at once."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        request = launch.request
+        if self._state is not TaskManagerState.OPEN or self._group is None:
+            raise InvalidStateError(
+                f"cannot start a task for call {request.call_id} ({request.tool_name}): "
+                f"AsyncTaskManager is in state {self._state.name}, expected OPEN; use it as "
+                "`async with AsyncTaskManager(...) as manager:` and run the driver inside"
+            )
+        decision = (
+            route_request(self._routing, request)
+            if self._routing is not None
+            else TaskKind.FOREGROUND
+        )
+        kind = TaskKind.BACKGROUND if decision is TaskKind.BACKGROUND else TaskKind.FOREGROUND
+        detach = decision.seconds if isinstance(decision, DetachAfter) else self._detach_after
+        task_id = launch.task_id or self._next_id()
+        if task_id in self._tasks:
+            raise InvalidStateError(
+                f"cannot start task {task_id} for call {request.call_id}: a task with that id "
+                f"is still running ({self._tasks[task_id].snapshot.tool_name}); task ids must "
+                "be unique among running tasks"
+            )
+        snapshot = TaskSnapshot(
+            task_id, request.call_id, request.tool_name, kind, turn_id, time.time()
+        )
+        detach_at = (
+            anyio.current_time() + detach
+            if kind is TaskKind.FOREGROUND and detach is not None
+            else None
+        )
+        task = _Task(snapshot, launch, detach_at, anyio.CancelScope())
+        self._tasks[task_id] = task
+        self._emit(TaskStarted(snapshot))
+        # No await after this point: the driver always learns about a spawned task.
+        self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
+        return TaskRunning(task_id, kind)
+
+    async def wait_for_turn(self, turn_id: str) -> TurnUpdate | None:
+        """The turn's next finished foreground result or detach, in the order they happened.
+
+        ``None`` once no foreground task of the turn runs and none is queued.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            queued = self._turn_results.get(turn_id)
+            if queued:
+                return queued.popleft()
+            running = [
+                task
+                for task in self._tasks.values()
+                if task.snapshot.turn_id == turn_id and task.foreground
+            ]
+            if not running:
+                self._turn_results.pop(turn_id, None)
+                return None
+            now = anyio.current_time()
+            deadline = math.inf
+            for task in running:
+                if task.detach_at is None or task.cancel_reason is not None:
+                    continue
+                if task.detach_at <= now:
+                    return self._detach(task)
+                deadline = min(deadline, task.detach_at)
+            changed = self._wait_event()
+            with anyio.move_on_at(deadline):
+                await changed.wait()
+
+    def take_background_results(self) -> list[TaskDone]:
+        """Results of background tasks that finished since the last call, in finish order."""
+        done, self._background_results = self._background_results, []
+        return done
+
+    async def on_turn_interrupted(self, turn_id: str) -> None:
+        """Cancel the turn's foreground tasks and wait until they end; background ones go on.
+
+        Results the turn had not collected yet are dropped: the driver answers
+        those calls with "cancelled" results.
+        """
+        self._turn_results.pop(turn_id, None)
+        victims = [
+            task
+            for task in self._tasks.values()
+            if task.snapshot.turn_id == turn_id and task.foreground
+        ]
+        for task in victims:
+            self._request_cancel(task, _CancelReason.INTERRUPT)
+        await self._wait_ended(victims)
+        self._turn_results.pop(turn_id, None)
+
+    def handle(self) -> AsyncTaskManagerHandle:
+        """The host-side handle (the same object on every call)."""
+        return self._handle
+
+    # -- running one task ------------------------------------------------------------
+
+    def _next_id(self) -> str:
+        while True:
+            self._counter += 1
+            task_id = f"task-{self._counter}"
+            if task_id not in self._tasks:
+                return task_id
+
+    async def _run(self, task: _Task) -> None:
+        result: ToolResultPart | None = None
+        try:
+            with task.scope:
+                result = await self._invoke(task)
+        finally:
+            self._finish(task, result)
+
+    async def _invoke(self, task: _Task) -> ToolResultPart:
+        request = task.launch.request
+        try:
+            result = await task.launch.run()
+        except Exception as error:
+            log.warning(
+                "task raised", task_id=task.snapshot.task_id, tool=request.tool_name, exc_info=True
+            )
+            return synthesized_result(
+                request.call_id,
+                f"tool {request.tool_name!r} failed: {type(error).__name__}: {error}",
+                ResultOutcome.FAILED,
+            )
+        if not isinstance(result, ToolResultPart):
+            return synthesized_result(
+                request.call_id,
+                f"tool {request.tool_name!r} failed: its runner returned "
+                f"{type(result).__name__}, expected a ToolResultPart",
+                ResultOutcome.FAILED,
+            )
+        return result
+
+    def _finish(self, task: _Task, result: ToolResultPart | None) -> None:
+        """Record how ``task`` ended: one terminal event, one delivery (or none)."""
+        snapshot = task.snapshot
+        if self._tasks.get(snapshot.task_id) is task:
+            del self._tasks[snapshot.task_id]
+        if task.cancel_reason is not None or result is None:
+            self._emit(TaskCancelled(snapshot))
+            if task.cancel_reason is not _CancelReason.INTERRUPT:
+                self._deliver(task, self._cancelled_result(task))
+        else:
+            self._emit(
+                TaskFailed(snapshot, result) if result.is_error else TaskCompleted(snapshot, result)
+            )
+            self._deliver(task, result)
+        self._notify()
+
+    def _cancelled_result(self, task: _Task) -> ToolResultPart:
+        snapshot = task.snapshot
+        if task.cancel_reason is _CancelReason.HOST:
+            why = "the host cancelled it"
+        else:
+            why = "the task manager shut down"
+        return synthesized_result(
+            snapshot.call_id,
+            f"cancelled: task {snapshot.task_id} ({snapshot.tool_name}) did not finish: {why}",
+            ResultOutcome.CANCELLED,
+        )
+
+    def _deliver(self, task: _Task, result: ToolResultPart) -> None:
+        done = TaskDone(task.snapshot.task_id, result)
+        if task.foreground:
+            self._turn_results.setdefault(task.snapshot.turn_id, deque()).append(done)
+        else:
+            self._background_results.append(done)
+
+    def _detach(self, task: _Task) -> TaskMovedToBackground:
+        task.snapshot = attrs.evolve(task.snapshot, kind=TaskKind.BACKGROUND)
+        task.detach_at = None
+        self._emit(TaskDetached(task.snapshot))
+        snapshot = task.snapshot
+        return TaskMovedToBackground(snapshot.task_id, snapshot.call_id, snapshot.tool_name)
+
+    def _request_cancel(self, task: _Task, reason: _CancelReason) -> bool:
+        if task.cancel_reason is not None:
+            return False
+        task.cancel_reason = reason
+        task.scope.cancel()
+        return True
+
+    async def _wait_ended(self, tasks: Iterable[_Task]) -> None:
+        pending = list(tasks)
+        while True:
+            pending = [t for t in pending if self._tasks.get(t.snapshot.task_id) is t]
+            if not pending:
+                return
+            await self._wait_event().wait()
+
+    # -- change notification and events ------------------------------------------
+
+    def _wait_event(self) -> anyio.Event:
+        """The event the next change sets; take it *before* awaiting, after checking state."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        return self._changed
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    def _emit(self, event: TaskEvent) -> None:
+        self._events.append(event)
+        self._notify()
+
+    async def _next_event(self) -> TaskEvent | None:
+        while True:
+            if self._events:
+                return self._events.popleft()
+            if self._state is TaskManagerState.CLOSED and not self._tasks:
+                return None
+            await self._wait_event().wait()
+
+    async def _cancel(self, task_id: str) -> bool:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        task = self._tasks.get(task_id)
+        if task is None or not self._request_cancel(task, _CancelReason.HOST):
+            return False
+        await self._wait_ended([task])
+        return True
+
+
+class AsyncTaskManagerHandle:
+    """The host's view of an :class:`AsyncTaskManager` (see ``TaskManagerHandle``)."""
+
+    def __init__(self, manager: AsyncTaskManager) -> None:
+        self._manager = manager
+
+    async def next_event(self) -> TaskEvent | None:
+        """Wait for the next task event; ``None`` once the manager closed and all are read.
+
+        Events are buffered without limit, so none is ever lost.
+        """
+        return await self._manager._next_event()
+
+    async def list_running(self) -> list[TaskSnapshot]:
+        """Snapshots of the tasks still running, in start order."""
+        await anyio.lowlevel.checkpoint()
+        return [task.snapshot for task in self._manager._tasks.values()]
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a running task and wait until it ended.
+
+        Returns ``False`` (and emits nothing) for an unknown, finished or
+        already-cancelling task. A cancelled background task delivers a
+        "cancelled" error result through ``take_background_results``; a
+        cancelled foreground task answers its call with one.
+        """
+        return await self._manager._cancel(task_id)

@@ -1,0 +1,383 @@
+"""``AgentStateMachine``: a hypothesis rule-based state machine over a ``LoopDriver``.
+
+The machine owns the model (a ``ScriptedModel`` fed with random replies),
+the cancellation controller and two observers; a subclass supplies the rest
+of the agent in :meth:`AgentStateMachine.configure_agent`. Rules call
+``next()`` and take random host actions; invariants check after every step
+that each model request was valid, every call has exactly one result, and
+the transcript observer saw every item, in order.
+
+The driver runs in a long-lived event loop behind an anyio blocking portal
+(``backend`` picks asyncio or trio), so background tasks survive between
+steps; hypothesis draws happen on the test thread only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import hypothesis
+from hypothesis import HealthCheck
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from ..core._cancellation import CancellationController
+from ..core._delta import AppendText, BeginPart
+from ..core._errors import InvalidStateError
+from ..core._items import FinishReason, Item, ItemKind, PartKind
+from ..core._tool_spec import ToolSpec
+from ..core._transcript import find_violation
+from ..loop._agent import Agent, AgentBuilder
+from ..loop._driver import LoopDriver
+from ..loop._events import AgentEvent, MutationFinished
+from ..loop._mutators import MutationContext, TranscriptCursor
+from ..loop._state import INTERRUPTED_KEY, DriverState
+from ..loop._steps import ApprovalRequest, AwaitingInput, Finished, Step
+from ..model._config import SessionConfig
+from ..model._protocol import TurnRequest
+from ..tools._executor import BasicToolExecutor
+from ..tools._registry import ToolRegistry
+from ..tools._tool import ToolContext, ToolRequest
+from ._actions import (
+    Approve,
+    ApproveWith,
+    Cancel,
+    CancelPoint,
+    Continue,
+    DenyCall,
+    HostAction,
+    Interject,
+    Submit,
+)
+from ._assertions import _violation_report, format_transcript
+from ._scripted import Reply, ScriptedModel, hang, text
+from ._tool_strategies import host_actions, model_replies, tool_inputs
+
+__all__ = ["PROBE_TOOL_NAME", "AgentStateMachine"]
+
+PROBE_TOOL_NAME = "agentloop_probe"
+"""The name of the harmless tool the machine adds to hit ``CancelPoint.TOOL``."""
+
+
+class _Recorder:
+    """Transcript observer (every appended item) and loop observer (dirty mutator passes)."""
+
+    def __init__(self) -> None:
+        self.appended: list[Item] = []
+        self.since_rewrite: list[Item] = []
+        self.rewrites = 0
+
+    def on_item_appended(self, item: Item) -> None:
+        self.appended.append(item)
+        self.since_rewrite.append(item)
+
+    def handle_event(self, event: AgentEvent) -> None:
+        if isinstance(event, MutationFinished) and event.dirty:
+            self.rewrites += 1
+            self.since_rewrite.clear()
+
+
+class _Probes:
+    """Where the next cancellation is armed, and whether it fired during this step."""
+
+    def __init__(self, controller: CancellationController) -> None:
+        self.controller = controller
+        self.armed: CancelPoint | None = None
+        self.fired: CancelPoint | None = None
+        self.host_scope: anyio.CancelScope | None = None
+
+    def take(self, point: CancelPoint) -> bool:
+        if self.armed is not point:
+            return False
+        self.armed = None
+        self.fired = point
+        return True
+
+
+class _ProbeTool:
+    """Echoes its input; when ``CancelPoint.TOOL`` is armed it interrupts and waits."""
+
+    spec = ToolSpec(
+        PROBE_TOOL_NAME,
+        "Test-harness probe: echoes its input.",
+        {"type": "object", "properties": {"note": {"type": "string", "maxLength": 8}}},
+    )
+
+    def __init__(self, probes: _Probes) -> None:
+        self._probes = probes
+
+    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> Any:
+        if self._probes.take(CancelPoint.TOOL):
+            self._probes.controller.interrupt()
+            await anyio.sleep_forever()
+        return {"echo": request.input}
+
+
+class _ProbeMutator:
+    """Leaves the transcript alone; when ``CancelPoint.MUTATOR`` is armed it interrupts."""
+
+    name = "agentloop_probe"
+
+    def __init__(self, probes: _Probes) -> None:
+        self._probes = probes
+
+    async def mutate(self, cursor: TranscriptCursor, ctx: MutationContext) -> None:
+        if self._probes.take(CancelPoint.MUTATOR):
+            self._probes.controller.interrupt()
+            await anyio.lowlevel.checkpoint()
+
+
+def _is_interrupted(item: Item) -> bool:
+    return item.kind is ItemKind.ASSISTANT and bool(item.metadata.get(INTERRUPTED_KEY))
+
+
+class AgentStateMachine(RuleBasedStateMachine):
+    """Drives your agent with random model replies, host actions and cancellations.
+
+    Subclass it, override :meth:`configure_agent` to add your tools,
+    permission checker, mutators or task manager, and collect
+    ``MyMachine.TestCase`` (or call ``MyMachine.run(backend="trio")``). Do not
+    replace the model or the cancellation handle: the machine owns them.
+    Set ``probes = False`` to keep the probe tool and mutator out of your agent
+    (``CancelPoint.TOOL`` and ``MUTATOR`` then never fire).
+    """
+
+    backend: ClassVar[str] = "asyncio"
+    probes: ClassVar[bool] = True
+    step_timeout: ClassVar[float] = 10.0
+
+    def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
+        """Add your components to ``builder`` (model and cancellation are already set)."""
+        return builder
+
+    def session_config(self) -> SessionConfig:
+        """The session to start (override for limits or cache settings)."""
+        return SessionConfig("agent-state-machine")
+
+    def approve_inputs(self, request: ApprovalRequest) -> st.SearchStrategy[Any]:
+        """Edited inputs for approve-with: valid for the tool's schema, or arbitrary objects."""
+        spec = next((s for s in self.tool_specs() if s.name == request.tool_name), None)
+        anything = st.dictionaries(st.sampled_from(["path", "value"]), st.text(max_size=8))
+        return anything if spec is None else tool_inputs(spec) | anything
+
+    @classmethod
+    def run(
+        cls, *, backend: str | None = None, settings: hypothesis.settings | None = None
+    ) -> None:
+        """Run the machine as a test now (on ``backend`` if given)."""
+        machine = cls if backend is None else type(cls.__name__, (cls,), {"backend": backend})
+        run_state_machine_as_test(machine, settings=settings or DEFAULT_SETTINGS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.controller = CancellationController()
+        self.model = ScriptedModel(self._answer, call_id_prefix="sm-call-")
+        self.recorder = _Recorder()
+        self._probes = _Probes(self.controller)
+        self._replies: list[Reply] = []
+        self._bad_requests: list[str] = []
+        self._pending: Step | None = None
+        self._expect_cancelled = False
+        self._portal_cm = anyio.from_thread.start_blocking_portal(self.backend)
+        self.portal = self._portal_cm.__enter__()
+        try:
+            builder = Agent.builder().model(self.model).cancellation(self.controller.handle())
+            builder = self.configure_agent(builder)
+            if self.probes:
+                builder.add_tool_source(
+                    ToolRegistry("agentloop-probes").with_tool(_ProbeTool(self._probes))
+                ).mutator(_ProbeMutator(self._probes))
+            builder.transcript_observer(self.recorder).observer(self.recorder)
+            self.agent = builder.build()
+            self.driver: LoopDriver = self.portal.call(self.agent.start, self.session_config())
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+        self.initial_transcript = list(self.agent.transcript)
+
+    def teardown(self) -> None:
+        """Stop the event loop thread."""
+        self._portal_cm.__exit__(None, None, None)
+
+    # -- the machine's model ---------------------------------------------------------------
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """The specs the agent advertises now (the model's replies call these)."""
+        executor = self.agent.tool_executor or BasicToolExecutor(self.agent.tool_sources)
+        return executor.specs()
+
+    def _answer(self, request: TurnRequest) -> Reply:
+        transcript = list(request.transcript)
+        violation = find_violation(transcript)
+        if violation is not None:
+            self._bad_requests.append(
+                f"model request {len(self.model.requests)} ({request.turn_id}) broke the "
+                "transcript invariant: " + _violation_report(transcript, violation)
+            )
+        partial = (BeginPart("text-0", PartKind.TEXT), AppendText("text-0", "partial"))
+        if self._probes.take(CancelPoint.MODEL):
+            self.controller.interrupt()
+            return hang(*partial)
+        if self._probes.take(CancelPoint.HOST):
+            assert self._probes.host_scope is not None
+            self._probes.host_scope.cancel()
+            return hang(*partial)
+        return self._replies.pop(0) if self._replies else text("done")
+
+    # -- rules -----------------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def advance(self, data: st.DataObject) -> None:
+        """Queue a random model reply and call ``next()``."""
+        self._replies.append(data.draw(model_replies(self.tool_specs()), label="reply"))
+        self._advance()
+
+    @precondition(lambda self: self._pending is not None)
+    @rule(data=st.data())
+    def act(self, data: st.DataObject) -> None:
+        """Take a random host action fitting the last step."""
+        assert self._pending is not None
+        pending = self._pending
+        edits = self.approve_inputs(pending) if isinstance(pending, ApprovalRequest) else None
+        self.apply(data.draw(host_actions(pending, approve_inputs=edits), label="action"))
+
+    @precondition(lambda self: isinstance(self._pending, ApprovalRequest))
+    @rule()
+    def submit_during_approval_is_refused(self) -> None:
+        """Submitting input while an approval is pending raises and changes nothing."""
+        before, state = self.driver.snapshot(), self.driver.state
+        message = ""
+        try:
+            self.driver.submit_input([Item.text(ItemKind.USER, "too early")])
+        except InvalidStateError as error:
+            message = str(error)
+        assert "in state AWAITING_APPROVAL" in message, f"expected a refusal, got {message!r}"
+        assert self.driver.snapshot() == before
+        assert self.driver.state is state
+
+    def apply(self, action: HostAction) -> None:
+        """Apply one host action to the driver and the pending step."""
+        step = self._pending
+        self._pending = None
+        if isinstance(action, Submit | Interject):
+            self.driver.submit_input(list(action.items))
+        elif isinstance(action, Approve | ApproveWith | DenyCall):
+            assert isinstance(step, ApprovalRequest)
+            if isinstance(action, Approve):
+                step.approve()
+            elif isinstance(action, ApproveWith):
+                step.approve_with(action.input)
+            else:
+                step.deny(action.reason)
+        elif isinstance(action, Cancel):
+            if action.point.is_immediate:
+                self.portal.call(self.controller.interrupt)
+                self._expect_cancelled = True
+            else:
+                self._probes.armed = action.point
+        else:
+            assert isinstance(action, Continue)
+
+    async def _next_in_host_scope(self) -> Step | None:
+        with anyio.fail_after(self.step_timeout), anyio.CancelScope() as scope:
+            self._probes.host_scope = scope
+            return await self.driver.next()
+        return None
+
+    def _advance(self) -> None:
+        expect_cancelled, self._expect_cancelled = self._expect_cancelled, False
+        self._probes.fired = None
+        try:
+            step = self.portal.call(self._next_in_host_scope)
+        except TimeoutError:
+            raise AssertionError(
+                f"driver.next() did not return within {self.step_timeout} s (state "
+                f"{self.driver.state}); transcript:\n{format_transcript(self._transcript())}"
+            ) from None
+        fired = self._probes.fired
+        if step is None:
+            assert fired is CancelPoint.HOST, "next() was cancelled but no host probe fired"
+            assert self.driver.state is DriverState.IDLE, self.driver.state
+            self._assert_ends_interrupted("host cancellation")
+            self._pending = AwaitingInput(self.driver.session_id, driver=self.driver)
+            return
+        if expect_cancelled or fired is not None:
+            reason = f"an interrupt at {fired or 'the pending interrupt'}"
+            assert isinstance(step, Finished), f"after {reason}, next() returned {step!r}"
+            assert step.result.finish_reason is FinishReason.CANCELLED, (
+                f"after {reason}, the turn finished {step.result.finish_reason}"
+            )
+            self._assert_ends_interrupted(reason)
+        self._pending = step
+
+    def _transcript(self) -> list[Item]:
+        return list(self.driver.snapshot().transcript)
+
+    def _assert_ends_interrupted(self, reason: str) -> None:
+        transcript = self._transcript()
+        assert transcript, f"after {reason} the transcript is empty"
+        assert _is_interrupted(transcript[-1]), (
+            f"after {reason} the transcript does not end with an interrupted assistant item:\n"
+            + format_transcript(transcript)
+        )
+
+    # -- invariants ------------------------------------------------------------------------
+
+    @invariant()
+    def model_requests_were_valid(self) -> None:
+        """Every transcript the model received passed ``validate_transcript``."""
+        if self._bad_requests:
+            raise AssertionError(self._bad_requests[0])
+
+    @invariant()
+    def every_call_has_one_result(self) -> None:
+        """Calls are answered exactly once (only calls awaiting approval may be open)."""
+        transcript = self._transcript()
+        violation = find_violation(transcript)
+        if violation is None:
+            return
+        if violation.kind == "unanswered" and self.driver.state is DriverState.AWAITING_APPROVAL:
+            last_round = next(
+                (item for item in reversed(transcript) if any(item.tool_calls())), None
+            )
+            round_ids = {call.id for call in last_round.tool_calls()} if last_round else set()
+            if set(violation.call_ids) <= round_ids:
+                return
+        raise AssertionError(
+            f"in state {self.driver.state}: " + _violation_report(transcript, violation)
+        )
+
+    @invariant()
+    def observer_saw_every_item(self) -> None:
+        """The transcript observer's items are the transcript's, in order, none lost."""
+        transcript = self._transcript()
+        if self.recorder.rewrites == 0:
+            expected: Sequence[Item] = self.initial_transcript + self.recorder.appended
+            actual: Sequence[Item] = transcript
+        else:  # a mutator rewrote history: what was appended since must be the tail
+            expected = self.recorder.since_rewrite
+            actual = transcript[len(transcript) - len(expected) :] if expected else []
+        if list(actual) != list(expected):
+            raise AssertionError(
+                "the transcript observer and driver.snapshot() disagree; observed:\n"
+                f"{format_transcript(expected)}\ntranscript:\n{format_transcript(transcript)}"
+            )
+
+
+DEFAULT_SETTINGS = hypothesis.settings(
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+"""Settings :meth:`AgentStateMachine.run` uses when given none."""

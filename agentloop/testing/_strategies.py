@@ -1,0 +1,388 @@
+"""Hypothesis strategies for transcript data: JSON values, parts, items, transcripts.
+
+``transcripts()`` builds provider-valid transcripts out of the shapes the
+driver writes: optional system/developer/context prelude, then turns of input,
+tool rounds (parallel calls, results in any order, error and synthesized
+results, interjections, late notifications) and an answer, a cancelled
+ending, or nothing yet. ``invalid_transcripts()`` plants exactly one
+violation of the tool_call/tool_result pairing in such a transcript.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple, TypeAlias
+
+from hypothesis import strategies as st
+
+from ..core._items import (
+    OUTCOME_KEY,
+    CustomPart,
+    FilePart,
+    FinishReason,
+    Item,
+    ItemKind,
+    MediaPart,
+    Part,
+    ReasoningPart,
+    ResultOutcome,
+    StructuredPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from ..core._tool_spec import ToolSpec
+
+__all__ = [
+    "VIOLATION_KINDS",
+    "InvalidTranscript",
+    "TranscriptEnding",
+    "invalid_transcripts",
+    "items",
+    "json_values",
+    "parts",
+    "transcripts",
+]
+
+TranscriptEnding: TypeAlias = Literal["any", "input", "tool_result", "answer"]
+"""How a generated transcript ends: ``input`` (a fresh turn's input, as at
+``MutationPoint.AFTER_TURN_ENDED``), ``tool_result`` (a finished tool round,
+maybe with interjected input, as at ``AFTER_TOOL_RESULT``), ``answer``, or ``any``."""
+
+VIOLATION_KINDS: tuple[str, ...] = ("orphaned", "duplicate", "duplicate_call", "unanswered")
+"""Every ``TranscriptViolation.kind`` that ``invalid_transcripts()`` can plant."""
+
+_INTERRUPTED = {"agentloop.interrupted": True, "agentloop.interrupt_stage": "tool"}
+_TOOL_NAMES = ("read_file", "search", "echo", "run_shell", "fetch_url")
+
+_words = st.text(alphabet=string.ascii_letters + string.digits + " .,-", max_size=16)
+_keys = st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=8)
+_ids = st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=1, max_size=10)
+
+
+@functools.cache
+def json_values(*, max_leaves: int = 6) -> st.SearchStrategy[Any]:
+    """JSON-compatible values (no NaN or infinities), nested lists and objects."""
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**31), 2**31)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=12)
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
+        max_leaves=max_leaves,
+    )
+
+
+@functools.cache
+def _metadata() -> st.SearchStrategy[dict[str, Any]]:
+    return st.just({}) | st.dictionaries(_keys, json_values(max_leaves=2), max_size=2)
+
+
+@functools.cache
+def _json_objects() -> st.SearchStrategy[dict[str, Any]]:
+    return st.dictionaries(_keys, json_values(max_leaves=3), max_size=3)
+
+
+@functools.cache
+def _flat_objects() -> st.SearchStrategy[dict[str, Any]]:
+    scalars = st.none() | st.booleans() | st.integers(-1000, 1000) | _words
+    return st.dictionaries(_keys, scalars, max_size=2)
+
+
+@functools.cache
+def _content_parts() -> st.SearchStrategy[Part]:
+    meta = _metadata()
+    data = st.none() | st.text(alphabet=string.ascii_letters + "+/=", max_size=12)
+    return st.one_of(
+        st.builds(TextPart, st.text(max_size=30), metadata=meta),
+        st.builds(ReasoningPart, st.text(max_size=30), redacted=st.booleans(), metadata=meta),
+        st.builds(StructuredPart, json_values(), metadata=meta),
+        st.builds(MediaPart, st.sampled_from(["image/png", "audio/wav"]), data=data, uri=st.none()),
+        st.builds(FilePart, st.none() | _words, mime_type=st.none() | st.just("text/plain")),
+        st.builds(CustomPart, _keys, json_values(max_leaves=2), metadata=meta),
+    )
+
+
+@functools.cache
+def _result_outputs() -> st.SearchStrategy[Any]:
+    text_parts = st.lists(st.builds(TextPart, st.text(max_size=12)), min_size=1, max_size=2)
+    return st.text(max_size=30) | text_parts | _json_objects()
+
+
+def parts(*, tool_parts: bool = True) -> st.SearchStrategy[Part]:
+    """Any single part; with ``tool_parts``, also tool calls and results (unpaired)."""
+    content = _content_parts()
+    if not tool_parts:
+        return content
+    return (
+        content
+        | st.builds(ToolCallPart, _ids, _keys, _json_objects())
+        | st.builds(ToolResultPart, _ids, _result_outputs(), st.booleans())
+    )
+
+
+@functools.cache
+def _usages() -> st.SearchStrategy[Usage]:
+    counts = st.integers(0, 100_000)
+    return st.builds(Usage, counts, counts, counts, counts, counts, st.none() | st.floats(0, 10))
+
+
+def items(
+    *, kinds: Sequence[ItemKind] | None = None, tool_parts: bool = True
+) -> st.SearchStrategy[Item]:
+    """Single items of any kind (or of ``kinds``), with every optional field exercised.
+
+    Tool parts (with ``tool_parts``) are not paired: use :func:`transcripts`
+    for valid sequences. Good for serialization round trips.
+    """
+    kind_strategy = st.sampled_from(list(kinds) if kinds is not None else list(ItemKind))
+    return st.builds(
+        Item,
+        kind_strategy,
+        st.lists(parts(tool_parts=tool_parts), min_size=1, max_size=3),
+        id=st.none() | _ids,
+        metadata=_metadata(),
+        usage=st.none() | _usages(),
+        finish_reason=st.none() | st.sampled_from(list(FinishReason)),
+        created_at=st.none() | st.floats(0, 2e9),
+    )
+
+
+class InvalidTranscript(NamedTuple):
+    """A transcript with exactly one planted violation; ``kind`` names it."""
+
+    items: list[Item]
+    kind: str
+
+
+class _Builder:
+    """Accumulates a transcript and hands out fresh call ids."""
+
+    def __init__(self, draw: st.DrawFn, tools: Sequence[ToolSpec]) -> None:
+        self.draw = draw
+        self.tools = tools
+        self.items: list[Item] = []
+        self.prefix = draw(st.sampled_from(["call_", "toolu_", "c", "fc-"]))
+        self.counter = 0
+
+    def fresh_id(self) -> str:
+        self.counter += 1
+        return f"{self.prefix}{self.counter}"
+
+    def text_item(self, kind: ItemKind) -> Item:
+        return Item.text(kind, self.draw(_words))
+
+    def prelude(self) -> None:
+        if self.draw(st.booleans()):
+            self.items.append(self.text_item(ItemKind.SYSTEM))
+        if self.draw(st.integers(0, 3)) == 0:
+            self.items.append(self.text_item(ItemKind.DEVELOPER))
+        if self.draw(st.integers(0, 3)) == 0:
+            self.items.append(self.text_item(ItemKind.CONTEXT))
+
+    def input_block(self) -> None:
+        if self.draw(st.integers(0, 4)) == 0:
+            self.items.append(self.text_item(ItemKind.CONTEXT))
+        last = self.draw(st.sampled_from([ItemKind.USER, ItemKind.USER, ItemKind.NOTIFICATION]))
+        self.items.append(self.text_item(last))
+
+    def call(self) -> ToolCallPart:
+        call_id = self.fresh_id()
+        if self.tools:
+            from ._tool_strategies import tool_inputs
+
+            spec = self.draw(st.sampled_from(list(self.tools)))
+            return ToolCallPart(call_id, spec.name, self.draw(tool_inputs(spec)))
+        name = self.draw(st.sampled_from(_TOOL_NAMES))
+        return ToolCallPart(call_id, name, self.draw(_flat_objects()))
+
+    def result(self, call: ToolCallPart, *, cancelled: bool = False) -> ToolResultPart:
+        outcome: ResultOutcome | None = ResultOutcome.CANCELLED
+        if not cancelled:
+            outcome = self.draw(st.none() | st.none() | st.sampled_from(list(ResultOutcome)))
+        if outcome is None:
+            output = self.draw(_words | _result_outputs())
+            return ToolResultPart(call.id, output, self.draw(st.booleans()))
+        return ToolResultPart(
+            call.id, f"{outcome.value}: {call.name}", True, metadata={OUTCOME_KEY: outcome.value}
+        )
+
+    def tool_round(self, *, max_parallel: int, cancelled: bool = False) -> None:
+        assistant_parts: list[Part] = []
+        if self.draw(st.integers(0, 3)) == 0:
+            assistant_parts.append(ReasoningPart(self.draw(_words)))
+        if self.draw(st.booleans()):
+            assistant_parts.append(TextPart(self.draw(_words)))
+        calls = [self.call() for _ in range(self.draw(st.integers(1, max_parallel)))]
+        assistant_parts.extend(calls)
+        self.items.append(
+            Item(ItemKind.ASSISTANT, assistant_parts, finish_reason=FinishReason.TOOL_CALL)
+        )
+        ordered = self.draw(st.permutations(calls)) if self.draw(st.booleans()) else calls
+        results = [self.result(call, cancelled=cancelled) for call in ordered]
+        if not cancelled and len(results) > 1 and self.draw(st.integers(0, 3)) == 0:
+            self.items.append(Item(ItemKind.TOOL, results))  # grouped in one item
+        else:
+            self.items.extend(Item(ItemKind.TOOL, (result,)) for result in results)
+        if not cancelled and self.draw(st.integers(0, 4)) == 0:
+            kind = self.draw(st.sampled_from([ItemKind.USER, ItemKind.NOTIFICATION]))
+            self.items.append(self.text_item(kind))  # an interjection or a late notification
+
+    def answer(self) -> None:
+        answer_parts: list[Part] = []
+        if self.draw(st.integers(0, 3)) == 0:
+            answer_parts.append(ReasoningPart(self.draw(_words)))
+        answer_parts.append(TextPart(self.draw(_words)))
+        self.items.append(
+            Item(ItemKind.ASSISTANT, answer_parts, finish_reason=FinishReason.COMPLETED)
+        )
+
+    def interrupted(self, max_parallel: int) -> None:
+        if self.draw(st.booleans()):
+            self.tool_round(max_parallel=max_parallel, cancelled=True)
+        self.items.append(
+            Item(
+                ItemKind.ASSISTANT,
+                (TextPart("[interrupted]", metadata=_INTERRUPTED),),
+                metadata=_INTERRUPTED,
+            )
+        )
+
+    def turn(self, *, ending: str, max_rounds: int, max_parallel: int) -> None:
+        self.input_block()
+        if ending == "input":
+            return
+        low = 1 if ending == "tool_result" else 0
+        for _ in range(self.draw(st.integers(low, max(low, max_rounds)))):
+            self.tool_round(max_parallel=max_parallel)
+        if ending == "tool_result":
+            return
+        if ending == "complete" and self.draw(st.integers(0, 5)) == 0:
+            self.interrupted(max_parallel)
+        else:
+            self.answer()
+
+
+@st.composite
+def _valid_transcripts(
+    draw: st.DrawFn,
+    ends_with: TranscriptEnding,
+    max_turns: int,
+    max_rounds: int,
+    max_parallel: int,
+    tools: Sequence[ToolSpec],
+) -> list[Item]:
+    builder = _Builder(draw, tools)
+    builder.prelude()
+    finished_turns = draw(st.integers(0, max_turns))
+    for _ in range(finished_turns):
+        builder.turn(ending="complete", max_rounds=max_rounds, max_parallel=max_parallel)
+    ending: str = ends_with
+    if ending == "any":
+        ending = draw(st.sampled_from(["input", "tool_result", "answer", "none"]))
+    if ending == "answer" and finished_turns and draw(st.booleans()):
+        ending = "none"  # the last finished turn already ends with an answer
+    if ending != "none":
+        builder.turn(
+            ending=ending,
+            max_rounds=max_rounds,
+            max_parallel=max_parallel,
+        )
+    if ends_with == "answer" and builder.items[-1].kind is not ItemKind.ASSISTANT:
+        builder.answer()
+    return builder.items
+
+
+def transcripts(
+    valid: bool = True,
+    *,
+    ends_with: TranscriptEnding = "any",
+    max_turns: int = 3,
+    max_rounds: int = 3,
+    max_parallel: int = 3,
+    tools: Sequence[ToolSpec] = (),
+) -> st.SearchStrategy[list[Item]]:
+    """Transcripts that pass ``validate_transcript`` (or, with ``valid=False``, that fail it).
+
+    Shapes: system/developer/context prelude; turns of user or notification
+    input; up to ``max_rounds`` tool rounds per turn with up to
+    ``max_parallel`` calls each, results in call order or shuffled, one per
+    tool item or grouped, real, error and synthesized results, interjections;
+    answers with or without reasoning; cancelled turns. With ``tools``, calls
+    use those names and schema-valid inputs. ``ends_with`` picks the ending.
+    """
+    if not valid:
+        return invalid_transcripts(max_turns=max_turns, tools=tools).map(lambda bad: bad.items)
+    return _valid_transcripts(ends_with, max_turns, max_rounds, max_parallel, tuple(tools))
+
+
+def _call_positions(items: Sequence[Item]) -> list[tuple[int, ToolCallPart]]:
+    return [(index, call) for index, item in enumerate(items) for call in item.tool_calls()]
+
+
+def _result_positions(items: Sequence[Item]) -> list[tuple[int, ToolResultPart]]:
+    return [(index, result) for index, item in enumerate(items) for result in item.tool_results()]
+
+
+@st.composite
+def _plant(draw: st.DrawFn, base: list[Item], kind: str) -> InvalidTranscript:
+    transcript = list(base)
+    if kind != "orphaned" and not _call_positions(transcript):
+        transcript.append(Item(ItemKind.ASSISTANT, (ToolCallPart("seed-1", "echo", {}),)))
+        transcript.append(Item(ItemKind.TOOL, (ToolResultPart("seed-1", "ok"),)))
+    if kind == "orphaned":
+        used = {call.id for _, call in _call_positions(transcript)}
+        orphan_id = next(f"orphan-{n}" for n in range(len(used) + 1) if f"orphan-{n}" not in used)
+        position = draw(st.integers(0, len(transcript)))
+        transcript.insert(position, Item(ItemKind.TOOL, (ToolResultPart(orphan_id, "?"),)))
+    elif kind == "duplicate":
+        index, result = draw(st.sampled_from(_result_positions(transcript)))
+        position = draw(st.integers(index + 1, len(transcript)))
+        transcript.insert(position, Item(ItemKind.TOOL, (ToolResultPart(result.call_id, "again"),)))
+    elif kind == "duplicate_call":
+        _, call = draw(st.sampled_from(_call_positions(transcript)))
+        position = draw(st.integers(0, len(transcript)))
+        transcript.insert(
+            position, Item(ItemKind.ASSISTANT, (ToolCallPart(call.id, call.name, {}),))
+        )
+    elif kind == "unanswered":
+        index, result = draw(st.sampled_from(_result_positions(transcript)))
+        item = transcript[index]
+        kept = tuple(part for part in item.parts if part is not result)
+        if kept:
+            transcript[index] = Item(item.kind, kept, metadata=item.metadata)
+        else:
+            del transcript[index]
+    else:  # pragma: no cover - guarded by invalid_transcripts
+        raise ValueError(f"unknown violation kind {kind!r}")
+    return InvalidTranscript(transcript, kind)
+
+
+def invalid_transcripts(
+    *,
+    kinds: Sequence[str] = VIOLATION_KINDS,
+    max_turns: int = 3,
+    tools: Sequence[ToolSpec] = (),
+) -> st.SearchStrategy[InvalidTranscript]:
+    """``(transcript, kind)`` pairs: a valid transcript with one planted violation.
+
+    ``find_violation(transcript).kind == kind`` for every example; ``kinds``
+    restricts the planted violations to a subset of :data:`VIOLATION_KINDS`.
+    """
+    unknown = sorted(set(kinds) - set(VIOLATION_KINDS))
+    if unknown or not kinds:
+        raise ValueError(
+            f"invalid_transcripts: kinds must be a non-empty subset of {VIOLATION_KINDS}, "
+            f"got {tuple(kinds)!r}"
+        )
+    base = transcripts(max_turns=max_turns, tools=tools)
+    return st.tuples(base, st.sampled_from(list(kinds))).flatmap(
+        lambda pair: _plant(pair[0], pair[1])
+    )

@@ -1,0 +1,66 @@
+"""One tool round of 16 calls that each sleep 50 ms: AsyncTaskManager vs SimpleTaskManager.
+
+Run with ``python benchmarks/parallel_round.py``. Prints the wall time of the
+round (from ``next()`` to the ``AfterToolResult`` pause) for each manager,
+best of a few repeats, and the speedup as a ratio against the sequential
+baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+import agentloop as al
+from agentloop.testing import call, tool_calls
+
+CALLS = 16
+SLEEP = 0.050
+REPEATS = 5
+
+
+class Sleep:
+    spec = al.ToolSpec("sleep", "Sleep 50 ms.", {"type": "object"})
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        await anyio.sleep(SLEEP)
+        return "slept"
+
+
+async def one_round(manager: al.TaskManager) -> float:
+    model = al.ScriptedModel([tool_calls(*(call("sleep") for _ in range(CALLS)))])
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(Sleep()))
+        .task_manager(manager)
+        .build()
+    )
+    driver = await agent.start("bench")
+    driver.submit_input([al.Item.text(al.ItemKind.USER, "go")])
+    began = time.perf_counter()
+    step = await driver.next()
+    elapsed = time.perf_counter() - began
+    assert isinstance(step, al.AfterToolResult), step
+    return elapsed
+
+
+async def main() -> None:
+    simple = min([await one_round(al.SimpleTaskManager()) for _ in range(REPEATS)])
+    concurrent: list[float] = []
+    for _ in range(REPEATS):
+        async with al.AsyncTaskManager() as manager:
+            concurrent.append(await one_round(manager))
+    parallel = min(concurrent)
+    print(f"one round of {CALLS} tools sleeping {SLEEP * 1000:.0f} ms (best of {REPEATS})")
+    print(f"  SimpleTaskManager: {simple * 1000:8.1f} ms")
+    print(f"  AsyncTaskManager:  {parallel * 1000:8.1f} ms")
+    print(f"  speedup:           {simple / parallel:8.1f}x")
+    print(f"  overhead over one sleep: {(parallel - SLEEP) * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    for backend in ("asyncio", "trio"):
+        print(f"[{backend}]")
+        anyio.run(main, backend=backend)

@@ -1,0 +1,105 @@
+"""Permission policies: a PolicyChain where the first policy with an opinion decides.
+
+Run: python examples/permissions_policies.py
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import anyio
+
+import agentloop as al
+from agentloop.testing import call, tool_calls
+
+
+def make_tools(workspace: Path) -> al.ToolRegistry:
+    @al.tool(read_only=True, permissions=lambda args: [al.FileSystemRead(args["path"])])
+    def read_file(path: str) -> str:
+        """Read a file of the workspace."""
+        return (workspace / path).read_text()
+
+    @al.tool(destructive=True, permissions=lambda args: [al.ShellCommand(args["argv"])])
+    async def run(argv: list[str]) -> str:
+        """Run a program (pretend)."""
+        return "ran: " + " ".join(argv)
+
+    return al.ToolRegistry().with_tool(read_file).with_tool(run)
+
+
+def describe(decision: al.PermissionDecision) -> str:
+    if isinstance(decision, al.Deny):
+        return f"deny [{decision.code}] {decision.message}"
+    if isinstance(decision, al.RequireApproval):
+        return f"ask [{decision.reason}] {decision.summary}"
+    return "allow"
+
+
+def make_workspace(tmp: str) -> tuple[Path, Path]:
+    """<tmp>/workspace/{todo.txt, shortcut -> ../secret.txt} and <tmp>/secret.txt."""
+    root = Path(tmp).resolve()
+    workspace = root / "workspace"
+    workspace.mkdir()
+    (workspace / "todo.txt").write_text("buy milk")
+    (root / "secret.txt").write_text("hunter2")
+    (workspace / "shortcut").symlink_to(root / "secret.txt")
+    return root, workspace
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root, workspace = make_workspace(tmp)
+
+        policy = al.PolicyChain(
+            al.ToolPolicy(deny=["format_disk"], destructive="approve", read_only="allow"),
+            al.PathPolicy(allowed_roots=[workspace], base=str(workspace)),
+            al.CommandPolicy(allow=["ls", "git"], deny=["rm", "sudo"]),
+            fallback=al.Deny("policy_denied", "no policy allows this"),
+        )
+        for request in [
+            al.ToolInvocation("read_file", al.ToolAnnotations(read_only=True)),
+            al.ToolInvocation("format_disk"),
+            al.ToolInvocation("deploy", al.ToolAnnotations(destructive=True)),
+            al.FileSystemRead("todo.txt"),
+            al.FileSystemRead("../secret.txt"),
+            al.FileSystemRead("shortcut"),
+            al.ShellCommand(["rm", "-rf", "/"]),
+            al.ShellCommand(["curl", "example.com"]),
+            al.NetworkAccess("https://example.com"),
+        ]:
+            shown = describe(policy.evaluate(request)).replace(str(root), "<tmp>")
+            print(f"{request.summary} -> {shown}")
+
+        model = al.ScriptedModel(
+            [
+                tool_calls(
+                    call("read_file", {"path": "todo.txt"}, id="call-1"),
+                    call("read_file", {"path": "shortcut"}, id="call-2"),
+                    call("run", {"argv": ["git", "status"]}, id="call-3"),
+                ),
+                "Done.",
+            ]
+        )
+        agent = (
+            al.Agent.builder()
+            .model(model)
+            .add_tool_source(make_tools(workspace))
+            .permissions(policy)
+            .input([al.Item.text(al.ItemKind.USER, "Check my todo list.")])
+            .build()
+        )
+        driver = await agent.start("demo")
+        step = await driver.run_until_blocked()
+        while isinstance(step, al.ApprovalRequest):
+            print(f"approval? {step.tool_name}: {step.summary} ({step.reason})")
+            step.approve()
+            step = await driver.run_until_blocked()
+        assert isinstance(step, al.Finished)
+        for item in driver.snapshot().transcript:
+            for result in item.tool_results():
+                print(f"{result.call_id}: {str(result.output).replace(str(root), '<tmp>')}")
+
+
+if __name__ == "__main__":
+    anyio.run(main)
