@@ -57,18 +57,18 @@ class Host:
         self.driver: al.LoopDriver
 
     async def start(self) -> None:
+        registry = al.ToolRegistry()
+        for tool in self.tools.values():
+            registry.add(tool)
         builder = (
             al.Agent.builder()
             .model(al.ScriptedModel(planner))
-            .add_tool_source(al.ToolRegistry())
+            .add_tool_source(registry)
             .task_manager(self.manager)
             .permissions(ApproveFsReads())
             .cancellation(self.controller.handle())
         )
-        registry = al.ToolRegistry()
-        for tool in self.tools.values():
-            registry.add(tool)
-        self.driver = await builder.add_tool_source(registry).build().start("prop")
+        self.driver = await builder.build().start("prop")
 
     # -- actions ---------------------------------------------------------------------
 
@@ -185,7 +185,7 @@ actions = st.lists(
 
 
 @settings(
-    max_examples=600,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
