@@ -23,7 +23,7 @@ class KeepRecentItems(KeepRecentTurns):
     """The bug: cutting anywhere can separate a tool call from its result."""
 
     async def mutate(self, cursor: TranscriptCursor, ctx: MutationContext) -> None:
-        del cursor[: len(cursor) - self.keep]
+        del cursor[: max(0, len(cursor) - self.keep)]
 
 
 def test_compaction_keeps_every_call_with_its_result() -> None:

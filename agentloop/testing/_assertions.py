@@ -164,6 +164,7 @@ def check_mutator(
             raise TypeError(f"check_mutator: factory returned {made!r}, not a LoopMutator")
         return made
 
+    fresh()  # a bad factory fails here, before hypothesis runs
     test_settings = settings(
         max_examples=max_examples,
         deadline=None,

@@ -69,6 +69,10 @@ PROBE_TOOL_NAME = "agentloop_probe"
 """The name of the harmless tool the machine adds to hit ``CancelPoint.TOOL``."""
 
 
+_STRATEGIES: dict[tuple[str, str], st.SearchStrategy[Any]] = {}
+"""Strategies built from tool specs, reused across examples (building them is slow)."""
+
+
 class _Recorder:
     """Transcript observer (every appended item) and loop observer (dirty mutator passes)."""
 
@@ -239,7 +243,7 @@ class AgentStateMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def advance(self, data: st.DataObject) -> None:
         """Queue a random model reply and call ``next()``."""
-        self._replies.append(data.draw(model_replies(self.tool_specs()), label="reply"))
+        self._replies.append(data.draw(self._reply_strategy(), label="reply"))
         self._advance()
 
     @precondition(lambda self: self._pending is not None)
@@ -247,9 +251,7 @@ class AgentStateMachine(RuleBasedStateMachine):
     def act(self, data: st.DataObject) -> None:
         """Take a random host action fitting the last step."""
         assert self._pending is not None
-        pending = self._pending
-        edits = self.approve_inputs(pending) if isinstance(pending, ApprovalRequest) else None
-        self.apply(data.draw(host_actions(pending, approve_inputs=edits), label="action"))
+        self.apply(data.draw(self._action_strategy(self._pending), label="action"))
 
     @precondition(lambda self: isinstance(self._pending, ApprovalRequest))
     @rule()
@@ -287,6 +289,27 @@ class AgentStateMachine(RuleBasedStateMachine):
                 self._probes.armed = action.point
         else:
             assert isinstance(action, Continue)
+
+    def _reply_strategy(self) -> st.SearchStrategy[Reply]:
+        specs = self.tool_specs()
+        key = ("reply", repr(specs))
+        if key not in _STRATEGIES:
+            _STRATEGIES[key] = model_replies(specs)
+        return _STRATEGIES[key]
+
+    def _action_strategy(self, pending: Step) -> st.SearchStrategy[HostAction]:
+        if not isinstance(pending, ApprovalRequest):
+            key: tuple[str, str] = ("action", type(pending).__name__)
+            if key not in _STRATEGIES:
+                _STRATEGIES[key] = host_actions(type(pending))
+            return _STRATEGIES[key]
+        if type(self).approve_inputs is not AgentStateMachine.approve_inputs:
+            return host_actions(pending, approve_inputs=self.approve_inputs(pending))
+        spec = next((s for s in self.tool_specs() if s.name == pending.tool_name), None)
+        key = ("approval", repr(spec))
+        if key not in _STRATEGIES:
+            _STRATEGIES[key] = host_actions(pending, approve_inputs=self.approve_inputs(pending))
+        return _STRATEGIES[key]
 
     async def _next_in_host_scope(self) -> Step | None:
         with anyio.fail_after(self.step_timeout), anyio.CancelScope() as scope:

@@ -10,6 +10,7 @@ rarer, never wrong.
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -203,23 +204,30 @@ def tool_inputs(spec: ToolSpec | Mapping[str, Any], valid: bool = True) -> st.Se
 # -- model replies and scripts -------------------------------------------------------------
 
 
+_Choice = tuple[str, st.SearchStrategy[Any]]
+
+
 @st.composite
 def _call_replies(
-    draw: st.DrawFn, tools: Sequence[ToolSpec], max_parallel: int, invalid_calls: bool
+    draw: st.DrawFn, choices: Sequence[_Choice], max_parallel: int, invalid_calls: bool
 ) -> Reply:
     calls = []
     for _ in range(draw(st.integers(1, max_parallel))):
-        if not tools or (invalid_calls and draw(st.integers(0, 9)) == 0):
+        if not choices or (invalid_calls and draw(st.integers(0, 9)) == 0):
             calls.append(call(_UNKNOWN_TOOL, {}))
             continue
-        spec = draw(st.sampled_from(list(tools)))
+        name, inputs = draw(st.sampled_from(choices))
         broken = invalid_calls and draw(st.integers(0, 9)) == 0
-        value = draw(st.sampled_from([[], "not an object"]) if broken else tool_inputs(spec))
-        calls.append(call(spec.name, value))
+        calls.append(call(name, draw(st.sampled_from([[], "not an object"]) if broken else inputs)))
     preamble = draw(st.none() | _words.filter(bool))
     return tool_calls(*calls, text=preamble)
 
 
+def _choices(tools: Sequence[ToolSpec]) -> tuple[_Choice, ...]:
+    return tuple((spec.name, tool_inputs(spec)) for spec in tools)
+
+
+@functools.cache
 def _answers() -> st.SearchStrategy[Reply]:
     return st.one_of(
         st.builds(text, _words),
@@ -243,7 +251,7 @@ def model_replies(
     """
     if not calls:
         return _answers()
-    return _answers() | _call_replies(tuple(tools), max_parallel, invalid_calls)
+    return _answers() | _call_replies(_choices(tools), max_parallel, invalid_calls)
 
 
 @st.composite
@@ -251,9 +259,10 @@ def _scripts(
     draw: st.DrawFn, tools: Sequence[ToolSpec], max_turns: int, max_rounds: int, invalid: bool
 ) -> list[Reply]:
     replies: list[Reply] = []
+    choices = _choices(tools)
     for _ in range(draw(st.integers(1, max_turns))):
         for _ in range(draw(st.integers(0, max_rounds))):
-            replies.append(draw(_call_replies(tools, 3, invalid)))
+            replies.append(draw(_call_replies(choices, 3, invalid)))
         replies.append(draw(_answers()))
     return replies
 

@@ -90,8 +90,8 @@ def test_answer_ending_is_an_assistant_item(transcript: list[Item]) -> None:
 
 @settings(FAST, max_examples=200)
 @given(transcripts())
-def test_transcripts_cover_the_promised_shapes(transcript: list[Item]) -> None:
-    # Not a property: records which shapes appear, checked in the next test.
+def _record_shapes(transcript: list[Item]) -> None:
+    # Not a property: records which shapes appear (checked below).
     calls = [item for item in transcript if any(item.tool_calls())]
     _SEEN["several rounds"] |= len(calls) > 1
     _SEEN["parallel calls"] |= any(len(list(item.tool_calls())) > 1 for item in calls)
@@ -122,7 +122,7 @@ _SEEN: dict[str, bool] = dict.fromkeys(
 
 
 def test_every_shape_was_generated() -> None:
-    test_transcripts_cover_the_promised_shapes()
+    _record_shapes()
     assert [shape for shape, seen in _SEEN.items() if not seen] == []
 
 
@@ -230,7 +230,11 @@ def test_host_actions_fit_the_step(step: type, allowed: tuple[type, ...]) -> Non
 
 def test_public_surface_is_sorted_and_resolves() -> None:
     names = agentloop.testing.__all__
-    assert names == sorted(names)
+
+    def isort_style(name: str) -> tuple[int, str]:  # constants, classes, functions
+        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+    assert names == sorted(names, key=isort_style)
     for name in names:
         assert getattr(agentloop.testing, name) is not None
 
