@@ -393,7 +393,9 @@ class LoopDriver:
         turn = self._turn
         if turn is None or turn.round is None:
             return None
-        if not any(call.status is CallStatus.UNSTARTED for call in turn.round.calls):
+        if not any(
+            call.status in (CallStatus.UNSTARTED, CallStatus.RUNNING) for call in turn.round.calls
+        ):
             return None
         return await self._advance_round(turn, turn.round, after_approval=False)
 
@@ -653,6 +655,10 @@ class LoopDriver:
             for call in tool_round.calls:
                 if call.status is CallStatus.UNSTARTED:
                     await self._start_call(turn, call, tool_round.results)
+            if not turn.is_cancelled and (fresh := _surface_new_approval(tool_round)) is not None:
+                # Approvals surface one by one while the other calls keep running;
+                # their results are collected when the round resumes.
+                return fresh
             while any(call.status is CallStatus.RUNNING for call in tool_round.calls):
                 update = await self._tasks.wait_for_turn(turn.turn_id)
                 if update is None:
@@ -804,19 +810,10 @@ class LoopDriver:
             )
 
     def _surface_approval(self, tool_round: ToolRound) -> ApprovalRequest | None:
-        first_undecided: RoundCall | None = None
-        for call in tool_round.calls:
-            if not call.undecided:
-                continue
-            if not call.surfaced:
-                call.surfaced = True
-                assert call.approval is not None
-                return call.approval
-            first_undecided = first_undecided or call
-        if first_undecided is not None:
-            assert first_undecided.approval is not None
-            return first_undecided.approval
-        return None
+        """A new approval first; else re-surface the first one still unanswered."""
+        if (fresh := _surface_new_approval(tool_round)) is not None:
+            return fresh
+        return next((call.approval for call in tool_round.calls if call.undecided), None)
 
     def _refuse_round(self, turn: TurnState, tool_round: ToolRound, limit: int) -> Step:
         count = len(tool_round.calls)
@@ -941,6 +938,15 @@ class LoopDriver:
                 observer.handle_event(event)
             except Exception:
                 log.exception("observer raised", observer=type(observer).__name__)
+
+
+def _surface_new_approval(tool_round: ToolRound) -> ApprovalRequest | None:
+    """The first approval not yet shown to the host (marked as shown), if any."""
+    for call in tool_round.calls:
+        if call.undecided and not call.surfaced:
+            call.surfaced = True
+            return call.approval
+    return None
 
 
 def _is_placeholder(result: ToolResultPart) -> bool:

@@ -260,8 +260,7 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
         first.approve()
         second = await driver.next()
         assert isinstance(second, al.ApprovalRequest)
-        assert second.call_id == "call-4"
-        assert guarded.invoked == ["call-2"]
+        assert second.call_id == "call-4"  # surfaced while call-2 may still run
 
         second.deny("not this one")
         finished = await driver.next()
@@ -273,8 +272,8 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
         al.validate_transcript(transcript)
         assert [(c, e) for c, _, e in tool_outputs(transcript)] == [
             ("call-1", False),  # the background placeholder
+            ("call-2", False),  # results land in call order, whatever order they finished
             ("call-3", False),
-            ("call-2", False),
             ("call-4", True),
         ]
 
@@ -349,11 +348,6 @@ async def test_leaving_the_block_cancels_running_tasks() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="driver change needed: _advance_round waits for every running foreground call "
-    "before it surfaces an approval (see the report of issue 4)",
-)
 async def test_an_approval_surfaces_while_a_foreground_call_still_runs() -> None:
     slow = GateTool("slow")
     guarded = GateTool("read", guarded=True, blocking=False)
