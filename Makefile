@@ -25,7 +25,15 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy
 
-test: lint typecheck
+# The embedded local model (llama-cpp-python[server] + SmolLM2-135M): built once, ~5 min.
+STAMP_LLAMA := $(VENV)/.installed-llama
+.PHONY: local-server
+local-server: $(STAMP_LLAMA)
+
+$(STAMP_LLAMA): $(STAMP) scripts/build_local_server.sh agentloop/local/_install.py
+	VENV=$(VENV) bash scripts/build_local_server.sh
+
+test: lint typecheck local-server
 	$(BIN)/pytest
 
 demo: $(STAMP)

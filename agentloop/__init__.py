@@ -47,7 +47,18 @@ from .core._transcript import (
     has_pending_input,
     validate_transcript,
 )
+from .host._run import (
+    DEFAULT_MAX_STEPS,
+    ApprovalAnswer,
+    Approver,
+    RunResult,
+    RunStopReason,
+    continue_from,
+    run,
+)
+from .host._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
 from .loop._agent import Agent, AgentBuilder
+from .loop._checkpoint import CHECKPOINT_VERSION
 from .loop._driver import LoopDriver, LoopSnapshot
 from .loop._events import (
     AgentEvent,
@@ -99,6 +110,7 @@ from .model._config import (
     TranscriptPartEnd,
 )
 from .model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
+from .permissions._network import NetworkPolicy
 from .permissions._policies import (
     Abstain,
     CommandPolicy,
@@ -108,6 +120,7 @@ from .permissions._policies import (
     PolicyChain,
     PolicyDecision,
     ToolPolicy,
+    Verdict,
 )
 from .permissions._requests import (
     Allow,
@@ -127,6 +140,11 @@ from .permissions._requests import (
     ShellCommand,
     ToolInvocation,
 )
+from .store._documents import CHECKPOINT_FORMAT
+from .store._jsonl import export_jsonl, import_jsonl
+from .store._memory import MemorySessionStore
+from .store._protocol import SessionInfo, SessionStore, StoredSession
+from .store._sqlite import SqliteSessionStore
 from .tasks._async import AsyncTaskManager, AsyncTaskManagerHandle, TaskManagerState
 from .tasks._protocol import (
     TaskCancelled,
@@ -163,11 +181,15 @@ from .tools._executor import (
     PrepareOutcome,
     ToolExecutor,
 )
-from .tools._registry import ToolCatalogEvent, ToolRegistry, ToolSource
+from .tools._registry import ToolCatalogEvent, ToolRegistry, ToolSource, catalog_change
 from .tools._schema import json_schema_for
 from .tools._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
 __all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
+    "DEFAULT_BUFFER_SIZE",
+    "DEFAULT_MAX_STEPS",
     "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
     "Abstain",
@@ -179,6 +201,7 @@ __all__ = [
     "Allow",
     "AllowAll",
     "AppendText",
+    "ApprovalAnswer",
     "ApprovalDecision",
     "ApprovalId",
     "ApprovalNeeded",
@@ -186,6 +209,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalRequired",
     "ApprovalResolved",
+    "Approver",
     "AsyncTaskManager",
     "AsyncTaskManagerHandle",
     "AutomaticCache",
@@ -208,6 +232,7 @@ __all__ = [
     "DenyCode",
     "DetachAfter",
     "DriverState",
+    "EventStream",
     "ExplicitCache",
     "FilePart",
     "FileSystemRead",
@@ -228,6 +253,7 @@ __all__ = [
     "LoopObserver",
     "LoopSnapshot",
     "MediaPart",
+    "MemorySessionStore",
     "Metadata",
     "ModelAdapter",
     "ModelEvent",
@@ -239,6 +265,7 @@ __all__ = [
     "MutationStarted",
     "MutatorError",
     "NetworkAccess",
+    "NetworkPolicy",
     "Part",
     "PartKind",
     "PathPolicy",
@@ -263,13 +290,20 @@ __all__ = [
     "RoutingDecision",
     "RoutingPolicy",
     "RunFailed",
+    "RunResult",
     "RunStarted",
+    "RunStopReason",
     "ScriptedModel",
     "SessionConfig",
     "SessionId",
+    "SessionInfo",
+    "SessionStore",
     "ShellCommand",
     "SimpleTaskManager",
+    "SqliteSessionStore",
     "Step",
+    "StoredSession",
+    "StreamItem",
     "StructuredPart",
     "TaskCancelled",
     "TaskCompleted",
@@ -326,12 +360,19 @@ __all__ = [
     "TurnUpdate",
     "Usage",
     "UsageUpdated",
+    "Verdict",
     "Warning",
+    "catalog_change",
+    "continue_from",
     "converter",
+    "export_jsonl",
     "find_violation",
     "has_pending_input",
+    "import_jsonl",
     "json_schema_for",
     "result_outcome",
+    "run",
+    "stream",
     "structure",
     "tool",
     "unstructure",

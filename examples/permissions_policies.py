@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
+from agentloop.permissions import NetworkPolicy
 from agentloop.testing import call, tool_calls
 
 
@@ -54,7 +55,10 @@ async def main() -> None:
         policy = al.PolicyChain(
             al.ToolPolicy(deny=["format_disk"], destructive="approve", read_only="allow"),
             al.PathPolicy(allowed_roots=[workspace], base=str(workspace)),
-            al.CommandPolicy(allow=["ls", "git"], deny=["rm", "sudo"]),
+            al.CommandPolicy(
+                allow=["ls", "git"], deny=["rm", "sudo"], cwd_roots=[workspace], base=str(workspace)
+            ),
+            NetworkPolicy(allow=["api.github.com", "*.python.org"], deny=["*.evil.com"]),
             fallback=al.Deny("policy_denied", "no policy allows this"),
         )
         for request in [
@@ -66,7 +70,13 @@ async def main() -> None:
             al.FileSystemRead("shortcut"),
             al.ShellCommand(["rm", "-rf", "/"]),
             al.ShellCommand(["curl", "example.com"]),
+            al.ShellCommand(["git", "status"], cwd=".."),
+            al.NetworkAccess("https://api.github.com/repos"),
+            al.NetworkAccess("https://docs.python.org/3/"),
+            al.NetworkAccess("https://cdn.evil.com/x.js"),
+            al.NetworkAccess("file:///etc/passwd"),
             al.NetworkAccess("https://example.com"),
+            al.CustomPermission("mcp.connect", "Connect to MCP server docs"),
         ]:
             shown = describe(policy.evaluate(request)).replace(str(root), "<tmp>")
             print(f"{request.summary} -> {shown}")

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from ..core._cancellation import CancellationHandle
-from ..core._errors import InvalidInputError, InvalidStateError
+from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError
 from ..core._items import Item
 from ..core._transcript import find_violation
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
 from ..permissions._requests import AllowAll, PermissionChecker
+from ..store._protocol import SessionStore
 from ..tasks._protocol import TaskManager
 from ..tasks._simple import SimpleTaskManager
 from ..tools._executor import BasicToolExecutor, ToolExecutor
 from ..tools._registry import ToolSource
+from ._checkpoint import parse
 from ._driver import DriverParts, LoopDriver
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
@@ -44,6 +46,7 @@ class Agent:
     transcript_observers: tuple[TranscriptObserver, ...] = ()
     transcript: tuple[Item, ...] = ()
     input: tuple[Item, ...] = ()
+    store: SessionStore | None = None
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -59,12 +62,58 @@ class Agent:
             config = SessionConfig(config)
         if not isinstance(config, SessionConfig):
             raise InvalidInputError(f"Agent.start expects a SessionConfig or a str, got {config!r}")
+        driver = LoopDriver(await self._parts(config), self.transcript, self.input)
+        for observer in self.observers:
+            observer.handle_event(RunStarted(config.session_id))
+        return driver
+
+    async def resume(
+        self,
+        checkpoint: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        started_calls: Iterable[str] = (),
+    ) -> LoopDriver:
+        """A driver continuing a checkpointed session with this agent's parts.
+
+        Pass a ``checkpoint`` document (from ``driver.checkpoint()``), or a
+        ``session_id`` to load the latest one from the agent's store. Calls
+        recorded as started without a result (``started_calls``, or the
+        store's record) are answered as in doubt, never run again. Raises
+        ``CheckpointError`` for a document that cannot be restored exactly.
+        """
+        if (checkpoint is None) == (session_id is None):
+            raise InvalidInputError(
+                "Agent.resume expects either a checkpoint document or session_id=..., "
+                f"got {'both' if checkpoint is not None else 'neither'}"
+            )
+        started = frozenset(started_calls)
+        if checkpoint is None:
+            assert session_id is not None
+            if self.store is None:
+                raise InvalidStateError(
+                    f"cannot resume session {session_id!r} by id: this agent has no store; "
+                    "build it with .store(store) or pass the checkpoint document"
+                )
+            stored = await self.store.load(session_id)
+            if stored is None:
+                raise CheckpointError(
+                    f"cannot resume session {session_id!r}: the store has no checkpoint for it"
+                )
+            checkpoint = stored.checkpoint
+            started |= stored.started_calls
+        restored = parse(checkpoint)
+        driver = LoopDriver._restore(await self._parts(restored.config), restored, started)
+        for observer in self.observers:
+            observer.handle_event(RunStarted(restored.config.session_id))
+        return driver
+
+    async def _parts(self, config: SessionConfig) -> DriverParts:
         session = await self.model.start_session(config)
-        executor = self.tool_executor or BasicToolExecutor(self.tool_sources)
-        parts = DriverParts(
+        return DriverParts(
             config=config,
             session=session,
-            executor=executor,
+            executor=self.tool_executor or BasicToolExecutor(self.tool_sources),
             task_manager=self.task_manager or SimpleTaskManager(),
             permissions=self.permissions,
             resources=self.resources,
@@ -72,11 +121,8 @@ class Agent:
             mutators=self.mutators,
             observers=self.observers,
             transcript_observers=self.transcript_observers,
+            store=self.store,
         )
-        driver = LoopDriver(parts, self.transcript, self.input)
-        for observer in self.observers:
-            observer.handle_event(RunStarted(config.session_id))
-        return driver
 
 
 def _check_items(method: str, items: Sequence[Item]) -> tuple[Item, ...]:
@@ -107,6 +153,7 @@ class AgentBuilder:
         self._transcript_observers: list[TranscriptObserver] = []
         self._transcript: tuple[Item, ...] = ()
         self._input: tuple[Item, ...] = ()
+        self._store: SessionStore | None = None
 
     def model(self, adapter: ModelAdapter) -> AgentBuilder:
         """The model adapter (required)."""
@@ -168,6 +215,15 @@ class AgentBuilder:
         self._input = _check_items("input", items)
         return self
 
+    def store(self, store: SessionStore) -> AgentBuilder:
+        """Persist sessions: a checkpoint after every step, started calls before they run."""
+        if not isinstance(store, SessionStore):
+            raise InvalidInputError(
+                f"AgentBuilder.store expects a SessionStore, got {type(store).__name__}"
+            )
+        self._store = store
+        return self
+
     def build(self) -> Agent:
         """The agent; raises ``InvalidStateError`` if no model was given."""
         if self._model is None:
@@ -192,4 +248,5 @@ class AgentBuilder:
             transcript_observers=tuple(self._transcript_observers),
             transcript=self._transcript,
             input=self._input,
+            store=self._store,
         )

@@ -40,12 +40,14 @@ from ..core._items import (
     Usage,
 )
 from ..core._transcript import TranscriptView, find_violation, has_pending_input
-from ..model._config import PromptCacheRequest, SessionConfig
+from ..model._config import PromptCacheRequest, QueueMode, SessionConfig
 from ..model._protocol import ModelEvent, ModelSession, ModelTurnResult, TurnRequest
 from ..permissions._requests import PermissionChecker
+from ..store._protocol import SessionStore
 from ..tasks._protocol import TaskDone, TaskKind, TaskLaunch, TaskManager, TaskMovedToBackground
 from ..tools._executor import ApprovalNeeded, PreparedCall, ToolExecutor, synthesized_result
 from ..tools._tool import ToolContext, ToolRequest
+from ._checkpoint import Restored, RestoredTurn, capture
 from ._events import (
     AgentEvent,
     ApprovalRequired,
@@ -66,13 +68,16 @@ from ._events import (
     TurnResult,
     TurnStarted,
     UsageUpdated,
+    Warning,
 )
 from ._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 from ._state import (
     LIMIT_KEY,
+    NO_MODEL_CALL_KEY,
     TRANSITIONS,
     CallStatus,
     DriverState,
+    QueuedMessage,
     RoundCall,
     ToolRound,
     TurnState,
@@ -124,6 +129,7 @@ class DriverParts:
     mutators: tuple[LoopMutator, ...]
     observers: tuple[LoopObserver, ...]
     transcript_observers: tuple[TranscriptObserver, ...]
+    store: SessionStore | None = None
 
 
 class LoopDriver:
@@ -140,9 +146,12 @@ class LoopDriver:
         self._mutators = parts.mutators
         self._observers = parts.observers
         self._transcript_observers = parts.transcript_observers
+        self._store = parts.store
         self._transcript: list[Item] = list(transcript)
         self._call_ids: set[str] = _call_ids(self._transcript)
         self._pending_input: list[Item] = list(pending)
+        self._steering: list[QueuedMessage] = []
+        self._follow_ups: list[QueuedMessage] = []
         self._turn: TurnState | None = None
         self._turn_counter = 0
         self._next_turn_cache: PromptCacheRequest | None = None
@@ -160,6 +169,72 @@ class LoopDriver:
             self._try_resume_after_pause,
             self._try_start_turn,
         )
+
+    @classmethod
+    def _restore(
+        cls, parts: DriverParts, restored: Restored, started_calls: frozenset[str]
+    ) -> LoopDriver:
+        """A driver continuing from a parsed checkpoint (see ``Agent.resume``)."""
+        driver = cls(parts, restored.transcript, restored.pending_input)
+        driver._turn_counter = restored.turn_counter
+        driver._next_turn_cache = restored.next_turn_cache
+        driver._detached = set(restored.detached)
+        driver._session_usage = restored.session_usage
+        if restored.turn is not None:
+            driver._turn = driver._restore_turn(restored.turn, started_calls)
+        if driver._detached and driver._observers:
+            driver._emit(
+                Warning(
+                    "restored with background calls "
+                    f"{', '.join(sorted(driver._detached))} outstanding: their results arrive "
+                    "only if this process's task manager still runs them"
+                )
+            )
+        turn = driver._turn
+        if (
+            turn is not None
+            and turn.round is not None
+            and any(call.status is CallStatus.AWAITING_APPROVAL for call in turn.round.calls)
+        ):
+            driver._state = DriverState.AWAITING_APPROVAL
+        elif turn is not None and turn.paused:
+            driver._state = DriverState.AFTER_TOOL_RESULT
+        return driver
+
+    def _restore_turn(self, restored: RestoredTurn, started_calls: frozenset[str]) -> TurnState:
+        turn = TurnState(
+            restored.turn_id,
+            self._cancellation.checkpoint() if self._cancellation is not None else None,
+            model_calls=restored.model_calls,
+            usage=restored.usage,
+            round=restored.round,
+            paused=restored.paused,
+            interrupted=restored.interrupted,
+        )
+        if turn.round is None:
+            return turn
+        for call in turn.round.calls:
+            if call.approval is not None:
+                call.approval = attrs.evolve(call.approval, driver=self)
+            if call.status is CallStatus.DONE or call.call.id not in started_calls:
+                continue
+            # At most once: it started before the restart and left no result.
+            call.status = CallStatus.DONE
+            call.decision = None
+            turn.round.results[call.index] = synthesized_result(
+                call.call.id,
+                f"in doubt: {call.call.name} started before the session was restored and its "
+                "outcome is unknown; it was not run again. Check its effects before retrying.",
+                ResultOutcome.IN_DOUBT,
+            )
+            if self._observers:
+                self._emit(
+                    Warning(
+                        f"call {call.call.id} ({call.call.name}) started before the restore and "
+                        "has no result; answered as in doubt instead of running it again"
+                    )
+                )
+        return turn
 
     # -- public surface ------------------------------------------------------------
 
@@ -203,6 +278,8 @@ class LoopDriver:
                 self._emit(RunFailed(f"{type(error).__name__}: {error}"))
             raise
         self._set_state(self._state_after(step))
+        if self._store is not None:
+            await self._persist()
         return step
 
     async def run_until_blocked(self) -> Finished | AwaitingInput | ApprovalRequest:
@@ -228,6 +305,41 @@ class LoopDriver:
                 f"set_next_turn_cache expects a PromptCacheRequest or None, got {request!r}"
             )
         self._next_turn_cache = request
+
+    def steer(self, items: Sequence[Item], *, label: str = "the user") -> None:
+        """Queue a message for the model at the next tool-call boundary.
+
+        Callable at any time, even while ``next()`` runs. At the boundary the
+        round's calls not yet started (or still awaiting approval) are answered
+        "skipped: <label> sent a new message", and the message goes to the
+        model in the continuation call. Queued messages survive a cancelled turn.
+        """
+        self._queue(self._steering, "steer", items, label)
+
+    def follow_up(self, items: Sequence[Item], *, label: str = "the user") -> None:
+        """Queue a message that starts a new turn when the current one finishes.
+
+        Callable at any time, even while ``next()`` runs; a cancelled turn
+        leaves it queued for the next turn that finishes.
+        """
+        self._queue(self._follow_ups, "follow_up", items, label)
+
+    @property
+    def queued_steering(self) -> tuple[QueuedMessage, ...]:
+        """Steering messages not yet delivered, oldest first."""
+        return tuple(self._steering)
+
+    @property
+    def queued_follow_ups(self) -> tuple[QueuedMessage, ...]:
+        """Follow-up messages not yet started, oldest first."""
+        return tuple(self._follow_ups)
+
+    def clear_queues(self) -> tuple[QueuedMessage, ...]:
+        """Drop every queued steering and follow-up message; return them."""
+        dropped = (*self._steering, *self._follow_ups)
+        self._steering.clear()
+        self._follow_ups.clear()
+        return dropped
 
     def resolve_approval(self, decision: ApprovalDecision) -> None:
         """Answer the one pending approval (raises if there are none or several)."""
@@ -275,6 +387,54 @@ class LoopDriver:
         """A copy of the transcript and the queued input."""
         return LoopSnapshot(self.session_id, self._transcript, self._pending_input)
 
+    def checkpoint(self) -> dict[str, Any]:
+        """The driver's whole state as a versioned, JSON-compatible document.
+
+        Works between steps; ``Agent.resume(document)`` continues from it.
+        Raises ``InvalidStateError`` while a step runs, after a failure, or
+        while calls of the round still execute beside a pending approval.
+        """
+        if self._state in (DriverState.STEPPING, DriverState.FAILED):
+            raise InvalidStateError(
+                f"cannot checkpoint in state {self._state}: "
+                + (
+                    "a step is running (a model call streams or a tool executes); "
+                    "checkpoint between steps"
+                    if self._state is DriverState.STEPPING
+                    else f"an earlier step raised {type(self._failure).__name__}: {self._failure}"
+                )
+            )
+        turn = self._turn
+        restored_turn: RestoredTurn | None = None
+        if turn is not None:
+            if turn.round is not None and (
+                running := [c.call.id for c in turn.round.calls if c.status is CallStatus.RUNNING]
+            ):
+                raise InvalidStateError(
+                    f"cannot checkpoint in state {self._state}: calls {', '.join(running)} are "
+                    "still executing; answer the pending approval and call next(), then "
+                    "checkpoint"
+                )
+            restored_turn = RestoredTurn(
+                turn_id=turn.turn_id,
+                model_calls=turn.model_calls,
+                usage=turn.usage,
+                paused=turn.paused,
+                interrupted=turn.is_cancelled,
+                round=turn.round,
+            )
+        return capture(
+            config=self._config,
+            state=self._state,
+            transcript=self._transcript,
+            pending_input=self._pending_input,
+            turn_counter=self._turn_counter,
+            next_turn_cache=self._next_turn_cache,
+            detached=self._detached,
+            session_usage=self._session_usage,
+            turn=restored_turn,
+        )
+
     # -- state machine -----------------------------------------------------------------
 
     def _set_state(self, new: DriverState) -> None:
@@ -321,6 +481,21 @@ class LoopDriver:
             )
         )
 
+    def _queue(
+        self, queue: list[QueuedMessage], operation: str, items: Sequence[Item], label: str
+    ) -> None:
+        if self._state is DriverState.FAILED:
+            raise InvalidStateError(
+                f"cannot {operation} in state FAILED: an earlier step raised "
+                f"{type(self._failure).__name__}: {self._failure}"
+            )
+        if not isinstance(label, str) or not label:
+            raise InvalidInputError(f"{operation}: label must be a non-empty str, got {label!r}")
+        checked = _checked_input(items, operation)
+        if not checked:
+            raise InvalidInputError(f"{operation} expects at least one Item, got none")
+        queue.append(QueuedMessage(checked, label))
+
     def _undecided_or_empty(self) -> list[RoundCall]:
         turn = self._turn
         if turn is None or turn.round is None:
@@ -365,12 +540,19 @@ class LoopDriver:
         turn = self._turn
         if turn is None or turn.round is None:
             return None
+        skipped = False
+        if self._steering:
+            # The host sent a new message instead of answering: skip the questions.
+            for call in turn.round.calls:
+                if call.undecided:
+                    self._skip(call, turn.round.results)
+                    skipped = True
         decided = [
             call
             for call in turn.round.calls
             if call.status is CallStatus.AWAITING_APPROVAL and call.decision is not None
         ]
-        if not decided:
+        if not decided and not skipped:
             return None
         for call in decided:
             assert call.decision is not None
@@ -390,12 +572,10 @@ class LoopDriver:
         return self._surface_approval(turn.round)
 
     async def _try_continue_round(self) -> Step | None:
+        # A round no approval holds up: calls to start, calls still running,
+        # or (after a restore) results not yet appended.
         turn = self._turn
         if turn is None or turn.round is None:
-            return None
-        if not any(
-            call.status in (CallStatus.UNSTARTED, CallStatus.RUNNING) for call in turn.round.calls
-        ):
             return None
         return await self._advance_round(turn, turn.round, after_approval=False)
 
@@ -403,7 +583,7 @@ class LoopDriver:
         done = self._tasks.take_background_results()
         self._drained = bool(done)
         for update in done:
-            self._append_result(update.result)
+            self._append_result(update.result, background=True)
         return None
 
     async def _try_resume_after_pause(self) -> Step | None:
@@ -411,7 +591,6 @@ class LoopDriver:
         if turn is None or not turn.paused:
             return None
         turn.paused = False
-        self._fold_pending_input()
         return await self._call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
 
     async def _try_start_turn(self) -> Step:
@@ -425,18 +604,28 @@ class LoopDriver:
         self._turn = turn
         if self._observers:
             self._emit(TurnStarted(self.session_id, turn.turn_id))
-        self._fold_pending_input()
         return await self._call_model(turn, MutationPoint.AFTER_TURN_ENDED)
 
     # -- model calls ---------------------------------------------------------------------
 
     async def _call_model(self, turn: TurnState, point: MutationPoint) -> Step:
+        if self._steering:
+            self._pending_input.extend(self._take(self._steering, self._config.steering_mode))
+        self._fold_pending_input()
         if self._mutators and (step := await self._run_mutators(turn, point)) is not None:
             return step
         if not has_pending_input(self._transcript):
             # Nothing for the model to answer (e.g. a mutator removed the new
             # input): finish instead of sending an assistant-prefill request.
-            return self._finish_turn(turn, FinishReason.COMPLETED, ())
+            reason = (
+                "the transcript is empty"
+                if not self._transcript
+                else f"the transcript ends with a {self._transcript[-1].kind.value} item, "
+                "so there is nothing for the model to answer; submit input first"
+            )
+            if self._observers:
+                self._emit(Warning(f"{turn.turn_id}: no model call: {reason}"))
+            return self._finish_turn(turn, FinishReason.COMPLETED, (), {NO_MODEL_CALL_KEY: reason})
         if (limit := self._limit_reached(turn)) is not None:
             return self._finish_turn(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: limit})
         turn.model_calls += 1
@@ -477,6 +666,8 @@ class LoopDriver:
         for item in output:
             self._append(item)
         if not calls:
+            if self._steering:  # a message arrived while the model answered: continue
+                return await self._call_model(turn, MutationPoint.AFTER_TURN_ENDED)
             return self._finish_turn(turn, result.finish_reason, output, result.metadata)
         turn.round = ToolRound(
             [
@@ -574,30 +765,25 @@ class LoopDriver:
             turn.model_calls >= limits.max_model_calls_per_turn
         ):
             return "max_model_calls_per_turn"
-        usage = turn.usage
-        if usage is not None:
-            if limits.max_input_tokens_per_turn is not None and (
-                usage.input_tokens >= limits.max_input_tokens_per_turn
-            ):
-                return "max_input_tokens_per_turn"
-            if limits.max_output_tokens_per_turn is not None and (
-                usage.output_tokens >= limits.max_output_tokens_per_turn
-            ):
-                return "max_output_tokens_per_turn"
-            if limits.max_total_tokens_per_turn is not None and (
-                usage.total_tokens >= limits.max_total_tokens_per_turn
-            ):
-                return "max_total_tokens_per_turn"
-        total = self._session_usage
-        if total is not None:
-            if limits.max_total_tokens_per_session is not None and (
-                total.total_tokens >= limits.max_total_tokens_per_session
-            ):
-                return "max_total_tokens_per_session"
-            if limits.max_cost_per_session is not None and (
-                (total.cost or 0.0) >= limits.max_cost_per_session
-            ):
-                return "max_cost_per_session"
+        checks = (
+            ("turn", turn.usage, limits.max_input_tokens_per_turn,
+             limits.max_output_tokens_per_turn, limits.max_total_tokens_per_turn,
+             limits.max_cost_per_turn),
+            ("session", self._session_usage, limits.max_input_tokens_per_session,
+             limits.max_output_tokens_per_session, limits.max_total_tokens_per_session,
+             limits.max_cost_per_session),
+        )  # fmt: skip
+        for scope, usage, max_input, max_output, max_total, max_cost in checks:
+            if usage is None:
+                continue
+            if max_input is not None and usage.input_tokens >= max_input:
+                return f"max_input_tokens_per_{scope}"
+            if max_output is not None and usage.output_tokens >= max_output:
+                return f"max_output_tokens_per_{scope}"
+            if max_total is not None and usage.total_tokens >= max_total:
+                return f"max_total_tokens_per_{scope}"
+            if max_cost is not None and (usage.cost or 0.0) >= max_cost:
+                return f"max_cost_per_{scope}"
         return None
 
     # -- mutators ------------------------------------------------------------------------
@@ -653,7 +839,11 @@ class LoopDriver:
         """
         with self._cancel_scope(turn):
             for call in tool_round.calls:
-                if call.status is CallStatus.UNSTARTED:
+                if call.status is not CallStatus.UNSTARTED:
+                    continue
+                if self._steering:  # the tool-call boundary a steering message waits for
+                    self._skip(call, tool_round.results)
+                else:
                     await self._start_call(turn, call, tool_round.results)
             if not turn.is_cancelled and (fresh := _surface_new_approval(tool_round)) is not None:
                 # Approvals surface one by one while the other calls keep running;
@@ -726,6 +916,10 @@ class LoopDriver:
             self._resources,
             call.call.metadata,
         )
+        if self._store is not None and not prepared.tool.spec.annotations.idempotent:
+            # At most once: a restore answers a started call without a result as
+            # in doubt instead of running it again.
+            await self._store.record_call_started(self.session_id, call.call.id, call.call.name)
         call.status = CallStatus.RUNNING
         call.started_at = time.monotonic()
         if self._observers:
@@ -775,7 +969,7 @@ class LoopDriver:
         call = tool_round.by_id(update.result.call_id)
         if call is None or call.status is not CallStatus.RUNNING:
             # A late result for a call already answered: deliver it as a notification.
-            self._append_result(update.result)
+            self._append_result(update.result, background=True)
             return
         call.status = CallStatus.DONE
         results[call.index] = update.result
@@ -815,6 +1009,21 @@ class LoopDriver:
             return fresh
         return next((call.approval for call in tool_round.calls if call.undecided), None)
 
+    def _skip(self, call: RoundCall, results: dict[int, ToolResultPart]) -> None:
+        call.status = CallStatus.DONE
+        call.decision = None
+        results[call.index] = synthesized_result(
+            call.call.id,
+            f"skipped: {self._steering[0].label} sent a new message",
+            ResultOutcome.SKIPPED,
+        )
+
+    @staticmethod
+    def _take(queue: list[QueuedMessage], mode: QueueMode) -> list[Item]:
+        taken = queue[:] if mode is QueueMode.ALL else queue[:1]
+        del queue[: len(taken)]
+        return [item for message in taken for item in message.items]
+
     def _refuse_round(self, turn: TurnState, tool_round: ToolRound, limit: int) -> Step:
         count = len(tool_round.calls)
         for call in tool_round.calls:
@@ -843,6 +1052,9 @@ class LoopDriver:
     ) -> Finished:
         result = TurnResult(turn.turn_id, reason, items, turn.usage, metadata or {})
         self._turn = None
+        if reason is not FinishReason.CANCELLED and self._follow_ups:
+            # The next next() starts the follow-up as a new turn.
+            self._pending_input.extend(self._take(self._follow_ups, self._config.follow_up_mode))
         if self._observers:
             self._emit(TurnFinished(result))
         return Finished(result)
@@ -913,11 +1125,12 @@ class LoopDriver:
             self._append_result(result)
         results.clear()
 
-    def _append_result(self, result: ToolResultPart) -> None:
+    def _append_result(self, result: ToolResultPart, *, background: bool = False) -> None:
+        """Append ``result``; a background call's real result becomes a notification."""
         if self._observers:
             self._emit(ToolResultReceived(result))
         now = time.time()
-        if result.call_id in self._detached and not _is_placeholder(result):
+        if (background or result.call_id in self._detached) and not _is_placeholder(result):
             self._detached.discard(result.call_id)
             label = "failed" if result.is_error else "completed"
             text = f"Background tool call {result.call_id} {label}: {_brief(result.output)}"
@@ -926,6 +1139,26 @@ class LoopDriver:
         self._append(tool_result_item(result, now))
 
     # -- plumbing --------------------------------------------------------------------
+
+    async def _persist(self) -> None:
+        """Save a checkpoint after a step; a step with calls still running is skipped."""
+        assert self._store is not None
+        turn = self._turn
+        if (
+            turn is not None
+            and turn.round is not None
+            and any(call.status is CallStatus.RUNNING for call in turn.round.calls)
+        ):
+            log.debug("checkpoint skipped: calls still running", session_id=self.session_id)
+            return
+        try:
+            await self._store.save_checkpoint(self.session_id, self.checkpoint())
+        except Exception as error:
+            # The step happened; losing it to a storage fault would be worse.
+            # The next step saves again.
+            log.exception("saving the checkpoint failed", session_id=self.session_id)
+            if self._observers:
+                self._emit(Warning(f"checkpoint not saved: {type(error).__name__}: {error}"))
 
     def _cancel_scope(self, turn: TurnState) -> AbstractContextManager[Any]:
         if turn.cancellation is None:
@@ -982,20 +1215,20 @@ def _call_ids(items: Sequence[Item]) -> set[str]:
     return {call.id for item in items for call in item.tool_calls()}
 
 
-def _checked_input(items: Sequence[Item]) -> tuple[Item, ...]:
+def _checked_input(items: Sequence[Item], operation: str = "submit_input") -> tuple[Item, ...]:
     if isinstance(items, Item):
         raise InvalidInputError(
-            "submit_input expects a sequence of Items, got a single Item; wrap it in a list"
+            f"{operation} expects a sequence of Items, got a single Item; wrap it in a list"
         )
     checked = tuple(items)
     for position, item in enumerate(checked):
         if not isinstance(item, Item):
             raise InvalidInputError(
-                f"submit_input expects Items; element {position} is {type(item).__name__}"
+                f"{operation} expects Items; element {position} is {type(item).__name__}"
             )
         if any(isinstance(part, ToolCallPart | ToolResultPart) for part in item.parts):
             raise InvalidInputError(
-                f"submit_input: element {position} holds a tool_call or tool_result part; "
+                f"{operation}: element {position} holds a tool_call or tool_result part; "
                 "only the driver writes those"
             )
     return checked

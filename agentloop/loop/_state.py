@@ -13,11 +13,12 @@ from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart
 from ..tools._tool import ToolRequest
 from ._steps import ApprovalDecision, ApprovalRequest
 
-__all__ = ["CallStatus", "DriverState", "RoundCall", "ToolRound", "TurnState"]
+__all__ = ["CallStatus", "DriverState", "QueuedMessage", "RoundCall", "ToolRound", "TurnState"]
 
 INTERRUPTED_KEY = "agentloop.interrupted"
 INTERRUPT_STAGE_KEY = "agentloop.interrupt_stage"
 LIMIT_KEY = "agentloop.limit"
+NO_MODEL_CALL_KEY = "agentloop.no_model_call"
 INTERRUPTED_TEXT = "Previous assistant response was interrupted by the user before completion."
 
 
@@ -59,6 +60,19 @@ class CallStatus(StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"
     RUNNING = "running"
     DONE = "done"
+
+
+def _to_items(items: Any) -> tuple[Item, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class QueuedMessage:
+    """A steering or follow-up message waiting for its delivery point."""
+
+    items: tuple[Item, ...] = attrs.field(converter=_to_items)
+    label: str = "the user"
+    """Who sent it; named in the "skipped" results a steering message causes."""
 
 
 @attrs.define
@@ -108,11 +122,15 @@ class TurnState:
     usage: Usage | None = None
     round: ToolRound | None = None
     paused: bool = False
+    interrupted: bool = False
+    """Cancelled before a checkpoint was taken (restored turns only)."""
 
     @property
     def is_cancelled(self) -> bool:
         """Whether an interrupt hit this turn."""
-        return self.cancellation is not None and self.cancellation.is_cancelled
+        return self.interrupted or (
+            self.cancellation is not None and self.cancellation.is_cancelled
+        )
 
     def add_usage(self, usage: Usage | None) -> None:
         """Add one model call's usage to the turn's total."""

@@ -19,6 +19,7 @@ __all__ = [
     "PromptCacheRequest",
     "PromptCacheRetention",
     "PromptCacheStrategy",
+    "QueueMode",
     "SessionConfig",
     "ToolsEnd",
     "TranscriptItemEnd",
@@ -168,10 +169,33 @@ class LoopLimits:
     max_input_tokens_per_turn: int | None = attrs.field(default=None, validator=_positive_or_none)
     max_output_tokens_per_turn: int | None = attrs.field(default=None, validator=_positive_or_none)
     max_total_tokens_per_turn: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_cost_per_turn: float | None = attrs.field(default=None, validator=_positive_or_none)
+    max_input_tokens_per_session: int | None = attrs.field(
+        default=None, validator=_positive_or_none
+    )
+    max_output_tokens_per_session: int | None = attrs.field(
+        default=None, validator=_positive_or_none
+    )
     max_total_tokens_per_session: int | None = attrs.field(
         default=None, validator=_positive_or_none
     )
     max_cost_per_session: float | None = attrs.field(default=None, validator=_positive_or_none)
+
+
+class QueueMode(StrEnum):
+    """How many queued steering or follow-up messages one delivery takes."""
+
+    ONE_AT_A_TIME = "one-at-a-time"
+    """One message per delivery (the default); the rest wait for the next one."""
+    ALL = "all"
+    """Every queued message at once."""
+
+
+def _queue_mode(value: Any) -> QueueMode:
+    try:
+        return QueueMode(value)
+    except ValueError:
+        raise ValueError(f"queue mode must be 'one-at-a-time' or 'all', got {value!r}") from None
 
 
 @attrs.frozen
@@ -182,6 +206,14 @@ class SessionConfig:
     cache: PromptCacheRequest | None = attrs.field(default=None, kw_only=True)
     limits: LoopLimits = attrs.field(factory=LoopLimits, kw_only=True)
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    steering_mode: QueueMode = attrs.field(
+        default=QueueMode.ONE_AT_A_TIME, converter=_queue_mode, kw_only=True
+    )
+    """How many ``driver.steer()`` messages each tool-call boundary delivers."""
+    follow_up_mode: QueueMode = attrs.field(
+        default=QueueMode.ONE_AT_A_TIME, converter=_queue_mode, kw_only=True
+    )
+    """How many ``driver.follow_up()`` messages start the next turn."""
 
     def with_cache(self, cache: PromptCacheRequest | None) -> SessionConfig:
         """A copy with a different default cache request."""

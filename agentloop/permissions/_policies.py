@@ -8,7 +8,8 @@ chain is a :class:`PermissionChecker`: a bare policy that abstains would leave
 the executor without an answer.
 
 Everything here is synchronous and side-effect free, except that
-:class:`PathPolicy` reads the file system to resolve symlinks.
+:class:`PathPolicy` (and :class:`CommandPolicy` with ``cwd_roots``) read the file
+system to resolve symlinks.
 """
 
 from __future__ import annotations
@@ -271,8 +272,13 @@ class PathPolicy:
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (against ``base``) with ``..`` and symlinks resolved."""
-        base = self.base if self.base is not None else os.getcwd()
-        return os.path.realpath(os.path.join(base, path))
+        return _resolve(path, self.base)
+
+
+def _resolve(path: str, base: str | None) -> str:
+    """``path`` made absolute against ``base`` (default: the working directory), with
+    ``..`` and symlinks resolved (``os.path.realpath``)."""
+    return os.path.realpath(os.path.join(os.getcwd() if base is None else base, path))
 
 
 def _containing_root(real: str, roots: list[str]) -> str | None:
@@ -285,13 +291,17 @@ def _containing_root(real: str, roots: list[str]) -> str | None:
 
 @attrs.frozen(kw_only=True)
 class CommandPolicy:
-    """Decides :class:`ShellCommand` requests by program (``argv[0]``).
+    """Decides :class:`ShellCommand` requests by program (``argv[0]``) and directory.
 
     A program on ``deny`` (by its exact text or its base name, so ``rm``
-    also denies ``/bin/rm``) is denied; one on ``allow`` (exact text only) is
-    allowed; any other asks for approval (``unknown="deny"``: denied). Only
-    the program is looked at: allowing an interpreter (``sh``, ``python``,
-    ``env``) allows everything it can run. Other requests: :class:`Abstain`.
+    also denies ``/bin/rm``) is denied. With ``cwd_roots``, a command whose
+    working directory (``cwd`` against ``base``; no ``cwd``: ``base``, default
+    the process's working directory) resolves outside every root is denied,
+    ``..`` and symlinks resolved as in :class:`PathPolicy`. Then a program on
+    ``allow`` (exact text only) is allowed; any other asks for approval
+    (``unknown="deny"``: denied). Only the program is looked at, not its
+    arguments: allowing an interpreter (``sh``, ``python``, ``env``) allows
+    everything it can run. Other requests: :class:`Abstain`.
     """
 
     allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
@@ -299,6 +309,8 @@ class CommandPolicy:
     unknown: Literal["approve", "deny"] = attrs.field(
         default="approve", validator=attrs.validators.in_(("approve", "deny"))
     )
+    cwd_roots: tuple[str, ...] = attrs.field(default=(), converter=_paths)
+    base: str | None = None
 
     def evaluate(self, request: PermissionRequest) -> PolicyDecision:
         """Allow, deny or ask for a shell command."""
@@ -310,8 +322,10 @@ class CommandPolicy:
         if program in self.deny or os.path.basename(program) in self.deny:
             return Deny(
                 DenyCode.COMMAND_NOT_ALLOWED,
-                f"command {request.summary!r} is not allowed: {program!r} is on the deny list",
+                f"command {request.command!r} is not allowed: {program!r} is on the deny list",
             )
+        if self.cwd_roots and (denied := self._outside_cwd_roots(request)) is not None:
+            return denied
         if program in self.allow:
             return Allow()
         if self.unknown == "approve":
@@ -319,6 +333,26 @@ class CommandPolicy:
         allowed = ", ".join(sorted(self.allow)) or "none"
         return Deny(
             DenyCode.COMMAND_NOT_ALLOWED,
-            f"command {request.summary!r} is not allowed: {program!r} is not on the allow list "
+            f"command {request.command!r} is not allowed: {program!r} is not on the allow list "
             f"({allowed})",
+        )
+
+    def _outside_cwd_roots(self, request: ShellCommand) -> Deny | None:
+        cwd = "." if request.cwd is None else request.cwd
+        shown = "the default directory" if request.cwd is None else repr(request.cwd)
+        try:
+            real = _resolve(cwd, self.base)
+        except (OSError, ValueError) as error:
+            return Deny(
+                DenyCode.COMMAND_NOT_ALLOWED,
+                f"cannot run {request.command!r} in {shown}: {error}",
+            )
+        roots = [_resolve(root, self.base) for root in self.cwd_roots]
+        if _containing_root(real, roots) is not None:
+            return None
+        return Deny(
+            DenyCode.COMMAND_NOT_ALLOWED,
+            f"cannot run {request.command!r} in {shown}: it resolves to {real}, outside the "
+            f"allowed working directories ({', '.join(self.cwd_roots)}); pass a cwd under one "
+            "of them",
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Protocol, TypeAlias, runtime_checkable
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -84,13 +85,18 @@ class ShellCommand(PermissionRequest):
         return self.argv[0] if self.argv else ""
 
     @property
-    def summary(self) -> str:  # type: ignore[override]
+    def command(self) -> str:
+        """``argv`` joined by spaces."""
         return " ".join(self.argv)
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return self.command if self.cwd is None else f"{self.command} (in {self.cwd})"
 
 
 @attrs.frozen
 class NetworkAccess(PermissionRequest):
-    """Reach ``url``."""
+    """Reach ``url``: a full URL (``https://example.com/x``) or a bare ``host[:port]``."""
 
     url: str
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
@@ -98,14 +104,33 @@ class NetworkAccess(PermissionRequest):
 
     @property
     def host(self) -> str:
-        """The URL's host name (lower case), or ``""``."""
-        from urllib.parse import urlsplit
+        """The host name, lower case without a trailing dot; ``""`` if there is none or
+        the URL cannot be parsed (a backslash in the authority counts as unparsable)."""
+        return _split_url(self.url)[1]
 
-        return (urlsplit(self.url).hostname or "").lower()
+    @property
+    def scheme(self) -> str:
+        """The URL's scheme, lower case; ``""`` for a bare host."""
+        return _split_url(self.url)[0]
 
     @property
     def summary(self) -> str:  # type: ignore[override]
         return f"Access {self.url}"
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    """``(scheme, host)`` of ``url``, both lower case; ``("", "")`` if unparsable."""
+    text = url.strip()
+    if "://" not in text:
+        text = "//" + text
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname or ""
+    except ValueError:
+        return "", ""
+    if "\\" in parts.netloc:
+        return parts.scheme.lower(), ""
+    return parts.scheme.lower(), host.lower().rstrip(".")
 
 
 @attrs.frozen

@@ -3,7 +3,8 @@
 Each adapter implements :class:`~agentloop.ModelAdapter` with streaming,
 retries on 408/409/429/5xx and connection errors (never once streaming has
 started), a request timeout, cancellation that closes the HTTP stream, and API
-keys read from the usual environment variables and redacted everywhere::
+keys read from the usual environment variables and redacted everywhere
+(``OpenAIChatModel(stream=False)`` reads whole responses instead)::
 
     from agentloop.providers import from_string
 
@@ -16,7 +17,12 @@ from ._anthropic import AnthropicModel, AnthropicSession, AnthropicStreamTransla
 from ._config import DEFAULT_TIMEOUT, Secret
 from ._from_string import from_string
 from ._gemini import GeminiModel, GeminiSession, GeminiStreamTranslator
-from ._openai import OpenAIChatModel, OpenAIChatSession, OpenAIStreamTranslator
+from ._openai import (
+    OpenAIChatModel,
+    OpenAIChatSession,
+    OpenAICompletionTranslator,
+    OpenAIStreamTranslator,
+)
 from ._retry import RetryPolicy
 
 __all__ = [
@@ -29,6 +35,7 @@ __all__ = [
     "GeminiStreamTranslator",
     "OpenAIChatModel",
     "OpenAIChatSession",
+    "OpenAICompletionTranslator",
     "OpenAIStreamTranslator",
     "RetryPolicy",
     "Secret",

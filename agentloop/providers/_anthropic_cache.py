@@ -25,7 +25,7 @@ from ..model._config import (
 )
 
 if TYPE_CHECKING:
-    from ._anthropic import RenderedTranscript
+    from ._anthropic_render import RenderedTranscript
 
 __all__ = ["MAX_BREAKPOINTS", "apply_cache"]
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ..core._cancellation import TurnCancellation
 from ..core._errors import InvalidInputError, ProviderError
 from ..core._items import (
     CustomPart,
@@ -30,8 +29,17 @@ from ._accumulator import StreamAccumulator, _new_call_id
 from ._config import DEFAULT_TIMEOUT, Secret, resolve_api_key
 from ._render import reminder, tool_output_text, unsupported_part
 from ._retry import RetryPolicy
+from ._session import HttpSession
 from ._sse import ServerSentEvent, parse_json_data
-from ._transport import Endpoint, compact_json, require_mapping, stream_error, stream_turn
+from ._transport import (
+    PROVIDER_FINISH_KEY,
+    Connection,
+    Endpoint,
+    StreamTranslator,
+    compact_json,
+    require_mapping,
+    stream_error,
+)
 
 __all__ = [
     "GEMINI_BASE_URL",
@@ -47,7 +55,6 @@ THOUGHT_SIGNATURE_KEY = "gemini.thought_signature"
 """Part metadata: the ``thoughtSignature`` Gemini wants back with the part."""
 GENERATED_ID_KEY = "gemini.generated_id"
 """ToolCallPart metadata: the call id was made by agentloop, so it is not sent back."""
-PROVIDER_FINISH_KEY = "agentloop.provider_finish_reason"
 
 _FINISH_REASONS = {
     "STOP": FinishReason.COMPLETED,
@@ -95,7 +102,7 @@ class GeminiModel:
             raise InvalidInputError("GeminiModel: model must be a non-empty string")
         self.model_name = model.removeprefix("models/")
         self.base_url = (base_url or GEMINI_BASE_URL).rstrip("/")
-        self._api_key = resolve_api_key(
+        key = resolve_api_key(
             api_key, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), owner="GeminiModel", required=True
         )
         self.max_tokens = max_tokens
@@ -103,10 +110,9 @@ class GeminiModel:
         self.thinking_budget = thinking_budget
         self.tool_choice = tool_choice
         self.extra_body = dict(extra_body or {})
-        self._headers = dict(headers or {})
-        self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
-        self._retry = retry or RetryPolicy()
-        self._http_client = http_client
+        self._connection = Connection.of(
+            headers=headers, timeout=timeout, retry=retry, http_client=http_client, api_key=key
+        )
         self._new_call_id = new_call_id or _new_call_id
 
     def __repr__(self) -> str:
@@ -116,20 +122,18 @@ class GeminiModel:
         """Open a session; sessions are cheap and hold no connection."""
         return GeminiSession(self, config)
 
+    def stream_translator(self) -> StreamTranslator:
+        """A new translator for one turn's stream."""
+        return GeminiStreamTranslator(new_call_id=self._new_call_id)
+
     def endpoint(self) -> Endpoint:
         """The URL, headers, timeout and retry policy requests go out with."""
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        headers.update(self._headers)
-        if self._api_key is not None:
-            headers["x-goog-api-key"] = self._api_key.reveal()
-        return Endpoint(
-            provider="Gemini",
-            url=f"{self.base_url}/v1beta/models/{self.model_name}:streamGenerateContent?alt=sse",
-            headers=headers,
-            timeout=self._timeout,
-            retry=self._retry,
-            client=self._http_client,
-            secrets=(self._api_key,),
+        api_key = self._connection.api_key
+        return self._connection.endpoint(
+            "Gemini",
+            f"{self.base_url}/v1beta/models/{self.model_name}:streamGenerateContent?alt=sse",
+            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+            auth_headers={} if api_key is None else {"x-goog-api-key": api_key.reveal()},
         )
 
     def request_body(self, request: TurnRequest) -> dict[str, Any]:
@@ -294,20 +298,8 @@ def _function_response(
 # -- stream -> events ----------------------------------------------------------------------
 
 
-class GeminiSession:
+class GeminiSession(HttpSession[GeminiModel]):
     """One conversation with a :class:`GeminiModel`."""
-
-    def __init__(self, model: GeminiModel, config: SessionConfig) -> None:
-        self.model = model
-        self.config = config
-
-    async def begin_turn(
-        self, request: TurnRequest, cancellation: TurnCancellation | None
-    ) -> AsyncIterator[ModelEvent]:
-        """Build the request body now; the HTTP request starts when the stream is read."""
-        body = self.model.request_body(request)
-        translator = GeminiStreamTranslator(new_call_id=self.model._new_call_id)
-        return stream_turn(self.model.endpoint(), body, translator, cancellation)
 
 
 class GeminiStreamTranslator:

@@ -1,60 +1,54 @@
 """``OpenAIChatModel``: the Chat Completions API (and every server that copies it).
 
-Streams with ``stream_options.include_usage``; assembles tool-call fragments
-by index (parallel calls); reads ``reasoning_content`` / ``reasoning`` where a
-server sends it. Works with vLLM, Ollama, llama.cpp, LM Studio, OpenRouter...
-through ``base_url``.
+Streams with ``stream_options.include_usage`` (or, with ``stream=False``, reads
+one ``chat.completion``); assembles tool-call fragments by index (parallel
+calls); reads ``reasoning_content`` / ``reasoning`` where a server sends it.
+Works with vLLM, Ollama, llama.cpp, LM Studio, OpenRouter... through
+``base_url``. Request rendering lives in ``_openai_render``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 
-from ..core._cancellation import TurnCancellation
 from ..core._errors import InvalidInputError, ProviderError
-from ..core._items import (
-    FilePart,
-    FinishReason,
-    Item,
-    ItemKind,
-    MediaPart,
-    ReasoningPart,
-    StructuredPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-)
-from ..model._config import (
-    ExplicitCache,
-    PromptCacheMode,
-    PromptCacheRequest,
-    PromptCacheRetention,
-    SessionConfig,
-)
+from ..core._items import FinishReason, Usage
+from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, TurnRequest
 from ._accumulator import StreamAccumulator
 from ._config import DEFAULT_TIMEOUT, Secret, resolve_api_key
-from ._render import (
-    data_uri,
-    item_text,
-    raw_arguments,
-    reminder,
-    text_parts,
-    tool_output_text,
-    unsupported_part,
+from ._openai_render import (
+    cache_fields,
+    check_tool_choice,
+    merge_same_role,
+    render_messages,
+    tool_choice_field,
+    tools_field,
 )
 from ._retry import RetryPolicy
+from ._session import HttpSession
 from ._sse import ServerSentEvent, parse_json_data
-from ._transport import Endpoint, require_mapping, stream_error, stream_turn
+from ._transport import (
+    PROVIDER_FINISH_KEY,
+    Connection,
+    Endpoint,
+    StreamTranslator,
+    require_mapping,
+    stream_error,
+)
 
-__all__ = ["OPENAI_BASE_URL", "OpenAIChatModel", "OpenAIChatSession"]
+__all__ = [
+    "OPENAI_BASE_URL",
+    "OpenAIChatModel",
+    "OpenAIChatSession",
+    "OpenAICompletionTranslator",
+    "OpenAIStreamTranslator",
+]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-PROVIDER_FINISH_KEY = "agentloop.provider_finish_reason"
 
 _FINISH_REASONS = {
     "stop": FinishReason.COMPLETED,
@@ -64,7 +58,6 @@ _FINISH_REASONS = {
     "content_filter": FinishReason.BLOCKED,
     "cancelled": FinishReason.CANCELLED,
 }
-_TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 
 
 class OpenAIChatModel:
@@ -73,11 +66,16 @@ class OpenAIChatModel:
     ``api_key`` defaults to ``OPENAI_API_KEY``; it is required for the default
     ``base_url`` and optional for any other (local servers rarely check it).
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or a tool name,
-    and is sent only when the request has tools. ``extra_body`` is merged into
-    every request body last (its keys win). Give ``http_client`` to pool
-    connections across turns (you close it); otherwise each turn uses its own.
-    ``developer_role`` is the role developer items are sent with (``"system"``
-    by default, which every compatible server accepts).
+    and is sent only when the request has tools; it is a plain attribute, so a
+    host may change it between turns. ``stream=False`` asks for one JSON
+    ``chat.completion`` instead of SSE (the same events come out, all at
+    once). ``merge_same_role=True`` merges consecutive messages of one role,
+    for servers whose chat template demands strict alternation.
+    ``extra_body`` is merged into every request body last (its keys win).
+    Give ``http_client`` to pool connections across turns (you close it);
+    otherwise each turn uses its own. ``developer_role`` is the role developer
+    items are sent with (``"system"`` by default, which every compatible
+    server accepts).
     """
 
     provider_name = "openai"
@@ -92,6 +90,8 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         parallel_tool_calls: bool | None = None,
+        stream: bool = True,
+        merge_same_role: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         developer_role: str = "system",
@@ -104,26 +104,27 @@ class OpenAIChatModel:
             raise InvalidInputError("OpenAIChatModel: model must be a non-empty string")
         self.model_name = model
         self.base_url = (base_url or OPENAI_BASE_URL).rstrip("/")
-        self._api_key = resolve_api_key(
+        key = resolve_api_key(
             api_key,
             ("OPENAI_API_KEY",),
             owner="OpenAIChatModel",
             required=self.base_url == OPENAI_BASE_URL,
         )
-        self.tool_choice = tool_choice
+        self.tool_choice = check_tool_choice(tool_choice)
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.parallel_tool_calls = parallel_tool_calls
+        self.stream = stream
+        self.merge_same_role = merge_same_role
         self.extra_body = dict(extra_body or {})
         self.developer_role = developer_role
-        self._headers = dict(headers or {})
-        self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
-        self._retry = retry or RetryPolicy()
-        self._http_client = http_client
+        self._connection = Connection.of(
+            headers=headers, timeout=timeout, retry=retry, http_client=http_client, api_key=key
+        )
         self._new_call_id = new_call_id
 
     def __repr__(self) -> str:
-        key = "set" if self._api_key is not None else "none"
+        key = "set" if self._connection.api_key is not None else "none"
         return (
             f"OpenAIChatModel(model={self.model_name!r}, base_url={self.base_url!r}, api_key={key})"
         )
@@ -134,181 +135,57 @@ class OpenAIChatModel:
 
     def endpoint(self) -> Endpoint:
         """The URL, headers, timeout and retry policy requests go out with."""
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            **self._headers,
-        }
-        if self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
-        return Endpoint(
-            provider="OpenAI",
-            url=f"{self.base_url}/chat/completions",
-            headers=headers,
-            timeout=self._timeout,
-            retry=self._retry,
-            client=self._http_client,
-            secrets=(self._api_key,),
+        api_key = self._connection.api_key
+        auth = {} if api_key is None else {"Authorization": f"Bearer {api_key.reveal()}"}
+        return self._connection.endpoint(
+            "OpenAI",
+            f"{self.base_url}/chat/completions",
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream" if self.stream else "application/json",
+            },
+            auth_headers=auth,
+            streaming=self.stream,
         )
+
+    def stream_translator(self) -> StreamTranslator:
+        """A new translator for one turn's response (SSE chunks or one completion)."""
+        if self.stream:
+            return OpenAIStreamTranslator(new_call_id=self._new_call_id)
+        return OpenAICompletionTranslator(new_call_id=self._new_call_id)
 
     def request_body(self, request: TurnRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (raises ``ProviderError`` if it can't be sent)."""
-        body: dict[str, Any] = {
-            "model": self.model_name,
-            "messages": self._messages(request.transcript),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        messages = render_messages(request.transcript, developer_role=self.developer_role)
+        if self.merge_same_role:
+            messages = merge_same_role(messages)
+        body: dict[str, Any] = {"model": self.model_name, "messages": messages}
+        if self.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        else:
+            body["stream"] = False
         if request.available_tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": spec.name,
-                        "description": spec.description,
-                        "parameters": spec.input_schema,
-                    },
-                }
-                for spec in request.available_tools
-            ]
-            if self.tool_choice is not None:
-                body["tool_choice"] = _tool_choice(self.tool_choice)
+            body["tools"] = tools_field(request.available_tools)
+            tool_choice = check_tool_choice(self.tool_choice)
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice_field(tool_choice, request.available_tools)
             if self.parallel_tool_calls is not None:
                 body["parallel_tool_calls"] = self.parallel_tool_calls
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         if self.temperature is not None:
             body["temperature"] = self.temperature
-        body.update(_cache_fields(request.cache))
+        body.update(cache_fields(request.cache))
         body.update(self.extra_body)
         return body
 
-    # -- transcript -> messages ------------------------------------------------------------
 
-    def _messages(self, transcript: Any) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
-        for index, item in enumerate(transcript):
-            messages.extend(self._render_item(index, item))
-        return messages
-
-    def _render_item(self, index: int, item: Item) -> list[dict[str, Any]]:
-        kind = item.kind
-        if kind in (ItemKind.SYSTEM, ItemKind.CONTEXT):
-            return [{"role": "system", "content": item_text(item, "OpenAI", index=index)}]
-        if kind is ItemKind.DEVELOPER:
-            text = item_text(item, "OpenAI", index=index)
-            return [{"role": self.developer_role, "content": text}]
-        if kind is ItemKind.NOTIFICATION:
-            return [{"role": "user", "content": reminder(item_text(item, "OpenAI", index=index))}]
-        if kind is ItemKind.USER:
-            return [{"role": "user", "content": _user_content(index, item)}]
-        if kind is ItemKind.ASSISTANT:
-            return _assistant_message(index, item)
-        return _tool_messages(index, item)
+# -- response -> events ----------------------------------------------------------------------
 
 
-def _tool_choice(choice: str) -> Any:
-    if choice in _TOOL_CHOICE_MODES:
-        return choice
-    return {"type": "function", "function": {"name": choice}}
-
-
-def _cache_fields(cache: PromptCacheRequest | None) -> dict[str, Any]:
-    if cache is None or not cache.is_enabled:
-        return {}
-    if isinstance(cache.strategy, ExplicitCache) and cache.mode is PromptCacheMode.REQUIRED:
-        raise ProviderError(
-            "OpenAI: cannot honour a required explicit prompt cache: Chat Completions caches "
-            "prefixes automatically and takes no breakpoints; use PromptCacheRequest.automatic()"
-        )
-    fields: dict[str, Any] = {}
-    if cache.key is not None:
-        fields["prompt_cache_key"] = cache.key
-    if cache.retention is PromptCacheRetention.EXTENDED:
-        fields["prompt_cache_retention"] = "24h"
-    return fields
-
-
-def _user_content(index: int, item: Item) -> Any:
-    entries: list[dict[str, Any]] = []
-    for part in item.parts:
-        if isinstance(part, TextPart):
-            entries.append({"type": "text", "text": part.text})
-        elif isinstance(part, StructuredPart):
-            entries.append({"type": "text", "text": tool_output_text(part.value)})
-        elif isinstance(part, MediaPart) and part.mime_type.startswith("image/"):
-            url = part.uri or data_uri(part.mime_type, part.data or "")
-            entries.append({"type": "image_url", "image_url": {"url": url}})
-        elif isinstance(part, MediaPart) and part.mime_type.startswith("audio/") and part.data:
-            audio_format = part.mime_type.split("/", 1)[1]
-            entries.append(
-                {"type": "input_audio", "input_audio": {"data": part.data, "format": audio_format}}
-            )
-        elif isinstance(part, FilePart) and part.data:
-            mime = part.mime_type or "application/octet-stream"
-            file: dict[str, Any] = {"file_data": data_uri(mime, part.data)}
-            if part.name:
-                file["filename"] = part.name
-            entries.append({"type": "file", "file": file})
-        elif isinstance(part, ReasoningPart):
-            continue
-        else:
-            raise unsupported_part("OpenAI", item, index, part)
-    if len(entries) == 1 and entries[0]["type"] == "text":
-        return entries[0]["text"]
-    return entries
-
-
-def _assistant_message(index: int, item: Item) -> list[dict[str, Any]]:
-    calls: list[dict[str, Any]] = []
-    for part in item.parts:
-        if isinstance(part, ToolCallPart):
-            calls.append(
-                {
-                    "id": part.id,
-                    "type": "function",
-                    "function": {"name": part.name, "arguments": raw_arguments(part)},
-                }
-            )
-        elif not isinstance(part, TextPart | StructuredPart | ReasoningPart):
-            raise unsupported_part("OpenAI", item, index, part)
-    text = "\n".join(text_parts(item.parts))
-    if not text and not calls:
-        return []
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if calls:
-        message["tool_calls"] = calls
-    return [message]
-
-
-def _tool_messages(index: int, item: Item) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    for part in item.parts:
-        if not isinstance(part, ToolResultPart):
-            raise unsupported_part("OpenAI", item, index, part)
-        messages.append(
-            {"role": "tool", "tool_call_id": part.call_id, "content": tool_output_text(part.output)}
-        )
-    return messages
-
-
-# -- stream -> events ----------------------------------------------------------------------
-
-
-class OpenAIChatSession:
+class OpenAIChatSession(HttpSession[OpenAIChatModel]):
     """One conversation with an :class:`OpenAIChatModel`."""
-
-    def __init__(self, model: OpenAIChatModel, config: SessionConfig) -> None:
-        self.model = model
-        self.config = config
-
-    async def begin_turn(
-        self, request: TurnRequest, cancellation: TurnCancellation | None
-    ) -> AsyncIterator[ModelEvent]:
-        """Build the request body now; the HTTP request starts when the stream is read."""
-        body = self.model.request_body(request)
-        translator = OpenAIStreamTranslator(new_call_id=self.model._new_call_id)
-        return stream_turn(self.model.endpoint(), body, translator, cancellation)
 
 
 class OpenAIStreamTranslator:
@@ -334,6 +211,9 @@ class OpenAIStreamTranslator:
         if event.event == "error":
             raise stream_error("OpenAI", parse_json_data(event, "OpenAI"))
         chunk = require_mapping(parse_json_data(event, "OpenAI"), "a stream chunk", "OpenAI")
+        return self._chunk(chunk)
+
+    def _chunk(self, chunk: dict[str, Any]) -> list[ModelEvent]:
         if chunk.get("error") is not None:
             raise stream_error("OpenAI", chunk)
         self._model = chunk.get("model") or self._model
@@ -392,6 +272,50 @@ class OpenAIStreamTranslator:
     def cancel(self) -> list[ModelEvent]:
         """A cancelled result keeping the text so far."""
         return self._accumulator.cancelled(model=self._model, response_id=self._response_id)
+
+
+class OpenAICompletionTranslator(OpenAIStreamTranslator):
+    """Turns one non-streamed ``chat.completion`` into the same events as its stream.
+
+    Each choice's ``message`` is read as one big ``delta`` (tool calls indexed
+    by position), so streamed and non-streamed turns end in equal results.
+    """
+
+    def feed(self, event: ServerSentEvent) -> list[ModelEvent]:
+        """The events for the whole response body."""
+        completion = require_mapping(
+            parse_json_data(event, "OpenAI"), "a chat completion", "OpenAI"
+        )
+        choices = [
+            _choice_as_delta(choice)
+            for choice in completion.get("choices") or ()
+            if isinstance(choice, dict)
+        ]
+        events = self._chunk({**completion, "choices": choices})
+        self._done = True
+        return events
+
+    def finish(self) -> list[ModelEvent]:
+        """The closing events; an empty body is a ``ProviderError``."""
+        if not self._done:
+            raise ProviderError(
+                "OpenAI: the response ended without a chat completion body",
+                error_type="incomplete_stream",
+            )
+        return super().finish()
+
+
+def _choice_as_delta(choice: dict[str, Any]) -> dict[str, Any]:
+    message = dict(choice.get("message") or {})
+    calls = message.get("tool_calls") or ()
+    message["tool_calls"] = [
+        {**call, "index": position} for position, call in enumerate(calls) if isinstance(call, dict)
+    ]
+    return {
+        "index": choice.get("index", 0),
+        "delta": message,
+        "finish_reason": choice.get("finish_reason"),
+    }
 
 
 def _usage(usage: dict[str, Any]) -> Usage:

@@ -5,7 +5,9 @@ with an incremental UTF-8 decoder (so a character split across network
 chunks is fine), splits lines on ``\\r\\n``, ``\\r`` or ``\\n`` across chunk
 boundaries, skips ``:`` comments and joins multi-line ``data:`` fields. This
 module only translates its errors (and httpx's) into :class:`ProviderError`,
-once, at the seam.
+once, at the seam. A non-streamed JSON response is read with
+:func:`iter_whole_body`, which hands the body to the same translators as one
+event.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from ..core._errors import ProviderError
 
-__all__ = ["ServerSentEvent", "iter_sse", "parse_json_data"]
+__all__ = ["WHOLE_BODY_EVENT", "ServerSentEvent", "iter_sse", "iter_whole_body", "parse_json_data"]
+
+WHOLE_BODY_EVENT = "agentloop.whole_body"
+"""The event name :func:`iter_whole_body` gives the one event it makes of a body."""
 
 
 async def iter_sse(response: httpx.Response, provider: str) -> AsyncIterator[ServerSentEvent]:
@@ -40,22 +45,37 @@ async def iter_sse(response: httpx.Response, provider: str) -> AsyncIterator[Ser
                     f"{provider}: expected a text/event-stream response, got {error}",
                     status=response.status_code,
                 ) from error
-            except httpx.TimeoutException as error:
-                raise ProviderError(
-                    f"{provider}: the response stream stalled (read timeout) after it started; "
-                    "raise the adapter's timeout if the model thinks for long",
-                    error_type="timeout",
-                ) from error
             except httpx.TransportError as error:
-                raise ProviderError(
-                    f"{provider}: the response stream broke after it started "
-                    f"({type(error).__name__}: {error}); it is not retried because part of the "
-                    "answer was already streamed",
-                    error_type="stream_broken",
-                ) from error
+                raise _read_failure(provider, error) from error
             yield event
     finally:
         await events.aclose()
+
+
+async def iter_whole_body(
+    response: httpx.Response, provider: str
+) -> AsyncIterator[ServerSentEvent]:
+    """A non-streamed response as one event whose ``data`` is the whole body."""
+    try:
+        raw = await response.aread()
+    except httpx.TransportError as error:
+        raise _read_failure(provider, error) from error
+    yield ServerSentEvent(event=WHOLE_BODY_EVENT, data=raw.decode("utf-8", errors="replace"))
+
+
+def _read_failure(provider: str, error: httpx.TransportError) -> ProviderError:
+    if isinstance(error, httpx.TimeoutException):
+        return ProviderError(
+            f"{provider}: the response stream stalled (read timeout) after it started; "
+            "raise the adapter's timeout if the model thinks for long",
+            error_type="timeout",
+        )
+    return ProviderError(
+        f"{provider}: the response stream broke after it started "
+        f"({type(error).__name__}: {error}); it is not retried because part of the "
+        "answer was already streamed",
+        error_type="stream_broken",
+    )
 
 
 def parse_json_data(event: ServerSentEvent, provider: str) -> Any:
@@ -64,8 +84,11 @@ def parse_json_data(event: ServerSentEvent, provider: str) -> Any:
         return json.loads(event.data)
     except json.JSONDecodeError as error:
         shown = event.data if len(event.data) <= 200 else event.data[:200] + "..."
+        if event.event == WHOLE_BODY_EVENT:
+            where = "the response body"
+        else:
+            where = f"a stream event{f' {event.event!r}' if event.event else ''}"
         raise ProviderError(
-            f"{provider}: malformed JSON in a stream event"
-            f"{f' {event.event!r}' if event.event else ''}: {error.msg} in {shown!r}",
+            f"{provider}: malformed JSON in {where}: {error.msg} in {shown!r}",
             error_type="malformed_stream",
         ) from error

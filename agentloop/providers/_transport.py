@@ -9,7 +9,7 @@ Layers, each named for its concern (as in httpx):
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -22,9 +22,11 @@ from ..core._errors import ProviderError
 from ..model._protocol import ModelEvent
 from ._config import Secret, redact
 from ._retry import RetryPolicy
-from ._sse import ServerSentEvent, iter_sse
+from ._sse import ServerSentEvent, iter_sse, iter_whole_body
 
 __all__ = [
+    "PROVIDER_FINISH_KEY",
+    "Connection",
     "Endpoint",
     "StreamTranslator",
     "compact_json",
@@ -36,6 +38,9 @@ __all__ = [
 ]
 
 log = structlog.get_logger("agentloop")
+
+PROVIDER_FINISH_KEY = "agentloop.provider_finish_reason"
+"""Result metadata: the finish reason exactly as the provider sent it."""
 
 _CLEANUP_SECONDS = 5.0
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -67,7 +72,11 @@ class StreamTranslator(Protocol):
 
 @attrs.frozen
 class Endpoint:
-    """Where and how one adapter sends a request (everything but the body)."""
+    """Where and how one adapter sends a request (everything but the body).
+
+    ``streaming=False`` reads the response as one JSON document, handed to the
+    translator as a single event.
+    """
 
     provider: str
     url: str
@@ -76,6 +85,59 @@ class Endpoint:
     retry: RetryPolicy
     client: httpx.AsyncClient | None = attrs.field(default=None, repr=False)
     secrets: tuple[Secret | None, ...] = attrs.field(default=(), repr=False)
+    streaming: bool = True
+
+
+@attrs.frozen
+class Connection:
+    """How an adapter reaches its provider: the user's extra headers, timeout, retries,
+    client and API key (the constructor arguments every adapter shares)."""
+
+    headers: dict[str, str] = attrs.field(repr=False)
+    timeout: httpx.Timeout
+    retry: RetryPolicy
+    client: httpx.AsyncClient | None = attrs.field(repr=False)
+    api_key: Secret | None = attrs.field(repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        headers: Mapping[str, str] | None,
+        timeout: httpx.Timeout | float,
+        retry: RetryPolicy | None,
+        http_client: httpx.AsyncClient | None,
+        api_key: Secret | None,
+    ) -> Connection:
+        """Normalised settings: seconds become an ``httpx.Timeout``, no policy the default."""
+        return cls(
+            headers=dict(headers or {}),
+            timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
+            retry=retry or RetryPolicy(),
+            client=http_client,
+            api_key=api_key,
+        )
+
+    def endpoint(
+        self,
+        provider: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        auth_headers: Mapping[str, str],
+        streaming: bool = True,
+    ) -> Endpoint:
+        """The ``Endpoint``: ``headers``, then the user's, then ``auth_headers`` (which win)."""
+        return Endpoint(
+            provider=provider,
+            url=url,
+            headers={**headers, **self.headers, **auth_headers},
+            timeout=self.timeout,
+            retry=self.retry,
+            client=self.client,
+            secrets=(self.api_key,),
+            streaming=streaming,
+        )
 
 
 async def stream_turn(
@@ -100,7 +162,8 @@ async def stream_turn(
             return
         response = await _open_handling_retries(client, endpoint, content)
         try:
-            async for sse in iter_sse(response, endpoint.provider):
+            read = iter_sse if endpoint.streaming else iter_whole_body
+            async for sse in read(response, endpoint.provider):
                 if cancellation is not None and cancellation.is_cancelled:
                     closing = translator.cancel()
                     await _close_quietly(response)

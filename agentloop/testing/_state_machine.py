@@ -9,13 +9,16 @@ the transcript observer saw every item, in order.
 
 The driver runs in a long-lived event loop behind an anyio blocking portal
 (``backend`` picks asyncio or trio), so background tasks survive between
-steps; hypothesis draws happen on the test thread only.
+steps; async resources such as an ``AsyncTaskManager`` are entered in that
+loop for the machine's lifetime (:meth:`AgentStateMachine.enter_async_context`).
+Hypothesis draws happen on the test thread only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from contextlib import AbstractAsyncContextManager, ExitStack
+from typing import Any, ClassVar, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -34,7 +37,7 @@ from hypothesis.stateful import (
 from ..core._cancellation import CancellationController
 from ..core._delta import AppendText, BeginPart
 from ..core._errors import InvalidStateError
-from ..core._items import FinishReason, Item, ItemKind, PartKind
+from ..core._items import FinishReason, Item, ItemKind, PartKind, ToolResultPart
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import find_violation
 from ..loop._agent import Agent, AgentBuilder
@@ -42,7 +45,7 @@ from ..loop._driver import LoopDriver
 from ..loop._events import AgentEvent, MutationFinished
 from ..loop._mutators import MutationContext, TranscriptCursor
 from ..loop._state import INTERRUPTED_KEY, DriverState
-from ..loop._steps import ApprovalRequest, AwaitingInput, Finished, Step
+from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished, Step
 from ..model._config import SessionConfig
 from ..model._protocol import TurnRequest
 from ..tools._executor import BasicToolExecutor
@@ -68,6 +71,11 @@ __all__ = ["PROBE_TOOL_NAME", "AgentStateMachine"]
 PROBE_TOOL_NAME = "agentloop_probe"
 """The name of the harmless tool the machine adds to hit ``CancelPoint.TOOL``."""
 
+_T = TypeVar("_T")
+
+_SETTLE_CHECKPOINTS = 5
+"""Checkpoints after each step, so tasks the step just started run their first slice."""
+
 
 _STRATEGIES: dict[tuple[str, str], st.SearchStrategy[Any]] = {}
 """Strategies built from tool specs, reused across examples (building them is slow)."""
@@ -92,19 +100,28 @@ class _Recorder:
 
 
 class _Probes:
-    """Where the next cancellation is armed, and whether it fired during this step."""
+    """Where the next cancellation is armed, and whether it fired during this step.
+
+    A probe tool running beside a pending approval (concurrent task managers)
+    can fire after ``next()`` returned: that is recorded as ``fired_late``.
+    """
 
     def __init__(self, controller: CancellationController) -> None:
         self.controller = controller
         self.armed: CancelPoint | None = None
         self.fired: CancelPoint | None = None
+        self.fired_late: CancelPoint | None = None
+        self.stepping = False
         self.host_scope: anyio.CancelScope | None = None
 
     def take(self, point: CancelPoint) -> bool:
         if self.armed is not point:
             return False
         self.armed = None
-        self.fired = point
+        if self.stepping:
+            self.fired = point
+        else:
+            self.fired_late = point
         return True
 
 
@@ -149,11 +166,12 @@ class AgentStateMachine(RuleBasedStateMachine):
     """Drives your agent with random model replies, host actions and cancellations.
 
     Subclass it, override :meth:`configure_agent` to add your tools,
-    permission checker, mutators or task manager, and collect
-    ``MyMachine.TestCase`` (or call ``MyMachine.run(backend="trio")``). Do not
-    replace the model or the cancellation handle: the machine owns them.
-    Set ``probes = False`` to keep the probe tool and mutator out of your agent
-    (``CancelPoint.TOOL`` and ``MUTATOR`` then never fire).
+    permission checker, mutators or task manager (enter an ``AsyncTaskManager``
+    with :meth:`enter_async_context`), and collect ``MyMachine.TestCase`` (or
+    call ``MyMachine.run(backend="trio")``). Do not replace the model or the
+    cancellation handle: the machine owns them. Set ``probes = False`` to keep
+    the probe tool and mutator out of your agent (``CancelPoint.TOOL`` and
+    ``MUTATOR`` then never fire).
     """
 
     backend: ClassVar[str] = "asyncio"
@@ -163,6 +181,15 @@ class AgentStateMachine(RuleBasedStateMachine):
     def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
         """Add your components to ``builder`` (model and cancellation are already set)."""
         return builder
+
+    def enter_async_context(self, manager: AbstractAsyncContextManager[_T]) -> _T:
+        """Enter ``manager`` in the machine's event loop until :meth:`teardown`; return its value.
+
+        For resources that must stay entered while the agent runs, such as an
+        ``AsyncTaskManager`` (call it from :meth:`configure_agent`). They are
+        left in reverse order, before the event loop stops.
+        """
+        return self._resources.enter_context(self.portal.wrap_async_context_manager(manager))
 
     def session_config(self) -> SessionConfig:
         """The session to start (override for limits or cache settings)."""
@@ -191,9 +218,11 @@ class AgentStateMachine(RuleBasedStateMachine):
         self._replies: list[Reply] = []
         self._bad_requests: list[str] = []
         self._pending: Step | None = None
+        self._last_approval: ApprovalRequest | None = None
         self._expect_cancelled = False
         self._portal_cm = anyio.from_thread.start_blocking_portal(self.backend)
         self.portal = self._portal_cm.__enter__()
+        self._resources = ExitStack()
         try:
             builder = Agent.builder().model(self.model).cancellation(self.controller.handle())
             builder = self.configure_agent(builder)
@@ -205,13 +234,16 @@ class AgentStateMachine(RuleBasedStateMachine):
             self.agent = builder.build()
             self.driver: LoopDriver = self.portal.call(self.agent.start, self.session_config())
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
+            self.teardown()
             raise
         self.initial_transcript = list(self.agent.transcript)
 
     def teardown(self) -> None:
-        """Stop the event loop thread."""
-        self._portal_cm.__exit__(None, None, None)
+        """Leave the entered async resources, then stop the event loop thread."""
+        try:
+            self._resources.close()
+        finally:
+            self._portal_cm.__exit__(None, None, None)
 
     # -- the machine's model ---------------------------------------------------------------
 
@@ -312,14 +344,20 @@ class AgentStateMachine(RuleBasedStateMachine):
         return _STRATEGIES[key]
 
     async def _next_in_host_scope(self) -> Step | None:
-        with anyio.fail_after(self.step_timeout), anyio.CancelScope() as scope:
-            self._probes.host_scope = scope
-            return await self.driver.next()
-        return None
+        self._probes.stepping = True
+        try:
+            with anyio.fail_after(self.step_timeout), anyio.CancelScope() as scope:
+                self._probes.host_scope = scope
+                return await self.driver.next()
+            return None
+        finally:
+            self._probes.stepping = False
+            for _ in range(_SETTLE_CHECKPOINTS):
+                await anyio.lowlevel.checkpoint()
 
     def _advance(self) -> None:
         expect_cancelled, self._expect_cancelled = self._expect_cancelled, False
-        self._probes.fired = None
+        self._probes.fired = self._probes.fired_late = None
         try:
             step = self.portal.call(self._next_in_host_scope)
         except TimeoutError:
@@ -341,6 +379,16 @@ class AgentStateMachine(RuleBasedStateMachine):
                 f"after {reason}, the turn finished {step.result.finish_reason}"
             )
             self._assert_ends_interrupted(reason)
+        if isinstance(step, ApprovalRequest):
+            self._last_approval = step
+        if self._probes.fired_late is not None and isinstance(
+            step, ApprovalRequest | AfterToolResult
+        ):
+            # A probe call still running beside the approval (or detached) interrupted
+            # the open turn after next() returned: the next next() must finish it.
+            self._expect_cancelled = True
+            self._pending = None
+            return
         self._pending = step
 
     def _transcript(self) -> list[Item]:
@@ -364,21 +412,40 @@ class AgentStateMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_call_has_one_result(self) -> None:
-        """Calls are answered exactly once (only calls awaiting approval may be open)."""
+        """Calls are answered exactly once; at an approval, valid once the round ends.
+
+        While an approval is pending, the round's calls are all unanswered (their
+        results are appended together when the round ends): the transcript must
+        become valid by answering the calls of its last round, the approval's
+        call among them.
+        """
         transcript = self._transcript()
-        violation = find_violation(transcript)
-        if violation is None:
+        state = self.driver.state
+        if state is not DriverState.AWAITING_APPROVAL:
+            violation = find_violation(transcript)
+            if violation is not None:
+                raise AssertionError(
+                    f"in state {state}: " + _violation_report(transcript, violation)
+                )
             return
-        if violation.kind == "unanswered" and self.driver.state is DriverState.AWAITING_APPROVAL:
-            last_round = next(
-                (item for item in reversed(transcript) if any(item.tool_calls())), None
+        last_round = next((item for item in reversed(transcript) if any(item.tool_calls())), None)
+        round_calls = [call.id for call in last_round.tool_calls()] if last_round else []
+        answered = {result.call_id for item in transcript for result in item.tool_results()}
+        open_calls = [call_id for call_id in round_calls if call_id not in answered]
+        approval_call = self._last_approval.call_id if self._last_approval else None
+        if approval_call not in open_calls:
+            raise AssertionError(
+                f"in state {state}: the pending approval's call {approval_call} is not an open "
+                f"call of the last round ({', '.join(open_calls) or 'none open'}):\n"
+                + format_transcript(transcript)
             )
-            round_ids = {call.id for call in last_round.tool_calls()} if last_round else set()
-            if set(violation.call_ids) <= round_ids:
-                return
-        raise AssertionError(
-            f"in state {self.driver.state}: " + _violation_report(transcript, violation)
-        )
+        round_end = Item(ItemKind.TOOL, tuple(ToolResultPart(c, "round end") for c in open_calls))
+        ended = [*transcript, round_end]
+        violation = find_violation(ended)
+        if violation is not None:
+            raise AssertionError(
+                f"in state {state}, once the round ends: " + _violation_report(ended, violation)
+            )
 
     @invariant()
     def observer_saw_every_item(self) -> None:

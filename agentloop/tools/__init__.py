@@ -1,1 +1,39 @@
+"""Tools: the protocol, ``@tool``, schemas from type hints, registries and the executor."""
 
+from ._decorator import FunctionTool, PermissionsFunction, tool
+from ._executor import (
+    RAW_ARGUMENTS_KEY,
+    ApprovalNeeded,
+    BasicToolExecutor,
+    PreparedCall,
+    PrepareOutcome,
+    ToolExecutor,
+    synthesized_result,
+)
+from ._registry import ToolCatalogEvent, ToolRegistry, ToolSource, catalog_change
+from ._schema import argument_converter, json_schema_for, structure_value
+from ._tool import Tool, ToolContext, ToolOutput, ToolRequest
+
+__all__ = [
+    "RAW_ARGUMENTS_KEY",
+    "ApprovalNeeded",
+    "BasicToolExecutor",
+    "FunctionTool",
+    "PermissionsFunction",
+    "PrepareOutcome",
+    "PreparedCall",
+    "Tool",
+    "ToolCatalogEvent",
+    "ToolContext",
+    "ToolExecutor",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolRequest",
+    "ToolSource",
+    "argument_converter",
+    "catalog_change",
+    "json_schema_for",
+    "structure_value",
+    "synthesized_result",
+    "tool",
+]

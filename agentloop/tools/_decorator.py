@@ -58,7 +58,7 @@ class FunctionTool(Generic[P, R]):
     """A :class:`~agentloop.Tool` made by :func:`tool` from a typed function.
 
     Calling the object calls the function unchanged; ``spec``, ``timeout``,
-    ``invoke`` and ``proposed_requests`` make it a tool.
+    ``max_output_chars``, ``invoke`` and ``proposed_requests`` make it a tool.
     """
 
     def __init__(
@@ -70,6 +70,7 @@ class FunctionTool(Generic[P, R]):
         annotations: ToolAnnotations | None = None,
         permissions: PermissionsFunction | None = None,
         timeout: float | None = None,
+        max_output_chars: int | None = None,
     ) -> None:
         tool_name = name if name is not None else function.__name__
         if not isinstance(tool_name, str) or not _TOOL_NAME.match(tool_name):
@@ -79,8 +80,18 @@ class FunctionTool(Generic[P, R]):
             )
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise ValueError(f"@tool: timeout must be a positive number of seconds: {timeout!r}")
+        if max_output_chars is not None and not (
+            isinstance(max_output_chars, int)
+            and not isinstance(max_output_chars, bool)
+            and max_output_chars > 0
+        ):
+            raise ValueError(
+                f"@tool {tool_name!r}: max_output_chars must be a positive integer or None, "
+                f"got {max_output_chars!r}"
+            )
         self.function = function
         self.timeout = timeout
+        self.max_output_chars = max_output_chars
         self.permissions = permissions
         self._is_async = inspect.iscoroutinefunction(function)
         self._parameters, self._context_name = _parameters(function, tool_name)
@@ -234,6 +245,7 @@ def tool(
     open_world: bool = False,
     permissions: PermissionsFunction | None = None,
     timeout: float | None = None,
+    max_output_chars: int | None = None,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -249,6 +261,7 @@ def tool(
     open_world: bool = False,
     permissions: PermissionsFunction | None = None,
     timeout: float | None = None,
+    max_output_chars: int | None = None,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Turn a typed async or sync function into a tool (``@tool`` or ``@tool(...)``).
 
@@ -256,7 +269,8 @@ def tool(
     ``read_only``, ``destructive``, ``idempotent`` and ``open_world`` set the
     spec's :class:`~agentloop.ToolAnnotations`; ``permissions`` maps the
     call's structured arguments to the :class:`~agentloop.PermissionRequest`
-    s it needs; ``timeout`` (seconds) bounds each call. A parameter typed
+    s it needs; ``timeout`` (seconds) bounds each call; ``max_output_chars``
+    replaces the executor's output limit for this tool. A parameter typed
     :class:`~agentloop.ToolContext` receives the call's context and is not
     part of the schema.
     """
@@ -272,6 +286,7 @@ def tool(
             annotations=annotations,
             permissions=permissions,
             timeout=timeout,
+            max_output_chars=max_output_chars,
         )
 
     return decorate if function is None else decorate(function)

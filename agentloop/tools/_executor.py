@@ -131,8 +131,9 @@ class BasicToolExecutor:
     ``collision``: ``"first_wins"`` (an earlier source shadows a later tool of
     the same name) or ``"error"`` (a duplicate name raises ``ToolError`` when
     specs are listed). ``max_output_chars`` truncates longer outputs with a
-    marker saying how much was cut. ``tool_timeout`` applies to tools without
-    their own ``timeout`` attribute.
+    marker saying how much was cut, unless the tool sets its own
+    ``max_output_chars`` attribute (``@tool(max_output_chars=...)``).
+    ``tool_timeout`` applies to tools without their own ``timeout`` attribute.
     """
 
     def __init__(
@@ -145,6 +146,11 @@ class BasicToolExecutor:
     ) -> None:
         if collision not in ("first_wins", "error"):
             raise ValueError(f"collision must be 'first_wins' or 'error', got {collision!r}")
+        if max_output_chars is not None and not _is_positive_int(max_output_chars):
+            raise ValueError(
+                "BasicToolExecutor: max_output_chars must be a positive integer or None, "
+                f"got {max_output_chars!r}"
+            )
         self.sources = list(sources)
         self.collision = collision
         self.max_output_chars = max_output_chars
@@ -284,32 +290,41 @@ class BasicToolExecutor:
                     f"tool {request.tool_name!r} failed: {type(error).__name__}: {error}",
                     ResultOutcome.FAILED,
                 )
-            return self._to_result(request.call_id, value)
+            return self._to_result(request.call_id, value, self._output_limit(call.tool))
         return synthesized_result(
             request.call_id,
             f"tool {request.tool_name!r} timed out after {_seconds(call.timeout)} s",
             ResultOutcome.TIMED_OUT,
         )
 
-    def _to_result(self, call_id: str, value: Any) -> ToolResultPart:
+    def _output_limit(self, tool: Tool) -> int | None:
+        own = getattr(tool, "max_output_chars", None)
+        return own if _is_positive_int(own) else self.max_output_chars
+
+    def _to_result(self, call_id: str, value: Any, limit: int | None) -> ToolResultPart:
         is_error = False
         metadata: Any = {}
         if isinstance(value, ToolOutput):
             is_error, metadata, value = value.is_error, value.metadata, value.value
         elif attrs.has(type(value)):
             value = _plain.unstructure(value)
-        value = self._truncate(value)
+        value = _truncate(value, limit)
         return ToolResultPart(call_id, value, is_error, metadata=metadata)
 
-    def _truncate(self, value: Any) -> Any:
-        limit = self.max_output_chars
-        if limit is None:
-            return value
-        text = _as_text(value)
-        if text is None or len(text) <= limit:
-            return value
-        cut = len(text) - limit
-        return f"{text[:limit]}\n[output truncated: {cut} of {len(text)} characters cut]"
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _truncate(value: Any, limit: int | None) -> Any:
+    """``value``, or its text cut to ``limit`` characters with a marker saying how much."""
+    if limit is None:
+        return value
+    text = _as_text(value)
+    if text is None or len(text) <= limit:
+        return value
+    cut = len(text) - limit
+    return f"{text[:limit]}\n[output truncated: {cut} of {len(text)} characters cut]"
 
 
 def _as_text(value: Any) -> str | None:

@@ -1,15 +1,17 @@
-"""Tool sources: the static/dynamic registry and catalog change events."""
+"""Tool sources: the registry (a dynamic catalog) and its change events."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import attrs
 
+from ..core._errors import InvalidInputError
 from ..core._tool_spec import ToolSpec
 from ._tool import Tool, current_spec
 
-__all__ = ["ToolCatalogEvent", "ToolRegistry", "ToolSource"]
+__all__ = ["ToolCatalogEvent", "ToolRegistry", "ToolSource", "catalog_change"]
 
 
 def _to_names(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -24,6 +26,19 @@ class ToolCatalogEvent:
     added: tuple[str, ...] = attrs.field(default=(), converter=_to_names)
     removed: tuple[str, ...] = attrs.field(default=(), converter=_to_names)
     changed: tuple[str, ...] = attrs.field(default=(), converter=_to_names)
+
+
+def catalog_change(
+    source: str, before: Mapping[str, ToolSpec], after: Mapping[str, ToolSpec]
+) -> ToolCatalogEvent | None:
+    """The event that takes catalog ``before`` to ``after`` (specs by name; names sorted),
+    or ``None`` if they advertise the same thing. Handy for a custom :class:`ToolSource`."""
+    added = sorted(name for name in after if name not in before)
+    removed = sorted(name for name in before if name not in after)
+    changed = sorted(name for name in after if name in before and before[name] != after[name])
+    if not (added or removed or changed):
+        return None
+    return ToolCatalogEvent(source, added, removed, changed)
 
 
 @runtime_checkable
@@ -44,39 +59,47 @@ class ToolSource(Protocol):
 
 
 class ToolRegistry:
-    """A mutable set of tools keyed by name.
+    """A mutable set of tools keyed by name: a dynamic catalog.
 
-    ``with_tool`` is for construction and records no event; ``add`` and
-    ``remove`` are runtime changes and are reported as a
-    :class:`ToolCatalogEvent` before the next model call.
+    ``with_tool`` is for construction and is never reported. Any other change
+    to what the registry advertises (``add``, ``remove``, or a tool whose
+    ``current_spec()`` now says something else or hides it) is reported by
+    :meth:`drain_catalog_events`: one :class:`ToolCatalogEvent` with the net
+    difference since the last drain. The driver drains before each model
+    call, so the model's next request and the event agree.
     """
 
     def __init__(self, name: str = "registry") -> None:
+        if not isinstance(name, str):
+            raise InvalidInputError(
+                f"ToolRegistry(name) expects the source's name as a str, got "
+                f"{type(name).__name__}; add tools with .add(tool) or .with_tool(tool)"
+            )
         self.name = name
         self._tools: dict[str, Tool] = {}
-        self._pending: list[ToolCatalogEvent] = []
+        self._reported: dict[str, ToolSpec] = {}
+
+    def __repr__(self) -> str:
+        return f"<ToolRegistry {self.name!r}: {', '.join(self.names()) or 'no tools'}>"
 
     def with_tool(self, tool: Tool) -> ToolRegistry:
-        """Add (or replace) ``tool`` and return the registry, for chaining."""
-        self._tools[tool.spec.name] = tool
+        """Add (or replace) ``tool`` without reporting it; returns the registry, for chaining."""
+        name = tool.spec.name
+        self._tools[name] = tool
+        spec = current_spec(tool)
+        if spec is None:
+            self._reported.pop(name, None)
+        else:
+            self._reported[name] = spec
         return self
 
     def add(self, tool: Tool) -> None:
-        """Add or replace ``tool``; reported as added or changed."""
-        name = tool.spec.name
-        existed = name in self._tools
-        self._tools[name] = tool
-        if existed:
-            self._pending.append(ToolCatalogEvent(self.name, changed=(name,)))
-        else:
-            self._pending.append(ToolCatalogEvent(self.name, added=(name,)))
+        """Add or replace ``tool``; reported as added, or as changed if its spec differs."""
+        self._tools[tool.spec.name] = tool
 
     def remove(self, name: str) -> bool:
         """Remove the tool called ``name``; returns whether there was one."""
-        if self._tools.pop(name, None) is None:
-            return False
-        self._pending.append(ToolCatalogEvent(self.name, removed=(name,)))
-        return True
+        return self._tools.pop(name, None) is not None
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
@@ -102,6 +125,8 @@ class ToolRegistry:
         return specs
 
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
-        """Runtime changes since the last drain."""
-        events, self._pending = self._pending, []
-        return events
+        """The net change of the advertised specs since the last drain (none or one event)."""
+        now = {spec.name: spec for spec in self.specs()}
+        change = catalog_change(self.name, self._reported, now)
+        self._reported = now
+        return [] if change is None else [change]

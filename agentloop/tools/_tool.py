@@ -58,6 +58,9 @@ class Tool(Protocol):
       hides the tool from the model; it can still be called by name);
     - ``proposed_requests(request) -> Sequence[PermissionRequest]``: what the
       call needs permission for; checked before ``invoke``.
+
+    Optional attributes the executor reads: ``timeout`` (seconds per call) and
+    ``max_output_chars`` (this tool's output limit instead of the executor's).
     """
 
     @property

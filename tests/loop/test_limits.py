@@ -215,3 +215,39 @@ async def test_a_limited_turn_leaves_the_driver_usable() -> None:
     limited(finished[0], "max_model_calls_per_turn")
     assert finished[1].result.finish_reason is al.FinishReason.COMPLETED
     assert finished[1].result.items[0].text_content == "fine"
+
+
+@al.tool(destructive=True)
+async def wipe(n: int) -> str:
+    """A destructive tool: the policy below asks before each call."""
+    counted.append(n)
+    return f"wiped {n}"
+
+
+async def test_an_oversized_round_asks_for_no_approval_and_runs_nothing() -> None:
+    counted.clear()
+    model = al.ScriptedModel(
+        [tool_calls(*(call("wipe", {"n": i}, id=f"call-{i}") for i in range(3)))]
+    )
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(wipe))
+        .permissions(al.PolicyChain(al.ToolPolicy(destructive="approve")))
+        .input([user("go")])
+        .build()
+    )
+    limits = al.LoopLimits(max_tool_calls_per_round=2)
+    driver = await agent.start(al.SessionConfig("s1", limits=limits))
+    with anyio.fail_after(10):
+        step = await driver.next()
+    assert isinstance(step, al.Finished)
+    limited(step, "max_tool_calls_per_round")
+    assert counted == []
+    outcomes = [
+        (p.call_id, p.metadata[al.OUTCOME_KEY])
+        for item in driver.snapshot().transcript
+        for p in item.tool_results()
+    ]
+    assert outcomes == [(f"call-{i}", "limit_reached") for i in range(3)]
+    al.validate_transcript(driver.snapshot().transcript)

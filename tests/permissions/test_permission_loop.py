@@ -220,12 +220,16 @@ async def test_answering_after_the_turn_was_cancelled_raises() -> None:
     step = await driver.next()
     assert isinstance(step, al.ApprovalRequest)
     controller.interrupt()
-    with pytest.raises(al.InvalidStateError) as caught:
-        step.approve()
-    assert str(caught.value) == (
-        "cannot resolve the approval for call-1: turn turn-1 was cancelled; call next() to "
-        "finish it"
-    )
+    before = driver.snapshot()
+    for answer in (step.approve, lambda: step.deny("no"), lambda: step.approve_with({})):
+        with pytest.raises(al.InvalidStateError) as caught:
+            answer()
+        assert str(caught.value) == (
+            "cannot resolve the approval for call-1: turn turn-1 was cancelled; call next() to "
+            "finish it"
+        )
+    assert driver.snapshot() == before
+    assert driver.state is al.DriverState.AWAITING_APPROVAL
     final = await driver.next()
     assert isinstance(final, al.Finished)
     assert final.result.finish_reason is al.FinishReason.CANCELLED
@@ -250,3 +254,104 @@ async def test_approve_with_edited_input_is_validated_again() -> None:
         "invalid_input",
     )
     assert ran == []
+
+
+fetched: list[str] = []
+
+
+@al.tool(open_world=True, permissions=lambda args: [al.NetworkAccess(args["url"])])
+async def fetch(url: str) -> str:
+    """Fetch a URL (pretend)."""
+    fetched.append(url)
+    return f"fetched {url}"
+
+
+async def test_network_requests_are_allowed_denied_or_asked_by_host() -> None:
+    from agentloop.permissions import NetworkPolicy
+
+    fetched.clear()
+    policy = al.PolicyChain(NetworkPolicy(allow=["api.example.com"], deny=["*.evil.com"]))
+    driver, _ = await start(
+        [fetch],
+        [
+            call("fetch", {"url": "https://api.example.com/v1"}, id="call-1"),
+            call("fetch", {"url": "https://x.evil.com/steal"}, id="call-2"),
+            call("fetch", {"url": "https://docs.python.org/3/"}, id="call-3"),
+        ],
+        permissions=policy,
+    )
+    step = await driver.next()
+    assert isinstance(step, al.ApprovalRequest)
+    assert (step.call_id, step.request_kind, step.reason, step.summary) == (
+        "call-3",
+        "network.request",
+        "unknown_target",
+        "Access https://docs.python.org/3/ (host docs.python.org is not on the allow list)",
+    )
+    step.approve()
+    assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert [(r.output, outcome(r)) for r in results_of(driver)] == [
+        ("fetched https://api.example.com/v1", None),
+        (
+            denied(
+                "cannot access 'https://x.evil.com/steal': host 'x.evil.com' matches '*.evil.com' "
+                "on the deny list",
+                "network_not_allowed",
+            ),
+            "permission_denied",
+        ),
+        ("fetched https://docs.python.org/3/", None),
+    ]
+    assert fetched == ["https://api.example.com/v1", "https://docs.python.org/3/"]
+    al.validate_transcript(driver.snapshot().transcript)
+
+
+@al.tool(permissions=lambda args: [al.ShellCommand(args["argv"], cwd=args["cwd"])])
+async def run_in(argv: list[str], cwd: str | None = None) -> str:
+    """Run a command in a directory."""
+    ran.append(argv)
+    return f"ran {' '.join(argv)} in {cwd}"
+
+
+async def test_a_command_outside_the_working_directory_roots_is_denied(workspace: Path) -> None:
+    ran.clear()
+    ws = workspace / "ws"
+    policy = al.PolicyChain(al.CommandPolicy(allow=["ls"], cwd_roots=[ws], base=str(ws)))
+    results = await run_round(
+        [run_in],
+        [
+            call("run_in", {"argv": ["ls"], "cwd": "."}, id="call-1"),
+            call("run_in", {"argv": ["ls"], "cwd": "../"}, id="call-2"),
+        ],
+        permissions=policy,
+    )
+    assert [(r.output, outcome(r)) for r in results] == [
+        ("ran ls in .", None),
+        (
+            denied(
+                f"cannot run 'ls' in '../': it resolves to {workspace}, outside the allowed "
+                f"working directories ({ws}); pass a cwd under one of them",
+                "command_not_allowed",
+            ),
+            "permission_denied",
+        ),
+    ]
+    assert ran == [["ls"]]
+
+
+async def test_approving_the_same_request_object_twice_raises_and_changes_nothing() -> None:
+    driver, _ = await start(
+        [shell], [call("shell", {"argv": ["ls"]}, id="call-1")], permissions=approving_chain()
+    )
+    step = await driver.next()
+    assert isinstance(step, al.ApprovalRequest)
+    step.approve()
+    before = driver.snapshot()
+    with pytest.raises(al.InvalidStateError) as caught:
+        step.deny("too late")
+    assert str(caught.value) == (
+        "cannot resolve the approval for call-1: every pending approval is answered; call next()"
+    )
+    assert driver.snapshot() == before
+    assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert [r.output for r in results_of(driver)] == ["ran ls"]

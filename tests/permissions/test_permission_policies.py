@@ -22,13 +22,18 @@ def test_request_kinds_have_kind_summary_and_metadata() -> None:
     assert [(r.kind, r.summary, dict(r.metadata)) for r in requests] == [
         ("filesystem.read", "Read /a", {"m": 1}),
         ("filesystem.write", "Write /b", {}),
-        ("shell.command", "git status", {}),
+        ("shell.command", "git status (in /repo)", {}),
         ("network.request", "Access https://Example.com:8443/x", {}),
         ("mcp.connect", "Connect MCP server docs", {}),
         ("tool.invoke", "Call tool rm", {}),
     ]
     assert al.NetworkAccess("https://Example.com:8443/x").host == "example.com"
     assert al.ShellCommand(["git", "status"]).program == "git"
+    assert al.ShellCommand(["git", "status"], cwd="/repo").command == "git status"
+    assert (al.NetworkAccess("https://x.org").scheme, al.NetworkAccess("x.org").scheme) == (
+        "https",
+        "",
+    )
     assert al.ShellCommand([]).program == ""
 
 
@@ -249,3 +254,33 @@ def test_policy_chain_refuses_bad_answers() -> None:
         "policy Recording returned 'yes' for filesystem.read; expected Allow, Deny, "
         "RequireApproval or Abstain"
     )
+
+
+def test_path_policy_corner_cases(tree: Path) -> None:
+    ws = tree / "workspace"
+    (ws / "dangling").symlink_to(tree / "secret" / "not-yet")  # a write would land outside
+    (ws / "hop").symlink_to(ws / "escape")  # a link to a link that leaves
+    (ws / "loop-a").symlink_to(ws / "loop-b")
+    (ws / "loop-b").symlink_to(ws / "loop-a")
+    policy = al.PathPolicy(allowed_roots=[ws], base=str(ws))
+    roots = str(ws)
+    assert policy.evaluate(al.FileSystemWrite("dangling")) == outside(
+        "dangling", tree / "secret" / "not-yet", "write", roots
+    )
+    assert policy.evaluate(al.FileSystemRead("hop/key")) == outside(
+        "hop/key", tree / "secret" / "key", "read", roots
+    )
+    # a loop stays inside (opening it fails later with "too many levels of symbolic links")
+    assert policy.evaluate(al.FileSystemRead("loop-a")) == al.Allow()
+    assert policy.evaluate(al.FileSystemRead("")) == al.Allow()  # the base itself
+    assert policy.evaluate(al.FileSystemRead(".//docs///guide.md")) == al.Allow()
+    assert policy.evaluate(al.FileSystemRead("~/x")) == al.Allow()  # no ~ expansion: ws/~/x
+    assert policy.evaluate(al.FileSystemRead("/../" + str(ws / "notes.txt"))) == al.Allow()
+    assert policy.evaluate(al.FileSystemRead("/..")) == outside("/..", Path("/"), "read", roots)
+    # roots may be given with .. and relative to the working directory
+    relative = al.PathPolicy(allowed_roots=[str(ws / "docs" / "..")], base="/")
+    assert relative.evaluate(al.FileSystemRead(str(ws / "notes.txt"))) == al.Allow()
+    # a relative path without base is resolved against the process's working directory
+    cwd_policy = al.PathPolicy(allowed_roots=[os.getcwd()])
+    assert cwd_policy.evaluate(al.FileSystemRead("some/file")) == al.Allow()
+    assert cwd_policy.resolve("some/../file") == os.path.join(os.path.realpath(os.getcwd()), "file")

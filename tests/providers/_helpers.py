@@ -1,14 +1,18 @@
-"""Shared helpers for the provider tests: requests, event collection, fast retries."""
+"""Shared helpers for the provider tests: requests, event collection, agent runs, retries."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 from agentloop import (
+    AfterToolResult,
+    Agent,
+    AppendText,
+    Finished,
     FinishReason,
     Item,
     ItemKind,
@@ -17,12 +21,16 @@ from agentloop import (
     SessionConfig,
     TextPart,
     ToolCallPart,
+    ToolRegistry,
     ToolResultPart,
     ToolSpec,
 )
 from agentloop.core._cancellation import TurnCancellation
+from agentloop.loop._driver import LoopDriver
 from agentloop.model._protocol import ModelEvent, TurnRequest
 from agentloop.providers import RetryPolicy
+
+from ._server import ReplayServer, Reply
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -79,6 +87,30 @@ async def collect(
     return events
 
 
+async def cancel_at_first_text(
+    model: Any, request: TurnRequest, on_text: Callable[[], None] | None = None
+) -> list[ModelEvent]:
+    """Read one turn, cancelling the reading scope at the first ``AppendText``; the events seen.
+
+    ``on_text`` runs just before the cancel, while the stream is still open.
+    """
+    session = await model.start_session(SessionConfig("s1"))
+    seen: list[ModelEvent] = []
+    with anyio.CancelScope() as scope:
+        stream = await session.begin_turn(request, None)
+        try:
+            async for event in stream:
+                seen.append(event)
+                if isinstance(event, AppendText):
+                    if on_text is not None:
+                        on_text()
+                    scope.cancel()
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+    assert scope.cancelled_caught
+    return seen
+
+
 def result_of(events: Sequence[ModelEvent]) -> ModelTurnResult:
     """The closing result (asserting it is last and unique)."""
     assert isinstance(events[-1], ModelTurnResult)
@@ -111,3 +143,46 @@ def multi_turn_transcript() -> list[Item]:
         Item.notification("Background task 7 finished."),
         user("Thanks. Summarise."),
     ]
+
+
+class Weather:
+    """A weather tool that answers from a table."""
+
+    spec = ToolSpec(WEATHER.name, WEATHER.description, WEATHER.input_schema)
+
+    async def invoke(self, request: Any, ctx: Any) -> str:
+        return {"Paris": "18C", "Rome": "24C"}[request.input["city"]]
+
+
+async def replay(
+    model_for: Callable[[ReplayServer], Any], replies: Sequence[Reply], request: TurnRequest
+) -> list[ModelEvent]:
+    """Every event of one turn of ``model_for(server)`` against a server replaying ``replies``."""
+    async with ReplayServer(replies) as server:
+        return await collect(model_for(server), request)
+
+
+async def run_agent(
+    model: Any,
+    prompt: str,
+    tools: Sequence[Any] = (),
+    *,
+    on_tool_result: Callable[[AfterToolResult], None] | None = None,
+) -> tuple[Finished, LoopDriver, int]:
+    """Drive an agent to ``Finished``: ``(final step, driver, tool-result pauses)``.
+
+    Every pause on the way must be an ``AfterToolResult``; ``on_tool_result``
+    sees each one before the driver goes on. Callers bound it with ``anyio.fail_after``.
+    """
+    registry = ToolRegistry()
+    for tool in tools:
+        registry = registry.with_tool(tool)
+    agent = Agent.builder().model(model).add_tool_source(registry).input([user(prompt)]).build()
+    driver = await agent.start(SessionConfig("s1"))
+    pauses = 0
+    while not isinstance(step := await driver.next(), Finished):
+        assert isinstance(step, AfterToolResult)
+        pauses += 1
+        if on_tool_result is not None:
+            on_tool_result(step)
+    return step, driver, pauses

@@ -9,12 +9,9 @@ import anyio
 import pytest
 
 from agentloop import (
-    AfterToolResult,
-    Agent,
     AppendText,
     BeginPart,
     CommitPart,
-    Finished,
     FinishReason,
     InvalidInputError,
     Item,
@@ -26,7 +23,6 @@ from agentloop import (
     SessionConfig,
     TextPart,
     ToolCallPart,
-    ToolRegistry,
     Usage,
 )
 from agentloop.model._config import PromptCacheRetention, ToolsEnd, TranscriptItemEnd
@@ -38,15 +34,18 @@ from ._helpers import (
     TIME,
     WEATHER,
     SleepRecorder,
+    Weather,
+    cancel_at_first_text,
     collect,
     fast_retry,
     multi_turn_transcript,
+    replay,
     result_of,
+    run_agent,
     turn,
     user,
 )
 from ._server import Recorded, ReplayServer, Reply, events, json_error, split_at, split_inside, sse
-from .test_openai_adapter import Weather
 
 pytestmark = pytest.mark.anyio
 
@@ -60,8 +59,7 @@ def model_for(server: ReplayServer, **options: Any) -> AnthropicModel:
 
 
 async def run(replies: list[Reply], request: Any = None, **options: Any) -> list[Any]:
-    async with ReplayServer(replies) as server:
-        return await collect(model_for(server, **options), request or turn([user("hi")]))
+    return await replay(lambda s: model_for(s, **options), replies, request or turn([user("hi")]))
 
 
 async def body_for(request: Any, **options: Any) -> Any:
@@ -225,16 +223,7 @@ async def test_cancelling_the_consumer_closes_the_connection() -> None:
     first = events(streams.message_start(), streams.block_start(0, {"type": "text", "text": ""}))
     more = events(streams.text(0, "Hel"))
     async with ReplayServer([sse(first, more, hang=True)]) as server:
-        session = await model_for(server).start_session(SessionConfig("s1"))
-        with anyio.CancelScope() as scope:
-            stream = await session.begin_turn(turn([user("x")]), None)
-            try:
-                async for event in stream:
-                    if isinstance(event, AppendText):
-                        scope.cancel()
-            finally:
-                await stream.aclose()  # type: ignore[attr-defined]
-        assert scope.cancelled_caught
+        await cancel_at_first_text(model_for(server), turn([user("x")]))
         with anyio.fail_after(5):
             await server.disconnected.wait()
 
@@ -393,17 +382,10 @@ def anthropic_responder(request: Recorded) -> Reply:
 
 async def test_agent_end_to_end_two_tool_rounds() -> None:
     async with ReplayServer(anthropic_responder) as server:
-        agent = (
-            Agent.builder()
-            .model(model_for(server))
-            .add_tool_source(ToolRegistry().with_tool(Weather()))
-            .input([user("Weather in Paris, then Rome?")])
-            .build()
-        )
-        driver = await agent.start(SessionConfig("s1"))
         with anyio.fail_after(10):
-            while not isinstance(step := await driver.next(), Finished):
-                assert isinstance(step, AfterToolResult)
+            step, driver, _ = await run_agent(
+                model_for(server), "Weather in Paris, then Rome?", [Weather()]
+            )
         assert len(server.requests) == 3
         last_body = server.requests[-1].json
     assert step.result.finish_reason is FinishReason.COMPLETED

@@ -9,7 +9,6 @@ import anyio
 import pytest
 
 from agentloop import (
-    AfterToolResult,
     Agent,
     AppendText,
     BeginPart,
@@ -25,8 +24,6 @@ from agentloop import (
     SessionConfig,
     TextPart,
     ToolCallPart,
-    ToolRegistry,
-    ToolSpec,
     Usage,
 )
 from agentloop.providers import OpenAIChatModel
@@ -37,10 +34,14 @@ from ._helpers import (
     TIME,
     WEATHER,
     SleepRecorder,
+    Weather,
+    cancel_at_first_text,
     collect,
     fast_retry,
     multi_turn_transcript,
+    replay,
     result_of,
+    run_agent,
     turn,
     user,
 )
@@ -57,8 +58,7 @@ def model_for(server: ReplayServer, **options: Any) -> OpenAIChatModel:
 
 
 async def run(replies: list[Reply], request: Any = None, **options: Any) -> list[Any]:
-    async with ReplayServer(replies) as server:
-        return await collect(model_for(server, **options), request or turn([user("hi")]))
+    return await replay(lambda s: model_for(s, **options), replies, request or turn([user("hi")]))
 
 
 async def test_text_only_with_utf8_and_sse_lines_split_across_chunks() -> None:
@@ -238,18 +238,7 @@ async def test_malformed_json_chunk() -> None:
 async def test_cancelling_the_consumer_closes_the_connection() -> None:
     first = streams.chunk({"content": "Hel"}) + "\n\n"
     async with ReplayServer([sse(first.encode(), hang=True)]) as server:
-        session = await model_for(server).start_session(SessionConfig("s1"))
-        seen: list[Any] = []
-        with anyio.CancelScope() as scope:
-            stream = await session.begin_turn(turn([user("x")]), None)
-            try:
-                async for event in stream:
-                    seen.append(event)
-                    if isinstance(event, AppendText):
-                        scope.cancel()
-            finally:
-                await stream.aclose()  # type: ignore[attr-defined]
-        assert scope.cancelled_caught
+        seen = await cancel_at_first_text(model_for(server), turn([user("x")]))
         with anyio.fail_after(5):
             await server.disconnected.wait()
     assert seen == [BeginPart("part-0", PartKind.TEXT), AppendText("part-0", "Hel")]
@@ -374,15 +363,6 @@ async def test_api_key_is_redacted_from_repr_and_errors() -> None:
 # -- end to end ------------------------------------------------------------------------------
 
 
-class Weather:
-    """A weather tool that answers from a table."""
-
-    spec = ToolSpec(WEATHER.name, WEATHER.description, WEATHER.input_schema)
-
-    async def invoke(self, request: Any, ctx: Any) -> str:
-        return {"Paris": "18C", "Rome": "24C"}[request.input["city"]]
-
-
 def openai_responder(request: Recorded) -> Reply:
     """Round 1: call for Paris; round 2: call for Rome; then the answer."""
     messages = request.json["messages"]
@@ -416,19 +396,10 @@ def openai_responder(request: Recorded) -> Reply:
 
 async def test_agent_end_to_end_two_tool_rounds() -> None:
     async with ReplayServer(openai_responder) as server:
-        agent = (
-            Agent.builder()
-            .model(model_for(server))
-            .add_tool_source(ToolRegistry().with_tool(Weather()))
-            .input([user("Weather in Paris, then Rome?")])
-            .build()
-        )
-        driver = await agent.start(SessionConfig("s1"))
-        pauses = 0
         with anyio.fail_after(10):
-            while not isinstance(step := await driver.next(), Finished):
-                assert isinstance(step, AfterToolResult)
-                pauses += 1
+            step, driver, pauses = await run_agent(
+                model_for(server), "Weather in Paris, then Rome?", [Weather()]
+            )
         assert len(server.requests) == 3
     assert pauses == 2
     assert step.result.finish_reason is FinishReason.COMPLETED

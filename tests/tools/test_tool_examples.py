@@ -13,6 +13,7 @@ EXAMPLES = ROOT / "examples"
 DOCS = {
     "tools_decorator": "tools.md",
     "tools_failures": "tools.md",
+    "tools_catalog": "tools.md",
     "permissions_policies": "permissions.md",
 }
 KEY_LINES = {
@@ -32,10 +33,29 @@ KEY_LINES = {
         "[output truncated: 460 of 500 characters cut]",
         "transcript valid: completed",
     ],
+    "tools_catalog": [
+        "model sees: install_readme, search",
+        "catalog of plugins: added=['readme'] removed=['install_readme'] changed=[]",
+        "model sees: readme, search",
+        "call-1: \"builtin results for 'anyio'\"",
+        "call-3: '# agentloop\\n\\nA very long\\n[output truncated: 93 of 117 characters cut]'",
+        "collision='error': tool name collision: 'search' is offered by more than one source; "
+        "rename one or use collision='first_wins'",
+    ],
     "permissions_policies": [
         "Call tool format_disk -> deny [tool_not_allowed] tool 'format_disk' is not allowed",
         "rm -rf / -> deny [command_not_allowed] command 'rm -rf /' is not allowed: 'rm' is on "
         "the deny list",
+        "git status (in ..) -> deny [command_not_allowed] cannot run 'git status' in '..': it "
+        "resolves to <tmp>, outside the allowed working directories (<tmp>/workspace); pass a "
+        "cwd under one of them",
+        "Access https://docs.python.org/3/ -> allow",
+        "Access https://cdn.evil.com/x.js -> deny [network_not_allowed] cannot access "
+        "'https://cdn.evil.com/x.js': host 'cdn.evil.com' matches '*.evil.com' on the deny list",
+        "Access file:///etc/passwd -> deny [network_not_allowed] cannot access "
+        "'file:///etc/passwd': scheme 'file' is not allowed (allowed: http, https)",
+        "Access https://example.com -> ask [unknown_target] Access https://example.com (host "
+        "example.com is not on the allow list)",
         "approval? run: Call tool run (destructive) (destructive_tool)",
         "call-1: buy milk",
         "call-2: tool permission denied: cannot read 'shortcut': it resolves to "

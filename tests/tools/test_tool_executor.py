@@ -224,3 +224,53 @@ async def test_every_call_of_a_mixed_round_gets_exactly_one_result_in_order() ->
         ("call-3", "unknown tool 'missing'; available tools: add, boom", "unknown_tool"),
         ("call-4", invalid("at $.a: 'x' is not of type 'integer'"), "invalid_input"),
     ]
+
+
+@al.tool(max_output_chars=5)
+async def terse(n: int) -> str:
+    """Say n letters; only five reach the model."""
+    return "y" * n
+
+
+@al.tool(max_output_chars=30)
+async def roomy(n: int) -> str:
+    """Say n letters; up to thirty reach the model."""
+    return "z" * n
+
+
+async def test_a_tool_can_set_its_own_output_limit() -> None:
+    executor = al.BasicToolExecutor(
+        [al.ToolRegistry().with_tool(terse).with_tool(roomy).with_tool(Chatty())],
+        max_output_chars=20,
+    )
+    results = await run_round(
+        [],
+        [
+            call("terse", {"n": 8}, id="call-1"),
+            call("roomy", {"n": 25}, id="call-2"),
+            call("roomy", {"n": 32}, id="call-3"),
+            call("chatty", {"n": 22}, id="call-4"),
+        ],
+        executor=executor,
+    )
+    assert [r.output for r in results] == [
+        "yyyyy\n[output truncated: 3 of 8 characters cut]",
+        "z" * 25,
+        "z" * 30 + "\n[output truncated: 2 of 32 characters cut]",
+        "x" * 20 + "\n[output truncated: 2 of 22 characters cut]",
+    ]
+    assert (terse.max_output_chars, add.max_output_chars) == (5, None)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, True])
+def test_output_limits_must_be_positive_integers(limit: Any) -> None:
+    with pytest.raises(ValueError, match="max_output_chars") as caught:
+        al.BasicToolExecutor([], max_output_chars=limit)
+    assert str(caught.value) == (
+        f"BasicToolExecutor: max_output_chars must be a positive integer or None, got {limit!r}"
+    )
+    with pytest.raises(ValueError, match="max_output_chars") as caught:
+        al.tool(max_output_chars=limit)(terse.function)
+    assert str(caught.value) == (
+        f"@tool 'terse': max_output_chars must be a positive integer or None, got {limit!r}"
+    )

@@ -1,21 +1,44 @@
-"""ToolRegistry, federation of sources with a collision policy, and catalog changes."""
+"""ToolRegistry, federation of sources with a collision policy, and the dynamic catalog."""
 
 from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 from tools_support import results_of, run_round, user
 
 import agentloop as al
 from agentloop.testing import call, tool_calls
+from agentloop.tools import catalog_change
 
 pytestmark = pytest.mark.anyio
 
 
-def named(name: str, answer: str) -> al.FunctionTool[[], str]:
+def named(
+    name: str, answer: str, description: str | None = None
+) -> al.FunctionTool[[], Coroutine[Any, Any, str]]:
     async def answer_fn() -> str:
         return answer
 
-    return al.tool(name=name, description=f"Answers {answer}.")(answer_fn)
+    text = description if description is not None else f"Answers {answer}."
+    return al.tool(name=name, description=text)(answer_fn)
+
+
+class Versioned:
+    """A tool whose advertised spec follows ``version`` (``0`` hides it)."""
+
+    def __init__(self, name: str) -> None:
+        self.version = 1
+        self.spec = al.ToolSpec(name, "version 1")
+
+    def current_spec(self) -> al.ToolSpec | None:
+        if self.version == 0:
+            return None
+        return al.ToolSpec(self.spec.name, f"version {self.version}")
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        return f"{self.spec.name} v{self.version}"
 
 
 def test_registry_add_remove_lookup_and_sorted_specs() -> None:
@@ -31,12 +54,51 @@ def test_registry_add_remove_lookup_and_sorted_specs() -> None:
     assert registry.remove("beta") is True
     assert registry.remove("beta") is False
     assert registry.names() == ["alpha"]
-    assert registry.drain_catalog_events() == [
-        al.ToolCatalogEvent("main", added=("beta",)),
-        al.ToolCatalogEvent("main", added=("alpha",)),
-        al.ToolCatalogEvent("main", removed=("beta",)),
-    ]
+    assert repr(registry) == "<ToolRegistry 'main': alpha>"
+    # the net change since the last drain: beta came and went unseen
+    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", added=("alpha",))]
     assert registry.drain_catalog_events() == []
+
+
+def test_with_tool_is_construction_and_never_reported() -> None:
+    registry = al.ToolRegistry("main").with_tool(named("a", "1")).with_tool(named("b", "2"))
+    assert registry.drain_catalog_events() == []
+    assert registry.names() == ["a", "b"]
+
+
+def test_replacing_a_tool_is_reported_as_changed_only_if_its_spec_differs() -> None:
+    registry = al.ToolRegistry("main").with_tool(named("a", "1"))
+    registry.add(named("a", "other answer", description="Answers 1."))
+    assert registry.drain_catalog_events() == []  # the model sees the same spec
+    registry.add(named("a", "2"))
+    registry.add(named("b", "3"))
+    assert registry.drain_catalog_events() == [
+        al.ToolCatalogEvent("main", added=("b",), changed=("a",))
+    ]
+
+
+def test_a_tool_whose_current_spec_changes_or_hides_is_reported() -> None:
+    tool = Versioned("live")
+    registry = al.ToolRegistry("main").with_tool(tool)
+    tool.version = 2
+    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", changed=("live",))]
+    tool.version = 0
+    assert registry.specs() == []
+    assert registry.get("live") is tool  # hidden, still callable by name
+    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", removed=("live",))]
+    tool.version = 3
+    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", added=("live",))]
+
+
+def test_catalog_change_diffs_two_catalogs_for_custom_sources() -> None:
+    one, two = al.ToolSpec("x", "one"), al.ToolSpec("x", "two")
+    keep = al.ToolSpec("k", "same")
+    before = {"x": one, "gone": keep, "k": keep}
+    after = {"x": two, "new": keep, "k": keep, "also": keep}
+    assert catalog_change("mcp:docs", before, after) == al.ToolCatalogEvent(
+        "mcp:docs", added=("also", "new"), removed=("gone",), changed=("x",)
+    )
+    assert catalog_change("mcp:docs", after, dict(after)) is None
 
 
 async def test_federated_sources_first_source_wins_a_name() -> None:
@@ -54,26 +116,56 @@ async def test_federated_sources_first_source_wins_a_name() -> None:
     assert [r.output for r in results] == ["from first", "other"]
 
 
+COLLISION = (
+    "tool name collision: 'same' is offered by more than one source; rename one or use "
+    "collision='first_wins'"
+)
+
+
 async def test_collision_policy_error_refuses_duplicate_names() -> None:
     first = al.ToolRegistry("first").with_tool(named("same", "1"))
     second = al.ToolRegistry("second").with_tool(named("same", "2"))
     executor = al.BasicToolExecutor([first, second], collision="error")
     with pytest.raises(al.ToolError) as caught:
         executor.specs()
-    assert str(caught.value) == (
-        "tool name collision: 'same' is offered by more than one source; rename one or use "
-        "collision='first_wins'"
-    )
+    assert str(caught.value) == COLLISION
     with pytest.raises(ValueError, match="collision must be 'first_wins' or 'error'"):
         al.BasicToolExecutor([first], collision="last_wins")  # type: ignore[arg-type]
 
 
+async def test_a_collision_under_the_error_policy_fails_the_driver_before_the_model_call() -> None:
+    first = al.ToolRegistry("first").with_tool(named("same", "1"))
+    second = al.ToolRegistry("second").with_tool(named("same", "2"))
+    model = al.ScriptedModel(["never"])
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .tool_executor(al.BasicToolExecutor([first, second], collision="error"))
+        .input([user("go")])
+        .build()
+    )
+    driver = await agent.start("s1")
+    with pytest.raises(al.ToolError) as caught:
+        await driver.next()
+    assert str(caught.value) == COLLISION
+    assert driver.state is al.DriverState.FAILED
+    assert model.requests == []
+    with pytest.raises(al.InvalidStateError, match="in state FAILED: an earlier step raised "):
+        await driver.next()
+
+
 class Events:
-    def __init__(self) -> None:
-        self.events: list[al.AgentEvent] = []
+    """Records events and how many model requests had been made when each arrived."""
+
+    def __init__(self, model: al.ScriptedModel) -> None:
+        self.model = model
+        self.events: list[tuple[int, al.AgentEvent]] = []
 
     def handle_event(self, event: al.AgentEvent) -> None:
-        self.events.append(event)
+        self.events.append((len(self.model.requests), event))
+
+    def catalog(self) -> list[tuple[int, al.AgentEvent]]:
+        return [(n, e) for n, e in self.events if isinstance(e, al.ToolCatalogChanged)]
 
 
 async def test_catalog_changes_are_reported_before_the_next_model_call() -> None:
@@ -90,7 +182,7 @@ async def test_catalog_changes_are_reported_before_the_next_model_call() -> None
     model = al.ScriptedModel(
         [tool_calls(call("install", {"name": "fresh"})), tool_calls(call("fresh")), "done"]
     )
-    events = Events()
+    events = Events(model)
     agent = (
         al.Agent.builder()
         .model(model)
@@ -102,18 +194,48 @@ async def test_catalog_changes_are_reported_before_the_next_model_call() -> None
     driver = await agent.start("s1")
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
-    changes = [e for e in events.events if isinstance(e, al.ToolCatalogChanged)]
-    assert changes == [
-        al.ToolCatalogChanged("live", ("fresh",), (), ()),
-        al.ToolCatalogChanged("live", (), ("install",), ()),
-    ]
-    names = [
-        e for e in events.events if isinstance(e, al.ToolCatalogChanged | al.ToolResultReceived)
-    ]
-    assert isinstance(names[0], al.ToolResultReceived)  # the changes came after the first round
+    # one event, after the first model call and before the second
+    assert events.catalog() == [(1, al.ToolCatalogChanged("live", ("fresh",), ("install",), ()))]
     assert [[s.name for s in r.available_tools] for r in model.requests] == [
         ["install"],
         ["fresh"],
         ["fresh"],
     ]
     assert [r.output for r in results_of(driver)] == ["installed fresh", "I am fresh"]
+
+
+async def test_a_changed_spec_is_reported_and_sent_with_the_next_call() -> None:
+    live = Versioned("live")
+    registry = al.ToolRegistry("mcp:docs").with_tool(live)
+
+    @al.tool
+    async def upgrade() -> str:
+        """Upgrade the live tool."""
+        live.version = 2
+        return "upgraded"
+
+    registry.with_tool(upgrade)
+    model = al.ScriptedModel([tool_calls(call("upgrade")), tool_calls(call("live")), "done"])
+    events = Events(model)
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(registry)
+        .observer(events)
+        .input([user("go")])
+        .build()
+    )
+    driver = await agent.start("s1")
+    assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert events.catalog() == [(1, al.ToolCatalogChanged("mcp:docs", (), (), ("live",)))]
+    assert [[(s.name, s.description) for s in r.available_tools] for r in model.requests] == [
+        [("live", "version 1"), ("upgrade", "Upgrade the live tool.")],
+        [("live", "version 2"), ("upgrade", "Upgrade the live tool.")],
+        [("live", "version 2"), ("upgrade", "Upgrade the live tool.")],
+    ]
+    assert [r.output for r in results_of(driver)] == ["upgraded", "live v2"]
+
+
+def test_a_registry_refuses_a_non_string_name() -> None:
+    with pytest.raises(al.InvalidInputError, match=r"expects the source's name as a str, got list"):
+        al.ToolRegistry([])  # type: ignore[arg-type]

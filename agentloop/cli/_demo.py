@@ -1,0 +1,287 @@
+"""``agentloop demo``: the scripted tour and the tour on the embedded local model.
+
+The two small tools (``add``, and ``read_note``: a file lookup that a
+``PathPolicy`` guards) live here too. Both tours drive ``agentloop.stream``
+and hand every item to the renderer; the scripted tour also shows a cancelled
+turn (the demo "presses Ctrl-C" when the second answer's first token arrives).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+
+import anyio
+
+from ..core._cancellation import CancellationController, TurnCancellation
+from ..core._delta import AppendText, BeginPart
+from ..core._items import FinishReason, Item, ItemKind, PartKind, Usage
+from ..core._tool_spec import ToolAnnotations, ToolSpec
+from ..core._transcript import find_violation
+from ..host._run import Approver, RunResult
+from ..host._stream import stream
+from ..loop._agent import Agent
+from ..loop._events import ContentDelta
+from ..model._config import SessionConfig
+from ..model._protocol import ModelAdapter, ModelEvent, ModelSession, TurnRequest
+from ..permissions._policies import PathPolicy, PolicyChain
+from ..permissions._requests import FileSystemRead, PermissionRequest
+from ..testing._scripted import Reply, ScriptedModel, call, hang, tool_calls
+from ..testing._scripted import stream as streamed_reply
+from ..tools._registry import ToolRegistry
+from ..tools._tool import ToolContext, ToolRequest
+from ._render import Renderer, format_usage
+
+__all__ = [
+    "QUESTION",
+    "SECOND_QUESTION",
+    "AddTool",
+    "ReadNoteTool",
+    "ToolChoicePerCall",
+    "run_local_tour",
+    "run_scripted_tour",
+    "scripted_agent",
+]
+
+QUESTION = "What is 2 + 40, and what's on my grocery note?"
+SECOND_QUESTION = "Now write me a long poem about flour."
+SYSTEM_PROMPT = "You are a helpful assistant. Use the tools when they help."
+NOTES = {"groceries": "eggs, flour, milk"}
+
+
+class AddTool:
+    """``add(a, b)``: the sum of two integers."""
+
+    spec = ToolSpec(
+        "add",
+        "Add two integers and return the sum.",
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+        annotations=ToolAnnotations(read_only=True, idempotent=True),
+    )
+
+    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> str:
+        return str(request.input["a"] + request.input["b"])
+
+
+class ReadNoteTool:
+    """``read_note(name)``: the text of ``<directory>/<name>.txt``.
+
+    With ``notes`` instead of a directory the files are virtual (under
+    ``/notes``), so the scripted tour touches no disk. The call proposes a
+    ``FileSystemRead`` of the file, so a ``PathPolicy`` decides (or asks).
+    """
+
+    spec = ToolSpec(
+        "read_note",
+        "Read one of the user's notes by name, for example 'groceries'.",
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        annotations=ToolAnnotations(read_only=True),
+    )
+
+    def __init__(
+        self, *, directory: Path | None = None, notes: Mapping[str, str] | None = None
+    ) -> None:
+        self.directory = directory
+        self.notes = dict(notes or {})
+
+    def path_for(self, name: str) -> str:
+        """Where the note called ``name`` lives."""
+        root = str(self.directory) if self.directory is not None else "/notes"
+        return f"{root}/{name}.txt"
+
+    def proposed_requests(self, request: ToolRequest) -> Sequence[PermissionRequest]:
+        return [FileSystemRead(self.path_for(str(request.input["name"])))]
+
+    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> str:
+        name = str(request.input["name"])
+        if self.directory is None:
+            return self.notes.get(name, f"no note called {name!r}")
+        path = anyio.Path(self.path_for(name))
+        if not await path.is_file():
+            return f"no note called {name!r}"
+        return await path.read_text(encoding="utf-8")
+
+
+def _script() -> list[Reply | str]:
+    return [
+        tool_calls(call("add", {"a": 2, "b": 40}), usage=Usage(120, 18)),
+        tool_calls(call("read_note", {"name": "groceries"}), usage=Usage(160, 14)),
+        streamed_reply(
+            "2 + 40 = 42, ",
+            "and your grocery note says: ",
+            "eggs, flour, milk.",
+            usage=Usage(190, 16),
+        ),
+        hang(
+            BeginPart("text-0", PartKind.TEXT),
+            AppendText("text-0", "Flour, "),
+            AppendText("text-0", "soft and white,"),
+        ),
+    ]
+
+
+def scripted_agent(controller: CancellationController) -> Agent:
+    """The tour's agent: a ScriptedModel, ``add``, and ``read_note`` behind a PathPolicy."""
+    model = ScriptedModel(_script())
+    return _agent(model, ReadNoteTool(notes=NOTES), controller)
+
+
+def _agent(model: ModelAdapter, note: ReadNoteTool, controller: CancellationController) -> Agent:
+    # Reads outside the allowed roots (there are none) ask the human first.
+    return (
+        Agent.builder()
+        .model(model)
+        .add_tool_source(ToolRegistry("demo").with_tool(AddTool()).with_tool(note))
+        .permissions(PolicyChain(PathPolicy(outside="approve")))
+        .cancellation(controller.handle())
+        .transcript([Item.text(ItemKind.SYSTEM, SYSTEM_PROMPT)])
+        .build()
+    )
+
+
+async def _ask(
+    renderer: Renderer,
+    agent: Agent,
+    question: str,
+    approve: Approver,
+    config: SessionConfig,
+    on_token: Callable[[], None] | None = None,
+) -> RunResult:
+    renderer.line(f"you> {question}", "bold")
+    async with stream(agent, question, approve=approve, config=config) as events:
+        async for item in events:
+            renderer.item(item)
+            tokens = isinstance(item, ContentDelta) and isinstance(item.delta, AppendText)
+            if on_token is not None and tokens:
+                on_token()
+        return await events.result()
+
+
+async def run_scripted_tour(renderer: Renderer, approve: Approver) -> int:
+    """Two tool rounds, one approval, then a turn cancelled mid-answer."""
+    renderer.line("agentloop demo --scripted", "bold")
+    renderer.note("The model is a ScriptedModel (agentloop.testing), not an LLM: no network.")
+    controller = CancellationController()
+    config = SessionConfig("demo")
+    first = await _ask(renderer, scripted_agent(controller), QUESTION, approve, config)
+    renderer.line(f"answer: {first.final_text}", "bold green")
+
+    pressed: list[bool] = []
+
+    def press_ctrl_c() -> None:
+        if not pressed:
+            pressed.append(True)
+            controller.interrupt()
+
+    second = await _ask(
+        renderer, first.continuation(), SECOND_QUESTION, approve, config, press_ctrl_c
+    )
+    renderer.note("(the demo pressed Ctrl-C at the first token: controller.interrupt())")
+    stage = second.transcript[-1].metadata.get("agentloop.interrupt_stage")
+    renderer.line(f"second turn: {_finish(second)} at stage {stage}")
+    _summary(renderer, second, first.usage + second.usage)
+    return 0
+
+
+def _finish(result: RunResult) -> str:
+    reason = result.finish_reason
+    return reason.value if reason is not None else result.stop_reason.value
+
+
+def _summary(renderer: Renderer, last: RunResult, usage: Usage) -> None:
+    valid = find_violation(last.transcript) is None
+    answered = "every tool call answered" if valid else "INVALID"
+    renderer.line(f"transcript: {len(last.transcript)} items, {answered}")
+    renderer.line(f"usage: {format_usage(usage)}")
+
+
+class ToolChoicePerCall:
+    """A model adapter that names a tool on a turn's first call only.
+
+    The first call of a turn (the transcript ends with the user's message)
+    goes to ``forced`` (built with ``tool_choice=<tool>``, so even a tiny
+    model emits a real, schema-valid call); later calls go to ``free`` (no
+    tool_choice, so the model answers in words).
+    """
+
+    def __init__(self, forced: ModelAdapter, free: ModelAdapter) -> None:
+        self.forced = forced
+        self.free = free
+        self.provider_name = getattr(free, "provider_name", None)
+        self.model_name = getattr(free, "model_name", None)
+
+    async def start_session(self, config: SessionConfig) -> ModelSession:
+        """Open both sessions."""
+        return _ToolChoiceSession(
+            await self.forced.start_session(config), await self.free.start_session(config)
+        )
+
+
+class _ToolChoiceSession:
+    def __init__(self, forced: ModelSession, free: ModelSession) -> None:
+        self._forced = forced
+        self._free = free
+
+    async def begin_turn(
+        self, request: TurnRequest, cancellation: TurnCancellation | None
+    ) -> AsyncIterator[ModelEvent]:
+        tail = request.transcript[-1] if len(request.transcript) else None
+        first_call = tail is not None and tail.kind is ItemKind.USER
+        session = self._forced if first_call else self._free
+        return await session.begin_turn(request, cancellation)
+
+
+LOCAL_QUESTIONS = (("add", "What is 17 + 25?"), ("read_note", "What is on my grocery note?"))
+
+
+async def run_local_tour(renderer: Renderer, approve: Approver) -> int:
+    """The same tour on SmolLM2-135M behind a local llama.cpp server (``agentloop.local``)."""
+    from ..local import LocalServer, LocalServerError
+
+    renderer.line("agentloop demo", "bold")
+    renderer.note(
+        "The model is SmolLM2-135M-Instruct, a 135M-parameter toy running on this machine: "
+        "fluent, often wrong. tool_choice names the tool on each question's first call, so "
+        "its tool calls are real (their arguments may not be)."
+    )
+    try:
+        server = LocalServer()
+    except LocalServerError as error:
+        renderer.error(f"agentloop demo: {error}")
+        renderer.note("Or try the offline tour now: agentloop demo --scripted")
+        return 2
+    renderer.note(f"starting the local model server on {server.base_url} ...")
+    controller = CancellationController()
+    config = SessionConfig("demo")
+    with tempfile.TemporaryDirectory(prefix="agentloop-demo-") as directory:
+        await anyio.Path(directory, "groceries.txt").write_text("eggs, flour, milk\n")
+        note = ReadNoteTool(directory=Path(directory))
+        async with server:
+            renderer.note("server ready")
+            free = server.model()
+            result: RunResult | None = None
+            total = Usage()
+            for tool_name, question in LOCAL_QUESTIONS:
+                model = ToolChoicePerCall(server.model(tool_choice=tool_name), free)
+                agent = _agent(model, note, controller)
+                if result is not None:
+                    agent = result.continuation(agent)
+                result = await _ask(renderer, agent, question, approve, config)
+                renderer.line(f"answer: {result.final_text or '(no text)'}", "bold green")
+                total = total + result.usage
+            assert result is not None
+            _summary(renderer, result, total)
+            if result.finish_reason is not FinishReason.COMPLETED:
+                return 1
+    return 0

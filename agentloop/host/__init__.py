@@ -1,0 +1,31 @@
+"""Host conveniences over the step driver: ``run()``, ``stream()`` and ``continue_from()``.
+
+They only call ``driver.next()``; see ``docs/host.md``.
+"""
+
+from ._run import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_SESSION_ID,
+    ApprovalAnswer,
+    Approver,
+    RunResult,
+    RunStopReason,
+    continue_from,
+    run,
+)
+from ._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
+
+__all__ = [
+    "DEFAULT_BUFFER_SIZE",
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_SESSION_ID",
+    "ApprovalAnswer",
+    "Approver",
+    "EventStream",
+    "RunResult",
+    "RunStopReason",
+    "StreamItem",
+    "continue_from",
+    "run",
+    "stream",
+]

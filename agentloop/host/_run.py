@@ -1,0 +1,352 @@
+"""``run()``: drive a driver to the end of a turn and return a :class:`RunResult`.
+
+Everything here is a loop over ``await driver.next()``: no second loop
+implementation. ``AfterToolResult`` pauses are continued, approvals go to the
+``approve`` callback (or stop the run), and ``max_steps`` bounds the number of
+``next()`` calls.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from enum import StrEnum
+from typing import TypeAlias
+
+import attrs
+
+from ..core._cancellation import CancellationHandle
+from ..core._errors import InvalidInputError, InvalidStateError
+from ..core._items import FinishReason, Item, ItemKind, Usage
+from ..core._transcript import find_violation
+from ..loop._agent import Agent
+from ..loop._driver import LoopDriver
+from ..loop._events import TurnResult
+from ..loop._steps import (
+    AfterToolResult,
+    ApprovalDecision,
+    ApprovalRequest,
+    AwaitingInput,
+    Finished,
+    Step,
+)
+from ..model._config import SessionConfig
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_SESSION_ID",
+    "ApprovalAnswer",
+    "Approver",
+    "RunResult",
+    "RunStopReason",
+    "continue_from",
+    "run",
+]
+
+DEFAULT_MAX_STEPS = 100
+"""How many ``driver.next()`` calls one ``run()`` makes at most by default."""
+
+DEFAULT_SESSION_ID = "run"
+"""The session id ``run()`` and ``stream()`` use when no ``config`` is given."""
+
+ApprovalAnswer: TypeAlias = ApprovalDecision | bool
+"""What an approver returns: a decision, or ``True`` (approve) / ``False`` (deny)."""
+
+Approver: TypeAlias = Callable[[ApprovalRequest], ApprovalAnswer | Awaitable[ApprovalAnswer]]
+"""A sync or async callable that answers one :class:`ApprovalRequest`."""
+
+
+class RunStopReason(StrEnum):
+    """Why a run returned."""
+
+    FINISHED = "finished"
+    """A turn ended (see ``RunResult.finish_reason``: completed, cancelled, limit_reached...)."""
+    APPROVAL_REQUIRED = "approval_required"
+    """A call needs approval and no approver answered it; see ``pending_approval``."""
+    MAX_STEPS = "max_steps"
+    """``max_steps`` calls of ``next()`` were made before the turn ended."""
+    AWAITING_INPUT = "awaiting_input"
+    """The driver had nothing to answer (no input was queued)."""
+
+
+@attrs.frozen
+class RunResult:
+    """The outcome of :func:`run` or :func:`~agentloop.stream`.
+
+    ``turns`` are the turns that finished during the run, ``usage`` is summed
+    over every model call of the run, ``transcript`` is the whole session
+    history afterwards. ``pending_approval`` is set when the run stopped at an
+    approval: answer it (``approve()`` / ``deny()``) and call
+    :func:`continue_from`, or pass ``approve=`` there.
+    """
+
+    final_text: str
+    turns: tuple[TurnResult, ...]
+    usage: Usage
+    stop_reason: RunStopReason
+    transcript: tuple[Item, ...]
+    steps: int
+    config: SessionConfig
+    pending_approval: ApprovalRequest | None = None
+    agent: Agent | None = attrs.field(default=None, eq=False, repr=False)
+    driver: LoopDriver | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """How the last finished turn ended (``None`` if no turn finished)."""
+        return self.turns[-1].finish_reason if self.turns else None
+
+    @property
+    def is_paused(self) -> bool:
+        """Whether the run stopped inside a turn (at an approval or ``max_steps``)."""
+        return self.stop_reason in (RunStopReason.APPROVAL_REQUIRED, RunStopReason.MAX_STEPS)
+
+    def continuation(self, agent: Agent | None = None) -> Agent:
+        """An agent whose prior transcript is this run's transcript (seed 001's continuation).
+
+        ``agent`` defaults to the run's own agent; give another to continue with
+        a different model or tools. Raises ``InvalidStateError`` for a paused run
+        whose transcript has unanswered calls: use :func:`continue_from` instead.
+        """
+        base = agent if agent is not None else self.agent
+        if base is None:
+            raise InvalidInputError(
+                "cannot build a continuation: this RunResult holds no agent; "
+                "pass continuation(agent=...)"
+            )
+        violation = find_violation(self.transcript)
+        if violation is not None:
+            raise InvalidStateError(
+                f"cannot build a continuation of a run stopped with {self.stop_reason.value}: "
+                f"{violation.message}; call continue_from(result) to resume the same driver"
+            )
+        return attrs.evolve(base, transcript=self.transcript, input=())
+
+
+class DriveHooks:
+    """Extension points for :func:`drive_run` (``stream()`` forwards steps through them)."""
+
+    async def after_step(self, step: Step) -> None:
+        """Called after every ``next()`` with the step it returned."""
+
+    async def resolved_by_host(self, request: ApprovalRequest) -> bool:
+        """Whether the host already answered ``request`` (before ``approve`` is asked)."""
+        return False
+
+
+def prompt_items(operation: str, prompt: str | Sequence[Item]) -> tuple[Item, ...]:
+    """A prompt as input items: a string becomes one user item."""
+    if isinstance(prompt, str):
+        if not prompt:
+            raise InvalidInputError(
+                f"{operation}: the prompt is an empty string; give some text or a list of Items"
+            )
+        return (Item.text(ItemKind.USER, prompt),)
+    if isinstance(prompt, Item):
+        raise InvalidInputError(f"{operation}: expected a str or a list of Items, got one Item")
+    items = tuple(prompt)
+    if not items:
+        raise InvalidInputError(f"{operation}: the prompt is an empty list; give at least one Item")
+    for position, item in enumerate(items):
+        if not isinstance(item, Item):
+            raise InvalidInputError(
+                f"{operation}: prompt element {position} is {type(item).__name__}, not an Item"
+            )
+    return items
+
+
+def session_config(config: SessionConfig | str | None) -> SessionConfig:
+    """``config`` as a SessionConfig (a str is a session id; ``None`` the default id)."""
+    if config is None:
+        return SessionConfig(DEFAULT_SESSION_ID)
+    if isinstance(config, str):
+        return SessionConfig(config)
+    return config
+
+
+def check_max_steps(operation: str, max_steps: int) -> None:
+    """Refuse a ``max_steps`` below 1."""
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise InvalidInputError(f"{operation}: max_steps must be an int >= 1, got {max_steps!r}")
+
+
+async def run(
+    agent: Agent,
+    prompt: str | Sequence[Item],
+    *,
+    approve: Approver | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    config: SessionConfig | str | None = None,
+) -> RunResult:
+    """Start a driver for ``agent`` with ``prompt`` as input and drive it until the turn ends.
+
+    ``approve`` answers approval requests; without it the run stops with
+    ``stop_reason="approval_required"``. After ``max_steps`` calls of
+    ``next()`` the run stops with ``stop_reason="max_steps"`` (no exception);
+    both kinds of stop can be resumed with :func:`continue_from`. Errors
+    raised by a step (``ProviderError``...) propagate.
+    """
+    items = prompt_items("run", prompt)
+    check_max_steps("run", max_steps)
+    settings = session_config(config)
+    driver = await attrs.evolve(agent, input=agent.input + items).start(settings)
+    return await drive_run(driver, agent, settings, approve=approve, max_steps=max_steps)
+
+
+async def continue_from(
+    result: RunResult,
+    prompt: str | Sequence[Item] | None = None,
+    *,
+    agent: Agent | None = None,
+    approve: Approver | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> RunResult:
+    """Ask again after ``result``.
+
+    A finished run: starts a new driver on ``result.continuation(agent)`` (the
+    prior transcript as history) with ``prompt`` as input. A paused run
+    (approval required, max steps): resumes the same driver, after the host
+    answered ``result.pending_approval`` or with ``approve``; ``prompt`` is
+    only accepted at a pause that takes input (not at an approval).
+    """
+    check_max_steps("continue_from", max_steps)
+    if not result.is_paused:
+        if prompt is None:
+            raise InvalidInputError(
+                f"continue_from: the run stopped with {result.stop_reason.value}, so there is "
+                "nothing to resume; give a prompt to ask again"
+            )
+        return await run(
+            result.continuation(agent),
+            prompt,
+            approve=approve,
+            max_steps=max_steps,
+            config=result.config,
+        )
+    driver = result.driver
+    if driver is None or agent is not None:
+        raise InvalidInputError(
+            f"continue_from: a run stopped at {result.stop_reason.value} can only resume its "
+            "own driver; do not pass agent= (the result must come from run() or stream())"
+        )
+    if prompt is not None:
+        if result.pending_approval is not None:
+            raise InvalidStateError(
+                f"continue_from: the run is waiting for approval of "
+                f"{result.pending_approval.call_id}; answer it (result.pending_approval."
+                "approve()/deny() or approve=) and resume without a prompt"
+            )
+        driver.submit_input(prompt_items("continue_from", prompt))
+    return await drive_run(
+        driver, result.agent, result.config, approve=approve, max_steps=max_steps
+    )
+
+
+async def drive_run(
+    driver: LoopDriver,
+    agent: Agent | None,
+    config: SessionConfig,
+    *,
+    approve: Approver | None,
+    max_steps: int,
+    hooks: DriveHooks | None = None,
+) -> RunResult:
+    """Call ``driver.next()`` until a turn finishes, an approval stops it, or ``max_steps``."""
+    hooks = hooks or DriveHooks()
+    usage_before = driver.usage
+    turns: list[TurnResult] = []
+    steps = 0
+
+    def result(reason: RunStopReason, pending: ApprovalRequest | None = None) -> RunResult:
+        return RunResult(
+            final_text=_final_text(turns),
+            turns=tuple(turns),
+            usage=_usage_since(usage_before, driver.usage),
+            stop_reason=reason,
+            transcript=driver.snapshot().transcript,
+            steps=steps,
+            config=config,
+            pending_approval=pending,
+            agent=agent,
+            driver=driver,
+        )
+
+    while steps < max_steps:
+        step = await driver.next()
+        steps += 1
+        await hooks.after_step(step)
+        if isinstance(step, Finished):
+            turns.append(step.result)
+            if not driver.snapshot().pending_input:
+                return result(RunStopReason.FINISHED)
+        elif isinstance(step, AwaitingInput):
+            return result(RunStopReason.AWAITING_INPUT)
+        elif isinstance(step, ApprovalRequest):
+            cancellation = agent.cancellation if agent is not None else None
+            if not await _answer(driver, step, approve, hooks, cancellation):
+                return result(RunStopReason.APPROVAL_REQUIRED, step)
+        else:
+            assert isinstance(step, AfterToolResult)
+    return result(RunStopReason.MAX_STEPS)
+
+
+async def _answer(
+    driver: LoopDriver,
+    request: ApprovalRequest,
+    approve: Approver | None,
+    hooks: DriveHooks,
+    cancellation: CancellationHandle | None,
+) -> bool:
+    """Resolve ``request`` through the host or ``approve``; ``False`` if nobody answered."""
+    if await hooks.resolved_by_host(request):
+        return True
+    if approve is None:
+        return False
+    generation = cancellation.generation if cancellation is not None else 0
+    answer = approve(request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    decision = _decision(answer, request)
+    if cancellation is not None and cancellation.generation != generation:
+        # The turn was interrupted while the approver thought: drop the
+        # answer; the next step closes the turn as cancelled.
+        return True
+    driver.resolve_approval_for(request.call_id, decision)
+    return True
+
+
+def _decision(answer: object, request: ApprovalRequest) -> ApprovalDecision:
+    if isinstance(answer, ApprovalDecision):
+        return answer
+    if isinstance(answer, bool):
+        return ApprovalDecision.approve() if answer else ApprovalDecision.deny()
+    raise InvalidInputError(
+        f"approve callback: for {request.call_id} ({request.tool_name}) it returned "
+        f"{answer!r}; expected an ApprovalDecision (ApprovalDecision.approve(), "
+        ".approve_with(input), .deny(reason)) or a bool"
+    )
+
+
+def _final_text(turns: Sequence[TurnResult]) -> str:
+    if not turns:
+        return ""
+    texts = (item.text_content for item in turns[-1].items if item.kind is ItemKind.ASSISTANT)
+    return "\n".join(text for text in texts if text)
+
+
+def _usage_since(before: Usage | None, after: Usage | None) -> Usage:
+    if after is None:
+        return Usage()
+    if before is None:
+        return after
+    cost = None
+    if after.cost is not None:
+        cost = after.cost - (before.cost or 0.0)
+    return Usage(
+        after.input_tokens - before.input_tokens,
+        after.output_tokens - before.output_tokens,
+        after.reasoning_tokens - before.reasoning_tokens,
+        after.cache_read_tokens - before.cache_read_tokens,
+        after.cache_write_tokens - before.cache_write_tokens,
+        cost,
+    )

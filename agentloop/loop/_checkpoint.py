@@ -1,0 +1,387 @@
+"""Checkpoint documents: the driver's whole state between steps, as JSON.
+
+``capture`` writes a versioned document from a driver's state; ``parse`` reads
+one back into a :class:`Restored` value, checking it completely first so a
+corrupted or inconsistent document never half-restores (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+
+from ..core._errors import CheckpointError
+from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
+from ..core._transcript import find_violation
+from ..model._config import PromptCacheRequest, SessionConfig
+from ..store._documents import CHECKPOINT_FORMAT
+from ..tools._tool import ToolRequest
+from ._state import CallStatus, DriverState, RoundCall, ToolRound
+from ._steps import ApprovalDecision, ApprovalRequest, Step
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
+    "Restored",
+    "RestoredTurn",
+    "capture",
+    "parse",
+]
+
+CHECKPOINT_VERSION = 1
+"""The newest checkpoint version this agentloop writes and reads."""
+
+TaggedT = TypeVar("TaggedT", ToolCallPart, ToolResultPart, ApprovalRequest)
+
+_RESTING = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT)
+
+
+@attrs.frozen(kw_only=True)
+class RestoredTurn:
+    """The turn in progress, as a checkpoint recorded it."""
+
+    turn_id: str
+    model_calls: int
+    usage: Usage | None
+    paused: bool
+    interrupted: bool
+    round: ToolRound | None
+
+
+@attrs.frozen(kw_only=True)
+class Restored:
+    """Everything a driver needs to continue where a checkpoint left off."""
+
+    config: SessionConfig
+    state: DriverState
+    transcript: list[Item]
+    pending_input: list[Item]
+    turn_counter: int
+    next_turn_cache: PromptCacheRequest | None
+    detached: set[str]
+    session_usage: Usage | None
+    turn: RestoredTurn | None
+
+
+def capture(
+    *,
+    config: SessionConfig,
+    state: DriverState,
+    transcript: Sequence[Item],
+    pending_input: Sequence[Item],
+    turn_counter: int,
+    next_turn_cache: PromptCacheRequest | None,
+    detached: set[str],
+    session_usage: Usage | None,
+    turn: RestoredTurn | None,
+) -> dict[str, Any]:
+    """The checkpoint document for this state (the caller checked it is at rest)."""
+    from .._serde import unstructure
+
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "session_id": config.session_id,
+        "state": state.value,
+        "config": unstructure(config),
+        "transcript": [unstructure(item) for item in transcript],
+        "pending_input": [unstructure(item) for item in pending_input],
+        "turn_counter": turn_counter,
+        "next_turn_cache": unstructure(next_turn_cache),
+        "detached": sorted(detached),
+        "session_usage": unstructure(session_usage),
+        "turn": None if turn is None else _turn_document(turn),
+    }
+
+
+def _turn_document(turn: RestoredTurn) -> dict[str, Any]:
+    from .._serde import unstructure
+
+    tool_round = turn.round
+    return {
+        "turn_id": turn.turn_id,
+        "model_calls": turn.model_calls,
+        "usage": unstructure(turn.usage),
+        "paused": turn.paused,
+        "interrupted": turn.interrupted,
+        "round": None
+        if tool_round is None
+        else {
+            "calls": [_call_document(call) for call in tool_round.calls],
+            "results": [
+                {"index": index, "result": unstructure(result)}
+                for index, result in sorted(tool_round.results.items())
+            ],
+        },
+    }
+
+
+def _call_document(call: RoundCall) -> dict[str, Any]:
+    from .._serde import unstructure
+
+    return {
+        "index": call.index,
+        "call": unstructure(call.call),
+        "status": call.status.value,
+        "approval": unstructure(call.approval),
+        "surfaced": call.surfaced,
+        "decision": unstructure(call.decision),
+        "task_id": call.task_id,
+        "background": call.background,
+    }
+
+
+# -- reading ------------------------------------------------------------------------
+
+
+def parse(document: Any) -> Restored:
+    """Read and check a checkpoint document; raise ``CheckpointError`` on any defect."""
+    if not isinstance(document, Mapping):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: expected a mapping, got {type(document).__name__}"
+        )
+    _check_header(document)
+    try:
+        restored = _structure_document(document)
+    except CheckpointError:
+        raise
+    except (cattrs.BaseValidationError, KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: the document is malformed ({_describe(error)}); "
+            "nothing was restored"
+        ) from error
+    _check_consistency(restored)
+    return restored
+
+
+def _check_header(document: Mapping[str, Any]) -> None:
+    found = document.get("format")
+    if found != CHECKPOINT_FORMAT:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: format is {found!r}, expected {CHECKPOINT_FORMAT!r}"
+        )
+    version = document.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: version is {version!r}, expected a positive integer"
+        )
+    if version > CHECKPOINT_VERSION:
+        raise CheckpointError(
+            f"cannot restore a checkpoint of version {version}: this agentloop reads versions "
+            f"up to {CHECKPOINT_VERSION}; upgrade agentloop to restore it"
+        )
+
+
+def _structure_document(document: Mapping[str, Any]) -> Restored:
+    from .._serde import structure
+
+    config: SessionConfig = structure(document["config"], SessionConfig)
+    if document["session_id"] != config.session_id:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: session_id {document['session_id']!r} does not "
+            f"match its config's {config.session_id!r}"
+        )
+    state = DriverState(document["state"])
+    if state not in _RESTING:
+        raise CheckpointError(
+            f"cannot restore a checkpoint in state {state}: only IDLE, AWAITING_APPROVAL and "
+            "AFTER_TOOL_RESULT are checkpointed"
+        )
+    turn_document = document["turn"]
+    return Restored(
+        config=config,
+        state=state,
+        transcript=[structure(item, Item) for item in _list(document, "transcript")],
+        pending_input=[structure(item, Item) for item in _list(document, "pending_input")],
+        turn_counter=_count(document["turn_counter"], "turn_counter"),
+        next_turn_cache=structure(document["next_turn_cache"], PromptCacheRequest | None),
+        detached={str(call_id) for call_id in _list(document, "detached")},
+        session_usage=structure(document["session_usage"], Usage | None),
+        turn=None if turn_document is None else _structure_turn(turn_document, config.session_id),
+    )
+
+
+def _structure_turn(document: Mapping[str, Any], session_id: str) -> RestoredTurn:
+    from .._serde import structure
+
+    turn_id = str(document["turn_id"])
+    round_document = document["round"]
+    tool_round: ToolRound | None = None
+    if round_document is not None:
+        calls = [
+            _structure_call(call, session_id, turn_id) for call in _list(round_document, "calls")
+        ]
+        results: dict[int, ToolResultPart] = {
+            _count(entry["index"], "result index"): _tagged(entry["result"], Part, ToolResultPart)
+            for entry in _list(round_document, "results")
+        }
+        tool_round = ToolRound(calls, results)
+    return RestoredTurn(
+        turn_id=turn_id,
+        model_calls=_count(document["model_calls"], "model_calls"),
+        usage=structure(document["usage"], Usage | None),
+        paused=_flag(document["paused"], "paused"),
+        interrupted=_flag(document["interrupted"], "interrupted"),
+        round=tool_round,
+    )
+
+
+def _structure_call(document: Mapping[str, Any], session_id: str, turn_id: str) -> RoundCall:
+    from .._serde import structure
+
+    call = _tagged(document["call"], Part, ToolCallPart)
+    approval_document = document["approval"]
+    approval = (
+        None if approval_document is None else _tagged(approval_document, Step, ApprovalRequest)
+    )
+    return RoundCall(
+        _count(document["index"], "call index"),
+        call,
+        ToolRequest(call.id, call.name, call.input, session_id, turn_id, call.metadata),
+        status=CallStatus(document["status"]),
+        approval=approval,
+        surfaced=_flag(document["surfaced"], "surfaced"),
+        decision=structure(document["decision"], ApprovalDecision | None),
+        task_id=document["task_id"],
+        background=_flag(document["background"], "background"),
+    )
+
+
+def _check_consistency(restored: Restored) -> None:
+    """Fail closed: every open call must belong to the active round and vice versa."""
+    transcript = restored.transcript
+    violation = find_violation(transcript)
+    open_calls: set[str] = set()
+    if violation is not None:
+        if violation.kind != "unanswered":
+            raise CheckpointError(
+                f"cannot restore a checkpoint: its transcript is invalid ({violation.message})"
+            )
+        open_calls = set(violation.call_ids)
+    turn = restored.turn
+    tool_round = turn.round if turn is not None else None
+    if tool_round is None:
+        if open_calls:
+            raise CheckpointError(
+                "cannot restore a checkpoint: calls "
+                f"{', '.join(sorted(open_calls))} have no result and no active round owns them"
+            )
+        if restored.state is DriverState.AWAITING_APPROVAL:
+            raise CheckpointError(
+                "cannot restore a checkpoint: its state is AWAITING_APPROVAL but it holds "
+                "no tool round with a pending approval"
+            )
+        return
+    round_ids = [call.call.id for call in tool_round.calls]
+    unmatched = open_calls - set(round_ids)
+    if unmatched:
+        raise CheckpointError(
+            "cannot restore a checkpoint: calls "
+            f"{', '.join(sorted(unmatched))} have no result and are not in the active round"
+        )
+    for position, call in enumerate(tool_round.calls):
+        _check_call(call, position, open_calls, tool_round)
+    if restored.state is DriverState.AWAITING_APPROVAL and not any(
+        call.status is CallStatus.AWAITING_APPROVAL for call in tool_round.calls
+    ):
+        raise CheckpointError(
+            "cannot restore a checkpoint: its state is AWAITING_APPROVAL but no call of the "
+            "active round awaits approval"
+        )
+
+
+def _check_call(
+    call: RoundCall, position: int, open_calls: set[str], tool_round: ToolRound
+) -> None:
+    call_id = call.call.id
+    if call.index != position:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: call {call_id} has index {call.index} at position "
+            f"{position}"
+        )
+    if call.status is CallStatus.RUNNING:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: call {call_id} is marked running; a checkpoint "
+            "is only taken while no tool executes"
+        )
+    answered = call_id not in open_calls
+    pending_result = tool_round.results.get(call.index)
+    if pending_result is not None and pending_result.call_id != call_id:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: the stored result for call {call_id} answers "
+            f"{pending_result.call_id}"
+        )
+    if call.status is CallStatus.DONE:
+        if answered == (pending_result is not None):
+            raise CheckpointError(
+                f"cannot restore a checkpoint: call {call_id} is done but has "
+                + ("two results" if answered else "no result")
+            )
+        return
+    if answered or pending_result is not None:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: call {call_id} is {call.status.value} but already "
+            "has a result"
+        )
+    if call.status is CallStatus.AWAITING_APPROVAL and (
+        call.approval is None or call.approval.call_id != call_id
+    ):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: the pending approval of call {call_id} does not "
+            "match it; refusing to guess which call it approves"
+        )
+
+
+def _tagged(data: Any, union: Any, cls: type[TaggedT]) -> TaggedT:
+    """Structure a member of a tagged union (its document carries a ``type`` tag)."""
+    from .._serde import structure
+
+    value = structure(data, union)
+    if not isinstance(value, cls):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: expected a {cls.__name__}, found {type(value).__name__}"
+        )
+    return value
+
+
+def _list(document: Mapping[str, Any], key: str) -> list[Any]:
+    value = document[key]
+    if not isinstance(value, list):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: {key!r} must be a list, got {type(value).__name__}"
+        )
+    return value
+
+
+def _count(value: Any, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: {name} must be a non-negative integer, got {value!r}"
+        )
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: {name} must be a boolean, got {value!r}"
+        )
+    return value
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, cattrs.BaseValidationError):
+        leaves = [f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(error) if str(leaf).strip()]
+        return "; ".join(leaves[:3]) or str(error)
+    if isinstance(error, KeyError):
+        return f"missing field {error.args[0]!r}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for sub in error.exceptions for leaf in _leaves(sub)]
+    return [error]

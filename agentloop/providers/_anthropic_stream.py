@@ -1,0 +1,184 @@
+"""Anthropic Messages API stream events to model events (pure, no I/O)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from ..core._errors import ProviderError
+from ..core._items import CustomPart, FinishReason, PartKind, ReasoningPart, Usage
+from ..model._protocol import ModelEvent
+from ._accumulator import StreamAccumulator
+from ._anthropic_render import REDACTED_DATA_KEY, SIGNATURE_KEY
+from ._sse import ServerSentEvent, parse_json_data
+from ._transport import PROVIDER_FINISH_KEY, compact_json, require_mapping, stream_error
+
+__all__ = ["AnthropicStreamTranslator"]
+
+_STOP_REASONS = {
+    "end_turn": FinishReason.COMPLETED,
+    "stop_sequence": FinishReason.COMPLETED,
+    "tool_use": FinishReason.TOOL_CALL,
+    "max_tokens": FinishReason.MAX_TOKENS,
+    "model_context_window_exceeded": FinishReason.MAX_TOKENS,
+    "refusal": FinishReason.BLOCKED,
+}
+
+
+class AnthropicStreamTranslator:
+    """Turns Messages API stream events into model events."""
+
+    def __init__(self, *, new_call_id: Callable[[], str] | None = None) -> None:
+        self._accumulator = StreamAccumulator(provider="Anthropic", new_call_id=new_call_id)
+        self._done = False
+        self._stop_reason: str | None = None
+        self._model: str | None = None
+        self._response_id: str | None = None
+        self._usage: dict[str, int] = {}
+        self._signatures: dict[str, str] = {}
+        self._custom: dict[str, tuple[dict[str, Any], list[str]]] = {}
+
+    @property
+    def done(self) -> bool:
+        """Whether ``message_stop`` was seen."""
+        return self._done
+
+    def feed(self, event: ServerSentEvent) -> list[ModelEvent]:
+        """The events for one SSE record."""
+        payload = require_mapping(parse_json_data(event, "Anthropic"), "an event", "Anthropic")
+        kind = payload.get("type") or event.event
+        handler = self._handlers.get(str(kind))
+        if handler is None:
+            return []  # ping and future event types
+        return handler(self, payload)
+
+    def _error(self, payload: dict[str, Any]) -> list[ModelEvent]:
+        raise stream_error("Anthropic", payload)
+
+    def _message_start(self, payload: dict[str, Any]) -> list[ModelEvent]:
+        message = payload.get("message") or {}
+        self._model = message.get("model")
+        self._response_id = message.get("id")
+        self._merge_usage(message.get("usage"))
+        return []
+
+    def _block_start(self, payload: dict[str, Any]) -> list[ModelEvent]:
+        key = f"block-{payload.get('index', 0)}"
+        block = payload.get("content_block") or {}
+        kind = block.get("type")
+        accumulator = self._accumulator
+        if kind == "text":
+            return accumulator.text(key, block.get("text") or "")
+        if kind == "thinking":
+            events = accumulator.begin(key, PartKind.REASONING)
+            events += accumulator.reasoning(key, block.get("thinking") or "")
+            if block.get("signature"):
+                self._signature(key, str(block["signature"]))
+            return events
+        if kind == "redacted_thinking":
+            part = ReasoningPart("", redacted=True, metadata={REDACTED_DATA_KEY: block.get("data")})
+            return accumulator.complete_part(key, part)
+        if kind == "tool_use":
+            start_input = block.get("input")
+            arguments = compact_json(start_input) if start_input else ""
+            return accumulator.tool_call(
+                key, id=block.get("id"), name=block.get("name"), arguments=arguments
+            )
+        self._custom[key] = (dict(block), [])
+        return []
+
+    def _block_delta(self, payload: dict[str, Any]) -> list[ModelEvent]:
+        key = f"block-{payload.get('index', 0)}"
+        delta = payload.get("delta") or {}
+        kind = delta.get("type")
+        accumulator = self._accumulator
+        if key in self._custom:
+            if kind == "input_json_delta":
+                self._custom[key][1].append(delta.get("partial_json") or "")
+            return []
+        if kind == "text_delta":
+            return accumulator.text(key, delta.get("text") or "")
+        if kind == "thinking_delta":
+            return accumulator.reasoning(key, delta.get("thinking") or "")
+        if kind == "signature_delta":
+            self._signature(key, str(delta.get("signature") or ""))
+            return []
+        if kind == "input_json_delta":
+            return accumulator.tool_call(key, arguments=delta.get("partial_json") or "")
+        return []  # citations_delta and future delta types
+
+    def _block_stop(self, payload: dict[str, Any]) -> list[ModelEvent]:
+        key = f"block-{payload.get('index', 0)}"
+        if key in self._custom:
+            block, chunks = self._custom.pop(key)
+            if chunks:
+                block["input"] = _json_or_text("".join(chunks))
+            kind = f"anthropic.{block.get('type', 'block')}"
+            return self._accumulator.complete_part(key, CustomPart(kind, block))
+        return self._accumulator.commit(key)
+
+    def _message_delta(self, payload: dict[str, Any]) -> list[ModelEvent]:
+        delta = payload.get("delta") or {}
+        if delta.get("stop_reason"):
+            self._stop_reason = str(delta["stop_reason"])
+        self._merge_usage(payload.get("usage"))
+        return []
+
+    def _message_stop(self, _payload: dict[str, Any]) -> list[ModelEvent]:
+        self._done = True
+        return []
+
+    _handlers: ClassVar[dict[str, Callable[[Any, dict[str, Any]], list[ModelEvent]]]] = {
+        "error": _error,
+        "message_start": _message_start,
+        "content_block_start": _block_start,
+        "content_block_delta": _block_delta,
+        "content_block_stop": _block_stop,
+        "message_delta": _message_delta,
+        "message_stop": _message_stop,
+    }
+
+    def _signature(self, key: str, fragment: str) -> None:
+        self._signatures[key] = self._signatures.get(key, "") + fragment
+        self._accumulator.update_metadata(key, {SIGNATURE_KEY: self._signatures[key]})
+
+    def _merge_usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for name, value in usage.items():
+            if isinstance(value, int):
+                self._usage[name] = value
+        read = self._usage.get("cache_read_input_tokens", 0)
+        written = self._usage.get("cache_creation_input_tokens", 0)
+        self._accumulator.usage = Usage(
+            input_tokens=self._usage.get("input_tokens", 0) + read + written,
+            output_tokens=self._usage.get("output_tokens", 0),
+            cache_read_tokens=read,
+            cache_write_tokens=written,
+        )
+
+    def finish(self) -> list[ModelEvent]:
+        """The closing events; a stream without ``message_stop`` is a ``ProviderError``."""
+        if not self._done:
+            raise ProviderError(
+                "Anthropic: the stream ended before 'message_stop' (the connection closed "
+                "mid-response); the turn is incomplete",
+                error_type="incomplete_stream",
+            )
+        reason = _STOP_REASONS.get(self._stop_reason or "end_turn", FinishReason.OTHER)
+        metadata = {PROVIDER_FINISH_KEY: self._stop_reason} if self._stop_reason else {}
+        return self._accumulator.result(
+            reason, model=self._model, response_id=self._response_id, metadata=metadata
+        )
+
+    def cancel(self) -> list[ModelEvent]:
+        """A cancelled result keeping the text so far."""
+        return self._accumulator.cancelled(model=self._model, response_id=self._response_id)
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text

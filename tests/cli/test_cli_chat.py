@@ -1,0 +1,231 @@
+"""`agentloop chat` through main() and ChatSession; the local tour against a fake server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from cli_support import Answers, console, lines
+
+import agentloop as al
+import agentloop.local
+from agentloop.cli import main
+from agentloop.cli._chat import ChatSession, build_chat_agent
+from agentloop.cli._demo import ToolChoicePerCall
+from agentloop.cli._render import Renderer
+from agentloop.testing import call, hang, stream, tool_calls
+
+MODEL = "python:cli_support:make_model"
+
+
+def chat(answers: list[str], *extra: str) -> tuple[int, list[str]]:
+    target, buffer = console()
+    argv = ["chat", "--model", MODEL, "--tools", "cli_support:TOOLS", *extra]
+    status = main(argv, console=target, read_line=Answers(target, answers))
+    return status, lines(buffer)
+
+
+def test_chat_streams_shows_tools_asks_and_answers_commands() -> None:
+    status, out = chat(
+        ["hello", "add 2 3", "touch", "n", "no writes", "/usage", "/history", "/nope", "/quit"]
+    )
+    assert status == 0
+    assert out == [
+        "commands: /quit  /history  /usage  /help; Ctrl-C cancels a running turn",
+        "you> hello",
+        "you said 'hello' (message 1)",
+        "== turn completed (input 7 tokens, output 4 tokens)",
+        "you> add 2 3",
+        '-> add({"a": 2, "b": 3}) [call-1]',
+        "   <tool> finished in N ms",
+        "<- call-1: 5",
+        "the sum is 5",
+        "== turn completed (input 9 tokens, output 5 tokens)",
+        "you> touch",
+        '-> touch({"path": "/etc/motd"}) [call-2]',
+        "?  touch needs approval: Write /etc/motd (outside the allowed roots) (sensitive_path)",
+        "approve? [y/n/e(dit)] n",
+        "reason (optional): no writes",
+        "   denied",
+        "<- call-2 (error): no writes",
+        "the sum is no writes",
+        "== turn completed (input 5 tokens, output 3 tokens)",
+        "you> /usage",
+        "usage: input 21 tokens, output 12 tokens",
+        "you> /history",
+        "[system] You are a helpful assistant.",
+        "[user] hello",
+        "[assistant] you said 'hello' (message 1)",
+        "[user] add 2 3",
+        '[assistant] -> add({"a": 2, "b": 3}) [call-1]',
+        "[tool] <- call-1: 5",
+        "[assistant] the sum is 5",
+        "[user] touch",
+        '[assistant] -> touch({"path": "/etc/motd"}) [call-2]',
+        "[tool] <- call-2 (error): no writes",
+        "[assistant] the sum is no writes",
+        "(11 items)",
+        "you> /nope",
+        "unknown command '/nope'; commands: /quit  /history  /usage  /help",
+        "you> /quit",
+        "bye",
+    ]
+
+
+def test_chat_sessions_persist_and_resume_in_the_store(tmp_path: Path) -> None:
+    store = str(tmp_path / "chat.db")
+    status, first = chat(["hello", "/quit"], "--store", store, "--session", "s1")
+    assert status == 0
+    assert first[0] == f"new session 's1' in {store}"
+
+    status, second = chat(["again", "/history"], "--store", store, "--session", "s1")
+    assert status == 0
+    assert second[0] == "resumed session 's1': 3 items"
+    assert second[3:] == [
+        "you said 'again' (message 2)",
+        "== turn completed (input 7 tokens, output 4 tokens)",
+        "you> /history",
+        "[system] You are a helpful assistant.",
+        "[user] hello",
+        "[assistant] you said 'hello' (message 1)",
+        "[user] again",
+        "[assistant] you said 'again' (message 2)",
+        "(5 items)",
+        "you> <EOF>",
+        "bye",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["chat", "--model", MODEL, "--tools", "nocolon"],
+            "agentloop chat: --tools 'nocolon': expected MODULE:ATTRIBUTE (e.g. mytools:registry)",
+        ),
+        (
+            ["chat", "--model", "nowhere:model"],
+            "agentloop chat: from_string: unknown provider 'nowhere' in 'nowhere:model'; expected "
+            "'openai:MODEL', 'anthropic:MODEL', 'gemini:MODEL' or "
+            "'openai-compatible:BASE_URL#MODEL' (e.g. "
+            "'openai-compatible:http://127.0.0.1:8080/v1#qwen')",
+        ),
+    ],
+)
+def test_chat_reports_bad_arguments(argv: list[str], message: str) -> None:
+    target, buffer = console()
+    assert main(argv, console=target, read_line=Answers(target, [])) == 1
+    assert lines(buffer) == [message]
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_cancels_the_turn_not_the_chat() -> None:
+    target, buffer = console()
+    controller = al.CancellationController()
+    model = al.ScriptedModel(
+        [hang(al.BeginPart("text-0", al.PartKind.TEXT), al.AppendText("text-0", "Once")), "ok"]
+    )
+    session = ChatSession(
+        build_chat_agent(model, None, controller),
+        Renderer(target),
+        Answers(target, []),
+        controller,
+    )
+    session.interrupt()  # between turns: only a hint
+    results: list[al.TurnResult] = []
+    async with anyio.create_task_group() as group:
+
+        async def ask() -> None:
+            result = await session.ask("a long poem")
+            assert result is not None
+            results.extend(result.turns)
+
+        group.start_soon(ask)
+        await anyio.wait_all_tasks_blocked()
+        session.interrupt()
+    after = await session.ask("still there?")
+
+    assert [turn.finish_reason for turn in results] == [al.FinishReason.CANCELLED]
+    assert after is not None
+    assert after.final_text == "ok"
+    assert lines(buffer) == [
+        "(Ctrl-C cancels a running turn; type /quit to leave)",
+        "Once",
+        "(Ctrl-C: cancelling the current turn)",
+        "== turn cancelled (input 0 tokens, output 0 tokens)",
+        "ok",
+        "== turn completed (input 0 tokens, output 0 tokens)",
+    ]
+
+
+class FakeServer:
+    """Stands in for agentloop.local.LocalServer: scripted models keyed by tool_choice."""
+
+    base_url = "http://127.0.0.1:9/v1"
+
+    def __init__(self) -> None:
+        self.entered = False
+
+    async def __aenter__(self) -> FakeServer:
+        self.entered = True
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.entered = False
+
+    def model(self, **options: Any) -> al.ScriptedModel:
+        choice = options.get("tool_choice")
+        if choice == "add":
+            return al.ScriptedModel([tool_calls(call("add", {"a": 1, "b": 2}))])
+        if choice == "read_note":
+            reply = tool_calls(call("read_note", {"name": "groceries"}))
+            return al.ScriptedModel([reply], call_id_prefix="note-")
+        return al.ScriptedModel([stream("It is ", "3."), stream("eggs, flour, milk")])
+
+
+def test_local_demo_forces_the_tool_on_the_first_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agentloop.local, "LocalServer", FakeServer)
+    target, buffer = console()
+    assert main(["demo", "--yes"], console=target) == 0
+    out = lines(buffer)
+    assert out[0] == "agentloop demo"
+    assert out[1].startswith("The model is SmolLM2-135M-Instruct, a 135M-parameter toy")
+    assert out[2:] == [
+        "starting the local model server on http://127.0.0.1:9/v1 ...",
+        "server ready",
+        "you> What is 17 + 25?",
+        '-> add({"a": 1, "b": 2}) [call-1]',
+        "   <tool> finished in N ms",
+        "<- call-1: 3",
+        "It is 3.",
+        "== turn completed (input 0 tokens, output 0 tokens)",
+        "answer: It is 3.",
+        "you> What is on my grocery note?",
+        '-> read_note({"name": "groceries"}) [note-1]',
+        out[13],  # the approval line names a temporary directory
+        "approve? [y/n/e(dit)] y  (--yes)",
+        "   approved",
+        "   <tool> finished in N ms",
+        "<- note-1: eggs, flour, milk",
+        "eggs, flour, milk",
+        "== turn completed (input 0 tokens, output 0 tokens)",
+        "answer: eggs, flour, milk",
+        "transcript: 9 items, every tool call answered",
+        "usage: input 0 tokens, output 0 tokens",
+    ]
+    assert out[13].startswith("?  read_note needs approval: Read /")
+    assert out[13].endswith("/groceries.txt (outside the allowed roots) (sensitive_path)")
+
+
+@pytest.mark.anyio
+async def test_tool_choice_per_call_routes_by_the_transcript_tail() -> None:
+    forced = al.ScriptedModel([tool_calls(call("add", {"a": 1, "b": 1}))])
+    free = al.ScriptedModel(["two"])
+    session = await ToolChoicePerCall(forced, free).start_session(al.SessionConfig("s"))
+    user = al.Item.text(al.ItemKind.USER, "1 + 1?")
+    tool = al.Item(al.ItemKind.TOOL, (al.ToolResultPart("call-1", "2"),))
+    await session.begin_turn(al.TurnRequest("s", "turn-1", [user]), None)
+    await session.begin_turn(al.TurnRequest("s", "turn-1", [user, tool]), None)
+    assert (len(forced.requests), len(free.requests)) == (1, 1)

@@ -1,0 +1,160 @@
+"""`agentloop demo` and `agentloop replay` through main(), plus one real subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_support import Answers, console, lines
+
+import agentloop as al
+from agentloop.cli import main
+from agentloop.store import export_jsonl
+
+TOUR_START = [
+    "agentloop demo --scripted",
+    "The model is a ScriptedModel (agentloop.testing), not an LLM: no network.",
+    "you> What is 2 + 40, and what's on my grocery note?",
+    '-> add({"a": 2, "b": 40}) [call-1]',
+    "   <tool> finished in N ms",
+    "<- call-1: 42",
+    '-> read_note({"name": "groceries"}) [call-2]',
+    "?  read_note needs approval: Read /notes/groceries.txt (outside the allowed roots) "
+    "(sensitive_path)",
+]
+TOUR_END = [
+    "you> Now write me a long poem about flour.",
+    "Flour, soft and white,",
+    "== turn cancelled (input 0 tokens, output 0 tokens)",
+    "(the demo pressed Ctrl-C at the first token: controller.interrupt())",
+    "second turn: cancelled at stage model",
+    "transcript: 9 items, every tool call answered",
+    "usage: input 470 tokens, output 48 tokens",
+]
+ANSWER = "2 + 40 = 42, and your grocery note says: eggs, flour, milk."
+
+
+def test_scripted_demo_with_yes() -> None:
+    target, buffer = console()
+    assert main(["demo", "--scripted", "--yes"], console=target) == 0
+    assert lines(buffer) == [
+        *TOUR_START,
+        "approve? [y/n/e(dit)] y  (--yes)",
+        "   approved",
+        "   <tool> finished in N ms",
+        "<- call-2: eggs, flour, milk",
+        ANSWER,
+        "== turn completed (input 470 tokens, output 48 tokens)",
+        f"answer: {ANSWER}",
+        *TOUR_END,
+    ]
+
+
+def test_scripted_demo_asks_and_takes_an_edited_input() -> None:
+    target, buffer = console()
+    answers = Answers(target, ["maybe", "e", "{bad", "e", '{"name": "todo"}'])
+    assert main(["demo", "--scripted"], console=target, read_line=answers) == 0
+    out = lines(buffer)
+    assert out[len(TOUR_START) : len(TOUR_START) + 10] == [
+        "approve? [y/n/e(dit)] maybe",
+        "please answer y, n or e (got 'maybe')",
+        "approve? [y/n/e(dit)] e",
+        'new input as JSON (blank keeps {"name": "groceries"}): {bad',
+        "cannot use that input: not JSON (Expecting property name enclosed in double quotes "
+        "at column 2); try again",
+        "approve? [y/n/e(dit)] e",
+        'new input as JSON (blank keeps {"name": "groceries"}): {"name": "todo"}',
+        "   approved with edited input",
+        "   <tool> finished in N ms",
+        "<- call-2: no note called 'todo'",
+    ]
+
+
+def test_scripted_demo_denial_with_a_reason() -> None:
+    target, buffer = console()
+    answers = Answers(target, ["n", "private"])
+    assert main(["demo", "--scripted"], console=target, read_line=answers) == 0
+    out = lines(buffer)
+    assert out[len(TOUR_START) : len(TOUR_START) + 4] == [
+        "approve? [y/n/e(dit)] n",
+        "reason (optional): private",
+        "   denied",
+        "<- call-2 (error): private",
+    ]
+
+
+def test_the_console_script_runs_the_scripted_demo() -> None:
+    script = Path(sys.executable).parent / "agentloop"
+    done = subprocess.run(
+        [str(script), "demo", "--scripted", "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[0] == "agentloop demo --scripted"
+    assert "approve? [y/n/e(dit)] y  (--yes)" in out
+    assert f"answer: {ANSWER}" in out
+    assert out[-3:] == TOUR_END[-3:]
+
+
+def test_replay_renders_a_jsonl_transcript(tmp_path: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    export_jsonl(
+        [
+            al.Item.text(al.ItemKind.USER, "add 1 and 2"),
+            al.Item(al.ItemKind.ASSISTANT, (al.ToolCallPart("c1", "add", {"a": 1, "b": 2}),)),
+            al.Item(al.ItemKind.TOOL, (al.ToolResultPart("c1", "3"),)),
+            al.Item.text(al.ItemKind.ASSISTANT, "1 + 2 = 3"),
+        ],
+        path,
+    )
+    target, buffer = console()
+    assert main(["replay", str(path)], console=target) == 0
+    assert lines(buffer) == [
+        f"replaying {path} (4 items)",
+        "[user] add 1 and 2",
+        '[assistant] -> add({"a": 1, "b": 2}) [c1]',
+        "[tool] <- c1: 3",
+        "[assistant] 1 + 2 = 3",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "message"),
+    [
+        (None, 2, "agentloop replay: no file '{path}'; expected a JSONL transcript"),
+        (
+            "not json\n",
+            1,
+            "agentloop replay: cannot import JSONL transcript from '{path}': line 1 is not JSON",
+        ),
+    ],
+)
+def test_replay_errors(tmp_path: Path, content: str | None, status: int, message: str) -> None:
+    path = tmp_path / "session.jsonl"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    target, buffer = console()
+    assert main(["replay", str(path)], console=target) == status
+    assert lines(buffer)[0].startswith(message.format(path=path))
+
+
+def test_the_library_works_without_rich() -> None:
+    # structlog imports rich when it can, so block it rather than look for it.
+    code = (
+        "import sys; sys.modules['rich'] = None; "
+        "import agentloop, agentloop.host, agentloop.store, agentloop.testing; "
+        "import agentloop.cli"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "ImportError: the agentloop command needs rich: pip install 'agentloop[cli]'"
+    )

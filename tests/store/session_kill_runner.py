@@ -1,0 +1,119 @@
+"""A real agent session the kill test SIGKILLs at random moments; also its shared parts.
+
+Usage: python session_kill_runner.py DATABASE SIDE_EFFECTS BACKEND. Resumes the
+session in DATABASE (or starts it), approves every call and drives it until
+all ``TURNS`` turns are done, printing one line per step. ``append`` (not
+idempotent, asks for approval) writes its call id to SIDE_EFFECTS before it
+returns; ``lookup`` (idempotent) may run again after a restart.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+
+import agentloop as al
+from agentloop.store import SessionStore, SqliteSessionStore
+from agentloop.testing import Reply, call, tool_calls
+
+SESSION_ID = "killed-agent-session"
+TURNS = 5
+ROUNDS_PER_TURN = 3
+
+
+class Append:
+    """Appends its call id to a file, then takes a moment to answer (a window to die in)."""
+
+    spec = al.ToolSpec("append", "Append a line.", {"type": "object"})
+
+    def __init__(self, side_effects: Path) -> None:
+        self.side_effects = side_effects
+
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
+        return [al.FileSystemWrite(str(self.side_effects))]
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        with self.side_effects.open("a", encoding="utf-8") as file:
+            file.write(f"{request.call_id}\n")
+        await anyio.sleep(0.05)
+        return f"appended {request.call_id}"
+
+
+class Lookup:
+    spec = al.ToolSpec(
+        "lookup",
+        "Look a value up.",
+        {"type": "object"},
+        annotations=al.ToolAnnotations(read_only=True, idempotent=True),
+    )
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        await anyio.sleep(0.01)
+        return f"looked up {request.call_id}"
+
+
+class AskBeforeWriting:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+        if request.kind == "filesystem.write":
+            return al.RequireApproval("sensitive_path", request.summary)
+        return al.Allow()
+
+
+def answer(request: al.TurnRequest) -> Reply | str:
+    """Decided from the transcript alone: ``ROUNDS_PER_TURN`` tool rounds, then an answer."""
+    items = list(request.transcript)
+    last_user = max(i for i, item in enumerate(items) if item.kind is al.ItemKind.USER)
+    rounds = sum(1 for item in items[last_user:] if any(item.tool_calls()))
+    turn = sum(1 for item in items if item.kind is al.ItemKind.USER)
+    if rounds == ROUNDS_PER_TURN:
+        return f"turn {turn} done"
+    base = f"call-{len(items)}"
+    first = "lookup" if rounds % 2 == 0 else "append"
+    return tool_calls(call(first, id=f"{base}-0"), call("append", id=f"{base}-1"))
+
+
+def build_agent(store: SessionStore, side_effects: Path) -> al.Agent:
+    return (
+        al.Agent.builder()
+        .model(al.ScriptedModel(answer))
+        .add_tool_source(al.ToolRegistry().with_tool(Append(side_effects)).with_tool(Lookup()))
+        .permissions(AskBeforeWriting())
+        .store(store)
+        .build()
+    )
+
+
+def user_turns(driver: al.LoopDriver) -> int:
+    items = [*driver.snapshot().transcript, *driver.snapshot().pending_input]
+    return sum(1 for item in items if item.kind is al.ItemKind.USER)
+
+
+async def drive(driver: al.LoopDriver) -> None:
+    """Approve everything and submit turns until ``TURNS`` turns have finished."""
+    while True:
+        if driver.state is al.DriverState.IDLE and not driver.snapshot().pending_input:
+            turns = user_turns(driver)
+            if turns == TURNS:
+                return
+            driver.submit_input([al.Item.text(al.ItemKind.USER, f"task {turns + 1}")])
+        step = await driver.next()
+        print(type(step).__name__, flush=True)
+        if isinstance(step, al.ApprovalRequest):
+            step.approve()
+
+
+async def main(database: str, side_effects: str) -> None:
+    async with SqliteSessionStore(database) as store:
+        agent = build_agent(store, Path(side_effects))
+        if await store.load(SESSION_ID) is None:
+            driver = await agent.start(SESSION_ID)
+        else:
+            driver = await agent.resume(session_id=SESSION_ID)
+        await drive(driver)
+        print("complete", flush=True)
+
+
+if __name__ == "__main__":
+    anyio.run(main, sys.argv[1], sys.argv[2], backend=sys.argv[3])

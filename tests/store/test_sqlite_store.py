@@ -1,0 +1,146 @@
+"""SQLite specifics: schema and WAL, incremental item writes, two stores on one file, errors."""
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentloop import CheckpointError, InvalidStateError, Item, ItemKind
+from agentloop.store import SqliteSessionStore
+from agentloop.testing.store_conformance import sample_checkpoint
+
+pytestmark = pytest.mark.anyio
+
+
+def _users(count: int, label: str = "item") -> list[Item]:
+    return [Item.text(ItemKind.USER, f"{label} {n}") for n in range(count)]
+
+
+def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        with connection:  # commits
+            return connection.execute(sql).fetchall()
+    finally:
+        connection.close()
+
+
+async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as store:
+        assert store.path == str(path)
+        assert repr(store) == f"SqliteSessionStore({str(path)!r}, open)"
+    assert _query(path, "SELECT key, value FROM meta ORDER BY key") == [
+        ("last_sequence", "0"),
+        ("schema_version", "1"),
+    ]
+    assert _query(path, "PRAGMA journal_mode") == [("wal",)]
+    assert repr(store) == f"SqliteSessionStore({str(path)!r}, closed)"
+
+
+async def test_a_save_writes_only_the_items_that_changed(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as store:
+        await store.save_checkpoint("s", sample_checkpoint("s", _users(100)))
+        connection = sqlite3.connect(path)
+        connection.executescript(
+            "CREATE TABLE written (position INTEGER);"
+            "CREATE TRIGGER record_write AFTER INSERT ON items "
+            "BEGIN INSERT INTO written VALUES (new.position); END;"
+        )
+        connection.close()
+
+        async def save_and_collect(items: list[Item]) -> list[int]:
+            await store.save_checkpoint("s", sample_checkpoint("s", items))
+            written = [int(str(row[0])) for row in _query(path, "SELECT position FROM written")]
+            _query(path, "DELETE FROM written")
+            return written
+
+        assert await save_and_collect([*_users(100), *_users(2, "new")]) == [100, 101]
+        assert await save_and_collect([*_users(100), *_users(2, "new")]) == []
+        compacted = [Item.text(ItemKind.USER, "summary"), *_users(100)[40:]]
+        assert await save_and_collect(compacted) == list(range(61))
+        assert await save_and_collect(compacted[:10]) == []
+        loaded = await store.load("s")
+    assert loaded is not None
+    assert loaded.checkpoint == sample_checkpoint("s", compacted[:10])
+
+
+async def test_two_stores_on_one_file_never_diff_against_a_stale_copy(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as first, SqliteSessionStore(path) as second:
+        await first.save_checkpoint("s", sample_checkpoint("s", _users(10)))
+        await second.save_checkpoint("s", sample_checkpoint("s", _users(5, "other")))
+        await first.save_checkpoint("s", sample_checkpoint("s", _users(11)))
+        assert await second.transcript("s") == _users(11)
+        assert await second.delete("s") is True
+        await second.save_checkpoint("s", sample_checkpoint("s", _users(3, "reborn")))
+        await first.save_checkpoint("s", sample_checkpoint("s", _users(12)))
+        loaded = await second.load("s")
+    assert loaded is not None
+    assert loaded.checkpoint == sample_checkpoint("s", _users(12))
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path):
+        pass
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    connection.close()
+    store = SqliteSessionStore(path)
+    with pytest.raises(CheckpointError) as raised:
+        await store.open()
+    assert str(raised.value) == (
+        f"cannot open session store {str(path)!r}: expected schema version 1, found 7; "
+        "it was written by a newer agentloop, upgrade agentloop to read it"
+    )
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
+    await store.aclose()
+
+
+async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE notes (body TEXT)")
+    connection.close()
+    with pytest.raises(CheckpointError) as raised:
+        async with SqliteSessionStore(path):
+            pass
+    assert str(raised.value) == (
+        f"cannot open session store {str(path)!r}: expected schema version 1, found none; "
+        "the file is not an agentloop session store, open another path"
+    )
+    assert _query(path, "SELECT name FROM sqlite_master") == [("notes",)]
+
+
+async def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database, just some text that is long enough " * 40)
+    store = SqliteSessionStore(path)
+    with pytest.raises(CheckpointError) as raised:
+        await store.list_sessions()
+    assert str(raised.value) == (
+        f"cannot list sessions in session store {str(path)!r}: SQLite reported "
+        "DatabaseError: file is not a database; check that the path is a writable "
+        "agentloop session store"
+    )
+    assert isinstance(raised.value.__cause__, sqlite3.DatabaseError)
+    await store.aclose()
+
+
+async def test_a_closed_store_refuses_every_call(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = SqliteSessionStore(path)
+    await store.save_checkpoint("s", sample_checkpoint("s", _users(1)))
+    await store.aclose()
+    await store.aclose()
+    with pytest.raises(InvalidStateError) as raised:
+        await store.load("s")
+    assert str(raised.value) == (
+        f"cannot load session 's': SqliteSessionStore({str(path)!r}) is closed; "
+        "open a new SqliteSessionStore"
+    )
+    async with SqliteSessionStore(path) as reopened:
+        assert await reopened.transcript("s") == _users(1)
