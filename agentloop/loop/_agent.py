@@ -20,7 +20,8 @@ from ..tasks._simple import SimpleTaskManager
 from ..tools._executor import BasicToolExecutor, ToolExecutor
 from ..tools._registry import ToolSource
 from ._checkpoint import parse
-from ._driver import DriverParts, LoopDriver
+from ._driver import LoopDriver
+from ._driver_base import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
 

@@ -19,7 +19,7 @@ from ..core._transcript import find_violation
 from ..model._config import PromptCacheRequest, SessionConfig
 from ..store._documents import CHECKPOINT_FORMAT
 from ..tools._tool import ToolRequest
-from ._state import CallStatus, DriverState, RoundCall, ToolRound
+from ._state import CallStatus, DriverState, QueuedMessage, RoundCall, ToolRound
 from ._steps import ApprovalDecision, ApprovalRequest, Step
 
 __all__ = [
@@ -64,6 +64,8 @@ class Restored:
     detached: set[str]
     session_usage: Usage | None
     turn: RestoredTurn | None
+    steering: list[QueuedMessage]
+    follow_ups: list[QueuedMessage]
 
 
 def capture(
@@ -77,6 +79,8 @@ def capture(
     detached: set[str],
     session_usage: Usage | None,
     turn: RestoredTurn | None,
+    steering: Sequence[QueuedMessage],
+    follow_ups: Sequence[QueuedMessage],
 ) -> dict[str, Any]:
     """The checkpoint document for this state (the caller checked it is at rest)."""
     from .._serde import unstructure
@@ -94,7 +98,27 @@ def capture(
         "detached": sorted(detached),
         "session_usage": unstructure(session_usage),
         "turn": None if turn is None else _turn_document(turn),
+        "steering": [_message_document(message) for message in steering],
+        "follow_ups": [_message_document(message) for message in follow_ups],
     }
+
+
+def _message_document(message: QueuedMessage) -> dict[str, Any]:
+    from .._serde import unstructure
+
+    return {"label": message.label, "items": [unstructure(item) for item in message.items]}
+
+
+def _structure_message(document: Mapping[str, Any]) -> QueuedMessage:
+    from .._serde import structure
+
+    label = document["label"]
+    if not isinstance(label, str) or not label:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: a queued message's label must be a non-empty str, "
+            f"got {label!r}"
+        )
+    return QueuedMessage([structure(item, Item) for item in _list(document, "items")], label)
 
 
 def _turn_document(turn: RestoredTurn) -> dict[str, Any]:
@@ -201,6 +225,8 @@ def _structure_document(document: Mapping[str, Any]) -> Restored:
         detached={str(call_id) for call_id in _list(document, "detached")},
         session_usage=structure(document["session_usage"], Usage | None),
         turn=None if turn_document is None else _structure_turn(turn_document, config.session_id),
+        steering=[_structure_message(message) for message in _list(document, "steering")],
+        follow_ups=[_structure_message(message) for message in _list(document, "follow_ups")],
     )
 
 

@@ -73,6 +73,9 @@ def test_default_limits() -> None:
         max_input_tokens_per_turn=None,
         max_output_tokens_per_turn=None,
         max_total_tokens_per_turn=None,
+        max_cost_per_turn=None,
+        max_input_tokens_per_session=None,
+        max_output_tokens_per_session=None,
         max_total_tokens_per_session=None,
         max_cost_per_session=None,
     )
@@ -171,6 +174,7 @@ USAGE = al.Usage(input_tokens=60, output_tokens=40, cost=0.5)
         (al.LoopLimits(max_input_tokens_per_turn=100), "max_input_tokens_per_turn"),
         (al.LoopLimits(max_output_tokens_per_turn=70), "max_output_tokens_per_turn"),
         (al.LoopLimits(max_total_tokens_per_turn=150), "max_total_tokens_per_turn"),
+        (al.LoopLimits(max_cost_per_turn=0.75), "max_cost_per_turn"),
     ],
 )
 async def test_token_limits_per_turn_stop_before_the_next_model_call(
@@ -188,6 +192,8 @@ async def test_token_limits_per_turn_stop_before_the_next_model_call(
 @pytest.mark.parametrize(
     ("limits", "name"),
     [
+        (al.LoopLimits(max_input_tokens_per_session=120), "max_input_tokens_per_session"),
+        (al.LoopLimits(max_output_tokens_per_session=80), "max_output_tokens_per_session"),
         (al.LoopLimits(max_total_tokens_per_session=200), "max_total_tokens_per_session"),
         (al.LoopLimits(max_cost_per_session=1.0), "max_cost_per_session"),
     ],
