@@ -4,18 +4,18 @@ BIN := $(VENV)/bin
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench clean
+.PHONY: test demo demo-scripted lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[cli]'
 	touch $@
 
 $(STAMP_DEV): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,cli]'
 	touch $@ $(STAMP)
 
 lint: $(STAMP_DEV)
@@ -36,11 +36,16 @@ $(STAMP_LLAMA): $(STAMP) scripts/build_local_server.sh agentloop/local/_install.
 test: lint typecheck local-server
 	$(BIN)/pytest
 
-demo: $(STAMP)
-	$(BIN)/python examples/scripted_demo.py
+# The main job: an agent on the embedded 135M model, real HTTP, real tool calls.
+demo: $(STAMP) local-server
+	$(BIN)/agentloop demo --yes
+
+# The instant offline tour on the scripted model.
+demo-scripted: $(STAMP)
+	$(BIN)/agentloop demo --scripted --yes
 
 bench: $(STAMP_DEV)
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV)

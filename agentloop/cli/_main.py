@@ -7,6 +7,7 @@ and the line reader are injectable, and nothing here touches ``sys.exit``.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import structlog
 from rich.console import Console
 from rich.text import Text
 
@@ -42,6 +44,9 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentloop", description="Try agentloop: a tour, a chat, a transcript replay."
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="show agentloop's log lines (warnings always show)"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser("demo", help="a tour: tool calls, an approval, streamed tokens")
@@ -76,6 +81,7 @@ def main(
         arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit:
         return int(exit.code or 0)
+    _quiet_library_logs(arguments.verbose)
     console = console or Console(highlight=False)
     renderer = Renderer(console)
     reader = read_line or _terminal_reader(console)
@@ -88,6 +94,12 @@ def main(
         renderer.error(f"agentloop {arguments.command}: {error}")
         return 1
     return status
+
+
+def _quiet_library_logs(verbose: bool) -> None:
+    """Show agentloop's own log lines only with ``--verbose`` (warnings always)."""
+    level = logging.DEBUG if verbose else logging.WARNING
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
 
 
 async def _dispatch(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import overload
 
 import attrs
@@ -42,7 +43,9 @@ class TranscriptView(Sequence[Item]):
     def __getitem__(self, index: slice) -> Sequence[Item]: ...
     def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
         if isinstance(index, slice):
-            return self._items[: self._length][index]
+            # Only the selected items are copied, not the whole prefix.
+            items = self._items
+            return [items[position] for position in range(self._length)[index]]
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:
@@ -50,9 +53,7 @@ class TranscriptView(Sequence[Item]):
         return self._items[index]
 
     def __iter__(self) -> Iterator[Item]:
-        items = self._items
-        for index in range(self._length):
-            yield items[index]
+        return islice(self._items, self._length)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):

@@ -157,16 +157,26 @@ class RoundRunner(DriverBase):
             call.status = CallStatus.DONE
             results[call.index] = started.result
         elif started.kind is TaskKind.BACKGROUND:
-            call.status = CallStatus.DONE
             call.background = True
-            self._detached.add(call.call.id)
-            results[call.index] = synthesized_result(
-                call.call.id,
-                f"Tool {call.call.name} is running in the background; the result will be "
-                "delivered when it completes.",
-                ResultOutcome.BACKGROUND,
-                is_error=False,
-            )
+            self._move_to_background(call, results, "is running", ResultOutcome.BACKGROUND)
+
+    def _move_to_background(
+        self,
+        call: RoundCall,
+        results: dict[int, ToolResultPart],
+        running: str,
+        outcome: ResultOutcome,
+    ) -> None:
+        """Answer ``call`` with a placeholder; its real result comes as a notification."""
+        call.status = CallStatus.DONE
+        self._detached.add(call.call.id)
+        results[call.index] = synthesized_result(
+            call.call.id,
+            f"Tool {call.call.name} {running} in the background; the result will be "
+            "delivered when it completes.",
+            outcome,
+            is_error=False,
+        )
 
     def _on_turn_update(
         self,
@@ -178,15 +188,7 @@ class RoundRunner(DriverBase):
             call = tool_round.by_id(update.call_id)
             if call is None or call.status is not CallStatus.RUNNING:
                 return
-            call.status = CallStatus.DONE
-            self._detached.add(call.call.id)
-            results[call.index] = synthesized_result(
-                call.call.id,
-                f"Tool {call.call.name} is now running in the background; the result will be "
-                "delivered when it completes.",
-                ResultOutcome.DETACHED,
-                is_error=False,
-            )
+            self._move_to_background(call, results, "is now running", ResultOutcome.DETACHED)
             return
         call = tool_round.by_id(update.result.call_id)
         if call is None or call.status is not CallStatus.RUNNING:

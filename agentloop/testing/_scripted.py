@@ -224,6 +224,8 @@ class ScriptedModel:
         return reply
 
     def _assign_ids(self, reply: Reply) -> Reply:
+        if not any(_lacks_id(step) for step in reply.steps):
+            return reply  # nothing to number: play the reply as it is
         ids: dict[int, str] = {}
 
         def fix(part: Any) -> Any:
@@ -257,3 +259,16 @@ class ScriptedModel:
                 raise step.error
             else:
                 yield step
+
+
+def _lacks_id(step: ScriptStep) -> bool:
+    """Whether ``step`` is, or (as a result) holds, a tool call without an id."""
+    if isinstance(step, ToolCallPart):
+        return not step.id
+    if isinstance(step, ModelTurnResult):
+        return any(
+            isinstance(part, ToolCallPart) and not part.id
+            for item in step.output_items
+            for part in item.parts
+        )
+    return False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack
+from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 import anyio
@@ -37,7 +38,7 @@ from hypothesis.stateful import (
 from ..core._cancellation import CancellationController
 from ..core._delta import AppendText, BeginPart
 from ..core._errors import InvalidStateError
-from ..core._items import FinishReason, Item, ItemKind, PartKind, ToolResultPart
+from ..core._items import FinishReason, Item, ItemKind, PartKind, ToolCallPart, ToolResultPart
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import find_violation
 from ..loop._agent import Agent, AgentBuilder
@@ -63,8 +64,15 @@ from ._actions import (
     Submit,
 )
 from ._assertions import _violation_report, format_transcript
-from ._scripted import Reply, ScriptedModel, hang, text
-from ._tool_strategies import host_actions, model_replies, tool_inputs
+from ._scripted import Reply, ScriptedModel, call, hang, text, tool_calls
+from ._tool_strategies import (
+    _call_replies,
+    _choices,
+    _inputs,
+    host_actions,
+    model_replies,
+    tool_inputs,
+)
 
 __all__ = ["PROBE_TOOL_NAME", "AgentStateMachine"]
 
@@ -158,6 +166,10 @@ class _ProbeMutator:
             await anyio.lowlevel.checkpoint()
 
 
+def _with_probe_call(calls: list[ToolCallPart], at: int) -> Reply:
+    return tool_calls(*calls[:at], call(PROBE_TOOL_NAME, {}), *calls[at:])
+
+
 def _is_interrupted(item: Item) -> bool:
     return item.kind is ItemKind.ASSISTANT and bool(item.metadata.get(INTERRUPTED_KEY))
 
@@ -191,6 +203,15 @@ class AgentStateMachine(RuleBasedStateMachine):
         """
         return self._resources.enter_context(self.portal.wrap_async_context_manager(manager))
 
+    async def settle(self) -> None:
+        """Awaited in the event loop before each ``next()``; the default does nothing.
+
+        Wait here for work the driver does not wait for, such as background
+        tool calls, so that what a step returns depends only on what hypothesis
+        drew: steps that differ between replays of the same draws make
+        hypothesis fail with ``FlakyStrategyDefinition``.
+        """
+
     def session_config(self) -> SessionConfig:
         """The session to start (override for limits or cache settings)."""
         return SessionConfig("agent-state-machine")
@@ -215,7 +236,7 @@ class AgentStateMachine(RuleBasedStateMachine):
         self.model = ScriptedModel(self._answer, call_id_prefix="sm-call-")
         self.recorder = _Recorder()
         self._probes = _Probes(self.controller)
-        self._replies: list[Reply] = []
+        self._reply: Reply | None = None
         self._bad_requests: list[str] = []
         self._pending: Step | None = None
         self._last_approval: ApprovalRequest | None = None
@@ -237,6 +258,7 @@ class AgentStateMachine(RuleBasedStateMachine):
             self.teardown()
             raise
         self.initial_transcript = list(self.agent.transcript)
+        self._pending = AwaitingInput(self.driver.session_id, driver=self.driver)
 
     def teardown(self) -> None:
         """Leave the entered async resources, then stop the event loop thread."""
@@ -268,20 +290,22 @@ class AgentStateMachine(RuleBasedStateMachine):
             assert self._probes.host_scope is not None
             self._probes.host_scope.cancel()
             return hang(*partial)
-        return self._replies.pop(0) if self._replies else text("done")
+        reply, self._reply = self._reply, None
+        return reply or text("done")
 
     # -- rules -----------------------------------------------------------------------------
 
+    @precondition(lambda self: self._pending is None)
     @rule(data=st.data())
     def advance(self, data: st.DataObject) -> None:
-        """Queue a random model reply and call ``next()``."""
-        self._replies.append(data.draw(self._reply_strategy(), label="reply"))
+        """Call ``next()``; a model call it makes gets a reply drawn now."""
+        self._reply = data.draw(self._reply_strategy(), label="reply")
         self._advance()
 
     @precondition(lambda self: self._pending is not None)
     @rule(data=st.data())
     def act(self, data: st.DataObject) -> None:
-        """Take a random host action fitting the last step."""
+        """Take a random host action fitting the last step (``Continue`` does nothing)."""
         assert self._pending is not None
         self.apply(data.draw(self._action_strategy(self._pending), label="action"))
 
@@ -324,16 +348,33 @@ class AgentStateMachine(RuleBasedStateMachine):
 
     def _reply_strategy(self) -> st.SearchStrategy[Reply]:
         specs = self.tool_specs()
-        key = ("reply", repr(specs))
+        armed = self._probes.armed is CancelPoint.TOOL and self.probes
+        key = ("reply-probe" if armed else "reply", repr(specs))
         if key not in _STRATEGIES:
-            _STRATEGIES[key] = model_replies(specs)
+            # Three kinds of answer and, twice weighted, tool-call rounds (2 in 5);
+            # while a tool cancellation is armed, also rounds that call the probe.
+            choices = _choices(specs)
+            rounds = _call_replies(choices, max_parallel=3, invalid_calls=True)
+            strategies = [model_replies(specs, calls=False), rounds, rounds]
+            if armed:
+                one = st.sampled_from(choices).flatmap(
+                    lambda choice: choice[1].map(partial(call, choice[0]))
+                )
+                strategies.append(
+                    st.builds(_with_probe_call, st.lists(one, max_size=2), st.integers(0, 2))
+                )
+            _STRATEGIES[key] = st.one_of(strategies)
         return _STRATEGIES[key]
 
     def _action_strategy(self, pending: Step) -> st.SearchStrategy[HostAction]:
         if not isinstance(pending, ApprovalRequest):
             key: tuple[str, str] = ("action", type(pending).__name__)
             if key not in _STRATEGIES:
-                _STRATEGIES[key] = host_actions(type(pending))
+                actions = host_actions(type(pending))
+                if isinstance(pending, AwaitingInput | Finished):  # mostly start a turn
+                    submit = st.builds(Submit, _inputs())
+                    actions = st.one_of(actions, submit, submit)
+                _STRATEGIES[key] = actions
             return _STRATEGIES[key]
         if type(self).approve_inputs is not AgentStateMachine.approve_inputs:
             return host_actions(pending, approve_inputs=self.approve_inputs(pending))
@@ -344,6 +385,8 @@ class AgentStateMachine(RuleBasedStateMachine):
         return _STRATEGIES[key]
 
     async def _next_in_host_scope(self) -> Step | None:
+        with anyio.fail_after(self.step_timeout):
+            await self.settle()
         self._probes.stepping = True
         try:
             with anyio.fail_after(self.step_timeout), anyio.CancelScope() as scope:
@@ -362,7 +405,7 @@ class AgentStateMachine(RuleBasedStateMachine):
             step = self.portal.call(self._next_in_host_scope)
         except TimeoutError:
             raise AssertionError(
-                f"driver.next() did not return within {self.step_timeout} s (state "
+                f"settle() or driver.next() did not return within {self.step_timeout} s (state "
                 f"{self.driver.state}); transcript:\n{format_transcript(self._transcript())}"
             ) from None
         fired = self._probes.fired

@@ -7,6 +7,7 @@ metadata; nothing here raises for a bad call.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import json
@@ -112,6 +113,46 @@ def _spec(tool: Tool) -> ToolSpec:
     return current_spec(tool) or tool.spec
 
 
+_SHARED_VALIDATORS_MAX = 512
+_shared_validators: dict[str, jsonschema.protocols.Validator] = {}
+"""Checked, compiled validators by schema text, shared by every executor.
+
+Checking a schema against its metaschema and compiling it costs ~1.5 ms; an
+``Agent`` makes an executor per session, so without this every session paid
+it again. Only plain JSON schemas are shared (their ``repr`` is then exact),
+compiled from a private deep copy so no caller's dict is ever aliased."""
+
+
+def _shared_validator(schema: Any) -> jsonschema.protocols.Validator:
+    """The validator for ``schema``: checked against its metaschema, compiled once.
+
+    Raises ``jsonschema.SchemaError`` for an invalid schema (never cached).
+    """
+    key = repr(schema) if _is_plain_json(schema) else None
+    if key is not None and (shared := _shared_validators.get(key)) is not None:
+        return shared
+    if key is not None:
+        schema = copy.deepcopy(schema)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    validator: jsonschema.protocols.Validator = cls(schema)
+    if key is not None:
+        if len(_shared_validators) >= _SHARED_VALIDATORS_MAX:
+            _shared_validators.pop(next(iter(_shared_validators)), None)  # the oldest
+        _shared_validators[key] = validator
+    return validator
+
+
+def _is_plain_json(value: Any) -> bool:
+    """Whether ``value`` is built only of dict (str keys), list, str, int, float, bool, None."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _is_plain_json(v) for k, v in value.items())
+    if kind is list:
+        return all(_is_plain_json(element) for element in value)
+    return kind in (str, int, float, bool) or value is None
+
+
 def _error_order(error: jsonschema.ValidationError) -> tuple[list[tuple[int, int, str]], str]:
     """Sort key: by JSON path (parents first, indexes numerically), then by message."""
     path = [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in error.absolute_path]
@@ -203,7 +244,8 @@ class BasicToolExecutor:
                 f"unknown tool {request.tool_name!r}; available tools: {available}",
                 ResultOutcome.UNKNOWN_TOOL,
             )
-        problem = self._input_problem(tool, request)
+        spec = _spec(tool)
+        problem = self._input_problem(spec, request)
         if problem is not None:
             return synthesized_result(
                 request.call_id,
@@ -211,7 +253,7 @@ class BasicToolExecutor:
                 ResultOutcome.INVALID_INPUT,
             )
         try:
-            invocation = ToolInvocation(request.tool_name, _spec(tool).annotations)
+            invocation = ToolInvocation(request.tool_name, spec.annotations)
             wanted: list[PermissionRequest] = [invocation]
             wanted.extend(proposed_requests(tool, request))
         except Exception as error:  # the tool could not read its own input
@@ -246,7 +288,7 @@ class BasicToolExecutor:
         timeout = getattr(tool, "timeout", None) or self.tool_timeout
         return PreparedCall(tool, request, timeout)
 
-    def _input_problem(self, tool: Tool, request: ToolRequest) -> str | None:
+    def _input_problem(self, spec: ToolSpec, request: ToolRequest) -> str | None:
         call_input = request.input
         if RAW_ARGUMENTS_KEY in request.metadata:
             raw = str(request.metadata[RAW_ARGUMENTS_KEY])
@@ -255,21 +297,21 @@ class BasicToolExecutor:
         if not isinstance(call_input, dict):
             return f"the input must be a JSON object, got {type(call_input).__name__}"
         try:
-            validator = self._validator(_spec(tool).input_schema)
-            errors = sorted(validator.iter_errors(call_input), key=_error_order)
+            validator = self._validator(spec.input_schema)
+            errors = list(validator.iter_errors(call_input))
         except jsonschema.SchemaError as error:
             return f"the tool's own input schema is invalid ({error.message}); fix its ToolSpec"
         if not errors:
             return None
+        errors.sort(key=_error_order)
         return "; ".join(f"at {_json_path(e.absolute_path)}: {e.message}" for e in errors)
 
     def _validator(self, schema: Any) -> jsonschema.protocols.Validator:
+        """By identity first (a dict lookup), then by content across executors."""
         cached = self._validators.get(id(schema))
         if cached is not None and cached[0] is schema:
             return cached[1]
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-        validator: jsonschema.protocols.Validator = cls(schema)
+        validator = _shared_validator(schema)
         self._validators[id(schema)] = (schema, validator)
         return validator
 
@@ -277,25 +319,34 @@ class BasicToolExecutor:
 
     async def invoke(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
         """Run the tool; exceptions, timeouts and oversized outputs become results."""
-        request = call.request
+        if call.timeout is None:
+            # No deadline: no cancel scope of our own (it costs ~15 us per call).
+            # An outer cancellation reaches the tool either way.
+            return await self._run(call, ctx)
         with anyio.move_on_after(call.timeout):
-            try:
-                value = await _call_tool(call.tool, request, ctx)
-            except Exception as error:
-                log.warning(
-                    "tool raised", tool=request.tool_name, call_id=request.call_id, exc_info=True
-                )
-                return synthesized_result(
-                    request.call_id,
-                    f"tool {request.tool_name!r} failed: {type(error).__name__}: {error}",
-                    ResultOutcome.FAILED,
-                )
-            return self._to_result(request.call_id, value, self._output_limit(call.tool))
+            return await self._run(call, ctx)
+        request = call.request
         return synthesized_result(
             request.call_id,
             f"tool {request.tool_name!r} timed out after {_seconds(call.timeout)} s",
             ResultOutcome.TIMED_OUT,
         )
+
+    async def _run(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
+        """Call the tool; an exception becomes a failed result, the value a result part."""
+        request = call.request
+        try:
+            value = await _call_tool(call.tool, request, ctx)
+        except Exception as error:
+            log.warning(
+                "tool raised", tool=request.tool_name, call_id=request.call_id, exc_info=True
+            )
+            return synthesized_result(
+                request.call_id,
+                f"tool {request.tool_name!r} failed: {type(error).__name__}: {error}",
+                ResultOutcome.FAILED,
+            )
+        return self._to_result(request.call_id, value, self._output_limit(call.tool))
 
     def _output_limit(self, tool: Tool) -> int | None:
         own = getattr(tool, "max_output_chars", None)

@@ -77,6 +77,7 @@ class ToolRegistry:
             )
         self.name = name
         self._tools: dict[str, Tool] = {}
+        self._sorted: list[Tool] | None = None  # the tools by name; None after a change
         self._reported: dict[str, ToolSpec] = {}
 
     def __repr__(self) -> str:
@@ -86,6 +87,7 @@ class ToolRegistry:
         """Add (or replace) ``tool`` without reporting it; returns the registry, for chaining."""
         name = tool.spec.name
         self._tools[name] = tool
+        self._sorted = None
         spec = current_spec(tool)
         if spec is None:
             self._reported.pop(name, None)
@@ -96,9 +98,11 @@ class ToolRegistry:
     def add(self, tool: Tool) -> None:
         """Add or replace ``tool``; reported as added, or as changed if its spec differs."""
         self._tools[tool.spec.name] = tool
+        self._sorted = None
 
     def remove(self, name: str) -> bool:
         """Remove the tool called ``name``; returns whether there was one."""
+        self._sorted = None
         return self._tools.pop(name, None) is not None
 
     def get(self, name: str) -> Tool | None:
@@ -117,9 +121,13 @@ class ToolRegistry:
 
     def specs(self) -> list[ToolSpec]:
         """Current specs of the visible tools, sorted by name."""
+        if self._sorted is None:
+            self._sorted = [self._tools[name] for name in sorted(self._tools)]
+        # Asked on every model call: the order is cached, the specs are not
+        # (a tool's current_spec() may change at any time).
         specs = []
-        for name in sorted(self._tools):
-            spec = current_spec(self._tools[name])
+        for tool in self._sorted:
+            spec = current_spec(tool)
             if spec is not None:
                 specs.append(spec)
         return specs
@@ -127,6 +135,13 @@ class ToolRegistry:
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
         """The net change of the advertised specs since the last drain (none or one event)."""
         now = {spec.name: spec for spec in self.specs()}
+        if _same_objects(now, self._reported):  # the usual case, decided without comparing
+            return []
         change = catalog_change(self.name, self._reported, now)
         self._reported = now
         return [] if change is None else [change]
+
+
+def _same_objects(now: Mapping[str, ToolSpec], before: Mapping[str, ToolSpec]) -> bool:
+    """Whether both map the same names to the very same spec objects."""
+    return len(now) == len(before) and all(before.get(name) is spec for name, spec in now.items())

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import hypothesis
 import pytest
 from hypothesis import HealthCheck, Phase
+from hypothesis.stateful import invariant
 
 from agentloop import (
     AgentBuilder,
     Allow,
+    AsyncTaskManager,
+    DetachAfter,
+    DriverState,
     FileSystemWrite,
     Item,
     ItemKind,
@@ -20,13 +27,16 @@ from agentloop import (
     PermissionDecision,
     PermissionRequest,
     RequireApproval,
+    RouteByName,
+    RoutingDecision,
+    TaskKind,
     ToolContext,
     ToolRegistry,
     ToolRequest,
     ToolSpec,
     TranscriptCursor,
 )
-from agentloop.testing import AgentStateMachine
+from agentloop.testing import PROBE_TOOL_NAME, AgentStateMachine
 
 SETTINGS = hypothesis.settings(
     max_examples=20,
@@ -34,6 +44,8 @@ SETTINGS = hypothesis.settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+CONCURRENT_SETTINGS = hypothesis.settings(SETTINGS, max_examples=40)
+"""More examples where timing varies (run with 200 once: no failures, about 12 s each)."""
 
 
 class Echo:
@@ -77,40 +89,117 @@ class KeepLastTurn:
             cursor[: starts[-1]] = [Item.text(ItemKind.CONTEXT, "earlier turns, compacted")]
 
 
-def default_configuration(builder: AgentBuilder) -> AgentBuilder:
+class Sleep:
+    """Sleeps a few milliseconds (the model picks how many), so calls really overlap."""
+
+    def __init__(self, name: str) -> None:
+        self.spec = ToolSpec(
+            name,
+            "Sleep a few milliseconds",
+            {
+                "type": "object",
+                "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": 8}},
+            },
+        )
+
+    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> Any:
+        await anyio.sleep(request.input.get("ms", 1) / 1000)
+        return f"slept:{request.call_id}"
+
+
+class SlowWriteNote(WriteNote):
+    """A write that needs approval and then takes a while (runs beside other calls)."""
+
+    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> Any:
+        await anyio.sleep(0.002)
+        return "written slowly"
+
+
+class DefaultMachine(AgentStateMachine):
     """The builder's defaults (SimpleTaskManager, no mutators) plus tools and approvals."""
-    registry = ToolRegistry().with_tool(Echo()).with_tool(WriteNote())
-    return builder.add_tool_source(registry).permissions(AskBeforeWriting())
+
+    def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
+        registry = ToolRegistry().with_tool(Echo()).with_tool(WriteNote())
+        return builder.add_tool_source(registry).permissions(AskBeforeWriting())
 
 
-def compaction_configuration(builder: AgentBuilder) -> AgentBuilder:
+class CompactionMachine(DefaultMachine):
     """The default configuration with a compaction mutator rewriting history."""
-    return default_configuration(builder).mutator(KeepLastTurn())
+
+    def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
+        return super().configure_agent(builder).mutator(KeepLastTurn())
 
 
-# Hook: add agent configurations here (e.g. "async_task_manager": a function that
-# calls builder.task_manager(AsyncTaskManager(...))); every one runs on both backends.
-CONFIGURATIONS: dict[str, Callable[[AgentBuilder], AgentBuilder]] = {
-    "default": default_configuration,
-    "compaction": compaction_configuration,
+class AsyncTaskManagerMachine(AgentStateMachine):
+    """AsyncTaskManager: concurrent rounds, approvals beside running calls, background
+    and detaching calls (the probe tool stays in the foreground)."""
+
+    def task_manager(self) -> AsyncTaskManager:
+        routes: dict[str, RoutingDecision] = {
+            "background_sleep": TaskKind.BACKGROUND,
+            "detaching_sleep": DetachAfter(0),
+        }
+        return AsyncTaskManager(routing=RouteByName(routes))
+
+    def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
+        self.manager = self.enter_async_context(self.task_manager())
+        registry = ToolRegistry().with_tool(Echo()).with_tool(SlowWriteNote())
+        for name in ("sleep", "background_sleep", "detaching_sleep"):
+            registry.add(Sleep(name))
+        return (
+            builder.add_tool_source(registry)
+            .permissions(AskBeforeWriting())
+            .task_manager(self.manager)
+        )
+
+    async def settle(self) -> None:
+        """Let background calls finish, so every next() drains all of them."""
+        handle = self.manager.handle()
+        while any(
+            task.kind is TaskKind.BACKGROUND and task.tool_name != PROBE_TOOL_NAME
+            for task in await handle.list_running()
+        ):
+            await handle.next_event()  # every task that ends emits one
+
+    @invariant()
+    def no_foreground_call_outlives_its_step(self) -> None:
+        """Only a pending approval leaves foreground calls running between steps."""
+        if self.driver.state is not DriverState.AWAITING_APPROVAL:
+            running = self.portal.call(self.manager.handle().list_running)
+            assert all(task.kind is TaskKind.BACKGROUND for task in running), running
+
+
+class AsyncDetachAfterMachine(AsyncTaskManagerMachine):
+    """AsyncTaskManager with a global ``detach_after``: any foreground call may detach."""
+
+    def task_manager(self) -> AsyncTaskManager:
+        # The probe must not detach: an interrupt it fires would then land between steps.
+        routes: dict[str, RoutingDecision] = {
+            "background_sleep": TaskKind.BACKGROUND,
+            PROBE_TOOL_NAME: DetachAfter(60),
+        }
+        return AsyncTaskManager(routing=RouteByName(routes), detach_after=0.004)
+
+
+# Every configuration runs on both backends.
+CONFIGURATIONS: dict[str, type[AgentStateMachine]] = {
+    "default": DefaultMachine,
+    "compaction": CompactionMachine,
+    "async_task_manager": AsyncTaskManagerMachine,
+    "async_detach_after": AsyncDetachAfterMachine,
 }
 
 
 def machine_for(name: str, backend: str) -> type[AgentStateMachine]:
-    configure = CONFIGURATIONS[name]
-
-    class Machine(AgentStateMachine):
-        def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
-            return configure(builder)
-
-    Machine.backend = backend
-    Machine.__name__ = f"{name}_{backend}_machine"
-    return Machine
+    return type(f"{name}_{backend}_machine", (CONFIGURATIONS[name],), {"backend": backend})
 
 
 @pytest.mark.parametrize("configuration", sorted(CONFIGURATIONS))
 def test_agent_state_machine(configuration: str, anyio_backend: str) -> None:
-    machine_for(configuration, anyio_backend).run(settings=SETTINGS)
+    concurrent = issubclass(CONFIGURATIONS[configuration], AsyncTaskManagerMachine)
+    machine_for(configuration, anyio_backend).run(
+        settings=CONCURRENT_SETTINGS if concurrent else SETTINGS
+    )
 
 
 class _BreaksPairs:
@@ -124,9 +213,9 @@ class _BreaksPairs:
 
 
 def test_the_machine_reports_a_mutator_that_breaks_pairs(anyio_backend: str) -> None:
-    class Broken(AgentStateMachine):
+    class Broken(DefaultMachine):
         def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
-            return default_configuration(builder).mutator(_BreaksPairs())
+            return super().configure_agent(builder).mutator(_BreaksPairs())
 
     Broken.backend = anyio_backend
     # Generation only: shrinking a failing machine works but takes a minute or two.
@@ -135,6 +224,37 @@ def test_the_machine_reports_a_mutator_that_breaks_pairs(anyio_backend: str) -> 
     )
     with pytest.raises(MutatorError, match="broke the transcript: orphaned tool_result"):
         Broken.run(settings=quick)
+
+
+def test_async_resources_live_as_long_as_the_machine_and_settle_precedes_each_step(
+    anyio_backend: str,
+) -> None:
+    log: list[str] = []
+
+    @asynccontextmanager
+    async def resource(name: str) -> AsyncIterator[str]:
+        log.append(f"enter {name}")
+        try:
+            yield name.upper()
+        finally:
+            log.append(f"exit {name}")
+
+    class WithResources(DefaultMachine):
+        def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
+            entered = [self.enter_async_context(resource(name)) for name in ("a", "b")]
+            log.append("values " + " ".join(entered))
+            return super().configure_agent(builder)
+
+        async def settle(self) -> None:
+            log.append("settle")
+
+    WithResources.backend = anyio_backend
+    WithResources.run(settings=hypothesis.settings(SETTINGS, max_examples=5, database=None))
+    runs = " ".join(log).split("exit a")
+    assert runs[-1] == ""
+    for run in runs[:-1]:
+        assert re.fullmatch(r" ?enter a enter b values A B( settle)* exit b ", run), run
+    assert "settle" in log
 
 
 def test_probe_tool_is_advertised_and_can_be_disabled(anyio_backend: str) -> None:

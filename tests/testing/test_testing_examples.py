@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {
     "testing_compaction.py": "compaction: both properties hold",
     "testing_permissions.py": "permissions: the policy holds under random host actions",
+    "testing_task_manager.py": "task manager: every call answered once, nothing left running",
 }
 
 
