@@ -12,7 +12,7 @@ import functools
 import inspect
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
@@ -39,7 +39,7 @@ from ..permissions._requests import (
     RequireApproval,
     ToolInvocation,
 )
-from ._registry import ToolCatalogEvent, ToolSource
+from ._registry import ToolCatalogEvent, ToolSource, catalog_change
 from ._tool import Tool, ToolContext, ToolOutput, ToolRequest, current_spec, proposed_requests
 
 __all__ = [
@@ -143,6 +143,15 @@ def _shared_validator(schema: Any) -> jsonschema.protocols.Validator:
     return validator
 
 
+def _specs_by_name(source: ToolSource) -> dict[str, ToolSpec]:
+    return {spec.name: spec for spec in source.specs()}
+
+
+def _same_objects(now: Mapping[str, ToolSpec], before: Mapping[str, ToolSpec]) -> bool:
+    """Whether both map the same names to the very same spec objects."""
+    return len(now) == len(before) and all(before.get(name) is spec for name, spec in now.items())
+
+
 def _is_plain_json(value: Any) -> bool:
     """Whether ``value`` is built only of dict (str keys), list, str, int, float, bool, None."""
     kind = type(value)
@@ -193,6 +202,11 @@ class BasicToolExecutor:
                 f"got {max_output_chars!r}"
             )
         self.sources = list(sources)
+        # What this executor (one per session) last advertised, per source: catalog
+        # changes are computed per session, so sessions sharing a source all see them.
+        self._seen: dict[int, dict[str, ToolSpec]] = {
+            id(source): _specs_by_name(source) for source in self.sources
+        }
         self.collision = collision
         self.max_output_chars = max_output_chars
         self.tool_timeout = tool_timeout
@@ -224,10 +238,24 @@ class BasicToolExecutor:
         return None
 
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
-        """Catalog events of every source, in source order."""
+        """The net change of each source's specs since this executor last looked.
+
+        One event per changed source, in source order. The comparison is per
+        executor (so per session): two sessions sharing a registry both see a
+        change. A source added to ``sources`` later starts as seen.
+        """
         events: list[ToolCatalogEvent] = []
         for source in self.sources:
-            events.extend(source.drain_catalog_events())
+            now = _specs_by_name(source)
+            before = self._seen.setdefault(id(source), now)
+            if _same_objects(now, before):  # the usual case, decided without comparing
+                continue
+            self._seen[id(source)] = now
+            change = catalog_change(
+                str(getattr(source, "name", type(source).__name__)), before, now
+            )
+            if change is not None:
+                events.append(change)
         return events
 
     # -- prepare ---------------------------------------------------------------

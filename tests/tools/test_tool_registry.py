@@ -239,3 +239,27 @@ async def test_a_changed_spec_is_reported_and_sent_with_the_next_call() -> None:
 def test_a_registry_refuses_a_non_string_name() -> None:
     with pytest.raises(al.InvalidInputError, match=r"expects the source's name as a str, got list"):
         al.ToolRegistry([])  # type: ignore[arg-type]
+
+
+async def test_sessions_sharing_a_registry_each_see_a_catalog_change() -> None:
+    registry = al.ToolRegistry("shared").with_tool(named("old", "old"))
+    model = al.ScriptedModel(["one", "two", "three", "four"])
+    events = Events(model)
+    agent = al.Agent.builder().model(model).add_tool_source(registry).observer(events).build()
+    first, second = await agent.start("a"), await agent.start("b")
+    first.submit_input([user("hi")])
+    assert isinstance(await first.next(), al.Finished)
+    assert events.catalog() == []  # what a session starts with is not a change
+
+    registry.add(named("new", "new"))
+    first.submit_input([user("again")])
+    second.submit_input([user("hello")])
+    assert isinstance(await first.next(), al.Finished)
+    assert isinstance(await second.next(), al.Finished)
+    change = al.ToolCatalogChanged("shared", ("new",), (), ())
+    assert events.catalog() == [(1, change), (2, change)]  # once per session
+    assert [[s.name for s in r.available_tools] for r in model.requests] == [
+        ["old"],
+        ["new", "old"],
+        ["new", "old"],
+    ]
