@@ -106,8 +106,8 @@ def main(arguments: list[str]) -> None:
             anyio.run(start, path)
             anyio.run(approve, path)  # another store opening, as a new process would do
         return
-    command, path = arguments
-    anyio.run({"start": start, "approve": approve}[command], Path(path))
+    command, database = arguments
+    anyio.run({"start": start, "approve": approve}[command], Path(database))
 
 
 if __name__ == "__main__":

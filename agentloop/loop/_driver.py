@@ -124,7 +124,10 @@ class LoopDriver(ModelCaller):
             and any(call.status is CallStatus.AWAITING_APPROVAL for call in turn.round.calls)
         ):
             driver._state = DriverState.AWAITING_APPROVAL
-        elif turn is not None and turn.paused:
+        elif turn is not None and (turn.paused or turn.round is not None):
+            # A round to finish (calls never started, results not yet appended) is
+            # a pause inside the turn: input submitted now lands before the next
+            # model call, after the round's results, never in place of them.
             driver._state = DriverState.AFTER_TOOL_RESULT
         return driver
 

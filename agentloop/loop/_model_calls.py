@@ -132,7 +132,7 @@ class ModelCaller(RoundRunner):
             # Journal the response before any call starts: a restore then runs the
             # calls that never started and answers started ones as in doubt,
             # instead of asking the model again.
-            await self._save(DriverState.IDLE)
+            await self._save(DriverState.AFTER_TOOL_RESULT)
         return await self._advance_round(turn, turn.round, after_approval=False)
 
     async def _stream_model(

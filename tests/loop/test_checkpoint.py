@@ -307,7 +307,7 @@ async def test_a_started_call_without_result_is_answered_in_doubt_not_rerun() ->
         "call call-pay (pay) started before the restore and has no result; answered as in "
         "doubt instead of running it again"
     ]
-    assert driver.state is al.DriverState.IDLE
+    assert driver.state is al.DriverState.AFTER_TOOL_RESULT  # the turn goes on
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
     assert tool.runs == 1

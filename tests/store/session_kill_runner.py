@@ -3,8 +3,9 @@
 Usage: python session_kill_runner.py DATABASE SIDE_EFFECTS BACKEND. Resumes the
 session in DATABASE (or starts it), approves every call and drives it until
 all ``TURNS`` turns are done, printing one line per step. ``append`` (not
-idempotent, asks for approval) writes its call id to SIDE_EFFECTS before it
-returns; ``lookup`` (idempotent) may run again after a restart.
+idempotent, asks for approval) and ``notify`` (not idempotent, runs without
+asking) write their call id to SIDE_EFFECTS before they return; ``lookup``
+(idempotent) may run again after a restart.
 """
 
 from __future__ import annotations
@@ -24,20 +25,23 @@ ROUNDS_PER_TURN = 3
 
 
 class Append:
-    """Appends its call id to a file, then takes a moment to answer (a window to die in)."""
+    """Appends its call id to a file, then takes a moment to answer (a window to die in).
 
-    spec = al.ToolSpec("append", "Append a line.", {"type": "object"})
+    Not idempotent. ``append`` asks for approval; ``notify`` runs without asking.
+    """
 
-    def __init__(self, side_effects: Path) -> None:
+    def __init__(self, name: str, side_effects: Path, *, ask: bool) -> None:
+        self.spec = al.ToolSpec(name, "Append a line.", {"type": "object"})
         self.side_effects = side_effects
+        self.ask = ask
 
     def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite(str(self.side_effects))]
+        return [al.FileSystemWrite(str(self.side_effects))] if self.ask else []
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         with self.side_effects.open("a", encoding="utf-8") as file:
             file.write(f"{request.call_id}\n")
-        await anyio.sleep(0.05)
+        await anyio.sleep(0.03)
         return f"appended {request.call_id}"
 
 
@@ -70,38 +74,43 @@ def answer(request: al.TurnRequest) -> Reply | str:
     if rounds == ROUNDS_PER_TURN:
         return f"turn {turn} done"
     base = f"call-{len(items)}"
-    first = "lookup" if rounds % 2 == 0 else "append"
-    return tool_calls(call(first, id=f"{base}-0"), call("append", id=f"{base}-1"))
+    if rounds % 2 == 0:
+        return tool_calls(call("lookup", id=f"{base}-0"), call("notify", id=f"{base}-1"))
+    return tool_calls(call("append", id=f"{base}-0"), call("append", id=f"{base}-1"))
 
 
 def build_agent(store: SessionStore, side_effects: Path) -> al.Agent:
     return (
         al.Agent.builder()
         .model(al.ScriptedModel(answer))
-        .add_tool_source(al.ToolRegistry().with_tool(Append(side_effects)).with_tool(Lookup()))
+        .add_tool_source(
+            al.ToolRegistry()
+            .with_tool(Append("append", side_effects, ask=True))
+            .with_tool(Append("notify", side_effects, ask=False))
+            .with_tool(Lookup())
+        )
         .permissions(AskBeforeWriting())
         .store(store)
         .build()
     )
 
 
-def user_turns(driver: al.LoopDriver) -> int:
-    items = [*driver.snapshot().transcript, *driver.snapshot().pending_input]
-    return sum(1 for item in items if item.kind is al.ItemKind.USER)
-
-
 async def drive(driver: al.LoopDriver) -> None:
-    """Approve everything and submit turns until ``TURNS`` turns have finished."""
+    """Approve everything; between turns submit the next task until ``TURNS`` turns are done.
+
+    A fresh or restored driver is asked for its next step first: only a step
+    (``Finished``, ``AwaitingInput``) says a turn is over, not ``driver.state``.
+    """
     while True:
-        if driver.state is al.DriverState.IDLE and not driver.snapshot().pending_input:
-            turns = user_turns(driver)
-            if turns == TURNS:
-                return
-            driver.submit_input([al.Item.text(al.ItemKind.USER, f"task {turns + 1}")])
         step = await driver.next()
         print(type(step).__name__, flush=True)
         if isinstance(step, al.ApprovalRequest):
             step.approve()
+        elif isinstance(step, al.Finished | al.AwaitingInput):
+            turns = sum(1 for item in driver.snapshot().transcript if item.kind is al.ItemKind.USER)
+            if turns == TURNS:
+                return
+            driver.submit_input([al.Item.text(al.ItemKind.USER, f"task {turns + 1}")])
 
 
 async def main(database: str, side_effects: str) -> None:
