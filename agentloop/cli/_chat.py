@@ -252,7 +252,7 @@ class ChatSession:
         agent = self.last.continuation() if self.last is not None else self.agent
         self.turn_running = True
         try:
-            async with stream(agent, text, approve=self._approve, config=self.config) as events:
+            async with stream(agent, text, approve=self.approve, config=self.config) as events:
                 async for item in events:
                     self.renderer.item(item)
                 result = await events.result()
@@ -279,7 +279,8 @@ class ChatSession:
         else:
             self.renderer.note("(Ctrl-C cancels a running turn; type /quit to leave)")
 
-    async def _approve(self, request: ApprovalRequest) -> ApprovalDecision:
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Answer ``request``: yes with ``--yes``, else ask at the terminal."""
         if self.approve_all:
             return ApprovalDecision.approve()
         return await ask_approval(self.renderer, self.read_line, request)

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from ..core._cancellation import CancellationController
 from ..core._errors import AgentLoopError
+from ..core._items import ItemKind
 from ..core._transcript import find_violation
 from ..host._run import Approver
 from ..loop._steps import ApprovalRequest
@@ -36,7 +37,7 @@ from ._chat import (
     open_model,
 )
 from ._demo import run_local_tour, run_scripted_tour
-from ._render import Renderer
+from ._render import Renderer, format_arguments
 
 __all__ = ["main"]
 
@@ -179,21 +180,35 @@ def _with_store(agent: Any, store: Any) -> Any:
 
 
 async def _load_session(store: Any, session: ChatSession, renderer: Renderer) -> bool:
-    transcript = await store.transcript(session.config.session_id)
+    session_id = session.config.session_id
+    transcript = await store.transcript(session_id)
     if transcript is None:
-        renderer.note(f"new session {session.config.session_id!r} in {store.path}")
+        renderer.note(f"new session {session_id!r} in {store.path}")
         return True
-    violation = find_violation(transcript)
-    if violation is not None:
-        renderer.error(
-            f"cannot resume session {session.config.session_id!r}: it stopped inside a turn "
-            f"({violation.message}); resume it with Agent.resume(session_id=...) or pick "
-            "another --session"
-        )
-        return False
+    if find_violation(transcript) is not None:
+        # It stopped inside a turn (killed, or quit at an approval): finish that
+        # turn from its checkpoint first; started calls come back as in doubt.
+        renderer.note(f"session {session_id!r} stopped inside a turn; finishing it first")
+        transcript = await _finish_interrupted_turn(session, renderer)
     evolve_session(session, tuple(transcript))
-    renderer.note(f"resumed session {session.config.session_id!r}: {len(transcript)} items")
+    renderer.note(f"resumed session {session_id!r}: {len(transcript)} items")
     return True
+
+
+async def _finish_interrupted_turn(session: ChatSession, renderer: Renderer) -> list[Any]:
+    driver = await session.agent.resume(session_id=session.config.session_id)
+    step = await driver.run_until_blocked()
+    while isinstance(step, ApprovalRequest):
+        renderer.line(
+            f"approval pending from the last run: {step.tool_name}({format_arguments(step.input)})"
+        )
+        decision = await session.approve(step)
+        driver.resolve_approval_for(step.call_id, decision)
+        step = await driver.run_until_blocked()
+    items = list(driver.snapshot().transcript)
+    if items and items[-1].kind is ItemKind.ASSISTANT:
+        renderer.line(f"assistant> {items[-1].text_content}")
+    return items
 
 
 async def _with_ctrl_c(session: ChatSession) -> int:

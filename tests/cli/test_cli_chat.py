@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 from cli_support import Answers, console, lines
 
@@ -229,3 +230,37 @@ async def test_tool_choice_per_call_routes_by_the_transcript_tail() -> None:
     await session.begin_turn(al.TurnRequest("s", "turn-1", [user]), None)
     await session.begin_turn(al.TurnRequest("s", "turn-1", [user, tool]), None)
     assert (len(forced.requests), len(free.requests)) == (1, 1)
+
+
+def test_chat_finishes_a_turn_that_stopped_at_an_approval(tmp_path: Path) -> None:
+    path = str(tmp_path / "chat.db")
+
+    async def stop_at_the_approval() -> None:
+        from cli_support import TOOLS, make_model
+
+        registry = al.ToolRegistry()
+        for tool in TOOLS:
+            registry.add(tool)  # type: ignore[arg-type]
+        agent = build_chat_agent(make_model(), registry, al.CancellationController())
+        async with al.SqliteSessionStore(path) as store:
+            agent = attrs.evolve(agent, store=store)
+            driver = await agent.start("s1")
+            driver.submit_input([al.Item.text(al.ItemKind.USER, "touch")])
+            assert isinstance(await driver.next(), al.ApprovalRequest)  # then the process "dies"
+
+    anyio.run(stop_at_the_approval)
+    status, out = chat(["y", "/history"], "--store", path, "--session", "s1")
+    assert status == 0
+    assert out[:5] == [
+        "session 's1' stopped inside a turn; finishing it first",
+        'approval pending from the last run: touch({"path": "/etc/motd"})',
+        "approve? [y/n/e(dit)] y",
+        "assistant> the sum is touched /etc/motd",
+        "resumed session 's1': 5 items",
+    ]
+    assert out[-4:] == [
+        "[assistant] the sum is touched /etc/motd",
+        "(5 items)",
+        "you> <EOF>",
+        "bye",
+    ]
