@@ -19,9 +19,7 @@ from ..loop._events import AgentEvent, MutationFinished
 from ..loop._mutators import MutationContext, TranscriptCursor
 from ..loop._state import INTERRUPTED_KEY
 from ..tools._tool import ToolContext, ToolRequest
-from ._actions import (
-    CancelPoint,
-)
+from ._actions import CancelPoint
 from ._scripted import Reply, call, tool_calls
 
 __all__ = ["PROBE_TOOL_NAME"]
