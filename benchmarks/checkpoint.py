@@ -3,10 +3,9 @@
 Run with ``python benchmarks/checkpoint.py``. Prints the document size, the
 median time of ``driver.checkpoint()`` and of ``agent.resume(document)``
 (against ``json.dumps`` of the same document, measured in the same run), and
-the median time of ``SqliteSessionStore.save_checkpoint`` for the first save
-of a session vs. the save after one more step (which writes only the new
-items: its ratio to the first save should be small), with the share of
-that save spent checking and encoding the whole document.
+the median time of a step of a driver bound to a ``SqliteSessionStore``: the
+first (its save writes the whole transcript) vs. the next (its save encodes
+and writes only the new items), against the same step without a store.
 """
 
 from __future__ import annotations
@@ -20,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 
 import agentloop as al
 from agentloop.store import SqliteSessionStore
-from agentloop.store._documents import encode_checkpoint  # to attribute the save's cost
 
 ITEMS = 1_000
 REPEATS = 30
@@ -86,39 +85,45 @@ async def measure_documents(agent: al.Agent) -> tuple[int, float, float, float]:
     return size, median_ms(dumps), median_ms(capture), median_ms(restore)
 
 
+async def timed_step(driver: al.LoopDriver) -> float:
+    driver.submit_input([al.Item.text(al.ItemKind.USER, "one more thing")])
+    start = time.perf_counter()
+    await driver.next()  # two new items: the question and the answer
+    return time.perf_counter() - start
+
+
 async def measure_saves(agent: al.Agent, path: Path) -> tuple[float, float, float]:
-    """Median ms of a session's first save, of the save after one more step, and of
-    checking and encoding that document (work every save does, whatever it writes)."""
-    first, appended, encode = [], [], []
+    """Median ms of one step of a store-bound driver on the long session: the first
+    (its save writes the whole transcript), the next (its save encodes and writes
+    only the two new items), and the same step without a store."""
+    first, later, bare = [], [], []
     async with SqliteSessionStore(path) as store:
+        stored = attrs.evolve(agent, store=store)
         for number in range(SESSIONS):
-            driver = await agent.start(f"bench-{number}")
-            document = driver.checkpoint()
-            first.append(await timed_save(store, driver.session_id, document))
-            driver.submit_input([al.Item.text(al.ItemKind.USER, "one more thing")])
-            await driver.next()  # two new items: the question and the answer
-            document = driver.checkpoint()
-            appended.append(await timed_save(store, driver.session_id, document))
-            start = time.perf_counter()
-            encode_checkpoint(driver.session_id, document)
-            encode.append(time.perf_counter() - start)
-    return median_ms(first), median_ms(appended), median_ms(encode)
+            driver = await stored.start(f"bench-{number}")
+            first.append(await timed_step(driver))
+            later.append(await timed_step(driver))
+            plain = await agent.start(f"plain-{number}")
+            await timed_step(plain)
+            bare.append(await timed_step(plain))
+    return median_ms(first), median_ms(later), median_ms(bare)
 
 
 async def run() -> None:
     agent = make_agent()
     size, dumps, capture, restore = await measure_documents(agent)
     with tempfile.TemporaryDirectory() as directory:
-        first, appended, encode = await measure_saves(agent, Path(directory) / "sessions.db")
+        first, later, bare = await measure_saves(agent, Path(directory) / "sessions.db")
     print(f"session with a {ITEMS:,}-item transcript (medians of {REPEATS} runs)")
     print(f"  document size (json.dumps):   {size:>10,} bytes")
     print(f"  json.dumps (baseline):        {dumps:10.2f} ms")
     print(f"  driver.checkpoint():          {capture:10.2f} ms  {capture / dumps:6.1f}x json.dumps")
     print(f"  agent.resume(document):       {restore:10.2f} ms  {restore / dumps:6.1f}x json.dumps")
-    print(f"SqliteSessionStore.save_checkpoint (medians of {SESSIONS} sessions)")
-    print(f"  first save ({ITEMS:,} items):     {first:10.2f} ms")
-    print(f"  after one more step (+2):     {appended:10.2f} ms  {appended / first:6.2f}x first")
-    print(f"  of which check + encode:      {encode:10.2f} ms  {encode / appended:6.2f}x the save")
+    print(f"a step with a SqliteSessionStore (medians of {SESSIONS} sessions)")
+    print(f"  first step (saves {ITEMS:,} items): {first:10.2f} ms")
+    print(f"  next step (saves +2 items):   {later:10.2f} ms  {later / first:6.2f}x first")
+    print(f"  same step without a store:    {bare:10.2f} ms")
+    print(f"  cost of the save per step:    {later - bare:10.2f} ms")
 
 
 def main() -> None:

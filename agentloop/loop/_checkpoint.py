@@ -7,7 +7,7 @@ corrupted or inconsistent document never half-restores (fail closed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -81,9 +81,17 @@ def capture(
     turn: RestoredTurn | None,
     steering: Sequence[QueuedMessage],
     follow_ups: Sequence[QueuedMessage],
+    item_document: Callable[[Item], Any] | None = None,
 ) -> dict[str, Any]:
-    """The checkpoint document for this state (the caller checked it is at rest)."""
+    """The checkpoint document for this state (the caller checked it is at rest).
+
+    ``item_document`` turns a transcript item into its document (default: a
+    fresh ``unstructure``); a store-bound driver passes a memo, so unchanged
+    items keep the same document object from save to save.
+    """
     from .._serde import unstructure
+
+    item_document = item_document or unstructure
 
     return {
         "format": CHECKPOINT_FORMAT,
@@ -91,7 +99,7 @@ def capture(
         "session_id": config.session_id,
         "state": state.value,
         "config": unstructure(config),
-        "transcript": [unstructure(item) for item in transcript],
+        "transcript": [item_document(item) for item in transcript],
         "pending_input": [unstructure(item) for item in pending_input],
         "turn_counter": turn_counter,
         "next_turn_cache": unstructure(next_turn_cache),

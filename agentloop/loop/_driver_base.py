@@ -9,7 +9,7 @@ and model-call logic build on it (``_rounds.py``, ``_model_calls.py``);
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -104,6 +104,7 @@ class DriverBase:
         self._observers = parts.observers
         self._transcript_observers = parts.transcript_observers
         self._store = parts.store
+        self._item_documents: dict[int, tuple[Item, Any]] = {}
         self._transcript: list[Item] = list(transcript)
         self._call_ids: set[str] = _call_ids(self._transcript)
         self._pending_input: list[Item] = list(pending)
@@ -241,8 +242,13 @@ class DriverBase:
 
     # -- persistence ----------------------------------------------------------------
 
-    def _capture(self, state: DriverState) -> dict[str, Any]:
-        """The checkpoint document of the current state, recorded as ``state``."""
+    def _capture(self, state: DriverState, *, for_store: bool = False) -> dict[str, Any]:
+        """The checkpoint document of the current state, recorded as ``state``.
+
+        ``for_store`` reuses each unchanged item's document object from the
+        last save (the store then skips re-encoding it); documents handed to
+        the host are always fresh.
+        """
         turn = self._turn
         restored_turn: RestoredTurn | None = None
         if turn is not None:
@@ -266,13 +272,29 @@ class DriverBase:
             turn=restored_turn,
             steering=self._steering,
             follow_ups=self._follow_ups,
+            item_document=self._memo_item_document() if for_store else None,
         )
+
+    def _memo_item_document(self) -> Callable[[Item], Any]:
+        from .._serde import unstructure
+
+        previous = self._item_documents
+        current: dict[int, tuple[Item, Any]] = {}
+        self._item_documents = current  # only the current transcript's items are kept
+
+        def document(item: Item) -> Any:
+            known = previous.get(id(item))
+            data = known[1] if known is not None and known[0] is item else unstructure(item)
+            current[id(item)] = (item, data)
+            return data
+
+        return document
 
     async def _save(self, state: DriverState) -> None:
         """Save a checkpoint to the store; a storage fault warns instead of losing the step."""
         assert self._store is not None
         try:
-            await self._store.save_checkpoint(self.session_id, self._capture(state))
+            await self._store.save_checkpoint(self.session_id, self._capture(state, for_store=True))
         except Exception as error:
             # The step happened; losing it to a storage fault would be worse.
             # The next save tries again.

@@ -25,6 +25,7 @@ from ..core._items import Item
 __all__ = [
     "CHECKPOINT_FORMAT",
     "EncodedCheckpoint",
+    "ItemTexts",
     "answered_call_ids",
     "check_items",
     "common_prefix_length",
@@ -43,11 +44,47 @@ _FIX = "save the document driver.checkpoint() returns, unchanged"
 
 @attrs.frozen
 class EncodedCheckpoint:
-    """A validated document: ``head`` is its JSON without the transcript, ``items`` each item's."""
+    """A validated document: ``head`` is its JSON without the transcript, ``items`` each item's.
+
+    ``sources`` are the transcript's item objects, so the next save can reuse
+    the text of an item that is the very same object (see :class:`ItemTexts`).
+    """
 
     session_id: str
     head: str
     items: tuple[str, ...]
+    sources: tuple[object, ...] = attrs.field(default=(), eq=False, repr=False)
+
+
+class ItemTexts:
+    """The encoded items of each session's last save, to skip re-encoding unchanged ones.
+
+    The driver hands a store the same item objects step after step (items are
+    immutable), so a save encodes only the new ones: O(new items), not
+    O(transcript). Bounded to the ``capacity`` most recently saved sessions.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._capacity = capacity
+        self._last: dict[str, dict[int, tuple[object, str]]] = {}
+
+    def for_session(self, session_id: str) -> Mapping[int, tuple[object, str]]:
+        """Item object id -> (object, text) of the session's last save."""
+        return self._last.get(session_id, {})
+
+    def remember(self, encoded: EncodedCheckpoint) -> None:
+        """Keep ``encoded``'s item texts for the session's next save."""
+        self._last.pop(encoded.session_id, None)
+        self._last[encoded.session_id] = {
+            id(source): (source, text)
+            for source, text in zip(encoded.sources, encoded.items, strict=True)
+        }
+        while len(self._last) > self._capacity:
+            del self._last[next(iter(self._last))]
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's texts (after a delete)."""
+        self._last.pop(session_id, None)
 
 
 def encode_json(value: Any, where: str) -> str:
@@ -79,12 +116,18 @@ def _check_json(value: Any, where: str) -> None:
     )
 
 
-def encode_checkpoint(session_id: str, checkpoint: Mapping[str, Any]) -> EncodedCheckpoint:
+def encode_checkpoint(
+    session_id: str,
+    checkpoint: Mapping[str, Any],
+    reuse: Mapping[int, tuple[object, str]] | None = None,
+) -> EncodedCheckpoint:
     """Validate ``checkpoint`` for ``session_id`` and encode it; ``CheckpointError`` if it is bad.
 
     Checks the header (``format``, ``version``, ``session_id``), that
     ``transcript`` is a list of objects and that every value is exact JSON.
-    The items' own shape is checked by :func:`check_items`.
+    The items' own shape is checked by :func:`check_items`. An item that is
+    the very object encoded last time (``reuse``, from :class:`ItemTexts`)
+    keeps its text: saved documents must not be changed in place.
     """
     prefix = f"cannot save checkpoint for session {session_id!r}"
     if not isinstance(checkpoint, Mapping):
@@ -112,9 +155,14 @@ def encode_checkpoint(session_id: str, checkpoint: Mapping[str, Any]) -> Encoded
             f"{prefix}: expected a 'transcript' list, found {type(transcript).__name__}; {_FIX}"
         )
     head = {key: value for key, value in checkpoint.items() if key != "transcript"}
+    reuse = reuse or {}
     try:
         encoded: list[str] = []
         for index, item in enumerate(transcript):
+            known = reuse.get(id(item))
+            if known is not None and known[0] is item:
+                encoded.append(known[1])
+                continue
             where = f"checkpoint['transcript'][{index}]"
             if not isinstance(item, dict):
                 raise ValueError(f"{where} has type {type(item).__name__}, expected an item object")
@@ -122,7 +170,7 @@ def encode_checkpoint(session_id: str, checkpoint: Mapping[str, Any]) -> Encoded
         head_text = encode_json(head, "checkpoint")
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_FIX}") from None
-    return EncodedCheckpoint(session_id, head_text, tuple(encoded))
+    return EncodedCheckpoint(session_id, head_text, tuple(encoded), tuple(transcript))
 
 
 def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:

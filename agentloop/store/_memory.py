@@ -12,6 +12,7 @@ import attrs
 
 from ..core._items import Item
 from ._documents import (
+    ItemTexts,
     answered_call_ids,
     check_items,
     common_prefix_length,
@@ -45,6 +46,7 @@ class MemorySessionStore:
         self._records: dict[str, _Record] = {}
         self._started: dict[str, dict[str, str]] = {}
         self._sequence = 0
+        self._texts = ItemTexts()
 
     async def __aenter__(self) -> MemorySessionStore:
         return self
@@ -62,7 +64,7 @@ class MemorySessionStore:
 
     async def save_checkpoint(self, session_id: str, checkpoint: Mapping[str, Any]) -> None:
         """Replace the session's document (see :meth:`SessionStore.save_checkpoint`)."""
-        encoded = encode_checkpoint(session_id, checkpoint)
+        encoded = encode_checkpoint(session_id, checkpoint, self._texts.for_session(session_id))
         await anyio.lowlevel.checkpoint()
         previous = self._records.get(session_id)
         start = common_prefix_length(previous.items, encoded.items) if previous else 0
@@ -71,6 +73,7 @@ class MemorySessionStore:
         self._records[session_id] = _Record(
             encoded.head, encoded.items, datetime.now(UTC), self._sequence
         )
+        self._texts.remember(encoded)
         started = self._started.get(session_id, {})
         for call_id in answered:
             started.pop(call_id, None)
@@ -111,6 +114,7 @@ class MemorySessionStore:
         """Forget the session and its started calls; ``True`` if it had a document."""
         await anyio.lowlevel.checkpoint()
         self._started.pop(session_id, None)
+        self._texts.forget(session_id)
         return self._records.pop(session_id, None) is not None
 
     async def transcript(self, session_id: str) -> list[Item] | None:

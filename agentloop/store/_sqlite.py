@@ -19,6 +19,7 @@ from ..core._items import Item
 from . import _sql
 from ._documents import (
     EncodedCheckpoint,
+    ItemTexts,
     answered_call_ids,
     check_items,
     common_prefix_length,
@@ -58,6 +59,7 @@ class SqliteSessionStore:
         self._closed = False
         # session id -> (sequence, item texts) as last read or written by this store.
         self._cache: dict[str, tuple[int, tuple[str, ...]]] = {}
+        self._texts = ItemTexts()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._connection else "not opened"
@@ -99,7 +101,7 @@ class SqliteSessionStore:
 
     async def save_checkpoint(self, session_id: str, checkpoint: Mapping[str, Any]) -> None:
         """Replace the session's document in one transaction (see ``SessionStore``)."""
-        encoded = encode_checkpoint(session_id, checkpoint)
+        encoded = encode_checkpoint(session_id, checkpoint, self._texts.for_session(session_id))
         operation = f"save checkpoint for session {session_id!r}"
         await self._run(operation, partial(self._save, encoded))
 
@@ -179,6 +181,7 @@ class SqliteSessionStore:
                 updated_at=datetime.now(UTC).isoformat(),
             )
         self._remember(session_id, sequence, encoded.items)
+        self._texts.remember(encoded)
 
     def _read(self, session_id: str, connection: sqlite3.Connection) -> _Loaded | None:
         with _sql.transaction(connection, write=False):
@@ -211,6 +214,7 @@ class SqliteSessionStore:
         with _sql.transaction(connection, write=True):
             existed = _sql.delete_session(connection, session_id)
         self._cache.pop(session_id, None)
+        self._texts.forget(session_id)
         return existed
 
     def _items(
