@@ -514,13 +514,5 @@ class LoopDriver(ModelCaller):
     # -- persistence ---------------------------------------------------------
 
     async def _persist(self) -> None:
-        """Save a checkpoint after a step; a step with calls still running is skipped."""
-        turn = self._turn
-        if (
-            turn is not None
-            and turn.round is not None
-            and any(call.status is CallStatus.RUNNING for call in turn.round.calls)
-        ):
-            log.debug("checkpoint skipped: calls still running", session_id=self.session_id)
-            return
+        """Save a checkpoint after a step (calls still running are saved as not started)."""
         await self._save(self._state)

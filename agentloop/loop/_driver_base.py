@@ -258,7 +258,7 @@ class DriverBase:
                 usage=turn.usage,
                 paused=turn.paused,
                 interrupted=turn.is_cancelled,
-                round=turn.round,
+                round=_at_rest(turn.round),
             )
         return capture(
             config=self._config,
@@ -315,6 +315,23 @@ class DriverBase:
                 observer.handle_event(event)
             except Exception:
                 log.exception("observer raised", observer=type(observer).__name__)
+
+
+def _at_rest(tool_round: ToolRound | None) -> ToolRound | None:
+    """``tool_round`` with running calls written as not started (for a store's save).
+
+    A restore runs such a call again, or answers it as in doubt when it was
+    recorded as started; the public ``checkpoint()`` refuses instead.
+    """
+    if tool_round is None or all(c.status is not CallStatus.RUNNING for c in tool_round.calls):
+        return tool_round
+    calls = [
+        attrs.evolve(call, status=CallStatus.UNSTARTED, journaled=False)
+        if call.status is CallStatus.RUNNING
+        else call
+        for call in tool_round.calls
+    ]
+    return ToolRound(calls, dict(tool_round.results))
 
 
 def _is_placeholder(result: ToolResultPart) -> bool:

@@ -29,6 +29,7 @@ from ._mutators import MutationPoint
 from ._state import (
     LIMIT_KEY,
     CallStatus,
+    DriverState,
     RoundCall,
     ToolRound,
     TurnState,
@@ -67,6 +68,7 @@ class RoundRunner(DriverBase):
                     self._skip(call, tool_round.results)
                 else:
                     await self._start_call(turn, call, tool_round.results)
+                    await self._journal_results(tool_round)
             if not turn.is_cancelled and (fresh := _surface_new_approval(tool_round)) is not None:
                 # Approvals surface one by one while the other calls keep running;
                 # their results are collected when the round resumes.
@@ -76,6 +78,7 @@ class RoundRunner(DriverBase):
                 if update is None:
                     break
                 self._on_turn_update(tool_round, update, tool_round.results)
+                await self._journal_results(tool_round)
         self._append_results(tool_round)
         if turn.is_cancelled:
             return await self._finish_cancelled(turn, "tool")
@@ -142,6 +145,7 @@ class RoundRunner(DriverBase):
             # At most once: a restore answers a started call without a result as
             # in doubt instead of running it again.
             await self._store.record_call_started(self.session_id, call.call.id, call.call.name)
+            call.journaled = True
         call.status = CallStatus.RUNNING
         call.started_at = time.monotonic()
         if self._observers:
@@ -159,6 +163,24 @@ class RoundRunner(DriverBase):
         elif started.kind is TaskKind.BACKGROUND:
             call.background = True
             self._move_to_background(call, results, "is running", ResultOutcome.BACKGROUND)
+
+    async def _journal_results(self, tool_round: ToolRound) -> None:
+        """Save the round once a call recorded as started has its result.
+
+        A restore then keeps that result instead of answering the call as in
+        doubt; calls still running are saved as not started (and answered in
+        doubt if they were recorded as started).
+        """
+        if self._store is None:
+            return
+        finished = [
+            call for call in tool_round.calls if call.journaled and call.status is CallStatus.DONE
+        ]
+        if not finished:
+            return
+        for call in finished:
+            call.journaled = False
+        await self._save(DriverState.AFTER_TOOL_RESULT)
 
     def _move_to_background(
         self,

@@ -89,6 +89,8 @@ class RoundCall:
     task_id: str | None = None
     started_at: float | None = None
     background: bool = False
+    journaled: bool = False
+    """Recorded as started in the store; cleared once its result is saved too."""
 
     @property
     def undecided(self) -> bool:

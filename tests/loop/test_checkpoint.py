@@ -393,3 +393,76 @@ async def test_a_cancelled_turn_survives_the_checkpoint() -> None:
     assert isinstance(step, al.Finished)
     assert step.result.finish_reason is al.FinishReason.CANCELLED
     al.validate_transcript(restored.snapshot().transcript)
+
+
+class Payments:
+    """Pays at once, except for the calls listed in ``block`` (they never finish)."""
+
+    spec = al.ToolSpec("pay", "Pay a bill.", {"type": "object"})
+
+    def __init__(self, block: set[str]) -> None:
+        self.block = block
+        self.runs: list[str] = []
+        self.blocked = anyio.Event()
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        self.runs.append(request.call_id)
+        if request.call_id in self.block:
+            self.blocked.set()
+            await anyio.sleep_forever()
+        return f"paid {request.call_id}"
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+async def test_a_result_that_landed_before_a_crash_is_kept(parallel: bool) -> None:
+    store = MemorySessionStore()
+    tool = Payments(block={"call-b"})
+    script = [tool_calls(call("pay", {}, id="call-a"), call("pay", {}, id="call-b"))]
+
+    async def crash(manager: Any) -> None:
+        builder = al.Agent.builder().model(al.ScriptedModel(script))
+        builder.add_tool_source(al.ToolRegistry().with_tool(tool)).store(store)
+        if manager is not None:
+            builder.task_manager(manager)
+        driver = await builder.input([user("pay both")]).build().start("s")
+        with anyio.CancelScope() as scope:  # the "kill" while call-b runs
+            async with anyio.create_task_group() as group:
+                group.start_soon(driver.next)
+                await tool.blocked.wait()
+                await anyio.wait_all_tasks_blocked()
+                scope.cancel()
+
+    if parallel:
+        async with al.AsyncTaskManager() as manager:
+            await crash(manager)
+    else:
+        await crash(None)
+    stored = await store.load("s")
+    assert stored is not None
+    saved_round = stored.checkpoint["turn"]["round"]
+    assert [(c["call"]["id"], c["status"]) for c in saved_round["calls"]] == [
+        ("call-a", "done"),  # its result was saved when it landed
+        ("call-b", "unstarted"),  # running at the crash: saved as not started
+    ]
+    assert stored.started_calls == frozenset({"call-a", "call-b"})  # the round owns call-a's
+
+    model = al.ScriptedModel(["call-a went through; call-b is unclear"])
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .store(store)
+        .build()
+    )
+    driver = await agent.resume(session_id="s")
+    assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert tool.runs == ["call-a", "call-b"]  # nothing ran twice
+    results = {
+        part.call_id: part
+        for item in model.last_request.transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    }
+    assert results["call-a"].output == "paid call-a"
+    assert al.result_outcome(results["call-a"]) is None
+    assert al.result_outcome(results["call-b"]) is al.ResultOutcome.IN_DOUBT
