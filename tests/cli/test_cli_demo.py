@@ -158,3 +158,31 @@ def test_the_library_works_without_rich() -> None:
     assert done.stderr.splitlines()[-1] == (
         "ImportError: the agentloop command needs rich: pip install 'agentloop[cli]'"
     )
+
+
+def test_the_local_demo_builds_the_server_on_its_first_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import agentloop.local
+
+    built: list[str] = []
+
+    def install(*, progress: object = None) -> None:
+        assert callable(progress)
+        progress("[local-server] compiling [1/193]")
+        built.append("tried")
+        raise agentloop.local.LocalServerError("pip failed: no compiler (see the build log)")
+
+    monkeypatch.setattr(agentloop.local, "local_server_available", lambda: False)
+    monkeypatch.setattr(agentloop.local, "install_local_server", install)
+    target, buffer = console()
+    status = main(["demo", "--yes"], console=target, read_line=Answers(target, []))
+    out = lines(buffer)
+    assert status == 2
+    assert built == ["tried"]
+    assert out[2].startswith("first run: building the local model server")
+    assert out[3:] == [
+        "[local-server] compiling [1/193]",
+        "agentloop demo: pip failed: no compiler (see the build log)",
+        "Or try the offline tour now: agentloop demo --scripted",
+    ]
