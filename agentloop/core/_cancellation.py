@@ -88,21 +88,55 @@ class CancellationController:
         return self._handle._interrupt()
 
 
+class _Release:
+    """A checkpoint's switch: once released, interrupts no longer reach it."""
+
+    __slots__ = ("released", "scopes")
+
+    def __init__(self) -> None:
+        self.released = False
+        self.scopes: set[anyio.CancelScope] = set()
+
+
 @attrs.frozen
 class TurnCancellation:
-    """A checkpoint: cancelled once any interrupt happens after it was taken."""
+    """A checkpoint: cancelled once any interrupt happens after it was taken.
+
+    :meth:`for_call` derives a checkpoint for one tool call; the driver calls
+    its :meth:`release` when the call moves to the background, so the turn's
+    later interrupts no longer reach it.
+    """
 
     handle: CancellationHandle
     generation: int
+    _release: _Release = attrs.field(factory=_Release, init=False, eq=False, repr=False)
 
     @property
     def is_cancelled(self) -> bool:
-        """Whether an interrupt happened since this checkpoint."""
-        return self.handle.is_cancelled_since(self.generation)
+        """Whether an interrupt happened since this checkpoint (never, once released)."""
+        return not self._release.released and self.handle.is_cancelled_since(self.generation)
+
+    @property
+    def is_released(self) -> bool:
+        """Whether :meth:`release` was called."""
+        return self._release.released
+
+    def for_call(self) -> TurnCancellation:
+        """The same checkpoint with its own release switch (one per tool call)."""
+        return TurnCancellation(self.handle, self.generation)
+
+    def release(self) -> None:
+        """Stop following interrupts: scopes entered from here stop being cancelled by them."""
+        self._release.released = True
+        for scope in self._release.scopes:
+            self.handle._unregister(scope)
+        self._release.scopes.clear()
 
     async def cancelled(self) -> None:
-        """Wait until this checkpoint is cancelled."""
+        """Wait until this checkpoint is cancelled (forever, once released)."""
         await self.handle.cancelled_since(self.generation)
+        if self._release.released:
+            await anyio.sleep_forever()
 
     @contextmanager
     def scope(self) -> Iterator[anyio.CancelScope]:
@@ -114,8 +148,11 @@ class TurnCancellation:
         with anyio.CancelScope() as scope:
             if self.is_cancelled:
                 scope.cancel()
-            self.handle._register(scope, self.generation)
+            if not self._release.released:
+                self.handle._register(scope, self.generation)
+                self._release.scopes.add(scope)
             try:
                 yield scope
             finally:
                 self.handle._unregister(scope)
+                self._release.scopes.discard(scope)

@@ -133,11 +133,13 @@ class RoundRunner(DriverBase):
     ) -> None:
         if prepared.timeout is None and self._config.limits.tool_timeout is not None:
             prepared = attrs.evolve(prepared, timeout=self._config.limits.tool_timeout)
+        if turn.cancellation is not None:
+            call.cancellation = turn.cancellation.for_call()
         ctx = ToolContext(
             self.session_id,
             turn.turn_id,
             call.call.id,
-            turn.cancellation,
+            call.cancellation,
             self._resources,
             call.call.metadata,
         )
@@ -189,7 +191,13 @@ class RoundRunner(DriverBase):
         running: str,
         outcome: ResultOutcome,
     ) -> None:
-        """Answer ``call`` with a placeholder; its real result comes as a notification."""
+        """Answer ``call`` with a placeholder; its real result comes as a notification.
+
+        The call's checkpoint is released: the turn's later interrupts no longer
+        reach the tool (cancel it through the task manager's handle instead).
+        """
+        if call.cancellation is not None:
+            call.cancellation.release()
         call.status = CallStatus.DONE
         self._detached.add(call.call.id)
         results[call.index] = synthesized_result(

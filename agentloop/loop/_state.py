@@ -91,6 +91,8 @@ class RoundCall:
     background: bool = False
     journaled: bool = False
     """Recorded as started in the store; cleared once its result is saved too."""
+    cancellation: TurnCancellation | None = None
+    """The call's own checkpoint (released when it moves to the background)."""
 
     @property
     def undecided(self) -> bool:

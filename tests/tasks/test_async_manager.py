@@ -365,3 +365,62 @@ async def test_an_approval_surfaces_while_a_foreground_call_still_runs() -> None
             step = await runner.result()
         assert surfaced  # the approval did not wait for call-1
         assert isinstance(step, al.ApprovalRequest)
+
+
+class Watcher:
+    """Holds the turn's cancellation scope open until released; reports what it saw."""
+
+    spec = al.ToolSpec("watch", "Watch something for a while.", {"type": "object"})
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.gate = anyio.Event()
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        assert ctx.cancellation is not None
+        with ctx.cancellation.scope() as scope:
+            self.entered.set()
+            await self.gate.wait()
+        return f"watched: scope cancelled={scope.cancel_called}, turn cancelled=" + str(
+            ctx.cancellation.is_cancelled
+        )
+
+
+@pytest.mark.parametrize(
+    "routing", [al.TaskKind.BACKGROUND, al.DetachAfter(0)], ids=["background", "detached"]
+)
+async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
+    routing: al.RoutingDecision,
+) -> None:
+    watcher = Watcher()
+    controller = al.CancellationController()
+    model = al.ScriptedModel([tool_calls(call("watch", {})), "noted", "done"])
+    async with al.AsyncTaskManager(routing=al.RouteByName({"watch": routing})) as manager:
+        agent = (
+            al.Agent.builder()
+            .model(model)
+            .add_tool_source(al.ToolRegistry().with_tool(watcher))
+            .task_manager(manager)
+            .cancellation(controller.handle())
+            .input([user("watch it")])
+            .build()
+        )
+        driver = await agent.start("s")
+        step = await driver.run_until_blocked()
+        await watcher.entered.wait()
+        controller.interrupt()  # a later interrupt, after the call left the turn
+        watcher.gate.set()
+        handle = manager.handle()
+        while not isinstance(await handle.next_event(), al.TaskCompleted):
+            pass
+        step = await driver.run_until_blocked()
+        assert isinstance(step, al.Finished)
+    notes = [
+        item.text_content
+        for item in driver.snapshot().transcript
+        if item.kind is al.ItemKind.NOTIFICATION
+    ]
+    assert notes == [
+        "Background tool call call-1 completed: watched: scope cancelled=False, "
+        "turn cancelled=False"
+    ]
