@@ -13,13 +13,15 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 
+from ..core._cancellation import TurnCancellation
 from ..core._errors import CheckpointError
-from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
+from ..core._items import Item, Part, ResultOutcome, ToolCallPart, ToolResultPart, Usage
 from ..core._transcript import find_violation
 from ..model._config import PromptCacheRequest, SessionConfig
 from ..store._documents import CHECKPOINT_FORMAT
+from ..tools._executor import synthesized_result
 from ..tools._tool import ToolRequest
-from ._state import CallStatus, DriverState, QueuedMessage, RoundCall, ToolRound
+from ._state import CallStatus, DriverState, QueuedMessage, RoundCall, ToolRound, TurnState
 from ._steps import ApprovalDecision, ApprovalRequest, Step
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "RestoredTurn",
     "capture",
     "parse",
+    "restore_turn",
 ]
 
 CHECKPOINT_VERSION = 1
@@ -164,6 +167,47 @@ def _call_document(call: RoundCall) -> dict[str, Any]:
         "task_id": call.task_id,
         "background": call.background,
     }
+
+
+# -- restoring ----------------------------------------------------------------------
+
+
+def restore_turn(
+    restored: RestoredTurn,
+    cancellation: TurnCancellation | None,
+    started_calls: frozenset[str],
+    driver: Any,
+) -> tuple[TurnState, list[RoundCall]]:
+    """The live turn for ``restored``, its approvals bound to ``driver``; and the calls
+    answered as in doubt (they started before the restore and left no result)."""
+    turn = TurnState(
+        restored.turn_id,
+        cancellation,
+        model_calls=restored.model_calls,
+        usage=restored.usage,
+        round=restored.round,
+        paused=restored.paused,
+        interrupted=restored.interrupted,
+    )
+    doubted: list[RoundCall] = []
+    if turn.round is None:
+        return turn, doubted
+    for call in turn.round.calls:
+        if call.approval is not None:
+            call.approval = attrs.evolve(call.approval, driver=driver)
+        if call.status is CallStatus.DONE or call.call.id not in started_calls:
+            continue
+        # At most once: it started before the restart and left no result.
+        call.status = CallStatus.DONE
+        call.decision = None
+        turn.round.results[call.index] = synthesized_result(
+            call.call.id,
+            f"in doubt: {call.call.name} started before the session was restored and its "
+            "outcome is unknown; it was not run again. Check its effects before retrying.",
+            ResultOutcome.IN_DOUBT,
+        )
+        doubted.append(call)
+    return turn, doubted
 
 
 # -- reading ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from ..core._items import (
 )
 from ..model._config import PromptCacheRequest, SessionConfig
 from ..tools._executor import synthesized_result
-from ._checkpoint import Restored, RestoredTurn
+from ._checkpoint import Restored, RestoredTurn, restore_turn
 from ._driver_base import DriverParts, _checked_input
 from ._events import (
     ApprovalResolved,
@@ -132,32 +132,10 @@ class LoopDriver(ModelCaller):
         return driver
 
     def _restore_turn(self, restored: RestoredTurn, started_calls: frozenset[str]) -> TurnState:
-        turn = TurnState(
-            restored.turn_id,
-            self._cancellation.checkpoint() if self._cancellation is not None else None,
-            model_calls=restored.model_calls,
-            usage=restored.usage,
-            round=restored.round,
-            paused=restored.paused,
-            interrupted=restored.interrupted,
-        )
-        if turn.round is None:
-            return turn
-        for call in turn.round.calls:
-            if call.approval is not None:
-                call.approval = attrs.evolve(call.approval, driver=self)
-            if call.status is CallStatus.DONE or call.call.id not in started_calls:
-                continue
-            # At most once: it started before the restart and left no result.
-            call.status = CallStatus.DONE
-            call.decision = None
-            turn.round.results[call.index] = synthesized_result(
-                call.call.id,
-                f"in doubt: {call.call.name} started before the session was restored and its "
-                "outcome is unknown; it was not run again. Check its effects before retrying.",
-                ResultOutcome.IN_DOUBT,
-            )
-            if self._observers:
+        checkpoint = self._cancellation.checkpoint() if self._cancellation is not None else None
+        turn, doubted = restore_turn(restored, checkpoint, started_calls, self)
+        if self._observers:
+            for call in doubted:
                 self._emit(
                     Warning(
                         f"call {call.call.id} ({call.call.name}) started before the restore and "
