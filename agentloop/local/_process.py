@@ -86,6 +86,10 @@ class ManagedServer:
         self._log: IO[bytes] | None = None
         self._popen: subprocess.Popen[bytes] | None = None
         self._process: anyio.abc.Process | None = None
+        self._locate()
+
+    def _locate(self) -> None:
+        """Find the installed server; raise ``LocalServerNotInstalledError`` if it is missing."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, running={self.running})"

@@ -14,14 +14,19 @@ API key, readiness poll, guaranteed stop).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
 import httpx
 
 from ..providers import OpenAIChatModel
-from ._install import find_llama_server_install, find_local_install
+from ._install import (
+    LlamaServerInstall,
+    LocalInstall,
+    find_llama_server_install,
+    find_local_install,
+)
 from ._process import LOCAL_MODEL_ALIAS, ManagedServer
 
 __all__ = ["LOCAL_MODEL_ALIAS", "LlamaServer", "LocalServer", "local_model"]
@@ -41,25 +46,9 @@ class LocalServer(ManagedServer):
     """
 
     label: ClassVar[str] = "local model server"
+    install: LocalInstall
 
-    def __init__(
-        self,
-        *,
-        port: int | None = None,
-        context_size: int = 4096,
-        threads: int = 2,
-        startup_timeout: float = 60.0,
-        stop_grace: float = 5.0,
-        extra_args: Sequence[str] = (),
-    ) -> None:
-        super().__init__(
-            port=port,
-            context_size=context_size,
-            threads=threads,
-            startup_timeout=startup_timeout,
-            stop_grace=stop_grace,
-            extra_args=extra_args,
-        )
+    def _locate(self) -> None:
         self.install = find_local_install()
 
     def _command(self) -> list[str]:
@@ -99,25 +88,9 @@ class LlamaServer(ManagedServer):
     """
 
     label: ClassVar[str] = "llama-server"
+    install: LlamaServerInstall
 
-    def __init__(
-        self,
-        *,
-        port: int | None = None,
-        context_size: int = 4096,
-        threads: int = 2,
-        startup_timeout: float = 60.0,
-        stop_grace: float = 5.0,
-        extra_args: Sequence[str] = (),
-    ) -> None:
-        super().__init__(
-            port=port,
-            context_size=context_size,
-            threads=threads,
-            startup_timeout=startup_timeout,
-            stop_grace=stop_grace,
-            extra_args=extra_args,
-        )
+    def _locate(self) -> None:
         self.install = find_llama_server_install()
 
     def _command(self) -> list[str]:

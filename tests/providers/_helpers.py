@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 
 from agentloop import (
     AfterToolResult,
@@ -186,3 +189,18 @@ async def run_agent(
         if on_tool_result is not None:
             on_tool_result(step)
     return step, driver, pauses
+
+
+def client_connections(port: int) -> int:
+    """Open (ESTABLISHED) IPv4 connections from this machine to 127.0.0.1:``port``."""
+    table = Path("/proc/net/tcp")
+    if not table.exists():
+        pytest.skip("needs Linux's /proc/net/tcp to see open connections")
+    rows = [line.split() for line in table.read_text().splitlines()[1:]]
+    return sum(1 for row in rows if row[2] == f"0100007F:{port:04X}" and row[3] == "01")
+
+
+def refuses_connections(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:``port`` any more."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0

@@ -9,7 +9,6 @@ server is not installed; ``make test`` builds it first (``make local-server``).
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +46,17 @@ from agentloop.local import _install as local_internals
 from agentloop.model._protocol import ModelEvent
 from agentloop.providers import OpenAIChatModel
 
-from ._helpers import WEATHER, cancel_at_first_text, collect, result_of, run_agent, turn, user
+from ._helpers import (
+    WEATHER,
+    cancel_at_first_text,
+    client_connections,
+    collect,
+    refuses_connections,
+    result_of,
+    run_agent,
+    turn,
+    user,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -207,15 +216,6 @@ async def test_follow_up_turn_with_the_tool_result_answers_in_text(server: Local
 # -- cancellation ----------------------------------------------------------------------------
 
 
-def client_connections(port: int) -> int:
-    """Open (ESTABLISHED) IPv4 connections from this machine to 127.0.0.1:``port``."""
-    table = Path("/proc/net/tcp")
-    if not table.exists():
-        pytest.skip("needs Linux's /proc/net/tcp to see open connections")
-    rows = [line.split() for line in table.read_text().splitlines()[1:]]
-    return sum(1 for row in rows if row[2] == f"0100007F:{port:04X}" and row[3] == "01")
-
-
 async def test_cancelling_mid_stream_closes_it_and_the_server_carries_on(
     server: LocalServer,
 ) -> None:
@@ -266,11 +266,6 @@ async def test_agent_calls_the_tool_then_answers(server: LocalServer) -> None:
 
 
 # -- the managed process ---------------------------------------------------------------------
-
-
-def refuses_connections(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
 async def test_local_model_stops_the_process_on_cancellation(installed: None) -> None:
