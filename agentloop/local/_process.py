@@ -29,7 +29,7 @@ from ..core._errors import InvalidInputError
 from ..providers import OpenAIChatModel
 from ._install import LocalServerError
 
-__all__ = ["LOCAL_MODEL_ALIAS", "ManagedServer"]
+__all__ = ["LOCAL_MODEL_ALIAS", "ManagedServer", "new_api_key"]
 
 log = structlog.get_logger("agentloop")
 
@@ -39,6 +39,16 @@ LOCAL_MODEL_ALIAS = "smollm2"
 _POLL_SECONDS = 0.1
 _PROBE_TIMEOUT = httpx.Timeout(2.0)
 _LOG_TAIL_BYTES = 2000
+
+
+def new_api_key() -> str:
+    """A random per-run API key for a child server.
+
+    Prefixed, so it never starts with ``-``: the servers parse their command
+    line with argparse, which would take such a key for an option (and the
+    start would fail about once in 64 runs).
+    """
+    return "al-" + secrets.token_urlsafe(24)
 
 
 def _free_port() -> int:
@@ -82,7 +92,7 @@ class ManagedServer:
         self.startup_timeout = startup_timeout
         self.stop_grace = stop_grace
         self.extra_args = tuple(extra_args)
-        self._api_key = secrets.token_urlsafe(24)
+        self._api_key = new_api_key()
         self._log: IO[bytes] | None = None
         self._popen: subprocess.Popen[bytes] | None = None
         self._process: anyio.abc.Process | None = None

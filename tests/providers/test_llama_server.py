@@ -360,3 +360,11 @@ def test_bad_settings_are_refused(options: dict[str, Any], message: str) -> None
     with pytest.raises(InvalidInputError) as caught:
         LlamaServer(**options)
     assert str(caught.value) == message
+
+
+def test_api_keys_never_look_like_options() -> None:
+    from agentloop.local._process import new_api_key
+
+    keys = {new_api_key() for _ in range(2000)}
+    assert len(keys) == 2000
+    assert all(key.startswith("al-") and len(key) == 35 for key in keys)
