@@ -21,6 +21,7 @@ from ..model._config import PromptCacheRequest, SessionConfig
 from ..store._documents import CHECKPOINT_FORMAT
 from ..tools._executor import synthesized_result
 from ..tools._tool import ToolRequest
+from ._serde import structure, unstructure
 from ._state import CallStatus, DriverState, QueuedMessage, RoundCall, ToolRound, TurnState
 from ._steps import ApprovalDecision, ApprovalRequest, Step
 
@@ -92,8 +93,6 @@ def capture(
     fresh ``unstructure``); a store-bound driver passes a memo, so unchanged
     items keep the same document object from save to save.
     """
-    from .._serde import unstructure
-
     item_document = item_document or unstructure
 
     return {
@@ -115,14 +114,10 @@ def capture(
 
 
 def _message_document(message: QueuedMessage) -> dict[str, Any]:
-    from .._serde import unstructure
-
     return {"label": message.label, "items": [unstructure(item) for item in message.items]}
 
 
 def _structure_message(document: Mapping[str, Any]) -> QueuedMessage:
-    from .._serde import structure
-
     label = document["label"]
     if not isinstance(label, str) or not label:
         raise CheckpointError(
@@ -133,8 +128,6 @@ def _structure_message(document: Mapping[str, Any]) -> QueuedMessage:
 
 
 def _turn_document(turn: RestoredTurn) -> dict[str, Any]:
-    from .._serde import unstructure
-
     tool_round = turn.round
     return {
         "turn_id": turn.turn_id,
@@ -155,8 +148,6 @@ def _turn_document(turn: RestoredTurn) -> dict[str, Any]:
 
 
 def _call_document(call: RoundCall) -> dict[str, Any]:
-    from .._serde import unstructure
-
     return {
         "index": call.index,
         "call": unstructure(call.call),
@@ -252,8 +243,6 @@ def _check_header(document: Mapping[str, Any]) -> None:
 
 
 def _structure_document(document: Mapping[str, Any]) -> Restored:
-    from .._serde import structure
-
     config: SessionConfig = structure(document["config"], SessionConfig)
     if document["session_id"] != config.session_id:
         raise CheckpointError(
@@ -283,8 +272,6 @@ def _structure_document(document: Mapping[str, Any]) -> Restored:
 
 
 def _structure_turn(document: Mapping[str, Any], session_id: str) -> RestoredTurn:
-    from .._serde import structure
-
     turn_id = str(document["turn_id"])
     round_document = document["round"]
     tool_round: ToolRound | None = None
@@ -308,8 +295,6 @@ def _structure_turn(document: Mapping[str, Any], session_id: str) -> RestoredTur
 
 
 def _structure_call(document: Mapping[str, Any], session_id: str, turn_id: str) -> RoundCall:
-    from .._serde import structure
-
     call = _tagged(document["call"], Part, ToolCallPart)
     approval_document = document["approval"]
     approval = (
@@ -415,8 +400,6 @@ def _check_call(
 
 def _tagged(data: Any, union: Any, cls: type[TaggedT]) -> TaggedT:
     """Structure a member of a tagged union (its document carries a ``type`` tag)."""
-    from .._serde import structure
-
     value = structure(data, union)
     if not isinstance(value, cls):
         raise CheckpointError(

@@ -47,6 +47,7 @@ from ._events import (
     Warning,
 )
 from ._mutators import LoopMutator, MutationPoint
+from ._serde import unstructure
 from ._state import (
     CallStatus,
     DriverState,
@@ -276,7 +277,6 @@ class DriverBase:
         )
 
     def _memo_item_document(self) -> Callable[[Item], Any]:
-        from .._serde import unstructure
 
         previous = self._item_documents
         current: dict[int, tuple[Item, Any]] = {}

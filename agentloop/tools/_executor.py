@@ -55,6 +55,7 @@ __all__ = [
 log = structlog.get_logger("agentloop")
 _plain = cattrs.Converter()
 
+
 @attrs.frozen
 class PreparedCall:
     """A call that passed lookup, validation and permissions and may now run."""
