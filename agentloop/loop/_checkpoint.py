@@ -168,7 +168,9 @@ def _call_document(call: RoundCall) -> dict[str, Any]:
         "call": unstructure(call.call),
         "status": _DOCUMENT_STATUS[call.status],
         "approval": unstructure(call.approval),
-        "surfaced": call.status in (CallStatus.APPROVAL_SHOWN, CallStatus.DECIDED),
+        # Version 1 kept a "surfaced" flag for good; an approval answered before
+        # it was shown is now written as shown (only unanswered ones read it).
+        "surfaced": call.approval is not None and call.status is not CallStatus.AWAITING_APPROVAL,
         "decision": unstructure(call.decision),
         "task_id": call.task_id,
         "background": call.status is CallStatus.BACKGROUND,
