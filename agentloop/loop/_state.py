@@ -1,5 +1,8 @@
-"""The driver's internal bookkeeping: turn, round and call records, and the
-items the driver writes itself (all deterministic: no clocks or random ids in text)."""
+"""The driver's state machine, as tables: ``DriverState`` x ``DriverEvent`` ->
+``TRANSITIONS``, and each call's ``CallStatus`` -> ``CALL_TRANSITIONS``; the
+turn, round and call records; and the items the driver writes itself (all
+deterministic: no clocks or random ids in text). See ``docs/loop.md``.
+"""
 
 from __future__ import annotations
 
