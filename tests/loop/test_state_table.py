@@ -7,11 +7,14 @@ naming both, and a refused transition changes nothing.
 
 from __future__ import annotations
 
+import ast
 import itertools
+from pathlib import Path
 
 import pytest
 
 import agentloop as al
+import agentloop.loop
 from agentloop.loop._core import LoopCore, event_after
 from agentloop.loop._state import (
     ANSWERED,
@@ -188,3 +191,32 @@ def test_an_answered_call_never_moves_again() -> None:
     for status in ANSWERED:
         assert CALL_TRANSITIONS[status] == frozenset()
         assert make_call(status).answered
+
+
+def test_only_the_core_assigns_the_driver_state() -> None:
+    """House habit: one method changes the state (``LoopCore.handle``)."""
+    assigners: list[str] = []
+    for path in sorted(Path(agentloop.loop.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and target.attr in ("state", "_state"):
+                        assigners.append(f"{path.name}:{function.name}")
+    assert assigners == ["_core.py:__init__", "_core.py:handle"]
+
+
+def test_only_move_assigns_a_call_status() -> None:
+    assigners: list[str] = []
+    for path in sorted(Path(agentloop.loop.__file__).parent.glob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                for target in node.targets if isinstance(node, ast.Assign) else []:
+                    if isinstance(target, ast.Attribute) and target.attr == "status":
+                        assigners.append(f"{path.name}:{function.name}")
+    assert assigners == ["_state.py:move"]
