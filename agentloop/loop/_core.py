@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -44,6 +44,9 @@ from ._state import (
     tool_result_item,
 )
 from ._steps import AfterToolResult, ApprovalRequest, Step
+
+if TYPE_CHECKING:
+    from ._checkpoint import Restored
 
 __all__ = ["LoopCore", "checked_input", "event_after"]
 
@@ -82,6 +85,17 @@ class LoopCore:
         """Apply ``event``: the only place the state changes (see ``TRANSITIONS``)."""
         self.state = next_state(self.state, event)
         return self.state
+
+    def restore(self, restored: Restored, turn: TurnState | None) -> DriverState:
+        """Take a parsed checkpoint's state (``turn`` already rebuilt) and apply its event."""
+        self.turn_counter = restored.turn_counter
+        self.next_turn_cache = restored.next_turn_cache
+        self.detached = set(restored.detached)
+        self.session_usage = restored.session_usage
+        self.steering = list(restored.steering)
+        self.follow_ups = list(restored.follow_ups)
+        self.turn = turn
+        return self.handle(self.restore_event())
 
     def restore_event(self) -> DriverEvent:
         """The event that restores this core's turn (the turn set from a checkpoint)."""

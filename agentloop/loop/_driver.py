@@ -46,6 +46,7 @@ from ._state import (
     QueuedMessage,
     RoundCall,
     TurnPhase,
+    TurnState,
 )
 from ._steps import (
     AfterToolResult,
@@ -104,28 +105,23 @@ class LoopDriver:
     ) -> LoopDriver:
         """A driver continuing from a parsed checkpoint (see ``Agent.resume``)."""
         driver = cls(parts, restored.transcript, restored.pending_input)
-        core = driver._core
-        core.turn_counter = restored.turn_counter
-        core.next_turn_cache = restored.next_turn_cache
-        core.detached = set(restored.detached)
-        core.session_usage = restored.session_usage
-        core.steering = list(restored.steering)
-        core.follow_ups = list(restored.follow_ups)
+        turn: TurnState | None = None
+        doubted: list[RoundCall] = []
         if restored.turn is not None:
             checkpoint = driver._cancellation.checkpoint() if driver._cancellation else None
-            core.turn, doubted = restore_turn(restored.turn, checkpoint, started_calls, driver)
-            for call in doubted:
-                driver._warn(
-                    f"call {call.call.id} ({call.call.name}) started before the restore and "
-                    "has no result; answered as in doubt instead of running it again"
-                )
-        if core.detached:
+            turn, doubted = restore_turn(restored.turn, checkpoint, started_calls, driver)
+        driver._core.restore(restored, turn)
+        for call in doubted:
+            driver._warn(
+                f"call {call.call.id} ({call.call.name}) started before the restore and "
+                "has no result; answered as in doubt instead of running it again"
+            )
+        if driver._core.detached:
             driver._warn(
                 "restored with background calls "
-                f"{', '.join(sorted(core.detached))} outstanding: their results arrive "
+                f"{', '.join(sorted(driver._core.detached))} outstanding: their results arrive "
                 "only if this process's task manager still runs them"
             )
-        core.handle(core.restore_event())
         return driver
 
     def _warn(self, message: str) -> None:
