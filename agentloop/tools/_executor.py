@@ -24,11 +24,11 @@ import structlog
 
 from ..core._errors import ToolError
 from ..core._items import (
-    OUTCOME_KEY,
     ResultOutcome,
     TextPart,
     ToolResultPart,
 )
+from ..core._results import RAW_ARGUMENTS_KEY, synthesized_result
 from ..core._tool_spec import ToolSpec
 from ..permissions._policies import Abstain
 from ..permissions._requests import (
@@ -54,16 +54,6 @@ __all__ = [
 
 log = structlog.get_logger("agentloop")
 _plain = cattrs.Converter()
-
-RAW_ARGUMENTS_KEY = "agentloop.raw_arguments"
-"""ToolCallPart metadata key: the raw argument text of a call whose JSON did not parse."""
-
-
-def synthesized_result(
-    call_id: str, text: str, outcome: ResultOutcome, *, is_error: bool = True
-) -> ToolResultPart:
-    """A result written by agentloop itself, marked with its typed ``outcome``."""
-    return ToolResultPart(call_id, text, is_error, metadata={OUTCOME_KEY: outcome.value})
 
 
 @attrs.frozen
