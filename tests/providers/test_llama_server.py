@@ -25,7 +25,6 @@ from agentloop import (
     BeginPart,
     FinishReason,
     InvalidInputError,
-    Item,
     ItemKind,
     ModelTurnResult,
     PartKind,
@@ -54,6 +53,7 @@ from ._helpers import (
     refuses_connections,
     result_of,
     run_agent,
+    stamped,
     turn,
     user,
 )
@@ -105,8 +105,10 @@ def assert_text_turn(events: list[ModelEvent], reason: FinishReason) -> tuple[st
     assert result.finish_reason is reason
     wire_reason = {FinishReason.COMPLETED: "stop", FinishReason.MAX_TOKENS: "length"}[reason]
     assert result.metadata == {"agentloop.provider_finish_reason": wire_reason}
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (TextPart(text),)),)
     assert result.model == "smollm2"
+    assert result.response_id is not None
+    stamp = ("openai", "smollm2", "smollm2", result.response_id)
+    assert result.output_items == (stamped((TextPart(text),), *stamp),)
     assert result.response_id is not None
     assert result.response_id.startswith("chatcmpl-")
     usage = result.usage
