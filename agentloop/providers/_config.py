@@ -94,7 +94,8 @@ class CallDeadline:
 DEFAULT_DEADLINE = CallDeadline()
 """Default deadline: 600 s to the first event, 1800 s for the whole call."""
 
-_live_secrets: weakref.WeakSet[Secret] = weakref.WeakSet()
+# keyed by id: a WeakSet would hold only one of several equal secrets, and lose it with that one
+_live_secrets: weakref.WeakValueDictionary[int, Secret] = weakref.WeakValueDictionary()
 
 
 class Secret:
@@ -112,7 +113,7 @@ class Secret:
     def __init__(self, value: str) -> None:
         self._value = _checked_key(value)
         self._forms = _forms(self._value)
-        _live_secrets.add(self)
+        _live_secrets[id(self)] = self
         _install_log_filter()
 
     def reveal(self) -> str:
@@ -219,7 +220,7 @@ def _redact_cut(text: str, form: str) -> str:
 
 def redact_live(text: str) -> str:
     """``text`` redacted of every secret currently alive in the process."""
-    return redact(text, list(_live_secrets))
+    return redact(text, {secret.reveal(): secret for secret in _live_secrets.values()}.values())
 
 
 def shorten(text: str, limit: int) -> str:

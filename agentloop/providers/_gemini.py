@@ -35,7 +35,7 @@ from ._config import (
     is_own_host,
     resolve_api_key,
 )
-from ._render import reminder, tool_output_text, unsupported_part
+from ._render import call_wire_id, reminder, tool_output_text, unsupported_part
 from ._retry import RetryPolicy
 from ._session import HttpSession
 from ._sse import ServerSentEvent, parse_json_data
@@ -294,7 +294,7 @@ def _model_part(item: Item, index: int, part: Any) -> dict[str, Any] | None:
             "args": part.input if isinstance(part.input, dict) else {},
         }
         if not part.metadata.get(GENERATED_ID_KEY):
-            call["id"] = part.id
+            call["id"] = call_wire_id(part)
         return _signed(part, {"functionCall": call})
     if isinstance(part, CustomPart) and part.kind.startswith("gemini.") and part.value:
         return dict(part.value)
@@ -319,7 +319,7 @@ def _function_response(
         "response": {"error" if part.is_error else "output": value},
     }
     if not call.metadata.get(GENERATED_ID_KEY):
-        response["id"] = call.id
+        response["id"] = call_wire_id(call)
     return {"functionResponse": response}
 
 
