@@ -49,6 +49,9 @@ CUT_MARKER = "...[truncated]"
 """What every text the adapters shorten ends with (so a key cut in half is still found)."""
 
 _MIN_CUT_PREFIX = 4
+MIN_REDACTED_LENGTH = 4
+"""Keys shorter than this (``"x"``, ``"k"``: placeholders for local servers) are not scrubbed
+from text: they protect nothing, and scrubbing one letter everywhere would garble messages."""
 _HTTP_LOGGERS = (
     "httpx",
     "httpcore",
@@ -192,11 +195,15 @@ def redact(text: str, secrets: Iterable[Secret | None]) -> str:
     """``text`` with every form of each secret replaced by ``[REDACTED]``.
 
     Forms are the raw key, JSON- and repr-escaped, URL-encoded, and those
-    escaped once more. A key cut in half by a truncation (the start of a form,
+    escaped once more. Keys shorter than :data:`MIN_REDACTED_LENGTH` are left. A key cut in half by a truncation (the start of a form,
     4 characters or more, at the end of ``text`` or just before
     :data:`CUT_MARKER`) is redacted too.
     """
-    chosen = [secret for secret in secrets if secret is not None]
+    chosen = [
+        secret
+        for secret in secrets
+        if secret is not None and len(secret.reveal()) >= MIN_REDACTED_LENGTH
+    ]
     for secret in chosen:
         for form in secret.forms():
             if form in text:

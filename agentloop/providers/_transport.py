@@ -480,9 +480,10 @@ async def _open_once(
         text = await _read_error_body(response)
     finally:
         await _close_quietly(response)
+    unredacted = parse_error_body(text)  # classified as sent; only the redacted text leaves
     body = parse_error_body(redact(text, endpoint.secrets))
     status = response.status_code
-    kind = classify(status, body.codes, body.message)
+    kind = classify(status, unredacted.codes, unredacted.message)
     reason = (
         f"{endpoint.provider} request failed with status {status}"
         f"{f' ({body.error_type})' if body.error_type else ''}: {body.message}"

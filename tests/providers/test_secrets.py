@@ -358,3 +358,8 @@ async def test_the_gemini_key_goes_in_a_header_never_in_the_url() -> None:
     assert recorded.headers["x-goog-api-key"] == key
     assert recorded.path == "/v1beta/models/m:streamGenerateContent?alt=sse"
     assert_no_leak(key, *lines)
+
+
+def test_keys_shorter_than_four_characters_are_not_scrubbed_from_text() -> None:
+    assert redact("the kind of token", [Secret("k")]) == "the kind of token"
+    assert redact("a key abcd here", [Secret("abcd")]) == "a key [REDACTED] here"
