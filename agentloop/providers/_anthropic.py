@@ -85,7 +85,9 @@ class AnthropicModel:
                 f"({thinking_budget}); raise max_tokens"
             )
         self.model_name = model
-        self.base_url = check_base_url(base_url or ANTHROPIC_BASE_URL, "AnthropicModel")
+        self.base_url = check_base_url(
+            ANTHROPIC_BASE_URL if base_url is None else base_url, "AnthropicModel"
+        )
         own_host = is_own_host(self.base_url, ANTHROPIC_BASE_URL)
         key = resolve_api_key(
             api_key,

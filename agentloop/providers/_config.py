@@ -195,9 +195,10 @@ def redact(text: str, secrets: Iterable[Secret | None]) -> str:
     """``text`` with every form of each secret replaced by ``[REDACTED]``.
 
     Forms are the raw key, JSON- and repr-escaped, URL-encoded, and those
-    escaped once more. Keys shorter than :data:`MIN_REDACTED_LENGTH` are left. A key cut in half by a truncation (the start of a form,
-    4 characters or more, at the end of ``text`` or just before
-    :data:`CUT_MARKER`) is redacted too.
+    escaped once more. A key cut in half by a truncation (the start of a
+    form, 4 characters or more, at the end of ``text`` or just before
+    :data:`CUT_MARKER`) is redacted too. Keys shorter than
+    :data:`MIN_REDACTED_LENGTH` are left alone.
     """
     chosen = [
         secret
@@ -326,6 +327,10 @@ def check_base_url(url: object, owner: str) -> str:
         )
     if not parsed.host:
         raise InvalidInputError(f"{owner}: base_url {url!r} names no host; {hint}")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise InvalidInputError(
+            f"{owner}: base_url {url!r} has port {parsed.port}, outside 1-65535; {hint}"
+        )
     if parsed.query or parsed.fragment or "?" in url or "#" in url:
         raise InvalidInputError(
             f"{owner}: base_url {url!r} must not have a query or fragment; put options in "

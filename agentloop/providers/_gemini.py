@@ -116,7 +116,9 @@ class GeminiModel:
         if not isinstance(model, str) or not model:
             raise InvalidInputError("GeminiModel: model must be a non-empty string")
         self.model_name = model.removeprefix("models/")
-        self.base_url = check_base_url(base_url or GEMINI_BASE_URL, "GeminiModel")
+        self.base_url = check_base_url(
+            GEMINI_BASE_URL if base_url is None else base_url, "GeminiModel"
+        )
         own_host = is_own_host(self.base_url, GEMINI_BASE_URL)
         key = resolve_api_key(
             api_key,

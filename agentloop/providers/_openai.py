@@ -122,7 +122,9 @@ class OpenAIChatModel:
         if not isinstance(model, str) or not model:
             raise InvalidInputError("OpenAIChatModel: model must be a non-empty string")
         self.model_name = model
-        self.base_url = check_base_url(base_url or OPENAI_BASE_URL, "OpenAIChatModel")
+        self.base_url = check_base_url(
+            OPENAI_BASE_URL if base_url is None else base_url, "OpenAIChatModel"
+        )
         own_host = is_own_host(self.base_url, OPENAI_BASE_URL)
         key = resolve_api_key(
             api_key,

@@ -28,7 +28,7 @@ from . import _anthropic_streams as anthropic_streams
 from . import _gemini_streams as gemini_streams
 from . import _openai_streams as openai_streams
 from ._helpers import SleepRecorder, collect, fast_retry, result_of, turn, user
-from ._server import ReplayServer, Reply, events, json_error, sse
+from ._server import ReplayServer, events, json_error, sse
 
 pytestmark = pytest.mark.anyio
 
@@ -131,8 +131,8 @@ BAD_JSON_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400"]
 
 def openai_usage_stream(value_json: str) -> bytes:
     usage = (
-        'data: {"choices": [], "usage": {"prompt_tokens": %s, "completion_tokens": 7, '
-        '"cost": %s}}' % (value_json, value_json)
+        f'data: {{"choices": [], "usage": {{"prompt_tokens": {value_json}, '
+        f'"completion_tokens": 7, "cost": {value_json}}}}}'
     )
     return events(
         openai_streams.chunk({"content": "hi"}),
@@ -249,7 +249,8 @@ def test_parse_retry_after_is_finite_and_bounded_for_any_text(value: str) -> Non
 def test_policy_delays_are_finite_non_negative_and_capped(retry: int, hint: str) -> None:
     policy = RetryPolicy(max_delay=8.0, max_retry_after=60.0)
     delay = policy.delay(retry, {"retry-after": hint})
-    assert math.isfinite(delay) and 0 <= delay <= 60.0
+    assert math.isfinite(delay)
+    assert 0 <= delay <= 60.0
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, True])
