@@ -374,3 +374,46 @@ async def test_a_valid_gzip_stream_still_works() -> None:
     result = await outcome(openai, reply)
     assert isinstance(result, ModelTurnResult)
     assert result.output_items[0].text_content == "Hello wörld 🌍"
+
+
+COMPLETION = {
+    "id": "chatcmpl-9",
+    "object": "chat.completion",
+    "model": "smollm2",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "Checking.",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            "finish_reason": "tool_calls",
+        }
+    ],
+    "usage": {"prompt_tokens": 22, "completion_tokens": 12, "total_tokens": 34},
+}
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(choice=st.data())
+async def test_any_wrong_value_in_a_whole_completion_is_a_provider_error_or_a_result(
+    choice: st.DataObject,
+) -> None:
+    path = choice.draw(st.sampled_from(paths(COMPLETION)))
+    body = json.dumps(replaced(COMPLETION, path, choice.draw(json_values))).encode()
+    reply = Reply(chunks=(body,), headers=(("Content-Type", "application/json"),))
+    result = await outcome(lambda server: openai(server, stream=False), reply)
+    if isinstance(result, ProviderError):
+        assert str(result)
+        assert isinstance(result.kind, ProviderErrorKind)
