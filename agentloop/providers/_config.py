@@ -60,6 +60,11 @@ _HTTP_LOGGERS = (
     "httpcore.http2",
     "httpcore.proxy",
     "httpcore.socks",
+    "hpack.hpack",  # HTTP/2 (a user's http2=True client) logs encoded headers at DEBUG
+    "hpack.table",
+)
+_CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
 )
 
 
@@ -263,6 +268,28 @@ def _install_log_filter() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+def header_secrets(headers: Mapping[str, str]) -> tuple[Secret, ...]:
+    """Secrets for the credentials in user-given ``headers`` (``Authorization`` and the like).
+
+    The token after an auth scheme (``Bearer sk-...``) is the secret; values
+    that could not be sent anyway (non-ASCII) are skipped.
+    """
+    found: list[Secret] = []
+    for name, value in headers.items():
+        if name.lower() not in _CREDENTIAL_HEADERS or not isinstance(value, str):
+            continue
+        scheme, _, token = value.strip().partition(" ")
+        bare = (token or scheme).strip()
+        for candidate in dict.fromkeys((bare, value.strip())):  # the bare token first
+            if len(candidate) < MIN_REDACTED_LENGTH:
+                continue
+            try:
+                found.append(Secret(candidate))
+            except InvalidInputError:
+                continue
+    return tuple(found)
 
 
 def resolve_api_key(

@@ -115,6 +115,14 @@ class GeminiModel:
     ) -> None:
         if not isinstance(model, str) or not model:
             raise InvalidInputError("GeminiModel: model must be a non-empty string")
+        if any(
+            character in "?#/%" or not character.isprintable() or character.isspace()
+            for character in model.removeprefix("models/")
+        ):
+            raise InvalidInputError(
+                f"GeminiModel: model {model!r} cannot go in the request URL: it must not "
+                "contain '/', '?', '#', '%', spaces or control characters"
+            )
         self.model_name = model.removeprefix("models/")
         self.base_url = check_base_url(
             GEMINI_BASE_URL if base_url is None else base_url, "GeminiModel"

@@ -23,7 +23,15 @@ from ..core._errors import ProviderError, ProviderErrorKind
 from ..core._items import Item
 from ..model._protocol import ModelEvent, ModelTurnResult
 from ._classify import classify, parse_error_body, stream_error
-from ._config import CUT_MARKER, DEFAULT_DEADLINE, CallDeadline, Secret, redact, shorten
+from ._config import (
+    CUT_MARKER,
+    DEFAULT_DEADLINE,
+    CallDeadline,
+    Secret,
+    header_secrets,
+    redact,
+    shorten,
+)
 from ._retry import RetryPolicy
 from ._sse import ServerSentEvent, iter_sse, iter_whole_body
 from ._wire import require_mapping
@@ -109,7 +117,10 @@ class Endpoint:
 @attrs.frozen
 class Connection:
     """How an adapter reaches its provider: the user's extra headers, timeout, retries,
-    client and API key (the constructor arguments every adapter shares)."""
+    client and API key (the constructor arguments every adapter shares).
+
+    Credentials in the user's ``headers`` (``Authorization``, ``x-api-key``...) are
+    redacted like the API key."""
 
     headers: dict[str, str] = attrs.field(repr=False)
     timeout: httpx.Timeout
@@ -117,6 +128,7 @@ class Connection:
     client: httpx.AsyncClient | None = attrs.field(repr=False)
     api_key: Secret | None = attrs.field(repr=False)
     deadline: CallDeadline = DEFAULT_DEADLINE
+    header_secrets: tuple[Secret, ...] = attrs.field(default=(), repr=False)
 
     @classmethod
     def of(
@@ -132,6 +144,7 @@ class Connection:
         """Normalised settings: seconds become an ``httpx.Timeout``, no policy the default."""
         return cls(
             headers=dict(headers or {}),
+            header_secrets=header_secrets(headers or {}),
             timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
             retry=retry or RetryPolicy(),
             client=http_client,
@@ -158,7 +171,7 @@ class Connection:
             timeout=self.timeout,
             retry=self.retry,
             client=self.client,
-            secrets=(self.api_key,),
+            secrets=(self.api_key, *self.header_secrets),
             streaming=streaming,
             deadline=self.deadline,
             provider_name=provider_name,

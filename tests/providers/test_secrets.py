@@ -363,3 +363,40 @@ async def test_the_gemini_key_goes_in_a_header_never_in_the_url() -> None:
 def test_keys_shorter_than_four_characters_are_not_scrubbed_from_text() -> None:
     assert redact("the kind of token", [Secret("k")]) == "the kind of token"
     assert redact("a key abcd here", [Secret("abcd")]) == "a key [REDACTED] here"
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "secret"),
+    [
+        ("Authorization", "Bearer sk-or-v1-headerkey-0123", "sk-or-v1-headerkey-0123"),
+        ("x-api-key", "sk-ant-header-0123456789", "sk-ant-header-0123456789"),
+        ("api-key", "azure-header-key-0123", "azure-header-key-0123"),
+    ],
+)
+async def test_credentials_in_user_headers_are_redacted_like_the_key(
+    header: str, value: str, secret: str
+) -> None:
+    body = {"error": {"message": f"bad credential {secret} (sent as {value})"}}
+    with all_logs() as lines:
+        async with ReplayServer([json_error(401, body, ("X-Echo", value))]) as server:
+            model = OpenAIChatModel(
+                "m", base_url=f"{server.url}/v1", headers={header: value}, retry=fast_retry()
+            )
+            with pytest.raises(ProviderError) as caught:
+                await collect(model, turn([user("hi")]))
+    assert server.requests[0].headers[header.lower()] == value
+    shown = value.replace(secret, "[REDACTED]")
+    assert str(caught.value) == (
+        f"OpenAI request failed with status 401: bad credential [REDACTED] (sent as {shown})"
+    )
+    assert_no_leak(secret, exception_texts(caught.value), *lines)
+
+
+@pytest.mark.parametrize("name", ["gemini?key=x", "a/b", "g#1", "g 1", "g\n", "g%2F"])
+def test_a_gemini_model_name_cannot_change_the_url(name: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        GeminiModel(name, api_key="key-0123")
+    assert str(caught.value) == (
+        f"GeminiModel: model {name!r} cannot go in the request URL: it must not contain '/', "
+        "'?', '#', '%', spaces or control characters"
+    )
