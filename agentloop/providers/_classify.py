@@ -52,6 +52,7 @@ _OVERFLOW_PHRASES = (
     "too many tokens",
     "reduce the length of the messages",
     "input is too long",
+    "exceeds token limit",
 )
 _FILTER_CODES = frozenset(
     {"content_filter", "content_policy_violation", "safety", "prohibited_content", "blocklist"}

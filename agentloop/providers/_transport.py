@@ -195,7 +195,17 @@ async def stream_turn(
     items are stamped with the provider, the request and response models and
     the response id.
     """
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ProviderError(
+            f"{endpoint.provider}: cannot send the request: its body is not JSON "
+            f"({type(error).__name__}: {shorten(str(error), 200)}); a transcript value (a tool "
+            "input or result, metadata) is NaN, infinite or not JSON-serializable",
+            error_type="invalid_request",
+            kind=ProviderErrorKind.INVALID_REQUEST,
+        ) from error
+    content = text.encode("utf-8")
     owned = endpoint.client is None
     client = endpoint.client or httpx.AsyncClient(timeout=endpoint.timeout)
     try:
@@ -466,9 +476,21 @@ class _Retryable(Exception):
 async def _open_once(
     client: httpx.AsyncClient, endpoint: Endpoint, content: bytes
 ) -> httpx.Response:
-    request = client.build_request(
-        "POST", endpoint.url, headers=endpoint.headers, content=content, timeout=endpoint.timeout
-    )
+    try:
+        request = client.build_request(
+            "POST",
+            endpoint.url,
+            headers=endpoint.headers,
+            content=content,
+            timeout=endpoint.timeout,
+        )
+    except (UnicodeEncodeError, ValueError, TypeError) as error:
+        raise ProviderError(
+            f"{endpoint.provider}: cannot build the request ({type(error).__name__}: {error}); "
+            "header values must be ASCII text without line breaks",
+            error_type="invalid_request",
+            kind=ProviderErrorKind.INVALID_REQUEST,
+        ) from error
     try:
         response = await client.send(request, stream=True)
     except httpx.TimeoutException as error:

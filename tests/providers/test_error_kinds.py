@@ -172,6 +172,20 @@ CASES = [
         },
         K.CONTEXT_OVERFLOW,
     ),
+    (
+        openai,
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "request (4476 tokens) exceeds the available context size (4096 tokens)",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 4476,
+                "n_ctx": 4096,
+            }
+        },
+        K.CONTEXT_OVERFLOW,
+    ),
     (openai, 503, {"error": "model is loading"}, K.RETRYABLE),  # Ollama's string error
     # -- Anthropic
     (
@@ -382,3 +396,45 @@ def test_the_kind_defaults_from_retryable() -> None:
     assert ProviderError("x", retryable=True).kind is K.RETRYABLE
     assert ProviderError("x", kind=K.AUTH).retryable is False
     assert ProviderError("x", kind=K.RETRYABLE).retryable is True
+
+
+async def test_a_header_that_cannot_be_sent_is_an_invalid_request() -> None:
+    model = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", headers={"X-Note": "héllo"})
+    with pytest.raises(ProviderError) as caught:
+        await collect(model, turn([user("hi")]))
+    assert str(caught.value) == (
+        "OpenAI: cannot build the request (UnicodeEncodeError: 'ascii' codec can't encode "
+        "character '\\xe9' in position 1: ordinal not in range(128)); header values must be "
+        "ASCII text without line breaks"
+    )
+    assert caught.value.kind is K.INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [
+        (float("nan"), "ValueError: Out of range float values are not JSON compliant"),
+        ({1, 2}, "TypeError: Object of type set is not JSON serializable"),
+    ],
+)
+async def test_a_request_body_that_is_not_json_is_an_invalid_request(
+    value: Any, detail: str
+) -> None:
+    from agentloop import Item, ItemKind, ToolCallPart, ToolResultPart
+
+    transcript = [
+        user("hi"),
+        Item(ItemKind.ASSISTANT, (ToolCallPart("c1", "f", {"x": value}),)),
+        Item(ItemKind.TOOL, (ToolResultPart("c1", "ok"),)),
+    ]
+    async with ReplayServer([]) as server:
+        with pytest.raises(ProviderError) as caught:
+            await collect(anthropic(server.url), turn(transcript))
+        assert server.requests == []
+    message = str(caught.value)  # Python 3.12+ adds ": nan" to the ValueError
+    assert message.startswith(f"Anthropic: cannot send the request: its body is not JSON ({detail}")
+    assert message.endswith(
+        "); a transcript value (a tool input or result, metadata) is NaN, infinite or not "
+        "JSON-serializable"
+    )
+    assert caught.value.kind is K.INVALID_REQUEST
