@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from agentloop import InvalidInputError, ProviderError
 from agentloop.providers import AnthropicModel, GeminiModel, OpenAIChatModel, Secret
 from agentloop.providers._config import CUT_MARKER, redact
-from agentloop.providers._transport import RedactedException, scrub_chain
+from agentloop.providers._scrub import RedactedException, scrub_chain
 
 from . import _openai_streams as openai_streams
 from ._helpers import collect, fast_retry, turn, user
