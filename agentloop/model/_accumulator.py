@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from ..core._delta import AppendText, BeginPart, CommitPart
-from ..core._errors import ProviderError
+from ..core._errors import ProviderError, ProviderErrorKind
 from ..core._items import (
     FilePart,
     FinishReason,
@@ -36,10 +36,12 @@ from ..core._items import (
     ToolResultPart,
     Usage,
 )
-from ..model._protocol import ModelEvent, ModelTurnResult
-from ..tools._executor import RAW_ARGUMENTS_KEY
+from ..core._results import RAW_ARGUMENTS_KEY
+from ._protocol import ModelEvent, ModelTurnResult
 
 __all__ = ["StreamAccumulator", "parse_tool_arguments"]
+
+_INVALID = ProviderErrorKind.INVALID_RESPONSE
 
 
 def _new_call_id() -> str:
@@ -61,16 +63,22 @@ class _OpenPart:
 def parse_tool_arguments(raw: str) -> tuple[Any, Metadata]:
     """A tool call's ``(input, metadata)`` from its argument text.
 
-    Empty text is ``{}``. Text that is not JSON is kept as the input itself,
+    Empty text is ``{}``. Text that is not JSON (``NaN`` and ``Infinity``
+    included) is kept as the input itself,
     with the raw text under ``RAW_ARGUMENTS_KEY`` in the metadata, so the tool
     executor answers the call with a validation error the model can read.
     """
     if not raw.strip():
         return {}, {}
     try:
-        return json.loads(raw), {}
-    except json.JSONDecodeError:
+        return json.loads(raw, parse_constant=_reject_constant), {}
+    except (json.JSONDecodeError, RecursionError):
         return raw, {RAW_ARGUMENTS_KEY: raw}
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; the arguments are kept as raw text instead
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
 
 
 class StreamAccumulator:
@@ -143,7 +151,7 @@ class StreamAccumulator:
     def complete_part(self, key: str, part: Part) -> list[ModelEvent]:
         """Add a part that arrived whole (e.g. redacted reasoning, a provider block), committed."""
         if key in self._parts:
-            raise ProviderError(f"{self._provider}: stream repeated part {key!r}")
+            raise ProviderError(f"{self._provider}: stream repeated part {key!r}", kind=_INVALID)
         kind = _kind_of(part)
         state = self._open(key, kind)
         state.complete = part
@@ -154,7 +162,8 @@ class StreamAccumulator:
         part = self._parts.get(key)
         if part is None or part.committed is not None:
             raise ProviderError(
-                f"{self._provider}: stream sent metadata for part {key!r}, which is not open"
+                f"{self._provider}: stream sent metadata for part {key!r}, which is not open",
+                kind=_INVALID,
             )
         part.metadata.update(values)
 
@@ -252,12 +261,14 @@ class StreamAccumulator:
         if part.kind is not kind:
             raise ProviderError(
                 f"{self._provider}: stream sent {kind.value} content for part {key!r}, "
-                f"which is a {part.kind.value} part"
+                f"which is a {part.kind.value} part",
+                kind=_INVALID,
             )
         if part.committed is not None:
             raise ProviderError(
                 f"{self._provider}: stream sent more {kind.value} content for part {key!r} "
-                "after it was complete"
+                "after it was complete",
+                kind=_INVALID,
             )
 
     def _append(self, key: str, kind: PartKind, fragment: str) -> list[ModelEvent]:
@@ -284,7 +295,8 @@ class StreamAccumulator:
             return ReasoningPart(text, metadata=metadata)
         if not state.name:
             raise ProviderError(
-                f"{self._provider}: stream sent tool call {key!r} without a function name"
+                f"{self._provider}: stream sent tool call {key!r} without a function name",
+                kind=_INVALID,
             )
         call_input, extra = parse_tool_arguments(text)
         return ToolCallPart(
