@@ -46,6 +46,8 @@ class Compactor:
     With no trigger firing the transcript is not touched, so consecutive
     requests share their prefix. The driver validates every pass: a
     strategy that split a tool pair fails the step with ``MutatorError``.
+    ``archive`` is where trimmed outputs are kept; :meth:`install` then adds
+    the ``read_result`` tool, which reads ``page_chars`` characters at a time.
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class Compactor:
         target_tokens: int | None = None,
         estimator: TokenEstimator = estimate_tokens,
         archive: ResultArchive | None = None,
+        page_chars: int = 8_000,
         name: str = "compactor",
         keep_reports: int = 100,
     ) -> None:
@@ -75,6 +78,7 @@ class Compactor:
         self.target_tokens = target_tokens if target_tokens is not None else max_tokens
         self.estimator = estimator
         self.archive = archive
+        self.page_chars = page_chars
         self.name = name
         self.reports: deque[CompactionReport] = deque(maxlen=keep_reports)
 
@@ -110,7 +114,9 @@ class Compactor:
         builder.mutator(self).observer(self)
         if self.archive is not None:
             builder.add_tool_source(
-                ToolRegistry("compaction").with_tool(read_result_tool(self.archive))
+                ToolRegistry("compaction").with_tool(
+                    read_result_tool(self.archive, page_chars=self.page_chars)
+                )
             )
         return builder
 
@@ -235,4 +241,5 @@ def default_compactor(
         max_tokens=max_context_tokens,
         target_tokens=max(1, int(max_context_tokens * target)),
         archive=archive,
+        page_chars=max_chars,
     )

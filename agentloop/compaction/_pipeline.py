@@ -8,7 +8,9 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from ..core._cancellation import TurnCancellation
+from ..core._errors import MutatorError
 from ..core._items import Item
+from ..core._transcript import find_violation
 from ._report import StrategyStep
 from ._tokens import TokenEstimator, estimate_tokens, estimate_transcript
 
@@ -88,7 +90,11 @@ class CompactionPipeline:
     async def run(
         self, items: list[Item], request: CompactionRequest
     ) -> tuple[list[Item], tuple[StrategyStep, ...]]:
-        """The compacted transcript and one step per strategy that ran."""
+        """The compacted transcript and one step per strategy that ran.
+
+        Raises ``MutatorError`` naming the strategy if one leaves a call
+        without its result (or a result without its call).
+        """
         steps: list[StrategyStep] = []
         current = items
         tokens = request.tokens(current)
@@ -100,6 +106,11 @@ class CompactionPipeline:
             ):
                 break
             after = await strategy.apply(current, request)
+            if after is not current and (violation := find_violation(after)) is not None:
+                raise MutatorError(
+                    f"compaction strategy {strategy_name(strategy)!r} broke the transcript at "
+                    f"{request.point}: {violation.message}; nothing was changed"
+                )
             after_tokens = tokens if after is current else request.tokens(after)
             steps.append(
                 StrategyStep(

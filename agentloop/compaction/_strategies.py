@@ -157,6 +157,10 @@ class KeepRecent:
             return items
         total = sum(_dropped_count(item) for item in dropped)
         replacement = [_marker(total)] if self.marker else []
+        if request.target_tokens is not None and request.tokens(replacement) >= request.tokens(
+            dropped
+        ):
+            return items  # the marker would cost more than what it replaces
         return [*kept, *replacement, *items[cut:]]
 
 
@@ -166,7 +170,7 @@ def _dropped_count(item: Item) -> int:
 
 
 def _marker(count: int) -> Item:
-    text = f"[Compaction: {count} earlier transcript items were removed to fit the context window.]"
+    text = f"[Compaction removed {count} earlier items to fit the context window.]"
     return Item(ItemKind.CONTEXT, (TextPart(text),), metadata={DROPPED_KEY: count})
 
 
@@ -261,7 +265,9 @@ class TrimLargeOutputs:
     first, and the marker tells the model to call ``read_result`` with the
     call id to read it. Without an archive the middle is simply dropped and
     the marker says so. The newest ``keep_last`` items (whole tool pairs)
-    are left alone. A trimmed output is text, whatever its shape before.
+    and the results of ``skip_tools`` (``read_result`` itself: its pages are
+    already bounded) are left alone. A trimmed output is text, whatever its
+    shape before.
     """
 
     max_chars: int = 2_000
@@ -269,6 +275,9 @@ class TrimLargeOutputs:
     tail_chars: int = 400
     keep_last: int = 0
     archive: ResultArchive | None = None
+    skip_tools: frozenset[str] = attrs.field(
+        default=frozenset({READ_RESULT_TOOL}), converter=frozenset
+    )
     name: str = "trim_large_outputs"
 
     def __attrs_post_init__(self) -> None:
@@ -286,11 +295,19 @@ class TrimLargeOutputs:
     async def apply(self, items: list[Item], request: CompactionRequest) -> list[Item]:
         """Trim large outputs outside the protected tail, archiving them first."""
         end = protected_start(items, self.keep_last)
+        skipped = {
+            call.id
+            for item in items[:end]
+            for call in item.tool_calls()
+            if call.name in self.skip_tools
+        }
         large = [
             part
             for item in items[:end]
             for part in item.tool_results()
-            if ELIDED_KEY not in part.metadata and len(output_text(part.output)) > self.max_chars
+            if ELIDED_KEY not in part.metadata
+            and part.call_id not in skipped
+            and len(output_text(part.output)) > self.max_chars
         ]
         if not large:
             return items

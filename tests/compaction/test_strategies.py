@@ -22,7 +22,7 @@ from agentloop.testing import ScriptedModel, call, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 
-MARKER = "[Compaction: {} earlier transcript items were removed to fit the context window.]"
+MARKER = "[Compaction removed {} earlier items to fit the context window.]"
 
 
 def history() -> list[al.Item]:
