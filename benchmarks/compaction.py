@@ -15,18 +15,15 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Sequence
 
 import anyio
 import structlog
+from _report import Check, json_path, report
 
 import agentloop as al
 from agentloop.compaction import Compactor, default_compactor, estimate_transcript
 from agentloop.testing import Reply, ScriptedModel, call, text, tool_calls
-
-try:
-    from _report import Check, json_path, report
-except ImportError:  # run from the repository root
-    from benchmarks._report import Check, json_path, report
 
 TURNS = 500
 BUDGET = 8_000
@@ -77,7 +74,7 @@ async def session(compactor: Compactor | None) -> tuple[list[int], list[float], 
     return tokens, seconds, model
 
 
-def window(values: list[float] | list[int], turns: range) -> float:
+def window(values: Sequence[float], turns: range) -> float:
     return statistics.fmean(values[turns.start : turns.stop])
 
 
@@ -101,8 +98,8 @@ async def run() -> list[Check]:
     ):
         early, late = window(values, EARLY), window(values, LATE)
         print(f"  {label:<30} {early:>12,.0f}   {late:>13,.0f}   {late / early:>9.2f}x")
-    for label, values in (("ms, compaction", seconds), ("ms, no compaction", base_seconds)):
-        early, late = window(values, EARLY) * 1000, window(values, LATE) * 1000
+    for label, times in (("ms, compaction", seconds), ("ms, no compaction", base_seconds)):
+        early, late = window(times, EARLY) * 1000, window(times, LATE) * 1000
         print(f"  {label:<30} {early:>12.2f}   {late:>13.2f}   {late / early:>9.2f}x")
     late_tokens = window(tokens, LATE)
     print(
