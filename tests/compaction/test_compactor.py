@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import pytest
 from compaction_support import answer, calls, result, system, texts, user
 
@@ -16,14 +17,16 @@ from agentloop.compaction import (
     CompactionRequest,
     Compactor,
     ContextOverflowTrigger,
+    DropFailedResults,
     ItemCountTrigger,
     KeepRecent,
+    SummarizeOlder,
     TokenBudgetTrigger,
     TrimLargeOutputs,
     default_compactor,
     estimate_transcript,
 )
-from agentloop.testing import Reply, ScriptedModel, call, fail, text, tool_calls
+from agentloop.testing import Reply, ScriptedModel, call, fail, hang, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -373,3 +376,37 @@ async def test_trim_without_archive_in_a_compactor_still_validates() -> None:
     await turn(driver, "next")
     sent = texts(model.requests[0].transcript)
     assert sent[3][1].startswith("result c1: zzzzzzzzzz\n[... 280 characters trimmed")
+
+
+async def test_an_interrupt_during_the_summary_call_discards_the_whole_pass() -> None:
+    entered = anyio.Event()
+    summarizer = ScriptedModel(lambda request: entered.set() or hang())
+    controller = al.CancellationController()
+    compactor = Compactor(
+        [DropFailedResults(), SummarizeOlder(model=summarizer, keep_last=1)],
+        triggers=[ItemCountTrigger(max_items=3)],
+    )
+    model = ScriptedModel([])
+    prior = [system(), user("u1"), calls("c1"), result("c1", "e" * 500, error=True), answer("a1")]
+    builder = al.Agent.builder().model(model).transcript(prior).cancellation(controller.handle())
+    driver = await compactor.install(builder).build().start("s")
+    driver.submit_input([user("u2")])
+
+    async def interrupt_once_summarizing() -> None:
+        await entered.wait()
+        controller.interrupt()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(interrupt_once_summarizing)
+        step = await driver.next()
+    assert isinstance(step, al.Finished)
+    assert step.result.finish_reason is al.FinishReason.CANCELLED
+    assert step.result.metadata["agentloop.interrupt_stage"] == "mutator"
+    assert model.requests == []
+    assert len(compactor.reports) == 0
+    transcript = driver.snapshot().transcript
+    assert list(transcript[:5]) == prior  # the failed result kept its body
+    assert texts(transcript[5:]) == [
+        ("user", "u2"),
+        ("assistant", "Previous assistant response was interrupted by the user before completion."),
+    ]
