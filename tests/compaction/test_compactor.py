@@ -380,7 +380,12 @@ async def test_trim_without_archive_in_a_compactor_still_validates() -> None:
 
 async def test_an_interrupt_during_the_summary_call_discards_the_whole_pass() -> None:
     entered = anyio.Event()
-    summarizer = ScriptedModel(lambda request: entered.set() or hang())
+
+    def summarize(request: al.TurnRequest) -> Reply:
+        entered.set()
+        return hang()
+
+    summarizer = ScriptedModel(summarize)
     controller = al.CancellationController()
     compactor = Compactor(
         [DropFailedResults(), SummarizeOlder(model=summarizer, keep_last=1)],
