@@ -12,10 +12,17 @@ import structlog
 from ..loop._agent import AgentBuilder
 from ..loop._events import Warning as WarningEvent
 from ..loop._mutators import MutationContext, MutationPoint, TranscriptCursor
+from ..model._protocol import ModelAdapter
 from ..tools._registry import ToolRegistry
 from ._archive import MemoryResultArchive, ResultArchive, read_result_tool
 from ._pipeline import CompactionPipeline, CompactionRequest, CompactionStrategy
-from ._report import REPORT_KEY, CompactionOutcome, CompactionReport, report_metadata
+from ._report import (
+    REPORT_KEY,
+    CompactionOutcome,
+    CompactionReport,
+    is_compaction_mark,
+    report_metadata,
+)
 from ._strategies import DropFailedResults, KeepRecent, TrimLargeOutputs
 from ._summarize import SummarizeOlder
 from ._tokens import CHARS_PER_TOKEN, TokenEstimator, estimate_tokens, estimate_transcript
@@ -139,7 +146,7 @@ class Compactor:
         )
         before = list(items)
         tokens_before = estimate_transcript(before, self.estimator)
-        _, reported = _request_tokens(before, self.estimator)
+        _, reported = _request_tokens(before, self.estimator, stale_before=is_compaction_mark)
         if isinstance(self.pipeline, CompactionPipeline):
             after, steps = await self.pipeline.run(before, request)
         else:
@@ -186,7 +193,7 @@ class Compactor:
 def default_compactor(
     max_context_tokens: int,
     *,
-    summary_model: Any = None,
+    summary_model: ModelAdapter | None = None,
     archive: ResultArchive | None = None,
     threshold: float = 0.8,
     target: float = 0.5,
