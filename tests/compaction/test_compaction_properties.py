@@ -172,10 +172,10 @@ def session_model() -> ScriptedModel:
 
 
 @al.tool
-def lookup(n: int) -> str:
-    """Look a number up (a large output; negative numbers fail)."""
+def lookup(n: int) -> str | al.ToolOutput:
+    """Look a number up (a large output; negative numbers fail with an error result)."""
     if n < 0:
-        raise ValueError(f"no record {n}: " + "stack frame\n" * 40)
+        return al.ToolOutput(f"no record {n}: " + "stack frame\n" * 40, is_error=True)
     return f"record {n}: " + "data " * (200 + 50 * (n % 7))
 
 
