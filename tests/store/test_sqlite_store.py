@@ -32,7 +32,8 @@ async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) 
         assert repr(store) == f"SqliteSessionStore({str(path)!r}, open)"
     assert _query(path, "SELECT key, value FROM meta ORDER BY key") == [
         ("last_sequence", "0"),
-        ("schema_version", "1"),
+        ("last_token", "0"),
+        ("schema_version", "2"),
     ]
     assert _query(path, "PRAGMA journal_mode") == [("wal",)]
     assert repr(store) == f"SqliteSessionStore({str(path)!r}, closed)"
@@ -93,7 +94,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 1, found 7; "
+        f"cannot open session store {str(path)!r}: expected schema version 2, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
@@ -109,7 +110,7 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
         async with SqliteSessionStore(path):
             pass
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 1, found none; "
+        f"cannot open session store {str(path)!r}: expected schema version 2, found none; "
         "the file is not an agentloop session store, open another path"
     )
     assert _query(path, "SELECT name FROM sqlite_master") == [("notes",)]
