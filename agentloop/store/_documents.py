@@ -265,9 +265,9 @@ def decode_stored(
         transcript.append(data)
     if item_count is not None and item_count != len(transcript):
         raise CheckpointError(
-            f"{prefix}: its head row counts {item_count} items but {len(transcript)} item rows "
-            f"exist (item row {min(item_count, len(transcript))} is "
-            f"{'missing' if item_count > len(transcript) else 'extra'}); {fix}"
+            f"{prefix}: item row {min(item_count, len(transcript))} is "
+            f"{'missing' if item_count > len(transcript) else 'extra'} (its head row counts "
+            f"{item_count} items, {len(transcript)} item rows exist); {fix}"
         )
     document["transcript"] = transcript
     return document, items
