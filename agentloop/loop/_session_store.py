@@ -208,6 +208,7 @@ def input_digest(tool_name: str, tool_input: Any) -> str:
     not JSON.
     """
     try:
+        _check_json_keys(tool_input)
         text = json.dumps(
             [tool_name, tool_input],
             sort_keys=True,
@@ -220,6 +221,18 @@ def input_digest(tool_name: str, tool_input: Any) -> str:
             f"cannot digest the input of tool {tool_name!r}: {error}; pass JSON values"
         ) from None
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _check_json_keys(value: Any) -> None:
+    """``TypeError`` for a non-string key anywhere (``json.dumps`` would turn 1 into "1")."""
+    if isinstance(value, dict):
+        for key, element in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"the key {key!r} is not a str")
+            _check_json_keys(element)
+    elif isinstance(value, list | tuple):
+        for element in value:
+            _check_json_keys(element)
 
 
 def summarize(document: Mapping[str, Any]) -> tuple[SessionStatus, tuple[str, ...]]:

@@ -36,6 +36,7 @@ def postgres_server() -> Iterator[object]:
     finally:
         # An immediate stop: the data dir is deleted anyway (a normal stop checkpoints).
         pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=server.pgdata, user=server.system_user)
+        server.cleanup_mode = None  # stopped already; the folder goes below
         server.cleanup()
         shutil.rmtree(base, ignore_errors=True)
 
