@@ -41,6 +41,7 @@ __all__ = [
     "insert_claim",
     "insert_started_call",
     "list_session_rows",
+    "lock_ready_candidates",
     "lock_session",
     "next_token",
     "now",
@@ -334,19 +335,38 @@ class SummaryRow(NamedTuple):
     leased: bool
 
 
-def read_summaries(connection: Any, *, lock: bool = False) -> list[SummaryRow]:
-    """Sessions that are ready or await approval, oldest save first.
+_SUMMARY = (
+    f"SELECT {', '.join('s.' + c for c in _ROW.split(', '))}, "
+    "ARRAY(SELECT a.call_id FROM agentloop_approvals a WHERE a.session_id = s.session_id), "
+    "coalesce(NOT l.released AND l.expires_at > clock_timestamp(), false) "
+    "FROM agentloop_sessions s LEFT JOIN agentloop_leases l USING (session_id) "
+)
 
-    ``lock`` takes each returned session row ``FOR UPDATE SKIP LOCKED``: rows
-    another transaction is locking are left out instead of waited for.
+
+def read_summaries(connection: Any) -> list[SummaryRow]:
+    """Sessions that are ready or await approval, oldest save first."""
+    rows = connection.execute(
+        _SUMMARY + "WHERE s.status IN ('ready', 'awaiting_approval') ORDER BY s.version"
+    ).fetchall()
+    return [SummaryRow(SessionRow(*row[:6]), frozenset(row[6]), bool(row[7])) for row in rows]
+
+
+def lock_ready_candidates(connection: Any, limit: int) -> list[SummaryRow]:
+    """Up to ``limit`` ready, unleased sessions, oldest first, locked ``FOR UPDATE SKIP LOCKED``.
+
+    Ready: status ``ready``, or ``awaiting_approval`` with a decision recorded
+    for every pending call. Rows another transaction holds are skipped, not
+    waited for, so workers polling at once each get other sessions.
     """
     rows = connection.execute(
-        f"SELECT {', '.join('s.' + c for c in _ROW.split(', '))}, "
-        "ARRAY(SELECT a.call_id FROM agentloop_approvals a WHERE a.session_id = s.session_id), "
-        "coalesce(NOT l.released AND l.expires_at > clock_timestamp(), false) "
-        "FROM agentloop_sessions s LEFT JOIN agentloop_leases l USING (session_id) "
-        "WHERE s.status IN ('ready', 'awaiting_approval') ORDER BY s.version"
-        + (" FOR UPDATE OF s SKIP LOCKED" if lock else "")
+        _SUMMARY + "WHERE (s.status = 'ready' OR (s.status = 'awaiting_approval' "
+        "AND jsonb_array_length(s.pending_approvals) > 0 AND NOT EXISTS ("
+        "SELECT 1 FROM jsonb_array_elements_text(s.pending_approvals) AS p(call_id) "
+        "WHERE NOT EXISTS (SELECT 1 FROM agentloop_approvals a "
+        "WHERE a.session_id = s.session_id AND a.call_id = p.call_id)))) "
+        "AND (l.session_id IS NULL OR l.released OR l.expires_at <= clock_timestamp()) "
+        "ORDER BY s.version LIMIT %s FOR UPDATE OF s SKIP LOCKED",
+        (limit,),
     ).fetchall()
     return [SummaryRow(SessionRow(*row[:6]), frozenset(row[6]), bool(row[7])) for row in rows]
 

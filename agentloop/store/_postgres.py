@@ -52,6 +52,7 @@ __all__ = ["PostgresSessionStore"]
 T = TypeVar("T")
 
 _CACHED_SESSIONS = 64
+_CANDIDATES = 8
 
 
 class PostgresSessionStore:
@@ -283,7 +284,7 @@ class PostgresSessionStore:
 
         def work(connection: Any) -> Lease | None:
             with _transaction(connection):
-                for row in sql.read_summaries(connection, lock=True):
+                for row in sql.lock_ready_candidates(connection, _CANDIDATES):
                     summary = _summary(row)
                     if row.leased or not is_ready(
                         summary.status, summary.pending_approvals, summary.undecided
