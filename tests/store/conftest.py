@@ -1,4 +1,11 @@
-"""A real PostgreSQL for the store tests: one embedded server per run, one database per test."""
+"""A real PostgreSQL for the store tests: one embedded server per run, one schema per test.
+
+Each test gets a schema of its own (its URI sets ``search_path``), so its
+tables and sequences are its own: the store creates everything unqualified.
+A schema rather than a database per test: ``CREATE DATABASE`` copies a
+template and took ~0.8 s per test on a busy 2-core machine, a schema takes
+milliseconds.
+"""
 
 import shutil
 import tempfile
@@ -42,20 +49,22 @@ def postgres_server() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def new_postgres_database(postgres_server: object) -> Callable[[], str]:
-    """Returns a function that creates an empty database and returns its URI."""
+def new_postgres_schema(postgres_server: object) -> Callable[[], str]:
+    """Returns a function that creates an empty schema and returns a URI that uses it."""
     import psycopg
+
+    uri = str(postgres_server.get_uri())  # type: ignore[attr-defined]
 
     def create() -> str:
         name = f"test_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(postgres_server.get_uri(), autocommit=True) as connection:  # type: ignore[attr-defined]
-            connection.execute(f'CREATE DATABASE "{name}"')
-        return str(postgres_server.get_uri(name))  # type: ignore[attr-defined]
+        with psycopg.connect(uri, autocommit=True) as connection:
+            connection.execute(f"CREATE SCHEMA {name}")
+        return f"{uri}&options=-csearch_path%3D{name}"
 
     return create
 
 
 @pytest.fixture
-def postgres_uri(new_postgres_database: Callable[[], str]) -> str:
-    """The URI of a database of this test's own."""
-    return new_postgres_database()
+def postgres_uri(new_postgres_schema: Callable[[], str]) -> str:
+    """A URI whose tables and sequences are this test's own (its own schema)."""
+    return new_postgres_schema()

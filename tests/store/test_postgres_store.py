@@ -26,7 +26,7 @@ async def test_the_schema_is_created_once_and_versioned(postgres_uri: str) -> No
     assert [row[0] for row in _query(postgres_uri, "SELECT version FROM agentloop_schema")] == [1]
     tables = _query(
         postgres_uri,
-        "SELECT tablename FROM pg_tables WHERE tablename LIKE 'agentloop%' ORDER BY tablename",
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename",
     )
     assert [row[0] for row in tables] == [
         "agentloop_approvals",
@@ -65,7 +65,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(postgres_uri: str) -> No
 
 
 async def test_an_unreachable_database_is_a_checkpoint_error(postgres_uri: str) -> None:
-    store = PostgresSessionStore(postgres_uri.replace("/test_", "/missing_"))
+    store = PostgresSessionStore(postgres_uri.replace("/postgres?", "/missing?"))
     with pytest.raises(CheckpointError) as raised:
         await store.load("s")
     message = str(raised.value)
@@ -108,9 +108,9 @@ def _ready_document(session_id: str) -> dict[str, object]:
 
 
 async def test_workers_polling_at_once_lease_disjoint_sessions(
-    new_postgres_database: Callable[[], str],
+    new_postgres_schema: Callable[[], str],
 ) -> None:
-    uri = new_postgres_database()
+    uri = new_postgres_schema()
     sessions = [f"ready-{n}" for n in range(24)]
     async with PostgresSessionStore(uri) as store:
         for session_id in sessions:
