@@ -3,8 +3,8 @@
 Usage: ``fleet_worker.py STORE OWNER SIDE_EFFECTS SESSION_ID... [--die-in-tool]``.
 STORE is a ``postgresql://`` URI or a SQLite path. The "tool" appends a line
 to ``SIDE_EFFECTS/<call id>`` (the side effect that must happen at most
-once). With ``--die-in-tool`` the worker writes ``SIDE_EFFECTS/entered``
-after its side effect and then waits to be SIGKILLed. It exits once every
+once). With ``--die-in-tool`` the worker takes 1 s leases, writes
+``SIDE_EFFECTS/entered`` after its side effect and then waits to be SIGKILLed. It exits once every
 given session has its call answered.
 """
 
@@ -26,7 +26,10 @@ from agentloop.store import (
     input_digest,
 )
 
-TTL = 1.0
+TTL = 30.0
+"""A live worker's lease outlives any step here, however busy the machine."""
+DOOMED_TTL = 1.0
+"""The worker that will be killed: its session is taken over a second later."""
 
 
 def open_store(target: str) -> SessionStore:
@@ -58,7 +61,7 @@ async def main(target: str, owner: str, effects: Path, sessions: list[str], die:
             loaded = [await store.load(session_id) for session_id in sessions]
             if all(s is not None and s.status is SessionStatus.AWAITING_INPUT for s in loaded):
                 return
-            lease = await store.acquire_ready(owner, TTL)
+            lease = await store.acquire_ready(owner, DOOMED_TTL if die else TTL)
             if lease is None:
                 await anyio.sleep(0.05)
                 continue
