@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-import anyio
-import anyio.to_thread
-
-from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError
+from ..core._errors import InvalidInputError
 from ..core._items import Item
 from ..loop._session_store import (
     Approval,
@@ -36,6 +32,7 @@ from ._documents import (
     decode_stored,
     encode_checkpoint,
 )
+from ._pg_pool import ConnectionPool, transaction
 from ._rules import (
     LeaseRow,
     check_acquire,
@@ -80,19 +77,14 @@ class PostgresSessionStore:
             raise InvalidInputError(
                 f"PostgresSessionStore expects pool_size >= 1, got {pool_size!r}"
             )
-        self._conninfo = conninfo
-        self._pool_size = pool_size
-        self._idle: list[Any] = []
+        self._pool = ConnectionPool(conninfo, pool_size)
         self._lock = threading.Lock()
-        self._limiter = anyio.CapacityLimiter(pool_size)
-        self._schema_ready = False
-        self._closed = False
         self._cache: dict[str, tuple[int, tuple[str, ...]]] = {}
         self._texts = ItemTexts()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"PostgresSessionStore(pool_size={self._pool_size}, {state})"
+        state = "closed" if self._pool.closed else "open"
+        return f"PostgresSessionStore(pool_size={self._pool.size}, {state})"
 
     async def __aenter__(self) -> PostgresSessionStore:
         await self.open()
@@ -112,16 +104,9 @@ class PostgresSessionStore:
 
     async def aclose(self) -> None:
         """Close every connection; later calls raise ``InvalidStateError``. Idempotent."""
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close)
-
-    def _close(self) -> None:
+        await self._pool.close()
         with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
             self._cache.clear()
-        for connection in idle:
-            connection.close()
 
     async def schema_version(self) -> int:
         """The schema version the database holds (after creating or migrating it)."""
@@ -146,7 +131,7 @@ class PostgresSessionStore:
         operation = f"save checkpoint for session {session_id!r}"
 
         def work(connection: Any) -> int:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, session_id)
                 lease = sql.read_lease(connection, session_id)
                 check_fence(session_id, fencing_token, lease, sql.now(connection), operation)
@@ -176,7 +161,7 @@ class PostgresSessionStore:
         operation = f"record call {call_id!r} of session {session_id!r} as started"
 
         def work(connection: Any) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, session_id)
                 lease = sql.read_lease(connection, session_id)
                 check_fence(session_id, None, lease, sql.now(connection), operation)
@@ -197,7 +182,7 @@ class PostgresSessionStore:
         operation = f"claim call {call_id!r} of session {session_id!r}"
 
         def work(connection: Any) -> Claim:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, session_id)
                 lease = sql.read_lease(connection, session_id)
                 check_fence(session_id, fencing_token, lease, sql.now(connection), operation)
@@ -236,7 +221,7 @@ class PostgresSessionStore:
         operation = f"record a decision on call {call_id!r} of session {session_id!r}"
 
         def work(connection: Any) -> Approval:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, session_id)
                 existing = _approvals(session_id, sql.read_approvals(connection, session_id))
                 found = existing.get(call_id)
@@ -264,7 +249,7 @@ class PostgresSessionStore:
         seconds = check_ttl(ttl, operation)
 
         def work(connection: Any) -> Lease:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, session_id)
                 now = sql.now(connection)
                 check_acquire(session_id, owner, sql.read_lease(connection, session_id), now)
@@ -283,7 +268,7 @@ class PostgresSessionStore:
         seconds = check_ttl(ttl, operation)
 
         def work(connection: Any) -> Lease | None:
-            with _transaction(connection):
+            with transaction(connection):
                 for row in sql.lock_ready_candidates(connection, _CANDIDATES):
                     summary = _summary(row)
                     if row.leased or not is_ready(
@@ -307,7 +292,7 @@ class PostgresSessionStore:
         seconds = check_ttl(ttl, operation)
 
         def work(connection: Any) -> Lease:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, lease.session_id)
                 now = sql.now(connection)
                 row = sql.read_lease(connection, lease.session_id)
@@ -323,7 +308,7 @@ class PostgresSessionStore:
         """Give ``lease`` up; no-op if it is not current."""
 
         def work(connection: Any) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, lease.session_id)
                 row = sql.read_lease(connection, lease.session_id)
                 if row is not None and row.token == lease.token:
@@ -335,7 +320,7 @@ class PostgresSessionStore:
         """Sessions with a pending call and no decision for it, oldest first."""
 
         def work(connection: Any) -> list[SessionSummary]:
-            with _transaction(connection):
+            with transaction(connection):
                 rows = sql.read_summaries(connection)
             return [summary for summary in map(_summary, rows) if summary.undecided]
 
@@ -345,7 +330,7 @@ class PostgresSessionStore:
         """Sessions a worker can advance now, not under a live lease, oldest first."""
 
         def work(connection: Any) -> list[SessionSummary]:
-            with _transaction(connection):
+            with transaction(connection):
                 rows = sql.read_summaries(connection)
             return [
                 summary
@@ -380,7 +365,7 @@ class PostgresSessionStore:
         """Every saved session, most recently updated first."""
 
         def work(connection: Any) -> list[sql.SessionRow]:
-            with _transaction(connection):
+            with transaction(connection):
                 return sql.list_session_rows(connection)
 
         rows = await self._run("list sessions", work)
@@ -395,7 +380,7 @@ class PostgresSessionStore:
         """Forget the session, its lease, claims and approvals; ``True`` if it had a document."""
 
         def work(connection: Any) -> bool:
-            with _transaction(connection):
+            with transaction(connection):
                 sql.lock_session(connection, session_id)
                 existed = sql.delete_session(connection, session_id)
             with self._lock:
@@ -422,7 +407,7 @@ class PostgresSessionStore:
         tuple[dict[str, Any], list[Item], sql.SessionRow, frozenset[str], dict[str, Approval]]
         | None
     ):
-        with _transaction(connection, read_only=True):
+        with transaction(connection, read_only=True):
             found = sql.read_session(connection, session_id)
             if found is None:
                 return None
@@ -454,69 +439,7 @@ class PostgresSessionStore:
             self._texts.remember(encoded)
 
     async def _run(self, operation: str, work: Callable[[Any], T]) -> T:
-        return await anyio.to_thread.run_sync(
-            self._run_pooled, operation, work, limiter=self._limiter
-        )
-
-    def _run_pooled(self, operation: str, work: Callable[[Any], T]) -> T:
-        import psycopg
-
-        connection = self._checkout(operation)
-        broken = False
-        try:
-            return work(connection)
-        except psycopg.Error as error:
-            broken = connection.closed or connection.broken
-            raise CheckpointError(
-                f"cannot {operation} in PostgreSQL: {type(error).__name__}: {error}; check "
-                "that the database is reachable and holds an agentloop session store"
-            ) from error
-        finally:
-            self._checkin(connection, broken)
-
-    def _checkout(self, operation: str) -> Any:
-        import psycopg
-
-        with self._lock:
-            if self._closed:
-                raise InvalidStateError(
-                    f"cannot {operation}: the PostgresSessionStore is closed; "
-                    "open a new PostgresSessionStore"
-                )
-            if self._idle:
-                return self._idle.pop()
-        try:
-            connection = psycopg.connect(self._conninfo, autocommit=True)
-        except psycopg.Error as error:
-            raise CheckpointError(
-                f"cannot {operation}: connecting to PostgreSQL failed: "
-                f"{type(error).__name__}: {error}; check the connection string"
-            ) from error
-        if not self._schema_ready:
-            try:
-                with _transaction(connection):
-                    sql.ensure_schema(connection, "PostgreSQL")
-            except BaseException:
-                connection.close()
-                raise
-            self._schema_ready = True
-        return connection
-
-    def _checkin(self, connection: Any, broken: bool) -> None:
-        with self._lock:
-            if not broken and not self._closed and len(self._idle) < self._pool_size:
-                self._idle.append(connection)
-                return
-        connection.close()
-
-
-@contextmanager
-def _transaction(connection: Any, *, read_only: bool = False) -> Iterator[None]:
-    """One transaction on an autocommit connection: committed, or rolled back if it raises."""
-    with connection.transaction():
-        if read_only:
-            connection.execute("SET TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ")
-        yield
+        return await self._pool.run(operation, work)
 
 
 def _status(value: str) -> SessionStatus:
