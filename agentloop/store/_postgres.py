@@ -77,6 +77,13 @@ class PostgresSessionStore:
             raise InvalidInputError(
                 f"PostgresSessionStore expects pool_size >= 1, got {pool_size!r}"
             )
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise ModuleNotFoundError(
+                "PostgresSessionStore needs psycopg 3: pip install 'agentloop[postgres]'",
+                name="psycopg",
+            ) from None
         self._pool = ConnectionPool(conninfo, pool_size)
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[int, tuple[str, ...]]] = {}

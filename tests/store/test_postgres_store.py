@@ -132,3 +132,16 @@ async def test_workers_polling_at_once_lease_disjoint_sessions(
     assert taken == sorted(sessions)  # every session leased once, by exactly one worker
     tokens = [lease.token for found in leases.values() for lease in found]
     assert len(set(tokens)) == len(tokens)
+
+
+def test_without_psycopg_the_store_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(ModuleNotFoundError) as raised:
+        PostgresSessionStore("postgresql://x")
+    assert str(raised.value) == (
+        "PostgresSessionStore needs psycopg 3: pip install 'agentloop[postgres]'"
+    )
