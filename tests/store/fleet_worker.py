@@ -55,6 +55,12 @@ def run_tool(path: Path, owner: str) -> None:
         file.write(f"{owner} {uuid.uuid4().hex}\n")
 
 
+def announce(effects: Path, call_id: str) -> None:
+    """Write ``entered`` atomically: the test kills us as soon as it appears."""
+    (effects / "entered.tmp").write_text(call_id)
+    (effects / "entered.tmp").rename(effects / "entered")
+
+
 async def main(target: str, owner: str, effects: Path, sessions: list[str], die: bool) -> None:
     async with open_store(target) as store:  # type: ignore[attr-defined]
         while True:
@@ -82,7 +88,7 @@ async def main(target: str, owner: str, effects: Path, sessions: list[str], die:
             else:
                 run_tool(effects / call_id, owner)
                 if die:
-                    (effects / "entered").write_text(call_id)
+                    announce(effects, call_id)
                     await anyio.sleep(3600)
                 text = f"done by {owner}"
             try:
