@@ -2,7 +2,7 @@
 
 :class:`McpToolSource` connects to one server, over stdio (:class:`StdioServer`,
 a child process it starts and stops) or streamable HTTP (:class:`HttpServer`),
-and offers its tools as ``mcp__<server>__<tool>``. See ``docs/tools.md``.
+and offers its tools as ``mcp__<server>__<tool>``. See ``docs/mcp.md``.
 """
 
 from ._config import HttpServer, McpServer, StdioServer, tool_names
