@@ -182,6 +182,8 @@ class McpToolSource:
         self._group = group
         try:
             await self._connect()
+            # The first listing is construction, as ToolRegistry.with_tool: not a change.
+            self._reported = {name: tool.spec for name, tool in self._tools.items()}
         except BaseException:
             self._group = None
             group.cancel_scope.cancel()

@@ -137,7 +137,15 @@ async def test_list_changed_updates_the_catalog_before_the_next_model_call(
         "done",
     ]
     async with McpToolSource(stdio_server(tmp_path), protocol=protocol) as source:
+        add = source.get("mcp__srv__add")
+        assert add is not None
+        assert source.drain_catalog_events() == []
         driver, events, step = await run_session(source, replies, seen=seen)
+        assert source.drain_catalog_events() == [
+            al.ToolCatalogEvent("mcp:srv", added=["mcp__srv__extra"], removed=["mcp__srv__add"])
+        ]
+        assert add.current_spec() is None  # hidden once the server no longer lists it
+        assert source.get("mcp__srv__add") is None
     assert isinstance(step, al.Finished)
     assert "mcp__srv__extra" not in seen[0]
     assert "mcp__srv__extra" in seen[1]
