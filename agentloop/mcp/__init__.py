@@ -9,7 +9,8 @@ from ._config import HttpServer, McpServer, StdioServer, tool_names
 from ._convert import MCP_NAME_KEY, MCP_SERVER_KEY, STRUCTURED_KEY, URI_KEY
 from ._errors import McpCallError, McpConnectionError, McpError
 from ._permissions import McpConnect, McpInvoke
-from ._source import ConnectApprover, McpTool, McpToolSource
+from ._source import ConnectApprover, McpToolSource
+from ._tool import McpTool
 
 __all__ = [
     "MCP_NAME_KEY",

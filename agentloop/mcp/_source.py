@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Literal, TextIO
 
 import anyio
 import anyio.abc
-import attrs
 import httpx2
 import mcp_types
 import structlog
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
@@ -25,17 +23,18 @@ from ..permissions._requests import (
     AllowAll,
     Deny,
     PermissionChecker,
-    PermissionRequest,
     RequireApproval,
 )
 from ..tools._registry import ToolCatalogEvent, catalog_change
-from ..tools._tool import ToolContext, ToolOutput, ToolRequest
+from ..tools._tool import ToolOutput
 from ._config import HttpServer, McpServer, StdioServer, tool_names
+from ._connection import Connection, describe, is_modern, lists_change, request, usable
 from ._convert import to_output, to_spec
 from ._errors import McpCallError, McpConnectionError, McpError
-from ._permissions import McpConnect, McpInvoke
+from ._permissions import McpConnect
+from ._tool import McpTool
 
-__all__ = ["ConnectApprover", "McpTool", "McpToolSource"]
+__all__ = ["ConnectApprover", "McpToolSource"]
 
 log = structlog.get_logger("agentloop")
 
@@ -45,50 +44,6 @@ ConnectApprover = Callable[[McpConnect, RequireApproval], Awaitable[bool]]
 _MAX_PAGES = 100
 _CLOSE_TIMEOUT = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
-
-
-@attrs.define(eq=False)
-class _Connection:
-    """One session with the server, owned by a task of the source's task group."""
-
-    number: int
-    stop: anyio.Event = attrs.field(factory=anyio.Event)
-    done: anyio.Event = attrs.field(factory=anyio.Event)
-    client: Client | None = None
-    tasks: anyio.abc.TaskGroup | None = None
-    lost: str | None = None  # why it ended, if it was not stopped
-    relist_after_calls: bool = False  # 2026 era: changes are not ordered with responses
-
-
-class McpTool:
-    """One tool of an MCP server, as an agentloop :class:`~agentloop.Tool`.
-
-    Its calls propose :class:`McpInvoke` (after the executor's
-    ``ToolInvocation``); its input is validated by the executor against the
-    server's input schema, like any tool's.
-    """
-
-    def __init__(self, source: McpToolSource, mcp_name: str, spec: ToolSpec) -> None:
-        self.source = source
-        self.mcp_name = mcp_name
-        self.spec = spec
-
-    def __repr__(self) -> str:
-        return f"<McpTool {self.spec.name!r}: {self.mcp_name!r} of {self.source.server.name!r}>"
-
-    def current_spec(self) -> ToolSpec | None:
-        """This tool's spec while the server lists it, else ``None`` (hidden)."""
-        live = self.source.get(self.spec.name)
-        return live.spec if live is not None else None
-
-    def proposed_requests(self, request: ToolRequest) -> Sequence[PermissionRequest]:
-        """``McpInvoke(server, tool)``."""
-        return (McpInvoke(self.source.server.name, self.mcp_name, self.spec.annotations),)
-
-    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> ToolOutput:
-        """Call the tool on the server (see :meth:`McpToolSource.call_tool`)."""
-        arguments = request.input if isinstance(request.input, dict) else {}
-        return await self.source.call_tool(self.mcp_name, arguments)
 
 
 class McpToolSource:
@@ -159,7 +114,7 @@ class McpToolSource:
         self._tools: dict[str, McpTool] = {}
         self._reported: dict[str, ToolSpec] = {}
         self._group: anyio.abc.TaskGroup | None = None
-        self._connection: _Connection | None = None
+        self._connection: Connection | None = None
         self._connections = 0
         self._lock = anyio.Lock()
         self._stale = False
@@ -211,7 +166,7 @@ class McpToolSource:
     @property
     def connected(self) -> bool:
         """Whether a connection is open now."""
-        return _usable(self._connection)
+        return usable(self._connection)
 
     @property
     def connections(self) -> int:
@@ -252,7 +207,7 @@ class McpToolSource:
         """Call tool ``mcp_name`` (its name on the server); raises :class:`McpError` when
         the server cannot answer; the server's own ``isError`` is an error output."""
         connection = await self._connection_for_call()
-        result = await self._request(
+        result = await request(
             connection, f"tools/call {mcp_name!r}", self.call_timeout,
             lambda client: client.call_tool(mcp_name, arguments),
         )  # fmt: skip
@@ -270,80 +225,15 @@ class McpToolSource:
             )
         return to_output(result)
 
-    async def _request(
-        self,
-        connection: _Connection,
-        operation: str,
-        limit: float,
-        send: Callable[[Client], Awaitable[Any]],
-    ) -> Any:
-        """``send`` on the connection, bounded by ``limit`` seconds and the connection's life."""
-        client = connection.client
-        server = self.server.name
-        if client is None or connection.done.is_set():
-            raise McpConnectionError(
-                f"MCP server {server!r} is not connected ({connection.lost or 'closed'})",
-                server=server,
-            )
-        outcome: list[Any] = []
-        failure: list[BaseException] = []
-        async with anyio.create_task_group() as group:
-
-            async def watch() -> None:
-                await connection.done.wait()
-                group.cancel_scope.cancel()
-
-            async def run() -> None:
-                try:
-                    outcome.append(await send(client))
-                except MCPError as error:
-                    failure.append(error)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as error:
-                    failure.append(error)
-                except Exception as error:  # malformed answers surface as validation errors
-                    failure.append(error)
-                group.cancel_scope.cancel()
-
-            group.start_soon(watch)
-            with anyio.move_on_after(limit) as timer:
-                await run()
-            group.cancel_scope.cancel()
-        if outcome:
-            return outcome[0]
-        if timer.cancelled_caught:
-            self._drop(connection, f"{operation} timed out")
-            raise McpCallError(
-                f"MCP server {server!r} did not answer {operation} within {limit:g} s; the "
-                "call was cancelled and the connection will be reopened on the next call",
-                server=server,
-            )
-        if failure:
-            error = failure[0]
-            if _is_lost(connection, error):
-                self._drop(connection, _describe(error))
-                raise McpConnectionError(
-                    f"MCP server {server!r} went away during {operation}: "
-                    f"{connection.lost or _describe(error)}; the next call reconnects",
-                    server=server,
-                ) from error
-            raise McpCallError(
-                f"MCP server {server!r} failed {operation}: {_describe(error)}", server=server
-            ) from error
-        raise McpConnectionError(
-            f"MCP server {server!r} went away during {operation}: "
-            f"{connection.lost or 'the connection closed'}; the next call reconnects",
-            server=server,
-        )
-
     # -- connecting ------------------------------------------------------------
 
-    async def _connection_for_call(self) -> _Connection:
+    async def _connection_for_call(self) -> Connection:
         connection = self._connection
-        if connection is not None and _usable(connection):
+        if connection is not None and usable(connection):
             return connection
         async with self._lock:
             connection = self._connection
-            if connection is not None and _usable(connection):
+            if connection is not None and usable(connection):
                 return connection
             await self._close_connection()
             return await self._open()
@@ -352,7 +242,7 @@ class McpToolSource:
         async with self._lock:
             await self._open()
 
-    async def _open(self) -> _Connection:
+    async def _open(self) -> Connection:
         """Check ``McpConnect``, then start a connection task and wait until it listed
         the tools (bounded by ``connect_timeout``)."""
         server = self.server.name
@@ -364,7 +254,7 @@ class McpToolSource:
             )
         await self._check_connect()
         self._connections += 1
-        connection = _Connection(self._connections)
+        connection = Connection(self.server.name, self._connections)
         try:
             tools: list[mcp_types.Tool] = await self._group.start(self._serve, connection)
         except McpConnectionError:
@@ -372,7 +262,7 @@ class McpToolSource:
         except Exception as error:
             raise McpConnectionError(
                 f"cannot connect to MCP server {server!r} ({self.server.target}): "
-                f"{_describe(error)}",
+                f"{describe(error)}",
                 server=server,
             ) from error
         self._connection = connection
@@ -413,7 +303,7 @@ class McpToolSource:
 
     async def _serve(
         self,
-        connection: _Connection,
+        connection: Connection,
         *,
         task_status: anyio.abc.TaskStatus[list[mcp_types.Tool]] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -427,7 +317,7 @@ class McpToolSource:
                     tools = await self._list_tools(client)
                     async with anyio.create_task_group() as tasks:
                         connection.client, connection.tasks = client, tasks
-                        if _is_modern(client) and _lists_change(client):
+                        if is_modern(client) and lists_change(client):
                             connection.relist_after_calls = True
                             await tasks.start(self._listen, connection)
                         scope.deadline = math.inf
@@ -444,7 +334,7 @@ class McpToolSource:
         except Exception as error:
             if not started:
                 raise
-            connection.lost = _describe(error)
+            connection.lost = describe(error)
             log.warning(
                 "mcp connection lost",
                 server=self.server.name,
@@ -457,7 +347,7 @@ class McpToolSource:
             connection.client = None
             connection.done.set()
 
-    async def _enter_client(self, stack: AsyncExitStack, connection: _Connection) -> Client:
+    async def _enter_client(self, stack: AsyncExitStack, connection: Connection) -> Client:
         server = self.server
         transport: Any
         if isinstance(server, StdioServer):
@@ -488,7 +378,7 @@ class McpToolSource:
 
     async def _listen(
         self,
-        connection: _Connection,
+        connection: Connection,
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -503,7 +393,7 @@ class McpToolSource:
                 async for _event in subscription:
                     self._tools_changed(connection)
         except Exception as error:
-            log.warning("mcp listen stream ended", server=self.server.name, error=_describe(error))
+            log.warning("mcp listen stream ended", server=self.server.name, error=describe(error))
             if not started:
                 task_status.started()
 
@@ -538,7 +428,7 @@ class McpToolSource:
             )
         self._tools = fresh
 
-    def _tools_changed(self, connection: _Connection) -> None:
+    def _tools_changed(self, connection: Connection) -> None:
         """The server said its list changed: fetch it again (one refresh at a time)."""
         self._stale = True
         if self._refreshed is not None or connection.tasks is None:
@@ -546,7 +436,7 @@ class McpToolSource:
         self._refreshed = anyio.Event()
         connection.tasks.start_soon(self._refresh_loop, connection)
 
-    async def _refresh_loop(self, connection: _Connection) -> None:
+    async def _refresh_loop(self, connection: Connection) -> None:
         try:
             while self._stale and not connection.done.is_set():
                 self._stale = False
@@ -562,10 +452,8 @@ class McpToolSource:
             if refreshed is not None:
                 refreshed.set()
 
-    async def _refresh_once(self, connection: _Connection) -> None:
-        tools = await self._request(
-            connection, "tools/list", self.connect_timeout, self._list_tools
-        )
+    async def _refresh_once(self, connection: Connection) -> None:
+        tools = await request(connection, "tools/list", self.connect_timeout, self._list_tools)
         self._apply(tools)
         log.info("mcp tools refreshed", server=self.server.name, tools=len(tools))
 
@@ -578,12 +466,6 @@ class McpToolSource:
 
     # -- closing -----------------------------------------------------------------
 
-    def _drop(self, connection: _Connection, why: str) -> None:
-        """Stop ``connection``; the next call opens a new one."""
-        if connection.lost is None:
-            connection.lost = why
-        connection.stop.set()
-
     async def _close_connection(self) -> None:
         connection = self._connection
         if connection is None:
@@ -591,32 +473,3 @@ class McpToolSource:
         connection.stop.set()
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
             await connection.done.wait()
-
-
-def _usable(connection: _Connection | None) -> bool:
-    return connection is not None and not connection.stop.is_set() and not connection.done.is_set()
-
-
-def _is_lost(connection: _Connection, error: BaseException) -> bool:
-    """Whether ``error`` means the connection is gone (not just this call failed)."""
-    if connection.done.is_set():
-        return True
-    if isinstance(error, MCPError):
-        return error.code == mcp_types.CONNECTION_CLOSED
-    return isinstance(error, OSError | anyio.BrokenResourceError | anyio.ClosedResourceError)
-
-
-def _is_modern(client: Client) -> bool:
-    return client.protocol_version >= "2026"
-
-
-def _lists_change(client: Client) -> bool:
-    tools = client.server_capabilities.tools
-    return bool(tools is not None and tools.list_changed)
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_describe(inner) for inner in error.exceptions)
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -66,9 +66,12 @@ class StructlogObserver:
             if format == "json"
             else structlog.dev.ConsoleRenderer(colors=False)
         )
-        logger = structlog.wrap_logger(
+        logger = structlog.wrap_logger(  # everything explicit: the host's config is not ours
             structlog.PrintLogger(stream),
             processors=[structlog.processors.TimeStamper(fmt="iso", utc=True), renderer],
+            wrapper_class=structlog.BoundLogger,
+            context_class=dict,
+            cache_logger_on_first_use=False,
         )
         return cls(logger, deltas=deltas)
 

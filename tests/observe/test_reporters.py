@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -81,8 +82,20 @@ async def test_structlog_console_format_and_the_default_logger() -> None:
     assert len(lines) == 12  # 8 events and 4 deltas (begin, two chunks, commit)
     assert [line.split()[1] for line in lines[6:10]] == ["agentloop.content_delta"] * 4
     assert lines[0].endswith("agentloop.run_started          session_id=s1")
-    with structlog.testing.capture_logs() as captured:
-        await run(StructlogObserver())
+    configured = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    try:
+        quiet = io.StringIO()
+        await run(StructlogObserver.to_stream(quiet))  # its own logger ignores the host's level
+        assert len(quiet.getvalue().splitlines()) == 8
+        with structlog.testing.capture_logs() as captured:
+            await run(StructlogObserver())
+        assert captured == []  # the library's logger is as quiet as the host made it
+        structlog.configure(wrapper_class=structlog.BoundLogger)
+        with structlog.testing.capture_logs() as captured:
+            await run(StructlogObserver())
+    finally:
+        structlog.configure(**configured)
     logged = [entry["event"] for entry in captured if entry["event"].startswith("agentloop.")]
     assert logged[:2] == [
         "agentloop.run_started",
