@@ -11,6 +11,7 @@ from typing import Any, Literal, TextIO
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import httpx2
 import mcp_types
 import structlog
@@ -60,7 +61,8 @@ class McpToolSource:
     the list is fetched again; the driver reports the change as a
     ``ToolCatalogChanged`` event before its next model call, and that call
     offers the new list. With a 2025-era server the notification arrives
-    before the call's answer and the call waits (bounded) for the refresh;
+    before the answer of the call that caused it, and the call waits
+    (bounded) for the refresh;
     on a 2026-era connection change events travel on their own stream, not
     ordered with answers, so after each call to a server that advertises
     ``tools.listChanged`` the source lists the tools again (one more round
@@ -211,6 +213,9 @@ class McpToolSource:
             connection, f"tools/call {mcp_name!r}", self.call_timeout,
             lambda client: client.call_tool(mcp_name, arguments),
         )  # fmt: skip
+        # A 2025-era notification sent before this answer is handled by a task the SDK
+        # spawned before resolving the answer: one checkpoint lets it flag the change.
+        await anyio.lowlevel.checkpoint()
         if connection.relist_after_calls:
             try:
                 await self._refresh_once(connection)

@@ -23,6 +23,9 @@ from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
+LOADED = 60.0
+"""Connect and call bounds for a machine under load (a server process may start slowly)."""
+
 ADD_SCHEMA = {
     "type": "object",
     "properties": {"a": {"title": "A", "type": "integer"}, "b": {"title": "B", "type": "integer"}},
@@ -62,7 +65,7 @@ async def run_session(
 
 
 async def test_tools_are_namespaced_with_their_schemas_and_annotations(tmp_path: Path) -> None:
-    async with McpToolSource(stdio_server(tmp_path)) as source:
+    async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         names = [spec.name for spec in source.specs()]
         assert names == [
             "mcp__srv__add", "mcp__srv__die", "mcp__srv__dotted_name", "mcp__srv__freeze",
@@ -97,7 +100,7 @@ async def test_calls_run_with_validated_input_and_every_content_kind(tmp_path: P
         ),
         "done",
     ]
-    async with McpToolSource(stdio_server(tmp_path)) as source:
+    async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         driver, _, step = await run_session(source, replies)
     assert isinstance(step, al.Finished)
     by_id = {result.call_id: result for result in results(driver)}
@@ -136,7 +139,9 @@ async def test_list_changed_updates_the_catalog_before_the_next_model_call(
         tool_calls(call("mcp__srv__shrink", {}, id="c3")),
         "done",
     ]
-    async with McpToolSource(stdio_server(tmp_path), protocol=protocol) as source:
+    async with McpToolSource(
+        stdio_server(tmp_path), protocol=protocol, connect_timeout=LOADED
+    ) as source:
         add = source.get("mcp__srv__add")
         assert add is not None
         assert source.drain_catalog_events() == []
@@ -166,7 +171,7 @@ async def test_streamable_http_server_lists_calls_and_reports_changes(tmp_path: 
         "done",
     ]
     with http_server(tmp_path) as server:
-        async with McpToolSource(server) as source:
+        async with McpToolSource(server, connect_timeout=LOADED) as source:
             driver, events, step = await run_session(source, replies, seen=seen)
     assert isinstance(step, al.Finished)
     assert [r.output for r in results(driver)] == ["3", "grown"]
@@ -186,7 +191,7 @@ async def test_a_server_killed_mid_call_fails_that_call_and_the_next_call_reconn
         tool_calls(call("mcp__srv__pid", {}, id="c3")),
         "done",
     ]
-    async with McpToolSource(stdio_server(tmp_path)) as source:
+    async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         driver, _, step = await run_session(source, replies)
         assert source.connections == 2
     assert isinstance(step, al.Finished)
@@ -210,7 +215,9 @@ async def test_a_hung_server_times_out_the_call_and_is_restarted(tmp_path: Path)
         tool_calls(call("mcp__srv__add", {"a": 1, "b": 1}, id="c2")),
         "done",
     ]
-    async with McpToolSource(stdio_server(tmp_path), call_timeout=1) as source:
+    async with McpToolSource(
+        stdio_server(tmp_path), call_timeout=1, connect_timeout=LOADED
+    ) as source:
         driver, _, step = await run_session(source, replies)
         assert source.connections == 2
     assert isinstance(step, al.Finished)
@@ -227,7 +234,7 @@ async def test_a_hung_server_times_out_the_call_and_is_restarted(tmp_path: Path)
 async def test_a_malformed_answer_fails_the_call_not_the_driver() -> None:
     server = StdioServer("raw", sys.executable, [RAW_SERVER])
     replies: list[Reply | str] = [tool_calls(call("mcp__raw__broken", {}, id="c1")), "done"]
-    async with McpToolSource(server, protocol="legacy", call_timeout=5) as source:
+    async with McpToolSource(server, protocol="legacy", call_timeout=LOADED) as source:
         driver, _, step = await run_session(source, replies)
     assert isinstance(step, al.Finished)
     (result,) = results(driver)
@@ -241,7 +248,7 @@ async def test_a_malformed_answer_fails_the_call_not_the_driver() -> None:
 async def test_cancelling_a_call_sends_the_cancel_notification(tmp_path: Path) -> None:
     controller = al.CancellationController()
     model = al.ScriptedModel([tool_calls(call("mcp__srv__slow", {"seconds": 60}, id="c1")), "ok"])
-    async with McpToolSource(stdio_server(tmp_path)) as source:
+    async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         agent = (
             al.Agent.builder()
             .model(model)
@@ -277,7 +284,7 @@ async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) ->
         tool_calls(call("mcp__srv__add", {"a": 1, "b": 2}, id="c1")),
         "ok",
     ]
-    async with McpToolSource(stdio_server(tmp_path)) as source:
+    async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         driver, _, step = await run_session(source, replies, permissions=ask)
         assert isinstance(step, al.ApprovalRequest)
         assert (step.call_id, step.request_kind, step.summary) == (
@@ -322,7 +329,9 @@ async def test_connecting_is_a_permission_request(tmp_path: Path) -> None:
         asked.append(request)
         return True
 
-    async with McpToolSource(server, permissions=ask, approve_connect=approve) as source:
+    async with McpToolSource(
+        server, permissions=ask, approve_connect=approve, connect_timeout=LOADED
+    ) as source:
         assert source.connected
     assert asked == [McpConnect("srv", server.target)]
 
@@ -342,7 +351,7 @@ async def test_a_server_that_cannot_start_raises_a_connection_error(tmp_path: Pa
 
 
 async def test_calls_outside_the_context_manager_are_refused(tmp_path: Path) -> None:
-    source = McpToolSource(stdio_server(tmp_path))
+    source = McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED)
     with pytest.raises(McpConnectionError, match="is not open; use `async with"):
         await source.call_tool("add", {"a": 1, "b": 2})
     with pytest.raises(McpError, match="is not open"):
