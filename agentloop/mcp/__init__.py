@@ -1,0 +1,32 @@
+"""MCP tool sources: an MCP server's tools in an agent's catalog (``pip install agentloop[mcp]``).
+
+:class:`McpToolSource` connects to one server, over stdio (:class:`StdioServer`,
+a child process it starts and stops) or streamable HTTP (:class:`HttpServer`),
+and offers its tools as ``mcp__<server>__<tool>``. See ``docs/mcp.md``.
+"""
+
+from ._config import HttpServer, McpServer, StdioServer, tool_names
+from ._convert import MCP_NAME_KEY, MCP_SERVER_KEY, STRUCTURED_KEY, URI_KEY
+from ._errors import McpCallError, McpConnectionError, McpError
+from ._permissions import McpConnect, McpInvoke
+from ._source import ConnectApprover, McpToolSource
+from ._tool import McpTool
+
+__all__ = [
+    "MCP_NAME_KEY",
+    "MCP_SERVER_KEY",
+    "STRUCTURED_KEY",
+    "URI_KEY",
+    "ConnectApprover",
+    "HttpServer",
+    "McpCallError",
+    "McpConnect",
+    "McpConnectionError",
+    "McpError",
+    "McpInvoke",
+    "McpServer",
+    "McpTool",
+    "McpToolSource",
+    "StdioServer",
+    "tool_names",
+]

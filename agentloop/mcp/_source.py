@@ -1,0 +1,480 @@
+"""``McpToolSource``: one MCP server's tools as a live agentloop tool source."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Literal, TextIO
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import httpx2
+import mcp_types
+import structlog
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from ..core._tool_spec import ToolSpec
+from ..permissions._requests import (
+    Allow,
+    AllowAll,
+    Deny,
+    PermissionChecker,
+    RequireApproval,
+)
+from ..tools._registry import ToolCatalogEvent, catalog_change
+from ..tools._tool import ToolOutput
+from ._config import HttpServer, McpServer, StdioServer, tool_names
+from ._connection import Connection, describe, is_modern, lists_change, request, usable
+from ._convert import to_output, to_spec
+from ._errors import McpCallError, McpConnectionError, McpError
+from ._permissions import McpConnect
+from ._tool import McpTool
+
+__all__ = ["ConnectApprover", "McpToolSource"]
+
+log = structlog.get_logger("agentloop")
+
+ConnectApprover = Callable[[McpConnect, RequireApproval], Awaitable[bool]]
+"""Asked when the source's checker wants approval to connect; returns whether to connect."""
+
+_MAX_PAGES = 100
+_CLOSE_TIMEOUT = 5.0
+_LIST_CHANGED = "notifications/tools/list_changed"
+
+
+class McpToolSource:
+    """The tools of one MCP server, named ``mcp__<server>__<tool>``.
+
+    Use it as an async context manager around the sessions that use it::
+
+        async with McpToolSource(StdioServer("files", "python", ["server.py"])) as files:
+            agent = Agent.builder().model(model).add_tool_source(files).build()
+
+    Entering connects (a stdio server is started as a child process) and
+    lists the tools; leaving closes the connection (a stdio server is
+    stopped). When the server reports ``notifications/tools/list_changed``
+    the list is fetched again; the driver reports the change as a
+    ``ToolCatalogChanged`` event before its next model call, and that call
+    offers the new list. With a 2025-era server the notification arrives
+    before the answer of the call that caused it, and the call waits
+    (bounded) for the refresh;
+    on a 2026-era connection change events travel on their own stream, not
+    ordered with answers, so after each call to a server that advertises
+    ``tools.listChanged`` the source lists the tools again (one more round
+    trip per call). Either way the model's next request sees the change.
+
+    Failures never escape into the driver: a crashed, hung or misbehaving
+    server fails the calls involved (the executor turns the :class:`McpError`
+    into a failed tool result); the next call reconnects, one attempt bounded
+    by ``connect_timeout``. A call that takes longer than ``call_timeout``
+    is abandoned and the connection reopened on the next call; a cancelled
+    call sends MCP's ``notifications/cancelled``.
+
+    ``permissions`` decides :class:`McpConnect` before every connection
+    (default: allow); when it asks for approval, ``approve_connect`` is asked,
+    and without one the connection is refused. ``protocol="legacy"`` forces
+    the 2025 initialize handshake (``"auto"`` negotiates the newest version
+    the server speaks). ``stderr`` receives a stdio server's standard error
+    (default: this process's).
+    """
+
+    def __init__(
+        self,
+        server: McpServer,
+        *,
+        permissions: PermissionChecker | None = None,
+        approve_connect: ConnectApprover | None = None,
+        connect_timeout: float = 10.0,
+        call_timeout: float = 60.0,
+        protocol: Literal["auto", "legacy"] = "auto",
+        stderr: TextIO | None = None,
+    ) -> None:
+        if not isinstance(server, StdioServer | HttpServer):
+            raise TypeError(
+                f"McpToolSource expects a StdioServer or HttpServer, got {type(server).__name__}"
+            )
+        for label, value in (("connect_timeout", connect_timeout), ("call_timeout", call_timeout)):
+            if not (isinstance(value, int | float) and 0 < value < math.inf):
+                raise ValueError(f"McpToolSource: {label} must be a positive number, got {value!r}")
+        if protocol not in ("auto", "legacy"):
+            raise ValueError(
+                f"McpToolSource: protocol must be 'auto' or 'legacy', got {protocol!r}"
+            )
+        self.server = server
+        self.name = f"mcp:{server.name}"
+        self.permissions: PermissionChecker = permissions or AllowAll()
+        self.approve_connect = approve_connect
+        self.connect_timeout = float(connect_timeout)
+        self.call_timeout = float(call_timeout)
+        self.protocol = protocol
+        self.stderr = stderr
+        self._tools: dict[str, McpTool] = {}
+        self._reported: dict[str, ToolSpec] = {}
+        self._group: anyio.abc.TaskGroup | None = None
+        self._connection: Connection | None = None
+        self._connections = 0
+        self._lock = anyio.Lock()
+        self._stale = False
+        self._refreshed: anyio.Event | None = None  # set when the running refresh ends
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "not connected"
+        return f"<McpToolSource {self.server.name!r} ({state}): {len(self._tools)} tools>"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def __aenter__(self) -> McpToolSource:
+        if self._group is not None:
+            raise McpConnectionError(
+                f"MCP source {self.server.name!r} is already open; use one `async with` per source",
+                server=self.server.name,
+            )
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        try:
+            await self._connect()
+            # The first listing is construction, as ToolRegistry.with_tool: not a change.
+            self._reported = {name: tool.spec for name, tool in self._tools.items()}
+        except BaseException:
+            self._group = None
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        group, self._group = self._group, None
+        if group is None:
+            return None
+        connection = self._connection
+        if connection is not None:
+            connection.stop.set()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
+                await connection.done.wait()
+        group.cancel_scope.cancel()
+        return await group.__aexit__(exc_type, exc, traceback)
+
+    @property
+    def connected(self) -> bool:
+        """Whether a connection is open now."""
+        return usable(self._connection)
+
+    @property
+    def connections(self) -> int:
+        """How many connections were opened so far (reconnections included)."""
+        return self._connections
+
+    async def reconnect(self) -> None:
+        """Close the connection (if any) and open a new one; raises :class:`McpError`."""
+        async with self._lock:
+            await self._close_connection()
+            await self._open()
+
+    async def refresh(self) -> None:
+        """List the server's tools again now (connecting first if needed)."""
+        connection = await self._connection_for_call()
+        await self._refresh_once(connection)
+
+    # -- the ToolSource protocol ------------------------------------------------
+
+    def specs(self) -> list[ToolSpec]:
+        """The specs of the server's tools, sorted by name."""
+        return [self._tools[name].spec for name in sorted(self._tools)]
+
+    def get(self, name: str) -> McpTool | None:
+        """The tool called ``name`` (``mcp__<server>__<tool>``), or ``None``."""
+        return self._tools.get(name)
+
+    def drain_catalog_events(self) -> list[ToolCatalogEvent]:
+        """The net change of the server's tools since the last drain (none or one event)."""
+        now = {name: tool.spec for name, tool in self._tools.items()}
+        change = catalog_change(self.name, self._reported, now)
+        self._reported = now
+        return [] if change is None else [change]
+
+    # -- calls -------------------------------------------------------------------
+
+    async def call_tool(self, mcp_name: str, arguments: dict[str, Any]) -> ToolOutput:
+        """Call tool ``mcp_name`` (its name on the server); raises :class:`McpError` when
+        the server cannot answer; the server's own ``isError`` is an error output."""
+        connection = await self._connection_for_call()
+        result = await request(
+            connection, f"tools/call {mcp_name!r}", self.call_timeout,
+            lambda client: client.call_tool(mcp_name, arguments),
+        )  # fmt: skip
+        # A 2025-era notification sent before this answer is handled by a task the SDK
+        # spawned before resolving the answer: one checkpoint lets it flag the change.
+        await anyio.lowlevel.checkpoint()
+        if connection.relist_after_calls:
+            try:
+                await self._refresh_once(connection)
+            except McpError as error:
+                log.warning("mcp tool refresh failed", server=self.server.name, error=str(error))
+        await self._settle_refresh()
+        if not isinstance(result, mcp_types.CallToolResult):
+            raise McpCallError(
+                f"MCP server {self.server.name!r} answered tools/call {mcp_name!r} with "
+                f"{type(result).__name__}; expected a CallToolResult",
+                server=self.server.name,
+            )
+        return to_output(result)
+
+    # -- connecting ------------------------------------------------------------
+
+    async def _connection_for_call(self) -> Connection:
+        connection = self._connection
+        if connection is not None and usable(connection):
+            return connection
+        async with self._lock:
+            connection = self._connection
+            if connection is not None and usable(connection):
+                return connection
+            await self._close_connection()
+            return await self._open()
+
+    async def _connect(self) -> None:
+        async with self._lock:
+            await self._open()
+
+    async def _open(self) -> Connection:
+        """Check ``McpConnect``, then start a connection task and wait until it listed
+        the tools (bounded by ``connect_timeout``)."""
+        server = self.server.name
+        if self._group is None:
+            raise McpConnectionError(
+                f"MCP source {server!r} is not open; use `async with McpToolSource(...)` around "
+                "the sessions that use it",
+                server=server,
+            )
+        await self._check_connect()
+        self._connections += 1
+        connection = Connection(self.server.name, self._connections)
+        try:
+            tools: list[mcp_types.Tool] = await self._group.start(self._serve, connection)
+        except McpConnectionError:
+            raise
+        except Exception as error:
+            raise McpConnectionError(
+                f"cannot connect to MCP server {server!r} ({self.server.target}): "
+                f"{describe(error)}",
+                server=server,
+            ) from error
+        self._connection = connection
+        self._apply(tools)
+        log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))
+        return connection
+
+    async def _check_connect(self) -> None:
+        request = McpConnect(self.server.name, self.server.target)
+        decision = self.permissions.evaluate(request)
+        if isinstance(decision, Allow):
+            return
+        if isinstance(decision, Deny):
+            raise McpConnectionError(
+                f"connecting to MCP server {self.server.name!r} was denied: {decision.message} "
+                f"(code: {decision.code})",
+                server=self.server.name,
+            )
+        if isinstance(decision, RequireApproval):
+            if self.approve_connect is None:
+                raise McpConnectionError(
+                    f"connecting to MCP server {self.server.name!r} needs approval "
+                    f"({decision.summary}) and the source has no approve_connect callback; pass "
+                    "one, or allow mcp.connect for this server",
+                    server=self.server.name,
+                )
+            if not await self.approve_connect(request, decision):
+                raise McpConnectionError(
+                    f"connecting to MCP server {self.server.name!r} was not approved",
+                    server=self.server.name,
+                )
+            return
+        raise McpConnectionError(
+            f"permission checker {type(self.permissions).__name__} returned {decision!r} for "
+            "mcp.connect; expected Allow, Deny or RequireApproval",
+            server=self.server.name,
+        )
+
+    async def _serve(
+        self,
+        connection: Connection,
+        *,
+        task_status: anyio.abc.TaskStatus[list[mcp_types.Tool]] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Own one connection: open it, list the tools, report them, then wait for stop."""
+        started = False
+        scope = anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout)
+        try:
+            with scope:
+                async with AsyncExitStack() as stack:
+                    client = await self._enter_client(stack, connection)
+                    tools = await self._list_tools(client)
+                    async with anyio.create_task_group() as tasks:
+                        connection.client, connection.tasks = client, tasks
+                        if is_modern(client) and lists_change(client):
+                            connection.relist_after_calls = True
+                            await tasks.start(self._listen, connection)
+                        scope.deadline = math.inf
+                        started = True
+                        task_status.started(tools)
+                        await connection.stop.wait()
+                        tasks.cancel_scope.cancel()
+            if not started:
+                raise McpConnectionError(
+                    f"cannot connect to MCP server {self.server.name!r} "
+                    f"({self.server.target}): no answer within {self.connect_timeout:g} s",
+                    server=self.server.name,
+                )
+        except Exception as error:
+            if not started:
+                raise
+            connection.lost = describe(error)
+            log.warning(
+                "mcp connection lost",
+                server=self.server.name,
+                connection=connection.number,
+                error=connection.lost,
+            )
+        finally:
+            if started and not connection.stop.is_set() and connection.lost is None:
+                connection.lost = "the server closed the connection"
+            connection.client = None
+            connection.done.set()
+
+    async def _enter_client(self, stack: AsyncExitStack, connection: Connection) -> Client:
+        server = self.server
+        transport: Any
+        if isinstance(server, StdioServer):
+            parameters = StdioServerParameters(
+                command=server.command, args=list(server.args), env=server.env, cwd=server.cwd
+            )
+            transport = stdio_client(parameters, errlog=self.stderr or sys.stderr)
+        else:
+            http = httpx2.AsyncClient(
+                headers=server.headers or {},
+                timeout=httpx2.Timeout(self.connect_timeout, read=None),
+            )
+            await stack.enter_async_context(http)
+            transport = streamable_http_client(server.url, http_client=http)
+
+        async def on_message(message: Any) -> None:
+            if getattr(message, "method", None) == _LIST_CHANGED:
+                self._tools_changed(connection)
+
+        client = Client(
+            transport,
+            mode=self.protocol,
+            message_handler=on_message,
+            cache=None,
+            client_info=mcp_types.Implementation(name="agentloop", version="0"),
+        )
+        return await stack.enter_async_context(client)
+
+    async def _listen(
+        self,
+        connection: Connection,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """2026-era servers deliver list changes on a ``subscriptions/listen`` stream."""
+        client = connection.client
+        assert client is not None
+        started = False
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                started = True
+                task_status.started()
+                async for _event in subscription:
+                    self._tools_changed(connection)
+        except Exception as error:
+            log.warning("mcp listen stream ended", server=self.server.name, error=describe(error))
+            if not started:
+                task_status.started()
+
+    # -- the tool list ---------------------------------------------------------
+
+    async def _list_tools(self, client: Client) -> list[mcp_types.Tool]:
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                return tools
+        raise McpCallError(
+            f"MCP server {self.server.name!r} listed more than {_MAX_PAGES} pages of tools",
+            server=self.server.name,
+        )
+
+    def _apply(self, tools: list[mcp_types.Tool]) -> None:
+        """Make ``tools`` the catalog, keeping the very same objects for unchanged tools."""
+        names = tool_names(self.server.name, [tool.name for tool in tools])
+        fresh: dict[str, McpTool] = {}
+        for tool in tools:
+            name = names[tool.name]
+            spec = to_spec(self.server.name, name, tool)
+            old = self._tools.get(name)
+            fresh[name] = (
+                old
+                if old is not None and old.spec == spec and old.mcp_name == tool.name
+                else McpTool(self, tool.name, spec)
+            )
+        self._tools = fresh
+
+    def _tools_changed(self, connection: Connection) -> None:
+        """The server said its list changed: fetch it again (one refresh at a time)."""
+        self._stale = True
+        if self._refreshed is not None or connection.tasks is None:
+            return
+        self._refreshed = anyio.Event()
+        connection.tasks.start_soon(self._refresh_loop, connection)
+
+    async def _refresh_loop(self, connection: Connection) -> None:
+        try:
+            while self._stale and not connection.done.is_set():
+                self._stale = False
+                try:
+                    await self._refresh_once(connection)
+                except Exception as error:
+                    log.warning(
+                        "mcp tool refresh failed", server=self.server.name, error=str(error)
+                    )
+                    return
+        finally:
+            refreshed, self._refreshed = self._refreshed, None
+            if refreshed is not None:
+                refreshed.set()
+
+    async def _refresh_once(self, connection: Connection) -> None:
+        tools = await request(connection, "tools/list", self.connect_timeout, self._list_tools)
+        self._apply(tools)
+        log.info("mcp tools refreshed", server=self.server.name, tools=len(tools))
+
+    async def _settle_refresh(self) -> None:
+        """Wait (bounded) for a refresh under way, so the next model call sees its result."""
+        refreshed = self._refreshed
+        if refreshed is not None:
+            with anyio.move_on_after(self.connect_timeout):
+                await refreshed.wait()
+
+    # -- closing -----------------------------------------------------------------
+
+    async def _close_connection(self) -> None:
+        connection = self._connection
+        if connection is None:
+            return
+        connection.stop.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
+            await connection.done.wait()

@@ -1,0 +1,41 @@
+"""Observers for operations: OpenTelemetry GenAI spans, structlog lines, JSON Lines, usage.
+
+:class:`OtelObserver` needs ``pip install agentloop[otel]`` and is imported on
+first use; the rest needs nothing extra. See ``docs/observability.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._logging import JsonlEventReporter, StructlogObserver, event_fields
+from ._usage import SessionUsage, UsageTotals
+
+if TYPE_CHECKING:
+    from ._otel import MODEL_KEY, PROVIDER_KEY, RESPONSE_ID_KEY, OtelObserver
+
+__all__ = [
+    "MODEL_KEY",
+    "PROVIDER_KEY",
+    "RESPONSE_ID_KEY",
+    "JsonlEventReporter",
+    "OtelObserver",
+    "SessionUsage",
+    "StructlogObserver",
+    "UsageTotals",
+    "event_fields",
+]
+
+_OTEL = {"MODEL_KEY", "PROVIDER_KEY", "RESPONSE_ID_KEY", "OtelObserver"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OTEL:
+        try:
+            from . import _otel
+        except ImportError as error:  # pragma: no cover (the dev extra installs it)
+            raise ImportError(
+                f"agentloop.observe.{name} needs OpenTelemetry: pip install 'agentloop[otel]'"
+            ) from error
+        return getattr(_otel, name)
+    raise AttributeError(f"module 'agentloop.observe' has no attribute {name!r}")

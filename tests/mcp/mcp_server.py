@@ -1,0 +1,139 @@
+"""A real MCP server for the tests, built with the official ``mcp`` package.
+
+Run: python mcp_server.py stdio
+     python mcp_server.py http PORT
+
+Environment: ``MCP_TEST_MARKS`` names a directory where tools leave marks
+(``cancelled-<tool>`` when a call was cancelled, ``pid`` with the process id).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("test-server", log_level="WARNING")
+marks = Path(os.environ.get("MCP_TEST_MARKS", "."))
+
+
+def mark(name: str, text: str = "") -> None:
+    (marks / name).write_text(text)
+
+
+@server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@server.tool(name="dotted.name")
+def dotted(text: str) -> str:
+    """A tool whose MCP name has a dot."""
+    return text.upper()
+
+
+@server.tool()
+def rich() -> types.CallToolResult:
+    """Every kind of content block."""
+    return types.CallToolResult(
+        content=[
+            types.TextContent(text="a picture:"),
+            types.ImageContent(data="iVBORw0KGgo=", mime_type="image/png"),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(
+                    uri="file:///notes/a.txt", text="note text", mime_type="text/plain"
+                )
+            ),
+            types.EmbeddedResource(
+                resource=types.BlobResourceContents(
+                    uri="file:///data/b.bin", blob="AAEC", mime_type="application/octet-stream"
+                )
+            ),
+            types.ResourceLink(name="c.md", uri="file:///docs/c.md", mime_type="text/markdown"),
+        ],
+        structured_content={"pictures": 1},
+    )
+
+
+@server.tool()
+def refuse(reason: str) -> types.CallToolResult:
+    """A tool result with isError set."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"refused: {reason}")], is_error=True
+    )
+
+
+def extra(word: str) -> str:
+    """Added at run time by grow."""
+    return word * 2
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool 'extra' and say the list changed."""
+    server.add_tool(extra)
+    await _list_changed(ctx)
+    return "grown"
+
+
+@server.tool()
+async def shrink(ctx: Context) -> str:
+    """Remove the tool 'add' and say the list changed."""
+    server.remove_tool("add")
+    await _list_changed(ctx)
+    return "shrunk"
+
+
+async def _list_changed(ctx: Context) -> None:
+    if (ctx.protocol_version or "") >= "2026":
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep; leaves marks when it starts and if it is cancelled."""
+    mark("started-slow")
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        mark("cancelled-slow")
+        raise
+    return "slept"
+
+
+@server.tool()
+def freeze() -> str:
+    """Block the whole server (a hung process)."""
+    time.sleep(3600)
+    return "never"
+
+
+@server.tool()
+async def die() -> str:
+    """Kill this server process mid-call (SIGKILL)."""
+    mark("died", str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGKILL)
+    await anyio.sleep(10)
+    return "never"
+
+
+@server.tool()
+def pid() -> str:
+    """This server's process id."""
+    return str(os.getpid())
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

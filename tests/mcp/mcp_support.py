@@ -1,0 +1,85 @@
+"""Real MCP server processes for the tests: stdio configs and an HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+
+import agentloop as al
+from agentloop.mcp import HttpServer, StdioServer
+
+HERE = Path(__file__).resolve().parent
+SERVER = str(HERE / "mcp_server.py")
+RAW_SERVER = str(HERE / "raw_server.py")
+START_TIMEOUT = 30.0
+
+
+def stdio_server(marks: Path, name: str = "srv") -> StdioServer:
+    """The test server over stdio; tools leave marks in ``marks``."""
+    return StdioServer(name, sys.executable, [SERVER, "stdio"], env={"MCP_TEST_MARKS": str(marks)})
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def http_server(marks: Path, name: str = "web") -> Iterator[HttpServer]:
+    """The test server over streamable HTTP on a free port of 127.0.0.1 (stopped after)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, SERVER, "http", str(port)],
+        env={"MCP_TEST_MARKS": str(marks), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the HTTP MCP server exited with {process.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the HTTP MCP server did not listen in time") from None
+                time.sleep(0.05)
+        yield HttpServer(name, f"http://127.0.0.1:{port}/mcp")
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+async def wait_for_file(path: Path, limit: float = 15.0) -> str:
+    """The file's text once it exists; fails after ``limit`` seconds."""
+    with anyio.fail_after(limit):
+        while not await anyio.Path(path).exists():  # noqa: ASYNC110 (another process writes it)
+            await anyio.sleep(0.02)
+    return await anyio.Path(path).read_text()
+
+
+class Events:
+    """Records every event."""
+
+    def __init__(self) -> None:
+        self.events: list[al.AgentEvent] = []
+
+    def handle_event(self, event: al.AgentEvent) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[al.AgentEvent]) -> list[al.AgentEvent]:
+        return [event for event in self.events if isinstance(event, kind)]
+
+
+def results(driver: al.LoopDriver) -> list[al.ToolResultPart]:
+    return [r for item in driver.snapshot().transcript for r in item.tool_results()]
