@@ -139,7 +139,11 @@ class ManagedServer:
         self._check_not_started()
         self._log = _new_log()
         self._popen = subprocess.Popen(
-            self._command(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+            self._command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            start_new_session=True,  # the terminal's Ctrl-C is the host's to handle, not ours
         )
         log.info("local_server.starting", server=self.label, port=self.port, pid=self._popen.pid)
         deadline = time.monotonic() + self.startup_timeout
@@ -191,7 +195,11 @@ class ManagedServer:
         self._check_not_started()
         self._log = _new_log()
         self._process = await anyio.open_process(
-            self._command(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+            self._command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            start_new_session=True,  # the terminal's Ctrl-C is the host's to handle, not ours
         )
         log.info("local_server.starting", server=self.label, port=self.port, pid=self._process.pid)
         deadline = time.monotonic() + self.startup_timeout
