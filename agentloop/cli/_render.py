@@ -38,6 +38,7 @@ from ..loop._steps import Step
 __all__ = ["Renderer", "brief", "format_arguments", "format_usage", "short_id"]
 
 _MAX_RESULT_CHARS = 200
+NOT_REPORTED = "not reported"
 _MAX_ID_CHARS = 12
 # an HTML entity that may still be cut off at the end of a streamed chunk
 _OPEN_ENTITY = re.compile(r"&#?[A-Za-z0-9]{0,8}$")
@@ -65,10 +66,10 @@ def brief(output: Any) -> str:
 
 
 def format_usage(usage: Usage | None) -> str:
-    """``input 30 tokens, output 6 tokens`` (and cost when known); ``usage not reported``."""
+    """``input 30 tokens, output 6 tokens`` (and cost when known); ``not reported`` for none."""
     usage = usage or Usage()
     if not usage.input_tokens and not usage.output_tokens and usage.cost is None:
-        return "usage not reported"
+        return NOT_REPORTED
     text = f"input {usage.input_tokens} tokens, output {usage.output_tokens} tokens"
     if usage.cost is not None:
         text += f", cost ${usage.cost:.4f}"
@@ -173,10 +174,9 @@ class Renderer:
             self.line(f"   {verdict}{edited}", "magenta")
         elif isinstance(event, TurnFinished):
             result = event.result
-            self.line(
-                f"== turn {result.finish_reason.value} ({format_usage(result.usage)})",
-                "green",
-            )
+            usage = format_usage(result.usage)
+            usage = f"usage {usage}" if usage == NOT_REPORTED else usage
+            self.line(f"== turn {result.finish_reason.value} ({usage})", "green")
         elif isinstance(event, Warning):
             self.line(f"warning: {event.message}", "yellow")
         elif isinstance(event, RunFailed):

@@ -13,7 +13,7 @@ from cli_support import Answers, console, lines
 import agentloop as al
 import agentloop.local
 from agentloop.cli import main
-from agentloop.cli._chat import ChatSession, build_chat_agent
+from agentloop.cli._chat import COMMANDS, ChatSession, build_chat_agent
 from agentloop.cli._demo import ToolChoicePerCall
 from agentloop.cli._render import Renderer
 from agentloop.testing import call, hang, stream, tool_calls
@@ -34,7 +34,7 @@ def test_chat_streams_shows_tools_asks_and_answers_commands() -> None:
     )
     assert status == 0
     assert out == [
-        "commands: /quit  /history  /export FILE.jsonl  /usage  /help; Ctrl-C cancels a running turn",
+        f"commands: {COMMANDS}; Ctrl-C cancels a running turn",
         "you> hello",
         "you said 'hello' (message 1)",
         "== turn completed (input 7 tokens, output 4 tokens)",
@@ -189,6 +189,7 @@ class FakeServer:
 
 def test_local_demo_forces_the_tool_on_the_first_call(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(agentloop.local, "LocalServer", FakeServer)
+    monkeypatch.setattr(agentloop.local, "local_server_available", lambda: True)
     target, buffer = console()
     assert main(["demo", "--yes"], console=target) == 0
     out = lines(buffer)
@@ -215,7 +216,7 @@ def test_local_demo_forces_the_tool_on_the_first_call(monkeypatch: pytest.Monkey
         "== turn completed (usage not reported)",
         "answer: eggs, flour, milk",
         "transcript: 9 items, every tool call answered",
-        "usage: usage not reported",
+        "usage: not reported",
     ]
     assert out[13].startswith("?  read_note needs approval: Read /")
     assert out[13].endswith("/groceries.txt (outside the allowed roots) (sensitive_path)")
