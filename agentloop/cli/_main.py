@@ -2,9 +2,10 @@
 
 ``main(argv, console=..., read_line=...)`` is what tests call: the console
 and the line reader are injectable, and nothing here touches ``sys.exit``.
-Exit statuses: 0 done, 1 an error while running (a provider, a tool
-module), 2 the command could not start (bad arguments, a missing or
-unreadable file, no local model server), 130 Ctrl-C.
+Exit statuses: 0 done; 1 a failure while running (the model server would
+not start, a store error); 2 the command could not start (bad arguments or
+``--model``/``--tools`` values, a missing or unreadable file, no local model
+server); 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import structlog
 from rich.console import Console
 
 from ..core._cancellation import CancellationController
-from ..core._errors import AgentLoopError
+from ..core._errors import AgentLoopError, InvalidInputError
 from ..core._items import ItemKind
 from ..core._transcript import find_violation
 from ..host._run import Approver
@@ -121,7 +122,7 @@ def main(
     except KeyboardInterrupt:
         renderer.error("interrupted")
         return EXIT_INTERRUPTED
-    except LocalServerNotInstalledError as error:
+    except (LocalServerNotInstalledError, InvalidInputError) as error:
         renderer.error(f"agentloop {arguments.command}: {error}")
         return EXIT_USAGE
     except AgentLoopError as error:

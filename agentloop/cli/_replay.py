@@ -85,7 +85,7 @@ async def _from_store(renderer: Renderer, path: str, session: str | None) -> lis
 
     try:
         async with SqliteSessionStore(path) as store:
-            sessions = [info.session_id for info in await store.list_sessions()]
+            sessions = sorted(info.session_id for info in await store.list_sessions())
             if session is None:
                 if len(sessions) != 1:
                     listed = ", ".join(repr(name) for name in sessions) or "none"

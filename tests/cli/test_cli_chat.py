@@ -118,7 +118,7 @@ def test_chat_sessions_persist_and_resume_in_the_store(tmp_path: Path) -> None:
 )
 def test_chat_reports_bad_arguments(argv: list[str], message: str) -> None:
     target, buffer = console()
-    assert main(argv, console=target, read_line=Answers(target, [])) == 1
+    assert main(argv, console=target, read_line=Answers(target, [])) == 2
     assert lines(buffer) == [message]
 
 
