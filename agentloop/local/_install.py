@@ -19,10 +19,12 @@ per server in the environment makes a second call a no-op.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -362,7 +364,7 @@ class _Build:
             env=env,
             text=True,
             errors="replace",
-            start_new_session=True,  # a Ctrl-C in the terminal reaches us, not the compiler
+            start_new_session=True,  # its own process group: stopped as a whole below
         ) as child:
             assert child.stdout is not None
             try:
@@ -371,8 +373,9 @@ class _Build:
                     progress = meter.line(line)
                     if progress is not None:
                         self.report(progress)
-            except BaseException:
-                child.kill()
+            except BaseException:  # Ctrl-C or a cancelled thread: stop pip and its compilers
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
                 raise
         if child.returncode != 0:
             self.log_file.flush()

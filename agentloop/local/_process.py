@@ -2,7 +2,8 @@
 
 What :class:`~agentloop.local.LocalServer` and :class:`~agentloop.local.LlamaServer`
 share: an ephemeral port, a per-run random API key, a readiness poll until
-the server answers (bounded by ``startup_timeout``), and a guaranteed stop:
+the server answers (bounded by ``startup_timeout``), its own session (so a
+Ctrl-C typed in the host's terminal never reaches it), and a guaranteed stop:
 terminate, then kill after a grace period, shielded from cancellation and
 bounded in time. A subclass says only how to start its server and how to
 tell that it is ready.

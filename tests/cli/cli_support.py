@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 import agentloop as al
-from agentloop.testing import Reply, call, hang, stream, tool_calls
+from agentloop.testing import Reply, call, fail, hang, stream, tool_calls
 
 WIDTH = 100
 DURATION = re.compile(r"^   \w+ (finished|failed) in \d+ ms$")
@@ -58,6 +58,8 @@ def _chat_reply(request: al.TurnRequest) -> Reply | str:
         return tool_calls(call("add", {"a": a, "b": b}), usage=al.Usage(4, 2))
     if text.startswith("touch"):
         return tool_calls(call("touch", {"path": "/etc/motd"}))
+    if text.startswith("fail"):
+        return fail(al.ProviderError("the server said no (HTTP 503)"))
     if text.startswith("boom"):
         return tool_calls(call("boom", {}))
     if text.startswith("wait"):  # streams a little, then waits for Ctrl-C
