@@ -307,6 +307,7 @@ class ChatSession:
             self.ctrl_c.start_turn()
         failed = False
         shown: list[str] = []
+        self.renderer.thinking()
         try:
             async with stream(agent, text, approve=self.approve, config=self.config) as events:
                 async for item in events:

@@ -29,12 +29,12 @@ PROMPT = "you> "
 CHAT = ["chat", "--model", "python:cli_support:make_model", "--tools", "cli_support:TOOLS"]
 
 
-def spawn(*argv: str, timeout: float = TIMEOUT) -> pexpect.spawn:
+def spawn(*argv: str, timeout: float = TIMEOUT, term: str = "dumb") -> pexpect.spawn:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(SUPPORT)]),
         "NO_COLOR": "1",
-        "TERM": "dumb",
+        "TERM": term,
         "COLUMNS": "200",
     }
     child = pexpect.spawn(
@@ -168,11 +168,12 @@ local = pytest.mark.skipif(
 def test_ctrl_c_in_a_local_chat_leaves_the_model_server_running(
     terminal: list[pexpect.spawn],
 ) -> None:
-    child = spawn("chat", timeout=LOCAL_TIMEOUT)
+    child = spawn("chat", timeout=LOCAL_TIMEOUT, term="xterm")
     terminal.append(child)
     child.expect(PROMPT)
     child.sendline("Write a very long story about a dragon.")
     child.expect(re.escape("dragon.\r\n"))  # the terminal's echo of the line
+    child.expect(r"thinking… \d+s")  # a sign of life until the first token
     child.expect(r"[A-Za-z]{2,}")  # the first streamed words
     child.sendintr()
     child.expect(re.escape("== turn cancelled"))
