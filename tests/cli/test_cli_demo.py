@@ -190,26 +190,25 @@ def test_without_rich_the_command_says_what_to_install_in_one_line(argv: list[st
 def test_the_local_demo_builds_the_server_on_its_first_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import agentloop.cli._demo as demo
     import agentloop.local
 
-    built: list[str] = []
-
-    def install(*, progress: object = None) -> None:
-        assert callable(progress)
-        progress("[local-server] compiling [1/193]")
-        built.append("tried")
-        raise agentloop.local.LocalServerError("pip failed: no compiler (see the build log)")
-
+    # the build runs as a child process; this one prints a step and fails like pip would
+    script = (
+        "import sys; print('[local-server] compiling 1% [2/193], 1s so far', flush=True); "
+        "print('[local-server] pip failed: no compiler', file=sys.stderr); sys.exit(1)"
+    )
+    monkeypatch.setattr(demo, "BUILD_COMMAND", (sys.executable, "-c", script))
     monkeypatch.setattr(agentloop.local, "local_server_available", lambda: False)
-    monkeypatch.setattr(agentloop.local, "install_local_server", install)
     target, buffer = console()
     status = main(["demo", "--yes"], console=target, read_line=Answers(target, []))
     out = lines(buffer)
     assert status == 2
-    assert built == ["tried"]
     assert out[2].startswith("first run: building the local model server")
     assert out[3:] == [
-        "[local-server] compiling [1/193]",
-        "agentloop demo: pip failed: no compiler (see the build log)",
+        "[local-server] compiling 1% [2/193], 1s so far",
+        "[local-server] pip failed: no compiler",
+        "agentloop demo: the build failed with exit code 1 (its output is above); fix the "
+        "cause, then run `python -m agentloop.local` or this demo again",
         "Or try the offline tour now: agentloop demo --scripted",
     ]
