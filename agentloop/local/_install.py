@@ -122,6 +122,7 @@ _LLAMA_SERVER_LOG_NAME = "llama-server-build.log"
 _STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")  # ninja
 _PERCENT = re.compile(r"^\s*\[\s*(\d+)%\]")  # make
 _TAIL_LINES = 30
+_STOP_GRACE = 10  # seconds a stopped build gets to stop its compilers
 
 Progress = Callable[[str], None]
 
@@ -373,9 +374,8 @@ class _Build:
                     progress = meter.line(line)
                     if progress is not None:
                         self.report(progress)
-            except BaseException:  # Ctrl-C or a cancelled thread: stop pip and its compilers
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.pid, signal.SIGKILL)
+            except BaseException:  # Ctrl-C, SIGTERM: stop pip and its compilers
+                _stop_group(child)
                 raise
         if child.returncode != 0:
             self.log_file.flush()
@@ -440,6 +440,19 @@ def _duration(seconds: float) -> str:
     if whole < 60:
         return f"{whole}s"
     return f"{whole // 60}m{whole % 60:02d}s"
+
+
+def _stop_group(child: subprocess.Popen[str]) -> None:
+    """Stop a build's process group: SIGTERM first (ninja and make then stop the
+    compilers, which run in process groups of their own), SIGKILL after a grace period."""
+    for number in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, number)
+        try:
+            child.wait(_STOP_GRACE)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _check_build_jobs(owner: str, build_jobs: int) -> None:

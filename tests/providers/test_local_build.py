@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -314,3 +315,37 @@ def test_make_percentages_are_shown_once_each() -> None:
 )
 def test_outcome_lines_pass_through_and_others_are_dropped(line: str, shown: str | None) -> None:
     assert local_internals._ProgressMeter().line(line) == shown
+
+
+# -- stopping a build ------------------------------------------------------------------------
+
+
+def test_an_interrupted_build_stops_its_whole_process_group(tmp_path: Path) -> None:
+    # A stand-in for pip: starts a grandchild (a compiler), reports, then waits.
+    pid_file = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys, time; "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid)); "
+        "print('  [1/2] compiling', flush=True); time.sleep(120)"
+    )
+
+    def interrupt(_line: str) -> None:
+        raise KeyboardInterrupt
+
+    with (tmp_path / "build.log").open("w") as log_file:
+        build = local_internals._Build("test build", tmp_path / "build.log", log_file, interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            build.run([sys.executable, "-c", script])
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 10  # the signal is sent; give the kernel a moment to act
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(grandchild)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
