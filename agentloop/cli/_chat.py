@@ -77,6 +77,7 @@ async def ask_approval(
 ) -> ApprovalDecision:
     """Ask until the answer is y, n or e; end of input denies, so does Ctrl-C (which also
     cancels the turn, so the answer is dropped)."""
+    renderer.end_inline()  # no "thinking…" status or half line over the prompt
     try:
         return await _ask_approval(renderer, read_line, request)
     except PromptInterrupted:
