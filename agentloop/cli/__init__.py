@@ -1,15 +1,39 @@
 """The ``agentloop`` command (needs the ``[cli]`` extra: ``pip install 'agentloop[cli]'``).
 
 ``agentloop demo [--scripted] [--yes]``, ``agentloop chat [...]`` and
-``agentloop replay session.jsonl``; see ``docs/cli.md``. Only this package
-imports rich.
+``agentloop replay FILE``; see ``docs/cli.md``. Only this package imports
+rich, and only when the command runs: without the extra, ``main()`` prints
+one line saying what to install.
 """
 
-try:
-    import rich  # noqa: F401
-except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError("the agentloop command needs rich: pip install 'agentloop[cli]'") from error
+from __future__ import annotations
 
-from ._main import main
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ._terminal import ReadLine
 
 __all__ = ["main"]
+
+MISSING_EXTRA = "agentloop: the command needs the [cli] extra: pip install 'agentloop[cli]'"
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    console: Console | None = None,
+    read_line: ReadLine | None = None,
+) -> int:
+    """Run the ``agentloop`` command; returns the exit status (see docs/cli.md)."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        print(MISSING_EXTRA, file=sys.stderr)
+        return 2
+    from ._main import main as run
+
+    return run(argv, console=console, read_line=read_line)

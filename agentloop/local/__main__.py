@@ -8,8 +8,10 @@ end of the build log when the build fails.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 from ._install import LocalServerError, install_llama_server, install_local_server
 
@@ -48,5 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_on_sigterm(_number: int, _frame: FrameType | None) -> None:
+    sys.exit(143)  # raised where the build waits, which then kills pip's process group
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so a stopped build stops its compilers
     sys.exit(main())

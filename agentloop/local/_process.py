@@ -2,7 +2,8 @@
 
 What :class:`~agentloop.local.LocalServer` and :class:`~agentloop.local.LlamaServer`
 share: an ephemeral port, a per-run random API key, a readiness poll until
-the server answers (bounded by ``startup_timeout``), and a guaranteed stop:
+the server answers (bounded by ``startup_timeout``), its own session (so a
+Ctrl-C typed in the host's terminal never reaches it), and a guaranteed stop:
 terminate, then kill after a grace period, shielded from cancellation and
 bounded in time. A subclass says only how to start its server and how to
 tell that it is ready.
@@ -139,7 +140,11 @@ class ManagedServer:
         self._check_not_started()
         self._log = _new_log()
         self._popen = subprocess.Popen(
-            self._command(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+            self._command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            start_new_session=True,  # the terminal's Ctrl-C is the host's to handle, not ours
         )
         log.info("local_server.starting", server=self.label, port=self.port, pid=self._popen.pid)
         deadline = time.monotonic() + self.startup_timeout
@@ -191,7 +196,11 @@ class ManagedServer:
         self._check_not_started()
         self._log = _new_log()
         self._process = await anyio.open_process(
-            self._command(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+            self._command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            start_new_session=True,  # the terminal's Ctrl-C is the host's to handle, not ours
         )
         log.info("local_server.starting", server=self.label, port=self.port, pid=self._process.pid)
         deadline = time.monotonic() + self.startup_timeout

