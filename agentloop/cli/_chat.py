@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from ..compaction import SqliteResultArchive, default_compactor
 from ..core._cancellation import CancellationController
 from ..core._delta import AppendText
 from ..core._errors import AgentLoopError, InvalidInputError
@@ -200,9 +201,21 @@ async def open_model(
 
 
 def build_chat_agent(
-    model: ModelAdapter, tools: ToolSource | None, controller: CancellationController
+    model: ModelAdapter,
+    tools: ToolSource | None,
+    controller: CancellationController,
+    *,
+    max_context_tokens: int | None = None,
+    archive_path: str | None = None,
 ) -> Agent:
-    """Reads under the working directory run; other file access, shell and network ask first."""
+    """Reads under the working directory run; other file access, shell and network ask first.
+
+    With ``max_context_tokens``, the conversation is compacted to stay within
+    that many tokens per request (``compaction.default_compactor``); trimmed
+    tool outputs are kept in ``archive_path`` (a SQLite file, usually the
+    chat's store) or in memory, and the model can read them back with
+    ``read_result``.
+    """
     builder = (
         Agent.builder()
         .model(model)
@@ -217,6 +230,9 @@ def build_chat_agent(
     )
     if tools is not None:
         builder = builder.add_tool_source(tools)
+    if max_context_tokens is not None:
+        archive = SqliteResultArchive(archive_path) if archive_path is not None else None
+        builder = default_compactor(max_context_tokens, archive=archive).install(builder)
     return builder.build()
 
 

@@ -76,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the longest answer, in tokens (default {CHAT_MAX_TOKENS}); a longer one ends "
         "'max_tokens'",
     )
+    chat.add_argument(
+        "--max-context-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="compact the conversation to stay within N tokens per request",
+    )
     replay = commands.add_parser(
         "replay",
         parents=[common],
@@ -84,6 +90,16 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("path", help="a JSONL transcript (export_jsonl, /export) or a store .db")
     replay.add_argument("--session", help="which session of a store (needed if it holds several)")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
+    return value
 
 
 MODEL_HELP = (
@@ -193,7 +209,13 @@ async def _chat(
     if ctrl_c is not None:
         ctrl_c.controller = controller
     async with open_model(arguments.model, renderer, max_tokens=arguments.max_tokens) as model:
-        agent = build_chat_agent(model, tools, controller)
+        agent = build_chat_agent(
+            model,
+            tools,
+            controller,
+            max_context_tokens=arguments.max_context_tokens,
+            archive_path=arguments.store,
+        )
         store: Any = None
         if arguments.store:
             from ..store import SqliteSessionStore

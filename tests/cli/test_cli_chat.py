@@ -266,3 +266,49 @@ def test_chat_finishes_a_turn_that_stopped_at_an_approval(tmp_path: Path) -> Non
         "you> <EOF>",
         "bye",
     ]
+
+
+def test_chat_compacts_to_max_context_tokens() -> None:
+    long = {
+        name: f"{name} " + letter * 200 for name, letter in [("a", "x"), ("b", "y"), ("c", "z")]
+    }
+    status, out = chat(
+        [long["a"], long["b"], long["c"], "/history", "/quit"], "--max-context-tokens", "120"
+    )
+    assert status == 0
+    start = out.index("you> /history")
+    assert out[start + 1 : start + 7] == [
+        "[system] You are a helpful assistant.",
+        "[context] [Compaction removed 4 earlier items to fit the context window.]",
+        f"[user] {long['c']}",
+        f"[assistant] you said '{long['c']}' (message 1)",
+        "(4 items)",
+        "you> /quit",
+    ]
+
+
+def test_chat_without_a_budget_keeps_everything() -> None:
+    status, out = chat(["one", "two", "/history", "/quit"])
+    assert status == 0
+    assert "(5 items)" in out
+    assert not any(line.startswith("[context]") for line in out)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", "expected a number > 0, got 0"),
+        ("-3", "expected a number > 0, got -3"),
+        ("abc", "expected a whole number, got 'abc'"),
+        ("1.5", "expected a whole number, got '1.5'"),
+    ],
+)
+def test_chat_refuses_a_bad_context_budget(
+    value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, _buffer = console()
+    argv = ["chat", "--model", MODEL, "--max-context-tokens", value]
+    assert main(argv, console=target, read_line=Answers(target, [])) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"agentloop chat: error: argument --max-context-tokens: {message}"
+    )
