@@ -156,8 +156,8 @@ def check_mutator(
     ``max_turns`` turns), big tool outputs (up to ``max_output_size``
     characters), wide rounds (up to ``max_parallel`` calls) and background
     calls whose results arrive as notifications; hypothesis is steered
-    (``hypothesis.target``) toward more items, bigger outputs and inputs the
-    mutator changes more. Each example runs up to ``passes`` passes of the
+    (``hypothesis.target``) toward the inputs the mutator changes most, that
+    is toward the sizes and shapes it reacts to. Each example runs up to ``passes`` passes of the
     same mutator instance on a transcript that grows between passes, as in a
     long session. With ``tools``, calls name those tools with schema-valid
     inputs.
@@ -248,6 +248,7 @@ class _Limits:
             max_rounds=2,
             max_parallel=min(4, self.max_parallel),
             max_output_size=self.max_output_size,
+            stock_text=True,
         )
 
 
@@ -297,8 +298,7 @@ def _point_test(
         mutator = fresh()
         items: list[Item] = data.draw(strategy, label="transcript")
         count = data.draw(st.integers(1, limits.passes), label="passes") if limits.passes > 1 else 1
-        largest_input, changed = len(items), 0
-        largest_output = _largest_output(items)
+        changed = 0
         for number in range(1, count + 1):
             if number > 1:
                 items = data.draw(
@@ -311,28 +311,12 @@ def _point_test(
                     ),
                     label=f"transcript before pass {number}",
                 )
-                largest_input = max(largest_input, len(items))
-                largest_output = max(largest_output, _largest_output(items))
             result = _check_one(mutator, items, point, backend, number, count)
             changed += _changes(items, result)
             items = result
-        target(float(largest_input), label="transcript items")
-        target(float(largest_output), label="largest tool output (characters)")
         target(float(changed), label="items the mutator changed")
 
     return run
-
-
-def _largest_output(items: Sequence[Item]) -> int:
-    sizes = [
-        len(_output_text(result.output)) for item in items for result in item.tool_results()
-    ]
-    return max(sizes, default=0)
-
-
-def _output_text(output: Any) -> str:
-    """A tool output as text, for measuring it."""
-    return output if isinstance(output, str) else json.dumps(output, default=str)
 
 
 def _changes(before: Sequence[Item], after: Sequence[Item]) -> int:

@@ -61,6 +61,11 @@ _INTERRUPTED = {"agentloop.interrupted": True, "agentloop.interrupt_stage": "too
 _TOOL_NAMES = ("read_file", "search", "echo", "run_shell", "fetch_url")
 
 _words = st.text(alphabet=string.ascii_letters + string.digits + " .,-", max_size=16)
+_stock_words = st.sampled_from(
+    ["", "ok", "done", "see above", "checking the logs", "Done. Anything else?", "x" * 12]
+)
+_stock_inputs = st.sampled_from([{}, {"path": "src/app.py"}, {"query": "status"}, {"n": 3}])
+"""Cheap stand-ins for long transcripts: one choice per text instead of one per character."""
 _keys = st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=8)
 _ids = st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=1, max_size=10)
 
@@ -182,6 +187,10 @@ class TranscriptShape:
     max_parallel: int = 3
     max_output_size: int = 30
     background_notifications: bool = True
+    stock_text: bool | None = None
+    """Draw texts, inputs and short outputs from a small stock (one choice each):
+    much cheaper for long transcripts. ``None``: when ``max_turns > 6`` or
+    ``max_parallel > 6``."""
 
     def __attrs_post_init__(self) -> None:
         counts = {
@@ -225,13 +234,19 @@ class _Builder:
         self.prefix = prefix or draw(st.sampled_from(["call_", "toolu_", "c", "fc-"]))
         self.counter = 0
         self.running_in_background: list[ToolCallPart] = []
+        long = self.shape.stock_text
+        if long is None:
+            long = self.shape.max_turns > 6 or self.shape.max_parallel > 6
+        self.words = _stock_words if long else _words
+        self.inputs = _stock_inputs if long else _flat_objects()
+        self.outputs = _stock_words if long else _words | _result_outputs()
 
     def fresh_id(self) -> str:
         self.counter += 1
         return f"{self.prefix}{self.counter}"
 
     def text_item(self, kind: ItemKind) -> Item:
-        return Item.text(kind, self.draw(_words))
+        return Item.text(kind, self.draw(self.words))
 
     def prelude(self) -> None:
         if self.draw(st.booleans()):
@@ -255,8 +270,8 @@ class _Builder:
     def output(self) -> Any:
         if self.shape.max_output_size > 30 and self.draw(st.integers(0, 2)) == 0:
             size = self.draw(st.integers(31, self.shape.max_output_size))
-            return _filler(self.draw(_words), size)
-        return self.draw(_words | _result_outputs())
+            return _filler(self.draw(self.words), size)
+        return self.draw(self.outputs)
 
     def input_block(self) -> None:
         self.notifications()
@@ -273,7 +288,7 @@ class _Builder:
             spec = self.draw(st.sampled_from(list(self.tools)))
             return ToolCallPart(call_id, spec.name, self.draw(tool_inputs(spec)))
         name = self.draw(st.sampled_from(_TOOL_NAMES))
-        return ToolCallPart(call_id, name, self.draw(_flat_objects()))
+        return ToolCallPart(call_id, name, self.draw(self.inputs))
 
     def result(self, call: ToolCallPart, *, cancelled: bool = False) -> ToolResultPart:
         outcome: ResultOutcome | None = ResultOutcome.CANCELLED
@@ -299,9 +314,9 @@ class _Builder:
     def tool_round(self, *, max_parallel: int, cancelled: bool = False) -> None:
         assistant_parts: list[Part] = []
         if self.draw(st.integers(0, 3)) == 0:
-            assistant_parts.append(ReasoningPart(self.draw(_words)))
+            assistant_parts.append(ReasoningPart(self.draw(self.words)))
         if self.draw(st.booleans()):
-            assistant_parts.append(TextPart(self.draw(_words)))
+            assistant_parts.append(TextPart(self.draw(self.words)))
         calls = [self.call() for _ in range(self.draw(st.integers(1, max_parallel)))]
         assistant_parts.extend(calls)
         self.items.append(
@@ -322,8 +337,8 @@ class _Builder:
     def answer(self) -> None:
         answer_parts: list[Part] = []
         if self.draw(st.integers(0, 3)) == 0:
-            answer_parts.append(ReasoningPart(self.draw(_words)))
-        answer_parts.append(TextPart(self.draw(_words)))
+            answer_parts.append(ReasoningPart(self.draw(self.words)))
+        answer_parts.append(TextPart(self.draw(self.words)))
         self.items.append(
             Item(ItemKind.ASSISTANT, answer_parts, finish_reason=FinishReason.COMPLETED)
         )
