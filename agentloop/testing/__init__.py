@@ -30,9 +30,11 @@ from ._actions import (
     Submit,
 )
 from ._assertions import assert_transcript_valid, check_mutator, format_transcript
+from ._replay import ReplayDriftError, ReplayScript, request_digest
 from ._scripted import Reply, ScriptedModel, call, fail, hang, reasoning, stream, text, tool_calls
 
 if TYPE_CHECKING:
+    from ._assertions import bounded_shrinking
     from ._policy_strategies import (
         LAUNCHERS,
         CommandCase,
@@ -83,6 +85,8 @@ __all__ = [
     "Interject",
     "InvalidTranscript",
     "PathCase",
+    "ReplayDriftError",
+    "ReplayScript",
     "Reply",
     "ScriptedModel",
     "Submit",
@@ -93,6 +97,7 @@ __all__ = [
     "adversarial_paths",
     "adversarial_urls",
     "assert_transcript_valid",
+    "bounded_shrinking",
     "call",
     "check_command_policy",
     "check_mutator",
@@ -111,6 +116,7 @@ __all__ = [
     "parts",
     "path_sandbox",
     "reasoning",
+    "request_digest",
     "stream",
     "text",
     "tool_calls",
@@ -127,6 +133,7 @@ _LAZY = {
     "adversarial_commands": "_policy_strategies",
     "adversarial_paths": "_policy_strategies",
     "adversarial_urls": "_policy_strategies",
+    "bounded_shrinking": "_assertions",
     "check_command_policy": "_policy_strategies",
     "check_path_policy": "_policy_strategies",
     "check_url_policy": "_policy_strategies",

@@ -6,8 +6,9 @@ agentloop; ``check_mutator`` imports hypothesis when called.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -25,7 +26,13 @@ from ..core._tool_spec import ToolSpec
 from ..core._transcript import TranscriptViolation, find_violation
 from ..loop._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 
-__all__ = ["assert_transcript_valid", "check_mutator", "format_transcript"]
+__all__ = [
+    "assert_transcript_valid",
+    "bounded_shrinking",
+    "check_mutator",
+    "format_transcript",
+    "kit_settings",
+]
 
 _CONTEXT = 2  # items shown around each highlighted one
 
@@ -143,6 +150,7 @@ def check_mutator(
     max_examples: int | None = None,
     settings: Any = None,
     seed: int | None = None,
+    shrink_seconds: float = 10.0,
     backend: str = "asyncio",
     transcripts: Any = None,
 ) -> None:
@@ -168,7 +176,9 @@ def check_mutator(
     and what the mutator made of it; the driver raises ``MutatorError`` for
     the same break at run time. ``max_examples`` (default 100), ``settings``
     (a ``hypothesis.settings``: phases, deadline, database, ...) and
-    ``seed`` tune hypothesis; ``transcripts`` replaces the first pass's
+    ``seed`` tune hypothesis; shrinking a failure stops after
+    ``shrink_seconds`` (the smallest failure found by then is reported);
+    ``transcripts`` replaces the first pass's
     strategy (a function of the point). Call it from a synchronous test.
     """
     import hypothesis
@@ -205,7 +215,8 @@ def check_mutator(
         wrapped = test_settings(given(data=_data())(test))
         if seed is not None:
             wrapped = hypothesis.seed(seed)(wrapped)
-        wrapped()
+        with bounded_shrinking(shrink_seconds):
+            wrapped()
 
 
 def kit_settings(settings: Any, *, max_examples: int | None, default_examples: int) -> Any:
@@ -224,6 +235,24 @@ def kit_settings(settings: Any, *, max_examples: int | None, default_examples: i
     if max_examples is not None:
         settings = hypothesis.settings(settings, max_examples=max_examples)
     return settings
+
+
+@contextlib.contextmanager
+def bounded_shrinking(seconds: float) -> Iterator[None]:
+    """Within the block, hypothesis stops shrinking a failure after ``seconds``.
+
+    It then reports the smallest failing example found so far (with a
+    warning that it stopped early). Sets hypothesis's documented,
+    monkeypatchable ``MAX_SHRINKING_SECONDS`` and restores it on exit.
+    """
+    from hypothesis.internal.conjecture import engine
+
+    previous = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = previous
 
 
 def _data() -> Any:

@@ -388,10 +388,11 @@ def _run(
     import hypothesis
     from hypothesis import given
 
-    from ._assertions import kit_settings
+    from ._assertions import bounded_shrinking, kit_settings
 
     test_settings = kit_settings(settings, max_examples=max_examples, default_examples=200)
     test = test_settings(given(strategy)(check))
     if seed is not None:
         test = hypothesis.seed(seed)(test)
-    test()
+    with bounded_shrinking(10.0):
+        test()
