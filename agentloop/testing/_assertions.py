@@ -245,12 +245,24 @@ def bounded_shrinking(seconds: float) -> Iterator[None]:
     warning that it stopped early). Sets hypothesis's documented,
     monkeypatchable ``MAX_SHRINKING_SECONDS`` and restores it on exit.
     """
+    from hypothesis import reporting
     from hypothesis.internal.conjecture import engine
+
+    forward = reporting.current_reporter()
+
+    def report(text: object) -> None:
+        if isinstance(text, str) and text.startswith("WARNING: Hypothesis has spent more than"):
+            text = (
+                f"agentloop.testing stopped shrinking after {seconds:g} s (shrink_seconds); "
+                "the failure below is the smallest found by then"
+            )
+        forward(text)
 
     previous = engine.MAX_SHRINKING_SECONDS
     engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
     try:
-        yield
+        with reporting.with_reporter(report):
+            yield
     finally:
         engine.MAX_SHRINKING_SECONDS = previous
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from ..permissions._requests import (
     Allow,
+    Deny,
     FileSystemRead,
     FileSystemWrite,
     NetworkAccess,
@@ -104,7 +105,7 @@ def adversarial_paths(
     ``/workspace2``, ``/workspaceX``); unicode (``..`` lookalikes, ligatures,
     combining accents, NFC/NFD spellings, a right-to-left override);
     absolute and relative forms (relative ones are taken against ``base``,
-    default the root's parent, as a tool running there would); trailing
+    default the root itself, as a tool working in the root would); trailing
     slashes, the root itself. Without ``root``, the root of
     :func:`path_sandbox` is used, and paths also go through symlinks inside
     it that lead out (``escape``, ``etc-link``) or stay in (``inner``,
@@ -112,7 +113,7 @@ def adversarial_paths(
     """
     sandboxed = root is None
     root = path_sandbox() if root is None else root.rstrip("/") or "/"
-    base = os.path.dirname(root) if base is None else base
+    base = root if base is None else base
     name = os.path.basename(root)
     segment = st.sampled_from(_SEGMENTS)
     tails = st.lists(segment | st.sampled_from(["..", ".", ""]), min_size=0, max_size=4)
@@ -156,6 +157,7 @@ def check_path_policy(
     *,
     base: str | None = None,
     requests: Callable[[str], Sequence[PermissionRequest]] | None = None,
+    deny_outside: bool = False,
     max_examples: int | None = None,
     settings: Any = None,
     seed: int | None = None,
@@ -167,7 +169,8 @@ def check_path_policy(
     sandbox with symlinks). ``policy`` may also be a class or function
     that builds the policy from the root. ``requests(path)`` turns a path into the
     requests to evaluate (default: a read and a write). Deny and approval
-    are fine; only ``Allow`` for a path outside is a failure, reported as
+    are fine; only ``Allow`` for a path outside is a failure (with
+    ``deny_outside``, anything but ``Deny``: approval too), reported as
     ``AssertionError`` with the path and where it resolves.
     """
     case_root = path_sandbox() if root is None else root
@@ -178,9 +181,11 @@ def check_path_policy(
     def check(case: PathCase) -> None:
         for request in make(case.path):
             decision = evaluated.evaluate(request)
-            if isinstance(decision, Allow) and not case.inside:
+            wrong = not isinstance(decision, Deny) if deny_outside else isinstance(decision, Allow)
+            if wrong and not case.inside:
                 raise AssertionError(
-                    f"policy {type(evaluated).__name__} allowed {request.kind} of {case.path!r}, "
+                    f"policy {type(evaluated).__name__} answered {type(decision).__name__} to "
+                    f"{request.kind} of {case.path!r}, "
                     f"which resolves to {case.real!r}, outside the root {case.root!r} "
                     f"(relative paths taken against {case.base!r})"
                 )

@@ -44,10 +44,21 @@ class ReplayDriftError(AssertionError):
         self.found = found
 
 
-def _stable(item: Item) -> dict[str, object]:
-    document = unstructure(attrs.evolve(item, created_at=None, usage=None, id=None))
-    assert isinstance(document, dict)
-    return document
+def _compact(value: object) -> object:
+    """``value`` without empty fields (``None``, ``{}``), so diffs show what matters."""
+    if isinstance(value, dict):
+        return {
+            key: _compact(entry)
+            for key, entry in value.items()
+            if entry is not None and entry != {}
+        }
+    if isinstance(value, list):
+        return [_compact(entry) for entry in value]
+    return value
+
+
+def _stable(item: Item) -> object:
+    return _compact(unstructure(attrs.evolve(item, created_at=None, usage=None, id=None)))
 
 
 def _lines(items: Sequence[Item]) -> list[str]:
@@ -155,11 +166,11 @@ class ReplayScript:
 
     def _drift(self, found: list[Item]) -> ReplayDriftError:
         expected = self._due(found)
-        where = f"session {self.session_id!r}" if self.session_id else "the recording"
+        where = f" in session {self.session_id!r}" if self.session_id else ""
         if expected is None:
             return ReplayDriftError(
-                f"replay drift: request of {len(found)} item(s) goes past the end of {where} "
-                f"({len(self.turns)} recorded model call(s)); last item sent: "
+                f"replay drift{where}: a request of {len(found)} item(s) goes past the end of "
+                f"the recording ({len(self.turns)} recorded model call(s)); last item sent: "
                 + (_lines(found)[-1] if found else "(none)"),
                 expected=None,
                 found=found,
@@ -168,8 +179,9 @@ class ReplayScript:
             _lines(expected), _lines(found), "recorded request", "replayed request", lineterm=""
         )
         return ReplayDriftError(
-            f"replay drift: the agent sent a request {where} does not have; diff against the "
-            f"recorded request due next ({len(expected)} item(s)):\n" + "\n".join(diff),
+            f"replay drift{where}: the agent sent a request the recording does not have; "
+            f"diff against the recorded request due next ({len(expected)} item(s)):\n"
+            + "\n".join(diff),
             expected=expected,
             found=found,
         )

@@ -32,12 +32,14 @@ def user_turn_starts(items: Sequence[Item]) -> list[int]:
 
 
 def round_boundaries(items: Sequence[Item]) -> list[int]:
-    """Indexes where an item may be inserted without splitting a call from its results."""
-    return [
-        index
-        for index in range(len(items) + 1)
-        if al.find_violation([*items[:index], SUMMARY, *items[index:]]) is None
-    ]
+    """Indexes where a cut or an insertion splits no call from its results."""
+    boundaries, open_calls = [0], set[str]()
+    for index, item in enumerate(items):
+        open_calls |= {call.id for call in item.tool_calls()}
+        open_calls -= {result.call_id for result in item.tool_results()}
+        if not open_calls:
+            boundaries.append(index + 1)
+    return boundaries
 
 
 # -- adjacency: nothing between a call and its results -----------------------------------

@@ -83,8 +83,9 @@ async def test_a_changed_tool_output_is_a_drift_with_a_diff(anyio_backend: str) 
         await run(model, {"a": "2"})  # the tool now answers differently
     message = str(raised.value)
     assert message.startswith(
-        "replay drift: the agent sent a request session 'recorded' does not have; diff against "
-        "the recorded request due next (3 item(s)):\n--- recorded request\n+++ replayed request\n"
+        "replay drift in session 'recorded': the agent sent a request the recording does not "
+        "have; diff against the recorded request due next (3 item(s)):\n"
+        "--- recorded request\n+++ replayed request\n"
     )
     removed = [line for line in message.splitlines() if line.startswith("-[")]
     added = [line for line in message.splitlines() if line.startswith("+[")]
