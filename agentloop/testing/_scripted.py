@@ -215,14 +215,25 @@ class ScriptedModel:
         return [list(request.transcript) for request in self.requests]
 
     def assert_requests_valid(self) -> None:
-        """Fail if any request's transcript broke the tool_call/tool_result pairing."""
-        from ._assertions import assert_transcript_valid
+        """Fail if any request broke the provider invariant or ended with nothing to answer.
+
+        The invariant is :func:`agentloop.find_violation`'s; the tail rule: a
+        request ends with user, tool or notification input.
+        """
+        from ..core._transcript import has_pending_input
+        from ._assertions import assert_transcript_valid, format_transcript
 
         for number, transcript in enumerate(self.transcripts(), start=1):
             try:
                 assert_transcript_valid(transcript)
             except AssertionError as error:
                 raise AssertionError(f"ScriptedModel: request {number}: {error}") from None
+            if not has_pending_input(transcript):
+                raise AssertionError(
+                    f"ScriptedModel: request {number} ends with nothing to answer (the last "
+                    "item must be user, tool or notification input):\n"
+                    + format_transcript(transcript[-3:])
+                )
 
     async def begin_turn(
         self, request: TurnRequest, cancellation: TurnCancellation | None

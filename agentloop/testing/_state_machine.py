@@ -42,7 +42,7 @@ from ..core._delta import AppendText, BeginPart
 from ..core._errors import InvalidStateError
 from ..core._items import FinishReason, Item, ItemKind, PartKind, ToolResultPart
 from ..core._tool_spec import ToolSpec
-from ..core._transcript import find_violation
+from ..core._transcript import find_violation, has_pending_input
 from ..loop._agent import Agent, AgentBuilder
 from ..loop._driver import LoopDriver
 from ..loop._state import DriverState
@@ -245,6 +245,12 @@ class AgentStateMachine(RuleBasedStateMachine):
             self._bad_requests.append(
                 f"model request {len(self.model.requests)} ({request.turn_id}) broke the "
                 "transcript invariant: " + _violation_report(transcript, violation)
+            )
+        elif not has_pending_input(transcript):
+            self._bad_requests.append(
+                f"model request {len(self.model.requests)} ({request.turn_id}) ends with "
+                f"nothing to answer (tail rule: the last item must be user, tool or "
+                f"notification input):\n{format_transcript(transcript[-3:])}"
             )
         partial = (BeginPart("text-0", PartKind.TEXT), AppendText("text-0", "partial"))
         if self._probes.take(CancelPoint.MODEL):
