@@ -447,7 +447,8 @@ def continuations(
     """``items`` grown by what the loop appends before the next mutation point.
 
     The open turn is finished (tool rounds, an answer), maybe more turns
-    follow, and the result ends as ``ends_with`` asks. New calls get ids
+    follow, and the result ends as ``ends_with`` asks; for ``tool_result``
+    the open turn may also just get its next tool round. New calls get ids
     starting with ``call_id_prefix`` (pick one per pass so ids stay unique).
     """
     return _continuations(
@@ -465,7 +466,11 @@ def _continuations(
     prefix: str,
 ) -> list[Item]:
     builder = _Builder(draw, tools, shape, items, prefix)
-    if items and items[-1].kind is not ItemKind.ASSISTANT:
+    open_turn = bool(items) and items[-1].kind is not ItemKind.ASSISTANT
+    if ends_with == "tool_result" and open_turn and draw(st.booleans()):
+        builder.rounds(low=1)  # the next round of the same turn
+        return builder.items
+    if open_turn:
         builder.rounds(low=0)
         builder.finish("complete")
     for _ in range(draw(st.integers(0, max(0, shape.max_turns)))):
