@@ -25,6 +25,7 @@ from agentloop import (
 from agentloop.testing import call, check_mutator, tool_calls
 
 SUMMARY = Item.text(ItemKind.CONTEXT, "[earlier items compacted]")
+SHRINK = 2.0  # finding a bug uses the default budget; a short shrink keeps the suite quick
 
 
 def user_turn_starts(items: Sequence[Item]) -> list[int]:
@@ -71,7 +72,7 @@ class NoteAfterEveryRound:
 
 def test_a_note_between_a_call_and_its_results_is_caught() -> None:
     with pytest.raises(AssertionError, match="item between tool_call") as raised:
-        check_mutator(NoteAfterEveryCall)
+        check_mutator(NoteAfterEveryCall, shrink_seconds=SHRINK)
     assert "broke the transcript at" in str(raised.value)
     check_mutator(NoteAfterEveryRound)
 
@@ -98,7 +99,7 @@ def test_writing_to_cursor_items_is_refused_and_reported() -> None:
     with pytest.raises(
         AssertionError, match=r"raised at .*TypeError.*doesn.t support item deletion"
     ):
-        check_mutator(EditsItemsInPlace)
+        check_mutator(EditsItemsInPlace, shrink_seconds=SHRINK)
     check_mutator(EditsThroughTheCursor)
 
 
@@ -162,7 +163,7 @@ class CompactAbove40AtATurn:
 
 def test_a_compaction_that_only_runs_on_long_histories_is_exercised() -> None:
     with pytest.raises(AssertionError, match="mutator 'CompactAbove40Blindly' broke"):
-        check_mutator(CompactAbove40Blindly)
+        check_mutator(CompactAbove40Blindly, shrink_seconds=SHRINK)
     check_mutator(CompactAbove40AtATurn)
 
 
@@ -197,7 +198,7 @@ class TrimBigOutputs:
 
 def test_a_trim_of_outputs_over_500_characters_is_exercised() -> None:
     with pytest.raises(AssertionError, match="mutator 'TrimBigOutputsToNotes' broke"):
-        check_mutator(TrimBigOutputsToNotes)
+        check_mutator(TrimBigOutputsToNotes, shrink_seconds=SHRINK)
     check_mutator(TrimBigOutputs)
 
 
@@ -217,7 +218,7 @@ class CapWideRoundsBlindly:
 
 def test_a_mutator_of_wide_rounds_is_exercised() -> None:
     with pytest.raises(AssertionError, match="orphaned tool_result"):
-        check_mutator(CapWideRoundsBlindly)
+        check_mutator(CapWideRoundsBlindly, shrink_seconds=SHRINK)
 
 
 # -- background notifications ----------------------------------------------------------------
@@ -240,7 +241,7 @@ class DropPlaceholdersOnceNotified:
 
 def test_a_mutator_that_handles_background_notifications_is_exercised() -> None:
     with pytest.raises(AssertionError, match="without matching tool_result"):
-        check_mutator(DropPlaceholdersOnceNotified)
+        check_mutator(DropPlaceholdersOnceNotified, shrink_seconds=SHRINK)
 
 
 # -- multi-pass --------------------------------------------------------------------------------
@@ -273,7 +274,11 @@ class CompactAtTheLatestTurn:
 
 def test_a_stateful_mutator_is_checked_over_several_passes() -> None:
     with pytest.raises(AssertionError, match=r"\(pass [23] of [23]\)"):
-        check_mutator(CompactAtTheCutFoundFirst, points=[MutationPoint.AFTER_TURN_ENDED])
+        check_mutator(
+            CompactAtTheCutFoundFirst,
+            points=[MutationPoint.AFTER_TURN_ENDED],
+            shrink_seconds=SHRINK,
+        )
     check_mutator(CompactAtTheCutFoundFirst, passes=1)  # one pass cannot see it
     check_mutator(CompactAtTheLatestTurn)
 
@@ -319,5 +324,5 @@ class RedactSqlQueries:
 def test_the_users_own_tools_are_called_when_given() -> None:
     check_mutator(RedactSqlCalls)  # generic tool names: the bug never shows
     with pytest.raises(AssertionError, match="orphaned tool_result"):
-        check_mutator(RedactSqlCalls, tools=[RUN_SQL])
+        check_mutator(RedactSqlCalls, tools=[RUN_SQL], shrink_seconds=SHRINK)
     check_mutator(RedactSqlQueries, tools=[RUN_SQL])
