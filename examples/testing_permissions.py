@@ -1,27 +1,62 @@
 """Property-test a permission policy with agentloop.testing (docs/testing.md)."""
 
+import os
 from typing import Any, ClassVar
 
+import pytest
 from hypothesis.stateful import invariant
 
 import agentloop as al
-from agentloop.testing import AgentStateMachine
+from agentloop.testing import AgentStateMachine, check_path_policy
 
 
 class WorkspacePolicy:
-    """Writes inside /workspace need approval; writes anywhere else are denied."""
+    """Writes inside the root need approval; writes anywhere else are denied.
+
+    The path is resolved first (``..`` and symlinks) and compared by path
+    components: ``path.startswith("/workspace/")`` would let
+    ``/workspace/../etc/x`` through to an approval prompt that looks harmless.
+    """
+
+    def __init__(self, root: str = "/workspace") -> None:
+        self.root = os.path.realpath(root)
 
     def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
-        if not isinstance(request, al.FileSystemWrite):
+        if not isinstance(request, al.FileSystemWrite | al.FileSystemRead):
             return al.Allow()
-        if request.path.startswith("/workspace/"):
+        real = os.path.realpath(os.path.join(self.root, request.path))
+        if os.path.commonpath([real, self.root]) != self.root:
+            return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, f"{request.path} is outside {self.root}")
+        if isinstance(request, al.FileSystemWrite):
             return al.RequireApproval("sensitive_path", request.summary)
-        return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, f"{request.path} is outside /workspace")
+        return al.Allow()
+
+
+class PrefixPolicy(WorkspacePolicy):
+    """The bug: a prefix test on the raw text."""
+
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+        if getattr(request, "path", "").startswith("/workspace/"):
+            return al.RequireApproval("sensitive_path", request.summary)
+        return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, "outside /workspace")
+
+
+def test_paths_outside_the_workspace_are_denied() -> None:
+    # Traversal, look-alike siblings (/workspace-evil), unicode, relative paths;
+    # without a root, a temporary sandbox whose symlinks lead out of it.
+    check_path_policy(WorkspacePolicy("/workspace"), "/workspace", deny_outside=True)
+    check_path_policy(WorkspacePolicy, deny_outside=True)  # built for the sandbox's root
+    with pytest.raises(AssertionError, match="answered RequireApproval"):
+        check_path_policy(PrefixPolicy(), "/workspace", deny_outside=True)
 
 
 class WriteFile:
-    path: ClassVar = {"type": "string", "pattern": "^/(workspace|etc)/[a-z]{1,6}$"}
-    spec = al.ToolSpec("write_file", "Write", {"properties": {"path": path}, "required": ["path"]})
+    pattern: ClassVar = "^/(workspace|etc|workspace/\\.\\.|workspace-old)/[a-z]{1,6}$"
+    spec = al.ToolSpec(
+        "write_file",
+        "Write",
+        {"properties": {"path": {"type": "string", "pattern": pattern}}, "required": ["path"]},
+    )
 
     def __init__(self) -> None:
         self.written: list[str] = []
@@ -44,12 +79,15 @@ class PolicyMachine(AgentStateMachine):
 
     @invariant()
     def nothing_was_written_outside_the_workspace(self) -> None:
-        assert all(path.startswith("/workspace/") for path in self.tool.written), self.tool.written
+        for path in self.tool.written:
+            real = os.path.realpath(os.path.join("/workspace", path))
+            assert os.path.commonpath([real, "/workspace"]) == "/workspace", path
 
 
 TestWorkspacePolicy = PolicyMachine.TestCase  # pytest collects this
 
 if __name__ == "__main__":
+    test_paths_outside_the_workspace_are_denied()
     PolicyMachine.run(backend="asyncio")
-    PolicyMachine.run(backend="trio")
+    PolicyMachine.run(backend="trio", seed=1)
     print("permissions: the policy holds under random host actions")

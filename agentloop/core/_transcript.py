@@ -1,4 +1,4 @@
-"""Transcript views and the tool_call/tool_result invariant."""
+"""Transcript views and the provider invariant (tool_call/tool_result pairing and adjacency)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ._errors import TranscriptError
 from ._items import Item, ItemKind, ToolCallPart, ToolResultPart
 
 __all__ = [
+    "VIOLATION_KINDS",
     "TranscriptView",
     "TranscriptViolation",
     "find_violation",
@@ -66,10 +67,25 @@ class TranscriptView(Sequence[Item]):
         return f"TranscriptView({list(self)!r})"
 
 
+VIOLATION_KINDS: tuple[str, ...] = (
+    "orphaned",
+    "duplicate",
+    "duplicate_call",
+    "unanswered",
+    "interleaved",
+    "misplaced",
+)
+"""Every :attr:`TranscriptViolation.kind`, in the order the rules are documented."""
+
+
 @attrs.frozen
 class TranscriptViolation:
-    """One broken rule: ``kind`` is ``orphaned``, ``duplicate``, ``duplicate_call`` or
-    ``unanswered``; ``item_index`` is where it was found (``None`` for unanswered)."""
+    """One broken rule of the provider invariant (see :func:`find_violation`).
+
+    ``kind`` is one of :data:`VIOLATION_KINDS`; ``call_ids`` names the calls
+    involved; ``item_index`` is the item where the rule broke (``None`` for
+    calls still open at the end of the transcript).
+    """
 
     kind: str
     call_ids: tuple[str, ...]
@@ -85,23 +101,66 @@ class TranscriptViolation:
             return f"duplicate tool_result for call {ids}: the call was already answered"
         if self.kind == "duplicate_call":
             return f"duplicate tool_call id {ids}: call ids must be unique in a transcript"
+        if self.kind == "interleaved":
+            return (
+                f"item between tool_call(s) {ids} and their tool_result(s): providers need the "
+                "results right after the assistant item that made the calls"
+            )
+        if self.kind == "misplaced":
+            return (
+                f"misplaced tool part for call {ids}: tool_calls belong in assistant items "
+                "and tool_results in tool items"
+            )
+        if self.item_index is not None:
+            return (
+                f"tool_call(s) without matching tool_result: {ids} (the results must come "
+                "right after the assistant item that made the calls)"
+            )
         return f"tool_call(s) without matching tool_result: {ids}"
 
 
 def find_violation(items: Iterable[Item]) -> TranscriptViolation | None:
-    """The first violation of the pairing invariant in ``items``, or ``None``.
+    """The first violation of the provider invariant in ``items``, or ``None``.
 
-    Rules: every tool_call id appears once; each is answered by exactly one
-    tool_result later in the transcript; no tool_result comes without its call.
+    The invariant, as OpenAI, Anthropic and Gemini check it:
+
+    - tool_call parts are in assistant items, tool_result parts in tool items
+      (``misplaced``);
+    - every tool_call id appears once (``duplicate_call``);
+    - the calls of an assistant item are answered by the tool items right
+      after it, each call exactly once, in any order, one result per tool item
+      or several (``duplicate``; a result for no earlier call is ``orphaned``);
+    - nothing else comes between an assistant item's calls and their last
+      result: no context, user, notification or assistant item
+      (``interleaved`` if the results come later, ``unanswered`` if they never
+      do);
+    - tail: the transcript does not end with calls still open
+      (``unanswered``, ``item_index`` ``None``).
+
+    Notifications (a background call's late result), interjected input and
+    new turns come after a round's last result, never inside the round.
     """
-    open_calls: dict[str, None] = {}
+    listed = items if isinstance(items, Sequence) else list(items)
+    answered_at: dict[str, int] = {}
+    for index, item in enumerate(listed):
+        for part in item.parts:
+            if isinstance(part, ToolResultPart):
+                answered_at.setdefault(part.call_id, index)
+    open_calls: dict[str, None] = {}  # the open round's unanswered calls, in call order
     seen_calls: set[str] = set()
-    for index, item in enumerate(items):
+    for index, item in enumerate(listed):
+        if (misplaced := _misplaced(item)) is not None:
+            return TranscriptViolation("misplaced", (misplaced,), index)
+        for call in item.tool_calls():
+            if call.id in seen_calls:
+                return TranscriptViolation("duplicate_call", (call.id,), index)
+            seen_calls.add(call.id)
+        if open_calls and item.kind is not ItemKind.TOOL:
+            ids = tuple(open_calls)
+            later = any(answered_at.get(call_id, -1) > index for call_id in ids)
+            return TranscriptViolation("interleaved" if later else "unanswered", ids, index)
         for part in item.parts:
             if isinstance(part, ToolCallPart):
-                if part.id in seen_calls:
-                    return TranscriptViolation("duplicate_call", (part.id,), index)
-                seen_calls.add(part.id)
                 open_calls[part.id] = None
             elif isinstance(part, ToolResultPart):
                 if part.call_id in open_calls:
@@ -115,8 +174,20 @@ def find_violation(items: Iterable[Item]) -> TranscriptViolation | None:
     return None
 
 
+def _misplaced(item: Item) -> str | None:
+    for part in item.parts:
+        if isinstance(part, ToolCallPart) and item.kind is not ItemKind.ASSISTANT:
+            return part.id
+        if isinstance(part, ToolResultPart) and item.kind is not ItemKind.TOOL:
+            return part.call_id
+    return None
+
+
 def validate_transcript(items: Iterable[Item]) -> None:
-    """Raise :class:`TranscriptError` if ``items`` break the tool_call/tool_result pairing."""
+    """Raise :class:`TranscriptError` if ``items`` break the provider invariant.
+
+    The rules are those of :func:`find_violation`.
+    """
     violation = find_violation(items)
     if violation is not None:
         raise TranscriptError(

@@ -30,14 +30,31 @@ from ._actions import (
     Submit,
 )
 from ._assertions import assert_transcript_valid, check_mutator, format_transcript
+from ._replay import ReplayDriftError, ReplayScript, request_digest
 from ._scripted import Reply, ScriptedModel, call, fail, hang, reasoning, stream, text, tool_calls
 
 if TYPE_CHECKING:
+    from ._assertions import bounded_shrinking
+    from ._policy_strategies import (
+        LAUNCHERS,
+        CommandCase,
+        PathCase,
+        UrlCase,
+        adversarial_commands,
+        adversarial_paths,
+        adversarial_urls,
+        check_command_policy,
+        check_path_policy,
+        check_url_policy,
+        path_sandbox,
+    )
     from ._state_machine import PROBE_TOOL_NAME, AgentStateMachine
     from ._strategies import (
         VIOLATION_KINDS,
         InvalidTranscript,
         TranscriptEnding,
+        TranscriptShape,
+        continuations,
         invalid_transcripts,
         items,
         json_values,
@@ -53,6 +70,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "LAUNCHERS",
     "PROBE_TOOL_NAME",
     "VIOLATION_KINDS",
     "AgentStateMachine",
@@ -60,18 +78,32 @@ __all__ = [
     "ApproveWith",
     "Cancel",
     "CancelPoint",
+    "CommandCase",
     "Continue",
     "DenyCall",
     "HostAction",
     "Interject",
     "InvalidTranscript",
+    "PathCase",
+    "ReplayDriftError",
+    "ReplayScript",
     "Reply",
     "ScriptedModel",
     "Submit",
     "TranscriptEnding",
+    "TranscriptShape",
+    "UrlCase",
+    "adversarial_commands",
+    "adversarial_paths",
+    "adversarial_urls",
     "assert_transcript_valid",
+    "bounded_shrinking",
     "call",
+    "check_command_policy",
     "check_mutator",
+    "check_path_policy",
+    "check_url_policy",
+    "continuations",
     "fail",
     "format_transcript",
     "hang",
@@ -82,7 +114,9 @@ __all__ = [
     "model_replies",
     "model_scripts",
     "parts",
+    "path_sandbox",
     "reasoning",
+    "request_digest",
     "stream",
     "text",
     "tool_calls",
@@ -92,11 +126,25 @@ __all__ = [
 ]
 
 _LAZY = {
-    "PROBE_TOOL_NAME": "_state_machine",
+    "CommandCase": "_policy_strategies",
+    "LAUNCHERS": "_policy_strategies",
+    "PathCase": "_policy_strategies",
+    "UrlCase": "_policy_strategies",
+    "adversarial_commands": "_policy_strategies",
+    "adversarial_paths": "_policy_strategies",
+    "adversarial_urls": "_policy_strategies",
+    "bounded_shrinking": "_assertions",
+    "check_command_policy": "_policy_strategies",
+    "check_path_policy": "_policy_strategies",
+    "check_url_policy": "_policy_strategies",
+    "path_sandbox": "_policy_strategies",
     "AgentStateMachine": "_state_machine",
-    "VIOLATION_KINDS": "_strategies",
+    "PROBE_TOOL_NAME": "_state_machine",
     "InvalidTranscript": "_strategies",
     "TranscriptEnding": "_strategies",
+    "TranscriptShape": "_strategies",
+    "VIOLATION_KINDS": "_strategies",
+    "continuations": "_strategies",
     "invalid_transcripts": "_strategies",
     "items": "_strategies",
     "json_values": "_strategies",

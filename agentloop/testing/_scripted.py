@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 import attrs
@@ -25,6 +25,10 @@ from ..core._items import (
 )
 from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
+from ..store._protocol import SessionStore
+
+if TYPE_CHECKING:
+    from ._replay import ReplayScript
 
 __all__ = [
     "Reply",
@@ -155,6 +159,29 @@ class ScriptedModel:
             self._replies = list(script)
         self._used = 0
         self._call_counter = 0
+        self.replay: ReplayScript | None = None
+
+    @classmethod
+    async def from_session(
+        cls, store: SessionStore, session_id: str, *, model_name: str = "scripted-model"
+    ) -> ScriptedModel:
+        """A model that replays the session ``session_id`` recorded in ``store``.
+
+        Each recorded model call is matched by a digest of its request's
+        transcript (timestamps, usage and item ids aside): an agent that sends
+        the recorded requests gets the recorded replies, so a recorded session
+        becomes a regression test. A request the recording lacks raises
+        :class:`ReplayDriftError` (an ``AssertionError``) with a diff of the
+        request against the recorded one; :meth:`assert_complete` fails if a
+        recorded call was never made. ``replay`` holds the
+        :class:`ReplayScript`.
+        """
+        from ._replay import ReplayScript
+
+        script = await ReplayScript.from_session(store, session_id)
+        model = cls(script, model_name=model_name)
+        model.replay = script
+        return model
 
     async def start_session(self, config: SessionConfig) -> ScriptedModel:
         """Sessions share the script; each start is recorded in ``sessions``."""
@@ -168,6 +195,8 @@ class ScriptedModel:
 
     def assert_complete(self) -> None:
         """Fail if the script has replies the agent never asked for."""
+        if self.replay is not None:
+            self.replay.assert_complete()
         if self._function is None and self._used != len(self._replies):
             raise AssertionError(
                 f"ScriptedModel: {self.remaining} of {len(self._replies)} scripted replies "
@@ -186,14 +215,25 @@ class ScriptedModel:
         return [list(request.transcript) for request in self.requests]
 
     def assert_requests_valid(self) -> None:
-        """Fail if any request's transcript broke the tool_call/tool_result pairing."""
-        from ._assertions import assert_transcript_valid
+        """Fail if any request broke the provider invariant or ended with nothing to answer.
+
+        The invariant is :func:`agentloop.find_violation`'s; the tail rule: a
+        request ends with user, tool or notification input.
+        """
+        from ..core._transcript import has_pending_input
+        from ._assertions import assert_transcript_valid, format_transcript
 
         for number, transcript in enumerate(self.transcripts(), start=1):
             try:
                 assert_transcript_valid(transcript)
             except AssertionError as error:
                 raise AssertionError(f"ScriptedModel: request {number}: {error}") from None
+            if not has_pending_input(transcript):
+                raise AssertionError(
+                    f"ScriptedModel: request {number} ends with nothing to answer (the last "
+                    "item must be user, tool or notification input):\n"
+                    + format_transcript(transcript[-3:])
+                )
 
     async def begin_turn(
         self, request: TurnRequest, cancellation: TurnCancellation | None

@@ -16,6 +16,7 @@ Hypothesis draws happen on the test thread only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack
 from functools import partial
@@ -29,6 +30,7 @@ from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    get_state_machine_test,
     invariant,
     precondition,
     rule,
@@ -40,7 +42,7 @@ from ..core._delta import AppendText, BeginPart
 from ..core._errors import InvalidStateError
 from ..core._items import FinishReason, Item, ItemKind, PartKind, ToolResultPart
 from ..core._tool_spec import ToolSpec
-from ..core._transcript import find_violation
+from ..core._transcript import find_violation, has_pending_input
 from ..loop._agent import Agent, AgentBuilder
 from ..loop._driver import LoopDriver
 from ..loop._state import DriverState
@@ -60,7 +62,7 @@ from ._actions import (
     Interject,
     Submit,
 )
-from ._assertions import _violation_report, format_transcript
+from ._assertions import _violation_report, bounded_shrinking, format_transcript
 from ._probes import (
     PROBE_TOOL_NAME,
     _is_interrupted,
@@ -70,6 +72,7 @@ from ._probes import (
     _Recorder,
     _with_probe_call,
 )
+from ._replay import ReplayScript
 from ._scripted import Reply, ScriptedModel, call, hang, text
 from ._tool_strategies import (
     _call_replies,
@@ -107,6 +110,12 @@ class AgentStateMachine(RuleBasedStateMachine):
     backend: ClassVar[str] = "asyncio"
     probes: ClassVar[bool] = True
     step_timeout: ClassVar[float] = 10.0
+    shrink_seconds: ClassVar[float] = 20.0
+    """How long hypothesis may shrink a failing run (``run()`` and ``TestCase``) before it
+    reports the smallest failing run found so far."""
+    replay: ClassVar[ReplayScript | None] = None
+    """A recorded session (:meth:`ReplayScript.from_session`): a model request the
+    recording has gets the recorded reply, any other the random one drawn for the step."""
 
     def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
         """Add your components to ``builder`` (model and cancellation are already set)."""
@@ -142,11 +151,48 @@ class AgentStateMachine(RuleBasedStateMachine):
 
     @classmethod
     def run(
-        cls, *, backend: str | None = None, settings: hypothesis.settings | None = None
+        cls,
+        *,
+        backend: str | None = None,
+        settings: hypothesis.settings | None = None,
+        max_examples: int | None = None,
+        seed: int | None = None,
     ) -> None:
-        """Run the machine as a test now (on ``backend`` if given)."""
+        """Run the machine as a test now (on ``backend`` if given).
+
+        ``settings`` (default :data:`DEFAULT_SETTINGS`; ``stateful_step_count``,
+        phases, deadline, ...) and ``max_examples`` tune hypothesis; ``seed``
+        makes the run repeatable. Shrinking a failure stops after
+        ``shrink_seconds``.
+        """
         machine = cls if backend is None else type(cls.__name__, (cls,), {"backend": backend})
-        run_state_machine_as_test(machine, settings=settings or DEFAULT_SETTINGS)
+        chosen = settings or DEFAULT_SETTINGS
+        if max_examples is not None:
+            chosen = hypothesis.settings(chosen, max_examples=max_examples)
+
+        with bounded_shrinking(cls.shrink_seconds):
+            if seed is None:
+                run_state_machine_as_test(machine, settings=chosen)
+            else:
+                # @seed must sit on the @given test the machine runs as.
+                hypothesis.seed(seed)(get_state_machine_test(machine, settings=chosen))()
+
+    @classmethod
+    @functools.cache
+    def _to_test_case(cls) -> Any:
+        # hypothesis's TestCase, with shrinking bounded like run()'s.
+        base: Any = super()._to_test_case()
+
+        def run_test(self: Any) -> None:
+            with bounded_shrinking(cls.shrink_seconds):
+                base.runTest(self)
+
+        for name in ("is_hypothesis_test", "_hypothesis_state_machine_class"):
+            if hasattr(base.runTest, name):
+                setattr(run_test, name, getattr(base.runTest, name))
+        bounded = type(base.__name__, (base,), {"runTest": run_test})
+        bounded.__qualname__ = base.__qualname__
+        return bounded
 
     def __init__(self) -> None:
         super().__init__()
@@ -200,6 +246,12 @@ class AgentStateMachine(RuleBasedStateMachine):
                 f"model request {len(self.model.requests)} ({request.turn_id}) broke the "
                 "transcript invariant: " + _violation_report(transcript, violation)
             )
+        elif not has_pending_input(transcript):
+            self._bad_requests.append(
+                f"model request {len(self.model.requests)} ({request.turn_id}) ends with "
+                f"nothing to answer (tail rule: the last item must be user, tool or "
+                f"notification input):\n{format_transcript(transcript[-3:])}"
+            )
         partial = (BeginPart("text-0", PartKind.TEXT), AppendText("text-0", "partial"))
         if self._probes.take(CancelPoint.MODEL):
             self.controller.interrupt()
@@ -209,6 +261,8 @@ class AgentStateMachine(RuleBasedStateMachine):
             self._probes.host_scope.cancel()
             return hang(*partial)
         reply, self._reply = self._reply, None
+        if self.replay is not None and (recorded := self.replay.reply_for(request)) is not None:
+            return recorded
         return reply or text("done")
 
     # -- rules -----------------------------------------------------------------------------

@@ -11,7 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {
     "testing_compaction.py": "compaction: both properties hold",
+    "testing_cursor.py": "cursor: writes go through the cursor; both errors raised",
     "testing_permissions.py": "permissions: the policy holds under random host actions",
+    "testing_replay.py": "replay: the recording replays; a drift shows the diff",
+    "testing_store.py": "store: the suite passes on asyncio and trio",
     "testing_task_manager.py": "task manager: every call answered once, nothing left running",
 }
 
