@@ -1,8 +1,19 @@
-"""Shared fixtures: every async test runs on both anyio backends."""
+"""Shared fixtures: every async test runs on both anyio backends; no test leaks logging setup."""
+
+from collections.abc import Iterator
 
 import pytest
+import structlog
 
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    """Undo any ``structlog.configure`` a test made (the CLI's ``main()`` configures it,
+    as a host does), so later tests see the library's unconfigured default."""
+    yield
+    structlog.reset_defaults()
