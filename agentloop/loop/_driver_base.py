@@ -34,7 +34,7 @@ from ..model._protocol import ModelSession
 from ..permissions._requests import PermissionChecker
 from ..store._protocol import SessionStore
 from ..tasks._protocol import TaskManager
-from ..tools._executor import ToolExecutor, synthesized_result
+from ..tools._executor import ToolExecutor, interrupted_result, synthesized_result
 from ._checkpoint import RestoredTurn, capture
 from ._events import (
     AgentEvent,
@@ -160,7 +160,8 @@ class DriverBase:
                 waiting = call.status is CallStatus.AWAITING_APPROVAL
                 call.status = CallStatus.DONE
                 self._append_result(
-                    synthesized_result(
+                    interrupted_result(self._executor, call.call.id)
+                    or synthesized_result(
                         call.call.id,
                         "cancelled: the turn was interrupted before this call "
                         + ("was approved" if waiting else "finished"),

@@ -19,6 +19,7 @@ from ..core._items import (
 )
 from ..tasks._protocol import TaskDone, TaskKind, TaskLaunch, TaskMovedToBackground
 from ..tools._executor import ApprovalNeeded, PreparedCall, synthesized_result
+from ..tools._permission_check import approval_summary, granted_permissions
 from ..tools._tool import ToolContext
 from ._driver_base import DriverBase
 from ._events import (
@@ -113,7 +114,7 @@ class RoundRunner(DriverBase):
         if decision is not None and decision.kind is DecisionKind.APPROVE_WITH:
             request = attrs.evolve(request, input=decision.input)
         prepared = self._executor.prepare(
-            request, self._permissions, approved=decision is not None and decision.approved
+            request, self._permissions, approved=granted_permissions(call)
         )
         if isinstance(prepared, ToolResultPart):
             call.status = CallStatus.DONE
@@ -239,11 +240,12 @@ class RoundRunner(DriverBase):
             call.call.input,
             needed.permission.kind,
             decision.reason,
-            decision.summary,
+            approval_summary(needed),
             decision.id or f"approval:{call.call.id}",
             turn.turn_id,
             call.task_id,
             needed.permission.metadata,
+            needed.pending,
             driver=self,
         )
         if self._observers:

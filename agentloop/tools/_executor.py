@@ -500,6 +500,13 @@ class BasicToolExecutor:
 _MAX_INTERRUPTED = 1_000
 
 
+def interrupted_result(executor: ToolExecutor, call_id: str) -> ToolResultPart | None:
+    """The executor's record of a cancelled call whose worker thread it settled
+    (``take_interrupted_result``), if the executor keeps such records."""
+    take = getattr(executor, "take_interrupted_result", None)
+    return take(call_id) if take is not None else None
+
+
 def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 

@@ -8,6 +8,7 @@ never the session.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -25,7 +26,34 @@ from ..permissions._requests import (
 from ._errors import describe_error, synthesized_result
 from ._tool import ToolRequest
 
-__all__ = ["evaluate_requests"]
+if TYPE_CHECKING:
+    from ._executor import ApprovalNeeded
+
+
+class _Decision(Protocol):
+    @property
+    def approved(self) -> bool: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+class _Approval(Protocol):
+    @property
+    def requests(self) -> Sequence[PendingPermission]: ...
+
+
+class _ApprovedCall(Protocol):
+    """A driver's call record: the host's decision and the approval it answered."""
+
+    @property
+    def decision(self) -> _Decision | None: ...
+
+    @property
+    def approval(self) -> _Approval | None: ...
+
+
+__all__ = ["approval_summary", "evaluate_requests", "granted_permissions"]
 
 log = structlog.get_logger("agentloop")
 
@@ -122,3 +150,26 @@ def _text(value: object) -> str:
         return repr(value)
     except Exception:
         return f"<{type(value).__name__}>"
+
+
+def approval_summary(needed: ApprovalNeeded) -> str:
+    """The one-line summary of an approval: the first request's, or all of them joined."""
+    if len(needed.pending) <= 1:
+        return needed.decision.summary
+    return "; ".join(pending.summary for pending in needed.pending)
+
+
+def granted_permissions(call: _ApprovedCall) -> bool | tuple[PendingPermission, ...]:
+    """What a host's answer grants a call: the requests its approval showed when it was
+    approved; everything the edited call asks approval for after ``approve_with`` (the host
+    wrote that input); ``False`` before any answer or after a denial. A denial by the
+    checker still denies the call either way."""
+    decision = call.decision
+    if decision is None or not decision.approved:
+        return False
+    if decision.kind == "approve_with":
+        return True
+    approval = call.approval
+    if approval is None:
+        return False
+    return tuple(approval.requests)
