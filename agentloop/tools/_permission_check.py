@@ -117,11 +117,11 @@ def evaluate_requests(
             "permission checker returned no decision",
             tool=request.tool_name,
             call_id=request.call_id,
-            decision=_text(decision),
+            decision=_repr(decision),
         )
         return _failed(
             request,
-            f"permission checker {type(permissions).__name__} returned {_text(decision)} for "
+            f"permission checker {type(permissions).__name__} returned {_repr(decision)} for "
             f"{_kind(permission)}; expected Allow, Deny or RequireApproval{hint}",
         )
     return asked
@@ -143,9 +143,12 @@ def _kind(permission: PermissionRequest) -> str:
 
 
 def _text(value: object) -> str:
-    """``value``'s ``repr`` for a ``str`` code or message shown as is, never raising."""
-    if isinstance(value, str):
-        return value
+    """A ``str`` code or message as it is, anything else as :func:`_repr`."""
+    return value if isinstance(value, str) else _repr(value)
+
+
+def _repr(value: object) -> str:
+    """``repr(value)``, never raising."""
     try:
         return repr(value)
     except Exception:
