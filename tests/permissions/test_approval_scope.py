@@ -11,7 +11,8 @@ import pytest
 
 import agentloop as al
 from agentloop.permissions import PendingPermission
-from agentloop.testing import call
+from agentloop.store import MemorySessionStore
+from agentloop.testing import call, tool_calls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from tools_support import outcome, results_of, run_round, start
@@ -244,3 +245,34 @@ async def test_proposals_that_are_no_requests_are_an_invalid_input() -> None:
         "invalid input for tool 'confused': TypeError: its permission request 0 is str, "
         "expected a PermissionRequest"
     )
+
+
+async def test_what_an_approval_showed_survives_a_restart(tmp_path: Path) -> None:
+    ran.clear()
+    tmp = tmp_path.resolve()  # noqa: ASYNC240
+    store = MemorySessionStore()
+
+    def agent(replies: list[Any], *first_input: al.Item) -> al.Agent:
+        return (
+            al.Agent.builder()
+            .model(al.ScriptedModel(replies))
+            .add_tool_source(al.ToolRegistry().with_tool(install))
+            .permissions(_asking_policy(tmp))
+            .store(store)
+            .input(list(first_input))
+            .build()
+        )
+
+    asks = tool_calls(call("install", {"path": str(tmp / "etc")}, id="c1"))
+    first = await agent([asks], al.Item.text(al.ItemKind.USER, "go")).start("s1")
+    shown = await first.next()
+    assert isinstance(shown, al.ApprovalRequest)
+    resumed = await agent(["done"]).resume(session_id="s1")  # a new process
+    again = await resumed.next()
+    assert isinstance(again, al.ApprovalRequest)
+    assert again.requests == shown.requests
+    assert len(again.requests) == 2
+    again.approve()
+    finished = await resumed.run_until_blocked()
+    assert isinstance(finished, al.Finished)
+    assert ran == [str(tmp / "etc")]
