@@ -255,7 +255,7 @@ class RoundRunner(DriverBase):
                     call.call.name,
                     needed.permission.kind,
                     decision.reason,
-                    decision.summary,
+                    call.approval.summary,
                 )
             )
 

@@ -165,8 +165,8 @@ def approval_summary(needed: ApprovalNeeded) -> str:
 def granted_permissions(call: _ApprovedCall) -> bool | tuple[PendingPermission, ...]:
     """What a host's answer grants a call: the requests its approval showed when it was
     approved; everything the edited call asks approval for after ``approve_with`` (the host
-    wrote that input); ``False`` before any answer or after a denial. A denial by the
-    checker still denies the call either way."""
+    wrote that input) or when the approval lists no requests; ``False`` before any answer
+    or after a denial. A denial by the checker still denies the call either way."""
     decision = call.decision
     if decision is None or not decision.approved:
         return False
@@ -175,4 +175,7 @@ def granted_permissions(call: _ApprovedCall) -> bool | tuple[PendingPermission, 
     approval = call.approval
     if approval is None:
         return False
-    return tuple(approval.requests)
+    # An approval that lists nothing (built by a custom executor, or restored from a
+    # checkpoint written before approvals listed their requests) grants the call, as
+    # approvals always did.
+    return tuple(approval.requests) or True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +180,9 @@ async def test_a_timed_out_thread_that_finishes_within_the_grace_reports_its_res
     assert target.read_text() == "written"  # the result says what really happened
 
 
+@pytest.mark.parametrize("manager", ["simple", "async"])
 async def test_a_cancelled_turn_does_not_claim_a_running_thread_was_cancelled(
-    tmp_path: Path,
+    tmp_path: Path, manager: str
 ) -> None:
     target = tmp_path / "side-effect"
     started = threading.Event()
@@ -196,24 +198,29 @@ async def test_a_cancelled_turn_does_not_claim_a_running_thread_was_cancelled(
 
     controller = al.CancellationController()
     registry = al.ToolRegistry().with_tool(slow_write)
-    agent = (
-        al.Agent.builder()
-        .model(al.ScriptedModel([tool_calls(call("slow_write", {}, id="c1")), "done"]))
-        .tool_executor(al.BasicToolExecutor([registry], thread_grace=0.05))
-        .cancellation(controller.handle())
-        .input([user("go")])
-        .build()
-    )
-    driver = await agent.start("s1")
     steps: list[al.Step] = []
+    async with AsyncExitStack() as stack:
+        tasks: Any = al.SimpleTaskManager()
+        if manager == "async":
+            tasks = await stack.enter_async_context(al.AsyncTaskManager())
+        agent = (
+            al.Agent.builder()
+            .model(al.ScriptedModel([tool_calls(call("slow_write", {}, id="c1")), "done"]))
+            .tool_executor(al.BasicToolExecutor([registry], thread_grace=0.05))
+            .task_manager(tasks)
+            .cancellation(controller.handle())
+            .input([user("go")])
+            .build()
+        )
+        driver = await agent.start("s1")
 
-    async def drive() -> None:
-        steps.append(await driver.next())
+        async def drive() -> None:
+            steps.append(await driver.next())
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(drive)
-        await anyio.to_thread.run_sync(started.wait, 10)
-        controller.interrupt()
+        async with anyio.create_task_group() as group:
+            group.start_soon(drive)
+            await anyio.to_thread.run_sync(started.wait, 10)
+            controller.interrupt()
     release.set()
     (step,) = steps
     assert isinstance(step, al.Finished)
