@@ -39,6 +39,7 @@ from .core._items import (
     Usage,
     result_outcome,
 )
+from .core._results import RAW_ARGUMENTS_KEY
 from .core._tool_spec import ToolAnnotations, ToolSpec
 from .core._transcript import (
     TranscriptView,
@@ -174,7 +175,6 @@ from .tasks._simple import SimpleTaskManager
 from .testing._scripted import ScriptedModel
 from .tools._decorator import FunctionTool, tool
 from .tools._executor import (
-    RAW_ARGUMENTS_KEY,
     ApprovalNeeded,
     BasicToolExecutor,
     PreparedCall,

@@ -6,6 +6,7 @@
     ├── InvalidStateError       an operation does not fit the driver's current state
     ├── InvalidInputError       an argument is malformed (also a ValueError)
     ├── ProviderError           the model adapter or its stream failed
+    │   └── ModelProtocolError  a model's output broke the protocol (e.g. a non-assistant item)
     ├── ToolError               a tool source, executor or task manager broke its contract
     ├── MutatorError            a loop mutator failed or broke the transcript invariant
     ├── TranscriptError         a transcript violates the tool_call/tool_result invariant
@@ -16,13 +17,17 @@ A cancelled turn is a result (``FinishReason.CANCELLED``), never an exception.
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
     "AgentLoopError",
     "CheckpointError",
     "InvalidInputError",
     "InvalidStateError",
+    "ModelProtocolError",
     "MutatorError",
     "ProviderError",
+    "ProviderErrorKind",
     "ToolError",
     "TranscriptError",
 ]
@@ -40,11 +45,37 @@ class InvalidInputError(AgentLoopError, ValueError):
     """Raised when an argument is malformed; nothing was changed."""
 
 
+class ProviderErrorKind(enum.Enum):
+    """What a :class:`ProviderError` means for the caller (what to do next).
+
+    ``RETRYABLE``: rate limit, overload, 5xx, network, timeout, a cut stream --
+    the same request may succeed later. ``CONTEXT_OVERFLOW``: the request has
+    more tokens than the model's context window (compact, then retry).
+    ``AUTH``: the API key is missing, wrong or lacks permission.
+    ``INVALID_REQUEST``: the provider refused the request as malformed.
+    ``CONTENT_FILTER``: the provider's safety system refused the request.
+    ``INVALID_RESPONSE``: the provider answered with something agentloop cannot
+    read (malformed JSON, wrong types, a model output that breaks the protocol).
+    ``OTHER``: none of the above.
+    """
+
+    RETRYABLE = "retryable"
+    CONTEXT_OVERFLOW = "context_overflow"
+    AUTH = "auth"
+    INVALID_REQUEST = "invalid_request"
+    CONTENT_FILTER = "content_filter"
+    INVALID_RESPONSE = "invalid_response"
+    OTHER = "other"
+
+
 class ProviderError(AgentLoopError):
     """Raised when a model adapter fails or its stream breaks the protocol.
 
     ``status`` is the HTTP status when there is one, ``error_type`` the
-    provider's own error type string when it gave one.
+    provider's own error type string when it gave one, ``kind`` the class of
+    the failure (:class:`ProviderErrorKind`). ``retryable`` is ``kind is
+    ProviderErrorKind.RETRYABLE``; passing ``retryable=True`` without a
+    ``kind`` makes the kind ``RETRYABLE``.
     """
 
     def __init__(
@@ -54,11 +85,26 @@ class ProviderError(AgentLoopError):
         status: int | None = None,
         error_type: str | None = None,
         retryable: bool = False,
+        kind: ProviderErrorKind | None = None,
     ) -> None:
         super().__init__(message)
+        if kind is None:
+            kind = ProviderErrorKind.RETRYABLE if retryable else ProviderErrorKind.OTHER
         self.status = status
         self.error_type = error_type
-        self.retryable = retryable
+        self.kind = kind
+        self.retryable = kind is ProviderErrorKind.RETRYABLE
+
+
+class ModelProtocolError(ProviderError):
+    """Raised when a model's output breaks the protocol before it enters the transcript.
+
+    For example a tool result, user or system item coming from a model. Its
+    ``kind`` is always ``ProviderErrorKind.INVALID_RESPONSE``.
+    """
+
+    def __init__(self, message: str, *, error_type: str | None = "model_protocol") -> None:
+        super().__init__(message, error_type=error_type, kind=ProviderErrorKind.INVALID_RESPONSE)
 
 
 class ToolError(AgentLoopError):

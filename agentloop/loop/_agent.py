@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from ..core._cancellation import CancellationHandle
-from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError
+from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item
 from ..core._transcript import find_violation
 from ..model._config import SessionConfig
@@ -21,9 +21,10 @@ from ..tools._executor import BasicToolExecutor, ToolExecutor
 from ..tools._registry import ToolSource
 from ._checkpoint import parse
 from ._driver import LoopDriver
-from ._driver_base import DriverParts
+from ._effects import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
+from ._persistence import load
 
 __all__ = ["Agent", "AgentBuilder"]
 
@@ -91,18 +92,8 @@ class Agent:
         started = frozenset(started_calls)
         if checkpoint is None:
             assert session_id is not None
-            if self.store is None:
-                raise InvalidStateError(
-                    f"cannot resume session {session_id!r} by id: this agent has no store; "
-                    "build it with .store(store) or pass the checkpoint document"
-                )
-            stored = await self.store.load(session_id)
-            if stored is None:
-                raise CheckpointError(
-                    f"cannot resume session {session_id!r}: the store has no checkpoint for it"
-                )
-            checkpoint = stored.checkpoint
-            started |= stored.started_calls
+            checkpoint, stored_started = await load(self.store, session_id)
+            started |= stored_started
         restored = parse(checkpoint)
         driver = LoopDriver._restore(await self._parts(restored.config), restored, started)
         for observer in self.observers:

@@ -7,7 +7,7 @@ corrupted or inconsistent document never half-restores (fail closed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -15,13 +15,25 @@ import cattrs
 
 from ..core._cancellation import TurnCancellation
 from ..core._errors import CheckpointError
-from ..core._items import Item, Part, ResultOutcome, ToolCallPart, ToolResultPart, Usage
+from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
 from ..core._transcript import find_violation
 from ..model._config import PromptCacheRequest, SessionConfig
 from ..store._documents import CHECKPOINT_FORMAT
-from ..tools._executor import synthesized_result
 from ..tools._tool import ToolRequest
-from ._state import CallStatus, DriverState, QueuedMessage, RoundCall, ToolRound, TurnState
+from ._core import LoopCore
+from ._results import answer
+from ._serde import structure, unstructure
+from ._state import (
+    ANSWERED,
+    WAITING_FOR_APPROVAL,
+    CallStatus,
+    DriverState,
+    QueuedMessage,
+    RoundCall,
+    ToolRound,
+    TurnPhase,
+    TurnState,
+)
 from ._steps import ApprovalDecision, ApprovalRequest, Step
 
 __all__ = [
@@ -72,57 +84,44 @@ class Restored:
 
 
 def capture(
-    *,
-    config: SessionConfig,
+    core: LoopCore,
     state: DriverState,
-    transcript: Sequence[Item],
-    pending_input: Sequence[Item],
-    turn_counter: int,
-    next_turn_cache: PromptCacheRequest | None,
-    detached: set[str],
-    session_usage: Usage | None,
-    turn: RestoredTurn | None,
-    steering: Sequence[QueuedMessage],
-    follow_ups: Sequence[QueuedMessage],
+    config: SessionConfig,
     item_document: Callable[[Item], Any] | None = None,
 ) -> dict[str, Any]:
-    """The checkpoint document for this state (the caller checked it is at rest).
+    """The checkpoint document of ``core``, recorded as ``state`` (checked at rest by the caller).
 
+    Calls still running are written as not started (a restore runs them again,
+    or answers them as in doubt when they were recorded as started).
     ``item_document`` turns a transcript item into its document (default: a
     fresh ``unstructure``); a store-bound driver passes a memo, so unchanged
     items keep the same document object from save to save.
     """
-    from .._serde import unstructure
-
     item_document = item_document or unstructure
-
+    turn = core.turn
     return {
         "format": CHECKPOINT_FORMAT,
         "version": CHECKPOINT_VERSION,
         "session_id": config.session_id,
         "state": state.value,
         "config": unstructure(config),
-        "transcript": [item_document(item) for item in transcript],
-        "pending_input": [unstructure(item) for item in pending_input],
-        "turn_counter": turn_counter,
-        "next_turn_cache": unstructure(next_turn_cache),
-        "detached": sorted(detached),
-        "session_usage": unstructure(session_usage),
+        "transcript": [item_document(item) for item in core.transcript],
+        "pending_input": [unstructure(item) for item in core.pending_input],
+        "turn_counter": core.turn_counter,
+        "next_turn_cache": unstructure(core.next_turn_cache),
+        "detached": sorted(core.detached),
+        "session_usage": unstructure(core.session_usage),
         "turn": None if turn is None else _turn_document(turn),
-        "steering": [_message_document(message) for message in steering],
-        "follow_ups": [_message_document(message) for message in follow_ups],
+        "steering": [_message_document(message) for message in core.steering],
+        "follow_ups": [_message_document(message) for message in core.follow_ups],
     }
 
 
 def _message_document(message: QueuedMessage) -> dict[str, Any]:
-    from .._serde import unstructure
-
     return {"label": message.label, "items": [unstructure(item) for item in message.items]}
 
 
 def _structure_message(document: Mapping[str, Any]) -> QueuedMessage:
-    from .._serde import structure
-
     label = document["label"]
     if not isinstance(label, str) or not label:
         raise CheckpointError(
@@ -132,16 +131,14 @@ def _structure_message(document: Mapping[str, Any]) -> QueuedMessage:
     return QueuedMessage([structure(item, Item) for item in _list(document, "items")], label)
 
 
-def _turn_document(turn: RestoredTurn) -> dict[str, Any]:
-    from .._serde import unstructure
-
+def _turn_document(turn: TurnState) -> dict[str, Any]:
     tool_round = turn.round
     return {
         "turn_id": turn.turn_id,
         "model_calls": turn.model_calls,
         "usage": unstructure(turn.usage),
-        "paused": turn.paused,
-        "interrupted": turn.interrupted,
+        "paused": turn.phase is TurnPhase.PAUSED,
+        "interrupted": turn.is_cancelled,
         "round": None
         if tool_round is None
         else {
@@ -154,19 +151,51 @@ def _turn_document(turn: RestoredTurn) -> dict[str, Any]:
     }
 
 
-def _call_document(call: RoundCall) -> dict[str, Any]:
-    from .._serde import unstructure
+# How each call status is written (version 1 of the format): a status word and flags.
+_DOCUMENT_STATUS: dict[CallStatus, str] = {
+    CallStatus.PREPARED: "unstarted",
+    CallStatus.RUNNING: "unstarted",  # saved at rest: a restore runs it again or doubts it
+    CallStatus.AWAITING_APPROVAL: "awaiting_approval",
+    CallStatus.APPROVAL_SHOWN: "awaiting_approval",
+    CallStatus.DECIDED: "awaiting_approval",
+    **dict.fromkeys(ANSWERED, "done"),
+}
 
+
+def _call_document(call: RoundCall) -> dict[str, Any]:
     return {
         "index": call.index,
         "call": unstructure(call.call),
-        "status": call.status.value,
+        "status": _DOCUMENT_STATUS[call.status],
         "approval": unstructure(call.approval),
-        "surfaced": call.surfaced,
+        # Version 1 kept a "surfaced" flag for good; an approval answered before
+        # it was shown is now written as shown (only unanswered ones read it).
+        "surfaced": call.approval is not None and call.status is not CallStatus.AWAITING_APPROVAL,
         "decision": unstructure(call.decision),
         "task_id": call.task_id,
-        "background": call.background,
+        "background": call.status is CallStatus.BACKGROUND,
     }
+
+
+def _call_status(document: Mapping[str, Any], call_id: str, decided: bool) -> CallStatus:
+    """The call status a version-1 document's status word and flags describe."""
+    word = document["status"]
+    surfaced = _flag(document["surfaced"], "surfaced")
+    background = _flag(document["background"], "background")
+    if word == "unstarted":
+        return CallStatus.PREPARED
+    if word == "awaiting_approval":
+        if decided:
+            return CallStatus.DECIDED
+        return CallStatus.APPROVAL_SHOWN if surfaced else CallStatus.AWAITING_APPROVAL
+    if word == "done":
+        return CallStatus.BACKGROUND if background else CallStatus.ANSWERED
+    if word == "running":
+        raise CheckpointError(
+            f"cannot restore a checkpoint: call {call_id} is marked running; "
+            "a checkpoint is only taken while no tool executes"
+        )
+    raise ValueError(f"{word!r} is not a valid call status")
 
 
 # -- restoring ----------------------------------------------------------------------
@@ -186,7 +215,7 @@ def restore_turn(
         model_calls=restored.model_calls,
         usage=restored.usage,
         round=restored.round,
-        paused=restored.paused,
+        phase=TurnPhase.PAUSED if restored.paused else TurnPhase.ACTIVE,
         interrupted=restored.interrupted,
     )
     doubted: list[RoundCall] = []
@@ -195,17 +224,11 @@ def restore_turn(
     for call in turn.round.calls:
         if call.approval is not None:
             call.approval = attrs.evolve(call.approval, driver=driver)
-        if call.status is CallStatus.DONE or call.call.id not in started_calls:
+        if call.answered or call.call.id not in started_calls:
             continue
         # At most once: it started before the restart and left no result.
-        call.status = CallStatus.DONE
         call.decision = None
-        turn.round.results[call.index] = synthesized_result(
-            call.call.id,
-            f"in doubt: {call.call.name} started before the session was restored and its "
-            "outcome is unknown; it was not run again. Check its effects before retrying.",
-            ResultOutcome.IN_DOUBT,
-        )
+        turn.round.results[call.index] = answer(call, CallStatus.IN_DOUBT)
         doubted.append(call)
     return turn, doubted
 
@@ -252,8 +275,6 @@ def _check_header(document: Mapping[str, Any]) -> None:
 
 
 def _structure_document(document: Mapping[str, Any]) -> Restored:
-    from .._serde import structure
-
     config: SessionConfig = structure(document["config"], SessionConfig)
     if document["session_id"] != config.session_id:
         raise CheckpointError(
@@ -283,8 +304,6 @@ def _structure_document(document: Mapping[str, Any]) -> Restored:
 
 
 def _structure_turn(document: Mapping[str, Any], session_id: str) -> RestoredTurn:
-    from .._serde import structure
-
     turn_id = str(document["turn_id"])
     round_document = document["round"]
     tool_round: ToolRound | None = None
@@ -308,23 +327,20 @@ def _structure_turn(document: Mapping[str, Any], session_id: str) -> RestoredTur
 
 
 def _structure_call(document: Mapping[str, Any], session_id: str, turn_id: str) -> RoundCall:
-    from .._serde import structure
-
     call = _tagged(document["call"], Part, ToolCallPart)
     approval_document = document["approval"]
     approval = (
         None if approval_document is None else _tagged(approval_document, Step, ApprovalRequest)
     )
+    decision: ApprovalDecision | None = structure(document["decision"], ApprovalDecision | None)
     return RoundCall(
         _count(document["index"], "call index"),
         call,
         ToolRequest(call.id, call.name, call.input, session_id, turn_id, call.metadata),
-        status=CallStatus(document["status"]),
+        status=_call_status(document, call.id, decided=decision is not None),
         approval=approval,
-        surfaced=_flag(document["surfaced"], "surfaced"),
-        decision=structure(document["decision"], ApprovalDecision | None),
+        decision=decision,
         task_id=document["task_id"],
-        background=_flag(document["background"], "background"),
     )
 
 
@@ -363,7 +379,7 @@ def _check_consistency(restored: Restored) -> None:
     for position, call in enumerate(tool_round.calls):
         _check_call(call, position, open_calls, tool_round)
     if restored.state is DriverState.AWAITING_APPROVAL and not any(
-        call.status is CallStatus.AWAITING_APPROVAL for call in tool_round.calls
+        call.status in WAITING_FOR_APPROVAL for call in tool_round.calls
     ):
         raise CheckpointError(
             "cannot restore a checkpoint: its state is AWAITING_APPROVAL but no call of the "
@@ -380,11 +396,6 @@ def _check_call(
             f"cannot restore a checkpoint: call {call_id} has index {call.index} at position "
             f"{position}"
         )
-    if call.status is CallStatus.RUNNING:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: call {call_id} is marked running; a checkpoint "
-            "is only taken while no tool executes"
-        )
     answered = call_id not in open_calls
     pending_result = tool_round.results.get(call.index)
     if pending_result is not None and pending_result.call_id != call_id:
@@ -392,7 +403,7 @@ def _check_call(
             f"cannot restore a checkpoint: the stored result for call {call_id} answers "
             f"{pending_result.call_id}"
         )
-    if call.status is CallStatus.DONE:
+    if call.answered:
         if answered == (pending_result is not None):
             raise CheckpointError(
                 f"cannot restore a checkpoint: call {call_id} is done but has "
@@ -401,10 +412,10 @@ def _check_call(
         return
     if answered or pending_result is not None:
         raise CheckpointError(
-            f"cannot restore a checkpoint: call {call_id} is {call.status.value} but already "
-            "has a result"
+            f"cannot restore a checkpoint: call {call_id} is {_DOCUMENT_STATUS[call.status]} "
+            "but already has a result"
         )
-    if call.status is CallStatus.AWAITING_APPROVAL and (
+    if call.status in WAITING_FOR_APPROVAL and (
         call.approval is None or call.approval.call_id != call_id
     ):
         raise CheckpointError(
@@ -415,8 +426,6 @@ def _check_call(
 
 def _tagged(data: Any, union: Any, cls: type[TaggedT]) -> TaggedT:
     """Structure a member of a tagged union (its document carries a ``type`` tag)."""
-    from .._serde import structure
-
     value = structure(data, union)
     if not isinstance(value, cls):
         raise CheckpointError(

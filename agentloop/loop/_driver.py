@@ -1,17 +1,21 @@
-"""The ``LoopDriver``: a step-driven state machine over model calls and tool rounds.
+"""The ``LoopDriver``: a thin async shell around the synchronous ``LoopCore``.
 
-``next()`` is a dispatcher over an ordered tuple of ``_try_<phase>()``
-methods; the first that returns a step wins (see ``docs/loop.md``):
+The core (``_core.py``) holds the state and the transition table; the shell
+performs the effects: the model call (``_model_calls.py``), the tool-call
+pipeline (``_pipeline.py``), store saves (``_persistence.py``) and observer
+events (``_effects.py``). ``next()`` is a dispatcher over an ordered tuple of
+``_try_<phase>()`` methods; the first that returns a step wins (see
+``docs/loop.md``):
 
 1. finish a turn an interrupt cancelled while it waited on the host;
 2. run (or deny) calls whose approvals were answered;
 3. surface the next unsurfaced approval, else re-surface the first unresolved one;
 4. continue a tool round with calls not yet started;
-5. drain finished background results into the transcript;
-6. after an ``AfterToolResult`` pause, fold interjected input in and call the model;
-7. with input, start a new turn; without, return ``AwaitingInput``.
+5. drain finished background results into the transcript; then, after an
+   ``AfterToolResult`` pause, call the model; else with input (or drained
+   results) start a new turn; without, return ``AwaitingInput``.
 
-Only ``_set_state`` assigns ``self._state``.
+Only ``LoopCore.handle`` changes the state.
 """
 
 from __future__ import annotations
@@ -24,30 +28,24 @@ import attrs
 import structlog
 
 from ..core._errors import InvalidInputError, InvalidStateError
-from ..core._items import (
-    Item,
-    ResultOutcome,
-    Usage,
-)
+from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
-from ..tools._executor import synthesized_result
-from ._checkpoint import Restored, RestoredTurn, restore_turn
-from ._driver_base import DriverParts, _checked_input
-from ._events import (
-    ApprovalResolved,
-    InputAccepted,
-    RunFailed,
-    TurnStarted,
-    Warning,
-)
+from ._checkpoint import Restored, capture, restore_turn
+from ._core import LoopCore, checked_input, event_after
+from ._effects import DriverParts, Effects
+from ._events import ApprovalResolved, InputAccepted, RunFailed, TurnStarted, Warning
 from ._model_calls import ModelCaller
 from ._mutators import MutationPoint
+from ._persistence import Persistence
+from ._pipeline import ToolPipeline
 from ._state import (
-    TRANSITIONS,
+    WAITING_FOR_APPROVAL,
     CallStatus,
+    DriverEvent,
     DriverState,
     QueuedMessage,
     RoundCall,
+    TurnPhase,
     TurnState,
 )
 from ._steps import (
@@ -78,21 +76,27 @@ class LoopSnapshot:
     pending_input: tuple[Item, ...] = attrs.field(converter=_to_items)
 
 
-class LoopDriver(ModelCaller):
+class LoopDriver:
     """Advances one session a step at a time; see the module docstring for the order."""
 
     def __init__(
         self, parts: DriverParts, transcript: Sequence[Item], pending: Sequence[Item]
     ) -> None:
-        super().__init__(parts, transcript, pending)
+        self._fx = Effects(parts)
+        self._config = parts.config
+        self._tasks = parts.task_manager
+        self._cancellation = parts.cancellation
+        self._core = LoopCore(parts.config, transcript, pending, self._fx.appended)
+        self._persistence = Persistence(parts.store, self._fx)
+        self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
+        self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)
+        self._pipeline.call_model = self._model.call_model
         self._phases: tuple[Callable[[], Awaitable[Step | None]], ...] = (
             self._try_cancelled_turn,
             self._try_resolved_approvals,
             self._try_surface_approval,
             self._try_continue_round,
-            self._try_drain_background,
-            self._try_resume_after_pause,
-            self._try_start_turn,
+            self._try_call_model,
         )
 
     @classmethod
@@ -101,55 +105,40 @@ class LoopDriver(ModelCaller):
     ) -> LoopDriver:
         """A driver continuing from a parsed checkpoint (see ``Agent.resume``)."""
         driver = cls(parts, restored.transcript, restored.pending_input)
-        driver._turn_counter = restored.turn_counter
-        driver._next_turn_cache = restored.next_turn_cache
-        driver._detached = set(restored.detached)
-        driver._session_usage = restored.session_usage
-        driver._steering = list(restored.steering)
-        driver._follow_ups = list(restored.follow_ups)
+        turn: TurnState | None = None
+        doubted: list[RoundCall] = []
         if restored.turn is not None:
-            driver._turn = driver._restore_turn(restored.turn, started_calls)
-        if driver._detached and driver._observers:
-            driver._emit(
-                Warning(
-                    "restored with background calls "
-                    f"{', '.join(sorted(driver._detached))} outstanding: their results arrive "
-                    "only if this process's task manager still runs them"
-                )
+            checkpoint = driver._cancellation.checkpoint() if driver._cancellation else None
+            turn, doubted = restore_turn(restored.turn, checkpoint, started_calls, driver)
+        driver._core.restore(restored, turn)
+        for call in doubted:
+            driver._warn(
+                f"call {call.call.id} ({call.call.name}) started before the restore and "
+                "has no result; answered as in doubt instead of running it again"
             )
-        turn = driver._turn
-        if (
-            turn is not None
-            and turn.round is not None
-            and any(call.status is CallStatus.AWAITING_APPROVAL for call in turn.round.calls)
-        ):
-            driver._state = DriverState.AWAITING_APPROVAL
-        elif turn is not None and (turn.paused or turn.round is not None):
-            # A round to finish (calls never started, results not yet appended) is
-            # a pause inside the turn: input submitted now lands before the next
-            # model call, after the round's results, never in place of them.
-            driver._state = DriverState.AFTER_TOOL_RESULT
+        if driver._core.detached:
+            driver._warn(
+                "restored with background calls "
+                f"{', '.join(sorted(driver._core.detached))} outstanding: their results arrive "
+                "only if this process's task manager still runs them"
+            )
         return driver
 
-    def _restore_turn(self, restored: RestoredTurn, started_calls: frozenset[str]) -> TurnState:
-        checkpoint = self._cancellation.checkpoint() if self._cancellation is not None else None
-        turn, doubted = restore_turn(restored, checkpoint, started_calls, self)
-        if self._observers:
-            for call in doubted:
-                self._emit(
-                    Warning(
-                        f"call {call.call.id} ({call.call.name}) started before the restore and "
-                        "has no result; answered as in doubt instead of running it again"
-                    )
-                )
-        return turn
+    def _warn(self, message: str) -> None:
+        if self._fx.observed:
+            self._fx.emit(Warning(message))
 
     # -- public surface ------------------------------------------------------
 
     @property
+    def session_id(self) -> str:
+        """The session this driver advances."""
+        return self._config.session_id
+
+    @property
     def state(self) -> DriverState:
         """The driver's current state."""
-        return self._state
+        return self._core.state
 
     @property
     def config(self) -> SessionConfig:
@@ -159,7 +148,7 @@ class LoopDriver(ModelCaller):
     @property
     def usage(self) -> Usage | None:
         """Usage summed over every model call of this driver."""
-        return self._session_usage
+        return self._core.session_usage
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
@@ -170,19 +159,18 @@ class LoopDriver(ModelCaller):
             # The host cancelled the task awaiting next(): close the turn so the
             # transcript stays provider-valid, then let the cancellation go on.
             with anyio.CancelScope(shield=True):
-                if self._turn is not None:
-                    await self._finish_cancelled(self._turn, "host")
-            self._set_state(DriverState.IDLE)
+                if self._core.turn is not None:
+                    await self._pipeline.finish_cancelled(self._core.turn, "host")
+            self._core.handle(DriverEvent.HOST_CANCEL)
             raise
         except BaseException as error:
-            self._failure = error
-            self._set_state(DriverState.FAILED)
-            if self._observers:
-                self._emit(RunFailed(f"{type(error).__name__}: {error}"))
+            self._core.failure = error
+            self._core.handle(DriverEvent.FAIL)
+            if self._fx.observed:
+                self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
             raise
-        self._set_state(self._state_after(step))
-        if self._store is not None:
-            await self._persist()
+        self._core.handle(event_after(step))
+        await self._persistence.save_step(self._core)
         return step
 
     async def run_until_blocked(self) -> Finished | AwaitingInput | ApprovalRequest:
@@ -195,10 +183,10 @@ class LoopDriver(ModelCaller):
     def submit_input(self, items: Sequence[Item]) -> None:
         """Queue ``items`` for the next model call (a new turn, or after a pause)."""
         self._require_input_state("submit input")
-        checked = _checked_input(items)
-        self._pending_input.extend(checked)
-        if self._observers:
-            self._emit(InputAccepted(self.session_id, checked))
+        checked = checked_input(items)
+        self._core.pending_input.extend(checked)
+        if self._fx.observed:
+            self._fx.emit(InputAccepted(self.session_id, checked))
 
     def set_next_turn_cache(self, request: PromptCacheRequest | None) -> None:
         """Use ``request`` for the next model call only (then the session default again)."""
@@ -207,7 +195,7 @@ class LoopDriver(ModelCaller):
             raise InvalidInputError(
                 f"set_next_turn_cache expects a PromptCacheRequest or None, got {request!r}"
             )
-        self._next_turn_cache = request
+        self._core.next_turn_cache = request
 
     def steer(self, items: Sequence[Item], *, label: str = "the user") -> None:
         """Queue a message for the model at the next tool-call boundary.
@@ -217,7 +205,7 @@ class LoopDriver(ModelCaller):
         "skipped: <label> sent a new message", and the message goes to the
         model in the continuation call. Queued messages survive a cancelled turn.
         """
-        self._queue(self._steering, "steer", items, label)
+        self._queue(self._core.steering, "steer", items, label)
 
     def follow_up(self, items: Sequence[Item], *, label: str = "the user") -> None:
         """Queue a message that starts a new turn when the current one finishes.
@@ -225,23 +213,24 @@ class LoopDriver(ModelCaller):
         Callable at any time, even while ``next()`` runs; a cancelled turn
         leaves it queued for the next turn that finishes.
         """
-        self._queue(self._follow_ups, "follow_up", items, label)
+        self._queue(self._core.follow_ups, "follow_up", items, label)
 
     @property
     def queued_steering(self) -> tuple[QueuedMessage, ...]:
         """Steering messages not yet delivered, oldest first."""
-        return tuple(self._steering)
+        return tuple(self._core.steering)
 
     @property
     def queued_follow_ups(self) -> tuple[QueuedMessage, ...]:
         """Follow-up messages not yet started, oldest first."""
-        return tuple(self._follow_ups)
+        return tuple(self._core.follow_ups)
 
     def clear_queues(self) -> tuple[QueuedMessage, ...]:
         """Drop every queued steering and follow-up message; return them."""
-        dropped = (*self._steering, *self._follow_ups)
-        self._steering.clear()
-        self._follow_ups.clear()
+        core = self._core
+        dropped = (*core.steering, *core.follow_ups)
+        core.steering.clear()
+        core.follow_ups.clear()
         return dropped
 
     def resolve_approval(self, decision: ApprovalDecision) -> None:
@@ -263,24 +252,26 @@ class LoopDriver(ModelCaller):
                 "use ApprovalDecision.approve(), .approve_with(input) or .deny(reason)"
             )
         undecided = self._undecided_calls(f"resolve the approval for {call_id}")
-        turn = self._turn
+        turn = self._core.turn
         assert turn is not None
         assert turn.round is not None
         call = turn.round.by_id(call_id)
-        if call is None or call.status is not CallStatus.AWAITING_APPROVAL:
+        if call is None or call.status not in WAITING_FOR_APPROVAL:
             pending = ", ".join(c.call.id for c in undecided)
             raise InvalidStateError(
                 f"cannot resolve the approval for {call_id}: no approval is pending for it "
                 f"(pending: {pending})"
             )
-        if call.decision is not None:
+        if call.status is CallStatus.DECIDED:
+            assert call.decision is not None
             raise InvalidStateError(
                 f"cannot resolve the approval for {call_id}: it was already answered "
                 f"({call.decision.kind}); call next() to continue"
             )
         call.decision = decision
-        if self._observers:
-            self._emit(
+        call.move(CallStatus.DECIDED)
+        if self._fx.observed:
+            self._fx.emit(
                 ApprovalResolved(
                     call_id, decision.approved, decision.kind is DecisionKind.APPROVE_WITH
                 )
@@ -288,7 +279,7 @@ class LoopDriver(ModelCaller):
 
     def snapshot(self) -> LoopSnapshot:
         """A copy of the transcript and the queued input."""
-        return LoopSnapshot(self.session_id, self._transcript, self._pending_input)
+        return LoopSnapshot(self.session_id, self._core.transcript, self._core.pending_input)
 
     def checkpoint(self) -> dict[str, Any]:
         """The driver's whole state as a versioned, JSON-compatible document.
@@ -297,106 +288,76 @@ class LoopDriver(ModelCaller):
         Raises ``InvalidStateError`` while a step runs, after a failure, or
         while calls of the round still execute beside a pending approval.
         """
-        if self._state in (DriverState.STEPPING, DriverState.FAILED):
+        state, failure = self._core.state, self._core.failure
+        if state in (DriverState.STEPPING, DriverState.FAILED):
             raise InvalidStateError(
-                f"cannot checkpoint in state {self._state}: "
+                f"cannot checkpoint in state {state}: "
                 + (
                     "a step is running (a model call streams or a tool executes); "
                     "checkpoint between steps"
-                    if self._state is DriverState.STEPPING
-                    else f"an earlier step raised {type(self._failure).__name__}: {self._failure}"
+                    if state is DriverState.STEPPING
+                    else f"an earlier step raised {type(failure).__name__}: {failure}"
                 )
             )
-        turn = self._turn
+        turn = self._core.turn
         if turn is not None and turn.round is not None:
             running = [c.call.id for c in turn.round.calls if c.status is CallStatus.RUNNING]
             if running:
                 raise InvalidStateError(
-                    f"cannot checkpoint in state {self._state}: calls {', '.join(running)} are "
+                    f"cannot checkpoint in state {state}: calls {', '.join(running)} are "
                     "still executing; answer the pending approval and call next(), then "
                     "checkpoint"
                 )
-        return self._capture(self._state)
+        return capture(self._core, state, self._config)
 
-    # -- state machine -------------------------------------------------------
-
-    def _set_state(self, new: DriverState) -> None:
-        if new not in TRANSITIONS[self._state]:
-            raise InvalidStateError(f"driver cannot go from {self._state} to {new}")
-        self._state = new
+    # -- state checks ------------------------------------------------------
 
     def _begin_step(self) -> None:
-        if self._state is DriverState.FAILED:
+        core = self._core
+        if core.state is DriverState.FAILED:
             raise InvalidStateError(
                 f"cannot call next() in state FAILED: an earlier step raised "
-                f"{type(self._failure).__name__}: {self._failure}; start or resume a new driver"
+                f"{type(core.failure).__name__}: {core.failure}; start or resume a new driver"
             )
-        if self._state is DriverState.STEPPING:
+        if core.state is DriverState.STEPPING:
             raise InvalidStateError(
                 "cannot call next() in state STEPPING: another next() is still running; "
                 "await it first"
             )
-        self._set_state(DriverState.STEPPING)
-
-    @staticmethod
-    def _state_after(step: Step) -> DriverState:
-        if isinstance(step, ApprovalRequest):
-            return DriverState.AWAITING_APPROVAL
-        if isinstance(step, AfterToolResult):
-            return DriverState.AFTER_TOOL_RESULT
-        return DriverState.IDLE
+        core.handle(DriverEvent.STEP)
 
     def _require_input_state(self, operation: str) -> None:
-        if self._state in (DriverState.IDLE, DriverState.AFTER_TOOL_RESULT):
-            return
-        if self._state is DriverState.AWAITING_APPROVAL:
-            ids = ", ".join(call.call.id for call in self._undecided_or_empty())
-            raise InvalidStateError(
-                f"cannot {operation} in state AWAITING_APPROVAL: {ids or 'an approval'} is "
-                "unresolved; approve() or deny() it first, then call next()"
-            )
-        raise InvalidStateError(
-            f"cannot {operation} in state {self._state}: "
-            + (
-                "a step is running; wait for next() to return"
-                if self._state is DriverState.STEPPING
-                else f"an earlier step raised {type(self._failure).__name__}: {self._failure}"
-            )
-        )
+        self._core.require_state(operation, DriverState.IDLE, DriverState.AFTER_TOOL_RESULT)
 
     def _queue(
         self, queue: list[QueuedMessage], operation: str, items: Sequence[Item], label: str
     ) -> None:
-        if self._state is DriverState.FAILED:
+        core = self._core
+        if core.state is DriverState.FAILED:
             raise InvalidStateError(
                 f"cannot {operation} in state FAILED: an earlier step raised "
-                f"{type(self._failure).__name__}: {self._failure}"
+                f"{type(core.failure).__name__}: {core.failure}"
             )
         if not isinstance(label, str) or not label:
             raise InvalidInputError(f"{operation}: label must be a non-empty str, got {label!r}")
-        checked = _checked_input(items, operation)
+        checked = checked_input(items, operation)
         if not checked:
             raise InvalidInputError(f"{operation} expects at least one Item, got none")
         queue.append(QueuedMessage(checked, label))
 
-    def _undecided_or_empty(self) -> list[RoundCall]:
-        turn = self._turn
-        if turn is None or turn.round is None:
-            return []
-        return [call for call in turn.round.calls if call.undecided]
-
     def _undecided_calls(self, operation: str) -> list[RoundCall]:
-        if self._state is not DriverState.AWAITING_APPROVAL:
+        core = self._core
+        if core.state is not DriverState.AWAITING_APPROVAL:
             raise InvalidStateError(
-                f"cannot {operation} in state {self._state}: no approval request is pending"
+                f"cannot {operation} in state {core.state}: no approval request is pending"
             )
-        turn = self._turn
+        turn = core.turn
         assert turn is not None
         if turn.is_cancelled:
             raise InvalidStateError(
                 f"cannot {operation}: turn {turn.turn_id} was cancelled; call next() to finish it"
             )
-        undecided = self._undecided_or_empty()
+        undecided = core.undecided_calls()
         if not undecided:
             raise InvalidStateError(
                 f"cannot {operation}: every pending approval is answered; call next()"
@@ -413,84 +374,47 @@ class LoopDriver(ModelCaller):
     # -- phases --------------------------------------------------------------
 
     async def _try_cancelled_turn(self) -> Step | None:
-        turn = self._turn
+        turn = self._core.turn
         if turn is None or not turn.is_cancelled:
             return None
-        stage = "pause" if turn.paused else "approval"
-        return await self._finish_cancelled(turn, stage)
+        stage = "pause" if turn.phase is TurnPhase.PAUSED else "approval"
+        return await self._pipeline.finish_cancelled(turn, stage)
 
     async def _try_resolved_approvals(self) -> Step | None:
-        turn = self._turn
+        turn = self._core.turn
         if turn is None or turn.round is None:
             return None
-        skipped = False
-        if self._steering:
-            # The host sent a new message instead of answering: skip the questions.
-            for call in turn.round.calls:
-                if call.undecided:
-                    self._skip(call, turn.round.results)
-                    skipped = True
-        decided = [
-            call
-            for call in turn.round.calls
-            if call.status is CallStatus.AWAITING_APPROVAL and call.decision is not None
-        ]
-        if not decided and not skipped:
+        if not self._pipeline.apply_decisions(turn.round):
             return None
-        for call in decided:
-            assert call.decision is not None
-            if call.decision.approved:
-                call.status = CallStatus.UNSTARTED
-            else:
-                call.status = CallStatus.DONE
-                turn.round.results[call.index] = synthesized_result(
-                    call.call.id, call.decision.reason or "approval denied", ResultOutcome.DENIED
-                )
-        return await self._advance_round(turn, turn.round, after_approval=True)
+        return await self._pipeline.advance(turn, turn.round, after_approval=True)
 
     async def _try_surface_approval(self) -> Step | None:
-        turn = self._turn
+        turn = self._core.turn
         if turn is None or turn.round is None:
             return None
-        return self._surface_approval(turn.round)
+        return self._pipeline.surface_approval(turn.round)
 
     async def _try_continue_round(self) -> Step | None:
         # A round no approval holds up: calls to start, calls still running,
         # or (after a restore) results not yet appended.
-        turn = self._turn
+        turn = self._core.turn
         if turn is None or turn.round is None:
             return None
-        return await self._advance_round(turn, turn.round, after_approval=False)
+        return await self._pipeline.advance(turn, turn.round, after_approval=False)
 
-    async def _try_drain_background(self) -> Step | None:
+    async def _try_call_model(self) -> Step:
+        """Drain background results; resume a paused turn, or start one, or wait for input."""
         done = self._tasks.take_background_results()
-        self._drained = bool(done)
         for update in done:
-            self._append_result(update.result, background=True)
-        return None
-
-    async def _try_resume_after_pause(self) -> Step | None:
-        turn = self._turn
-        if turn is None or not turn.paused:
-            return None
-        turn.paused = False
-        return await self._call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
-
-    async def _try_start_turn(self) -> Step:
-        if not self._pending_input and not self._drained:
+            self._pipeline.append_result(update.result, background=True)
+        core = self._core
+        turn = core.turn
+        if turn is not None and turn.phase is TurnPhase.PAUSED:
+            turn.phase = TurnPhase.ACTIVE
+            return await self._model.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
+        if not core.pending_input and not done:
             return AwaitingInput(self.session_id, driver=self)
-        self._turn_counter += 1
-        turn = TurnState(
-            f"turn-{self._turn_counter}",
-            self._cancellation.checkpoint() if self._cancellation is not None else None,
-        )
-        self._turn = turn
-        if self._observers:
-            self._emit(TurnStarted(self.session_id, turn.turn_id))
-        return await self._call_model(turn, MutationPoint.AFTER_TURN_ENDED)
-
-    # -- persistence ---------------------------------------------------------
-
-    async def _persist(self) -> None:
-        """Save a checkpoint after a step (calls still running are saved as not started)."""
-        await self._save(self._state)
+        turn = core.start_turn(self._cancellation.checkpoint() if self._cancellation else None)
+        if self._fx.observed:
+            self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
+        return await self._model.call_model(turn, MutationPoint.AFTER_TURN_ENDED)

@@ -21,7 +21,8 @@ from ..core._items import (
 from ..core._transcript import TranscriptView, find_violation, has_pending_input
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
 from ..tools._tool import ToolRequest
-from ._driver_base import _CLEANUP_SECONDS, _call_ids
+from ._core import LoopCore
+from ._effects import CLEANUP_SECONDS, Effects
 from ._events import (
     ContentDelta,
     MutationFinished,
@@ -32,11 +33,11 @@ from ._events import (
     Warning,
 )
 from ._mutators import MutationContext, MutationPoint, TranscriptCursor
-from ._rounds import RoundRunner
+from ._persistence import Persistence
+from ._pipeline import ToolPipeline
 from ._state import (
     LIMIT_KEY,
     NO_MODEL_CALL_KEY,
-    DriverState,
     RoundCall,
     ToolRound,
     TurnState,
@@ -48,107 +49,136 @@ from ._steps import (
 __all__ = ["ModelCaller"]
 
 
-class ModelCaller(RoundRunner):
-    """Calls the model and hands tool calls to the round runner (internal)."""
+class ModelCaller:
+    """Calls the model, layered by concern, and hands tool calls to the pipeline (internal).
 
-    async def _call_model(self, turn: TurnState, point: MutationPoint) -> Step:
-        if self._steering:
-            self._pending_input.extend(self._take(self._steering, self._config.steering_mode))
-        self._fold_pending_input()
+    ``call_model`` -> ``_call_model_handling_mutators`` ->
+    ``_call_model_handling_limits`` -> ``_stream_handling_timeout`` ->
+    ``_stream_once``; ``_handle_response`` turns the result into a step.
+    """
+
+    def __init__(
+        self, core: LoopCore, effects: Effects, persistence: Persistence, pipeline: ToolPipeline
+    ) -> None:
+        self._core = core
+        self._fx = effects
+        self._persistence = persistence
+        self._pipeline = pipeline
+        self._session = effects.parts.session
+        self._executor = effects.parts.executor
+        self._mutators = effects.parts.mutators
+
+    async def call_model(self, turn: TurnState, point: MutationPoint) -> Step:
+        """Deliver steering and pending input, then call the model for ``turn``."""
+        self._core.deliver_steering()
+        self._core.fold_pending_input()
+        return await self._call_model_handling_mutators(turn, point)
+
+    async def _call_model_handling_mutators(self, turn: TurnState, point: MutationPoint) -> Step:
         if self._mutators and (step := await self._run_mutators(turn, point)) is not None:
             return step
-        if not has_pending_input(self._transcript):
+        transcript = self._core.transcript
+        if not has_pending_input(transcript):
             # Nothing for the model to answer (e.g. a mutator removed the new
             # input): finish instead of sending an assistant-prefill request.
             reason = (
                 "the transcript is empty"
-                if not self._transcript
+                if not transcript
                 else "the transcript ends with an item of kind "
-                f"{self._transcript[-1].kind.value!r}, so there is nothing for the model to "
+                f"{transcript[-1].kind.value!r}, so there is nothing for the model to "
                 "answer; submit input first"
             )
-            if self._observers:
-                self._emit(Warning(f"{turn.turn_id}: no model call: {reason}"))
-            return self._finish_turn(turn, FinishReason.COMPLETED, (), {NO_MODEL_CALL_KEY: reason})
-        if (limit := self._limit_reached(turn)) is not None:
-            return self._finish_turn(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: limit})
+            if self._fx.observed:
+                self._fx.emit(Warning(f"{turn.turn_id}: no model call: {reason}"))
+            return self._pipeline.finish(
+                turn, FinishReason.COMPLETED, (), {NO_MODEL_CALL_KEY: reason}
+            )
+        return await self._call_model_handling_limits(turn)
+
+    async def _call_model_handling_limits(self, turn: TurnState) -> Step:
+        if (limit := self._core.limit_reached(turn, self._fx.config.limits)) is not None:
+            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: limit})
         turn.model_calls += 1
-        if self._observers:
-            for change in self._executor.drain_catalog_events():
-                self._emit(
+        changes = self._executor.drain_catalog_events()
+        if self._fx.observed:
+            for change in changes:
+                self._fx.emit(
                     ToolCatalogChanged(change.source, change.added, change.removed, change.changed)
                 )
-        else:
-            self._executor.drain_catalog_events()
-        cache = self._next_turn_cache or self._config.cache
-        self._next_turn_cache = None
-        request = TurnRequest(
-            self.session_id,
+        outcome = await self._stream_handling_timeout(turn, self._request(turn))
+        if outcome is None:
+            return await self._pipeline.finish_cancelled(turn, "model")
+        if isinstance(outcome, str):
+            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: outcome})
+        return await self._handle_response(turn, *outcome)
+
+    def _request(self, turn: TurnState) -> TurnRequest:
+        core = self._core
+        cache = core.next_turn_cache or self._fx.config.cache
+        core.next_turn_cache = None
+        return TurnRequest(
+            self._fx.session_id,
             turn.turn_id,
-            TranscriptView(self._transcript),
+            TranscriptView(core.transcript),
             tuple(self._executor.specs()),
             cache,
-            self._config.metadata,
+            self._fx.config.metadata,
         )
-        outcome = await self._stream_model(turn, request)
-        if outcome is None:
-            return await self._finish_cancelled(turn, "model")
-        if isinstance(outcome, str):
-            return self._finish_turn(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: outcome})
-        result, usage = outcome
+
+    async def _handle_response(
+        self, turn: TurnState, result: ModelTurnResult, usage: Usage | None
+    ) -> Step:
+        core = self._core
         turn.add_usage(usage)
-        if usage is not None:
-            self._session_usage = (
-                usage if self._session_usage is None else self._session_usage + usage
-            )
+        core.add_session_usage(usage)
         now = time.time()
         output = tuple(
             _stamp_output(item, usage, result.finish_reason, now) for item in result.output_items
         )
         calls = [call for item in output for call in item.tool_calls()]
-        self._check_call_ids(calls)
+        core.check_call_ids(calls)
         for item in output:
-            self._append(item)
+            core.append(item)
         if not calls:
-            if self._steering:  # a message arrived while the model answered: continue
-                return await self._call_model(turn, MutationPoint.AFTER_TURN_ENDED)
-            return self._finish_turn(turn, result.finish_reason, output, result.metadata)
+            if core.steering:  # a message arrived while the model answered: continue
+                return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+            return self._pipeline.finish(turn, result.finish_reason, output, result.metadata)
+        return await self._start_round(turn, calls)
+
+    async def _start_round(self, turn: TurnState, calls: list[ToolCallPart]) -> Step:
+        session_id = self._fx.session_id
         turn.round = ToolRound(
             [
                 RoundCall(
                     index,
                     call,
                     ToolRequest(
-                        call.id, call.name, call.input, self.session_id, turn.turn_id, call.metadata
+                        call.id, call.name, call.input, session_id, turn.turn_id, call.metadata
                     ),
                 )
                 for index, call in enumerate(calls)
             ]
         )
-        max_calls = self._config.limits.max_tool_calls_per_round
+        max_calls = self._fx.config.limits.max_tool_calls_per_round
         if max_calls is not None and len(calls) > max_calls:
-            return self._refuse_round(turn, turn.round, max_calls)
-        if self._store is not None:
-            # Journal the response before any call starts: a restore then runs the
-            # calls that never started and answers started ones as in doubt,
-            # instead of asking the model again.
-            await self._save(DriverState.AFTER_TOOL_RESULT)
-        return await self._advance_round(turn, turn.round, after_approval=False)
+            return self._pipeline.refuse(turn, turn.round, max_calls)
+        await self._persistence.save_response(self._core)
+        return await self._pipeline.advance(turn, turn.round, after_approval=False)
 
-    async def _stream_model(
+    async def _stream_handling_timeout(
         self, turn: TurnState, request: TurnRequest
     ) -> tuple[ModelTurnResult, Usage | None] | str | None:
         """The model's result and usage; ``None`` if cancelled; a limit name on timeout."""
-        timeout = self._config.limits.request_timeout
-        with self._cancel_scope(turn):
+        timeout = self._fx.config.limits.request_timeout
+        with self._fx.cancel_scope(turn):
             try:
                 with anyio.fail_after(timeout) if timeout is not None else nullcontext():
-                    return await self._consume(turn, request)
+                    return await self._stream_once(turn, request)
             except TimeoutError:
                 return "request_timeout"
         return None
 
-    async def _consume(
+    async def _stream_once(
         self, turn: TurnState, request: TurnRequest
     ) -> tuple[ModelTurnResult, Usage | None]:
         stream = await self._session.begin_turn(request, turn.cancellation)
@@ -170,81 +200,43 @@ class ModelCaller(RoundRunner):
                 "model stream ended without a ModelTurnResult: every model turn must end "
                 "with one (check the adapter)"
             )
-        if self._observers:
+        if self._fx.observed:
             for item in result.output_items:
                 for call in item.tool_calls():
                     if call.id not in announced:
-                        self._emit(ToolCallRequested(call))
+                        self._fx.emit(ToolCallRequested(call))
         return result, result.usage if result.usage is not None else streamed_usage
 
     def _on_model_event(self, event: ModelEvent, announced: set[str]) -> Usage | None:
         if isinstance(event, Delta):
-            if self._observers:
-                self._emit(ContentDelta(event))
+            if self._fx.observed:
+                self._fx.emit(ContentDelta(event))
             return None
         if isinstance(event, Usage):
-            if self._observers:
-                self._emit(UsageUpdated(event))
+            if self._fx.observed:
+                self._fx.emit(UsageUpdated(event))
             return event
         if isinstance(event, ToolCallPart):
             announced.add(event.id)
-            if self._observers:
-                self._emit(ToolCallRequested(event))
+            if self._fx.observed:
+                self._fx.emit(ToolCallRequested(event))
             return None
         raise ProviderError(
             f"model stream yielded {type(event).__name__}; expected a Delta, ToolCallPart, "
             "Usage or ModelTurnResult"
         )
 
-    def _check_call_ids(self, calls: list[ToolCallPart]) -> None:
-        seen: set[str] = set()
-        for call in calls:
-            if not call.id:
-                raise ProviderError(f"model returned a call of {call.name!r} with an empty id")
-            if call.id in self._call_ids or call.id in seen:
-                raise ProviderError(
-                    f"model returned tool call id {call.id!r}, which is already used in this "
-                    "transcript; call ids must be unique"
-                )
-            seen.add(call.id)
-
-    def _limit_reached(self, turn: TurnState) -> str | None:
-        limits = self._config.limits
-        if limits.max_model_calls_per_turn is not None and (
-            turn.model_calls >= limits.max_model_calls_per_turn
-        ):
-            return "max_model_calls_per_turn"
-        checks = (
-            ("turn", turn.usage, limits.max_input_tokens_per_turn,
-             limits.max_output_tokens_per_turn, limits.max_total_tokens_per_turn,
-             limits.max_cost_per_turn),
-            ("session", self._session_usage, limits.max_input_tokens_per_session,
-             limits.max_output_tokens_per_session, limits.max_total_tokens_per_session,
-             limits.max_cost_per_session),
-        )  # fmt: skip
-        for scope, usage, max_input, max_output, max_total, max_cost in checks:
-            if usage is None:
-                continue
-            if max_input is not None and usage.input_tokens >= max_input:
-                return f"max_input_tokens_per_{scope}"
-            if max_output is not None and usage.output_tokens >= max_output:
-                return f"max_output_tokens_per_{scope}"
-            if max_total is not None and usage.total_tokens >= max_total:
-                return f"max_total_tokens_per_{scope}"
-            if max_cost is not None and (usage.cost or 0.0) >= max_cost:
-                return f"max_cost_per_{scope}"
-        return None
-
     # -- mutators ------------------------------------------------------------
 
     async def _run_mutators(self, turn: TurnState, point: MutationPoint) -> Step | None:
-        cursor = TranscriptCursor(self._transcript)
-        ctx = MutationContext(self.session_id, turn.turn_id, point, turn.cancellation, self._emit)
-        with self._cancel_scope(turn):
+        session_id = self._fx.session_id
+        cursor = TranscriptCursor(self._core.transcript)
+        ctx = MutationContext(session_id, turn.turn_id, point, turn.cancellation, self._fx.emit)
+        with self._fx.cancel_scope(turn):
             for mutator in self._mutators:
                 name = str(getattr(mutator, "name", type(mutator).__name__))
-                if self._observers:
-                    self._emit(MutationStarted(self.session_id, turn.turn_id, name, point.value))
+                if self._fx.observed:
+                    self._fx.emit(MutationStarted(session_id, turn.turn_id, name, point.value))
                 before = cursor.items
                 was_dirty = cursor.dirty
                 try:
@@ -255,10 +247,10 @@ class ModelCaller(RoundRunner):
                     raise MutatorError(
                         f"mutator {name!r} failed at {point.value}: {type(error).__name__}: {error}"
                     ) from error
-                if self._observers:
+                if self._fx.observed:
                     dirty = cursor.items is not before or (cursor.dirty and not was_dirty)
-                    self._emit(
-                        MutationFinished(self.session_id, turn.turn_id, name, point.value, dirty)
+                    self._fx.emit(
+                        MutationFinished(session_id, turn.turn_id, name, point.value, dirty)
                     )
             if cursor.dirty:
                 violation = find_violation(cursor.items)
@@ -266,11 +258,10 @@ class ModelCaller(RoundRunner):
                     raise MutatorError(
                         f"mutator pass at {point.value} broke the transcript: {violation.message}"
                     )
-                self._transcript = list(cursor.items)
-                self._call_ids = _call_ids(self._transcript)
+                self._core.replace_transcript(cursor.items)
             return None
         # Cancelled: the pass is discarded as a whole.
-        return await self._finish_cancelled(turn, "mutator")
+        return await self._pipeline.finish_cancelled(turn, "mutator")
 
 
 def _stamp_output(item: Item, usage: Usage | None, reason: FinishReason, now: float) -> Item:
@@ -294,5 +285,5 @@ async def _close(stream: AsyncIterator[ModelEvent], *, shielded: bool) -> None:
     if not shielded:
         await aclose()
         return
-    with anyio.move_on_after(_CLEANUP_SECONDS, shield=True):
+    with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
         await aclose()

@@ -1,5 +1,8 @@
-"""The driver's internal bookkeeping: turn, round and call records, and the
-items the driver writes itself (all deterministic: no clocks or random ids in text)."""
+"""The driver's state machine, as tables: ``DriverState`` x ``DriverEvent`` ->
+``TRANSITIONS``, and each call's ``CallStatus`` -> ``CALL_TRANSITIONS``; the
+turn, round and call records; and the items the driver writes itself (all
+deterministic: no clocks or random ids in text). See ``docs/loop.md``.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +12,26 @@ from typing import Any
 import attrs
 
 from ..core._cancellation import TurnCancellation
+from ..core._errors import InvalidStateError
 from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..tools._tool import ToolRequest
 from ._steps import ApprovalDecision, ApprovalRequest
 
-__all__ = ["CallStatus", "DriverState", "QueuedMessage", "RoundCall", "ToolRound", "TurnState"]
+__all__ = [
+    "ANSWERED",
+    "CALL_TRANSITIONS",
+    "TRANSITIONS",
+    "WAITING_FOR_APPROVAL",
+    "CallStatus",
+    "DriverEvent",
+    "DriverState",
+    "next_state",
+    "QueuedMessage",
+    "RoundCall",
+    "ToolRound",
+    "TurnPhase",
+    "TurnState",
+]
 
 INTERRUPTED_KEY = "agentloop.interrupted"
 INTERRUPT_STAGE_KEY = "agentloop.interrupt_stage"
@@ -37,29 +55,122 @@ class DriverState(StrEnum):
     """A step raised; the driver refuses further steps."""
 
 
-TRANSITIONS: dict[DriverState, frozenset[DriverState]] = {
-    DriverState.IDLE: frozenset({DriverState.STEPPING}),
-    DriverState.AWAITING_APPROVAL: frozenset({DriverState.STEPPING}),
-    DriverState.AFTER_TOOL_RESULT: frozenset({DriverState.STEPPING}),
-    DriverState.STEPPING: frozenset(
-        {
-            DriverState.IDLE,
-            DriverState.AWAITING_APPROVAL,
-            DriverState.AFTER_TOOL_RESULT,
-            DriverState.FAILED,
-        }
-    ),
-    DriverState.FAILED: frozenset(),
+class DriverEvent(StrEnum):
+    """What moves the driver from one state to the next (the keys of :data:`TRANSITIONS`)."""
+
+    STEP = "step"
+    """``next()`` begins a step."""
+    FINISH = "finish"
+    """The step ended the turn (``Finished``) or found nothing to do (``AwaitingInput``)."""
+    ASK_APPROVAL = "ask_approval"
+    """The step returned an ``ApprovalRequest``."""
+    PAUSE = "pause"
+    """The step returned ``AfterToolResult``: a tool round ended, the model is next."""
+    FAIL = "fail"
+    """The step raised."""
+    HOST_CANCEL = "host_cancel"
+    """The host cancelled the task awaiting ``next()``; the turn was closed as cancelled."""
+    RESTORE = "restore"
+    """A checkpoint with no turn waiting on the host was restored."""
+    RESTORE_APPROVAL = "restore_approval"
+    """A checkpoint whose round waits for approval answers was restored."""
+    RESTORE_PAUSE = "restore_pause"
+    """A checkpoint paused inside a turn (a pause, or a round to finish) was restored."""
+
+
+_RESTING = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT)
+
+TRANSITIONS: dict[tuple[DriverState, DriverEvent], DriverState] = {
+    **{(state, DriverEvent.STEP): DriverState.STEPPING for state in _RESTING},
+    (DriverState.STEPPING, DriverEvent.FINISH): DriverState.IDLE,
+    (DriverState.STEPPING, DriverEvent.ASK_APPROVAL): DriverState.AWAITING_APPROVAL,
+    (DriverState.STEPPING, DriverEvent.PAUSE): DriverState.AFTER_TOOL_RESULT,
+    (DriverState.STEPPING, DriverEvent.FAIL): DriverState.FAILED,
+    (DriverState.STEPPING, DriverEvent.HOST_CANCEL): DriverState.IDLE,
+    (DriverState.IDLE, DriverEvent.RESTORE): DriverState.IDLE,
+    (DriverState.IDLE, DriverEvent.RESTORE_APPROVAL): DriverState.AWAITING_APPROVAL,
+    (DriverState.IDLE, DriverEvent.RESTORE_PAUSE): DriverState.AFTER_TOOL_RESULT,
 }
+"""Every transition the driver makes, keyed by (state, event); any other pair is refused."""
+
+
+def next_state(state: DriverState, event: DriverEvent) -> DriverState:
+    """The state ``event`` leads to from ``state``; raises for a transition not listed."""
+    try:
+        return TRANSITIONS[state, event]
+    except KeyError:
+        allowed = sorted(e.value for (s, e) in TRANSITIONS if s is state)
+        raise InvalidStateError(
+            f"driver cannot handle event {event.value!r} in state {state}: "
+            f"{'allowed there: ' + ', '.join(allowed) if allowed else 'no event is allowed there'}"
+        ) from None
 
 
 class CallStatus(StrEnum):
-    """Life of one call in a round."""
+    """Life of one call in a round: prepared -> (approval) -> running -> answered.
 
-    UNSTARTED = "unstarted"
+    The answered statuses (:data:`ANSWERED`) are final; :data:`CALL_TRANSITIONS`
+    lists every move, :meth:`RoundCall.move` refuses any other.
+    """
+
+    PREPARED = "prepared"
+    """Not started yet (new, approved, or written as not started by a save)."""
     AWAITING_APPROVAL = "awaiting_approval"
+    """A checker wants a human's answer; the host has not been shown it yet."""
+    APPROVAL_SHOWN = "approval_shown"
+    """Its ``ApprovalRequest`` was returned by ``next()``; no answer yet."""
+    DECIDED = "decided"
+    """The host answered; the next ``next()`` runs or denies it."""
     RUNNING = "running"
-    DONE = "done"
+    """Its task executes in the foreground of the turn."""
+    ANSWERED = "answered"
+    """Has its result (a tool's, or one written by the pipeline or the executor)."""
+    BACKGROUND = "background"
+    """Started in the background: answered by a placeholder, its result comes later."""
+    DETACHED = "detached"
+    """Moved to the background while running: answered by a placeholder."""
+    SKIPPED = "skipped"
+    """Answered "skipped": a steering message arrived first."""
+    DENIED = "denied"
+    """Answered "denied": the host refused the approval."""
+    CANCELLED = "cancelled"
+    """Answered "cancelled": an interrupt ended the turn first."""
+    IN_DOUBT = "in_doubt"
+    """Answered "in doubt": it started before a restore and left no result."""
+
+
+ANSWERED = frozenset(
+    {
+        CallStatus.ANSWERED,
+        CallStatus.BACKGROUND,
+        CallStatus.DETACHED,
+        CallStatus.SKIPPED,
+        CallStatus.DENIED,
+        CallStatus.CANCELLED,
+        CallStatus.IN_DOUBT,
+    }
+)
+"""The final call statuses: the call has its one result."""
+
+WAITING_FOR_APPROVAL = frozenset(
+    {CallStatus.AWAITING_APPROVAL, CallStatus.APPROVAL_SHOWN, CallStatus.DECIDED}
+)
+"""The call statuses that hold a round in ``AWAITING_APPROVAL``."""
+
+_S = CallStatus
+CALL_TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
+    _S.PREPARED: frozenset(
+        {_S.AWAITING_APPROVAL, _S.RUNNING, _S.ANSWERED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT}
+    ),
+    _S.AWAITING_APPROVAL: frozenset(
+        {_S.APPROVAL_SHOWN, _S.DECIDED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT}
+    ),
+    _S.APPROVAL_SHOWN: frozenset({_S.DECIDED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT}),
+    _S.DECIDED: frozenset({_S.PREPARED, _S.DENIED, _S.CANCELLED, _S.IN_DOUBT}),
+    _S.RUNNING: frozenset({_S.ANSWERED, _S.BACKGROUND, _S.DETACHED, _S.CANCELLED}),
+    **{status: frozenset() for status in ANSWERED},
+}
+"""Every move of a call, from each status; an answered call never moves again."""
 
 
 def _to_items(items: Any) -> tuple[Item, ...]:
@@ -77,27 +188,36 @@ class QueuedMessage:
 
 @attrs.define
 class RoundCall:
-    """One tool call of the active round."""
+    """One tool call of the active round (its status changes only through :meth:`move`)."""
 
     index: int
     call: ToolCallPart
     request: ToolRequest
-    status: CallStatus = CallStatus.UNSTARTED
+    status: CallStatus = CallStatus.PREPARED
     approval: ApprovalRequest | None = None
-    surfaced: bool = False
     decision: ApprovalDecision | None = None
     task_id: str | None = None
     started_at: float | None = None
-    background: bool = False
-    journaled: bool = False
-    """Recorded as started in the store; cleared once its result is saved too."""
     cancellation: TurnCancellation | None = None
     """The call's own checkpoint (released when it moves to the background)."""
+
+    def move(self, status: CallStatus) -> None:
+        """Move to ``status``; raises ``InvalidStateError`` for a move not listed."""
+        if status not in CALL_TRANSITIONS[self.status]:
+            raise InvalidStateError(
+                f"call {self.call.id} cannot move from {self.status.value} to {status.value}"
+            )
+        self.status = status
 
     @property
     def undecided(self) -> bool:
         """Waiting for an approval answer that has not come."""
-        return self.status is CallStatus.AWAITING_APPROVAL and self.decision is None
+        return self.status in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVAL_SHOWN)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the call has its result."""
+        return self.status in ANSWERED
 
 
 @attrs.define
@@ -116,6 +236,15 @@ class ToolRound:
         return None
 
 
+class TurnPhase(StrEnum):
+    """Where the turn in progress is."""
+
+    ACTIVE = "active"
+    """Calling the model or running a round."""
+    PAUSED = "paused"
+    """Returned ``AfterToolResult``: the model is called next."""
+
+
 @attrs.define
 class TurnState:
     """The turn in progress."""
@@ -125,7 +254,7 @@ class TurnState:
     model_calls: int = 0
     usage: Usage | None = None
     round: ToolRound | None = None
-    paused: bool = False
+    phase: TurnPhase = TurnPhase.ACTIVE
     interrupted: bool = False
     """Cancelled before a checkpoint was taken (restored turns only)."""
 

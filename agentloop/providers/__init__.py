@@ -2,9 +2,11 @@
 
 Each adapter implements :class:`~agentloop.ModelAdapter` with streaming,
 retries on 408/409/429/5xx and connection errors (never once streaming has
-started), a request timeout, cancellation that closes the HTTP stream, and API
-keys read from the usual environment variables and redacted everywhere
-(``OpenAIChatModel(stream=False)`` reads whole responses instead)::
+started), a request timeout and an overall deadline per call, cancellation that
+closes the HTTP stream, errors classified by :class:`ProviderErrorKind`, and
+API keys validated, read from the usual environment variables (only for the
+provider's own host) and redacted everywhere (``OpenAIChatModel(stream=False)``
+reads whole responses instead)::
 
     from agentloop.providers import from_string
 
@@ -12,9 +14,10 @@ keys read from the usual environment variables and redacted everywhere
     model = from_string("openai-compatible:http://127.0.0.1:8080/v1#qwen2.5")
 """
 
+from ..core._errors import ModelProtocolError, ProviderErrorKind
 from ._accumulator import StreamAccumulator, parse_tool_arguments
 from ._anthropic import AnthropicModel, AnthropicSession, AnthropicStreamTranslator
-from ._config import DEFAULT_TIMEOUT, Secret
+from ._config import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, CallDeadline, Secret
 from ._from_string import from_string
 from ._gemini import GeminiModel, GeminiSession, GeminiStreamTranslator
 from ._openai import (
@@ -24,19 +27,35 @@ from ._openai import (
     OpenAIStreamTranslator,
 )
 from ._retry import RetryPolicy
+from ._transport import (
+    MODEL_KEY,
+    PROVIDER_FINISH_KEY,
+    PROVIDER_KEY,
+    RESPONSE_ID_KEY,
+    RESPONSE_MODEL_KEY,
+)
 
 __all__ = [
+    "DEFAULT_DEADLINE",
     "DEFAULT_TIMEOUT",
+    "MODEL_KEY",
+    "PROVIDER_FINISH_KEY",
+    "PROVIDER_KEY",
+    "RESPONSE_ID_KEY",
+    "RESPONSE_MODEL_KEY",
     "AnthropicModel",
     "AnthropicSession",
     "AnthropicStreamTranslator",
+    "CallDeadline",
     "GeminiModel",
     "GeminiSession",
     "GeminiStreamTranslator",
+    "ModelProtocolError",
     "OpenAIChatModel",
     "OpenAIChatSession",
     "OpenAICompletionTranslator",
     "OpenAIStreamTranslator",
+    "ProviderErrorKind",
     "RetryPolicy",
     "Secret",
     "StreamAccumulator",

@@ -17,7 +17,14 @@ from ..model._protocol import TurnRequest
 from ._anthropic_cache import apply_cache
 from ._anthropic_render import REDACTED_DATA_KEY, SIGNATURE_KEY, render_transcript
 from ._anthropic_stream import AnthropicStreamTranslator
-from ._config import DEFAULT_TIMEOUT, Secret, resolve_api_key
+from ._config import (
+    DEFAULT_TIMEOUT,
+    CallDeadline,
+    Secret,
+    check_base_url,
+    is_own_host,
+    resolve_api_key,
+)
 from ._retry import RetryPolicy
 from ._session import HttpSession
 from ._transport import Connection, Endpoint, StreamTranslator
@@ -38,7 +45,11 @@ ANTHROPIC_VERSION = "2023-06-01"
 class AnthropicModel:
     """A Claude model behind the Messages API (``POST {base_url}/v1/messages``).
 
-    ``api_key`` defaults to ``ANTHROPIC_API_KEY``. ``thinking_budget`` turns on
+    ``api_key`` defaults to ``ANTHROPIC_API_KEY``, read only when ``base_url``
+    is Anthropic's own (or ``use_env_key=True``); it is required there and
+    optional for another ``base_url`` (a proxy), which never receives the
+    environment's key unless asked. ``deadline`` bounds the whole call.
+    ``thinking_budget`` turns on
     extended thinking (``max_tokens`` must exceed it). ``tool_choice`` is
     ``"auto"``, ``"none"``, ``"required"`` (sent as ``any``) or a tool name.
     ``betas`` go in the ``anthropic-beta`` header. ``extra_body`` is merged
@@ -63,8 +74,10 @@ class AnthropicModel:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
+        use_env_key: bool | None = None,
+        deadline: CallDeadline | None = None,
     ) -> None:
-        if not model:
+        if not isinstance(model, str) or not model:
             raise InvalidInputError("AnthropicModel: model must be a non-empty string")
         if thinking_budget is not None and thinking_budget >= max_tokens:
             raise InvalidInputError(
@@ -72,9 +85,16 @@ class AnthropicModel:
                 f"({thinking_budget}); raise max_tokens"
             )
         self.model_name = model
-        self.base_url = (base_url or ANTHROPIC_BASE_URL).rstrip("/")
+        self.base_url = check_base_url(
+            ANTHROPIC_BASE_URL if base_url is None else base_url, "AnthropicModel"
+        )
+        own_host = is_own_host(self.base_url, ANTHROPIC_BASE_URL)
         key = resolve_api_key(
-            api_key, ("ANTHROPIC_API_KEY",), owner="AnthropicModel", required=True
+            api_key,
+            ("ANTHROPIC_API_KEY",),
+            owner="AnthropicModel",
+            required=own_host,
+            use_env=own_host if use_env_key is None else use_env_key,
         )
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
@@ -83,11 +103,19 @@ class AnthropicModel:
         self.betas = tuple(betas)
         self.extra_body = dict(extra_body or {})
         self._connection = Connection.of(
-            headers=headers, timeout=timeout, retry=retry, http_client=http_client, api_key=key
+            headers=headers,
+            timeout=timeout,
+            retry=retry,
+            http_client=http_client,
+            api_key=key,
+            deadline=deadline,
         )
 
     def __repr__(self) -> str:
-        return f"AnthropicModel(model={self.model_name!r}, base_url={self.base_url!r}, api_key=set)"
+        key = "set" if self._connection.api_key is not None else "none"
+        return (
+            f"AnthropicModel(model={self.model_name!r}, base_url={self.base_url!r}, api_key={key})"
+        )
 
     async def start_session(self, config: SessionConfig) -> AnthropicSession:
         """Open a session; sessions are cheap and hold no connection."""
@@ -113,6 +141,8 @@ class AnthropicModel:
                 "anthropic-version": ANTHROPIC_VERSION,
             },
             auth_headers=auth,
+            provider_name=self.provider_name,
+            model=self.model_name,
         )
 
     def request_body(self, request: TurnRequest) -> dict[str, Any]:

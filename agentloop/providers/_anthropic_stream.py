@@ -6,15 +6,25 @@ import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ..core._errors import ProviderError
+from ..core._errors import ProviderError, ProviderErrorKind
 from ..core._items import CustomPart, FinishReason, PartKind, ReasoningPart, Usage
 from ..model._protocol import ModelEvent
 from ._accumulator import StreamAccumulator
 from ._anthropic_render import REDACTED_DATA_KEY, SIGNATURE_KEY
+from ._classify import stream_error
 from ._sse import ServerSentEvent, parse_json_data
-from ._transport import PROVIDER_FINISH_KEY, compact_json, require_mapping, stream_error
+from ._transport import PROVIDER_FINISH_KEY, compact_json
+from ._wire import get_index, get_mapping, get_str, malformed, require_mapping, usage_count
 
 __all__ = ["AnthropicStreamTranslator"]
+
+_P = "Anthropic"
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
 _STOP_REASONS = {
     "end_turn": FinishReason.COMPLETED,
@@ -47,8 +57,8 @@ class AnthropicStreamTranslator:
     def feed(self, event: ServerSentEvent) -> list[ModelEvent]:
         """The events for one SSE record."""
         payload = require_mapping(parse_json_data(event, "Anthropic"), "an event", "Anthropic")
-        kind = payload.get("type") or event.event
-        handler = self._handlers.get(str(kind))
+        kind = get_str(payload, "type", "event", _P) or event.event
+        handler = self._handlers.get(kind)
         if handler is None:
             return []  # ping and future event types
         return handler(self, payload)
@@ -57,59 +67,69 @@ class AnthropicStreamTranslator:
         raise stream_error("Anthropic", payload)
 
     def _message_start(self, payload: dict[str, Any]) -> list[ModelEvent]:
-        message = payload.get("message") or {}
-        self._model = message.get("model")
-        self._response_id = message.get("id")
-        self._merge_usage(message.get("usage"))
+        message = get_mapping(payload, "message", "message_start", _P)
+        self._model = get_str(message, "model", "message_start.message", _P)
+        self._response_id = get_str(message, "id", "message_start.message", _P)
+        self._merge_usage(message.get("usage"), "message_start.message.usage")
         return []
 
     def _block_start(self, payload: dict[str, Any]) -> list[ModelEvent]:
-        key = f"block-{payload.get('index', 0)}"
-        block = payload.get("content_block") or {}
-        kind = block.get("type")
+        key = f"block-{get_index(payload, 'index', 'content_block_start', _P)}"
+        where = "content_block_start.content_block"
+        block = get_mapping(payload, "content_block", "content_block_start", _P)
+        kind = get_str(block, "type", where, _P)
         accumulator = self._accumulator
         if kind == "text":
-            return accumulator.text(key, block.get("text") or "")
+            return accumulator.text(key, get_str(block, "text", where, _P) or "")
         if kind == "thinking":
             events = accumulator.begin(key, PartKind.REASONING)
-            events += accumulator.reasoning(key, block.get("thinking") or "")
-            if block.get("signature"):
-                self._signature(key, str(block["signature"]))
+            events += accumulator.reasoning(key, get_str(block, "thinking", where, _P) or "")
+            signature = get_str(block, "signature", where, _P)
+            if signature:
+                self._signature(key, signature)
             return events
         if kind == "redacted_thinking":
-            part = ReasoningPart("", redacted=True, metadata={REDACTED_DATA_KEY: block.get("data")})
+            data = get_str(block, "data", where, _P)
+            part = ReasoningPart("", redacted=True, metadata={REDACTED_DATA_KEY: data})
             return accumulator.complete_part(key, part)
         if kind == "tool_use":
             start_input = block.get("input")
+            if start_input is not None and not isinstance(start_input, dict):
+                raise malformed(_P, f"{where}.input", "an object", start_input)
             arguments = compact_json(start_input) if start_input else ""
             return accumulator.tool_call(
-                key, id=block.get("id"), name=block.get("name"), arguments=arguments
+                key,
+                id=get_str(block, "id", where, _P),
+                name=get_str(block, "name", where, _P),
+                arguments=arguments,
             )
         self._custom[key] = (dict(block), [])
         return []
 
     def _block_delta(self, payload: dict[str, Any]) -> list[ModelEvent]:
-        key = f"block-{payload.get('index', 0)}"
-        delta = payload.get("delta") or {}
-        kind = delta.get("type")
+        key = f"block-{get_index(payload, 'index', 'content_block_delta', _P)}"
+        where = "content_block_delta.delta"
+        delta = get_mapping(payload, "delta", "content_block_delta", _P)
+        kind = get_str(delta, "type", where, _P)
         accumulator = self._accumulator
         if key in self._custom:
             if kind == "input_json_delta":
-                self._custom[key][1].append(delta.get("partial_json") or "")
+                self._custom[key][1].append(get_str(delta, "partial_json", where, _P) or "")
             return []
         if kind == "text_delta":
-            return accumulator.text(key, delta.get("text") or "")
+            return accumulator.text(key, get_str(delta, "text", where, _P) or "")
         if kind == "thinking_delta":
-            return accumulator.reasoning(key, delta.get("thinking") or "")
+            return accumulator.reasoning(key, get_str(delta, "thinking", where, _P) or "")
         if kind == "signature_delta":
-            self._signature(key, str(delta.get("signature") or ""))
+            self._signature(key, get_str(delta, "signature", where, _P) or "")
             return []
         if kind == "input_json_delta":
-            return accumulator.tool_call(key, arguments=delta.get("partial_json") or "")
+            partial = get_str(delta, "partial_json", where, _P) or ""
+            return accumulator.tool_call(key, arguments=partial)
         return []  # citations_delta and future delta types
 
     def _block_stop(self, payload: dict[str, Any]) -> list[ModelEvent]:
-        key = f"block-{payload.get('index', 0)}"
+        key = f"block-{get_index(payload, 'index', 'content_block_stop', _P)}"
         if key in self._custom:
             block, chunks = self._custom.pop(key)
             if chunks:
@@ -119,10 +139,11 @@ class AnthropicStreamTranslator:
         return self._accumulator.commit(key)
 
     def _message_delta(self, payload: dict[str, Any]) -> list[ModelEvent]:
-        delta = payload.get("delta") or {}
-        if delta.get("stop_reason"):
-            self._stop_reason = str(delta["stop_reason"])
-        self._merge_usage(payload.get("usage"))
+        delta = get_mapping(payload, "delta", "message_delta", _P)
+        stop_reason = get_str(delta, "stop_reason", "message_delta.delta", _P)
+        if stop_reason:
+            self._stop_reason = stop_reason
+        self._merge_usage(payload.get("usage"), "message_delta.usage")
         return []
 
     def _message_stop(self, _payload: dict[str, Any]) -> list[ModelEvent]:
@@ -143,12 +164,13 @@ class AnthropicStreamTranslator:
         self._signatures[key] = self._signatures.get(key, "") + fragment
         self._accumulator.update_metadata(key, {SIGNATURE_KEY: self._signatures[key]})
 
-    def _merge_usage(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
+    def _merge_usage(self, usage: Any, where: str) -> None:
+        if usage is None:
             return
-        for name, value in usage.items():
-            if isinstance(value, int):
-                self._usage[name] = value
+        usage = require_mapping(usage, where, _P)
+        for name in _USAGE_FIELDS:
+            if usage.get(name) is not None:
+                self._usage[name] = usage_count(usage, name, _P)
         read = self._usage.get("cache_read_input_tokens", 0)
         written = self._usage.get("cache_creation_input_tokens", 0)
         self._accumulator.usage = Usage(
@@ -165,6 +187,7 @@ class AnthropicStreamTranslator:
                 "Anthropic: the stream ended before 'message_stop' (the connection closed "
                 "mid-response); the turn is incomplete",
                 error_type="incomplete_stream",
+                kind=ProviderErrorKind.RETRYABLE,
             )
         reason = _STOP_REASONS.get(self._stop_reason or "end_turn", FinishReason.OTHER)
         metadata = {PROVIDER_FINISH_KEY: self._stop_reason} if self._stop_reason else {}

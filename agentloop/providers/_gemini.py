@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from ..core._errors import InvalidInputError, ProviderError
+from ..core._errors import InvalidInputError, ProviderError, ProviderErrorKind
 from ..core._items import (
     CustomPart,
     FilePart,
@@ -26,19 +26,28 @@ from ..core._items import (
 from ..model._config import ExplicitCache, PromptCacheMode, PromptCacheRequest, SessionConfig
 from ..model._protocol import ModelEvent, TurnRequest
 from ._accumulator import StreamAccumulator, _new_call_id
-from ._config import DEFAULT_TIMEOUT, Secret, resolve_api_key
-from ._render import reminder, tool_output_text, unsupported_part
+from ._classify import stream_error
+from ._config import (
+    DEFAULT_TIMEOUT,
+    CallDeadline,
+    Secret,
+    check_base_url,
+    is_own_host,
+    resolve_api_key,
+)
+from ._render import call_wire_id, reminder, tool_output_text, unsupported_part
 from ._retry import RetryPolicy
 from ._session import HttpSession
 from ._sse import ServerSentEvent, parse_json_data
-from ._transport import (
-    PROVIDER_FINISH_KEY,
-    Connection,
-    Endpoint,
-    StreamTranslator,
-    compact_json,
+from ._transport import PROVIDER_FINISH_KEY, Connection, Endpoint, StreamTranslator, compact_json
+from ._wire import (
+    get_bool,
+    get_index,
+    get_list,
+    get_mapping,
+    get_str,
     require_mapping,
-    stream_error,
+    usage_count,
 )
 
 __all__ = [
@@ -51,6 +60,7 @@ __all__ = [
 ]
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
+_P = "Gemini"
 THOUGHT_SIGNATURE_KEY = "gemini.thought_signature"
 """Part metadata: the ``thoughtSignature`` Gemini wants back with the part."""
 GENERATED_ID_KEY = "gemini.generated_id"
@@ -72,7 +82,10 @@ _FINISH_REASONS = {
 class GeminiModel:
     """A Gemini model (``POST {base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse``).
 
-    ``api_key`` defaults to ``GEMINI_API_KEY``, then ``GOOGLE_API_KEY``.
+    ``api_key`` defaults to ``GEMINI_API_KEY``, then ``GOOGLE_API_KEY``, read
+    only when ``base_url`` is Google's own (or ``use_env_key=True``); it goes
+    in the ``x-goog-api-key`` header, never in the URL. ``deadline`` bounds
+    the whole call.
     ``thinking_budget`` sets ``thinkingConfig.thinkingBudget`` and asks for
     thought summaries. ``tool_choice`` is ``"auto"``, ``"none"``,
     ``"required"`` (mode ``ANY``) or a tool name. Tool schemas are sent as
@@ -97,13 +110,30 @@ class GeminiModel:
         retry: RetryPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
         new_call_id: Callable[[], str] | None = None,
+        use_env_key: bool | None = None,
+        deadline: CallDeadline | None = None,
     ) -> None:
-        if not model:
+        if not isinstance(model, str) or not model:
             raise InvalidInputError("GeminiModel: model must be a non-empty string")
+        if any(
+            character in "?#/%" or not character.isprintable() or character.isspace()
+            for character in model.removeprefix("models/")
+        ):
+            raise InvalidInputError(
+                f"GeminiModel: model {model!r} cannot go in the request URL: it must not "
+                "contain '/', '?', '#', '%', spaces or control characters"
+            )
         self.model_name = model.removeprefix("models/")
-        self.base_url = (base_url or GEMINI_BASE_URL).rstrip("/")
+        self.base_url = check_base_url(
+            GEMINI_BASE_URL if base_url is None else base_url, "GeminiModel"
+        )
+        own_host = is_own_host(self.base_url, GEMINI_BASE_URL)
         key = resolve_api_key(
-            api_key, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), owner="GeminiModel", required=True
+            api_key,
+            ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+            owner="GeminiModel",
+            required=own_host,
+            use_env=own_host if use_env_key is None else use_env_key,
         )
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -111,12 +141,18 @@ class GeminiModel:
         self.tool_choice = tool_choice
         self.extra_body = dict(extra_body or {})
         self._connection = Connection.of(
-            headers=headers, timeout=timeout, retry=retry, http_client=http_client, api_key=key
+            headers=headers,
+            timeout=timeout,
+            retry=retry,
+            http_client=http_client,
+            api_key=key,
+            deadline=deadline,
         )
         self._new_call_id = new_call_id or _new_call_id
 
     def __repr__(self) -> str:
-        return f"GeminiModel(model={self.model_name!r}, base_url={self.base_url!r}, api_key=set)"
+        key = "set" if self._connection.api_key is not None else "none"
+        return f"GeminiModel(model={self.model_name!r}, base_url={self.base_url!r}, api_key={key})"
 
     async def start_session(self, config: SessionConfig) -> GeminiSession:
         """Open a session; sessions are cheap and hold no connection."""
@@ -134,6 +170,8 @@ class GeminiModel:
             f"{self.base_url}/v1beta/models/{self.model_name}:streamGenerateContent?alt=sse",
             headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
             auth_headers={} if api_key is None else {"x-goog-api-key": api_key.reveal()},
+            provider_name=self.provider_name,
+            model=self.model_name,
         )
 
     def request_body(self, request: TurnRequest) -> dict[str, Any]:
@@ -266,7 +304,7 @@ def _model_part(item: Item, index: int, part: Any) -> dict[str, Any] | None:
             "args": part.input if isinstance(part.input, dict) else {},
         }
         if not part.metadata.get(GENERATED_ID_KEY):
-            call["id"] = part.id
+            call["id"] = call_wire_id(part)
         return _signed(part, {"functionCall": call})
     if isinstance(part, CustomPart) and part.kind.startswith("gemini.") and part.value:
         return dict(part.value)
@@ -291,7 +329,7 @@ def _function_response(
         "response": {"error" if part.is_error else "output": value},
     }
     if not call.metadata.get(GENERATED_ID_KEY):
-        response["id"] = call.id
+        response["id"] = call_wire_id(call)
     return {"functionResponse": response}
 
 
@@ -330,24 +368,31 @@ class GeminiStreamTranslator:
         payload = parse_json_data(event, "Gemini")
         if isinstance(payload, list) and payload:
             payload = payload[0]
-        chunk = require_mapping(payload, "a stream chunk", "Gemini")
+        chunk = require_mapping(payload, "a stream chunk", _P)
         if chunk.get("error") is not None:
             raise stream_error("Gemini", chunk)
-        self._model = chunk.get("modelVersion") or self._model
-        self._response_id = chunk.get("responseId") or self._response_id
+        self._model = get_str(chunk, "modelVersion", "chunk", _P) or self._model
+        self._response_id = get_str(chunk, "responseId", "chunk", _P) or self._response_id
         usage = chunk.get("usageMetadata")
-        if isinstance(usage, dict):
-            self._accumulator.usage = _usage(usage)
-        feedback = chunk.get("promptFeedback") or {}
-        if feedback.get("blockReason"):
-            self._blocked = str(feedback["blockReason"])
+        if usage is not None:
+            self._accumulator.usage = _usage(require_mapping(usage, "chunk.usageMetadata", _P))
+        feedback = get_mapping(chunk, "promptFeedback", "chunk", _P)
+        blocked = get_str(feedback, "blockReason", "chunk.promptFeedback", _P)
+        if blocked:
+            self._blocked = blocked
         events: list[ModelEvent] = []
-        for candidate in chunk.get("candidates") or ():
-            if isinstance(candidate, dict) and candidate.get("index", 0) == 0:
-                for part in (candidate.get("content") or {}).get("parts") or ():
-                    events.extend(self._part(part))
-                if candidate.get("finishReason"):
-                    self._finish = str(candidate["finishReason"])
+        for position, candidate in enumerate(get_list(chunk, "candidates", "chunk", _P)):
+            where = f"chunk.candidates[{position}]"
+            candidate = require_mapping(candidate, where, _P)
+            if get_index(candidate, "index", where, _P) != 0:
+                continue
+            content = get_mapping(candidate, "content", where, _P)
+            for index, part in enumerate(get_list(content, "parts", f"{where}.content", _P)):
+                part_where = f"{where}.content.parts[{index}]"
+                events.extend(self._part(require_mapping(part, part_where, _P), part_where))
+            finish = get_str(candidate, "finishReason", where, _P)
+            if finish:
+                self._finish = finish
         return events
 
     def _key(self, kind: str) -> str:
@@ -356,19 +401,20 @@ class GeminiStreamTranslator:
             self._last_kind = kind
         return f"{kind}-{self._segment}"
 
-    def _part(self, part: dict[str, Any]) -> list[ModelEvent]:
+    def _part(self, part: dict[str, Any], where: str) -> list[ModelEvent]:
         accumulator = self._accumulator
-        signature = part.get("thoughtSignature")
+        signature = get_str(part, "thoughtSignature", where, _P)
         events: list[ModelEvent] = []
         previous = f"{self._last_kind}-{self._segment}"
         if "functionCall" in part:
-            call = part["functionCall"] or {}
+            call_where = f"{where}.functionCall"
+            call = get_mapping(part, "functionCall", where, _P)
             key = f"call-{self._calls}"
             self._calls += 1
             self._last_kind = "call"
             events.extend(accumulator.commit(previous))
             metadata: dict[str, Any] = {}
-            call_id = call.get("id")
+            call_id = get_str(call, "id", call_where, _P)
             if not call_id:
                 call_id = self._new_call_id()
                 metadata[GENERATED_ID_KEY] = True
@@ -378,19 +424,19 @@ class GeminiStreamTranslator:
                 accumulator.tool_call(
                     key,
                     id=call_id,
-                    name=call.get("name"),
-                    arguments=compact_json(call.get("args") or {}),
+                    name=get_str(call, "name", call_where, _P),
+                    arguments=compact_json(get_mapping(call, "args", call_where, _P)),
                 )
             )
             if metadata:
                 accumulator.update_metadata(key, metadata)
             return events + accumulator.commit(key)
         if "text" in part:
-            thought = bool(part.get("thought"))
+            thought = get_bool(part, "thought", where, _P)
+            text = get_str(part, "text", where, _P) or ""
             key = self._key("thought" if thought else "text")
             if key != previous:
                 events.extend(accumulator.commit(previous))
-            text = str(part.get("text") or "")
             if thought:
                 events.extend(accumulator.reasoning(key, text))
             else:
@@ -420,6 +466,7 @@ class GeminiStreamTranslator:
                 "Gemini: the stream ended before a chunk with a finishReason (the connection "
                 "closed mid-response); the turn is incomplete",
                 error_type="incomplete_stream",
+                kind=ProviderErrorKind.RETRYABLE,
             )
         reason = _FINISH_REASONS.get(self._finish, FinishReason.OTHER)
         if reason is FinishReason.COMPLETED and self._accumulator.has_tool_calls:
@@ -437,11 +484,11 @@ class GeminiStreamTranslator:
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    thoughts = int(usage.get("thoughtsTokenCount") or 0)
+    thoughts = usage_count(usage, "thoughtsTokenCount", _P)
     return Usage(
-        input_tokens=int(usage.get("promptTokenCount") or 0)
-        + int(usage.get("toolUsePromptTokenCount") or 0),
-        output_tokens=int(usage.get("candidatesTokenCount") or 0) + thoughts,
+        input_tokens=usage_count(usage, "promptTokenCount", _P)
+        + usage_count(usage, "toolUsePromptTokenCount", _P),
+        output_tokens=usage_count(usage, "candidatesTokenCount", _P) + thoughts,
         reasoning_tokens=thoughts,
-        cache_read_tokens=int(usage.get("cachedContentTokenCount") or 0),
+        cache_read_tokens=usage_count(usage, "cachedContentTokenCount", _P),
     )

@@ -14,12 +14,20 @@ from typing import Any
 
 import httpx
 
-from ..core._errors import InvalidInputError, ProviderError
+from ..core._errors import InvalidInputError, ProviderError, ProviderErrorKind
 from ..core._items import FinishReason, Usage
 from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, TurnRequest
 from ._accumulator import StreamAccumulator
-from ._config import DEFAULT_TIMEOUT, Secret, resolve_api_key
+from ._classify import stream_error
+from ._config import (
+    DEFAULT_TIMEOUT,
+    CallDeadline,
+    Secret,
+    check_base_url,
+    is_own_host,
+    resolve_api_key,
+)
 from ._openai_render import (
     cache_fields,
     check_tool_choice,
@@ -31,13 +39,16 @@ from ._openai_render import (
 from ._retry import RetryPolicy
 from ._session import HttpSession
 from ._sse import ServerSentEvent, parse_json_data
-from ._transport import (
-    PROVIDER_FINISH_KEY,
-    Connection,
-    Endpoint,
-    StreamTranslator,
+from ._transport import PROVIDER_FINISH_KEY, Connection, Endpoint, StreamTranslator, compact_json
+from ._wire import (
+    get_index,
+    get_list,
+    get_mapping,
+    get_str,
+    malformed,
     require_mapping,
-    stream_error,
+    usage_cost,
+    usage_count,
 )
 
 __all__ = [
@@ -49,6 +60,7 @@ __all__ = [
 ]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+_P = "OpenAI"
 
 _FINISH_REASONS = {
     "stop": FinishReason.COMPLETED,
@@ -63,8 +75,13 @@ _FINISH_REASONS = {
 class OpenAIChatModel:
     """A model behind the Chat Completions API (``POST {base_url}/chat/completions``).
 
-    ``api_key`` defaults to ``OPENAI_API_KEY``; it is required for the default
-    ``base_url`` and optional for any other (local servers rarely check it).
+    ``api_key`` defaults to ``OPENAI_API_KEY``, read only when ``base_url`` is
+    OpenAI's own (``https://api.openai.com``): the environment's key is never
+    sent to another server unless ``use_env_key=True`` asks for it
+    (``use_env_key=False`` never reads it). A key is required for OpenAI's own
+    host and optional for any other (local servers rarely check it).
+    ``base_url`` must be an absolute ``http(s)://`` URL (checked here).
+    ``deadline`` bounds the whole call (:class:`~agentloop.providers.CallDeadline`).
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or a tool name,
     and is sent only when the request has tools; it is a plain attribute, so a
     host may change it between turns. ``stream=False`` asks for one JSON
@@ -99,16 +116,22 @@ class OpenAIChatModel:
         retry: RetryPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
         new_call_id: Callable[[], str] | None = None,
+        use_env_key: bool | None = None,
+        deadline: CallDeadline | None = None,
     ) -> None:
-        if not model:
+        if not isinstance(model, str) or not model:
             raise InvalidInputError("OpenAIChatModel: model must be a non-empty string")
         self.model_name = model
-        self.base_url = (base_url or OPENAI_BASE_URL).rstrip("/")
+        self.base_url = check_base_url(
+            OPENAI_BASE_URL if base_url is None else base_url, "OpenAIChatModel"
+        )
+        own_host = is_own_host(self.base_url, OPENAI_BASE_URL)
         key = resolve_api_key(
             api_key,
             ("OPENAI_API_KEY",),
             owner="OpenAIChatModel",
-            required=self.base_url == OPENAI_BASE_URL,
+            required=own_host,
+            use_env=own_host if use_env_key is None else use_env_key,
         )
         self.tool_choice = check_tool_choice(tool_choice)
         self.max_tokens = max_tokens
@@ -119,7 +142,12 @@ class OpenAIChatModel:
         self.extra_body = dict(extra_body or {})
         self.developer_role = developer_role
         self._connection = Connection.of(
-            headers=headers, timeout=timeout, retry=retry, http_client=http_client, api_key=key
+            headers=headers,
+            timeout=timeout,
+            retry=retry,
+            http_client=http_client,
+            api_key=key,
+            deadline=deadline,
         )
         self._new_call_id = new_call_id
 
@@ -146,6 +174,8 @@ class OpenAIChatModel:
             },
             auth_headers=auth,
             streaming=self.stream,
+            provider_name=self.provider_name,
+            model=self.model_name,
         )
 
     def stream_translator(self) -> StreamTranslator:
@@ -216,40 +246,47 @@ class OpenAIStreamTranslator:
     def _chunk(self, chunk: dict[str, Any]) -> list[ModelEvent]:
         if chunk.get("error") is not None:
             raise stream_error("OpenAI", chunk)
-        self._model = chunk.get("model") or self._model
-        self._response_id = chunk.get("id") or self._response_id
+        self._model = get_str(chunk, "model", "chunk", _P) or self._model
+        self._response_id = get_str(chunk, "id", "chunk", _P) or self._response_id
         usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            self._accumulator.usage = _usage(usage)
+        if usage is not None:
+            self._accumulator.usage = _usage(require_mapping(usage, "chunk.usage", _P))
         events: list[ModelEvent] = []
-        for choice in chunk.get("choices") or ():
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                events.extend(self._choice(choice))
+        for position, choice in enumerate(get_list(chunk, "choices", "chunk", _P)):
+            where = f"chunk.choices[{position}]"
+            choice = require_mapping(choice, where, _P)
+            if get_index(choice, "index", where, _P) == 0:
+                events.extend(self._choice(choice, where))
         return events
 
-    def _choice(self, choice: dict[str, Any]) -> list[ModelEvent]:
+    def _choice(self, choice: dict[str, Any], where: str) -> list[ModelEvent]:
         accumulator = self._accumulator
         events: list[ModelEvent] = []
-        delta = choice.get("delta") or {}
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str):
+        delta = get_mapping(choice, "delta", where, _P)
+        where = f"{where}.delta"
+        reasoning = get_str(delta, "reasoning_content", where, _P) or get_str(
+            delta, "reasoning", where, _P
+        )
+        if reasoning:
             events.extend(accumulator.reasoning("reasoning", reasoning))
-        content = delta.get("content")
-        if isinstance(content, str):
+        content = get_str(delta, "content", where, _P)
+        if content:
             events.extend(accumulator.text("content", content))
-        for position, call in enumerate(delta.get("tool_calls") or ()):
-            function = call.get("function") or {}
+        for position, call in enumerate(get_list(delta, "tool_calls", where, _P)):
+            call_where = f"{where}.tool_calls[{position}]"
+            call = require_mapping(call, call_where, _P)
+            function = get_mapping(call, "function", call_where, _P)
             events.extend(
                 accumulator.tool_call(
-                    f"tool-{call.get('index', position)}",
-                    id=call.get("id"),
-                    name=function.get("name"),
-                    arguments=function.get("arguments") or "",
+                    f"tool-{get_index(call, 'index', call_where, _P, default=position)}",
+                    id=get_str(call, "id", call_where, _P),
+                    name=get_str(function, "name", f"{call_where}.function", _P),
+                    arguments=_arguments(function, f"{call_where}.function"),
                 )
             )
-        reason = choice.get("finish_reason")
+        reason = get_str(choice, "finish_reason", where.removesuffix(".delta"), _P)
         if reason:
-            self._finish = str(reason)
+            self._finish = reason
             events.extend(accumulator.commit_all())
         return events
 
@@ -260,6 +297,7 @@ class OpenAIStreamTranslator:
                 "OpenAI: the stream ended before 'data: [DONE]' (the connection closed "
                 "mid-response); the turn is incomplete",
                 error_type="incomplete_stream",
+                kind=ProviderErrorKind.RETRYABLE,
             )
         reason = _FINISH_REASONS.get(self._finish or "stop", FinishReason.OTHER)
         if reason is FinishReason.COMPLETED and self._accumulator.has_tool_calls:
@@ -286,10 +324,13 @@ class OpenAICompletionTranslator(OpenAIStreamTranslator):
         completion = require_mapping(
             parse_json_data(event, "OpenAI"), "a chat completion", "OpenAI"
         )
+        if completion.get("error") is not None:
+            raise stream_error("OpenAI", completion)
         choices = [
-            _choice_as_delta(choice)
-            for choice in completion.get("choices") or ()
-            if isinstance(choice, dict)
+            _choice_as_delta(
+                require_mapping(choice, f"completion.choices[{position}]", _P), position
+            )
+            for position, choice in enumerate(get_list(completion, "choices", "completion", _P))
         ]
         events = self._chunk({**completion, "choices": choices})
         self._done = True
@@ -301,15 +342,19 @@ class OpenAICompletionTranslator(OpenAIStreamTranslator):
             raise ProviderError(
                 "OpenAI: the response ended without a chat completion body",
                 error_type="incomplete_stream",
+                kind=ProviderErrorKind.RETRYABLE,
             )
         return super().finish()
 
 
-def _choice_as_delta(choice: dict[str, Any]) -> dict[str, Any]:
-    message = dict(choice.get("message") or {})
-    calls = message.get("tool_calls") or ()
+def _choice_as_delta(value: Any, position: int) -> dict[str, Any]:
+    where = f"completion.choices[{position}]"
+    choice = require_mapping(value, where, _P)
+    message = dict(get_mapping(choice, "message", where, _P))
+    calls = get_list(message, "tool_calls", f"{where}.message", _P)
     message["tool_calls"] = [
-        {**call, "index": position} for position, call in enumerate(calls) if isinstance(call, dict)
+        {**require_mapping(call, f"{where}.message.tool_calls[{index}]", _P), "index": index}
+        for index, call in enumerate(calls)
     ]
     return {
         "index": choice.get("index", 0),
@@ -318,15 +363,25 @@ def _choice_as_delta(choice: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _arguments(function: dict[str, Any], where: str) -> str:
+    arguments = function.get("arguments")
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    if isinstance(arguments, dict):
+        return compact_json(arguments)  # a few servers send the object itself
+    raise malformed(_P, f"{where}.arguments", "a string, an object or null", arguments)
+
+
 def _usage(usage: dict[str, Any]) -> Usage:
-    prompt = usage.get("prompt_tokens_details") or {}
-    completion = usage.get("completion_tokens_details") or {}
-    cost = usage.get("cost")
+    prompt = get_mapping(usage, "prompt_tokens_details", "chunk.usage", _P)
+    completion = get_mapping(usage, "completion_tokens_details", "chunk.usage", _P)
     return Usage(
-        input_tokens=int(usage.get("prompt_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
-        reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
-        cache_read_tokens=int(prompt.get("cached_tokens") or 0),
-        cache_write_tokens=int(prompt.get("cache_write_tokens") or 0),
-        cost=float(cost) if isinstance(cost, int | float) else None,
+        input_tokens=usage_count(usage, "prompt_tokens", _P),
+        output_tokens=usage_count(usage, "completion_tokens", _P),
+        reasoning_tokens=usage_count(completion, "reasoning_tokens", _P),
+        cache_read_tokens=usage_count(prompt, "cached_tokens", _P),
+        cache_write_tokens=usage_count(prompt, "cache_write_tokens", _P),
+        cost=usage_cost(usage.get("cost"), _P),
     )

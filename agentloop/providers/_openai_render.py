@@ -25,6 +25,7 @@ from ..model._config import (
     PromptCacheRetention,
 )
 from ._render import (
+    call_wire_id,
     data_uri,
     item_text,
     raw_arguments,
@@ -51,12 +52,15 @@ _MERGEABLE_ROLES = frozenset({"system", "developer", "user", "assistant"})
 def render_messages(transcript: Sequence[Item], *, developer_role: str) -> list[dict[str, Any]]:
     """The ``messages`` for ``transcript`` (raises ``ProviderError`` for unsendable parts)."""
     messages: list[dict[str, Any]] = []
+    wire_ids: dict[str, str] = {}
     for index, item in enumerate(transcript):
-        messages.extend(_render_item(index, item, developer_role))
+        messages.extend(_render_item(index, item, developer_role, wire_ids))
     return messages
 
 
-def _render_item(index: int, item: Item, developer_role: str) -> list[dict[str, Any]]:
+def _render_item(
+    index: int, item: Item, developer_role: str, wire_ids: dict[str, str]
+) -> list[dict[str, Any]]:
     kind = item.kind
     if kind in (ItemKind.SYSTEM, ItemKind.CONTEXT):
         return [{"role": "system", "content": item_text(item, "OpenAI", index=index)}]
@@ -67,8 +71,8 @@ def _render_item(index: int, item: Item, developer_role: str) -> list[dict[str, 
     if kind is ItemKind.USER:
         return [{"role": "user", "content": _user_content(index, item)}]
     if kind is ItemKind.ASSISTANT:
-        return _assistant_message(index, item)
-    return _tool_messages(index, item)
+        return _assistant_message(index, item, wire_ids)
+    return _tool_messages(index, item, wire_ids)
 
 
 def merge_same_role(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,13 +196,14 @@ def _user_content(index: int, item: Item) -> Any:
     return entries
 
 
-def _assistant_message(index: int, item: Item) -> list[dict[str, Any]]:
+def _assistant_message(index: int, item: Item, wire_ids: dict[str, str]) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
     for part in item.parts:
         if isinstance(part, ToolCallPart):
+            wire_ids[part.id] = call_wire_id(part)
             calls.append(
                 {
-                    "id": part.id,
+                    "id": wire_ids[part.id],
                     "type": "function",
                     "function": {"name": part.name, "arguments": raw_arguments(part)},
                 }
@@ -214,12 +219,16 @@ def _assistant_message(index: int, item: Item) -> list[dict[str, Any]]:
     return [message]
 
 
-def _tool_messages(index: int, item: Item) -> list[dict[str, Any]]:
+def _tool_messages(index: int, item: Item, wire_ids: dict[str, str]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for part in item.parts:
         if not isinstance(part, ToolResultPart):
             raise unsupported_part("OpenAI", item, index, part)
         messages.append(
-            {"role": "tool", "tool_call_id": part.call_id, "content": tool_output_text(part.output)}
+            {
+                "role": "tool",
+                "tool_call_id": wire_ids.get(part.call_id, part.call_id),
+                "content": tool_output_text(part.output),
+            }
         )
     return messages

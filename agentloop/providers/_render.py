@@ -19,11 +19,14 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
+from ..model._admission import PROVIDER_CALL_ID_KEY
 from ..tools._executor import RAW_ARGUMENTS_KEY
 
 __all__ = [
+    "PROVIDER_CALL_ID_KEY",
     "REMINDER_CLOSE",
     "REMINDER_OPEN",
+    "call_wire_id",
     "data_uri",
     "item_text",
     "raw_arguments",
@@ -70,6 +73,12 @@ def raw_arguments(call: ToolCallPart) -> str:
     if isinstance(raw, str):
         return raw
     return json.dumps(call.input, ensure_ascii=False, separators=(",", ":"))
+
+
+def call_wire_id(call: ToolCallPart) -> str:
+    """The id to send for ``call``: the provider's own id if admission renamed the call."""
+    original = call.metadata.get(PROVIDER_CALL_ID_KEY)
+    return original if isinstance(original, str) and original else call.id
 
 
 def data_uri(mime_type: str, data: str) -> str:

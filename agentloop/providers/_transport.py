@@ -9,7 +9,8 @@ Layers, each named for its concern (as in httpx):
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Protocol
 
 import anyio
@@ -18,19 +19,34 @@ import httpx
 import structlog
 
 from ..core._cancellation import TurnCancellation
-from ..core._errors import ProviderError
-from ..model._protocol import ModelEvent
-from ._config import Secret, redact
+from ..core._errors import ProviderError, ProviderErrorKind
+from ..core._items import Item
+from ..model._protocol import ModelEvent, ModelTurnResult
+from ._classify import classify, parse_error_body, stream_error
+from ._config import (
+    CUT_MARKER,
+    DEFAULT_DEADLINE,
+    CallDeadline,
+    Secret,
+    header_secrets,
+    redact,
+    shorten,
+)
 from ._retry import RetryPolicy
+from ._scrub import scrub_chain
 from ._sse import ServerSentEvent, iter_sse, iter_whole_body
+from ._wire import require_mapping
 
 __all__ = [
+    "MODEL_KEY",
     "PROVIDER_FINISH_KEY",
+    "PROVIDER_KEY",
+    "RESPONSE_ID_KEY",
+    "RESPONSE_MODEL_KEY",
     "Connection",
     "Endpoint",
     "StreamTranslator",
     "compact_json",
-    "error_details",
     "require_mapping",
     "stream_error",
     "stream_turn",
@@ -41,6 +57,14 @@ log = structlog.get_logger("agentloop")
 
 PROVIDER_FINISH_KEY = "agentloop.provider_finish_reason"
 """Result metadata: the finish reason exactly as the provider sent it."""
+PROVIDER_KEY = "agentloop.provider"
+"""Assistant item metadata: the adapter's ``provider_name`` (``"openai"``, ``"anthropic"``...)."""
+MODEL_KEY = "agentloop.model"
+"""Assistant item metadata: the model name the request asked for."""
+RESPONSE_MODEL_KEY = "agentloop.response_model"
+"""Assistant item metadata: the model name the response reported (when it did)."""
+RESPONSE_ID_KEY = "agentloop.response_id"
+"""Assistant item metadata: the provider's id of the response (when it gave one)."""
 
 _CLEANUP_SECONDS = 5.0
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -86,18 +110,26 @@ class Endpoint:
     client: httpx.AsyncClient | None = attrs.field(default=None, repr=False)
     secrets: tuple[Secret | None, ...] = attrs.field(default=(), repr=False)
     streaming: bool = True
+    deadline: CallDeadline = DEFAULT_DEADLINE
+    provider_name: str = ""
+    model: str = ""
 
 
 @attrs.frozen
 class Connection:
     """How an adapter reaches its provider: the user's extra headers, timeout, retries,
-    client and API key (the constructor arguments every adapter shares)."""
+    client and API key (the constructor arguments every adapter shares).
+
+    Credentials in the user's ``headers`` (``Authorization``, ``x-api-key``...) are
+    redacted like the API key."""
 
     headers: dict[str, str] = attrs.field(repr=False)
     timeout: httpx.Timeout
     retry: RetryPolicy
     client: httpx.AsyncClient | None = attrs.field(repr=False)
     api_key: Secret | None = attrs.field(repr=False)
+    deadline: CallDeadline = DEFAULT_DEADLINE
+    header_secrets: tuple[Secret, ...] = attrs.field(default=(), repr=False)
 
     @classmethod
     def of(
@@ -108,14 +140,17 @@ class Connection:
         retry: RetryPolicy | None,
         http_client: httpx.AsyncClient | None,
         api_key: Secret | None,
+        deadline: CallDeadline | None = None,
     ) -> Connection:
         """Normalised settings: seconds become an ``httpx.Timeout``, no policy the default."""
         return cls(
             headers=dict(headers or {}),
+            header_secrets=header_secrets(headers or {}),
             timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
             retry=retry or RetryPolicy(),
             client=http_client,
             api_key=api_key,
+            deadline=deadline or DEFAULT_DEADLINE,
         )
 
     def endpoint(
@@ -126,6 +161,8 @@ class Connection:
         headers: Mapping[str, str],
         auth_headers: Mapping[str, str],
         streaming: bool = True,
+        provider_name: str = "",
+        model: str = "",
     ) -> Endpoint:
         """The ``Endpoint``: ``headers``, then the user's, then ``auth_headers`` (which win)."""
         return Endpoint(
@@ -135,8 +172,11 @@ class Connection:
             timeout=self.timeout,
             retry=self.retry,
             client=self.client,
-            secrets=(self.api_key,),
+            secrets=(self.api_key, *self.header_secrets),
             streaming=streaming,
+            deadline=self.deadline,
+            provider_name=provider_name,
+            model=model,
         )
 
 
@@ -150,56 +190,168 @@ async def stream_turn(
 
     The request is opened lazily, on the first ``__anext__``. Cancelling the
     consuming task (or an interrupt of ``cancellation``, checked between
-    events) closes the HTTP stream.
+    events) closes the HTTP stream. The call is bounded by
+    ``endpoint.deadline``. Every ``ProviderError`` that leaves is scrubbed of
+    the API key, chained exceptions included; the closing result's assistant
+    items are stamped with the provider, the request and response models and
+    the response id.
     """
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ProviderError(
+            f"{endpoint.provider}: cannot send the request: its body is not JSON "
+            f"({type(error).__name__}: {shorten(str(error), 200)}); a transcript value (a tool "
+            "input or result, metadata) is NaN, infinite or not JSON-serializable",
+            error_type="invalid_request",
+            kind=ProviderErrorKind.INVALID_REQUEST,
+        ) from error
+    content = text.encode("utf-8")
     owned = endpoint.client is None
     client = endpoint.client or httpx.AsyncClient(timeout=endpoint.timeout)
     try:
-        if cancellation is not None and cancellation.is_cancelled:
-            for event in translator.cancel():
-                yield event
-            return
+        events = _stream(client, endpoint, content, translator, cancellation)
+        async with aclosing(events):
+            try:
+                async for event in events:
+                    yield _stamped(event, endpoint)
+            except ProviderError as error:
+                scrub_chain(error, endpoint.secrets)
+                raise
+    finally:
+        if owned:
+            await _close_quietly(client)
+
+
+async def _stream(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    content: bytes,
+    translator: StreamTranslator,
+    cancellation: TurnCancellation | None,
+) -> AsyncGenerator[ModelEvent, None]:
+    if cancellation is not None and cancellation.is_cancelled:
+        for event in translator.cancel():
+            yield event
+        return
+    clock = _Clock(endpoint)
+    with anyio.move_on_after(clock.remaining(first=True)) as scope:
         response = await _open_handling_retries(client, endpoint, content)
-        try:
-            read = iter_sse if endpoint.streaming else iter_whole_body
-            async for sse in read(response, endpoint.provider):
+    if scope.cancelled_caught:
+        raise clock.expired(first=True)
+    try:
+        read = iter_sse if endpoint.streaming else iter_whole_body
+        reader = read(response, endpoint.provider)
+        async with aclosing(reader):
+            first = True
+            while True:
+                with anyio.move_on_after(clock.remaining(first=first)) as scope:
+                    sse = await anext(reader, None)
+                if scope.cancelled_caught:
+                    raise clock.expired(first=first)
+                if sse is None:
+                    break
+                first = False
                 if cancellation is not None and cancellation.is_cancelled:
                     closing = translator.cancel()
                     await _close_quietly(response)
                     for event in closing:
                         yield event
                     return
-                for event in _redacted(translator.feed, sse, endpoint):
+                for event in _translated(translator.feed, sse, endpoint):
                     yield event
                 if translator.done:
                     break
-            closing = _redacted(lambda _: translator.finish(), None, endpoint)
-            await _close_quietly(response)
-            for event in closing:
-                yield event
-        finally:
-            await _close_quietly(response)
+        closing = _translated(lambda _: translator.finish(), None, endpoint)
+        await _close_quietly(response)
+        for event in closing:
+            yield event
     finally:
-        if owned:
-            await _close_quietly(client)
+        await _close_quietly(response)
 
 
-def _redacted(function: Any, argument: Any, endpoint: Endpoint) -> list[ModelEvent]:
+class _Clock:
+    """The deadlines of one call, measured from when it started."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.provider = endpoint.provider
+        self.deadline = endpoint.deadline
+        self.start = anyio.current_time()
+
+    def remaining(self, *, first: bool) -> float | None:
+        limits = [self.deadline.total]
+        if first:
+            limits.append(self.deadline.first_event)
+        chosen = [limit for limit in limits if limit is not None]
+        if not chosen:
+            return None
+        return max(min(chosen) - (anyio.current_time() - self.start), 0.0)
+
+    def expired(self, *, first: bool) -> ProviderError:
+        first_limit, total = self.deadline.first_event, self.deadline.total
+        if first and first_limit is not None and (total is None or first_limit <= total):
+            message = (
+                f"{self.provider}: no response event within {first_limit:g} s of sending the "
+                "request (the server sent nothing, or only keep-alive comments); raise "
+                "CallDeadline(first_event=...) if the model needs longer to start"
+            )
+        else:
+            message = (
+                f"{self.provider}: the model call ran past its total deadline of {total:g} s; "
+                "raise CallDeadline(total=...) if answers this long are expected"
+            )
+        return ProviderError(message, error_type="deadline", kind=ProviderErrorKind.RETRYABLE)
+
+
+_FOREIGN_DECODE_ERRORS = (
+    TypeError,
+    AttributeError,
+    ValueError,
+    KeyError,
+    IndexError,
+    RecursionError,
+    UnicodeError,
+)
+
+
+def _translated(
+    function: Callable[[Any], list[ModelEvent]], sse: ServerSentEvent | None, endpoint: Endpoint
+) -> list[ModelEvent]:
     try:
-        events: list[ModelEvent] = function(argument)
-    except ProviderError as error:
-        raise _scrubbed(error, endpoint) from error.__cause__
-    return events
+        return function(sse)
+    except ProviderError:
+        raise
+    except _FOREIGN_DECODE_ERRORS as error:
+        where = "the end of the response" if sse is None else _describe(sse)
+        raise ProviderError(
+            f"{endpoint.provider}: malformed response: cannot read {where} "
+            f"({type(error).__name__}: {shorten(str(error), 200)})",
+            error_type="malformed_stream",
+            kind=ProviderErrorKind.INVALID_RESPONSE,
+        ) from error
 
 
-def _scrubbed(error: ProviderError, endpoint: Endpoint) -> ProviderError:
-    message = redact(str(error), endpoint.secrets)
-    if message == str(error):
-        return error
-    return ProviderError(
-        message, status=error.status, error_type=error.error_type, retryable=error.retryable
-    )
+def _describe(sse: ServerSentEvent) -> str:
+    name = f" {sse.event!r}" if sse.event and sse.event != "message" else ""
+    return f"stream event{name} {shorten(sse.data, 200)!r}"
+
+
+def _stamped(event: ModelEvent, endpoint: Endpoint) -> ModelEvent:
+    if not isinstance(event, ModelTurnResult) or not endpoint.provider_name:
+        return event
+    stamp: dict[str, str] = {PROVIDER_KEY: endpoint.provider_name}
+    if endpoint.model:
+        stamp[MODEL_KEY] = endpoint.model
+    if isinstance(event.model, str) and event.model:
+        stamp[RESPONSE_MODEL_KEY] = event.model
+    if isinstance(event.response_id, str) and event.response_id:
+        stamp[RESPONSE_ID_KEY] = event.response_id
+    items = tuple(_stamp_item(item, stamp) for item in event.output_items)
+    return attrs.evolve(event, output_items=items)
+
+
+def _stamp_item(item: Item, stamp: Mapping[str, str]) -> Item:
+    return attrs.evolve(item, metadata={**item.metadata, **stamp})
 
 
 async def _close_quietly(resource: httpx.Response | httpx.AsyncClient) -> None:
@@ -217,7 +369,7 @@ async def _open_handling_retries(
             return await _open_once(client, endpoint, content)
         except _Retryable as failure:
             if attempt >= policy.max_attempts:
-                raise _scrubbed(failure.final(attempt), endpoint) from failure.cause
+                raise failure.final(attempt) from failure.cause
             delay = policy.delay(attempt, failure.headers)
             log.warning(
                 "provider.retry",
@@ -256,16 +408,28 @@ class _Retryable(Exception):
             f"{self.reason} (gave up after {tries})",
             status=self.status,
             error_type=self.error_type,
-            retryable=True,
+            kind=ProviderErrorKind.RETRYABLE,
         )
 
 
 async def _open_once(
     client: httpx.AsyncClient, endpoint: Endpoint, content: bytes
 ) -> httpx.Response:
-    request = client.build_request(
-        "POST", endpoint.url, headers=endpoint.headers, content=content, timeout=endpoint.timeout
-    )
+    try:
+        request = client.build_request(
+            "POST",
+            endpoint.url,
+            headers=endpoint.headers,
+            content=content,
+            timeout=endpoint.timeout,
+        )
+    except (UnicodeEncodeError, ValueError, TypeError) as error:
+        raise ProviderError(
+            f"{endpoint.provider}: cannot build the request ({type(error).__name__}: {error}); "
+            "header values must be ASCII text without line breaks",
+            error_type="invalid_request",
+            kind=ProviderErrorKind.INVALID_REQUEST,
+        ) from error
     try:
         response = await client.send(request, stream=True)
     except httpx.TimeoutException as error:
@@ -287,100 +451,41 @@ async def _open_once(
     if response.is_success:
         return response
     try:
-        raw = await _read_limited(response)
-    except httpx.TransportError:
-        raw = b""
+        text = await _read_error_body(response)
     finally:
         await _close_quietly(response)
-    message, error_type = error_details(raw)
+    unredacted = parse_error_body(text)  # classified as sent; only the redacted text leaves
+    body = parse_error_body(redact(text, endpoint.secrets))
+    status = response.status_code
+    kind = classify(status, unredacted.codes, unredacted.message)
     reason = (
-        f"{endpoint.provider} request failed with status {response.status_code}"
-        f"{f' ({error_type})' if error_type else ''}: {message}"
+        f"{endpoint.provider} request failed with status {status}"
+        f"{f' ({body.error_type})' if body.error_type else ''}: {body.message}"
     )
-    if endpoint.retry.is_retryable_status(response.status_code):
+    if kind is ProviderErrorKind.RETRYABLE and endpoint.retry.is_retryable_status(status):
         raise _Retryable(
-            reason,
-            status=response.status_code,
-            error_type=error_type,
-            headers=dict(response.headers),
+            reason, status=status, error_type=body.error_type, headers=dict(response.headers)
         )
-    raise _scrubbed(
-        ProviderError(reason, status=response.status_code, error_type=error_type), endpoint
-    )
+    raise ProviderError(reason, status=status, error_type=body.error_type, kind=kind)
 
 
-async def _read_limited(response: httpx.Response) -> bytes:
+async def _read_error_body(response: httpx.Response) -> str:
+    """Up to 64 KiB of an error body as text; a cut ends with ``CUT_MARKER``."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size >= _ERROR_BODY_LIMIT:
-            break
-    return b"".join(chunks)
-
-
-def error_details(raw: bytes) -> tuple[str, str | None]:
-    """``(message, error_type)`` from a provider's error body (OpenAI, Anthropic, Gemini shapes)."""
-    text = raw.decode("utf-8", errors="replace").strip()
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        return (text[:500] or "(empty body)"), None
-    if isinstance(document, list) and document:
-        document = document[0]
-    error = document.get("error") if isinstance(document, dict) else None
-    if isinstance(error, dict):
-        message = error.get("message")
-        kind = _error_kind(error)
-        return (
-            str(message) if message else json.dumps(error)[:500],
-            str(kind) if kind is not None else None,
-        )
-    if isinstance(error, str):
-        return error, None
-    return text[:500], None
-
-
-def _error_kind(error: dict[str, Any]) -> str | None:
-    for field in ("type", "status", "code"):
-        value = error.get(field)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def stream_error(
-    provider: str, payload: Any, *, status: int | None = None, fallback_type: str | None = None
-) -> ProviderError:
-    """The ``ProviderError`` for an ``error`` object a provider sent mid-stream."""
-    error = payload.get("error", payload) if isinstance(payload, dict) else payload
-    message: str
-    kind: str | None = fallback_type
-    if isinstance(error, dict):
-        message = str(error.get("message") or json.dumps(error))
-        kind = _error_kind(error) or fallback_type
-        code = error.get("code")
-        if status is None and isinstance(code, int):
-            status = code
-    else:
-        message = str(error)
-    return ProviderError(
-        f"{provider}: stream error{f' ({kind})' if kind else ''}: {message}",
-        status=status,
-        error_type=kind,
-        retryable=kind in {"overloaded_error", "rate_limit_error", "api_error"},
-    )
-
-
-def require_mapping(value: Any, what: str, provider: str) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else a ``ProviderError`` naming ``what``."""
-    if not isinstance(value, dict):
-        raise ProviderError(
-            f"{provider}: expected {what} to be a JSON object, got {type(value).__name__}",
-            error_type="malformed_stream",
-        )
-    return value
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= _ERROR_BODY_LIMIT:
+                break
+    except httpx.DecodingError:
+        return "(the error body could not be decoded: corrupt Content-Encoding)"
+    except httpx.TransportError:
+        pass
+    raw = b"".join(chunks)
+    text = raw[:_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")
+    return text + CUT_MARKER if size >= _ERROR_BODY_LIMIT else text
 
 
 def compact_json(value: Any) -> str:

@@ -36,7 +36,7 @@ import structlog
 
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
-from ..tools._executor import synthesized_result
+from ..core._results import synthesized_result
 from ._contained import run_contained
 from ._protocol import (
     TaskCancelled,

@@ -1,19 +1,12 @@
-"""Results agentloop writes itself, and describing an exception without trusting it."""
+"""Describing an exception without trusting it (``synthesized_result`` lives in core)."""
 
 from __future__ import annotations
 
-from ..core._items import OUTCOME_KEY, ResultOutcome, ToolResultPart
+from ..core._results import synthesized_result
 
 __all__ = ["describe_error", "synthesized_result"]
 
 _MAX_ERROR_CHARS = 2_000
-
-
-def synthesized_result(
-    call_id: str, text: str, outcome: ResultOutcome, *, is_error: bool = True
-) -> ToolResultPart:
-    """A result written by agentloop itself, marked with its typed ``outcome``."""
-    return ToolResultPart(call_id, text, is_error, metadata={OUTCOME_KEY: outcome.value})
 
 
 def describe_error(error: BaseException) -> str:

@@ -26,6 +26,7 @@ from ..core._items import (
     ResultOutcome,
     ToolResultPart,
 )
+from ..core._results import RAW_ARGUMENTS_KEY, synthesized_result
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
     PendingPermission,
@@ -34,7 +35,7 @@ from ..permissions._requests import (
     RequireApproval,
     ToolInvocation,
 )
-from ._errors import describe_error, synthesized_result
+from ._errors import describe_error
 from ._outputs import OutputProblem, stored_result
 from ._permission_check import evaluate_requests
 from ._registry import ToolCatalogEvent, ToolSource, catalog_change
@@ -60,9 +61,6 @@ __all__ = [
 
 log = structlog.get_logger("agentloop")
 _plain = cattrs.Converter()
-
-RAW_ARGUMENTS_KEY = "agentloop.raw_arguments"
-"""ToolCallPart metadata key: the raw argument text of a call whose JSON did not parse."""
 
 
 @attrs.frozen

@@ -204,3 +204,19 @@ def refuses_connections(port: int) -> bool:
     """Whether nothing listens on 127.0.0.1:``port`` any more."""
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def stamped(
+    parts: Sequence[Any],
+    provider: str,
+    model: str,
+    response_model: str | None = None,
+    response_id: str | None = None,
+) -> Item:
+    """The assistant item an HTTP adapter returns: ``parts`` plus its provider stamp."""
+    metadata = {"agentloop.provider": provider, "agentloop.model": model}
+    if response_model is not None:
+        metadata["agentloop.response_model"] = response_model
+    if response_id is not None:
+        metadata["agentloop.response_id"] = response_id
+    return Item(ItemKind.ASSISTANT, tuple(parts), metadata=metadata)

@@ -26,6 +26,8 @@ class Reply:
 
     ``cut``: close the connection after ``chunks`` without the terminating
     chunk. ``hang``: after ``chunks``, wait until the client disconnects.
+    ``trickle``: after ``chunks``, send these bytes (e.g. an SSE comment) every
+    ``trickle_every`` seconds until the client disconnects (at most 30 s).
     """
 
     status: int = 200
@@ -33,6 +35,8 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/event-stream"),)
     cut: bool = False
     hang: bool = False
+    trickle: bytes = b""
+    trickle_every: float = 0.02
 
 
 def sse(*chunks: bytes, **options: Any) -> Reply:
@@ -135,6 +139,12 @@ class ReplayServer:
             await stream.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             await anyio.sleep(0.002)
         if reply.cut:
+            return
+        if reply.trickle:
+            with anyio.move_on_after(30):
+                while True:
+                    await stream.send(b"%x\r\n%s\r\n" % (len(reply.trickle), reply.trickle))
+                    await anyio.sleep(reply.trickle_every)
             return
         if reply.hang:
             with anyio.move_on_after(10):

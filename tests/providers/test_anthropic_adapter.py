@@ -14,8 +14,6 @@ from agentloop import (
     CommitPart,
     FinishReason,
     InvalidInputError,
-    Item,
-    ItemKind,
     PartKind,
     PromptCacheRequest,
     ProviderError,
@@ -42,6 +40,7 @@ from ._helpers import (
     replay,
     result_of,
     run_agent,
+    stamped,
     turn,
     user,
 )
@@ -93,7 +92,13 @@ async def test_text_only_with_utf8_and_sse_lines_split_across_chunks() -> None:
     ]
     result = result_of(events_)
     assert result.finish_reason is FinishReason.COMPLETED
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (final,)),)
+    stamp = (
+        "anthropic",
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-5-20250929",
+        "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY",
+    )
+    assert result.output_items == (stamped((final,), *stamp),)
     assert (result.model, result.response_id) == (
         "claude-sonnet-4-5-20250929",
         "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY",

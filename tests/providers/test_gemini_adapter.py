@@ -39,6 +39,7 @@ from ._helpers import (
     replay,
     result_of,
     run_agent,
+    stamped,
     turn,
     user,
 )
@@ -95,7 +96,8 @@ async def test_text_only_with_utf8_and_crlf_split_across_chunks() -> None:
     ]
     result = result_of(events_)
     assert result.finish_reason is FinishReason.COMPLETED
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (final,)),)
+    stamp = ("gemini", "gemini-2.5-flash", "gemini-2.5-flash", "mVYQaLDiFsKrnvgPlKWj8Qc")
+    assert result.output_items == (stamped((final,), *stamp),)
     assert (result.model, result.response_id) == ("gemini-2.5-flash", "mVYQaLDiFsKrnvgPlKWj8Qc")
 
 
@@ -336,7 +338,9 @@ async def test_api_key_read_from_environment_and_redacted(monkeypatch: pytest.Mo
     monkeypatch.setenv("GOOGLE_API_KEY", KEY)
     echo = json_error(400, {"error": {"code": 400, "message": f"API key {KEY} not valid"}})
     async with ReplayServer([echo]) as server:
-        model = GeminiModel("gemini-2.5-flash", base_url=server.url, retry=fast_retry())
+        model = GeminiModel(
+            "gemini-2.5-flash", base_url=server.url, retry=fast_retry(), use_env_key=True
+        )
         with pytest.raises(ProviderError) as caught:
             await collect(model, turn([user("x")]))
         assert server.requests[0].headers["x-goog-api-key"] == KEY

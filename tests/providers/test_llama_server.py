@@ -25,7 +25,6 @@ from agentloop import (
     BeginPart,
     FinishReason,
     InvalidInputError,
-    Item,
     ItemKind,
     ModelTurnResult,
     PartKind,
@@ -44,7 +43,7 @@ from agentloop.local import (
 )
 from agentloop.local import _install as local_internals
 from agentloop.model._protocol import ModelEvent
-from agentloop.providers import OpenAIChatModel
+from agentloop.providers import OpenAIChatModel, ProviderErrorKind
 
 from ._helpers import (
     WEATHER,
@@ -54,6 +53,7 @@ from ._helpers import (
     refuses_connections,
     result_of,
     run_agent,
+    stamped,
     turn,
     user,
 )
@@ -105,8 +105,10 @@ def assert_text_turn(events: list[ModelEvent], reason: FinishReason) -> tuple[st
     assert result.finish_reason is reason
     wire_reason = {FinishReason.COMPLETED: "stop", FinishReason.MAX_TOKENS: "length"}[reason]
     assert result.metadata == {"agentloop.provider_finish_reason": wire_reason}
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (TextPart(text),)),)
     assert result.model == "smollm2"
+    assert result.response_id is not None
+    stamp = ("openai", "smollm2", "smollm2", result.response_id)
+    assert result.output_items == (stamped((TextPart(text),), *stamp),)
     assert result.response_id is not None
     assert result.response_id.startswith("chatcmpl-")
     usage = result.usage
@@ -177,7 +179,17 @@ async def test_a_wrong_api_key_is_a_provider_error(server: LlamaServer) -> None:
     with anyio.fail_after(REQUEST_LIMIT), pytest.raises(ProviderError) as caught:
         await collect(model, HELLO)
     assert caught.value.status == 401
+    assert caught.value.kind is ProviderErrorKind.AUTH
     assert "not-the-key" not in str(caught.value)
+
+
+async def test_a_prompt_over_the_context_size_is_a_context_overflow(server: LlamaServer) -> None:
+    too_long = turn([user("apple banana cherry " * 3000)])  # the server runs with -c 4096
+    with anyio.fail_after(REQUEST_LIMIT), pytest.raises(ProviderError) as caught:
+        await collect(server.model(max_tokens=8), too_long)
+    assert caught.value.status == 400
+    assert caught.value.kind is ProviderErrorKind.CONTEXT_OVERFLOW
+    assert caught.value.error_type == "exceed_context_size_error"
 
 
 # -- cancellation ----------------------------------------------------------------------------

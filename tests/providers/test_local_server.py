@@ -54,6 +54,7 @@ from ._helpers import (
     refuses_connections,
     result_of,
     run_agent,
+    stamped,
     turn,
     user,
 )
@@ -124,8 +125,10 @@ def assert_text_turn(events: list[ModelEvent], *, streamed: bool = True) -> str:
     assert result.finish_reason in TEXT_ENDS
     wire_reason = "stop" if result.finish_reason is FinishReason.COMPLETED else "length"
     assert result.metadata == {"agentloop.provider_finish_reason": wire_reason}
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (TextPart(text),)),)
     assert result.model == "smollm2"
+    assert result.response_id is not None
+    stamp = ("openai", "smollm2", "smollm2", result.response_id)
+    assert result.output_items == (stamped((TextPart(text),), *stamp),)
     assert_usage(result, streamed=streamed)
     return text
 

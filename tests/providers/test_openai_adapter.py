@@ -42,6 +42,7 @@ from ._helpers import (
     replay,
     result_of,
     run_agent,
+    stamped,
     turn,
     user,
 )
@@ -50,6 +51,7 @@ from ._server import Recorded, ReplayServer, Reply, json_error, split_at, split_
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-0123456789abcdef"
+STAMP = ("openai", "gpt-4o-mini", "gpt-4o-mini-2024-07-18", "chatcmpl-123")
 
 
 def model_for(server: ReplayServer, **options: Any) -> OpenAIChatModel:
@@ -85,7 +87,7 @@ async def test_text_only_with_utf8_and_sse_lines_split_across_chunks() -> None:
     ]
     result = result_of(events)
     assert result.finish_reason is FinishReason.COMPLETED
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (final,)),)
+    assert result.output_items == (stamped((final,), *STAMP),)
     assert result.usage == usage
     assert result.model == "gpt-4o-mini-2024-07-18"
     assert result.response_id == "chatcmpl-123"
@@ -106,7 +108,7 @@ async def test_one_tool_call_is_assembled_from_fragments() -> None:
     ]
     result = result_of(events)
     assert result.finish_reason is FinishReason.TOOL_CALL
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (call,)),)
+    assert result.output_items == (stamped((call,), *STAMP),)
 
 
 async def test_parallel_tool_calls_keep_their_index_order() -> None:
@@ -261,7 +263,7 @@ async def test_turn_cancellation_ends_with_a_cancelled_result_and_closes() -> No
             await server.disconnected.wait()
     result = result_of(events)
     assert result.finish_reason is FinishReason.CANCELLED
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (TextPart("Hel"),)),)
+    assert result.output_items == (stamped((TextPart("Hel"),), *STAMP),)
 
 
 async def test_request_body_for_a_multi_turn_transcript_with_tool_results() -> None:

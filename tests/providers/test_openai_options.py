@@ -25,7 +25,7 @@ from agentloop import (
 from agentloop.providers import OpenAIChatModel
 
 from . import _openai_streams as streams
-from ._helpers import TIME, WEATHER, collect, fast_retry, replay, result_of, turn, user
+from ._helpers import TIME, WEATHER, collect, fast_retry, replay, result_of, stamped, turn, user
 from ._server import ReplayServer, Reply, sse
 
 pytestmark = pytest.mark.anyio
@@ -70,7 +70,9 @@ async def test_non_streaming_text_gives_the_same_events_as_a_stream() -> None:
     ]
     result = result_of(events)
     assert result.finish_reason is FinishReason.COMPLETED
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (TextPart("Hello wörld"),)),)
+    assert result.output_items == (
+        stamped((TextPart("Hello wörld"),), "openai", "smollm2", "smollm2", "chatcmpl-9"),
+    )
     assert (result.model, result.response_id) == ("smollm2", "chatcmpl-9")
     assert result.metadata == {"agentloop.provider_finish_reason": "stop"}
 
@@ -93,7 +95,7 @@ async def test_non_streaming_tool_call_with_null_content_and_legacy_function_cal
     call = ToolCallPart("call__0_get_weather_cmpl-1", "get_weather", {"city": "Paris"})
     result = result_of(events)
     assert result.finish_reason is FinishReason.TOOL_CALL
-    assert result.output_items == (Item(ItemKind.ASSISTANT, (call,)),)
+    assert result.output_items == (stamped((call,), "openai", "smollm2", "smollm2", "chatcmpl-9"),)
     assert [type(event).__name__ for event in events] == [
         "BeginPart",
         "AppendText",

@@ -1,0 +1,135 @@
+"""JSON conversion policy, layer by layer (cattrs' ``preconf`` style).
+
+:func:`make_converter` returns a converter that knows the core's types (items,
+parts, deltas, usage); each layer above adds its own hooks with its
+``configure_*`` function (``model._serde.configure_model``,
+``loop._serde.configure_loop``). Unions are tagged with a ``"type"`` key. A
+``ToolResultPart.output`` is written as ``{"output_type": "text"|"json"|"parts",
+"output": ...}`` so text, JSON values and part lists round-trip without guessing.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import cattrs
+from cattrs.strategies import configure_tagged_union
+
+from ._delta import AppendText, BeginPart, CommitPart, Delta
+from ._items import (
+    CustomPart,
+    FilePart,
+    MediaPart,
+    Part,
+    ReasoningPart,
+    StructuredPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+__all__ = [
+    "DELTA_TAGS",
+    "DELTA_UNION",
+    "PART_TAGS",
+    "configure_core",
+    "configure_tagged",
+    "make_converter",
+    "union_of",
+]
+
+PART_TAGS: dict[type, str] = {
+    TextPart: "text",
+    ReasoningPart: "reasoning",
+    ToolCallPart: "tool_call",
+    ToolResultPart: "tool_result",
+    StructuredPart: "structured",
+    MediaPart: "media",
+    FilePart: "file",
+    CustomPart: "custom",
+}
+DELTA_TAGS: dict[type, str] = {
+    BeginPart: "begin_part",
+    AppendText: "append_text",
+    CommitPart: "commit_part",
+}
+
+
+def union_of(members: dict[type, str]) -> Any:
+    """The union type of the tagged classes in ``members``."""
+    union: Any = None
+    for member in members:
+        union = member if union is None else union | member
+    return union
+
+
+DELTA_UNION = union_of(DELTA_TAGS)
+
+
+def configure_tagged(converter: cattrs.Converter, union: Any, tags: dict[type, str]) -> None:
+    """Tag the members of ``union`` with ``tags`` under the ``"type"`` key."""
+    configure_tagged_union(union, converter, tag_generator=tags.__getitem__, tag_name="type")
+
+
+def make_converter() -> cattrs.Converter:
+    """A fresh converter configured for the core's types (see :func:`configure_core`)."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    configure_core(converter)
+    return converter
+
+
+def configure_core(converter: cattrs.Converter) -> None:
+    """Register the core's hooks: enums by value, tagged parts and deltas, tool results."""
+    # A StrEnum is also a str, whose hook would keep the enum member: write its value.
+    converter.register_unstructure_hook(StrEnum, lambda member: member.value)
+    # Fields typed with the abstract ``Delta`` carry their concrete subclass.
+    converter.register_unstructure_hook_func(
+        lambda cls: cls is Delta, lambda value: converter.unstructure(value, DELTA_UNION)
+    )
+    converter.register_structure_hook_func(
+        lambda cls: cls is Delta, lambda data, _cls: converter.structure(data, DELTA_UNION)
+    )
+    converter.register_unstructure_hook(
+        ToolResultPart, lambda part: _unstructure_result(converter, part)
+    )
+    converter.register_structure_hook(
+        ToolResultPart, lambda data, _cls: _structure_result(converter, data)
+    )
+    configure_tagged(converter, Part, PART_TAGS)
+    configure_tagged(converter, DELTA_UNION, DELTA_TAGS)
+
+
+def _unstructure_result(converter: cattrs.Converter, part: ToolResultPart) -> dict[str, Any]:
+    output = part.output
+    value: Any
+    if isinstance(output, str):
+        kind, value = "text", output
+    elif isinstance(output, list | tuple) and output and all(type(p) in PART_TAGS for p in output):
+        kind, value = "parts", [converter.unstructure(p, Part) for p in output]
+    else:
+        kind, value = "json", output
+    return {
+        "call_id": part.call_id,
+        "output_type": kind,
+        "output": value,
+        "is_error": part.is_error,
+        "metadata": dict(part.metadata),
+    }
+
+
+def _structure_result(converter: cattrs.Converter, data: Any) -> ToolResultPart:
+    kind = data.get("output_type")
+    raw = data.get("output")
+    if kind == "parts":
+        output: Any = [converter.structure(p, Part) for p in raw]  # type: ignore[arg-type]
+    elif kind in ("text", "json"):
+        output = raw
+    else:
+        raise ValueError(f"unknown tool_result output_type {kind!r}")
+    return ToolResultPart(
+        data["call_id"],
+        output,
+        bool(data.get("is_error", False)),
+        metadata=data.get("metadata", {}),
+    )

@@ -1,0 +1,294 @@
+"""The driver's synchronous state core: no awaits, no I/O (h11's ``Connection`` style).
+
+``LoopCore`` owns what one session is made of between effects: the
+transcript, pending input, the steering and follow-up queues, the turn, its
+round and each call's record, and the driver's :class:`DriverState`.
+:meth:`LoopCore.handle` is the one method that changes the state, through
+the :data:`TRANSITIONS` table (restoring a checkpoint goes through it too).
+The async shell (``_driver.py``, ``_model_calls.py``, ``_pipeline.py``)
+performs the effects and tells the core what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..core._errors import InvalidInputError, InvalidStateError, ProviderError
+from ..core._items import (
+    FinishReason,
+    Item,
+    ItemKind,
+    ResultOutcome,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+    result_outcome,
+)
+from ..model._config import LoopLimits, PromptCacheRequest, QueueMode, SessionConfig
+from ._events import TurnResult
+from ._state import (
+    WAITING_FOR_APPROVAL,
+    DriverEvent,
+    DriverState,
+    QueuedMessage,
+    RoundCall,
+    TurnPhase,
+    TurnState,
+    next_state,
+    tool_result_item,
+)
+from ._steps import AfterToolResult, ApprovalRequest, Step
+
+if TYPE_CHECKING:
+    from ._checkpoint import Restored
+
+__all__ = ["LoopCore", "checked_input", "event_after"]
+
+
+class LoopCore:
+    """Everything a session holds between effects, and the one state-changing method."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        transcript: Sequence[Item],
+        pending: Sequence[Item],
+        on_append: Callable[[Item], None],
+    ) -> None:
+        self.session_id = config.session_id
+        self.steering_mode = config.steering_mode
+        self.follow_up_mode = config.follow_up_mode
+        self.transcript: list[Item] = list(transcript)
+        self.call_ids: set[str] = _call_ids(self.transcript)
+        self.pending_input: list[Item] = list(pending)
+        self.steering: list[QueuedMessage] = []
+        self.follow_ups: list[QueuedMessage] = []
+        self.turn: TurnState | None = None
+        self.turn_counter = 0
+        self.next_turn_cache: PromptCacheRequest | None = None
+        self.detached: set[str] = set()
+        """Calls answered by a background placeholder whose real result is still due."""
+        self.session_usage: Usage | None = None
+        self.state = DriverState.IDLE
+        self.failure: BaseException | None = None
+        self._on_append = on_append
+
+    # -- the state machine ---------------------------------------------------
+
+    def handle(self, event: DriverEvent) -> DriverState:
+        """Apply ``event``: the only place the state changes (see ``TRANSITIONS``)."""
+        self.state = next_state(self.state, event)
+        return self.state
+
+    def restore(self, restored: Restored, turn: TurnState | None) -> DriverState:
+        """Take a parsed checkpoint's state (``turn`` already rebuilt) and apply its event."""
+        self.turn_counter = restored.turn_counter
+        self.next_turn_cache = restored.next_turn_cache
+        self.detached = set(restored.detached)
+        self.session_usage = restored.session_usage
+        self.steering = list(restored.steering)
+        self.follow_ups = list(restored.follow_ups)
+        self.turn = turn
+        return self.handle(self.restore_event())
+
+    def restore_event(self) -> DriverEvent:
+        """The event that restores this core's turn (the turn set from a checkpoint)."""
+        turn = self.turn
+        if turn is not None and turn.round is not None:
+            if any(call.status in WAITING_FOR_APPROVAL for call in turn.round.calls):
+                return DriverEvent.RESTORE_APPROVAL
+            # A round to finish (calls never started, results not yet appended) is
+            # a pause inside the turn: input submitted now lands before the next
+            # model call, after the round's results, never in place of them.
+            return DriverEvent.RESTORE_PAUSE
+        if turn is not None and turn.phase is TurnPhase.PAUSED:
+            return DriverEvent.RESTORE_PAUSE
+        return DriverEvent.RESTORE
+
+    # -- turns ---------------------------------------------------------------
+
+    def start_turn(self, cancellation: Any) -> TurnState:
+        """Open the next turn."""
+        self.turn_counter += 1
+        self.turn = TurnState(f"turn-{self.turn_counter}", cancellation)
+        return self.turn
+
+    def finish_turn(
+        self, turn: TurnState, reason: FinishReason, items: Sequence[Item], metadata: Any
+    ) -> TurnResult:
+        """Close ``turn``; a finished (not cancelled) turn releases the follow-ups."""
+        result = TurnResult(turn.turn_id, reason, items, turn.usage, metadata or {})
+        self.turn = None
+        if reason is not FinishReason.CANCELLED and self.follow_ups:
+            # The next next() starts the follow-up as a new turn.
+            self.pending_input.extend(take(self.follow_ups, self.follow_up_mode))
+        return result
+
+    def deliver_steering(self) -> None:
+        """Move queued steering messages into the pending input (a model call is next)."""
+        if self.steering:
+            self.pending_input.extend(take(self.steering, self.steering_mode))
+
+    def add_session_usage(self, usage: Usage | None) -> None:
+        """Add one model call's usage to the session's total."""
+        if usage is not None:
+            self.session_usage = usage if self.session_usage is None else self.session_usage + usage
+
+    def limit_reached(self, turn: TurnState, limits: LoopLimits) -> str | None:
+        """The name of the first limit the next model call would break, if any."""
+        if limits.max_model_calls_per_turn is not None and (
+            turn.model_calls >= limits.max_model_calls_per_turn
+        ):
+            return "max_model_calls_per_turn"
+        checks = (
+            ("turn", turn.usage, limits.max_input_tokens_per_turn,
+             limits.max_output_tokens_per_turn, limits.max_total_tokens_per_turn,
+             limits.max_cost_per_turn),
+            ("session", self.session_usage, limits.max_input_tokens_per_session,
+             limits.max_output_tokens_per_session, limits.max_total_tokens_per_session,
+             limits.max_cost_per_session),
+        )  # fmt: skip
+        for scope, usage, max_input, max_output, max_total, max_cost in checks:
+            if usage is None:
+                continue
+            if max_input is not None and usage.input_tokens >= max_input:
+                return f"max_input_tokens_per_{scope}"
+            if max_output is not None and usage.output_tokens >= max_output:
+                return f"max_output_tokens_per_{scope}"
+            if max_total is not None and usage.total_tokens >= max_total:
+                return f"max_total_tokens_per_{scope}"
+            if max_cost is not None and (usage.cost or 0.0) >= max_cost:
+                return f"max_cost_per_{scope}"
+        return None
+
+    # -- the transcript ------------------------------------------------------
+
+    def append(self, item: Item) -> None:
+        """The one place items enter the transcript."""
+        self.transcript.append(item)
+        for part in item.parts:
+            if isinstance(part, ToolCallPart):
+                self.call_ids.add(part.id)
+        self._on_append(item)
+
+    def replace_transcript(self, items: Sequence[Item]) -> None:
+        """Take a mutator pass's (already checked) transcript."""
+        self.transcript = list(items)
+        self.call_ids = _call_ids(self.transcript)
+
+    def fold_pending_input(self) -> None:
+        """Append the pending input (stamped with the time if it has none)."""
+        pending, self.pending_input = self.pending_input, []
+        now = time.time()
+        for item in pending:
+            self.append(item if item.created_at is not None else attrs.evolve(item, created_at=now))
+
+    def append_result(self, result: ToolResultPart, *, background: bool = False) -> None:
+        """Append ``result``; a background call's real result becomes a notification."""
+        now = time.time()
+        if (background or result.call_id in self.detached) and not _is_placeholder(result):
+            self.detached.discard(result.call_id)
+            label = "failed" if result.is_error else "completed"
+            text = f"Background tool call {result.call_id} {label}: {_brief(result.output)}"
+            self.append(Item(ItemKind.NOTIFICATION, (TextPart(text),), created_at=now))
+            return
+        self.append(tool_result_item(result, now))
+
+    def check_call_ids(self, calls: Sequence[ToolCallPart]) -> None:
+        """Refuse a response whose call ids are empty or already used."""
+        seen: set[str] = set()
+        for call in calls:
+            if not call.id:
+                raise ProviderError(f"model returned a call of {call.name!r} with an empty id")
+            if call.id in self.call_ids or call.id in seen:
+                raise ProviderError(
+                    f"model returned tool call id {call.id!r}, which is already used in this "
+                    "transcript; call ids must be unique"
+                )
+            seen.add(call.id)
+
+    # -- approvals -----------------------------------------------------------
+
+    def undecided_calls(self) -> list[RoundCall]:
+        """The calls of the round still waiting for an approval answer."""
+        turn = self.turn
+        if turn is None or turn.round is None:
+            return []
+        return [call for call in turn.round.calls if call.undecided]
+
+    def require_state(self, operation: str, *allowed: DriverState) -> None:
+        """Raise ``InvalidStateError`` naming ``operation`` unless the state is in ``allowed``."""
+        if self.state in allowed:
+            return
+        if self.state is DriverState.AWAITING_APPROVAL:
+            ids = ", ".join(call.call.id for call in self.undecided_calls())
+            raise InvalidStateError(
+                f"cannot {operation} in state AWAITING_APPROVAL: {ids or 'an approval'} is "
+                "unresolved; approve() or deny() it first, then call next()"
+            )
+        raise InvalidStateError(
+            f"cannot {operation} in state {self.state}: "
+            + (
+                "a step is running; wait for next() to return"
+                if self.state is DriverState.STEPPING
+                else f"an earlier step raised {type(self.failure).__name__}: {self.failure}"
+            )
+        )
+
+
+def event_after(step: Step) -> DriverEvent:
+    """The event a step's return is."""
+    if isinstance(step, ApprovalRequest):
+        return DriverEvent.ASK_APPROVAL
+    if isinstance(step, AfterToolResult):
+        return DriverEvent.PAUSE
+    return DriverEvent.FINISH
+
+
+def take(queue: list[QueuedMessage], mode: QueueMode) -> list[Item]:
+    """Remove the next message (``ONE_AT_A_TIME``) or all of them; their items."""
+    taken = queue[:] if mode is QueueMode.ALL else queue[:1]
+    del queue[: len(taken)]
+    return [item for message in taken for item in message.items]
+
+
+def _is_placeholder(result: ToolResultPart) -> bool:
+    return result_outcome(result) in (ResultOutcome.BACKGROUND, ResultOutcome.DETACHED)
+
+
+def _brief(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list) and output and not isinstance(output[0], dict | list | str):
+        return f"[{len(output)} parts]"
+    return json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _call_ids(items: Sequence[Item]) -> set[str]:
+    return {call.id for item in items for call in item.tool_calls()}
+
+
+def checked_input(items: Sequence[Item], operation: str = "submit_input") -> tuple[Item, ...]:
+    """``items`` as a tuple, refusing anything but Items without tool parts."""
+    if isinstance(items, Item):
+        raise InvalidInputError(
+            f"{operation} expects a sequence of Items, got a single Item; wrap it in a list"
+        )
+    checked = tuple(items)
+    for position, item in enumerate(checked):
+        if not isinstance(item, Item):
+            raise InvalidInputError(
+                f"{operation} expects Items; element {position} is {type(item).__name__}"
+            )
+        if any(isinstance(part, ToolCallPart | ToolResultPart) for part in item.parts):
+            raise InvalidInputError(
+                f"{operation}: element {position} holds a tool_call or tool_result part; "
+                "only the driver writes those"
+            )
+    return checked

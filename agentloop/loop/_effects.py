@@ -1,0 +1,80 @@
+"""The parts a driver performs its effects with, and how it tells observers."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import attrs
+import structlog
+
+from ..core._cancellation import CancellationHandle
+from ..core._items import Item
+from ..model._config import SessionConfig
+from ..model._protocol import ModelSession
+from ..permissions._requests import PermissionChecker
+from ..store._protocol import SessionStore
+from ..tasks._protocol import TaskManager
+from ..tools._executor import ToolExecutor
+from ._events import AgentEvent, LoopObserver, TranscriptObserver
+from ._mutators import LoopMutator
+from ._state import TurnState
+
+__all__ = ["CLEANUP_SECONDS", "DriverParts", "Effects"]
+
+log = structlog.get_logger("agentloop")
+
+CLEANUP_SECONDS = 5.0
+"""How long shielded cleanup (closing a stream, interrupting tasks) may take."""
+
+
+@attrs.frozen
+class DriverParts:
+    """Everything an ``Agent`` hands a new driver (internal)."""
+
+    config: SessionConfig
+    session: ModelSession
+    executor: ToolExecutor
+    task_manager: TaskManager
+    permissions: PermissionChecker
+    resources: Any
+    cancellation: CancellationHandle | None
+    mutators: tuple[LoopMutator, ...]
+    observers: tuple[LoopObserver, ...]
+    transcript_observers: tuple[TranscriptObserver, ...]
+    store: SessionStore | None = None
+
+
+class Effects:
+    """The parts of one driver, and the observer calls every layer of it makes."""
+
+    def __init__(self, parts: DriverParts) -> None:
+        self.parts = parts
+        self.config = parts.config
+        self.session_id = parts.config.session_id
+        self.observed = bool(parts.observers)
+        """Whether any observer listens (events are not built otherwise)."""
+        self._observers = parts.observers
+        self._transcript_observers = parts.transcript_observers
+
+    def emit(self, event: AgentEvent) -> None:
+        """Hand ``event`` to every observer; an observer's error is logged, never raised."""
+        for observer in self._observers:
+            try:
+                observer.handle_event(event)
+            except Exception:
+                log.exception("observer raised", observer=type(observer).__name__)
+
+    def appended(self, item: Item) -> None:
+        """Tell the transcript observers about an appended item."""
+        for observer in self._transcript_observers:
+            try:
+                observer.on_item_appended(item)
+            except Exception:
+                log.exception("transcript observer raised", observer=type(observer).__name__)
+
+    def cancel_scope(self, turn: TurnState) -> AbstractContextManager[Any]:
+        """The turn's cancel scope (none without a cancellation handle)."""
+        if turn.cancellation is None:
+            return nullcontext()
+        return turn.cancellation.scope()

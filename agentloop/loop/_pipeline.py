@@ -1,0 +1,366 @@
+"""The tool-call pipeline: every call of a round moves prepared -> (awaiting
+approval) -> running -> answered (or skipped / denied / cancelled / in doubt /
+background) through one ``prepare`` / ``execute`` / ``finalize`` path.
+
+Every call gets exactly one result, appended in the model's call order;
+approvals surface one by one while the round's other calls keep running.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any
+
+import anyio
+import attrs
+
+from ..core._errors import InvalidStateError
+from ..core._items import FinishReason, Item, ToolResultPart
+from ..tasks._protocol import TaskDone, TaskKind, TaskLaunch, TaskMovedToBackground
+from ..tools._executor import ApprovalNeeded, PreparedCall, interrupted_result
+from ..tools._permission_check import approval_summary, granted_permissions
+from ..tools._tool import ToolContext
+from ._core import LoopCore
+from ._effects import CLEANUP_SECONDS, Effects
+from ._events import (
+    ApprovalRequired,
+    ToolExecutionFinished,
+    ToolExecutionStarted,
+    ToolResultReceived,
+    TurnFinished,
+)
+from ._mutators import MutationPoint
+from ._persistence import Persistence
+from ._results import answer, placeholder, refused
+from ._state import (
+    LIMIT_KEY,
+    CallStatus,
+    RoundCall,
+    ToolRound,
+    TurnPhase,
+    TurnState,
+    interrupted_assistant_item,
+    interrupted_metadata,
+)
+from ._steps import AfterToolResult, ApprovalRequest, AwaitingInput, DecisionKind, Finished, Step
+
+__all__ = ["ToolPipeline"]
+
+CallModel = Callable[[TurnState, MutationPoint], Awaitable[Step]]
+
+
+class ToolPipeline:
+    """Runs tool rounds and ends turns (every open call gets its one result)."""
+
+    def __init__(
+        self, core: LoopCore, effects: Effects, persistence: Persistence, driver: Any
+    ) -> None:
+        self._core = core
+        self._fx = effects
+        self._persistence = persistence
+        self._driver = driver
+        parts = effects.parts
+        self._executor = parts.executor
+        self._tasks = parts.task_manager
+        self._permissions = parts.permissions
+        self._resources = parts.resources
+        self.call_model: CallModel | None = None
+        """Set by the driver: the model call a round continues with after approvals."""
+
+    # -- a round -------------------------------------------------------------
+
+    async def advance(
+        self, turn: TurnState, tool_round: ToolRound, *, after_approval: bool
+    ) -> Step:
+        """Start every startable call, wait for the foreground ones, then decide what's next.
+
+        Results are appended in the model's call order, whatever order they
+        finished in.
+        """
+        with self._fx.cancel_scope(turn):
+            if (fresh := await self._start_prepared(turn, tool_round)) is not None:
+                return fresh
+            await self._collect(turn, tool_round)
+        self._append_results(tool_round)
+        if turn.is_cancelled:
+            return await self.finish_cancelled(turn, "tool")
+        if any(call.status is CallStatus.RUNNING for call in tool_round.calls):
+            raise InvalidStateError(
+                f"task manager {type(self._tasks).__name__} reported no running tasks for "
+                f"{turn.turn_id} while calls were still running"
+            )
+        if (step := self.surface_approval(tool_round)) is not None:
+            return step
+        return await self._after_round(turn, tool_round, after_approval=after_approval)
+
+    async def _start_prepared(self, turn: TurnState, tool_round: ToolRound) -> Step | None:
+        """Start (or skip, at a steering message) each prepared call; a new approval stops."""
+        for call in tool_round.calls:
+            if call.status is not CallStatus.PREPARED:
+                continue
+            if self._core.steering:  # the tool-call boundary a steering message waits for
+                self._skip(call, tool_round)
+            else:
+                await self._prepare_and_execute(turn, call, tool_round)
+                await self._persistence.save_finished_calls(self._core, tool_round)
+        if not turn.is_cancelled and (fresh := _surface_new_approval(tool_round)) is not None:
+            # Approvals surface one by one while the other calls keep running;
+            # their results are collected when the round resumes.
+            return fresh
+        return None
+
+    async def _collect(self, turn: TurnState, tool_round: ToolRound) -> None:
+        """Wait for the round's foreground calls still running."""
+        while any(call.status is CallStatus.RUNNING for call in tool_round.calls):
+            update = await self._tasks.wait_for_turn(turn.turn_id)
+            if update is None:
+                break
+            self._on_turn_update(tool_round, update)
+            await self._persistence.save_finished_calls(self._core, tool_round)
+
+    async def _after_round(
+        self, turn: TurnState, tool_round: ToolRound, *, after_approval: bool
+    ) -> Step:
+        turn.round = None
+        if all(call.status is CallStatus.BACKGROUND for call in tool_round.calls):
+            # Nothing ran in the foreground: the turn waits for background
+            # results (drained by a later next()) or for new input.
+            self._core.turn = None
+            return AwaitingInput(
+                self._fx.session_id,
+                "tool calls are running in the background; call next() once they finish "
+                "(their results start a new turn) or submit input",
+                driver=self._driver,
+            )
+        if after_approval:
+            assert self.call_model is not None
+            return await self.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
+        turn.phase = TurnPhase.PAUSED
+        return AfterToolResult(
+            self._fx.session_id, turn.turn_id, len(self._core.transcript), driver=self._driver
+        )
+
+    # -- one call: prepare, execute, finalize --------------------------------
+
+    async def _prepare_and_execute(
+        self, turn: TurnState, call: RoundCall, tool_round: ToolRound
+    ) -> None:
+        decision = call.decision
+        request = call.request
+        if decision is not None and decision.kind is DecisionKind.APPROVE_WITH:
+            request = attrs.evolve(request, input=decision.input)
+        prepared = self._executor.prepare(
+            request, self._permissions, approved=granted_permissions(call)
+        )
+        if isinstance(prepared, ToolResultPart):
+            self._finalize(call, tool_round, prepared, CallStatus.ANSWERED)
+        elif isinstance(prepared, ApprovalNeeded):
+            self._await_approval(turn, call, prepared)
+        else:
+            await self._execute(turn, call, prepared, tool_round)
+
+    async def _execute(
+        self, turn: TurnState, call: RoundCall, prepared: PreparedCall, tool_round: ToolRound
+    ) -> None:
+        if prepared.timeout is None and self._fx.config.limits.tool_timeout is not None:
+            prepared = attrs.evolve(prepared, timeout=self._fx.config.limits.tool_timeout)
+        if turn.cancellation is not None:
+            call.cancellation = turn.cancellation.for_call()
+        ctx = ToolContext(
+            self._fx.session_id,
+            turn.turn_id,
+            call.call.id,
+            call.cancellation,
+            self._resources,
+            call.call.metadata,
+        )
+        idempotent = prepared.tool.spec.annotations.idempotent
+        await self._persistence.journal_started(call, idempotent=idempotent)
+        call.move(CallStatus.RUNNING)
+        call.started_at = time.monotonic()
+        if self._fx.observed:
+            self._fx.emit(ToolExecutionStarted(call.call.id, call.call.name, call.task_id))
+        launch = TaskLaunch(
+            prepared.request, partial(self._executor.invoke, prepared, ctx), call.task_id
+        )
+        started = await self._tasks.start_task(launch, turn.turn_id)
+        call.task_id = started.task_id
+        if isinstance(started, TaskDone):
+            self._finalize(call, tool_round, started.result, CallStatus.ANSWERED)
+        elif started.kind is TaskKind.BACKGROUND:
+            self._to_background(call, tool_round, CallStatus.BACKGROUND)
+
+    def _finalize(
+        self, call: RoundCall, tool_round: ToolRound, result: ToolResultPart, status: CallStatus
+    ) -> None:
+        """Record ``call``'s one result (appended in call order when the round ends)."""
+        if call.status is not status:
+            call.move(status)
+        tool_round.results[call.index] = result
+
+    def _to_background(self, call: RoundCall, tool_round: ToolRound, status: CallStatus) -> None:
+        """Answer ``call`` with a placeholder; its real result comes as a notification.
+
+        The call's checkpoint is released: the turn's later interrupts no longer
+        reach the tool (cancel it through the task manager's handle instead).
+        """
+        if call.cancellation is not None:
+            call.cancellation.release()
+        self._core.detached.add(call.call.id)
+        self._finalize(call, tool_round, placeholder(call, status), status)
+
+    def _skip(self, call: RoundCall, tool_round: ToolRound) -> None:
+        call.decision = None
+        result = answer(call, CallStatus.SKIPPED, self._core.steering[0].label)
+        self._finalize(call, tool_round, result, CallStatus.SKIPPED)
+
+    def _on_turn_update(
+        self, tool_round: ToolRound, update: TaskDone | TaskMovedToBackground
+    ) -> None:
+        if isinstance(update, TaskMovedToBackground):
+            call = tool_round.by_id(update.call_id)
+            if call is not None and call.status is CallStatus.RUNNING:
+                self._to_background(call, tool_round, CallStatus.DETACHED)
+            return
+        call = tool_round.by_id(update.result.call_id)
+        if call is None or call.status is not CallStatus.RUNNING:
+            # A late result for a call already answered: deliver it as a notification.
+            self.append_result(update.result, background=True)
+            return
+        self._finalize(call, tool_round, update.result, CallStatus.ANSWERED)
+
+    # -- approvals -----------------------------------------------------------
+
+    def _await_approval(self, turn: TurnState, call: RoundCall, needed: ApprovalNeeded) -> None:
+        call.move(CallStatus.AWAITING_APPROVAL)
+        call.decision = None
+        decision = needed.decision
+        call.approval = ApprovalRequest(
+            call.call.id,
+            call.call.name,
+            call.call.input,
+            needed.permission.kind,
+            decision.reason,
+            approval_summary(needed),
+            decision.id or f"approval:{call.call.id}",
+            turn.turn_id,
+            call.task_id,
+            needed.permission.metadata,
+            needed.pending,
+            driver=self._driver,
+        )
+        if self._fx.observed:
+            self._fx.emit(
+                ApprovalRequired(
+                    call.call.id,
+                    call.call.name,
+                    needed.permission.kind,
+                    decision.reason,
+                    call.approval.summary,
+                )
+            )
+
+    def surface_approval(self, tool_round: ToolRound) -> ApprovalRequest | None:
+        """A new approval first; else re-surface the first one still unanswered."""
+        if (fresh := _surface_new_approval(tool_round)) is not None:
+            return fresh
+        return next((call.approval for call in tool_round.calls if call.undecided), None)
+
+    def apply_decisions(self, tool_round: ToolRound) -> bool:
+        """Skip unanswered approvals at a steering message; run or deny answered ones.
+
+        Returns whether any call moved (the round then continues).
+        """
+        skipped = False
+        if self._core.steering:
+            # The host sent a new message instead of answering: skip the questions.
+            for call in tool_round.calls:
+                if call.undecided:
+                    self._skip(call, tool_round)
+                    skipped = True
+        decided = [call for call in tool_round.calls if call.status is CallStatus.DECIDED]
+        for call in decided:
+            assert call.decision is not None
+            if call.decision.approved:
+                call.move(CallStatus.PREPARED)
+            else:
+                result = answer(call, CallStatus.DENIED, call.decision.reason)
+                self._finalize(call, tool_round, result, CallStatus.DENIED)
+        return bool(decided) or skipped
+
+    def refuse(self, turn: TurnState, tool_round: ToolRound, limit: int) -> Step:
+        """Answer every call of a round over ``max_tool_calls_per_round`` and end the turn."""
+        for call in tool_round.calls:
+            self.append_result(refused(call, len(tool_round.calls), limit))
+        turn.round = None
+        return self.finish(
+            turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: "max_tool_calls_per_round"}
+        )
+
+    # -- results and turn endings --------------------------------------------
+
+    def _append_results(self, tool_round: ToolRound) -> None:
+        results = tool_round.results
+        for index in sorted(results):
+            call = tool_round.calls[index]
+            result = results[index]
+            if self._fx.observed and call.started_at is not None:
+                elapsed = time.monotonic() - call.started_at
+                self._fx.emit(
+                    ToolExecutionFinished(call.call.id, call.call.name, elapsed, result.is_error)
+                )
+            self.append_result(result)
+        results.clear()
+
+    def append_result(self, result: ToolResultPart, *, background: bool = False) -> None:
+        """Append ``result`` (a background call's real result becomes a notification)."""
+        if self._fx.observed:
+            self._fx.emit(ToolResultReceived(result))
+        self._core.append_result(result, background=background)
+
+    def finish(
+        self, turn: TurnState, reason: FinishReason, items: Sequence[Item], metadata: Any = None
+    ) -> Finished:
+        """End ``turn`` with ``reason``."""
+        result = self._core.finish_turn(turn, reason, items, metadata)
+        if self._fx.observed:
+            self._fx.emit(TurnFinished(result))
+        return Finished(result)
+
+    def _interrupted(self, call: RoundCall) -> ToolResultPart:
+        """An open call's result at a cancel: what the executor saw its worker thread do
+        (the real result, or in doubt), else "cancelled"."""
+        if call.status is CallStatus.RUNNING:
+            settled = interrupted_result(self._executor, call.call.id)
+            if settled is not None:
+                call.move(CallStatus.ANSWERED)
+                return settled
+        return answer(call, CallStatus.CANCELLED)
+
+    async def finish_cancelled(self, turn: TurnState, stage: str) -> Finished:
+        """Answer every open call of the turn, close it with an interrupted item."""
+        tool_round = turn.round
+        if tool_round is not None:
+            self._append_results(tool_round)
+            if any(call.status is CallStatus.RUNNING for call in tool_round.calls):
+                with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
+                    await self._tasks.on_turn_interrupted(turn.turn_id)
+            for call in tool_round.calls:
+                if not call.answered:
+                    self.append_result(self._interrupted(call))
+            turn.round = None
+        item = interrupted_assistant_item(stage, time.time())
+        self._core.append(item)
+        turn.phase = TurnPhase.ACTIVE
+        return self.finish(turn, FinishReason.CANCELLED, (item,), interrupted_metadata(stage))
+
+
+def _surface_new_approval(tool_round: ToolRound) -> ApprovalRequest | None:
+    """The first approval not yet shown to the host (marked as shown), if any."""
+    for call in tool_round.calls:
+        if call.status is CallStatus.AWAITING_APPROVAL:
+            call.move(CallStatus.APPROVAL_SHOWN)
+            return call.approval
+    return None

@@ -1,0 +1,123 @@
+"""The loop layer's conversion hooks, and the package's configured converter.
+
+``unstructure(value)`` turns items, parts, events, turn results, steps,
+snapshots and configs into JSON-compatible data; ``structure(data, cls)``
+turns them back. The converter is built from the layers below
+(``core._serde.make_converter``, ``model._serde.configure_model``) plus
+:func:`configure_loop`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import cattrs
+
+from ..core._delta import Delta
+from ..core._items import Part
+from ..core._serde import (
+    DELTA_TAGS,
+    DELTA_UNION,
+    PART_TAGS,
+    configure_tagged,
+    make_converter,
+    union_of,
+)
+from ..model._serde import configure_model
+from . import _events as events
+from ._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished, Step
+
+__all__ = ["configure_loop", "converter", "structure", "unstructure"]
+
+T = TypeVar("T")
+
+_EVENT_TAGS: dict[type, str] = {
+    events.RunStarted: "run_started",
+    events.TurnStarted: "turn_started",
+    events.InputAccepted: "input_accepted",
+    events.ContentDelta: "content_delta",
+    events.ToolCallRequested: "tool_call_requested",
+    events.ToolExecutionStarted: "tool_execution_started",
+    events.ToolExecutionFinished: "tool_execution_finished",
+    events.ToolResultReceived: "tool_result_received",
+    events.ApprovalRequired: "approval_required",
+    events.ApprovalResolved: "approval_resolved",
+    events.ToolCatalogChanged: "tool_catalog_changed",
+    events.MutationStarted: "mutation_started",
+    events.MutationFinished: "mutation_finished",
+    events.UsageUpdated: "usage_updated",
+    events.Warning: "warning",
+    events.RunFailed: "run_failed",
+    events.TurnFinished: "turn_finished",
+}
+_STEP_TAGS: dict[type, str] = {
+    Finished: "finished",
+    AwaitingInput: "awaiting_input",
+    AfterToolResult: "after_tool_result",
+    ApprovalRequest: "approval_request",
+}
+_EVENT_UNION = union_of(_EVENT_TAGS)
+_STEP_UNION = union_of(_STEP_TAGS)
+
+
+def configure_loop(converter: cattrs.Converter) -> None:
+    """Tag events and steps; interrupts are written without their driver reference."""
+    for cls in (AwaitingInput, AfterToolResult, ApprovalRequest):
+        converter.register_unstructure_hook(
+            cls,
+            cattrs.gen.make_dict_unstructure_fn(
+                cls,
+                converter,
+                _cattrs_omit_if_default=False,
+                _driver=cattrs.gen.override(omit=True),
+            ),
+        )
+        converter.register_structure_hook(
+            cls,
+            cattrs.gen.make_dict_structure_fn(
+                cls, converter, _driver=cattrs.gen.override(omit=True)
+            ),
+        )
+    # An approval listing no requests (restored from a document written before
+    # approvals listed them) is written back as it was read.
+    converter.register_unstructure_hook(
+        ApprovalRequest,
+        cattrs.gen.make_dict_unstructure_fn(
+            ApprovalRequest,
+            converter,
+            _cattrs_omit_if_default=False,
+            _driver=cattrs.gen.override(omit=True),
+            requests=cattrs.gen.override(omit_if_default=True),
+        ),
+    )
+    configure_tagged(converter, _EVENT_UNION, _EVENT_TAGS)
+    configure_tagged(converter, _STEP_UNION, _STEP_TAGS)
+
+
+converter = make_converter()
+"""The converter behind :func:`unstructure` and :func:`structure` (every layer's hooks)."""
+configure_model(converter)
+configure_loop(converter)
+
+# Concrete classes written as a member of their tagged union (with the ``type`` key).
+_UNION_OF: dict[type, Any] = {
+    **dict.fromkeys(_EVENT_TAGS, _EVENT_UNION),
+    **dict.fromkeys(_STEP_TAGS, _STEP_UNION),
+    **dict.fromkeys(PART_TAGS, Part),
+    **dict.fromkeys(DELTA_TAGS, DELTA_UNION),
+}
+# Abstract names accepted by ``structure``.
+_ABSTRACT: dict[Any, Any] = {Delta: DELTA_UNION, events.AgentEvent: _EVENT_UNION, Step: _STEP_UNION}
+
+
+def unstructure(value: Any) -> Any:
+    """``value`` as JSON-compatible data (events and steps carry their ``type`` tag)."""
+    union = _UNION_OF.get(type(value))
+    if union is not None:
+        return converter.unstructure(value, union)
+    return converter.unstructure(value)
+
+
+def structure(data: Any, cls: type[T] | Any) -> T:
+    """Rebuild a value of ``cls`` (``AgentEvent``, ``Delta``, ``Part`` and ``Step`` work too)."""
+    return converter.structure(data, _ABSTRACT.get(cls, cls))  # type: ignore[no-any-return]
