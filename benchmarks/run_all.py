@@ -3,8 +3,8 @@
 Each ``*.py`` here except this file and ``_``-prefixed helpers runs in its own
 process (so memory figures and warm caches don't leak from one into the
 next), in a fixed order: ``run.py``, ``parallel_round.py``,
-``many_sessions.py``, ``checkpoint.py`` (when present), then any others by
-name. A benchmark that uses ``_report`` gets ``--json PATH`` and its checks
+``many_sessions.py``, ``checkpoint.py``, ``stores.py`` (when present), then
+any others by name. A benchmark that uses ``_report`` gets ``--json PATH`` and its checks
 join the summary; others only have their output shown. Exits 1 if a
 benchmark failed to run (a missed target is reported, not an error: the
 machine may be busy).
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("run.py", "parallel_round.py", "many_sessions.py", "checkpoint.py")
+ORDER = ("run.py", "parallel_round.py", "many_sessions.py", "checkpoint.py", "stores.py")
 
 
 def benchmarks() -> list[Path]:

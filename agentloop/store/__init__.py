@@ -1,23 +1,54 @@
-"""Durable sessions: the ``SessionStore`` protocol, SQLite and in-memory stores, JSONL.
+"""Durable sessions: the ``SessionStore`` protocol, memory, SQLite and PostgreSQL stores, JSONL.
 
 A store keeps each session's last checkpoint document (``driver.checkpoint()``)
-and the tool calls recorded as started, so a restarted host can resume a
-session and answer calls that may have run as in doubt. See ``docs/store.md``.
+with a version, the session's lease, the tool calls claimed before they ran
+and the approval decisions recorded for its calls, so a restarted host (or
+another worker) can resume a session and answer calls that may have run as
+in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
+``agentloop[postgres]`` extra (psycopg 3).
 """
 
+from ..loop._session_store import (
+    Approval,
+    Claim,
+    ClaimError,
+    Lease,
+    LeaseError,
+    LeaseHeldError,
+    LeaseLostError,
+    SessionInfo,
+    SessionStatus,
+    SessionStore,
+    SessionSummary,
+    StaleSessionError,
+    StoredSession,
+    input_digest,
+)
 from ._documents import CHECKPOINT_FORMAT
 from ._jsonl import export_jsonl, import_jsonl
 from ._memory import MemorySessionStore
-from ._protocol import SessionInfo, SessionStore, StoredSession
+from ._postgres import PostgresSessionStore
 from ._sqlite import SqliteSessionStore
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "Approval",
+    "Claim",
+    "ClaimError",
+    "Lease",
+    "LeaseError",
+    "LeaseHeldError",
+    "LeaseLostError",
     "MemorySessionStore",
+    "PostgresSessionStore",
     "SessionInfo",
+    "SessionStatus",
     "SessionStore",
+    "SessionSummary",
     "SqliteSessionStore",
+    "StaleSessionError",
     "StoredSession",
     "export_jsonl",
     "import_jsonl",
+    "input_digest",
 ]

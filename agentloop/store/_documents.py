@@ -31,6 +31,7 @@ __all__ = [
     "common_prefix_length",
     "decode_checkpoint",
     "decode_items",
+    "decode_stored",
     "describe_item_error",
     "encode_checkpoint",
     "encode_json",
@@ -226,3 +227,89 @@ def decode_checkpoint(head: str, items: Sequence[str]) -> dict[str, Any]:
 def decode_items(items: Sequence[str]) -> list[Item]:
     """Structure stored item texts into :class:`Item` values."""
     return [_serde.structure(json.loads(item), Item) for item in items]
+
+
+def decode_stored(
+    session_id: str,
+    head: object,
+    rows: Sequence[tuple[object, object]],
+    item_count: int | None = None,
+) -> tuple[dict[str, Any], list[Item]]:
+    """Validate and decode a session's stored head and ``(position, item)`` rows.
+
+    Returns the document and its items. Raises ``CheckpointError`` naming the
+    session and the row when the head is not a JSON checkpoint head of this
+    session, an item row is not JSON or not an agentloop item, a position is
+    missing or out of order, or fewer/more rows than ``item_count`` exist.
+    Nothing is returned then, so nothing half-restores.
+    """
+    prefix = f"cannot load session {session_id!r}"
+    fix = "the store is damaged: restore it from a backup or delete the session"
+    document = _decode_head(session_id, head, f"{prefix}: its head row", fix)
+    transcript: list[Any] = []
+    items: list[Item] = []
+    for expected, (position, text) in enumerate(rows):
+        if position != expected:
+            raise CheckpointError(
+                f"{prefix}: item row {expected} is missing (the next row is at position "
+                f"{position!r}); {fix}"
+            )
+        where = f"{prefix}: item row {expected}"
+        data = _decode_json(text, where, fix)
+        try:
+            items.append(_serde.structure(data, Item))
+        except Exception as error:
+            raise CheckpointError(
+                f"{where} is not an agentloop item ({describe_item_error(error)}); {fix}"
+            ) from None
+        transcript.append(data)
+    if item_count is not None and item_count != len(transcript):
+        raise CheckpointError(
+            f"{prefix}: item row {min(item_count, len(transcript))} is "
+            f"{'missing' if item_count > len(transcript) else 'extra'} (its head row counts "
+            f"{item_count} items, {len(transcript)} item rows exist); {fix}"
+        )
+    document["transcript"] = transcript
+    return document, items
+
+
+def _decode_json(text: object, where: str, fix: str) -> Any:
+    if isinstance(text, bytes | bytearray | memoryview):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CheckpointError(f"{where} is not UTF-8 text; {fix}") from None
+    if not isinstance(text, str):
+        raise CheckpointError(f"{where} holds {type(text).__name__}, expected JSON text; {fix}")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as error:
+        reason = (
+            f"{error.msg} at column {error.colno}"
+            if isinstance(error, json.JSONDecodeError)
+            else str(error)
+        )
+        raise CheckpointError(f"{where} is not JSON ({reason}); {fix}") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _decode_head(session_id: str, head: object, where: str, fix: str) -> dict[str, Any]:
+    data = _decode_json(head, where, fix)
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{where} holds {type(data).__name__}, expected an object; {fix}")
+    problem: str | None = None
+    version = data.get("version")
+    if data.get("format") != CHECKPOINT_FORMAT:
+        problem = f"format {data.get('format')!r}, expected {CHECKPOINT_FORMAT!r}"
+    elif not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        problem = f"version {version!r}, expected an integer >= 1"
+    elif data.get("session_id") != session_id:
+        problem = f"session_id {data.get('session_id')!r}, expected {session_id!r}"
+    elif "transcript" in data:
+        problem = "a 'transcript' key, which belongs in item rows"
+    if problem is not None:
+        raise CheckpointError(f"{where} has {problem}; {fix}")
+    return data

@@ -2,45 +2,68 @@
 
 Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``)::
 
-    meta(key, value)                          schema_version, last_sequence
+    meta(key, value)                          schema_version, last_sequence, last_token
     sessions(session_id, head, item_count,    one row per saved session: the document
-             sequence, updated_at)            without its transcript; sequence orders saves
+             sequence, updated_at, status,    without its transcript; sequence orders saves
+             pending_approvals)               and is the session's version
     items(session_id, position, item)         the transcript, one JSON item per row
-    started_calls(session_id, call_id,        calls recorded as started, not yet answered
-                  tool_name, started_at)
+    started_calls(session_id, call_id,        claims: calls claimed or recorded as started;
+                  tool_name, started_at,      answered once a saved transcript held their
+                  input_digest, answered)     result (kept, so a call is never claimed twice)
+    leases(session_id, owner, token,          the last lease granted per session
+           expires_at, released)
+    approvals(session_id, call_id,            decisions recorded per call
+              input_digest, approved, decided_at)
 
 ``last_sequence`` grows with every save and is never reused (not even after a
-delete), so a session's ``sequence`` both orders ``list_sessions`` and tells a
-store whether its cached copy of the items is current. The callers hold the
-connection's lock; these functions never run concurrently on one connection.
+delete), so a session's ``sequence`` orders ``list_sessions``, tells a store
+whether its cached copy of the items is current, and serves as the version
+optimistic saves compare. ``last_token`` does the same for fencing tokens.
+``status`` and ``pending_approvals`` (a JSON list of call ids) are derived
+from the head at each save (``summarize``) so the inbox queries read no
+documents. Version 1 files are migrated in place when opened. The callers
+hold the connection's lock; these functions never run concurrently on one
+connection.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
 from ..core._errors import CheckpointError
+from ..loop._session_store import summarize
+from ._rules import LeaseRow
 
 __all__ = [
     "SCHEMA_VERSION",
     "SessionRow",
+    "answer_calls",
     "connect",
     "delete_session",
+    "insert_approval",
+    "insert_claim",
     "insert_started_call",
     "list_session_rows",
+    "next_token",
+    "read_approvals",
+    "read_claim",
     "read_items",
+    "read_lease",
     "read_sequence",
     "read_session",
     "read_started_calls",
+    "read_summaries",
     "transaction",
     "write_checkpoint",
+    "write_lease",
 ]
 
-SCHEMA_VERSION = 1
-"""The schema this module writes; a file with a newer one is refused."""
+SCHEMA_VERSION = 2
+"""The schema this module writes; a file with a newer one is refused, version 1 is migrated."""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -67,14 +90,29 @@ CREATE TABLE started_calls (
 ) WITHOUT ROWID;
 """
 
-
-class SessionRow(NamedTuple):
-    """A ``sessions`` row, without its head."""
-
-    session_id: str
-    item_count: int
-    sequence: int
-    updated_at: str
+_MIGRATION_TO_2 = """
+ALTER TABLE sessions ADD COLUMN status TEXT NOT NULL DEFAULT 'awaiting_input';
+ALTER TABLE sessions ADD COLUMN pending_approvals TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX sessions_by_status ON sessions (status, sequence);
+ALTER TABLE started_calls ADD COLUMN input_digest TEXT;
+ALTER TABLE started_calls ADD COLUMN answered INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE leases (
+    session_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    released INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE approvals (
+    session_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    input_digest TEXT NOT NULL,
+    approved INTEGER NOT NULL,
+    decided_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, call_id)
+) WITHOUT ROWID;
+INSERT INTO meta (key, value) VALUES ('last_token', '0');
+"""
 
 
 @contextmanager
@@ -113,25 +151,35 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
+def _run_script(connection: sqlite3.Connection, script: str) -> None:
+    # executescript() would COMMIT the open transaction: run the statements one by one.
+    for statement in script.split(";"):
+        if statement.strip():
+            connection.execute(statement)
+
+
 def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
     tables = {
         str(row[0])
         for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
     }
     if not tables:
-        # executescript() would COMMIT the open transaction: run the statements one by one.
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                connection.execute(statement)
+        _run_script(connection, _SCHEMA)
         connection.executemany(
             "INSERT INTO meta (key, value) VALUES (?, ?)",
-            [("schema_version", str(SCHEMA_VERSION)), ("last_sequence", "0")],
+            [("schema_version", "1"), ("last_sequence", "0")],
         )
-        return
-    found: int | None = None
-    if "meta" in tables:
-        row = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
+        found: int | None = 1
+    else:
+        found = None
+        if "meta" in tables:
+            row = connection.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'"
+            ).fetchone()
+            found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
+    if found == 1:
+        _migrate_to_2(connection)
+        found = 2
     if found != SCHEMA_VERSION:
         raise CheckpointError(
             f"cannot open session store {path!r}: expected schema version {SCHEMA_VERSION}, "
@@ -144,6 +192,23 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
         )
 
 
+def _migrate_to_2(connection: sqlite3.Connection) -> None:
+    """Add versions' status columns, claims' digests, leases and approvals; derive statuses."""
+    _run_script(connection, _MIGRATION_TO_2)
+    for session_id, head in connection.execute("SELECT session_id, head FROM sessions").fetchall():
+        try:
+            document = json.loads(head)
+        except (TypeError, ValueError):
+            continue  # a damaged head keeps the default status; load() reports it
+        if isinstance(document, dict):
+            status, pending = summarize(document)
+            connection.execute(
+                "UPDATE sessions SET status = ?, pending_approvals = ? WHERE session_id = ?",
+                (status.value, json.dumps(list(pending)), session_id),
+            )
+    connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
 def read_sequence(connection: sqlite3.Connection, session_id: str) -> int | None:
     """The session's current ``sequence``, or ``None`` if it has no document."""
     row = connection.execute(
@@ -152,31 +217,123 @@ def read_sequence(connection: sqlite3.Connection, session_id: str) -> int | None
     return None if row is None else int(row[0])
 
 
-def read_items(connection: sqlite3.Connection, session_id: str) -> tuple[str, ...]:
-    """The session's item texts, in transcript order."""
+def read_items(
+    connection: sqlite3.Connection, session_id: str
+) -> tuple[tuple[object, object], ...]:
+    """The session's ``(position, item)`` rows, in position order, as stored."""
     rows = connection.execute(
-        "SELECT item FROM items WHERE session_id = ? ORDER BY position", (session_id,)
+        "SELECT position, item FROM items WHERE session_id = ? ORDER BY position", (session_id,)
     ).fetchall()
-    return tuple(str(row[0]) for row in rows)
+    return tuple((row[0], row[1]) for row in rows)
 
 
-def read_session(connection: sqlite3.Connection, session_id: str) -> tuple[str, SessionRow] | None:
-    """The session's head text and row, or ``None`` if it has no document."""
+class SessionRow(NamedTuple):
+    """A ``sessions`` row, without its head."""
+
+    session_id: str
+    item_count: int
+    sequence: int
+    updated_at: str
+    status: str
+    pending_approvals: str
+
+
+_ROW = "session_id, item_count, sequence, updated_at, status, pending_approvals"
+
+
+def _session_row(row: tuple[object, ...]) -> SessionRow:
+    return SessionRow(
+        str(row[0]), int(str(row[1])), int(str(row[2])), str(row[3]), str(row[4]), str(row[5])
+    )
+
+
+def read_session(
+    connection: sqlite3.Connection, session_id: str
+) -> tuple[object, SessionRow] | None:
+    """The session's head (as stored) and row, or ``None`` if it has no document."""
     row = connection.execute(
-        "SELECT head, item_count, sequence, updated_at FROM sessions WHERE session_id = ?",
+        f"SELECT head, {_ROW} FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    return row[0], _session_row(row[1:])
+
+
+def read_started_calls(connection: sqlite3.Connection, session_id: str) -> frozenset[str]:
+    """Every call claimed or recorded as started whose result was never saved."""
+    rows = connection.execute(
+        "SELECT call_id FROM started_calls WHERE session_id = ? AND answered = 0", (session_id,)
+    ).fetchall()
+    return frozenset(str(row[0]) for row in rows)
+
+
+def read_claim(connection: sqlite3.Connection, session_id: str, call_id: str) -> bool:
+    """Whether the call was ever claimed or recorded as started."""
+    row = connection.execute(
+        "SELECT 1 FROM started_calls WHERE session_id = ? AND call_id = ?", (session_id, call_id)
+    ).fetchone()
+    return row is not None
+
+
+def read_approvals(
+    connection: sqlite3.Connection, session_id: str
+) -> list[tuple[str, str, bool, str]]:
+    """The session's decisions: ``(call_id, input_digest, approved, decided_at)``."""
+    rows = connection.execute(
+        "SELECT call_id, input_digest, approved, decided_at FROM approvals WHERE session_id = ?",
+        (session_id,),
+    ).fetchall()
+    return [(str(row[0]), str(row[1]), bool(row[2]), str(row[3])) for row in rows]
+
+
+def read_lease(connection: sqlite3.Connection, session_id: str) -> LeaseRow | None:
+    """The last lease granted on the session, or ``None``."""
+    row = connection.execute(
+        "SELECT owner, token, expires_at, released FROM leases WHERE session_id = ?",
         (session_id,),
     ).fetchone()
     if row is None:
         return None
-    return str(row[0]), SessionRow(session_id, int(row[1]), int(row[2]), str(row[3]))
+    return LeaseRow(str(row[0]), int(row[1]), float(row[2]), bool(row[3]))
 
 
-def read_started_calls(connection: sqlite3.Connection, session_id: str) -> frozenset[str]:
-    """Every call id recorded as started for the session."""
+def next_token(connection: sqlite3.Connection) -> int:
+    """A fencing token greater than every one granted before."""
+    connection.execute(
+        "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'last_token'"
+    )
+    return int(connection.execute("SELECT value FROM meta WHERE key = 'last_token'").fetchone()[0])
+
+
+def write_lease(connection: sqlite3.Connection, session_id: str, lease: LeaseRow) -> None:
+    """Store ``lease`` as the session's current lease."""
+    connection.execute(
+        "INSERT INTO leases (session_id, owner, token, expires_at, released) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
+        "token = excluded.token, expires_at = excluded.expires_at, released = excluded.released",
+        (session_id, lease.owner, lease.token, lease.expires_at, int(lease.released)),
+    )
+
+
+def read_summaries(
+    connection: sqlite3.Connection,
+) -> list[tuple[SessionRow, frozenset[str], LeaseRow | None]]:
+    """Sessions that are ready or await approval, oldest save first, with decisions and lease."""
     rows = connection.execute(
-        "SELECT call_id FROM started_calls WHERE session_id = ?", (session_id,)
+        f"SELECT {_ROW} FROM sessions WHERE status IN ('ready', 'awaiting_approval') "
+        "ORDER BY sequence"
     ).fetchall()
-    return frozenset(str(row[0]) for row in rows)
+    summaries = []
+    for row in rows:
+        session = _session_row(row)
+        decided = frozenset(
+            str(found[0])
+            for found in connection.execute(
+                "SELECT call_id FROM approvals WHERE session_id = ?", (session.session_id,)
+            )
+        )
+        summaries.append((session, decided, read_lease(connection, session.session_id)))
+    return summaries
 
 
 def write_checkpoint(
@@ -188,11 +345,13 @@ def write_checkpoint(
     start: int,
     answered: Iterable[str],
     updated_at: str,
+    status: str,
+    pending_approvals: str,
 ) -> int:
     """Replace the session's document, rewriting items from ``start``; return its sequence.
 
-    Items before ``start`` are the ones already stored. Started-call records
-    for ``answered`` call ids are cleared. Run inside a write transaction.
+    Items before ``start`` are the ones already stored. Claims of the
+    ``answered`` call ids are marked answered. Run inside a write transaction.
     """
     connection.execute(
         "DELETE FROM items WHERE session_id = ? AND position >= ?", (session_id, start)
@@ -208,17 +367,23 @@ def write_checkpoint(
         connection.execute("SELECT value FROM meta WHERE key = 'last_sequence'").fetchone()[0]
     )
     connection.execute(
-        "INSERT INTO sessions (session_id, head, item_count, sequence, updated_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET head = excluded.head, "
-        "item_count = excluded.item_count, sequence = excluded.sequence, "
-        "updated_at = excluded.updated_at",
-        (session_id, head, len(items), sequence, updated_at),
+        "INSERT INTO sessions (session_id, head, item_count, sequence, updated_at, status, "
+        "pending_approvals) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
+        "SET head = excluded.head, item_count = excluded.item_count, "
+        "sequence = excluded.sequence, updated_at = excluded.updated_at, "
+        "status = excluded.status, pending_approvals = excluded.pending_approvals",
+        (session_id, head, len(items), sequence, updated_at, status, pending_approvals),
     )
-    connection.executemany(
-        "DELETE FROM started_calls WHERE session_id = ? AND call_id = ?",
-        ((session_id, call_id) for call_id in answered),
-    )
+    answer_calls(connection, session_id, answered)
     return sequence
+
+
+def answer_calls(connection: sqlite3.Connection, session_id: str, call_ids: Iterable[str]) -> None:
+    """Mark the claims of ``call_ids`` answered: no longer in doubt, never claimable."""
+    connection.executemany(
+        "UPDATE started_calls SET answered = 1 WHERE session_id = ? AND call_id = ?",
+        ((session_id, call_id) for call_id in call_ids),
+    )
 
 
 def insert_started_call(
@@ -226,24 +391,55 @@ def insert_started_call(
 ) -> None:
     """Record ``call_id`` as started (again, if it already was)."""
     connection.execute(
-        "INSERT INTO started_calls (session_id, call_id, tool_name, started_at) "
-        "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, call_id) DO UPDATE SET "
-        "tool_name = excluded.tool_name, started_at = excluded.started_at",
+        "INSERT INTO started_calls (session_id, call_id, tool_name, started_at, answered) "
+        "VALUES (?, ?, ?, ?, 0) ON CONFLICT (session_id, call_id) DO UPDATE SET "
+        "tool_name = excluded.tool_name, started_at = excluded.started_at, answered = 0",
         (session_id, call_id, tool_name, started_at),
+    )
+
+
+def insert_claim(
+    connection: sqlite3.Connection,
+    session_id: str,
+    call_id: str,
+    tool_name: str,
+    input_digest: str,
+    started_at: str,
+) -> None:
+    """Record a claim; the caller checked none exists (the primary key refuses a second)."""
+    connection.execute(
+        "INSERT INTO started_calls "
+        "(session_id, call_id, tool_name, started_at, input_digest, answered) "
+        "VALUES (?, ?, ?, ?, ?, 0)",
+        (session_id, call_id, tool_name, started_at, input_digest),
+    )
+
+
+def insert_approval(
+    connection: sqlite3.Connection,
+    session_id: str,
+    call_id: str,
+    input_digest: str,
+    approved: bool,
+    decided_at: str,
+) -> None:
+    """Record a decision; the caller checked none exists."""
+    connection.execute(
+        "INSERT INTO approvals (session_id, call_id, input_digest, approved, decided_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (session_id, call_id, input_digest, int(approved), decided_at),
     )
 
 
 def list_session_rows(connection: sqlite3.Connection) -> list[SessionRow]:
     """Every session row, most recently saved first."""
-    rows = connection.execute(
-        "SELECT session_id, item_count, sequence, updated_at FROM sessions ORDER BY sequence DESC"
-    ).fetchall()
-    return [SessionRow(str(row[0]), int(row[1]), int(row[2]), str(row[3])) for row in rows]
+    rows = connection.execute(f"SELECT {_ROW} FROM sessions ORDER BY sequence DESC").fetchall()
+    return [_session_row(row) for row in rows]
 
 
 def delete_session(connection: sqlite3.Connection, session_id: str) -> bool:
-    """Delete the session's document, items and started calls; ``True`` if it had a document."""
-    connection.execute("DELETE FROM items WHERE session_id = ?", (session_id,))
-    connection.execute("DELETE FROM started_calls WHERE session_id = ?", (session_id,))
+    """Delete the session's document, items, claims, lease and approvals; ``True`` if saved."""
+    for table in ("items", "started_calls", "leases", "approvals"):
+        connection.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
     deleted = connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
     return deleted.rowcount > 0

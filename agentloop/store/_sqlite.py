@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
@@ -16,6 +18,17 @@ import anyio.to_thread
 
 from ..core._errors import CheckpointError, InvalidStateError
 from ..core._items import Item
+from ..loop._session_store import (
+    Approval,
+    Claim,
+    Lease,
+    SessionInfo,
+    SessionStatus,
+    SessionSummary,
+    StoredSession,
+    check_ttl,
+    summarize,
+)
 from . import _sql
 from ._documents import (
     EncodedCheckpoint,
@@ -23,11 +36,19 @@ from ._documents import (
     answered_call_ids,
     check_items,
     common_prefix_length,
-    decode_checkpoint,
-    decode_items,
+    decode_stored,
     encode_checkpoint,
 )
-from ._protocol import SessionInfo, StoredSession
+from ._rules import (
+    LeaseRow,
+    check_acquire,
+    check_claim,
+    check_decision,
+    check_fence,
+    check_owner,
+    check_version,
+    is_ready,
+)
 
 __all__ = ["SqliteSessionStore"]
 
@@ -99,24 +120,185 @@ class SqliteSessionStore:
                 self._connection.close()
                 self._connection = None
 
-    async def save_checkpoint(self, session_id: str, checkpoint: Mapping[str, Any]) -> None:
+    async def save_checkpoint(
+        self,
+        session_id: str,
+        checkpoint: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+        fencing_token: int | None = None,
+    ) -> int:
         """Replace the session's document in one transaction (see ``SessionStore``)."""
         encoded = encode_checkpoint(session_id, checkpoint, self._texts.for_session(session_id))
+        summary = summarize(checkpoint)
         operation = f"save checkpoint for session {session_id!r}"
-        await self._run(operation, partial(self._save, encoded))
+        return await self._run(
+            operation,
+            partial(self._save, encoded, summary, expected_version, fencing_token, operation),
+        )
 
     async def record_call_started(self, session_id: str, call_id: str, tool_name: str) -> None:
         """Record that ``call_id`` is about to run; committed and synced before it returns."""
-        started_at = datetime.now(UTC).isoformat()
-        await self._run(
-            f"record call {call_id!r} of session {session_id!r} as started",
-            lambda connection: _sql.insert_started_call(
-                connection, session_id, call_id, tool_name, started_at
-            ),
-        )
+        operation = f"record call {call_id!r} of session {session_id!r} as started"
+
+        def work(connection: sqlite3.Connection) -> None:
+            with _sql.transaction(connection, write=True):
+                lease = _sql.read_lease(connection, session_id)
+                check_fence(session_id, None, lease, time.time(), operation)
+                _sql.insert_started_call(connection, session_id, call_id, tool_name, _now())
+
+        await self._run(operation, work)
+
+    async def claim(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        tool_name: str,
+        input_digest: str,
+        fencing_token: int | None = None,
+    ) -> Claim:
+        """Claim ``call_id`` once, in one write transaction (see ``SessionStore.claim``)."""
+        operation = f"claim call {call_id!r} of session {session_id!r}"
+
+        def work(connection: sqlite3.Connection) -> Claim:
+            with _sql.transaction(connection, write=True):
+                lease = _sql.read_lease(connection, session_id)
+                check_fence(session_id, fencing_token, lease, time.time(), operation)
+                approval = next(
+                    (
+                        (digest, approved)
+                        for found, digest, approved, _at in _sql.read_approvals(
+                            connection, session_id
+                        )
+                        if found == call_id
+                    ),
+                    None,
+                )
+                claimed = _sql.read_claim(connection, session_id, call_id)
+                check_claim(session_id, call_id, input_digest, claimed, approval)
+                claimed_at = _now()
+                _sql.insert_claim(
+                    connection, session_id, call_id, tool_name, input_digest, claimed_at
+                )
+            return Claim(
+                session_id=session_id,
+                call_id=call_id,
+                tool_name=tool_name,
+                input_digest=input_digest,
+                claimed_at=datetime.fromisoformat(claimed_at),
+            )
+
+        return await self._run(operation, work)
+
+    async def record_approval(
+        self, session_id: str, call_id: str, *, input_digest: str, approved: bool
+    ) -> Approval:
+        """Record a decision on ``call_id`` (see ``SessionStore.record_approval``)."""
+        operation = f"record a decision on call {call_id!r} of session {session_id!r}"
+
+        def work(connection: sqlite3.Connection) -> Approval:
+            with _sql.transaction(connection, write=True):
+                existing = _approvals(session_id, _sql.read_approvals(connection, session_id))
+                found = existing.get(call_id)
+                claimed = _sql.read_claim(connection, session_id, call_id)
+                if not check_decision(session_id, call_id, input_digest, approved, found, claimed):
+                    assert found is not None
+                    return found
+                decided_at = _now()
+                _sql.insert_approval(
+                    connection, session_id, call_id, input_digest, approved, decided_at
+                )
+            return Approval(
+                session_id=session_id,
+                call_id=call_id,
+                input_digest=input_digest,
+                approved=approved,
+                decided_at=datetime.fromisoformat(decided_at),
+            )
+
+        return await self._run(operation, work)
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
+        """Lease the session to ``owner`` (see ``SessionStore.acquire``)."""
+        operation = f"acquire session {session_id!r}"
+        check_owner(owner, operation)
+        seconds = check_ttl(ttl, operation)
+
+        def work(connection: sqlite3.Connection) -> Lease:
+            with _sql.transaction(connection, write=True):
+                now = time.time()
+                check_acquire(session_id, owner, _sql.read_lease(connection, session_id), now)
+                return _grant(connection, session_id, owner, now + seconds)
+
+        return await self._run(operation, work)
+
+    async def acquire_ready(self, owner: str, ttl: float) -> Lease | None:
+        """Lease the oldest ready, unleased session to ``owner``, or return ``None``."""
+        operation = "acquire a ready session"
+        check_owner(owner, operation)
+        seconds = check_ttl(ttl, operation)
+
+        def work(connection: sqlite3.Connection) -> Lease | None:
+            with _sql.transaction(connection, write=True):
+                now = time.time()
+                ready = _ready(_sql.read_summaries(connection), now)
+                if not ready:
+                    return None
+                return _grant(connection, ready[0].session_id, owner, now + seconds)
+
+        return await self._run(operation, work)
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` (see ``SessionStore.renew``)."""
+        operation = f"renew the lease of session {lease.session_id!r}"
+        seconds = check_ttl(ttl, operation)
+
+        def work(connection: sqlite3.Connection) -> Lease:
+            with _sql.transaction(connection, write=True):
+                now = time.time()
+                row = _sql.read_lease(connection, lease.session_id)
+                check_fence(lease.session_id, lease.token, row, now, operation)
+                assert row is not None
+                renewed = row._replace(expires_at=now + seconds)
+                _sql.write_lease(connection, lease.session_id, renewed)
+            return renewed.as_lease(lease.session_id)
+
+        return await self._run(operation, work)
+
+    async def release(self, lease: Lease) -> None:
+        """Give ``lease`` up; no-op if it is not current."""
+
+        def work(connection: sqlite3.Connection) -> None:
+            with _sql.transaction(connection, write=True):
+                row = _sql.read_lease(connection, lease.session_id)
+                if row is not None and row.token == lease.token:
+                    _sql.write_lease(connection, lease.session_id, row._replace(released=True))
+
+        await self._run(f"release the lease of session {lease.session_id!r}", work)
+
+    async def sessions_awaiting_approval(self) -> list[SessionSummary]:
+        """Sessions with a pending call and no decision for it, oldest first."""
+
+        def work(connection: sqlite3.Connection) -> list[SessionSummary]:
+            with _sql.transaction(connection, write=False):
+                rows = _sql.read_summaries(connection)
+            summaries = [_summary(row, decided) for row, decided, _lease in rows]
+            return [summary for summary in summaries if summary.undecided]
+
+        return await self._run("list sessions awaiting approval", work)
+
+    async def sessions_ready(self) -> list[SessionSummary]:
+        """Sessions a worker can advance now, not under a live lease, oldest first."""
+
+        def work(connection: sqlite3.Connection) -> list[SessionSummary]:
+            with _sql.transaction(connection, write=False):
+                return _ready(_sql.read_summaries(connection), time.time())
+
+        return await self._run("list sessions ready to advance", work)
 
     async def load(self, session_id: str) -> StoredSession | None:
-        """The session's last document and its calls in doubt, or ``None``."""
+        """The session's last document, version and calls in doubt, or ``None``."""
         return await self._run(f"load session {session_id!r}", partial(self._load, session_id))
 
     async def list_sessions(self) -> list[SessionInfo]:
@@ -132,7 +314,7 @@ class SqliteSessionStore:
         ]
 
     async def delete(self, session_id: str) -> bool:
-        """Forget the session and its started calls; ``True`` if it had a document."""
+        """Forget the session, its lease, claims and approvals; ``True`` if it had a document."""
         return await self._run(f"delete session {session_id!r}", partial(self._delete, session_id))
 
     async def transcript(self, session_id: str) -> list[Item] | None:
@@ -164,13 +346,25 @@ class SqliteSessionStore:
                     "agentloop session store"
                 ) from error
 
-    def _save(self, encoded: EncodedCheckpoint, connection: sqlite3.Connection) -> None:
+    def _save(
+        self,
+        encoded: EncodedCheckpoint,
+        summary: tuple[SessionStatus, tuple[str, ...]],
+        expected_version: int | None,
+        fencing_token: int | None,
+        operation: str,
+        connection: sqlite3.Connection,
+    ) -> int:
         session_id = encoded.session_id
         with _sql.transaction(connection, write=True):
+            lease = _sql.read_lease(connection, session_id)
+            check_fence(session_id, fencing_token, lease, time.time(), operation)
             sequence = _sql.read_sequence(connection, session_id)
-            stored = () if sequence is None else self._items(connection, session_id, sequence)
+            check_version(session_id, expected_version, sequence)
+            stored = () if sequence is None else self._texts_of(connection, session_id, sequence)
             start = common_prefix_length(stored, encoded.items)
             answered = check_items(session_id, encoded.items, start)
+            status, pending = summary
             sequence = _sql.write_checkpoint(
                 connection,
                 session_id,
@@ -178,10 +372,13 @@ class SqliteSessionStore:
                 items=encoded.items,
                 start=start,
                 answered=sorted(answered),
-                updated_at=datetime.now(UTC).isoformat(),
+                updated_at=_now(),
+                status=status.value,
+                pending_approvals=json.dumps(list(pending)),
             )
         self._remember(session_id, sequence, encoded.items)
         self._texts.remember(encoded)
+        return sequence
 
     def _read(self, session_id: str, connection: sqlite3.Connection) -> _Loaded | None:
         with _sql.transaction(connection, write=False):
@@ -189,26 +386,36 @@ class SqliteSessionStore:
             if found is None:
                 return None
             head, row = found
-            items = self._items(connection, session_id, row.sequence)
+            cached = self._cache.get(session_id)
+            rows = (
+                tuple(enumerate(cached[1]))
+                if cached is not None and cached[0] == row.sequence
+                else _sql.read_items(connection, session_id)
+            )
             started = _sql.read_started_calls(connection, session_id)
-        self._remember(session_id, row.sequence, items)
-        return _Loaded(head, row, items, started)
+            approvals = _sql.read_approvals(connection, session_id)
+        document, items = decode_stored(session_id, head, rows, row.item_count)
+        self._remember(session_id, row.sequence, tuple(str(text) for _p, text in rows))
+        return _Loaded(document, items, row, started, _approvals(session_id, approvals))
 
     def _load(self, session_id: str, connection: sqlite3.Connection) -> StoredSession | None:
         loaded = self._read(session_id, connection)
         if loaded is None:
             return None
-        document = decode_checkpoint(loaded.head, loaded.items)
+        document = loaded.document
         return StoredSession(
             session_id=session_id,
             checkpoint=document,
             started_calls=loaded.started - answered_call_ids(document["transcript"]),
             updated_at=datetime.fromisoformat(loaded.row.updated_at),
+            version=loaded.row.sequence,
+            status=_status(loaded.row.status),
+            approvals=loaded.approvals,
         )
 
     def _transcript(self, session_id: str, connection: sqlite3.Connection) -> list[Item] | None:
         loaded = self._read(session_id, connection)
-        return None if loaded is None else decode_items(loaded.items)
+        return None if loaded is None else loaded.items
 
     def _delete(self, session_id: str, connection: sqlite3.Connection) -> bool:
         with _sql.transaction(connection, write=True):
@@ -217,13 +424,19 @@ class SqliteSessionStore:
         self._texts.forget(session_id)
         return existed
 
-    def _items(
+    def _texts_of(
         self, connection: sqlite3.Connection, session_id: str, sequence: int
     ) -> tuple[str, ...]:
+        """The stored item texts up to the first damaged or missing row (a save rewrites those)."""
         cached = self._cache.get(session_id)
         if cached is not None and cached[0] == sequence:
             return cached[1]
-        return _sql.read_items(connection, session_id)
+        texts: list[str] = []
+        for position, text in _sql.read_items(connection, session_id):
+            if position != len(texts) or not isinstance(text, str):
+                break
+            texts.append(text)
+        return tuple(texts)
 
     def _remember(self, session_id: str, sequence: int, items: tuple[str, ...]) -> None:
         self._cache.pop(session_id, None)
@@ -233,9 +446,72 @@ class SqliteSessionStore:
 
 
 class _Loaded(NamedTuple):
-    """A session's head, row, items and started calls, read in one transaction."""
+    """A session's validated document and items, row, open claims and decisions."""
 
-    head: str
+    document: dict[str, Any]
+    items: list[Item]
     row: _sql.SessionRow
-    items: tuple[str, ...]
     started: frozenset[str]
+    approvals: dict[str, Approval]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _status(value: str) -> SessionStatus:
+    try:
+        return SessionStatus(value)
+    except ValueError:
+        return SessionStatus.AWAITING_INPUT
+
+
+def _approvals(session_id: str, rows: list[tuple[str, str, bool, str]]) -> dict[str, Approval]:
+    return {
+        call_id: Approval(
+            session_id=session_id,
+            call_id=call_id,
+            input_digest=digest,
+            approved=approved,
+            decided_at=datetime.fromisoformat(decided_at),
+        )
+        for call_id, digest, approved, decided_at in rows
+    }
+
+
+def _pending(text: str) -> tuple[str, ...]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(str(call_id) for call_id in value) if isinstance(value, list) else ()
+
+
+def _summary(row: _sql.SessionRow, decided: frozenset[str]) -> SessionSummary:
+    pending = _pending(row.pending_approvals)
+    return SessionSummary(
+        session_id=row.session_id,
+        status=_status(row.status),
+        version=row.sequence,
+        updated_at=datetime.fromisoformat(row.updated_at),
+        pending_approvals=pending,
+        undecided=tuple(call_id for call_id in pending if call_id not in decided),
+    )
+
+
+def _ready(
+    rows: list[tuple[_sql.SessionRow, frozenset[str], LeaseRow | None]], now: float
+) -> list[SessionSummary]:
+    ready = []
+    for row, decided, lease in rows:
+        summary = _summary(row, decided)
+        leased = lease is not None and lease.live(now)
+        if not leased and is_ready(summary.status, summary.pending_approvals, summary.undecided):
+            ready.append(summary)
+    return ready
+
+
+def _grant(connection: sqlite3.Connection, session_id: str, owner: str, expires_at: float) -> Lease:
+    row = LeaseRow(owner, _sql.next_token(connection), expires_at, False)
+    _sql.write_lease(connection, session_id, row)
+    return row.as_lease(session_id)

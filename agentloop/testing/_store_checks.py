@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import Any, TypeAlias
+from functools import partial
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 
 from .._serde import unstructure
-from ..core._errors import CheckpointError
+from ..core._errors import CheckpointError, InvalidInputError
 from ..core._items import (
     CustomPart,
     FinishReason,
@@ -30,15 +31,31 @@ from ..core._items import (
     ToolResultPart,
     Usage,
 )
+from ..loop._session_store import (
+    ClaimError,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
+    SessionStatus,
+    SessionStore,
+    StaleSessionError,
+    StoredSession,
+    input_digest,
+)
 from ..store._documents import CHECKPOINT_FORMAT
-from ..store._protocol import SessionStore, StoredSession
 
 __all__ = [
     "OpenStore",
+    "check_claim_survives_crash",
+    "check_claims",
+    "check_concurrent_claims",
     "check_concurrent_saves",
     "check_delete",
     "check_documents_are_copied",
+    "check_inbox_queries",
     "check_large_transcript",
+    "check_lease_takeover",
+    "check_leases",
     "check_list_order",
     "check_prefix_rewrite",
     "check_rejects_bad_documents",
@@ -47,6 +64,8 @@ __all__ = [
     "check_round_trip",
     "check_sessions_isolated",
     "check_started_calls",
+    "check_two_writers",
+    "check_versions",
     "sample_checkpoint",
 ]
 
@@ -399,3 +418,477 @@ async def check_prefix_rewrite(open_store: OpenStore) -> None:
             _expect_equal(await store.transcript(session_id), items, f"items of rewrite {number}")
             listed = await _listed(store, [session_id])
             _expect_equal(listed, [(session_id, len(items))], f"item_count of rewrite {number}")
+
+
+# -- many writers: versions, leases, claims, approvals, inbox queries ---------------------
+
+
+_E = TypeVar("_E", bound=Exception)
+
+
+async def _refused(error_type: type[_E], what: str, call: Callable[[], Awaitable[Any]]) -> _E:
+    try:
+        await call()
+    except error_type as error:
+        return error
+    except Exception as error:
+        raise AssertionError(
+            f"{what}: expected {error_type.__name__}, found {type(error).__name__}: {error}"
+        ) from error
+    raise AssertionError(f"{what}: expected {error_type.__name__}, nothing was raised")
+
+
+async def check_versions(open_store: OpenStore) -> None:
+    """Saves return growing versions; a save based on an old version is refused, unwritten."""
+    (session_id,) = _session_ids("versions")
+    async with open_store() as store:
+        first = await store.save_checkpoint(
+            session_id, sample_checkpoint(session_id, [_user("a")]), expected_version=0
+        )
+        _expect(isinstance(first, int) and first > 0, f"first version: {first!r}, expected > 0")
+        _expect_equal((await _load(store, session_id)).version, first, "version after 1 save")
+        second = await store.save_checkpoint(
+            session_id, sample_checkpoint(session_id, [_user("b")]), expected_version=first
+        )
+        _expect(second > first, f"second version {second} is not greater than {first}")
+        before = await _load(store, session_id)
+        for based_on in (first, 0, second + 1):
+            error = await _refused(
+                StaleSessionError,
+                f"a save based on version {based_on} (stored: {second})",
+                partial(
+                    store.save_checkpoint,
+                    session_id,
+                    sample_checkpoint(session_id, [_user("lost")]),
+                    expected_version=based_on,
+                ),
+            )
+            _expect(session_id in str(error), f"{error} names no session")
+            _expect_equal(
+                (error.expected, error.found),
+                (based_on, second),
+                "StaleSessionError's expected and found versions",
+            )
+            _expect_equal(await store.load(session_id), before, f"after the save on {based_on}")
+        unconditional = await store.save_checkpoint(
+            session_id, sample_checkpoint(session_id, [_user("c")])
+        )
+        _expect(unconditional > second, "a save without expected_version is not versioned")
+        _expect_equal(await store.delete(session_id), True, "delete() of a versioned session")
+        await _refused(
+            StaleSessionError,
+            "a save based on a version of a deleted session",
+            lambda: store.save_checkpoint(
+                session_id, sample_checkpoint(session_id, []), expected_version=unconditional
+            ),
+        )
+        _expect_equal(await store.load(session_id), None, "load() after the refused save")
+        reborn = await store.save_checkpoint(
+            session_id, sample_checkpoint(session_id, []), expected_version=0
+        )
+        _expect(reborn > unconditional, f"version after delete {reborn} reuses an old one")
+
+
+async def check_two_writers(open_store: OpenStore) -> None:
+    """Two drivers of one session: the later save based on the same version is refused."""
+    (session_id,) = _session_ids("two-writers")
+    async with open_store() as first, open_store() as second:
+        await first.save_checkpoint(session_id, sample_checkpoint(session_id, [_user("go")]))
+        seen_by_first = await _load(first, session_id)
+        seen_by_second = await _load(second, session_id)
+        step = [_user("go"), _user("first's turn")]
+        await first.save_checkpoint(
+            session_id,
+            sample_checkpoint(session_id, step),
+            expected_version=seen_by_first.version,
+        )
+        await _refused(
+            StaleSessionError,
+            "the second driver's save, based on the version both loaded",
+            lambda: second.save_checkpoint(
+                session_id,
+                sample_checkpoint(session_id, [_user("go"), _user("second's turn")]),
+                expected_version=seen_by_second.version,
+            ),
+        )
+        _expect_equal(await second.transcript(session_id), step, "the first driver's turn kept")
+
+        base = (await _load(first, session_id)).version
+        outcomes: list[str] = []
+
+        async def race(writer: int) -> None:
+            document = sample_checkpoint(session_id, [_user(f"racer {writer}")])
+            try:
+                await (first if writer % 2 else second).save_checkpoint(
+                    session_id, document, expected_version=base
+                )
+            except StaleSessionError:
+                outcomes.append("stale")
+            else:
+                outcomes.append(f"saved {writer}")
+
+        async with anyio.create_task_group() as group:
+            for writer in range(8):
+                group.start_soon(race, writer)
+        winners = [outcome for outcome in outcomes if outcome != "stale"]
+        _expect_equal(len(winners), 1, f"saves based on one version that succeeded ({outcomes})")
+        winner = int(winners[0].split()[1])
+        _expect_equal(
+            await first.transcript(session_id), [_user(f"racer {winner}")], "the winner's save"
+        )
+
+
+async def check_leases(open_store: OpenStore) -> None:
+    """A lease excludes other owners and unfenced writes; renew, release, growing tokens."""
+    (session_id,) = _session_ids("leases")
+    async with open_store() as store:
+        lease = await store.acquire(session_id, "worker-a", 60)
+        _expect_equal((lease.session_id, lease.owner), (session_id, "worker-a"), "lease")
+        error = await _refused(
+            LeaseHeldError,
+            "another owner's acquire of a leased session",
+            lambda: store.acquire(session_id, "worker-b", 60),
+        )
+        _expect_equal(error.holder, "worker-a", "LeaseHeldError.holder")
+        version = await store.save_checkpoint(
+            session_id,
+            sample_checkpoint(session_id, [_user("leased")]),
+            expected_version=0,
+            fencing_token=lease.token,
+        )
+        before = await _load(store, session_id)
+        await _refused(
+            LeaseLostError,
+            "an unfenced save under another owner's live lease",
+            lambda: store.save_checkpoint(session_id, sample_checkpoint(session_id, [])),
+        )
+        await _refused(
+            LeaseLostError,
+            "a save with a made-up token",
+            lambda: store.save_checkpoint(
+                session_id, sample_checkpoint(session_id, []), fencing_token=lease.token + 1000
+            ),
+        )
+        _expect_equal(await store.load(session_id), before, "after the refused saves")
+        renewed = await store.renew(lease, 120)
+        _expect_equal(renewed.token, lease.token, "token after renew")
+        _expect(renewed.expires_at > lease.expires_at, "renew did not extend the lease")
+        again = await store.acquire(session_id, "worker-a", 60)
+        _expect(again.token > lease.token, "re-acquiring by the same owner gives a newer token")
+        await _refused(
+            LeaseLostError,
+            "a save with the owner's superseded token",
+            lambda: store.save_checkpoint(
+                session_id, sample_checkpoint(session_id, []), fencing_token=lease.token
+            ),
+        )
+        await store.release(lease)  # not current: a no-op
+        await store.save_checkpoint(
+            session_id,
+            sample_checkpoint(session_id, [_user("leased"), _user("more")]),
+            expected_version=version,
+            fencing_token=again.token,
+        )
+        await store.release(again)
+        await _refused(
+            LeaseLostError,
+            "a save with a released token",
+            lambda: store.save_checkpoint(
+                session_id, sample_checkpoint(session_id, []), fencing_token=again.token
+            ),
+        )
+        await _refused(LeaseLostError, "renewing a released lease", lambda: store.renew(again, 5))
+        await store.save_checkpoint(session_id, sample_checkpoint(session_id, [_user("free")]))
+        other = await store.acquire(session_id, "worker-b", 60)
+        _expect(other.token > again.token, "a new owner's token is not greater")
+        for ttl in (0, -1, math.nan, math.inf):
+            await _refused(
+                InvalidInputError, f"ttl {ttl}", partial(store.acquire, session_id, "x", ttl)
+            )
+        await store.release(other)
+
+
+async def check_lease_takeover(open_store: OpenStore) -> None:
+    """After a lease expires another worker takes over; the old owner's save and claim fail."""
+    (session_id,) = _session_ids("takeover")
+    async with open_store() as store:
+        dead = await store.acquire(session_id, "worker-dead", 0.2)
+        await store.save_checkpoint(
+            session_id,
+            sample_checkpoint(session_id, [_user("go"), _calls("c1")]),
+            fencing_token=dead.token,
+        )
+        before = await _load(store, session_id)
+        await anyio.sleep(0.4)
+        alive = await store.acquire(session_id, "worker-alive", 60)
+        _expect(alive.token > dead.token, "the takeover's token is not greater")
+        await _refused(
+            LeaseLostError,
+            "the old owner's save after the takeover",
+            lambda: store.save_checkpoint(
+                session_id, sample_checkpoint(session_id, [_user("late")]), fencing_token=dead.token
+            ),
+        )
+        await _refused(
+            LeaseLostError,
+            "the old owner's claim after the takeover",
+            lambda: store.claim(
+                session_id,
+                "c1",
+                tool_name="write_file",
+                input_digest=_digest("c1"),
+                fencing_token=dead.token,
+            ),
+        )
+        await _refused(LeaseLostError, "the old owner's renew", lambda: store.renew(dead, 60))
+        _expect_equal(await store.load(session_id), before, "after the old owner's attempts")
+        await store.claim(
+            session_id,
+            "c1",
+            tool_name="write_file",
+            input_digest=_digest("c1"),
+            fencing_token=alive.token,
+        )
+        await store.release(alive)
+
+
+def _digest(call_id: str) -> str:
+    return input_digest("write_file", {"path": f"/tmp/{call_id}"})
+
+
+async def check_claims(open_store: OpenStore) -> None:
+    """A call is claimed once, ever; approvals bind the claim to the approved input."""
+    (session_id,) = _session_ids("claims")
+    async with open_store() as store:
+        await _save(store, session_id, [_user("go"), _calls("c1", "c2", "c3", "c4", "c5")])
+        claim = await store.claim(
+            session_id, "c1", tool_name="write_file", input_digest=_digest("c1")
+        )
+        _expect_equal(
+            (claim.session_id, claim.call_id, claim.tool_name, claim.input_digest),
+            (session_id, "c1", "write_file", _digest("c1")),
+            "the claim",
+        )
+        _expect_equal(await _started(store, session_id), {"c1"}, "started calls after a claim")
+        error = await _refused(
+            ClaimError,
+            "a second claim of c1",
+            lambda: store.claim(
+                session_id, "c1", tool_name="write_file", input_digest=_digest("c1")
+            ),
+        )
+        _expect_equal(error.reason, "claimed", "reason of a second claim")
+        await store.record_call_started(session_id, "c2", "write_file")
+        await _refused(
+            ClaimError,
+            "a claim of a call recorded as started",
+            lambda: store.claim(
+                session_id, "c2", tool_name="write_file", input_digest=_digest("c2")
+            ),
+        )
+        await store.record_approval(session_id, "c3", input_digest=_digest("c3"), approved=True)
+        error = await _refused(
+            ClaimError,
+            "a claim of c3 for other input than approved",
+            lambda: store.claim(
+                session_id, "c3", tool_name="write_file", input_digest=_digest("other")
+            ),
+        )
+        _expect_equal(error.reason, "digest", "reason of a claim for other input")
+        await store.claim(session_id, "c3", tool_name="write_file", input_digest=_digest("c3"))
+        await store.record_approval(session_id, "c4", input_digest=_digest("c4"), approved=False)
+        error = await _refused(
+            ClaimError,
+            "a claim of a denied call",
+            lambda: store.claim(
+                session_id, "c4", tool_name="write_file", input_digest=_digest("c4")
+            ),
+        )
+        _expect_equal(error.reason, "denied", "reason of a claim of a denied call")
+        same = await store.record_approval(
+            session_id, "c4", input_digest=_digest("c4"), approved=False
+        )
+        _expect_equal(same.approved, False, "recording the same decision again")
+        for digest, approved in ((_digest("c4"), True), (_digest("x"), False)):
+            error = await _refused(
+                ClaimError,
+                "a different decision on a decided call",
+                partial(
+                    store.record_approval, session_id, "c4", input_digest=digest, approved=approved
+                ),
+            )
+            _expect_equal(error.reason, "decided", "reason of a second decision")
+        await _refused(
+            ClaimError,
+            "a decision on a claimed call",
+            lambda: store.record_approval(
+                session_id, "c1", input_digest=_digest("c1"), approved=True
+            ),
+        )
+        loaded = await _load(store, session_id)
+        _expect_equal(loaded.started_calls, {"c1", "c2", "c3"}, "claimed calls in doubt")
+        _expect_equal(
+            {c: (a.input_digest, a.approved) for c, a in loaded.approvals.items()},
+            {"c3": (_digest("c3"), True), "c4": (_digest("c4"), False)},
+            "approvals of the loaded session",
+        )
+        answered = [_user("go"), _calls("c1", "c2", "c3", "c4", "c5"), _result("c1")]
+        await _save(store, session_id, answered)
+        _expect_equal(await _started(store, session_id), {"c2", "c3"}, "after c1's result")
+        await _save(store, session_id, [_user("compacted")])
+        await _refused(
+            ClaimError,
+            "a claim of an answered call whose result was compacted away",
+            lambda: store.claim(
+                session_id, "c1", tool_name="write_file", input_digest=_digest("c1")
+            ),
+        )
+        await store.claim(session_id, "c5", tool_name="write_file", input_digest=_digest("c5"))
+
+
+async def check_concurrent_claims(open_store: OpenStore) -> None:
+    """Many claimants of one call at once, in tasks and in threads: exactly one wins."""
+    (session_id,) = _session_ids("claim-race")
+    async with open_store() as store:
+        await _save(store, session_id, [_calls("c1", "c2")])
+        won: list[int] = []
+
+        async def claim_in(claimant: int, target: SessionStore, call_id: str) -> None:
+            try:
+                await target.claim(
+                    session_id, call_id, tool_name="write_file", input_digest=_digest(call_id)
+                )
+            except ClaimError:
+                return
+            won.append(claimant)
+
+        async with anyio.create_task_group() as group:
+            for claimant in range(8):
+                group.start_soon(claim_in, claimant, store, "c1")
+        _expect_equal(len(won), 1, f"task claimants of one call that won ({won})")
+
+        won.clear()
+
+        def in_thread(claimant: int) -> None:
+            async def claim_in_own_store() -> None:
+                async with open_store() as own:
+                    await claim_in(claimant, own, "c2")
+
+            anyio.run(claim_in_own_store)
+
+        async with anyio.create_task_group() as group:
+            for claimant in range(4):
+                group.start_soon(anyio.to_thread.run_sync, in_thread, claimant)
+        _expect_equal(len(won), 1, f"thread claimants of one call that won ({won})")
+        _expect_equal(await _started(store, session_id), {"c1", "c2"}, "both calls in doubt")
+
+
+async def check_claim_survives_crash(open_store: OpenStore) -> None:
+    """A crash between claim and result leaves the call in doubt: never claimable again."""
+    (session_id,) = _session_ids("crash")
+    async with open_store() as store:
+        version = await store.save_checkpoint(
+            session_id, sample_checkpoint(session_id, [_user("go"), _calls("c1")])
+        )
+        lease = await store.acquire(session_id, "worker-1", 0.2)
+        await store.claim(
+            session_id,
+            "c1",
+            tool_name="write_file",
+            input_digest=_digest("c1"),
+            fencing_token=lease.token,
+        )
+    # worker-1 dies here: no result saved, no release.
+    await anyio.sleep(0.4)
+    async with open_store() as store:
+        loaded = await _load(store, session_id)
+        _expect_equal(loaded.started_calls, {"c1"}, "calls in doubt after the crash")
+        _expect_equal(loaded.version, version, "version after the crash")
+        lease = await store.acquire(session_id, "worker-2", 60)
+        await _refused(
+            ClaimError,
+            "a claim of the in-doubt call by the next worker",
+            lambda: store.claim(
+                session_id,
+                "c1",
+                tool_name="write_file",
+                input_digest=_digest("c1"),
+                fencing_token=lease.token,
+            ),
+        )
+        in_doubt = Item(ItemKind.TOOL, [ToolResultPart("c1", "in doubt", is_error=True)])
+        await store.save_checkpoint(
+            session_id,
+            sample_checkpoint(session_id, [_user("go"), _calls("c1"), in_doubt]),
+            expected_version=version,
+            fencing_token=lease.token,
+        )
+        _expect_equal(await _started(store, session_id), frozenset(), "after the in-doubt result")
+        await store.release(lease)
+
+
+def _state_document(
+    session_id: str, state: str, *, awaiting: Sequence[str] = (), queued: bool = False
+) -> dict[str, Any]:
+    calls = [
+        {"index": n, "call": {"id": call_id}, "status": "awaiting_approval"}
+        for n, call_id in enumerate(awaiting)
+    ]
+    return sample_checkpoint(
+        session_id,
+        [_user("go"), _calls(*awaiting)] if awaiting else [_user("go")],
+        state=state,
+        turn={"round": {"calls": calls}} if awaiting else None,
+        pending_input=[unstructure(_user("queued"))] if queued else [],
+    )
+
+
+async def check_inbox_queries(open_store: OpenStore) -> None:
+    """Sessions awaiting approval and ready to advance, from the status saved with each save."""
+    approval, paused, queued, idle = _session_ids("inbox", 4)
+    ours = {approval, paused, queued, idle}
+    async with open_store() as store:
+        await store.save_checkpoint(
+            approval, _state_document(approval, "AWAITING_APPROVAL", awaiting=["c1", "c2"])
+        )
+        await store.save_checkpoint(paused, _state_document(paused, "AFTER_TOOL_RESULT"))
+        await store.save_checkpoint(queued, _state_document(queued, "IDLE", queued=True))
+        await store.save_checkpoint(idle, _state_document(idle, "IDLE"))
+        _expect_equal((await _load(store, approval)).status, SessionStatus.AWAITING_APPROVAL, "")
+
+        async def inbox() -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+            return [
+                (s.session_id, s.pending_approvals, s.undecided)
+                for s in await store.sessions_awaiting_approval()
+                if s.session_id in ours
+            ]
+
+        async def ready() -> list[str]:
+            return [s.session_id for s in await store.sessions_ready() if s.session_id in ours]
+
+        _expect_equal(await inbox(), [(approval, ("c1", "c2"), ("c1", "c2"))], "the inbox")
+        _expect_equal(await ready(), [paused, queued], "ready sessions, oldest first")
+        await store.record_approval(approval, "c1", input_digest=_digest("c1"), approved=True)
+        _expect_equal(await inbox(), [(approval, ("c1", "c2"), ("c2",))], "one call decided")
+        await store.record_approval(approval, "c2", input_digest=_digest("c2"), approved=False)
+        _expect_equal(await inbox(), [], "the inbox once every call is decided")
+        _expect_equal(await ready(), [approval, paused, queued], "decided sessions are ready")
+        lease = await store.acquire(paused, "worker-a", 60)
+        _expect_equal(await ready(), [approval, queued], "a leased session is not ready")
+        await store.release(lease)
+        taken: list[Lease] = []
+        while (next_lease := await store.acquire_ready("worker-b", 60)) is not None:
+            taken.append(next_lease)
+            _expect(len(taken) < 10_000, "acquire_ready() never ran out of ready sessions")
+        _expect_equal(
+            [lease.session_id for lease in taken if lease.session_id in ours],
+            [approval, paused, queued],
+            "sessions acquire_ready() leased, oldest first",
+        )
+        _expect_equal(await ready(), [], "ready sessions once all are leased")
+        for lease in taken:
+            await store.release(lease)
+        await store.save_checkpoint(idle, _state_document(idle, "AFTER_TOOL_RESULT"))
+        _expect_equal(await ready(), [approval, paused, queued, idle], "after a status change")
+        for session_id in ours:
+            await store.delete(session_id)

@@ -14,7 +14,12 @@ mix :class:`StoreConformance` into a pytest class and provide an
             return lambda: MyStore(tmp_path / "sessions.db")
 
 Every check uses fresh, unique session ids and only looks at those, so the
-checks can share one storage. Failures raise ``AssertionError`` saying what
+checks can share one storage. The many-writer checks (versions, two writers,
+leases and their takeover after expiry, single-use claims under task and
+thread concurrency, a crash between claim and result, the inbox queries)
+open the storage twice at once and from other threads: ``open_store`` must
+give a store usable from the thread that opened it. The takeover and crash
+checks sleep 0.4 s each, to let a 0.2 s lease expire. Failures raise ``AssertionError`` saying what
 was expected and what was found. Needs neither pytest nor hypothesis.
 """
 
@@ -25,10 +30,16 @@ from typing import ClassVar
 
 from ._store_checks import (
     OpenStore,
+    check_claim_survives_crash,
+    check_claims,
+    check_concurrent_claims,
     check_concurrent_saves,
     check_delete,
     check_documents_are_copied,
+    check_inbox_queries,
     check_large_transcript,
+    check_lease_takeover,
+    check_leases,
     check_list_order,
     check_prefix_rewrite,
     check_rejects_bad_documents,
@@ -37,13 +48,24 @@ from ._store_checks import (
     check_round_trip,
     check_sessions_isolated,
     check_started_calls,
+    check_two_writers,
+    check_versions,
     sample_checkpoint,
 )
 
 __all__ = [
     "CHECKS",
+    "SHARED_STORAGE_CHECKS",
     "OpenStore",
     "StoreConformance",
+    "check_versions",
+    "check_two_writers",
+    "check_leases",
+    "check_lease_takeover",
+    "check_claims",
+    "check_concurrent_claims",
+    "check_claim_survives_crash",
+    "check_inbox_queries",
     "check_concurrent_saves",
     "check_delete",
     "check_documents_are_copied",
@@ -73,14 +95,27 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
     check_concurrent_saves,
     check_large_transcript,
     check_prefix_rewrite,
+    check_versions,
+    check_two_writers,
+    check_leases,
+    check_lease_takeover,
+    check_claims,
+    check_concurrent_claims,
+    check_claim_survives_crash,
+    check_inbox_queries,
 )
 """Every check, in the order :func:`check_store` runs them."""
 
+SHARED_STORAGE_CHECKS: frozenset[Callable[[OpenStore], Awaitable[None]]] = frozenset(
+    {check_reopen, check_two_writers, check_concurrent_claims, check_claim_survives_crash}
+)
+"""Checks that open the storage more than once and need each opening to see the same data."""
+
 
 async def check_store(open_store: OpenStore, *, persistent: bool = True) -> None:
-    """Run every check against ``open_store``; skip :func:`check_reopen` unless ``persistent``."""
+    """Run every check on ``open_store``; skip the shared-storage ones unless ``persistent``."""
     for check in CHECKS:
-        if check is check_reopen and not persistent:
+        if check in SHARED_STORAGE_CHECKS and not persistent:
             continue
         await check(open_store)
 
@@ -89,7 +124,8 @@ class StoreConformance:
     """Mix into a pytest test class that provides an ``open_store`` fixture.
 
     Set ``persistent = False`` for a store that forgets everything when
-    reopened. The test module needs ``pytestmark = pytest.mark.anyio``.
+    reopened (the :data:`SHARED_STORAGE_CHECKS` are skipped then). The test
+    module needs ``pytestmark = pytest.mark.anyio``.
     """
 
     persistent: ClassVar[bool] = True
@@ -109,11 +145,14 @@ class StoreConformance:
     async def test_started_calls(self, open_store: OpenStore) -> None:
         await check_started_calls(open_store)
 
-    async def test_reopen(self, open_store: OpenStore) -> None:
+    def _skip_unless_persistent(self) -> None:
         if not self.persistent:
             import pytest
 
             pytest.skip("the store is not persistent")
+
+    async def test_reopen(self, open_store: OpenStore) -> None:
+        self._skip_unless_persistent()
         await check_reopen(open_store)
 
     async def test_rejects_bad_documents(self, open_store: OpenStore) -> None:
@@ -133,3 +172,30 @@ class StoreConformance:
 
     async def test_prefix_rewrite(self, open_store: OpenStore) -> None:
         await check_prefix_rewrite(open_store)
+
+    async def test_versions(self, open_store: OpenStore) -> None:
+        await check_versions(open_store)
+
+    async def test_two_writers(self, open_store: OpenStore) -> None:
+        self._skip_unless_persistent()
+        await check_two_writers(open_store)
+
+    async def test_leases(self, open_store: OpenStore) -> None:
+        await check_leases(open_store)
+
+    async def test_lease_takeover(self, open_store: OpenStore) -> None:
+        await check_lease_takeover(open_store)
+
+    async def test_claims(self, open_store: OpenStore) -> None:
+        await check_claims(open_store)
+
+    async def test_concurrent_claims(self, open_store: OpenStore) -> None:
+        self._skip_unless_persistent()
+        await check_concurrent_claims(open_store)
+
+    async def test_claim_survives_crash(self, open_store: OpenStore) -> None:
+        self._skip_unless_persistent()
+        await check_claim_survives_crash(open_store)
+
+    async def test_inbox_queries(self, open_store: OpenStore) -> None:
+        await check_inbox_queries(open_store)

@@ -1,5 +1,6 @@
 """SQLite specifics: schema and WAL, incremental item writes, two stores on one file, errors."""
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -32,7 +33,8 @@ async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) 
         assert repr(store) == f"SqliteSessionStore({str(path)!r}, open)"
     assert _query(path, "SELECT key, value FROM meta ORDER BY key") == [
         ("last_sequence", "0"),
-        ("schema_version", "1"),
+        ("last_token", "0"),
+        ("schema_version", "2"),
     ]
     assert _query(path, "PRAGMA journal_mode") == [("wal",)]
     assert repr(store) == f"SqliteSessionStore({str(path)!r}, closed)"
@@ -93,7 +95,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 1, found 7; "
+        f"cannot open session store {str(path)!r}: expected schema version 2, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
@@ -109,7 +111,7 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
         async with SqliteSessionStore(path):
             pass
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 1, found none; "
+        f"cannot open session store {str(path)!r}: expected schema version 2, found none; "
         "the file is not an agentloop session store, open another path"
     )
     assert _query(path, "SELECT name FROM sqlite_master") == [("notes",)]
@@ -144,3 +146,66 @@ async def test_a_closed_store_refuses_every_call(tmp_path: Path) -> None:
     )
     async with SqliteSessionStore(path) as reopened:
         assert await reopened.transcript("s") == _users(1)
+
+
+_VERSION_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE sessions (session_id TEXT PRIMARY KEY, head TEXT NOT NULL,
+    item_count INTEGER NOT NULL, sequence INTEGER NOT NULL, updated_at TEXT NOT NULL);
+CREATE INDEX sessions_by_sequence ON sessions (sequence);
+CREATE TABLE items (session_id TEXT NOT NULL, position INTEGER NOT NULL, item TEXT NOT NULL,
+    PRIMARY KEY (session_id, position)) WITHOUT ROWID;
+CREATE TABLE started_calls (session_id TEXT NOT NULL, call_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL, started_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, call_id)) WITHOUT ROWID;
+INSERT INTO meta VALUES ('schema_version', '1'), ('last_sequence', '2');
+"""
+
+
+async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
+    from agentloop.store import SessionStatus
+
+    path = tmp_path / "old.db"
+    waiting = sample_checkpoint(
+        "waiting",
+        _users(1),
+        state="AWAITING_APPROVAL",
+        turn={"round": {"calls": [{"call": {"id": "c1"}, "status": "awaiting_approval"}]}},
+    )
+    plain = sample_checkpoint("plain", _users(2))
+    connection = sqlite3.connect(path)
+    connection.executescript(_VERSION_1)
+    with connection:
+        for sequence, document in enumerate((waiting, plain), start=1):
+            head = {key: value for key, value in document.items() if key != "transcript"}
+            session_id = str(document["session_id"])
+            connection.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?, '2026-01-01T00:00:00+00:00')",
+                (session_id, json.dumps(head), len(document["transcript"]), sequence),
+            )
+            connection.executemany(
+                "INSERT INTO items VALUES (?, ?, ?)",
+                [
+                    (session_id, position, json.dumps(item))
+                    for position, item in enumerate(document["transcript"])
+                ],
+            )
+        connection.execute(
+            "INSERT INTO started_calls VALUES ('plain', 'c9', 'pay', '2026-01-01T00:00:00+00:00')"
+        )
+    connection.close()
+    async with SqliteSessionStore(path) as store:
+        loaded = await store.load("waiting")
+        assert loaded is not None
+        assert (loaded.checkpoint, loaded.version, loaded.status) == (
+            waiting,
+            1,
+            SessionStatus.AWAITING_APPROVAL,
+        )
+        inbox = await store.sessions_awaiting_approval()
+        assert [(s.session_id, s.undecided) for s in inbox] == [("waiting", ("c1",))]
+        plain_loaded = await store.load("plain")
+        assert plain_loaded is not None
+        assert plain_loaded.started_calls == frozenset({"c9"})
+        assert await store.save_checkpoint("plain", plain, expected_version=2) == 3
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("2",)]

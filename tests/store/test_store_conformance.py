@@ -7,7 +7,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
+from agentloop.store import (
+    MemorySessionStore,
+    PostgresSessionStore,
+    SessionStore,
+    SqliteSessionStore,
+)
 from agentloop.testing.store_conformance import OpenStore, StoreConformance, check_store
 
 pytestmark = pytest.mark.anyio
@@ -38,3 +43,9 @@ def test_check_store_runs_every_check_on_one_shared_storage(tmp_path: Path) -> N
 
 async def test_check_store_without_reopen_on_a_fresh_memory_store_each_time() -> None:
     await check_store(lambda: MemorySessionStore(), persistent=False)
+
+
+class TestPostgresStore(StoreConformance):
+    @pytest.fixture
+    def open_store(self, postgres_uri: str) -> OpenStore:
+        return lambda: PostgresSessionStore(postgres_uri)

@@ -1,0 +1,113 @@
+"""The PostgreSQL store's connections: a small pool of blocking psycopg connections.
+
+psycopg's async connections run on asyncio only, so the store runs each
+operation in an anyio worker thread (at most ``size`` at once, so each has a
+connection of its own) with the blocking API. The first connection creates
+or migrates the schema. psycopg errors become ``CheckpointError`` here, once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from ..core._errors import CheckpointError, InvalidStateError
+from . import _pg_sql as sql
+
+__all__ = ["ConnectionPool", "transaction"]
+
+T = TypeVar("T")
+
+
+@contextmanager
+def transaction(connection: Any, *, read_only: bool = False) -> Iterator[None]:
+    """One transaction on an autocommit connection: committed, or rolled back if it raises."""
+    with connection.transaction():
+        if read_only:
+            connection.execute("SET TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
+class ConnectionPool:
+    """Up to ``size`` connections to ``conninfo``, opened on demand, reused, closed on ``close``."""
+
+    def __init__(self, conninfo: str, size: int) -> None:
+        self.size = size
+        self._conninfo = conninfo
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(size)
+        self._schema_ready = False
+        self.closed = False
+
+    async def run(self, operation: str, work: Callable[[Any], T]) -> T:
+        """Run ``work(connection)`` in a worker thread; ``operation`` names it in errors."""
+        return await anyio.to_thread.run_sync(self._run, operation, work, limiter=self._limiter)
+
+    async def close(self) -> None:
+        """Close every idle connection; later calls raise ``InvalidStateError``. Idempotent."""
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
+            self.closed = True
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    def _run(self, operation: str, work: Callable[[Any], T]) -> T:
+        import psycopg
+
+        connection = self._checkout(operation)
+        broken = False
+        try:
+            return work(connection)
+        except psycopg.Error as error:
+            broken = connection.closed or connection.broken
+            raise CheckpointError(
+                f"cannot {operation} in PostgreSQL: {type(error).__name__}: {error}; check "
+                "that the database is reachable and holds an agentloop session store"
+            ) from error
+        finally:
+            self._checkin(connection, broken)
+
+    def _checkout(self, operation: str) -> Any:
+        import psycopg
+
+        with self._lock:
+            if self.closed:
+                raise InvalidStateError(
+                    f"cannot {operation}: the PostgresSessionStore is closed; "
+                    "open a new PostgresSessionStore"
+                )
+            if self._idle:
+                return self._idle.pop()
+        try:
+            connection = psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as error:
+            raise CheckpointError(
+                f"cannot {operation}: connecting to PostgreSQL failed: "
+                f"{type(error).__name__}: {error}; check the connection string"
+            ) from error
+        if not self._schema_ready:
+            try:
+                with transaction(connection):
+                    sql.ensure_schema(connection, "PostgreSQL")
+            except BaseException:
+                connection.close()
+                raise
+            self._schema_ready = True
+        return connection
+
+    def _checkin(self, connection: Any, broken: bool) -> None:
+        with self._lock:
+            if not broken and not self.closed and len(self._idle) < self.size:
+                self._idle.append(connection)
+                return
+        connection.close()

@@ -1,0 +1,225 @@
+"""The decisions every store makes the same way: versions, fences, leases, claims.
+
+Plain synchronous functions over what a store read inside its transaction;
+each raises the typed error with the message the user sees, or returns. The
+stores only read rows, call these, and write.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from ..core._errors import InvalidInputError
+from ..loop._session_store import (
+    Approval,
+    ClaimError,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
+    SessionStatus,
+    StaleSessionError,
+)
+
+__all__ = [
+    "LeaseRow",
+    "check_acquire",
+    "check_claim",
+    "check_decision",
+    "check_fence",
+    "check_owner",
+    "check_version",
+    "is_ready",
+    "timestamp",
+]
+
+
+class LeaseRow(NamedTuple):
+    """A session's lease as stored: the last one granted, live, expired or released."""
+
+    owner: str
+    token: int
+    expires_at: float
+    released: bool
+
+    def live(self, now: float) -> bool:
+        """Whether it still excludes other owners at ``now``."""
+        return not self.released and self.expires_at > now
+
+    def as_lease(self, session_id: str) -> Lease:
+        """The public :class:`Lease` for this row."""
+        return Lease(
+            session_id=session_id,
+            owner=self.owner,
+            token=self.token,
+            expires_at=timestamp(self.expires_at),
+        )
+
+
+def timestamp(seconds: float) -> datetime:
+    """Seconds since the epoch as an aware UTC datetime."""
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def check_owner(owner: str, operation: str) -> str:
+    """``owner`` if it is a non-empty str, else ``InvalidInputError``."""
+    if not isinstance(owner, str) or not owner:
+        raise InvalidInputError(f"cannot {operation}: owner must be a non-empty str, got {owner!r}")
+    return owner
+
+
+def check_version(session_id: str, expected: int | None, found: int | None) -> None:
+    """Refuse a save based on ``expected`` when the stored version is ``found`` (None: no row)."""
+    if expected is None:
+        return
+    if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+        raise InvalidInputError(
+            f"cannot save checkpoint for session {session_id!r}: expected_version must be an "
+            f"int >= 0 (0: the session must not exist yet), got {expected!r}"
+        )
+    stored = found or 0
+    if stored == expected:
+        return
+    raise StaleSessionError(
+        f"cannot save checkpoint for session {session_id!r}: the save was based on version "
+        f"{expected}, but the store holds version {stored}"
+        + (" (the session was deleted)" if found is None else "")
+        + "; another writer saved it since: load the session again and redo the step",
+        session_id=session_id,
+        expected=expected,
+        found=stored,
+    )
+
+
+def check_fence(
+    session_id: str, token: int | None, lease: LeaseRow | None, now: float, operation: str
+) -> None:
+    """Refuse a write whose ``token`` is not the current lease's (or unfenced under a live one)."""
+    if token is None:
+        if lease is not None and lease.live(now):
+            raise LeaseLostError(
+                f"cannot {operation}: session {session_id!r} is leased to {lease.owner!r} "
+                f"(token {lease.token}) until {timestamp(lease.expires_at).isoformat()}; "
+                "acquire the lease and pass its fencing_token",
+                session_id=session_id,
+            )
+        return
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise InvalidInputError(f"cannot {operation}: fencing_token must be an int, got {token!r}")
+    if lease is None:
+        found = "the session has no lease"
+    elif lease.token != token:
+        found = f"a newer lease (token {lease.token}, owner {lease.owner!r}) was granted"
+    elif lease.released:
+        found = "the lease was released"
+    else:
+        return
+    raise LeaseLostError(
+        f"cannot {operation}: fencing token {token} of session {session_id!r} is no longer "
+        f"current: {found}; stop driving this session (another worker owns it)",
+        session_id=session_id,
+    )
+
+
+def check_acquire(session_id: str, owner: str, lease: LeaseRow | None, now: float) -> None:
+    """Refuse a lease while another owner's is live."""
+    if lease is None or not lease.live(now) or lease.owner == owner:
+        return
+    raise LeaseHeldError(
+        f"cannot acquire session {session_id!r} for {owner!r}: it is leased to "
+        f"{lease.owner!r} until {timestamp(lease.expires_at).isoformat()}; try another "
+        "session or wait for the lease to expire",
+        session_id=session_id,
+        holder=lease.owner,
+        expires_at=timestamp(lease.expires_at),
+    )
+
+
+def check_claim(
+    session_id: str,
+    call_id: str,
+    digest: str,
+    claimed: bool,
+    approval: tuple[str, bool] | None,
+) -> None:
+    """Refuse a claim of a call claimed before, denied, or approved for another digest."""
+    if not isinstance(digest, str) or not digest:
+        raise InvalidInputError(
+            f"cannot claim call {call_id!r} of session {session_id!r}: input_digest must be a "
+            f"non-empty str (agentloop.store.input_digest), got {digest!r}"
+        )
+    prefix = f"cannot claim call {call_id!r} of session {session_id!r}"
+    if claimed:
+        raise ClaimError(
+            f"{prefix}: it was claimed before and may have run; answer it as in doubt, "
+            "never run it again",
+            session_id=session_id,
+            call_id=call_id,
+            reason="claimed",
+        )
+    if approval is None:
+        return
+    approved_digest, approved = approval
+    if not approved:
+        raise ClaimError(
+            f"{prefix}: a denial was recorded for it; answer it as denied",
+            session_id=session_id,
+            call_id=call_id,
+            reason="denied",
+        )
+    if approved_digest != digest:
+        raise ClaimError(
+            f"{prefix}: the approval recorded for it was for input {approved_digest}, this "
+            f"claim is for {digest}; ask for a new approval of these arguments",
+            session_id=session_id,
+            call_id=call_id,
+            reason="digest",
+        )
+
+
+def check_decision(
+    session_id: str,
+    call_id: str,
+    digest: str,
+    approved: bool,
+    existing: Approval | None,
+    claimed: bool,
+) -> bool:
+    """Whether to write a decision (``False``: the same one is stored); ClaimError on a clash."""
+    if not isinstance(digest, str) or not digest:
+        raise InvalidInputError(
+            f"cannot record a decision on call {call_id!r} of session {session_id!r}: "
+            f"input_digest must be a non-empty str, got {digest!r}"
+        )
+    if not isinstance(approved, bool):
+        raise InvalidInputError(
+            f"cannot record a decision on call {call_id!r} of session {session_id!r}: "
+            f"approved must be a bool, got {approved!r}"
+        )
+    if existing is not None:
+        if existing.input_digest == digest and existing.approved == approved:
+            return False
+        raise ClaimError(
+            f"cannot record a decision on call {call_id!r} of session {session_id!r}: it was "
+            f"already {'approved' if existing.approved else 'denied'} for input "
+            f"{existing.input_digest}; a decision is final",
+            session_id=session_id,
+            call_id=call_id,
+            reason="decided",
+        )
+    if claimed:
+        raise ClaimError(
+            f"cannot record a decision on call {call_id!r} of session {session_id!r}: the call "
+            "was already claimed (it may have run); a decision now would not be honoured",
+            session_id=session_id,
+            call_id=call_id,
+            reason="claimed",
+        )
+    return True
+
+
+def is_ready(status: SessionStatus, pending: tuple[str, ...], undecided: tuple[str, ...]) -> bool:
+    """Whether a worker can advance a session: ready, or every pending approval decided."""
+    if status is SessionStatus.READY:
+        return True
+    return status is SessionStatus.AWAITING_APPROVAL and bool(pending) and not undecided

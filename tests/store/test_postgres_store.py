@@ -1,0 +1,147 @@
+"""PostgreSQL specifics: versioned schema and migrations, many workers polling, errors."""
+
+from collections.abc import Callable
+
+import anyio
+import psycopg
+import pytest
+
+from agentloop import CheckpointError, InvalidInputError, InvalidStateError
+from agentloop.store import Lease, PostgresSessionStore
+from agentloop.testing.store_conformance import sample_checkpoint
+
+pytestmark = pytest.mark.anyio
+
+
+def _query(uri: str, sql: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(uri, autocommit=True) as connection:
+        return connection.execute(sql).fetchall()  # type: ignore[arg-type]
+
+
+async def test_the_schema_is_created_once_and_versioned(postgres_uri: str) -> None:
+    async with PostgresSessionStore(postgres_uri) as store:
+        assert await store.schema_version() == 1
+    async with PostgresSessionStore(postgres_uri) as store:  # reopening migrates nothing
+        assert await store.schema_version() == 1
+    assert [row[0] for row in _query(postgres_uri, "SELECT version FROM agentloop_schema")] == [1]
+    tables = _query(
+        postgres_uri,
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename",
+    )
+    assert [row[0] for row in tables] == [
+        "agentloop_approvals",
+        "agentloop_claims",
+        "agentloop_items",
+        "agentloop_leases",
+        "agentloop_schema",
+        "agentloop_sessions",
+    ]
+
+
+async def test_stores_opened_at_once_migrate_exactly_once(postgres_uri: str) -> None:
+    async def open_one() -> None:
+        async with PostgresSessionStore(postgres_uri) as store:
+            await store.list_sessions()
+
+    async with anyio.create_task_group() as group:
+        for _ in range(6):
+            group.start_soon(open_one)
+    assert _query(postgres_uri, "SELECT version FROM agentloop_schema") == [(1,)]
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(postgres_uri: str) -> None:
+    async with PostgresSessionStore(postgres_uri):
+        pass
+    _query(postgres_uri, "INSERT INTO agentloop_schema (version) VALUES (7) RETURNING version")
+    store = PostgresSessionStore(postgres_uri)
+    with pytest.raises(CheckpointError) as raised:
+        await store.open()
+    assert str(raised.value) == (
+        "cannot open session store PostgreSQL: expected schema version 1, found 7; "
+        "it was written by a newer agentloop, upgrade agentloop to read it"
+    )
+    assert _query(postgres_uri, "SELECT max(version) FROM agentloop_schema") == [(7,)]
+    await store.aclose()
+
+
+async def test_an_unreachable_database_is_a_checkpoint_error(postgres_uri: str) -> None:
+    store = PostgresSessionStore(postgres_uri.replace("/postgres?", "/missing?"))
+    with pytest.raises(CheckpointError) as raised:
+        await store.load("s")
+    message = str(raised.value)
+    assert message.startswith("cannot load session 's': connecting to PostgreSQL failed: ")
+    assert message.endswith("; check the connection string")
+    assert isinstance(raised.value.__cause__, psycopg.OperationalError)
+    await store.aclose()
+
+
+async def test_a_closed_store_refuses_calls(postgres_uri: str) -> None:
+    store = PostgresSessionStore(postgres_uri)
+    await store.save_checkpoint("s", sample_checkpoint("s", []))
+    await store.aclose()
+    await store.aclose()
+    assert repr(store) == "PostgresSessionStore(pool_size=4, closed)"
+    with pytest.raises(InvalidStateError) as raised:
+        await store.load("s")
+    assert str(raised.value) == (
+        "cannot load session 's': the PostgresSessionStore is closed; "
+        "open a new PostgresSessionStore"
+    )
+
+
+@pytest.mark.parametrize("bad", ["", None, 3, b"postgresql://x"])
+def test_a_bad_connection_string_is_refused(bad: object) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        PostgresSessionStore(bad)  # type: ignore[arg-type]
+    assert str(raised.value) == f"PostgresSessionStore expects a connection string, got {bad!r}"
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "4", None])
+def test_a_bad_pool_size_is_refused(bad: object) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        PostgresSessionStore("postgresql://x", pool_size=bad)  # type: ignore[arg-type]
+    assert str(raised.value) == f"PostgresSessionStore expects pool_size >= 1, got {bad!r}"
+
+
+def _ready_document(session_id: str) -> dict[str, object]:
+    return sample_checkpoint(session_id, [], state="AFTER_TOOL_RESULT")
+
+
+async def test_workers_polling_at_once_lease_disjoint_sessions(
+    new_postgres_schema: Callable[[], str],
+) -> None:
+    uri = new_postgres_schema()
+    sessions = [f"ready-{n}" for n in range(24)]
+    async with PostgresSessionStore(uri) as store:
+        for session_id in sessions:
+            await store.save_checkpoint(session_id, _ready_document(session_id))
+    leases: dict[str, list[Lease]] = {}
+
+    def worker(name: str) -> None:
+        async def poll() -> None:
+            async with PostgresSessionStore(uri, pool_size=1) as own:
+                while (lease := await own.acquire_ready(name, 60)) is not None:
+                    leases.setdefault(name, []).append(lease)
+
+        anyio.run(poll)
+
+    async with anyio.create_task_group() as group:
+        for number in range(4):
+            group.start_soon(anyio.to_thread.run_sync, worker, f"worker-{number}")
+    taken = sorted(lease.session_id for found in leases.values() for lease in found)
+    assert taken == sorted(sessions)  # every session leased once, by exactly one worker
+    tokens = [lease.token for found in leases.values() for lease in found]
+    assert len(set(tokens)) == len(tokens)
+
+
+def test_without_psycopg_the_store_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(ModuleNotFoundError) as raised:
+        PostgresSessionStore("postgresql://x")
+    assert str(raised.value) == (
+        "PostgresSessionStore needs psycopg 3: pip install 'agentloop[postgres]'"
+    )
