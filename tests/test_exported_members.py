@@ -45,7 +45,7 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
     },
     "agentloop.loop": set(),
     "agentloop.model": set(),
-    "agentloop.permissions": set(),
+    "agentloop.permissions": {"PendingPermission", "open_beneath", "resolve_path"},
     "agentloop.providers": {
         "AnthropicModel",
         "AnthropicSession",

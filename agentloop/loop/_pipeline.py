@@ -19,7 +19,8 @@ import attrs
 from ..core._errors import InvalidStateError
 from ..core._items import FinishReason, Item, ToolResultPart
 from ..tasks._protocol import TaskDone, TaskKind, TaskLaunch, TaskMovedToBackground
-from ..tools._executor import ApprovalNeeded, PreparedCall
+from ..tools._executor import ApprovalNeeded, PreparedCall, interrupted_result
+from ..tools._permission_check import approval_summary, granted_permissions
 from ..tools._tool import ToolContext
 from ._core import LoopCore
 from ._effects import CLEANUP_SECONDS, Effects
@@ -151,7 +152,7 @@ class ToolPipeline:
         if decision is not None and decision.kind is DecisionKind.APPROVE_WITH:
             request = attrs.evolve(request, input=decision.input)
         prepared = self._executor.prepare(
-            request, self._permissions, approved=decision is not None and decision.approved
+            request, self._permissions, approved=granted_permissions(call)
         )
         if isinstance(prepared, ToolResultPart):
             self._finalize(call, tool_round, prepared, CallStatus.ANSWERED)
@@ -242,11 +243,12 @@ class ToolPipeline:
             call.call.input,
             needed.permission.kind,
             decision.reason,
-            decision.summary,
+            approval_summary(needed),
             decision.id or f"approval:{call.call.id}",
             turn.turn_id,
             call.task_id,
             needed.permission.metadata,
+            needed.pending,
             driver=self._driver,
         )
         if self._fx.observed:
@@ -256,7 +258,7 @@ class ToolPipeline:
                     call.call.name,
                     needed.permission.kind,
                     decision.reason,
-                    decision.summary,
+                    call.approval.summary,
                 )
             )
 
@@ -327,6 +329,16 @@ class ToolPipeline:
             self._fx.emit(TurnFinished(result))
         return Finished(result)
 
+    def _interrupted(self, call: RoundCall) -> ToolResultPart:
+        """An open call's result at a cancel: what the executor saw its worker thread do
+        (the real result, or in doubt), else "cancelled"."""
+        if call.status is CallStatus.RUNNING:
+            settled = interrupted_result(self._executor, call.call.id)
+            if settled is not None:
+                call.move(CallStatus.ANSWERED)
+                return settled
+        return answer(call, CallStatus.CANCELLED)
+
     async def finish_cancelled(self, turn: TurnState, stage: str) -> Finished:
         """Answer every open call of the turn, close it with an interrupted item."""
         tool_round = turn.round
@@ -337,7 +349,7 @@ class ToolPipeline:
                     await self._tasks.on_turn_interrupted(turn.turn_id)
             for call in tool_round.calls:
                 if not call.answered:
-                    self.append_result(answer(call, CallStatus.CANCELLED))
+                    self.append_result(self._interrupted(call))
             turn.round = None
         item = interrupted_assistant_item(stage, time.time())
         self._core.append(item)

@@ -78,6 +78,18 @@ def configure_loop(converter: cattrs.Converter) -> None:
                 cls, converter, _driver=cattrs.gen.override(omit=True)
             ),
         )
+    # An approval listing no requests (restored from a document written before
+    # approvals listed them) is written back as it was read.
+    converter.register_unstructure_hook(
+        ApprovalRequest,
+        cattrs.gen.make_dict_unstructure_fn(
+            ApprovalRequest,
+            converter,
+            _cattrs_omit_if_default=False,
+            _driver=cattrs.gen.override(omit=True),
+            requests=cattrs.gen.override(omit_if_default=True),
+        ),
+    )
     configure_tagged(converter, _EVENT_UNION, _EVENT_TAGS)
     configure_tagged(converter, _STEP_UNION, _STEP_TAGS)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -11,6 +11,7 @@ import attrs
 from ..core._errors import InvalidStateError
 from ..core._items import Item, Metadata
 from ..core._items import _empty_metadata as _empty
+from ..permissions._requests import PendingPermission
 from ._events import TurnResult
 
 if TYPE_CHECKING:
@@ -118,9 +119,19 @@ class AfterToolResult(Interrupt):
         self._bound().submit_input(items)
 
 
+def _pending(values: Iterable[PendingPermission]) -> tuple[PendingPermission, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class ApprovalRequest(Interrupt):
-    """A tool call waits for the host's yes or no. ``id`` defaults to ``approval:<call_id>``."""
+    """A tool call waits for the host's yes or no. ``id`` defaults to ``approval:<call_id>``.
+
+    ``requests`` lists every permission request of the call that needs
+    approval (kind, summary, reason each); approving grants exactly those.
+    ``request_kind``, ``reason`` and ``summary`` are the first one's (the
+    summary joins all of them when there are several).
+    """
 
     is_blocking: ClassVar[bool] = True
 
@@ -134,6 +145,7 @@ class ApprovalRequest(Interrupt):
     turn_id: str
     task_id: str | None = None
     metadata: Metadata = attrs.field(factory=_empty)
+    requests: tuple[PendingPermission, ...] = attrs.field(default=(), converter=_pending)
     _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 
     def approve(self) -> None:

@@ -1,9 +1,10 @@
 """Permission requests, decisions, and the built-in composable policies."""
 
+from ._commands import CommandPolicy
 from ._network import NetworkPolicy
+from ._paths import open_beneath, resolve_path
 from ._policies import (
     Abstain,
-    CommandPolicy,
     KindPolicy,
     PathPolicy,
     PermissionPolicy,
@@ -23,6 +24,7 @@ from ._requests import (
     FileSystemRead,
     FileSystemWrite,
     NetworkAccess,
+    PendingPermission,
     PermissionChecker,
     PermissionDecision,
     PermissionRequest,
@@ -47,6 +49,7 @@ __all__ = [
     "NetworkAccess",
     "NetworkPolicy",
     "PathPolicy",
+    "PendingPermission",
     "PermissionChecker",
     "PermissionDecision",
     "PermissionPolicy",
@@ -58,4 +61,6 @@ __all__ = [
     "ToolInvocation",
     "ToolPolicy",
     "Verdict",
+    "open_beneath",
+    "resolve_path",
 ]

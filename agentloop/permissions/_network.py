@@ -8,7 +8,7 @@ from typing import Literal
 
 import attrs
 
-from ._policies import Abstain, PolicyDecision, _names
+from ._base import Abstain, PolicyDecision, _names
 from ._requests import (
     Allow,
     ApprovalReason,

@@ -9,19 +9,21 @@ the executor without an answer.
 
 Everything here is synchronous and side-effect free, except that
 :class:`PathPolicy` (and :class:`CommandPolicy` with ``cwd_roots``) read the file
-system to resolve symlinks.
+system to resolve symlinks. A checker that raises, or returns something
+else than a decision, is answered by the executor with an error result for
+that one call.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
-import pathlib
-from collections.abc import Iterable
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
+from ._base import Abstain, PolicyDecision, _containing_root, _names, _paths, _reason
+from ._commands import CommandPolicy
+from ._paths import resolve_path
 from ._requests import (
     Allow,
     ApprovalReason,
@@ -32,7 +34,6 @@ from ._requests import (
     PermissionDecision,
     PermissionRequest,
     RequireApproval,
-    ShellCommand,
     ToolInvocation,
 )
 
@@ -48,13 +49,6 @@ __all__ = [
     "Verdict",
 ]
 
-
-@attrs.frozen
-class Abstain:
-    """A policy's "not my business": the next policy of the chain decides."""
-
-
-PolicyDecision: TypeAlias = Allow | Deny | RequireApproval | Abstain
 
 Verdict: TypeAlias = Literal["allow", "deny", "approve"]
 """What a rule does with a request it matches: allow it, deny it, or ask for approval."""
@@ -108,12 +102,6 @@ class PolicyChain:
                 "expected Allow, Deny, RequireApproval or Abstain"
             )
         return self.fallback
-
-
-def _names(values: Iterable[str]) -> frozenset[str]:
-    if isinstance(values, str):
-        raise TypeError(f"expected a collection of names, got the string {values!r}")
-    return frozenset(values)
 
 
 _verdict_or_none = attrs.validators.optional(attrs.validators.in_(_VERDICTS))
@@ -206,23 +194,26 @@ def _matches(kind: str, patterns: frozenset[str]) -> bool:
     return any(fnmatch.fnmatchcase(kind, pattern) for pattern in patterns)
 
 
-def _paths(values: Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
-    if isinstance(values, str | os.PathLike):
-        raise TypeError(f"expected a collection of paths, got the single path {values!r}")
-    return tuple(os.fspath(value) for value in values)
-
-
 @attrs.frozen(kw_only=True)
 class PathPolicy:
-    """Decides file-system requests by where the path really is.
+    """Decides file-system requests by where the OS will really open the path.
 
-    The path (relative ones against ``base``, default the process's working
-    directory) and the roots are resolved first: ``..`` and symlinks, so a
-    link inside a root pointing outside it is outside. Then, in order: a
-    write under a ``read_only_roots`` entry is denied; a path under an
-    ``allowed_roots`` entry is allowed; a read under a read-only root is
-    allowed; anything else is denied (``outside="approve"``: asks for
-    approval). Other requests: :class:`Abstain`.
+    The path (a relative one against ``base``, default the process's working
+    directory) and the roots are resolved component by component as the
+    kernel does: ``..``, every symlink (``/proc/self/root`` too), so a link
+    inside a root that points outside it is outside. A path that cannot be
+    resolved is denied: not a string, empty, a NUL byte, a name or path too
+    long, a symlink loop or more than 40 links in a row, a component that may
+    not be looked at or is not a directory, a link whose target does not
+    exist. Then, in order: a write under a ``read_only_roots`` entry is
+    denied; a path under an ``allowed_roots`` entry is allowed; a read under
+    a read-only root is allowed; anything else is denied
+    (``outside="approve"``: asks for approval). A root that cannot be
+    resolved contains nothing. Other requests: :class:`Abstain`.
+
+    The answer holds when it is given; the file system may change before the
+    tool opens the path (see ``docs/security.md``, and
+    :func:`~agentloop.permissions.open_beneath` for tools that open files).
     """
 
     allowed_roots: tuple[str, ...] = attrs.field(default=(), converter=_paths)
@@ -240,19 +231,22 @@ class PathPolicy:
             return self._decide(request.path, write=False)
         return Abstain()
 
-    def _decide(self, path: str, *, write: bool) -> PolicyDecision:
+    def _decide(self, path: object, *, write: bool) -> PolicyDecision:
         verb = "write" if write else "read"
         try:
-            real = self.resolve(path)
-        except (OSError, ValueError) as error:
-            return Deny(DenyCode.PATH_NOT_ALLOWED, f"cannot {verb} {path!r}: {error}")
-        read_only = _containing_root(real, [self.resolve(root) for root in self.read_only_roots])
+            real = self.resolve(path)  # type: ignore[arg-type]
+        except (OSError, ValueError, TypeError) as error:
+            return Deny(
+                DenyCode.PATH_NOT_ALLOWED,
+                f"cannot {verb} {path!r}: it cannot be resolved: {_reason(error)}",
+            )
+        read_only = _containing_root(real, self._resolved(self.read_only_roots))
         if write and read_only is not None:
             return Deny(
                 DenyCode.PATH_NOT_ALLOWED,
                 f"cannot write {path!r}: it is under the read-only root {read_only}",
             )
-        if _containing_root(real, [self.resolve(root) for root in self.allowed_roots]) is not None:
+        if _containing_root(real, self._resolved(self.allowed_roots)) is not None:
             return Allow()
         if read_only is not None:
             return Allow()
@@ -270,89 +264,19 @@ class PathPolicy:
             f"({roots}); use a path under one of them",
         )
 
+    def _resolved(self, roots: tuple[str, ...]) -> list[str]:
+        found: list[str] = []
+        for root in roots:
+            try:
+                found.append(self.resolve(root))
+            except (OSError, ValueError, TypeError):
+                continue  # a root that cannot be resolved contains nothing
+        return found
+
     def resolve(self, path: str) -> str:
-        """``path`` made absolute (against ``base``) with ``..`` and symlinks resolved."""
-        return _resolve(path, self.base)
+        """``path`` made absolute (against ``base``) with ``..`` and symlinks resolved.
 
-
-def _resolve(path: str, base: str | None) -> str:
-    """``path`` made absolute against ``base`` (default: the working directory), with
-    ``..`` and symlinks resolved (``os.path.realpath``)."""
-    return os.path.realpath(os.path.join(os.getcwd() if base is None else base, path))
-
-
-def _containing_root(real: str, roots: list[str]) -> str | None:
-    candidate = pathlib.PurePath(real)
-    for root in roots:
-        if candidate.is_relative_to(root):
-            return root
-    return None
-
-
-@attrs.frozen(kw_only=True)
-class CommandPolicy:
-    """Decides :class:`ShellCommand` requests by program (``argv[0]``) and directory.
-
-    A program on ``deny`` (by its exact text or its base name, so ``rm``
-    also denies ``/bin/rm``) is denied. With ``cwd_roots``, a command whose
-    working directory (``cwd`` against ``base``; no ``cwd``: ``base``, default
-    the process's working directory) resolves outside every root is denied,
-    ``..`` and symlinks resolved as in :class:`PathPolicy`. Then a program on
-    ``allow`` (exact text only) is allowed; any other asks for approval
-    (``unknown="deny"``: denied). Only the program is looked at, not its
-    arguments: allowing an interpreter (``sh``, ``python``, ``env``) allows
-    everything it can run. Other requests: :class:`Abstain`.
-    """
-
-    allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
-    deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
-    unknown: Literal["approve", "deny"] = attrs.field(
-        default="approve", validator=attrs.validators.in_(("approve", "deny"))
-    )
-    cwd_roots: tuple[str, ...] = attrs.field(default=(), converter=_paths)
-    base: str | None = None
-
-    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
-        """Allow, deny or ask for a shell command."""
-        if not isinstance(request, ShellCommand):
-            return Abstain()
-        program = request.program
-        if not program:
-            return Deny(DenyCode.COMMAND_NOT_ALLOWED, "cannot run an empty command")
-        if program in self.deny or os.path.basename(program) in self.deny:
-            return Deny(
-                DenyCode.COMMAND_NOT_ALLOWED,
-                f"command {request.command!r} is not allowed: {program!r} is on the deny list",
-            )
-        if self.cwd_roots and (denied := self._outside_cwd_roots(request)) is not None:
-            return denied
-        if program in self.allow:
-            return Allow()
-        if self.unknown == "approve":
-            return RequireApproval(ApprovalReason.SENSITIVE_COMMAND, f"Run {request.summary}")
-        allowed = ", ".join(sorted(self.allow)) or "none"
-        return Deny(
-            DenyCode.COMMAND_NOT_ALLOWED,
-            f"command {request.command!r} is not allowed: {program!r} is not on the allow list "
-            f"({allowed})",
-        )
-
-    def _outside_cwd_roots(self, request: ShellCommand) -> Deny | None:
-        cwd = "." if request.cwd is None else request.cwd
-        shown = "the default directory" if request.cwd is None else repr(request.cwd)
-        try:
-            real = _resolve(cwd, self.base)
-        except (OSError, ValueError) as error:
-            return Deny(
-                DenyCode.COMMAND_NOT_ALLOWED,
-                f"cannot run {request.command!r} in {shown}: {error}",
-            )
-        roots = [_resolve(root, self.base) for root in self.cwd_roots]
-        if _containing_root(real, roots) is not None:
-            return None
-        return Deny(
-            DenyCode.COMMAND_NOT_ALLOWED,
-            f"cannot run {request.command!r} in {shown}: it resolves to {real}, outside the "
-            f"allowed working directories ({', '.join(self.cwd_roots)}); pass a cwd under one "
-            "of them",
-        )
+        Raises ``TypeError``, ``ValueError`` or ``OSError`` for a path that
+        cannot be resolved (see the class docstring).
+        """
+        return resolve_path(path, self.base)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import shlex
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urlsplit
@@ -23,6 +25,7 @@ __all__ = [
     "FileSystemRead",
     "FileSystemWrite",
     "NetworkAccess",
+    "PendingPermission",
     "PermissionChecker",
     "PermissionDecision",
     "PermissionRequest",
@@ -40,11 +43,55 @@ class PermissionRequest:
     metadata: Metadata
 
 
+def _text(what: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}: {value!r}")
+    return value
+
+
+def _path(what: str, value: object) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{what} must be a string or os.PathLike, got {type(value).__name__}: {value!r}"
+        )
+    return value
+
+
+def _read_path(value: object) -> str:
+    return _path("FileSystemRead path", value)
+
+
+def _write_path(value: object) -> str:
+    return _path("FileSystemWrite path", value)
+
+
+def _cwd(value: object) -> str | None:
+    return None if value is None else _path("ShellCommand cwd", value)
+
+
+def _url(value: object) -> str:
+    return _text("NetworkAccess url", value)
+
+
+def _custom_kind(value: object) -> str:
+    return _text("CustomPermission kind", value)
+
+
+def _custom_summary(value: object) -> str:
+    return _text("CustomPermission summary", value)
+
+
+def _tool_name(value: object) -> str:
+    return _text("ToolInvocation tool_name", value)
+
+
 @attrs.frozen
 class FileSystemRead(PermissionRequest):
-    """Read ``path``."""
+    """Read ``path`` (a string or ``os.PathLike``; anything else raises ``TypeError``)."""
 
-    path: str
+    path: str = attrs.field(converter=_read_path)
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
     kind = "filesystem.read"
 
@@ -55,9 +102,9 @@ class FileSystemRead(PermissionRequest):
 
 @attrs.frozen
 class FileSystemWrite(PermissionRequest):
-    """Create, change or delete ``path``."""
+    """Create, change or delete ``path`` (a string or ``os.PathLike``)."""
 
-    path: str
+    path: str = attrs.field(converter=_write_path)
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
     kind = "filesystem.write"
 
@@ -66,16 +113,43 @@ class FileSystemWrite(PermissionRequest):
         return f"Write {self.path}"
 
 
-def _to_argv(argv: Sequence[str]) -> tuple[str, ...]:
-    return tuple(argv)
+def _to_argv(argv: str | Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
+    if isinstance(argv, str):
+        try:
+            return tuple(shlex.split(argv))
+        except ValueError as error:
+            raise ValueError(
+                f"ShellCommand: cannot split the command string {argv!r} into arguments "
+                f"({error}); pass the argv as a list of strings"
+            ) from None
+    if isinstance(argv, bytes | bytearray) or not isinstance(argv, Iterable):
+        raise TypeError(
+            f"ShellCommand argv must be a list of strings (or one command string), got "
+            f"{type(argv).__name__}: {argv!r}"
+        )
+    words: list[str] = []
+    for index, word in enumerate(argv):
+        if isinstance(word, os.PathLike):
+            word = os.fspath(word)
+        if not isinstance(word, str):
+            raise TypeError(
+                f"ShellCommand argv[{index}] must be a string, got {type(word).__name__}: {word!r}"
+            )
+        words.append(word)
+    return tuple(words)
 
 
 @attrs.frozen
 class ShellCommand(PermissionRequest):
-    """Run ``argv`` (program first) in ``cwd``."""
+    """Run ``argv`` (program first) in ``cwd``.
+
+    ``argv`` is a list of strings; a single string is split with
+    :func:`shlex.split` (``"git log -n 3"`` -> ``("git", "log", "-n", "3")``,
+    unbalanced quotes raise ``ValueError``). Anything else raises ``TypeError``.
+    """
 
     argv: tuple[str, ...] = attrs.field(converter=_to_argv)
-    cwd: str | None = attrs.field(default=None, kw_only=True)
+    cwd: str | None = attrs.field(default=None, kw_only=True, converter=_cwd)
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
     kind = "shell.command"
 
@@ -86,8 +160,8 @@ class ShellCommand(PermissionRequest):
 
     @property
     def command(self) -> str:
-        """``argv`` joined by spaces."""
-        return " ".join(self.argv)
+        """``argv`` as one shell-quoted line (:func:`shlex.join`)."""
+        return shlex.join(self.argv)
 
     @property
     def summary(self) -> str:  # type: ignore[override]
@@ -98,7 +172,7 @@ class ShellCommand(PermissionRequest):
 class NetworkAccess(PermissionRequest):
     """Reach ``url``: a full URL (``https://example.com/x``) or a bare ``host[:port]``."""
 
-    url: str
+    url: str = attrs.field(converter=_url)
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
     kind = "network.request"
 
@@ -137,8 +211,8 @@ def _split_url(url: str) -> tuple[str, str]:
 class CustomPermission(PermissionRequest):
     """Anything else (an MCP server, a host-defined capability): kind and summary are free."""
 
-    kind: str
-    summary: str
+    kind: str = attrs.field(converter=_custom_kind)
+    summary: str = attrs.field(converter=_custom_summary)
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
 
 
@@ -147,7 +221,7 @@ class ToolInvocation(PermissionRequest):
     """Call tool ``tool_name``: the executor asks this before a tool's own requests,
     so a checker can decide by tool name or :class:`ToolAnnotations`."""
 
-    tool_name: str
+    tool_name: str = attrs.field(converter=_tool_name)
     annotations: ToolAnnotations = attrs.field(factory=ToolAnnotations)
     metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
     kind = "tool.invoke"
@@ -200,6 +274,30 @@ class RequireApproval:
 
 
 PermissionDecision: TypeAlias = Allow | Deny | RequireApproval
+
+
+def request_key(request: PermissionRequest) -> str:
+    """What identifies a request across evaluations: its ``repr`` when its class defines
+    one (attrs and dataclasses do), else its kind and summary."""
+    if type(request).__repr__ is not object.__repr__:
+        return repr(request)
+    return f"{request.kind}: {request.summary}"
+
+
+@attrs.frozen
+class PendingPermission:
+    """One permission request a call needs approval for, as the host is shown it.
+
+    ``kind`` and ``summary`` describe the request, ``reason`` is why the
+    checker asked (an :class:`ApprovalReason` or any text), ``request_key``
+    identifies the exact request: approving grants these requests and no
+    other one.
+    """
+
+    kind: str
+    summary: str
+    reason: str
+    request_key: str
 
 
 @runtime_checkable

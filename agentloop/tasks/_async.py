@@ -37,6 +37,7 @@ import structlog
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
+from ._contained import run_contained
 from ._protocol import (
     TaskCancelled,
     TaskCompleted,
@@ -280,26 +281,7 @@ class AsyncTaskManager:
             self._finish(task, result)
 
     async def _invoke(self, task: _Task) -> ToolResultPart:
-        request = task.launch.request
-        try:
-            result = await task.launch.run()
-        except Exception as error:
-            log.warning(
-                "task raised", task_id=task.snapshot.task_id, tool=request.tool_name, exc_info=True
-            )
-            return synthesized_result(
-                request.call_id,
-                f"tool {request.tool_name!r} failed: {type(error).__name__}: {error}",
-                ResultOutcome.FAILED,
-            )
-        if not isinstance(result, ToolResultPart):
-            return synthesized_result(
-                request.call_id,
-                f"tool {request.tool_name!r} failed: its runner returned "
-                f"{type(result).__name__}, expected a ToolResultPart",
-                ResultOutcome.FAILED,
-            )
-        return result
+        return await run_contained(task.launch, task.snapshot.task_id)
 
     def _finish(self, task: _Task, result: ToolResultPart | None) -> None:
         """Record how ``task`` ended: one terminal event, one delivery (or none)."""

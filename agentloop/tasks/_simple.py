@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._contained import run_contained
 from ._protocol import (
     TaskDone,
     TaskEvent,
@@ -44,7 +45,7 @@ class SimpleTaskManager:
         if task_id is None:
             self._counter += 1
             task_id = f"task-{self._counter}"
-        return TaskDone(task_id, await launch.run())
+        return TaskDone(task_id, await run_contained(launch, task_id))
 
     async def wait_for_turn(self, turn_id: str) -> TurnUpdate | None:
         """Nothing ever runs after ``start_task`` returns."""

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from enum import Enum
 from typing import Annotated, Any, Generic, ParamSpec, TypeVar, get_args, get_origin, overload
 
-import anyio.to_thread
 import attrs
 
 from ..core._errors import InvalidInputError
@@ -30,6 +27,7 @@ from ._schema import (
     structure_value,
     unexpected_properties,
 )
+from ._threads import run_in_thread
 from ._tool import ToolContext, ToolOutput, ToolRequest
 
 __all__ = ["FunctionTool", "PermissionsFunction", "tool"]
@@ -78,8 +76,13 @@ class FunctionTool(Generic[P, R]):
                 f"@tool: name {tool_name!r} is not a valid tool name; use 1-64 letters, digits, "
                 "'_' or '-' (pass name=... to override the function's name)"
             )
-        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
-            raise ValueError(f"@tool: timeout must be a positive number of seconds: {timeout!r}")
+        if timeout is not None and not (
+            isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+        ):
+            raise ValueError(
+                f"@tool: timeout must be a positive number of seconds or None (no limit), got "
+                f"{timeout!r}"
+            )
         if max_output_chars is not None and not (
             isinstance(max_output_chars, int)
             and not isinstance(max_output_chars, bool)
@@ -157,36 +160,20 @@ class FunctionTool(Generic[P, R]):
         ]
         if self._is_async:
             coroutine = typing.cast(Callable[..., Awaitable[Any]], self.function)
-            value = await coroutine(*positional, **arguments)
-        else:
-            call = functools.partial(self.function, *positional, **arguments)
-            value = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-        return tool_output(value)
+            return tool_output(await coroutine(*positional, **arguments))
+        call = functools.partial(self.function, *positional, **arguments)
+        return await run_in_thread(call, tool_output)
 
 
 def tool_output(value: Any) -> Any:
     """A function's return value as a result output: ``str`` and ``ToolOutput`` as they
-    are, ``None`` as ``"(no output)"``, anything else (attrs, dict, list, enum...) as a
-    JSON value."""
+    are, ``None`` as ``"(no output)"``, attrs classes and enums unstructured; the
+    executor then converts the rest to JSON by its documented rules."""
     if isinstance(value, str | ToolOutput):
         return value
     if value is None:
         return NO_OUTPUT_TEXT
-    return _jsonable(argument_converter.unstructure(value))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, dict):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    if isinstance(value, Enum):
-        return _jsonable(value.value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if value is None or isinstance(value, str | int | float):
-        return value
-    return str(value)
+    return argument_converter.unstructure(value)
 
 
 def _parameters(

@@ -10,9 +10,8 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
@@ -25,22 +24,30 @@ import structlog
 from ..core._errors import ToolError
 from ..core._items import (
     ResultOutcome,
-    TextPart,
     ToolResultPart,
 )
 from ..core._results import RAW_ARGUMENTS_KEY, synthesized_result
 from ..core._tool_spec import ToolSpec
-from ..permissions._policies import Abstain
 from ..permissions._requests import (
-    Allow,
-    Deny,
+    PendingPermission,
     PermissionChecker,
     PermissionRequest,
     RequireApproval,
     ToolInvocation,
 )
+from ._errors import describe_error
+from ._outputs import OutputProblem, stored_result
+from ._permission_check import evaluate_requests
 from ._registry import ToolCatalogEvent, ToolSource, catalog_change
-from ._tool import Tool, ToolContext, ToolOutput, ToolRequest, current_spec, proposed_requests
+from ._threads import (
+    ThreadCall,
+    really_cancelled,
+    run_in_thread,
+    stop_collecting,
+    thread_calls,
+    wait_for_threads,
+)
+from ._tool import Tool, ToolContext, ToolRequest, current_spec, proposed_requests
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
@@ -67,11 +74,17 @@ class PreparedCall:
 
 @attrs.frozen
 class ApprovalNeeded:
-    """A call a checker wants a human to approve before it runs."""
+    """A call a checker wants a human to approve before it runs.
+
+    ``pending`` lists every request of the call that needs approval (the
+    host must be shown all of them); ``permission`` and ``decision`` are the
+    first of them.
+    """
 
     request: ToolRequest
     permission: PermissionRequest
     decision: RequireApproval
+    pending: tuple[PendingPermission, ...] = ()
 
 
 PrepareOutcome: TypeAlias = PreparedCall | ApprovalNeeded | ToolResultPart
@@ -89,9 +102,17 @@ class ToolExecutor(Protocol):
         ...
 
     def prepare(
-        self, request: ToolRequest, permissions: PermissionChecker, *, approved: bool
+        self,
+        request: ToolRequest,
+        permissions: PermissionChecker,
+        *,
+        approved: bool | Collection[PendingPermission],
     ) -> PrepareOutcome:
-        """Check a call without running it (``approved``: a human already said yes)."""
+        """Check a call without running it.
+
+        ``approved``: the requests a human granted (those of the
+        ``ApprovalNeeded`` they were shown), ``True`` for any, ``False`` for none.
+        """
         ...
 
     async def invoke(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
@@ -183,6 +204,7 @@ class BasicToolExecutor:
         collision: Literal["first_wins", "error"] = "first_wins",
         max_output_chars: int | None = 100_000,
         tool_timeout: float | None = None,
+        thread_grace: float = 1.0,
     ) -> None:
         if collision not in ("first_wins", "error"):
             raise ValueError(f"collision must be 'first_wins' or 'error', got {collision!r}")
@@ -190,6 +212,16 @@ class BasicToolExecutor:
             raise ValueError(
                 "BasicToolExecutor: max_output_chars must be a positive integer or None, "
                 f"got {max_output_chars!r}"
+            )
+        if tool_timeout is not None and not _is_timeout(tool_timeout):
+            raise ValueError(
+                "BasicToolExecutor: tool_timeout must be a positive number of seconds or None "
+                f"(no limit), got {tool_timeout!r}"
+            )
+        if not (_is_timeout(thread_grace) or thread_grace == 0) or math.isinf(thread_grace):
+            raise ValueError(
+                "BasicToolExecutor: thread_grace must be a finite number of seconds >= 0, "
+                f"got {thread_grace!r}"
             )
         self.sources = list(sources)
         # What this executor (one per session) last advertised, per source: catalog
@@ -200,6 +232,8 @@ class BasicToolExecutor:
         self.collision = collision
         self.max_output_chars = max_output_chars
         self.tool_timeout = tool_timeout
+        self.thread_grace = float(thread_grace)
+        self._interrupted: dict[str, ToolResultPart] = {}
         self._validators: dict[int, tuple[Any, jsonschema.protocols.Validator]] = {}
 
     # -- catalog ---------------------------------------------------------------
@@ -251,9 +285,20 @@ class BasicToolExecutor:
     # -- prepare ---------------------------------------------------------------
 
     def prepare(
-        self, request: ToolRequest, permissions: PermissionChecker, *, approved: bool
+        self,
+        request: ToolRequest,
+        permissions: PermissionChecker,
+        *,
+        approved: bool | Collection[PendingPermission] = False,
     ) -> PrepareOutcome:
-        """Look the tool up, validate the input, and evaluate its permission requests."""
+        """Look the tool up, validate the input, and evaluate its permission requests.
+
+        Every request the call proposes is evaluated: one denied request
+        denies the call; the requests that need approval and are not among
+        ``approved`` (``True``: all are) come back together as one
+        :class:`ApprovalNeeded`. A checker that raises or answers something
+        else than a decision fails this call only, with an error result.
+        """
         tool = self.lookup(request.tool_name)
         if tool is None:
             available = ", ".join(spec.name for spec in self.specs()) or "(none)"
@@ -273,37 +318,44 @@ class BasicToolExecutor:
         try:
             invocation = ToolInvocation(request.tool_name, spec.annotations)
             wanted: list[PermissionRequest] = [invocation]
-            wanted.extend(proposed_requests(tool, request))
+            proposed = list(proposed_requests(tool, request))
+            for index, permission in enumerate(proposed):
+                if not isinstance(permission, PermissionRequest):
+                    raise TypeError(
+                        f"its permission request {index} is {type(permission).__name__}, "
+                        "expected a PermissionRequest"
+                    )
+            wanted.extend(proposed)
         except Exception as error:  # the tool could not read its own input
             return synthesized_result(
                 request.call_id,
-                f"invalid input for tool {request.tool_name!r}: {error}",
+                f"invalid input for tool {request.tool_name!r}: {describe_error(error)}",
                 ResultOutcome.INVALID_INPUT,
             )
-        for permission in wanted:
-            decision = permissions.evaluate(permission)
-            if isinstance(decision, Allow):
-                continue
-            if isinstance(decision, Deny):
-                return synthesized_result(
-                    request.call_id,
-                    f"tool permission denied: {decision.message} (code: {decision.code})",
-                    ResultOutcome.PERMISSION_DENIED,
-                )
-            if isinstance(decision, RequireApproval):
-                if approved:
-                    continue
-                return ApprovalNeeded(request, permission, decision)
-            hint = (
-                "; a policy that can abstain must be wrapped in PolicyChain(...)"
-                if isinstance(decision, Abstain)
-                else ""
+        asked = evaluate_requests(request, wanted, permissions)
+        if isinstance(asked, ToolResultPart):
+            return asked
+        granted = approved if isinstance(approved, bool) else {p.request_key for p in approved}
+        ungranted = [
+            (permission, decision, pending)
+            for permission, decision, pending in asked
+            if granted is not True and (granted is False or pending.request_key not in granted)
+        ]
+        if ungranted:
+            permission, decision, _ = ungranted[0]
+            return ApprovalNeeded(
+                request, permission, decision, tuple(pending for _, _, pending in ungranted)
             )
-            raise ToolError(
-                f"permission checker {type(permissions).__name__} returned {decision!r} for "
-                f"{permission.kind}; expected Allow, Deny or RequireApproval{hint}"
+        timeout = getattr(tool, "timeout", None)
+        if timeout is None:
+            timeout = self.tool_timeout
+        elif not _is_timeout(timeout):
+            return synthesized_result(
+                request.call_id,
+                f"tool {request.tool_name!r} was not run: its timeout attribute is "
+                f"{timeout!r}; set a positive number of seconds or None",
+                ResultOutcome.FAILED,
             )
-        timeout = getattr(tool, "timeout", None) or self.tool_timeout
         return PreparedCall(tool, request, timeout)
 
     def _input_problem(self, spec: ToolSpec, request: ToolRequest) -> str | None:
@@ -336,92 +388,150 @@ class BasicToolExecutor:
     # -- invoke ----------------------------------------------------------------
 
     async def invoke(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
-        """Run the tool; exceptions, timeouts and oversized outputs become results."""
+        """Run the tool; exceptions, timeouts and unstorable outputs become results.
+
+        A call whose worker thread was still running when the call was
+        cancelled or timed out is settled as described in
+        :meth:`take_interrupted_result`.
+        """
         if call.timeout is None:
             # No deadline: no cancel scope of our own (it costs ~15 us per call).
             # An outer cancellation reaches the tool either way.
-            return await self._run(call, ctx)
-        with anyio.move_on_after(call.timeout):
-            return await self._run(call, ctx)
+            return await self._run(call, ctx, None)
+        with anyio.move_on_after(call.timeout) as deadline:
+            return await self._run(call, ctx, deadline)
         request = call.request
+        settled = self._interrupted.pop(request.call_id, None)
+        if settled is not None:
+            return settled
         return synthesized_result(
             request.call_id,
             f"tool {request.tool_name!r} timed out after {_seconds(call.timeout)} s",
             ResultOutcome.TIMED_OUT,
         )
 
-    async def _run(self, call: PreparedCall, ctx: ToolContext) -> ToolResultPart:
-        """Call the tool; an exception becomes a failed result, the value a result part."""
+    def take_interrupted_result(self, call_id: str) -> ToolResultPart | None:
+        """What really became of a cancelled call whose code ran in a worker thread.
+
+        A thread cannot be stopped: after a cancel or timeout the executor
+        waits up to ``thread_grace`` seconds (shielded) for it. If it
+        finished, this is the call's real result; if not, an ``in_doubt``
+        result saying its work may still complete. ``None`` when the call ran
+        no thread (its cancellation was real). Each result is taken once.
+        """
+        return self._interrupted.pop(call_id, None)
+
+    async def _run(
+        self, call: PreparedCall, ctx: ToolContext, deadline: anyio.CancelScope | None
+    ) -> ToolResultPart:
+        """Call the tool; whatever it raises becomes a failed result, except the host's
+        cancellation, which propagates once any worker thread is settled."""
         request = call.request
+        calls, token = thread_calls()
         try:
             value = await _call_tool(call.tool, request, ctx)
-        except Exception as error:
-            log.warning(
-                "tool raised", tool=request.tool_name, call_id=request.call_id, exc_info=True
-            )
-            return synthesized_result(
+        except BaseException as error:
+            if _is_cancellation(error) and await really_cancelled():
+                timed_out = deadline is not None and deadline.cancel_called
+                await self._settle(call, calls, timed_out=timed_out)
+                raise
+            return self._failed(request, error)
+        finally:
+            stop_collecting(token)
+        return self._to_result(request, value, self._output_limit(call.tool))
+
+    def _failed(self, request: ToolRequest, error: BaseException) -> ToolResultPart:
+        stray = " (a cancellation the host did not ask for)" if _is_cancellation(error) else ""
+        log.warning("tool raised", tool=request.tool_name, call_id=request.call_id, exc_info=True)
+        return synthesized_result(
+            request.call_id,
+            f"tool {request.tool_name!r} failed: {describe_error(error)}{stray}",
+            ResultOutcome.FAILED,
+        )
+
+    async def _settle(
+        self, call: PreparedCall, calls: list[ThreadCall], *, timed_out: bool
+    ) -> None:
+        """Wait (bounded, shielded) for the call's worker thread; record what happened."""
+        if not calls:
+            return
+        await wait_for_threads(calls, self.thread_grace)
+        request = call.request
+        last = calls[-1]
+        if last.done.is_set() and all(c.done.is_set() for c in calls):
+            try:
+                value = last.outcome()
+            except BaseException as error:
+                settled = self._failed(request, error)
+            else:
+                settled = self._to_result(request, value, self._output_limit(call.tool))
+        else:
+            why = "was cancelled"
+            if timed_out and call.timeout is not None:
+                why = f"timed out after {_seconds(call.timeout)} s"
+            settled = synthesized_result(
                 request.call_id,
-                f"tool {request.tool_name!r} failed: {type(error).__name__}: {error}",
-                ResultOutcome.FAILED,
+                f"tool {request.tool_name!r} {why} while its code ran in a worker thread, "
+                "which cannot be stopped: the work may still complete, and its result will "
+                f"not be reported (waited {_seconds(self.thread_grace)} s for it)",
+                ResultOutcome.IN_DOUBT,
             )
-        return self._to_result(request.call_id, value, self._output_limit(call.tool))
+        if len(self._interrupted) >= _MAX_INTERRUPTED:
+            self._interrupted.pop(next(iter(self._interrupted)))
+        self._interrupted[request.call_id] = settled
 
     def _output_limit(self, tool: Tool) -> int | None:
         own = getattr(tool, "max_output_chars", None)
         return own if _is_positive_int(own) else self.max_output_chars
 
-    def _to_result(self, call_id: str, value: Any, limit: int | None) -> ToolResultPart:
-        is_error = False
-        metadata: Any = {}
-        if isinstance(value, ToolOutput):
-            is_error, metadata, value = value.is_error, value.metadata, value.value
-        elif attrs.has(type(value)):
-            value = _plain.unstructure(value)
-        value = _truncate(value, limit)
-        return ToolResultPart(call_id, value, is_error, metadata=metadata)
+    def _to_result(self, request: ToolRequest, value: Any, limit: int | None) -> ToolResultPart:
+        try:
+            return stored_result(request.call_id, value, limit)
+        except OutputProblem as problem:
+            return synthesized_result(
+                request.call_id,
+                f"tool {request.tool_name!r} returned a value that cannot be stored: {problem}",
+                ResultOutcome.FAILED,
+            )
+
+
+_MAX_INTERRUPTED = 1_000
+
+
+def interrupted_result(executor: ToolExecutor, call_id: str) -> ToolResultPart | None:
+    """The executor's record of a cancelled call whose worker thread it settled
+    (``take_interrupted_result``), if the executor keeps such records."""
+    take = getattr(executor, "take_interrupted_result", None)
+    return take(call_id) if take is not None else None
 
 
 def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _truncate(value: Any, limit: int | None) -> Any:
-    """``value``, or its text cut to ``limit`` characters with a marker saying how much."""
-    if limit is None:
-        return value
-    text = _as_text(value)
-    if text is None or len(text) <= limit:
-        return value
-    cut = len(text) - limit
-    return f"{text[:limit]}\n[output truncated: {cut} of {len(text)} characters cut]"
+def _is_timeout(value: Any) -> bool:
+    """A positive number of seconds (``inf`` included; 0, negatives and NaN are not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
-def _as_text(value: Any) -> str | None:
-    """``value`` as the text whose length the output limit counts (``None``: not measured,
-    e.g. parts with media)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(attrs.has(type(part)) for part in value):
-        if all(isinstance(part, TextPart) for part in value):
-            return "\n".join(part.text for part in value)
-        return None
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return None
+def _is_cancellation(error: BaseException) -> bool:
+    cancelled = anyio.get_cancelled_exc_class()
+    if isinstance(error, BaseExceptionGroup):
+        return any(_is_cancellation(inner) for inner in error.exceptions)
+    return isinstance(error, cancelled)
 
 
 async def _call_tool(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Any:
     """Await an async ``invoke``; run a plain function ``invoke`` in a worker thread."""
     if inspect.iscoroutinefunction(tool.invoke):
         return await tool.invoke(request, ctx)
-    value = await anyio.to_thread.run_sync(
-        functools.partial(tool.invoke, request, ctx), abandon_on_cancel=True
-    )
+    value = await run_in_thread(functools.partial(tool.invoke, request, ctx))
     return await value if inspect.isawaitable(value) else value
 
 
 def _seconds(value: float | None) -> str:
     if value is None:
         return "?"
+    if not math.isfinite(value):
+        return str(value)
     return str(int(value)) if math.isclose(value, round(value)) else f"{value:g}"

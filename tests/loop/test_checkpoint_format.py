@@ -56,5 +56,17 @@ async def test_a_version_1_document_restores_and_continues_as_before(case: dict[
     assert resumed.state.value == document["state"]
     assert resumed.checkpoint() == document
     steps = await drive(resumed, case["position"], 16)
-    assert steps == case["steps"]
+    assert [_without_requests(step) for step in steps] == case["steps"]
     assert comparable(list(resumed.snapshot().transcript)) == case["transcript"]
+
+
+def _without_requests(step: dict[str, Any]) -> dict[str, Any]:
+    """A step as the old driver wrote it: approvals now also list their requests (one here,
+    the same as the approval's own kind, summary and reason)."""
+    if step.get("type") != "approval_request" or "requests" not in step:
+        return step
+    rest = {key: value for key, value in step.items() if key != "requests"}
+    assert [(r["kind"], r["summary"], r["reason"]) for r in step["requests"]] == [
+        (step["request_kind"], step["summary"], step["reason"])
+    ]
+    return rest

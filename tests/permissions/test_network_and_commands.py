@@ -162,7 +162,7 @@ def test_command_policy_checks_the_working_directory(dirs: Path) -> None:
     )
     assert policy.evaluate(al.ShellCommand(["make"], cwd="/")) == outside("'/'", Path("/"))
     assert policy.evaluate(al.ShellCommand(["make"], cwd="bad\0dir")) == al.Deny(
-        "command_not_allowed", "cannot run 'make' in 'bad\\x00dir': embedded null byte"
+        "command_not_allowed", "cannot run 'make' in 'bad\\x00dir': the path contains a NUL byte"
     )
     # the deny list is checked first, the allow list after the directory
     assert policy.evaluate(al.ShellCommand(["rm", "x"], cwd="/")) == al.Deny(

@@ -93,7 +93,8 @@ def test_path_policy_allows_inside_and_denies_traversal(tree: Path) -> None:
         str(ws) + "-other/x", Path(str(ws) + "-other/x"), "read", roots
     )
     assert policy.evaluate(al.FileSystemRead("bad\0name")) == al.Deny(
-        "path_not_allowed", "cannot read 'bad\\x00name': embedded null byte"
+        "path_not_allowed",
+        "cannot read 'bad\\x00name': it cannot be resolved: the path contains a NUL byte",
     )
     assert policy.evaluate(al.ShellCommand(["ls"])) == al.Abstain()
 
@@ -141,7 +142,7 @@ def test_command_policy() -> None:
     assert policy.evaluate(al.ShellCommand(["/bin/rm", "x"])) == al.Deny(
         "command_not_allowed", "command '/bin/rm x' is not allowed: '/bin/rm' is on the deny list"
     )
-    # allow matches the program text exactly: a path is not the allowed program
+    # a path matches a bare allow entry only if it is the file that name runs
     assert policy.evaluate(al.ShellCommand(["/tmp/evil/ls"])) == al.RequireApproval(
         "sensitive_command", "Run /tmp/evil/ls"
     )
@@ -264,15 +265,23 @@ def test_path_policy_corner_cases(tree: Path) -> None:
     (ws / "loop-b").symlink_to(ws / "loop-a")
     policy = al.PathPolicy(allowed_roots=[ws], base=str(ws))
     roots = str(ws)
-    assert policy.evaluate(al.FileSystemWrite("dangling")) == outside(
-        "dangling", tree / "secret" / "not-yet", "write", roots
+    assert policy.evaluate(al.FileSystemWrite("dangling")) == al.Deny(
+        "path_not_allowed",
+        "cannot write 'dangling': it cannot be resolved: a symbolic link leads to "
+        f"{tree / 'secret' / 'not-yet'}, which does not exist",
     )
     assert policy.evaluate(al.FileSystemRead("hop/key")) == outside(
         "hop/key", tree / "secret" / "key", "read", roots
     )
-    # a loop stays inside (opening it fails later with "too many levels of symbolic links")
-    assert policy.evaluate(al.FileSystemRead("loop-a")) == al.Allow()
-    assert policy.evaluate(al.FileSystemRead("")) == al.Allow()  # the base itself
+    # a loop cannot be resolved, nor can an empty path
+    assert policy.evaluate(al.FileSystemRead("loop-a")) == al.Deny(
+        "path_not_allowed",
+        "cannot read 'loop-a': it cannot be resolved: more than 40 symbolic links (a loop or "
+        "a chain that is too long)",
+    )
+    assert policy.evaluate(al.FileSystemRead("")) == al.Deny(
+        "path_not_allowed", "cannot read '': it cannot be resolved: the path is empty"
+    )
     assert policy.evaluate(al.FileSystemRead(".//docs///guide.md")) == al.Allow()
     assert policy.evaluate(al.FileSystemRead("~/x")) == al.Allow()  # no ~ expansion: ws/~/x
     assert policy.evaluate(al.FileSystemRead("/../" + str(ws / "notes.txt"))) == al.Allow()

@@ -198,7 +198,7 @@ def int_keys(table: dict[int, str]) -> str:
             opaque,
             {"timeout": 0},
             ValueError,
-            "@tool: timeout must be a positive number of seconds: 0",
+            "@tool: timeout must be a positive number of seconds or None (no limit), got 0",
         ),
     ],
 )
@@ -349,8 +349,13 @@ async def test_tool_timeout_option_bounds_sync_tools() -> None:
             result = await run_one(stuck_in_thread, {})
     finally:
         release.set()
-    assert result.output == "tool 'stuck_in_thread' timed out after 0.05 s"
-    assert outcome(result) == "timed_out"
+    # the thread cannot be stopped: the result says its work may still complete
+    assert result.output == (
+        "tool 'stuck_in_thread' timed out after 0.05 s while its code ran in a worker thread, "
+        "which cannot be stopped: the work may still complete, and its result will not be "
+        "reported (waited 1 s for it)"
+    )
+    assert outcome(result) == "in_doubt"
 
 
 written: list[str] = []

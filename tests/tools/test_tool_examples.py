@@ -15,8 +15,22 @@ DOCS = {
     "tools_failures": "tools.md",
     "tools_catalog": "tools.md",
     "permissions_policies": "permissions.md",
+    "permissions_safe_files": "security.md",
 }
 KEY_LINES = {
+    "permissions_safe_files": [
+        "ShellCommand('git log -n 3').argv = ('git', 'log', '-n', '3')",
+        "env rm -rf / -> deny: command 'env rm -rf /' is not allowed: 'rm' is on the deny list "
+        "(it runs it)",
+        "Read loop -> deny: cannot read 'loop': it cannot be resolved: more than 40 symbolic "
+        "links (a loop or a chain that is too long)",
+        "  filesystem.write: Write <tmp>/app (outside the allowed roots) (sensitive_path)",
+        "  shell.command: Run make install (sensitive_command)",
+        "plain open reads: someone else's",
+        "open_beneath refuses: cannot open 'notes/todo.txt': 'notes' is a symbolic link, and "
+        "open_beneath follows none",
+        "nothing planted outside: True",
+    ],
     "tools_decorator": [
         "call-1: {'city': 'Oslo', 'degrees': 38.3, 'unit': 'f'} error=False",
         "call-2: 'HI HI' error=False",

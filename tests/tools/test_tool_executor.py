@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 import structlog
-from tools_support import outcome, run_one, run_round, start
+from tools_support import outcome, run_one, run_round
 
 import agentloop as al
 from agentloop.testing import call
@@ -193,19 +193,20 @@ async def test_an_invalid_tool_schema_is_reported_not_raised() -> None:
     assert outcome(result) == "invalid_input"
 
 
-async def test_a_bare_policy_that_abstains_is_a_contract_error() -> None:
-    driver, _ = await start(
+async def test_a_bare_policy_that_abstains_fails_the_call_not_the_session() -> None:
+    (result,) = await run_round(
         [add],
         [call("add", {"a": 1}, id="call-1")],
-        permissions=al.PathPolicy(allowed_roots=["/tmp"]),
-    )  # type: ignore[arg-type]
-    with pytest.raises(al.ToolError) as caught:
-        await driver.next()
-    assert str(caught.value) == (
-        "permission checker PathPolicy returned Abstain() for tool.invoke; expected Allow, "
-        "Deny or RequireApproval; a policy that can abstain must be wrapped in PolicyChain(...)"
+        permissions=al.PathPolicy(allowed_roots=["/tmp"]),  # type: ignore[arg-type]
     )
-    assert driver.state is al.DriverState.FAILED
+    assert result == al.ToolResultPart(
+        "call-1",
+        "tool 'add' was not run: permission checker PathPolicy returned Abstain() for "
+        "tool.invoke; expected Allow, Deny or RequireApproval; a policy that can abstain must "
+        "be wrapped in PolicyChain(...)",
+        True,
+        metadata={al.OUTCOME_KEY: "permission_denied"},
+    )
 
 
 async def test_every_call_of_a_mixed_round_gets_exactly_one_result_in_order() -> None:

@@ -18,7 +18,13 @@ NOT_YET_AT_THE_ROOT = {
         "structure_value",
         "synthesized_result",
     },
-    agentloop.permissions: {"NetworkPolicy", "Verdict"},
+    agentloop.permissions: {
+        "NetworkPolicy",
+        "PendingPermission",
+        "Verdict",
+        "open_beneath",
+        "resolve_path",
+    },
 }
 
 
