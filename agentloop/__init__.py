@@ -13,8 +13,10 @@ from .core._errors import (
     CheckpointError,
     InvalidInputError,
     InvalidStateError,
+    ModelProtocolError,
     MutatorError,
     ProviderError,
+    ProviderErrorKind,
     ToolError,
     TranscriptError,
 )
@@ -54,6 +56,7 @@ from .host._run import (
     Approver,
     RunResult,
     RunStopReason,
+    TurnRetryPolicy,
     continue_from,
     run,
 )
@@ -62,12 +65,18 @@ from .loop._agent import Agent, AgentBuilder
 from .loop._checkpoint import CHECKPOINT_VERSION
 from .loop._driver import LoopDriver, LoopSnapshot
 from .loop._events import (
+    AgentEnded,
     AgentEvent,
     ApprovalRequired,
     ApprovalResolved,
     ContentDelta,
+    ExecutedToolCall,
     InputAccepted,
     LoopObserver,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallRecord,
+    ModelCallStarted,
     MutationFinished,
     MutationStarted,
     RunFailed,
@@ -85,7 +94,7 @@ from .loop._events import (
     Warning,
 )
 from .loop._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
-from .loop._state import DriverState
+from .loop._state import DriverState, RetryPoint
 from .loop._steps import (
     AfterToolResult,
     ApprovalDecision,
@@ -100,6 +109,7 @@ from .model._config import (
     AutomaticCache,
     CacheBreakpoint,
     ExplicitCache,
+    LimitAction,
     LoopLimits,
     PromptCacheMode,
     PromptCacheRequest,
@@ -110,6 +120,7 @@ from .model._config import (
     TranscriptItemEnd,
     TranscriptPartEnd,
 )
+from .model._pricing import DEFAULT_PRICES, ModelPrice, PriceTable
 from .model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
 from .permissions._network import NetworkPolicy
 from .permissions._policies import (
@@ -190,12 +201,14 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "DEFAULT_BUFFER_SIZE",
     "DEFAULT_MAX_STEPS",
+    "DEFAULT_PRICES",
     "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
     "Abstain",
     "AfterToolResult",
     "Agent",
     "AgentBuilder",
+    "AgentEnded",
     "AgentEvent",
     "AgentLoopError",
     "Allow",
@@ -233,6 +246,7 @@ __all__ = [
     "DetachAfter",
     "DriverState",
     "EventStream",
+    "ExecutedToolCall",
     "ExplicitCache",
     "FilePart",
     "FileSystemRead",
@@ -247,6 +261,7 @@ __all__ = [
     "Item",
     "ItemKind",
     "KindPolicy",
+    "LimitAction",
     "LoopDriver",
     "LoopLimits",
     "LoopMutator",
@@ -256,7 +271,13 @@ __all__ = [
     "MemorySessionStore",
     "Metadata",
     "ModelAdapter",
+    "ModelCallFailed",
+    "ModelCallFinished",
+    "ModelCallRecord",
+    "ModelCallStarted",
     "ModelEvent",
+    "ModelPrice",
+    "ModelProtocolError",
     "ModelSession",
     "ModelTurnResult",
     "MutationContext",
@@ -277,14 +298,17 @@ __all__ = [
     "PolicyDecision",
     "PrepareOutcome",
     "PreparedCall",
+    "PriceTable",
     "PromptCacheMode",
     "PromptCacheRequest",
     "PromptCacheRetention",
     "PromptCacheStrategy",
     "ProviderError",
+    "ProviderErrorKind",
     "ReasoningPart",
     "RequireApproval",
     "ResultOutcome",
+    "RetryPoint",
     "RouteByAnnotation",
     "RouteByName",
     "RoutingDecision",
@@ -356,6 +380,7 @@ __all__ = [
     "TurnId",
     "TurnRequest",
     "TurnResult",
+    "TurnRetryPolicy",
     "TurnStarted",
     "TurnUpdate",
     "Usage",

@@ -28,7 +28,8 @@ import attrs
 import structlog
 
 from ..core._errors import InvalidInputError, InvalidStateError
-from ..core._items import Item, Usage
+from ..core._items import Item, ItemKind, Usage
+from ..core._transcript import has_pending_input
 from ..model._config import PromptCacheRequest, SessionConfig
 from ._checkpoint import Restored, capture, restore_turn
 from ._core import LoopCore, checked_input, event_after
@@ -44,6 +45,7 @@ from ._state import (
     DriverEvent,
     DriverState,
     QueuedMessage,
+    RetryPoint,
     RoundCall,
     TurnPhase,
     TurnState,
@@ -152,9 +154,90 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        self._begin_step()
+        self._begin_step(DriverEvent.STEP, "call next()")
+        return await self._run_step(self._step)
+
+    async def retry(self) -> Step:
+        """Issue the failed model call again, with the transcript as it is.
+
+        Allowed after a turn finished with ``FinishReason.ERROR`` (see
+        :attr:`retry_point`) and nothing started since; starts a new turn that
+        calls the model on the same transcript (the agent's mutators run first,
+        at the failed call's mutation point, so a compacting mutator can shrink
+        a transcript that overflowed). Pending input stays pending. Returns the
+        step like ``next()``.
+        """
+        core = self._core
+        if core.retry_point is None:
+            self._refuse_outside_idle("retry()")
+            raise InvalidStateError(
+                "cannot retry(): no model call failed since the last turn started; "
+                "use continue_turn() to call the model on the transcript as it is, "
+                "or submit input and call next()"
+            )
+        self._begin_step(DriverEvent.RETRY, "retry()")
+        point = MutationPoint(core.retry_point.point)
+        return await self._run_step(lambda: self._start_model_turn(point))
+
+    async def continue_turn(self) -> Step:
+        """Call the model on the transcript as it is, in a new turn (seed 003's continue).
+
+        The transcript must end in a user, tool or notification item; an
+        assistant tail (or an empty transcript) is refused with
+        ``InvalidStateError`` and nothing changes. Pending input stays pending.
+        Use it for a driver rebuilt from a transcript whose last model call
+        never answered.
+        """
+        self._refuse_outside_idle("continue_turn()")
+        transcript = self._core.transcript
+        if not has_pending_input(transcript):
+            found = (
+                "the transcript is empty"
+                if not transcript
+                else f"the transcript ends with an item of kind {transcript[-1].kind.value!r}"
+            )
+            raise InvalidStateError(
+                f"cannot continue_turn(): {found}, so there is nothing for the model to "
+                "answer (an assistant tail would be an assistant-prefill request); submit "
+                "input and call next()"
+            )
+        self._begin_step(DriverEvent.CONTINUE, "continue_turn()")
+        point = (
+            MutationPoint.AFTER_TOOL_RESULT
+            if transcript[-1].kind is ItemKind.TOOL
+            else MutationPoint.AFTER_TURN_ENDED
+        )
+        return await self._run_step(lambda: self._start_model_turn(point))
+
+    @property
+    def retry_point(self) -> RetryPoint | None:
+        """Where the last turn ended because a model call failed (``retry()`` resumes
+        there), or ``None``. ``retry_point.error.kind`` says what failed."""
+        return self._core.retry_point
+
+    async def _start_model_turn(self, point: MutationPoint) -> Step:
+        turn = self._core.start_turn(
+            self._cancellation.checkpoint() if self._cancellation else None
+        )
+        if self._fx.observed:
+            self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
+        return await self._model.call_model(turn, point, fold_input=False)
+
+    def _refuse_outside_idle(self, operation: str) -> None:
+        core = self._core
+        if core.state is DriverState.IDLE:
+            return
+        if core.state in (DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT):
+            raise InvalidStateError(
+                f"cannot {operation} in state {core.state}: turn "
+                f"{core.turn.turn_id if core.turn else '?'} is still open; call next() "
+                "to continue it"
+            )
+        core.require_state(operation, DriverState.IDLE)
+
+    async def _run_step(self, body: Callable[[], Awaitable[Step]]) -> Step:
         try:
-            step = await self._step()
+            step = await body()
         except anyio.get_cancelled_exc_class():
             # The host cancelled the task awaiting next(): close the turn so the
             # transcript stays provider-valid, then let the cancellation go on.
@@ -312,19 +395,19 @@ class LoopDriver:
 
     # -- state checks ------------------------------------------------------
 
-    def _begin_step(self) -> None:
+    def _begin_step(self, event: DriverEvent, operation: str) -> None:
         core = self._core
         if core.state is DriverState.FAILED:
             raise InvalidStateError(
-                f"cannot call next() in state FAILED: an earlier step raised "
+                f"cannot {operation} in state FAILED: an earlier step raised "
                 f"{type(core.failure).__name__}: {core.failure}; start or resume a new driver"
             )
         if core.state is DriverState.STEPPING:
             raise InvalidStateError(
-                "cannot call next() in state STEPPING: another next() is still running; "
+                f"cannot {operation} in state STEPPING: another step is still running; "
                 "await it first"
             )
-        core.handle(DriverEvent.STEP)
+        core.handle(event)
 
     def _require_input_state(self, operation: str) -> None:
         self._core.require_state(operation, DriverState.IDLE, DriverState.AFTER_TOOL_RESULT)
@@ -413,6 +496,14 @@ class LoopDriver:
             turn.phase = TurnPhase.ACTIVE
             return await self._model.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
         if not core.pending_input and not done:
+            if core.retry_point is not None:
+                error = core.retry_point.error
+                return AwaitingInput(
+                    self.session_id,
+                    f"{core.retry_point.turn_id} ended because a model call failed "
+                    f"({error.kind.value}: {error}); call retry() or submit input",
+                    driver=self,
+                )
             return AwaitingInput(self.session_id, driver=self)
         turn = core.start_turn(self._cancellation.checkpoint() if self._cancellation else None)
         if self._fx.observed:

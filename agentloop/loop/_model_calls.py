@@ -10,21 +10,31 @@ import anyio
 import attrs
 
 from ..core._delta import Delta
-from ..core._errors import MutatorError, ProviderError
+from ..core._errors import ModelProtocolError, MutatorError, ProviderError, ProviderErrorKind
 from ..core._items import (
     FinishReason,
     Item,
     ItemKind,
+    Part,
+    ReasoningPart,
+    TextPart,
     ToolCallPart,
     Usage,
 )
 from ..core._transcript import TranscriptView, find_violation, has_pending_input
+from ..model._admission import PROVIDER_CALL_ID_KEY, admit_model_output
+from ..model._config import LimitAction
+from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
 from ..tools._tool import ToolRequest
 from ._core import LoopCore
 from ._effects import CLEANUP_SECONDS, Effects
 from ._events import (
     ContentDelta,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallRecord,
+    ModelCallStarted,
     MutationFinished,
     MutationStarted,
     ToolCallRequested,
@@ -35,7 +45,10 @@ from ._events import (
 from ._mutators import MutationContext, MutationPoint, TranscriptCursor
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
+from ._results import duplicate
 from ._state import (
+    EMPTY_RESPONSE_KEY,
+    FINAL_ANSWER_KEY,
     LIMIT_KEY,
     NO_MODEL_CALL_KEY,
     RoundCall,
@@ -46,7 +59,10 @@ from ._steps import (
     Step,
 )
 
-__all__ = ["ModelCaller"]
+__all__ = ["MODEL_KEY", "ModelCaller"]
+
+MODEL_KEY = "agentloop.model"
+"""Assistant item metadata: the model name an adapter stamped on its output."""
 
 
 class ModelCaller:
@@ -67,11 +83,17 @@ class ModelCaller:
         self._session = effects.parts.session
         self._executor = effects.parts.executor
         self._mutators = effects.parts.mutators
+        self._prices = effects.config.price_table or DEFAULT_PRICES
+        self._model_name = effects.parts.model_name
 
-    async def call_model(self, turn: TurnState, point: MutationPoint) -> Step:
-        """Deliver steering and pending input, then call the model for ``turn``."""
-        self._core.deliver_steering()
-        self._core.fold_pending_input()
+    async def call_model(
+        self, turn: TurnState, point: MutationPoint, *, fold_input: bool = True
+    ) -> Step:
+        """Deliver steering and pending input (unless ``fold_input`` is false: ``retry()``
+        and ``continue_turn()`` send the transcript as it is), then call the model."""
+        if fold_input:
+            self._core.deliver_steering()
+            self._core.fold_pending_input()
         return await self._call_model_handling_mutators(turn, point)
 
     async def _call_model_handling_mutators(self, turn: TurnState, point: MutationPoint) -> Step:
@@ -90,29 +112,87 @@ class ModelCaller:
             )
             if self._fx.observed:
                 self._fx.emit(Warning(f"{turn.turn_id}: no model call: {reason}"))
-            return self._pipeline.finish(
-                turn, FinishReason.COMPLETED, (), {NO_MODEL_CALL_KEY: reason}
-            )
-        return await self._call_model_handling_limits(turn)
+            return self._pipeline.finish(turn, FinishReason.COMPLETED, {NO_MODEL_CALL_KEY: reason})
+        return await self._call_model_handling_limits(turn, point)
 
-    async def _call_model_handling_limits(self, turn: TurnState) -> Step:
-        if (limit := self._core.limit_reached(turn, self._fx.config.limits)) is not None:
-            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: limit})
+    async def _call_model_handling_limits(self, turn: TurnState, point: MutationPoint) -> Step:
+        limits = self._fx.config.limits
+        withhold_tools = False
+        if (limit := self._core.limit_reached(turn, limits)) is not None:
+            if (
+                limit == "max_model_calls_per_turn"
+                and limits.on_limit is LimitAction.FINAL_ANSWER
+                and not turn.final_answer
+            ):
+                # One last call without tools, so the user gets an answer (N+1 calls).
+                turn.final_answer = withhold_tools = True
+            else:
+                return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit})
         turn.model_calls += 1
+        index = turn.model_calls
         changes = self._executor.drain_catalog_events()
         if self._fx.observed:
             for change in changes:
                 self._fx.emit(
                     ToolCatalogChanged(change.source, change.added, change.removed, change.changed)
                 )
-        outcome = await self._stream_handling_timeout(turn, self._request(turn))
+        request = self._request(turn, withhold_tools)
+        if self._fx.observed:
+            self._fx.emit(
+                ModelCallStarted(
+                    turn.turn_id,
+                    index,
+                    len(request.transcript),
+                    len(request.available_tools),
+                    withhold_tools,
+                )
+            )
+        started = time.monotonic()
+        try:
+            outcome = await self._stream_handling_timeout(turn, request)
+        except ProviderError as error:
+            return self._failed(turn, index, started, point, error)
         if outcome is None:
             return await self._pipeline.finish_cancelled(turn, "model")
         if isinstance(outcome, str):
-            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: outcome})
-        return await self._handle_response(turn, *outcome)
+            turn.model_call_records.append(
+                ModelCallRecord(
+                    index=index,
+                    finish_reason=FinishReason.LIMIT_REACHED,
+                    duration=time.monotonic() - started,
+                    model=self._model_name,
+                )
+            )
+            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: outcome})
+        return await self._handle_response(turn, index, started, point, *outcome)
 
-    def _request(self, turn: TurnState) -> TurnRequest:
+    def _failed(
+        self,
+        turn: TurnState,
+        index: int,
+        started: float,
+        point: MutationPoint,
+        error: ProviderError,
+        metadata: dict[str, object] | None = None,
+    ) -> Step:
+        """End ``turn``: its model call ``index`` failed (``retry()`` issues it again)."""
+        duration = time.monotonic() - started
+        turn.model_call_records.append(
+            ModelCallRecord(
+                index=index,
+                finish_reason=FinishReason.ERROR,
+                duration=duration,
+                model=self._model_name,
+                error_kind=error.kind.value,
+            )
+        )
+        if self._fx.observed:
+            self._fx.emit(
+                ModelCallFailed(turn.turn_id, index, error.kind.value, str(error), duration)
+            )
+        return self._pipeline.finish_failed(turn, error, point.value, metadata)
+
+    def _request(self, turn: TurnState, withhold_tools: bool = False) -> TurnRequest:
         core = self._core
         cache = core.next_turn_cache or self._fx.config.cache
         core.next_turn_cache = None
@@ -120,32 +200,116 @@ class ModelCaller:
             self._fx.session_id,
             turn.turn_id,
             TranscriptView(core.transcript),
-            tuple(self._executor.specs()),
+            () if withhold_tools else tuple(self._executor.specs()),
             cache,
             self._fx.config.metadata,
         )
 
     async def _handle_response(
-        self, turn: TurnState, result: ModelTurnResult, usage: Usage | None
+        self,
+        turn: TurnState,
+        index: int,
+        started: float,
+        point: MutationPoint,
+        result: ModelTurnResult,
+        usage: Usage | None,
     ) -> Step:
         core = self._core
+        model = _model_of(result.output_items) or self._model_name
+        if usage is not None:
+            usage = self._prices.fill(model, usage)
         turn.add_usage(usage)
         core.add_session_usage(usage)
+        duration = time.monotonic() - started
+        try:
+            admitted, duplicates = self._admit(result.output_items)
+        except ModelProtocolError as refused:
+            return self._failed(turn, index, started, point, refused)
         now = time.time()
-        output = tuple(
-            _stamp_output(item, usage, result.finish_reason, now) for item in result.output_items
-        )
+        output = tuple(_stamp_output(item, usage, result.finish_reason, now) for item in admitted)
         calls = [call for item in output for call in item.tool_calls()]
-        core.check_call_ids(calls)
+        if not calls and (empty := _empty_reason(output, result.finish_reason)) is not None:
+            empty_error = ProviderError(
+                f"the model returned an empty response ({empty})",
+                error_type="empty_response",
+                kind=ProviderErrorKind.INVALID_RESPONSE,
+            )
+            return self._failed(
+                turn, index, started, point, empty_error, {EMPTY_RESPONSE_KEY: empty}
+            )
+        turn.model_call_records.append(
+            ModelCallRecord(
+                index=index,
+                finish_reason=result.finish_reason,
+                usage=usage,
+                duration=duration,
+                model=model,
+            )
+        )
+        if self._fx.observed:
+            self._fx.emit(
+                ModelCallFinished(turn.turn_id, index, result.finish_reason, usage, duration)
+            )
         for item in output:
             core.append(item)
         if not calls:
+            if turn.final_answer:
+                metadata = {**result.metadata, LIMIT_KEY: "max_model_calls_per_turn",
+                            FINAL_ANSWER_KEY: True}  # fmt: skip
+                return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, metadata)
             if core.steering:  # a message arrived while the model answered: continue
                 return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
-            return self._pipeline.finish(turn, result.finish_reason, output, result.metadata)
-        return await self._start_round(turn, calls)
+            return self._pipeline.finish(turn, result.finish_reason, result.metadata)
+        return await self._start_round(turn, calls, duplicates)
 
-    async def _start_round(self, turn: TurnState, calls: list[ToolCallPart]) -> Step:
+    def _admit(self, items: tuple[Item, ...]) -> tuple[tuple[Item, ...], dict[str, str]]:
+        """Admit a response (see ``model/_admission.py``); rename repeats within it.
+
+        Returns the items and, for each call renamed because it repeated an id of
+        the same response, its new id -> the provider's id (answered as errors).
+        """
+        for item in items:
+            for call in item.tool_calls() if isinstance(item, Item) else ():
+                if not call.id:
+                    raise ModelProtocolError(
+                        f"model returned a call of {call.name!r} with an empty id; every tool "
+                        "call needs an id"
+                    )
+        admitted = admit_model_output(items, self._core.call_ids)
+        if not admitted.duplicate_call_ids:
+            return admitted.items, {}
+        taken = set(self._core.call_ids) | {
+            call.id for item in admitted.items for call in item.tool_calls()
+        }
+        seen: set[str] = set()
+        duplicates: dict[str, str] = {}
+        renamed_items: list[Item] = []
+        for item in admitted.items:
+            parts: list[Part] = []
+            for part in item.parts:
+                if isinstance(part, ToolCallPart) and part.id in admitted.duplicate_call_ids:
+                    if part.id in seen:
+                        number = 2
+                        while f"{part.id}_{number}" in taken:
+                            number += 1
+                        fresh = f"{part.id}_{number}"
+                        taken.add(fresh)
+                        provider_id = part.metadata.get(PROVIDER_CALL_ID_KEY, part.id)
+                        duplicates[fresh] = provider_id
+                        part = attrs.evolve(
+                            part,
+                            id=fresh,
+                            metadata={**part.metadata, PROVIDER_CALL_ID_KEY: provider_id},
+                        )
+                    else:
+                        seen.add(part.id)
+                parts.append(part)
+            renamed_items.append(attrs.evolve(item, parts=tuple(parts)))
+        return tuple(renamed_items), duplicates
+
+    async def _start_round(
+        self, turn: TurnState, calls: list[ToolCallPart], duplicates: dict[str, str]
+    ) -> Step:
         session_id = self._fx.session_id
         turn.round = ToolRound(
             [
@@ -159,9 +323,17 @@ class ModelCaller:
                 for index, call in enumerate(calls)
             ]
         )
-        max_calls = self._fx.config.limits.max_tool_calls_per_round
-        if max_calls is not None and len(calls) > max_calls:
-            return self._pipeline.refuse(turn, turn.round, max_calls)
+        if turn.final_answer:
+            # The model asked for tools although none were offered: answer, then stop.
+            limit = self._fx.config.limits.max_model_calls_per_turn or 0
+            return self._pipeline.refuse(turn, turn.round, ("max_model_calls_per_turn", limit))
+        refusal = self._core.tool_call_limit(turn, len(calls), self._fx.config.limits)
+        if refusal is not None:
+            return self._pipeline.refuse(turn, turn.round, refusal)
+        for call in turn.round.calls:
+            if call.call.id in duplicates:
+                result = duplicate(call, duplicates[call.call.id])
+                turn.round.results[call.index] = result
         await self._persistence.save_response(self._core)
         return await self._pipeline.advance(turn, turn.round, after_approval=False)
 
@@ -196,7 +368,7 @@ class ModelCaller:
             raise
         await _close(stream, shielded=False)
         if result is None:
-            raise ProviderError(
+            raise ModelProtocolError(
                 "model stream ended without a ModelTurnResult: every model turn must end "
                 "with one (check the adapter)"
             )
@@ -221,7 +393,7 @@ class ModelCaller:
             if self._fx.observed:
                 self._fx.emit(ToolCallRequested(event))
             return None
-        raise ProviderError(
+        raise ModelProtocolError(
             f"model stream yielded {type(event).__name__}; expected a Delta, ToolCallPart, "
             "Usage or ModelTurnResult"
         )
@@ -262,6 +434,27 @@ class ModelCaller:
             return None
         # Cancelled: the pass is discarded as a whole.
         return await self._pipeline.finish_cancelled(turn, "mutator")
+
+
+def _model_of(items: tuple[Item, ...]) -> str | None:
+    for item in items:
+        model = item.metadata.get(MODEL_KEY) if isinstance(item, Item) else None
+        if isinstance(model, str) and model:
+            return model
+    return None
+
+
+def _empty_reason(output: tuple[Item, ...], reason: FinishReason) -> str | None:
+    """Why a response without calls is empty (no text, no content), or None if it is not."""
+    for item in output:
+        for part in item.parts:
+            if isinstance(part, TextPart):
+                if part.text.strip():
+                    return None
+            elif not isinstance(part, ReasoningPart):
+                return None
+    what = "no output items" if not output else "no text and no tool calls"
+    return f"{what}; finish reason {reason.value}"
 
 
 def _stamp_output(item: Item, usage: Usage | None, reason: FinishReason, now: float) -> Item:

@@ -220,7 +220,7 @@ async def test_a_limited_turn_leaves_the_driver_usable() -> None:
     _, _, finished = await drive(script, al.LoopLimits(max_model_calls_per_turn=3), "loop", "hi")
     limited(finished[0], "max_model_calls_per_turn")
     assert finished[1].result.finish_reason is al.FinishReason.COMPLETED
-    assert finished[1].result.items[0].text_content == "fine"
+    assert finished[1].result.final_items[0].text_content == "fine"
 
 
 @al.tool(destructive=True)
