@@ -36,7 +36,7 @@ from ._core import LoopCore, checked_input, event_after
 from ._effects import DriverParts, Effects
 from ._events import ApprovalResolved, InputAccepted, RunFailed, TurnStarted, Warning
 from ._model_calls import ModelCaller
-from ._mutators import MutationPoint
+from ._mutators import LoopMutator, MutationPoint
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
 from ._state import (
@@ -157,17 +157,23 @@ class LoopDriver:
         self._begin_step(DriverEvent.STEP, "call next()")
         return await self._run_step(self._step)
 
-    async def retry(self) -> Step:
+    async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
 
         Allowed after a turn finished with ``FinishReason.ERROR`` (see
         :attr:`retry_point`) and nothing started since; starts a new turn that
-        calls the model on the same transcript (the agent's mutators run first,
-        at the failed call's mutation point, so a compacting mutator can shrink
-        a transcript that overflowed). Pending input stays pending. Returns the
-        step like ``next()``.
+        calls the model on the same transcript. Mutators run first, at the
+        failed call's mutation point: ``mutators`` (this retry only, e.g. a
+        compactor after a ``CONTEXT_OVERFLOW``), then the agent's own. Pending
+        input and queued messages stay queued. Returns the step like ``next()``.
         """
         core = self._core
+        for position, mutator in enumerate(mutators):
+            if not callable(getattr(mutator, "mutate", None)):
+                raise InvalidInputError(
+                    f"retry(): mutators[{position}] is a {type(mutator).__name__}, not a "
+                    "LoopMutator (it needs an async mutate(cursor, ctx) method)"
+                )
         if core.retry_point is None:
             self._refuse_outside_idle("retry()")
             raise InvalidStateError(
@@ -177,7 +183,7 @@ class LoopDriver:
             )
         self._begin_step(DriverEvent.RETRY, "retry()")
         point = MutationPoint(core.retry_point.point)
-        return await self._run_step(lambda: self._start_model_turn(point))
+        return await self._run_step(lambda: self._start_model_turn(point, tuple(mutators)))
 
     async def continue_turn(self) -> Step:
         """Call the model on the transcript as it is, in a new turn (seed 003's continue).
@@ -215,23 +221,23 @@ class LoopDriver:
         there), or ``None``. ``retry_point.error.kind`` says what failed."""
         return self._core.retry_point
 
-    async def _start_model_turn(self, point: MutationPoint) -> Step:
+    async def _start_model_turn(
+        self, point: MutationPoint, mutators: tuple[LoopMutator, ...] = ()
+    ) -> Step:
         turn = self._core.start_turn(
             self._cancellation.checkpoint() if self._cancellation else None
         )
         if self._fx.observed:
             self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
-        return await self._model.call_model(turn, point, fold_input=False)
+        return await self._model.call_model(turn, point, fold_input=False, extra_mutators=mutators)
 
     def _refuse_outside_idle(self, operation: str) -> None:
         core = self._core
-        if core.state is DriverState.IDLE:
-            return
-        if core.state in (DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT):
+        if core.state is DriverState.AFTER_TOOL_RESULT:
+            turn_id = core.turn.turn_id if core.turn is not None else "the turn"
             raise InvalidStateError(
-                f"cannot {operation} in state {core.state}: turn "
-                f"{core.turn.turn_id if core.turn else '?'} is still open; call next() "
-                "to continue it"
+                f"cannot {operation} in state AFTER_TOOL_RESULT: {turn_id} is paused after a "
+                "tool round and calls the model on the next next(); call next() instead"
             )
         core.require_state(operation, DriverState.IDLE)
 

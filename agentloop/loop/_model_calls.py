@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import nullcontext
 
 import anyio
@@ -42,7 +42,7 @@ from ._events import (
     UsageUpdated,
     Warning,
 )
-from ._mutators import MutationContext, MutationPoint, TranscriptCursor
+from ._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
 from ._results import duplicate
@@ -87,17 +87,29 @@ class ModelCaller:
         self._model_name = effects.parts.model_name
 
     async def call_model(
-        self, turn: TurnState, point: MutationPoint, *, fold_input: bool = True
+        self,
+        turn: TurnState,
+        point: MutationPoint,
+        *,
+        fold_input: bool = True,
+        extra_mutators: Sequence[LoopMutator] = (),
     ) -> Step:
         """Deliver steering and pending input (unless ``fold_input`` is false: ``retry()``
-        and ``continue_turn()`` send the transcript as it is), then call the model."""
+        and ``continue_turn()`` send the transcript as it is), then call the model.
+
+        ``extra_mutators`` run once, before the agent's own (``retry(mutators=...)``).
+        """
         if fold_input:
             self._core.deliver_steering()
             self._core.fold_pending_input()
-        return await self._call_model_handling_mutators(turn, point)
+        return await self._call_model_handling_mutators(
+            turn, point, (*extra_mutators, *self._mutators)
+        )
 
-    async def _call_model_handling_mutators(self, turn: TurnState, point: MutationPoint) -> Step:
-        if self._mutators and (step := await self._run_mutators(turn, point)) is not None:
+    async def _call_model_handling_mutators(
+        self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
+    ) -> Step:
+        if mutators and (step := await self._run_mutators(turn, point, mutators)) is not None:
             return step
         transcript = self._core.transcript
         if not has_pending_input(transcript):
@@ -400,12 +412,14 @@ class ModelCaller:
 
     # -- mutators ------------------------------------------------------------
 
-    async def _run_mutators(self, turn: TurnState, point: MutationPoint) -> Step | None:
+    async def _run_mutators(
+        self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
+    ) -> Step | None:
         session_id = self._fx.session_id
         cursor = TranscriptCursor(self._core.transcript)
         ctx = MutationContext(session_id, turn.turn_id, point, turn.cancellation, self._fx.emit)
         with self._fx.cancel_scope(turn):
-            for mutator in self._mutators:
+            for mutator in mutators:
                 name = str(getattr(mutator, "name", type(mutator).__name__))
                 if self._fx.observed:
                     self._fx.emit(MutationStarted(session_id, turn.turn_id, name, point.value))
