@@ -58,7 +58,12 @@ def placeholder(call: RoundCall, status: CallStatus) -> ToolResultPart:
 def refused(call: RoundCall, count: int, name: str, limit: int) -> ToolResultPart:
     """Answer ``call`` of a round that would break the tool-call limit ``name``."""
     call.move(CallStatus.ANSWERED)
-    if name == "max_tool_calls_per_round":
+    if name == "max_model_calls_per_turn":
+        text = (
+            f"not run: the turn reached its limit of {limit} model calls; tools were withheld "
+            "for a final answer, so no tool runs"
+        )
+    elif name == "max_tool_calls_per_round":
         text = (
             f"not run: the model asked for {count} tool calls in one round, more than the "
             f"limit of {limit}; ask for fewer calls at a time"
