@@ -1,0 +1,146 @@
+"""Recoverable turns against a real adapter: the OpenAI-compatible client and a loopback
+server (tests/providers/_server.py) that fails at each point of a turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from providers._openai_streams import text_stream, tool_call_stream
+from providers._server import ReplayServer, Reply, json_error, sse
+
+import agentloop as al
+from agentloop.providers import OpenAIChatModel, RetryPolicy
+
+pytestmark = pytest.mark.anyio
+
+Kind = al.ProviderErrorKind
+
+OVERFLOW = json_error(
+    400,
+    {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your "
+            "messages resulted in 130211 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+)
+OVERLOADED = json_error(503, {"error": {"message": "overloaded", "type": "server_error"}})
+CUT = sse(text_stream()[:180], cut=True)
+
+
+class Weather:
+    spec = al.ToolSpec(
+        "get_weather",
+        "Current weather for a city",
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+
+    def __init__(self, approval: bool) -> None:
+        self.approval = approval
+
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
+        return [al.FileSystemRead("/weather")] if self.approval else []
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        return f"sunny in {request.input['city']}"
+
+
+class AskForReads:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+        return al.RequireApproval("weather", request.summary)
+
+
+def agent_for(url: str, *, approval: bool = False) -> al.Agent:
+    model = OpenAIChatModel(
+        "gpt-4o-mini", base_url=f"{url}/v1", api_key="k", retry=RetryPolicy.never()
+    )
+    builder = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(Weather(approval)))
+        .transcript([al.Item.text(al.ItemKind.SYSTEM, "Be brief.")])
+        .input([al.Item.text(al.ItemKind.USER, "Weather in Paris?")])
+    )
+    if approval:
+        builder = builder.permissions(AskForReads())
+    return builder.build()
+
+
+async def until_finished(driver: al.LoopDriver, step: al.Step | None = None) -> al.Finished:
+    step = step or await driver.next()
+    while not isinstance(step, al.Finished):
+        if isinstance(step, al.ApprovalRequest):
+            step.approve()
+        step = await driver.next()
+    return step
+
+
+def messages(server: ReplayServer) -> list[Any]:
+    return [request.json["messages"] for request in server.requests]
+
+
+CASES = {
+    # point: (replies before the failure, failure, expected kind, approval)
+    "first_call_503": ([], OVERLOADED, Kind.RETRYABLE, False),
+    "first_call_overflow": ([], OVERFLOW, Kind.CONTEXT_OVERFLOW, False),
+    "mid_stream_cut": ([], CUT, Kind.RETRYABLE, False),
+    "after_tool_round": ([sse(tool_call_stream())], OVERLOADED, Kind.RETRYABLE, False),
+    "after_tool_round_cut": ([sse(tool_call_stream())], CUT, Kind.RETRYABLE, False),
+    "after_approval": ([sse(tool_call_stream())], OVERFLOW, Kind.CONTEXT_OVERFLOW, True),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_a_failing_server_ends_the_turn_and_retry_sends_the_same_request(
+    case: str,
+) -> None:
+    before, failure, kind, approval = CASES[case]
+    replies: list[Reply] = [*before, failure, sse(text_stream())]
+    async with ReplayServer(replies) as server:
+        driver = await agent_for(server.url, approval=approval).start("s")
+        failed = await until_finished(driver)
+        assert failed.result.finish_reason is al.FinishReason.ERROR
+        assert failed.result.error is not None
+        assert failed.result.error.kind is kind
+        al.validate_transcript(driver.snapshot().transcript)
+        checkpoint = driver.checkpoint()
+        assert checkpoint["retry_point"]["error"]["kind"] == kind.value
+
+        done = await until_finished(driver, await driver.retry())
+
+        assert done.result.finish_reason is al.FinishReason.COMPLETED
+        assert done.result.final_items[0].text_content == "Hello wörld 🌍"
+        sent = messages(server)
+        assert len(sent) == len(before) + 2
+        assert sent[-1] == sent[-2]
+        al.validate_transcript(driver.snapshot().transcript)
+
+
+async def test_a_restored_driver_retries_against_the_server() -> None:
+    async with ReplayServer([sse(tool_call_stream()), OVERLOADED, sse(text_stream())]) as server:
+        agent = agent_for(server.url)
+        driver = await agent.start("s")
+        await until_finished(driver)
+        document = driver.checkpoint()
+        restored = await agent.resume(document)
+        done = await restored.retry()
+        assert isinstance(done, al.Finished)
+        assert done.result.finish_reason is al.FinishReason.COMPLETED
+        sent = messages(server)
+        assert sent[1] == sent[2]
+        assert [m["role"] for m in sent[2]] == ["system", "user", "assistant", "tool"]
+
+
+async def test_usage_is_priced_from_the_response_model() -> None:
+    async with ReplayServer([sse(text_stream())]) as server:
+        driver = await agent_for(server.url).start("s")
+        done = await driver.next()
+        assert isinstance(done, al.Finished)
+        usage = done.result.usage
+        assert usage is not None
+        # 9 prompt and 12 completion tokens of gpt-4o-mini (0.15 / 0.60 per million).
+        assert usage.cost == pytest.approx((9 * 0.15 + 12 * 0.60) / 1_000_000)
