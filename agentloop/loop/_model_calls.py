@@ -135,6 +135,7 @@ class ModelCaller:
                 limit == "max_model_calls_per_turn"
                 and limits.on_limit is LimitAction.FINAL_ANSWER
                 and not turn.final_answer
+                and self._core.usage_limit_reached(turn, limits) is None
             ):
                 # One last call without tools, so the user gets an answer (N+1 calls).
                 turn.final_answer = withhold_tools = True
@@ -186,6 +187,7 @@ class ModelCaller:
         point: MutationPoint,
         error: ProviderError,
         metadata: dict[str, object] | None = None,
+        usage: Usage | None = None,
     ) -> Step:
         """End ``turn``: its model call ``index`` failed (``retry()`` issues it again)."""
         duration = time.monotonic() - started
@@ -193,6 +195,7 @@ class ModelCaller:
             ModelCallRecord(
                 index=index,
                 finish_reason=FinishReason.ERROR,
+                usage=usage,
                 duration=duration,
                 model=self._model_name,
                 error_kind=error.kind.value,
@@ -236,7 +239,7 @@ class ModelCaller:
         try:
             admitted, duplicates = self._admit(result.output_items)
         except ModelProtocolError as refused:
-            return self._failed(turn, index, started, point, refused)
+            return self._failed(turn, index, started, point, refused, usage=usage)
         now = time.time()
         output = tuple(_stamp_output(item, usage, result.finish_reason, now) for item in admitted)
         calls = [call for item in output for call in item.tool_calls()]
@@ -247,7 +250,7 @@ class ModelCaller:
                 kind=ProviderErrorKind.INVALID_RESPONSE,
             )
             return self._failed(
-                turn, index, started, point, empty_error, {EMPTY_RESPONSE_KEY: empty}
+                turn, index, started, point, empty_error, {EMPTY_RESPONSE_KEY: empty}, usage
             )
         turn.model_call_records.append(
             ModelCallRecord(

@@ -9,7 +9,7 @@ import pytest
 from loop_support import ApproveFsReads, EchoTool, Recorder, user
 
 import agentloop as al
-from agentloop.testing import Reply, call, fail, tool_calls
+from agentloop.testing import Reply, call, fail, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -503,3 +503,19 @@ async def test_an_empty_response_ends_the_turn_with_a_stated_reason(
     again = await driver.retry()
     assert isinstance(again, al.Finished)
     assert again.result.final_items[0].text_content == "real answer"
+
+
+async def test_the_usage_of_an_empty_response_is_counted() -> None:
+    usage = al.Usage(input_tokens=12, output_tokens=3)
+    model = al.ScriptedModel([text("", usage=usage)])
+    driver = await make_agent(model).start("s")
+    step = await driver.next()
+    assert isinstance(step, al.Finished)
+    assert step.result.usage == usage
+    (record,) = step.result.model_calls
+    assert (record.finish_reason, record.usage, record.error_kind) == (
+        al.FinishReason.ERROR,
+        usage,
+        "invalid_response",
+    )
+    assert driver.usage == usage

@@ -430,3 +430,15 @@ async def test_a_reported_cost_is_kept() -> None:
     step = await driver.next()
     assert isinstance(step, al.Finished)
     assert step.result.usage == reported
+
+
+async def test_no_final_answer_when_a_usage_limit_is_also_reached() -> None:
+    def script(request: al.TurnRequest) -> Reply:
+        return tool_calls(call("tick"), usage=USAGE)
+
+    limits = al.LoopLimits(
+        max_model_calls_per_turn=2, on_limit="final_answer", max_total_tokens_per_turn=150
+    )
+    _, model, (finished,) = await drive(script, limits, "go")
+    assert len(model.requests) == 2
+    limited(finished, "max_model_calls_per_turn")
