@@ -14,19 +14,18 @@ import attrs
 import cattrs
 
 from ..core._cancellation import TurnCancellation
-from ..core._errors import CheckpointError
+from ..core._errors import CheckpointError, InvalidStateError
 from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
-from ..core._transcript import find_violation
 from ..model._config import PromptCacheRequest, SessionConfig
 from ..store._documents import CHECKPOINT_FORMAT
 from ..tools._tool import ToolRequest
+from ._checkpoint_checks import check_consistency
 from ._core import LoopCore
 from ._events import ExecutedToolCall, ModelCallRecord
 from ._results import answer
 from ._serde import provider_error_document, structure, structure_provider_error, unstructure
 from ._state import (
     ANSWERED,
-    WAITING_FOR_APPROVAL,
     CallStatus,
     DriverState,
     QueuedMessage,
@@ -44,6 +43,7 @@ __all__ = [
     "Restored",
     "RestoredTurn",
     "capture",
+    "check_checkpointable",
     "parse",
     "restore_turn",
 ]
@@ -149,6 +149,30 @@ def _structure_retry(document: Any) -> RetryPoint | None:
             f"cannot restore a checkpoint: retry point {point!r} is not a mutation point"
         )
     return RetryPoint(str(document["turn_id"]), point, structure_provider_error(document["error"]))
+
+
+def check_checkpointable(core: LoopCore) -> None:
+    """Raise ``InvalidStateError`` unless ``core`` rests where a checkpoint can be taken."""
+    state, failure = core.state, core.failure
+    if state in (DriverState.STEPPING, DriverState.FAILED):
+        raise InvalidStateError(
+            f"cannot checkpoint in state {state}: "
+            + (
+                "a step is running (a model call streams or a tool executes); "
+                "checkpoint between steps"
+                if state is DriverState.STEPPING
+                else f"an earlier step raised {type(failure).__name__}: {failure}"
+            )
+        )
+    turn = core.turn
+    if turn is not None and turn.round is not None:
+        running = [c.call.id for c in turn.round.calls if c.status is CallStatus.RUNNING]
+        if running:
+            raise InvalidStateError(
+                f"cannot checkpoint in state {state}: calls {', '.join(running)} are "
+                "still executing; answer the pending approval and call next(), then "
+                "checkpoint"
+            )
 
 
 def _message_document(message: QueuedMessage) -> dict[str, Any]:
@@ -294,7 +318,7 @@ def parse(document: Any) -> Restored:
             f"cannot restore a checkpoint: the document is malformed ({_describe(error)}); "
             "nothing was restored"
         ) from error
-    _check_consistency(restored)
+    check_consistency(restored)
     return restored
 
 
@@ -406,86 +430,6 @@ def _structure_call(document: Mapping[str, Any], session_id: str, turn_id: str) 
         decision=decision,
         task_id=document["task_id"],
     )
-
-
-def _check_consistency(restored: Restored) -> None:
-    """Fail closed: every open call must belong to the active round and vice versa."""
-    transcript = restored.transcript
-    violation = find_violation(transcript)
-    open_calls: set[str] = set()
-    if violation is not None:
-        if violation.kind != "unanswered":
-            raise CheckpointError(
-                f"cannot restore a checkpoint: its transcript is invalid ({violation.message})"
-            )
-        open_calls = set(violation.call_ids)
-    turn = restored.turn
-    tool_round = turn.round if turn is not None else None
-    if tool_round is None:
-        if open_calls:
-            raise CheckpointError(
-                "cannot restore a checkpoint: calls "
-                f"{', '.join(sorted(open_calls))} have no result and no active round owns them"
-            )
-        if restored.state is DriverState.AWAITING_APPROVAL:
-            raise CheckpointError(
-                "cannot restore a checkpoint: its state is AWAITING_APPROVAL but it holds "
-                "no tool round with a pending approval"
-            )
-        return
-    round_ids = [call.call.id for call in tool_round.calls]
-    unmatched = open_calls - set(round_ids)
-    if unmatched:
-        raise CheckpointError(
-            "cannot restore a checkpoint: calls "
-            f"{', '.join(sorted(unmatched))} have no result and are not in the active round"
-        )
-    for position, call in enumerate(tool_round.calls):
-        _check_call(call, position, open_calls, tool_round)
-    if restored.state is DriverState.AWAITING_APPROVAL and not any(
-        call.status in WAITING_FOR_APPROVAL for call in tool_round.calls
-    ):
-        raise CheckpointError(
-            "cannot restore a checkpoint: its state is AWAITING_APPROVAL but no call of the "
-            "active round awaits approval"
-        )
-
-
-def _check_call(
-    call: RoundCall, position: int, open_calls: set[str], tool_round: ToolRound
-) -> None:
-    call_id = call.call.id
-    if call.index != position:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: call {call_id} has index {call.index} at position "
-            f"{position}"
-        )
-    answered = call_id not in open_calls
-    pending_result = tool_round.results.get(call.index)
-    if pending_result is not None and pending_result.call_id != call_id:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: the stored result for call {call_id} answers "
-            f"{pending_result.call_id}"
-        )
-    if call.answered:
-        if answered == (pending_result is not None):
-            raise CheckpointError(
-                f"cannot restore a checkpoint: call {call_id} is done but has "
-                + ("two results" if answered else "no result")
-            )
-        return
-    if answered or pending_result is not None:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: call {call_id} is {_DOCUMENT_STATUS[call.status]} "
-            "but already has a result"
-        )
-    if call.status in WAITING_FOR_APPROVAL and (
-        call.approval is None or call.approval.call_id != call_id
-    ):
-        raise CheckpointError(
-            f"cannot restore a checkpoint: the pending approval of call {call_id} does not "
-            "match it; refusing to guess which call it approves"
-        )
 
 
 def _tagged(data: Any, union: Any, cls: type[TaggedT]) -> TaggedT:

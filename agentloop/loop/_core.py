@@ -30,6 +30,7 @@ from ..core._items import (
     Usage,
     result_outcome,
 )
+from ..core._transcript import has_pending_input
 from ..model._config import LoopLimits, PromptCacheRequest, QueueMode, SessionConfig
 from ._events import TurnResult
 from ._state import (
@@ -245,6 +246,23 @@ class LoopCore:
             if limit is not None and used + count > limit:
                 return name, limit
         return None
+
+    def continue_point(self, operation: str) -> str:
+        """The mutation point a model call on the transcript as it is runs at; raises
+        ``InvalidStateError`` when the transcript ends in nothing the model can answer."""
+        transcript = self.transcript
+        if not has_pending_input(transcript):
+            found = (
+                "the transcript is empty"
+                if not transcript
+                else f"the transcript ends with an item of kind {transcript[-1].kind.value!r}"
+            )
+            raise InvalidStateError(
+                f"cannot {operation}: {found}, so there is nothing for the model to "
+                "answer (an assistant tail would be an assistant-prefill request); submit "
+                "input and call next()"
+            )
+        return "after_tool_result" if transcript[-1].kind is ItemKind.TOOL else "after_turn_ended"
 
     def undecided_calls(self) -> list[RoundCall]:
         """The calls of the round still waiting for an approval answer."""

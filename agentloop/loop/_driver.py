@@ -28,10 +28,9 @@ import attrs
 import structlog
 
 from ..core._errors import InvalidInputError, InvalidStateError
-from ..core._items import Item, ItemKind, Usage
-from ..core._transcript import has_pending_input
+from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
-from ._checkpoint import Restored, capture, restore_turn
+from ._checkpoint import Restored, capture, check_checkpointable, restore_turn
 from ._core import LoopCore, checked_input, event_after
 from ._effects import DriverParts, Effects
 from ._events import ApprovalResolved, InputAccepted, RunFailed, TurnStarted, Warning
@@ -195,24 +194,8 @@ class LoopDriver:
         never answered.
         """
         self._refuse_outside_idle("continue_turn()")
-        transcript = self._core.transcript
-        if not has_pending_input(transcript):
-            found = (
-                "the transcript is empty"
-                if not transcript
-                else f"the transcript ends with an item of kind {transcript[-1].kind.value!r}"
-            )
-            raise InvalidStateError(
-                f"cannot continue_turn(): {found}, so there is nothing for the model to "
-                "answer (an assistant tail would be an assistant-prefill request); submit "
-                "input and call next()"
-            )
+        point = MutationPoint(self._core.continue_point("continue_turn()"))
         self._begin_step(DriverEvent.CONTINUE, "continue_turn()")
-        point = (
-            MutationPoint.AFTER_TOOL_RESULT
-            if transcript[-1].kind is ItemKind.TOOL
-            else MutationPoint.AFTER_TURN_ENDED
-        )
         return await self._run_step(lambda: self._start_model_turn(point))
 
     @property
@@ -374,30 +357,13 @@ class LoopDriver:
         """The driver's whole state as a versioned, JSON-compatible document.
 
         Works between steps; ``Agent.resume(document)`` continues from it.
-        Raises ``InvalidStateError`` while a step runs, after a failure, or
-        while calls of the round still execute beside a pending approval.
+        Raises ``InvalidStateError`` while a step runs, after the driver
+        FAILED, or while calls of the round still execute beside a pending
+        approval. A turn that failed (``FinishReason.ERROR``) is checkpointed
+        with its retry point.
         """
-        state, failure = self._core.state, self._core.failure
-        if state in (DriverState.STEPPING, DriverState.FAILED):
-            raise InvalidStateError(
-                f"cannot checkpoint in state {state}: "
-                + (
-                    "a step is running (a model call streams or a tool executes); "
-                    "checkpoint between steps"
-                    if state is DriverState.STEPPING
-                    else f"an earlier step raised {type(failure).__name__}: {failure}"
-                )
-            )
-        turn = self._core.turn
-        if turn is not None and turn.round is not None:
-            running = [c.call.id for c in turn.round.calls if c.status is CallStatus.RUNNING]
-            if running:
-                raise InvalidStateError(
-                    f"cannot checkpoint in state {state}: calls {', '.join(running)} are "
-                    "still executing; answer the pending approval and call next(), then "
-                    "checkpoint"
-                )
-        return capture(self._core, state, self._config)
+        check_checkpointable(self._core)
+        return capture(self._core, self._core.state, self._config)
 
     # -- state checks ------------------------------------------------------
 

@@ -7,22 +7,15 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import nullcontext
 
 import anyio
-import attrs
 
 from ..core._delta import Delta
 from ..core._errors import ModelProtocolError, MutatorError, ProviderError, ProviderErrorKind
 from ..core._items import (
     FinishReason,
-    Item,
-    ItemKind,
-    Part,
-    ReasoningPart,
-    TextPart,
     ToolCallPart,
     Usage,
 )
 from ..core._transcript import TranscriptView, find_violation, has_pending_input
-from ..model._admission import PROVIDER_CALL_ID_KEY, admit_model_output
 from ..model._config import LimitAction
 from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
@@ -45,6 +38,7 @@ from ._events import (
 from ._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
+from ._responses import admit_response, empty_reason, response_model, stamp_output
 from ._results import duplicate
 from ._state import (
     EMPTY_RESPONSE_KEY,
@@ -59,10 +53,7 @@ from ._steps import (
     Step,
 )
 
-__all__ = ["MODEL_KEY", "ModelCaller"]
-
-MODEL_KEY = "agentloop.model"
-"""Assistant item metadata: the model name an adapter stamped on its output."""
+__all__ = ["ModelCaller"]
 
 
 class ModelCaller:
@@ -230,20 +221,20 @@ class ModelCaller:
         usage: Usage | None,
     ) -> Step:
         core = self._core
-        model = _model_of(result.output_items) or self._model_name
+        model = response_model(result.output_items) or self._model_name
         if usage is not None:
             usage = self._prices.fill(model, usage)
         turn.add_usage(usage)
         core.add_session_usage(usage)
         duration = time.monotonic() - started
         try:
-            admitted, duplicates = self._admit(result.output_items)
+            admitted, duplicates = admit_response(result.output_items, self._core.call_ids)
         except ModelProtocolError as refused:
             return self._failed(turn, index, started, point, refused, usage=usage)
         now = time.time()
-        output = tuple(_stamp_output(item, usage, result.finish_reason, now) for item in admitted)
+        output = tuple(stamp_output(item, usage, result.finish_reason, now) for item in admitted)
         calls = [call for item in output for call in item.tool_calls()]
-        if not calls and (empty := _empty_reason(output, result.finish_reason)) is not None:
+        if not calls and (empty := empty_reason(output, result.finish_reason)) is not None:
             empty_error = ProviderError(
                 f"the model returned an empty response ({empty})",
                 error_type="empty_response",
@@ -276,51 +267,6 @@ class ModelCaller:
                 return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
             return self._pipeline.finish(turn, result.finish_reason, result.metadata)
         return await self._start_round(turn, calls, duplicates)
-
-    def _admit(self, items: tuple[Item, ...]) -> tuple[tuple[Item, ...], dict[str, str]]:
-        """Admit a response (see ``model/_admission.py``); rename repeats within it.
-
-        Returns the items and, for each call renamed because it repeated an id of
-        the same response, its new id -> the provider's id (answered as errors).
-        """
-        for item in items:
-            for call in item.tool_calls() if isinstance(item, Item) else ():
-                if not call.id:
-                    raise ModelProtocolError(
-                        f"model returned a call of {call.name!r} with an empty id; every tool "
-                        "call needs an id"
-                    )
-        admitted = admit_model_output(items, self._core.call_ids)
-        if not admitted.duplicate_call_ids:
-            return admitted.items, {}
-        taken = set(self._core.call_ids) | {
-            call.id for item in admitted.items for call in item.tool_calls()
-        }
-        seen: set[str] = set()
-        duplicates: dict[str, str] = {}
-        renamed_items: list[Item] = []
-        for item in admitted.items:
-            parts: list[Part] = []
-            for part in item.parts:
-                if isinstance(part, ToolCallPart) and part.id in admitted.duplicate_call_ids:
-                    if part.id in seen:
-                        number = 2
-                        while f"{part.id}_{number}" in taken:
-                            number += 1
-                        fresh = f"{part.id}_{number}"
-                        taken.add(fresh)
-                        provider_id = part.metadata.get(PROVIDER_CALL_ID_KEY, part.id)
-                        duplicates[fresh] = provider_id
-                        part = attrs.evolve(
-                            part,
-                            id=fresh,
-                            metadata={**part.metadata, PROVIDER_CALL_ID_KEY: provider_id},
-                        )
-                    else:
-                        seen.add(part.id)
-                parts.append(part)
-            renamed_items.append(attrs.evolve(item, parts=tuple(parts)))
-        return tuple(renamed_items), duplicates
 
     async def _start_round(
         self, turn: TurnState, calls: list[ToolCallPart], duplicates: dict[str, str]
@@ -451,40 +397,6 @@ class ModelCaller:
             return None
         # Cancelled: the pass is discarded as a whole.
         return await self._pipeline.finish_cancelled(turn, "mutator")
-
-
-def _model_of(items: tuple[Item, ...]) -> str | None:
-    for item in items:
-        model = item.metadata.get(MODEL_KEY) if isinstance(item, Item) else None
-        if isinstance(model, str) and model:
-            return model
-    return None
-
-
-def _empty_reason(output: tuple[Item, ...], reason: FinishReason) -> str | None:
-    """Why a response without calls is empty (no text, no content), or None if it is not."""
-    for item in output:
-        for part in item.parts:
-            if isinstance(part, TextPart):
-                if part.text.strip():
-                    return None
-            elif not isinstance(part, ReasoningPart):
-                return None
-    what = "no output items" if not output else "no text and no tool calls"
-    return f"{what}; finish reason {reason.value}"
-
-
-def _stamp_output(item: Item, usage: Usage | None, reason: FinishReason, now: float) -> Item:
-    if item.kind is ItemKind.ASSISTANT and (item.usage is None or item.finish_reason is None):
-        return attrs.evolve(
-            item,
-            usage=item.usage if item.usage is not None else usage,
-            finish_reason=item.finish_reason or reason,
-            created_at=item.created_at if item.created_at is not None else now,
-        )
-    if item.created_at is None:
-        return attrs.evolve(item, created_at=now)
-    return item
 
 
 async def _close(stream: AsyncIterator[ModelEvent], *, shielded: bool) -> None:
