@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core._errors import CheckpointError
-from ..core._transcript import find_violation
+from ..core._transcript import find_violation, has_pending_input
 from ._state import WAITING_FOR_APPROVAL, CallStatus, DriverState, RoundCall, ToolRound
 
 if TYPE_CHECKING:
@@ -20,8 +20,20 @@ def _status_word(status: CallStatus) -> str:
 
 
 def check_consistency(restored: Restored) -> None:
-    """Fail closed: every open call must belong to the active round and vice versa."""
+    """Fail closed: every open call must belong to the active round and vice versa; a
+    retry point needs a closed turn and a transcript the model can answer."""
     transcript = restored.transcript
+    if restored.retry_point is not None:
+        if restored.turn is not None or restored.state is not DriverState.IDLE:
+            raise CheckpointError(
+                "cannot restore a checkpoint: it holds a retry point but also an open turn "
+                f"(state {restored.state}); a failed turn is closed"
+            )
+        if not has_pending_input(transcript):
+            raise CheckpointError(
+                "cannot restore a checkpoint: it holds a retry point but its transcript does "
+                "not end in a user, tool or notification item for the model to answer"
+            )
     violation = find_violation(transcript)
     open_calls: set[str] = set()
     if violation is not None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from loop_support import ApproveFsReads, EchoTool, Recorder, user
 
 import agentloop as al
@@ -519,3 +522,126 @@ async def test_the_usage_of_an_empty_response_is_counted() -> None:
         "invalid_response",
     )
     assert driver.usage == usage
+
+
+async def failed_document() -> dict[str, Any]:
+    model = al.ScriptedModel([fail(al.ProviderError("503", status=503, retryable=True))])
+    driver = await make_agent(model).start("s")
+    await driver.next()
+    return json.loads(json.dumps(driver.checkpoint()))
+
+
+def _set_kind(document: dict[str, Any]) -> None:
+    document["retry_point"]["error"]["kind"] = "weather"
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (_set_kind, "the document is malformed"),
+        (lambda d: d["retry_point"].update(point="somewhere"), "retry point 'somewhere' is not"),
+        (lambda d: d["retry_point"]["error"].update(status="503"), "the document is malformed"),
+        (lambda d: d["retry_point"]["error"].update({"class": "KeyError"}), "malformed"),
+        (lambda d: d["retry_point"].pop("error"), "missing field 'error'"),
+        (lambda d: d.pop("retry_point"), "missing field 'retry_point'"),
+        (lambda d: d.update(session_tool_calls=-1), "session_tool_calls must be a non-negative"),
+        (
+            lambda d: d["transcript"].append(
+                {**d["transcript"][-1], "kind": "assistant", "parts": []}
+            ),
+            "holds a retry point but its transcript does not end",
+        ),
+        (
+            lambda d: d.update(
+                turn={
+                    "turn_id": "turn-9",
+                    "model_calls": 0,
+                    "usage": None,
+                    "paused": False,
+                    "interrupted": False,
+                    "items": [],
+                    "tool_calls": [],
+                    "model_calls_made": [],
+                    "final_answer": False,
+                    "round": None,
+                }
+            ),
+            "holds a retry point but also an open turn",
+        ),
+    ],
+)
+async def test_a_corrupted_retry_point_is_rejected(corrupt: Any, message: str) -> None:
+    document = await failed_document()
+    corrupt(document)
+    model = al.ScriptedModel([])
+    with pytest.raises(al.CheckpointError, match=message):
+        await make_agent(model).resume(document)
+    assert model.requests == []
+
+
+@given(
+    message=st.text(max_size=20),
+    kind=st.sampled_from(list(Kind)),
+    status=st.none() | st.integers(100, 599),
+    error_type=st.none() | st.text(max_size=10),
+    protocol=st.booleans(),
+)
+def test_provider_errors_round_trip_through_the_converter(
+    message: str,
+    kind: al.ProviderErrorKind,
+    status: int | None,
+    error_type: str | None,
+    protocol: bool,
+) -> None:
+    error = (
+        al.ModelProtocolError(message, error_type=error_type)
+        if protocol
+        else al.ProviderError(message, status=status, error_type=error_type, kind=kind)
+    )
+    result = al.TurnResult("t", al.FinishReason.ERROR, (), error=error)
+    back = al.structure(json.loads(json.dumps(al.unstructure(result))), al.TurnResult)
+    assert back.error is not None
+    assert type(back.error) is type(error)
+    assert (str(back.error), back.error.kind, back.error.status, back.error.error_type) == (
+        str(error),
+        error.kind,
+        error.status,
+        error.error_type,
+    )
+
+
+@given(
+    records=st.lists(
+        st.builds(
+            al.ModelCallRecord,
+            index=st.integers(1, 30),
+            finish_reason=st.sampled_from(list(al.FinishReason)),
+            usage=st.none() | st.builds(al.Usage, st.integers(0, 10**6), st.integers(0, 10**6)),
+            duration=st.floats(0, 100),
+            model=st.none() | st.text(max_size=8),
+            error_kind=st.none() | st.sampled_from([k.value for k in Kind]),
+        ),
+        max_size=3,
+    ),
+    calls=st.lists(
+        st.builds(
+            al.ExecutedToolCall,
+            call_id=st.text(min_size=1, max_size=6),
+            tool_name=st.text(min_size=1, max_size=6),
+            input=st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+            result=st.builds(al.ToolResultPart, st.text(max_size=6), st.text(max_size=10)),
+            started_at=st.none() | st.floats(0, 2e9),
+            finished_at=st.none() | st.floats(0, 2e9),
+            duration=st.none() | st.floats(0, 100),
+        ),
+        max_size=3,
+    ),
+)
+def test_turn_records_round_trip_through_json(
+    records: list[al.ModelCallRecord], calls: list[al.ExecutedToolCall]
+) -> None:
+    result = al.TurnResult(
+        "t", al.FinishReason.COMPLETED, (), tool_calls=calls, model_calls=records
+    )
+    data = json.loads(json.dumps(al.unstructure(result)))
+    assert al.structure(data, al.TurnResult) == result
