@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -645,3 +646,38 @@ def test_turn_records_round_trip_through_json(
     )
     data = json.loads(json.dumps(al.unstructure(result)))
     assert al.structure(data, al.TurnResult) == result
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+async def test_a_store_keeps_the_failed_turn_and_a_restart_retries_it(
+    store_kind: str, tmp_path: Any
+) -> None:
+    store: al.SessionStore = (
+        al.MemorySessionStore()
+        if store_kind == "memory"
+        else al.SqliteSessionStore(tmp_path / "sessions.db")
+    )
+    error = al.ProviderError("overloaded", status=529, retryable=True)
+    model = al.ScriptedModel(failing_at("after_tool_round", error))
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
+        .input([user("go")])
+        .store(store)
+        .build()
+    )
+    driver = await agent.start("stored")
+    failed = await until_finished(driver)
+    assert failed.result.finish_reason is al.FinishReason.ERROR
+    failed_request = list(model.requests[-1].transcript)
+
+    # A new process: the same store, a fresh model.
+    fresh = al.ScriptedModel(["done"])
+    restarted = await attrs.evolve(agent, model=fresh).resume(session_id="stored")
+    assert restarted.retry_point is not None
+    assert restarted.retry_point.error.status == 529
+    step = await restarted.retry()
+    assert isinstance(step, al.Finished)
+    assert step.result.finish_reason is al.FinishReason.COMPLETED
+    assert [list(r.transcript) for r in fresh.requests] == [failed_request]
