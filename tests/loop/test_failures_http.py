@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from providers._openai_streams import text_stream, tool_call_stream
-from providers._server import ReplayServer, Reply, json_error, sse
+from providers._server import ReplayServer, Reply, json_error, split_inside, sse
 
 import agentloop as al
 from agentloop.providers import OpenAIChatModel, RetryPolicy
@@ -29,7 +30,8 @@ OVERFLOW = json_error(
     },
 )
 OVERLOADED = json_error(503, {"error": {"message": "overloaded", "type": "server_error"}})
-CUT = sse(text_stream()[:180], cut=True)
+# Cut inside the second content delta: "Hello" has streamed, then the connection drops.
+CUT = sse(text_stream()[: split_inside(text_stream(), " wörld")], cut=True)
 
 
 class Weather:
@@ -52,6 +54,34 @@ class Weather:
 class AskForReads:
     def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
         return al.RequireApproval("weather", request.summary)
+
+
+class Deltas:
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def handle_event(self, event: al.AgentEvent) -> None:
+        if isinstance(event, al.ContentDelta) and isinstance(event.delta, al.AppendText):
+            self.texts.append(event.delta.text)
+
+
+async def test_a_stream_cut_after_some_text_keeps_none_of_it() -> None:
+    deltas = Deltas()
+    async with ReplayServer([CUT, sse(text_stream())]) as server:
+        agent = agent_for(server.url)
+        driver = await attrs.evolve(agent, observers=(deltas,)).start("s")
+        failed = await driver.next()
+        assert isinstance(failed, al.Finished)
+        assert failed.result.error is not None
+        assert failed.result.error.kind is Kind.RETRYABLE
+        assert deltas.texts == ["Hello"]
+        assert [item.kind for item in driver.snapshot().transcript] == [
+            al.ItemKind.SYSTEM,
+            al.ItemKind.USER,
+        ]
+        done = await driver.retry()
+        assert isinstance(done, al.Finished)
+        assert done.result.final_items[0].text_content == "Hello wörld 🌍"
 
 
 def agent_for(url: str, *, approval: bool = False) -> al.Agent:
@@ -106,7 +136,10 @@ async def test_a_failing_server_ends_the_turn_and_retry_sends_the_same_request(
         assert failed.result.finish_reason is al.FinishReason.ERROR
         assert failed.result.error is not None
         assert failed.result.error.kind is kind
-        al.validate_transcript(driver.snapshot().transcript)
+        transcript = driver.snapshot().transcript
+        al.validate_transcript(transcript)
+        assert transcript[-1].kind in (al.ItemKind.USER, al.ItemKind.TOOL)
+        assert not any("Hello" in item.text_content for item in transcript)
         checkpoint = driver.checkpoint()
         assert checkpoint["retry_point"]["error"]["kind"] == kind.value
 
