@@ -7,11 +7,14 @@ from typing import Any
 
 import attrs
 import pytest
+from providers import _anthropic_streams as anthropic
+from providers import _gemini_streams as gemini
+from providers import _openai_streams as openai
 from providers._openai_streams import text_stream, tool_call_stream
 from providers._server import ReplayServer, Reply, json_error, split_inside, sse
 
 import agentloop as al
-from agentloop.providers import OpenAIChatModel, RetryPolicy
+from agentloop.providers import AnthropicModel, GeminiModel, OpenAIChatModel, RetryPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -177,3 +180,57 @@ async def test_usage_is_priced_from_the_response_model() -> None:
         assert usage is not None
         # 9 prompt and 12 completion tokens of gpt-4o-mini (0.15 / 0.60 per million).
         assert usage.cost == pytest.approx((9 * 0.15 + 12 * 0.60) / 1_000_000)
+
+
+def provider_cases() -> list[Any]:
+    never = RetryPolicy.never()
+    return [
+        pytest.param(
+            lambda url: OpenAIChatModel("m", base_url=f"{url}/v1", api_key="k", retry=never),
+            openai.tool_call_stream(),
+            openai.error_midstream(),
+            openai.text_stream(),
+            id="openai",
+        ),
+        pytest.param(
+            lambda url: AnthropicModel("m", base_url=url, api_key="k", retry=never),
+            anthropic.tool_use_stream(),
+            anthropic.error_midstream(),
+            anthropic.text_stream(),
+            id="anthropic",
+        ),
+        pytest.param(
+            lambda url: GeminiModel("m", base_url=url, api_key="k", retry=never),
+            gemini.call_stream(),
+            gemini.error_midstream(),
+            gemini.text_stream(),
+            id="gemini",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("factory", "tools", "broken", "answer"), provider_cases())
+async def test_each_provider_fails_mid_stream_after_a_tool_round_and_retries(
+    factory: Any, tools: bytes, broken: bytes, answer: bytes
+) -> None:
+    async with ReplayServer([sse(tools), sse(broken), sse(answer)]) as server:
+        agent = attrs.evolve(agent_for(server.url), model=factory(server.url))
+        driver = await agent.start("s")
+        failed = await until_finished(driver)
+        assert failed.result.finish_reason is al.FinishReason.ERROR
+        assert failed.result.error is not None
+        assert failed.result.error.kind is Kind.RETRYABLE
+        assert [call.tool_name for call in failed.result.tool_calls] == ["get_weather"]
+        assert [r.finish_reason for r in failed.result.model_calls] == [
+            al.FinishReason.TOOL_CALL,
+            al.FinishReason.ERROR,
+        ]
+        transcript = driver.snapshot().transcript
+        al.validate_transcript(transcript)
+        assert transcript[-1].kind is al.ItemKind.TOOL
+        done = await driver.retry()
+        assert isinstance(done, al.Finished)
+        assert done.result.final_items[0].text_content == "Hello wörld 🌍"
+        bodies = [request.json for request in server.requests]
+        assert len(bodies) == 3
+        assert bodies[1] == bodies[2]
