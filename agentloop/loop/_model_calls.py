@@ -155,6 +155,8 @@ class ModelCaller:
         try:
             outcome = await self._stream_handling_timeout(turn, request)
         except ProviderError as error:
+            if turn.is_cancelled:  # the error is the interrupt's echo: a cancelled turn
+                return await self._pipeline.finish_cancelled(turn, "model")
             return self._failed(turn, index, started, point, error)
         if outcome is None:
             return await self._pipeline.finish_cancelled(turn, "model")

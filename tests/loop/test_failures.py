@@ -681,3 +681,37 @@ async def test_a_store_keeps_the_failed_turn_and_a_restart_retries_it(
     assert isinstance(step, al.Finished)
     assert step.result.finish_reason is al.FinishReason.COMPLETED
     assert [list(r.transcript) for r in fresh.requests] == [failed_request]
+
+
+async def test_a_provider_error_caused_by_an_interrupt_is_a_cancelled_turn() -> None:
+    controller = al.CancellationController()
+
+    class InterruptThenFail:
+        """An adapter that reports the interrupt as a ProviderError (a closed connection)."""
+
+        model_name = "m"
+
+        async def start_session(self, config: al.SessionConfig) -> InterruptThenFail:
+            return self
+
+        async def begin_turn(self, request: al.TurnRequest, cancellation: Any) -> Any:
+            async def events() -> Any:
+                controller.interrupt()
+                raise al.ProviderError("connection closed", retryable=True)
+                yield  # pragma: no cover
+
+            return events()
+
+    agent = (
+        al.Agent.builder()
+        .model(InterruptThenFail())
+        .cancellation(controller.handle())
+        .input([user("go")])
+        .build()
+    )
+    driver = await agent.start("s")
+    step = await driver.next()
+    assert isinstance(step, al.Finished)
+    assert step.result.finish_reason is al.FinishReason.CANCELLED
+    assert step.result.metadata["agentloop.interrupt_stage"] == "model"
+    assert driver.retry_point is None
