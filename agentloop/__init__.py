@@ -14,8 +14,10 @@ from .core._errors import (
     CheckpointError,
     InvalidInputError,
     InvalidStateError,
+    ModelProtocolError,
     MutatorError,
     ProviderError,
+    ProviderErrorKind,
     ToolError,
     TranscriptError,
 )
@@ -55,6 +57,7 @@ from .host._run import (
     Approver,
     RunResult,
     RunStopReason,
+    TurnRetryPolicy,
     continue_from,
     run,
 )
@@ -63,12 +66,18 @@ from .loop._agent import Agent, AgentBuilder
 from .loop._checkpoint import CHECKPOINT_VERSION
 from .loop._driver import LoopDriver, LoopSnapshot
 from .loop._events import (
+    AgentEnded,
     AgentEvent,
     ApprovalRequired,
     ApprovalResolved,
     ContentDelta,
+    ExecutedToolCall,
     InputAccepted,
     LoopObserver,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallRecord,
+    ModelCallStarted,
     MutationFinished,
     MutationStarted,
     RunFailed,
@@ -86,7 +95,7 @@ from .loop._events import (
     Warning,
 )
 from .loop._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
-from .loop._state import DriverState
+from .loop._state import DriverState, RetryPoint
 from .loop._steps import (
     AfterToolResult,
     ApprovalDecision,
@@ -101,6 +110,7 @@ from .model._config import (
     AutomaticCache,
     CacheBreakpoint,
     ExplicitCache,
+    LimitAction,
     LoopLimits,
     PromptCacheMode,
     PromptCacheRequest,
@@ -111,6 +121,7 @@ from .model._config import (
     TranscriptItemEnd,
     TranscriptPartEnd,
 )
+from .model._pricing import DEFAULT_PRICES, ModelPrice, PriceTable
 from .model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
 from .permissions._network import NetworkPolicy
 from .permissions._policies import (
@@ -191,12 +202,14 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "DEFAULT_BUFFER_SIZE",
     "DEFAULT_MAX_STEPS",
+    "DEFAULT_PRICES",
     "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
     "Abstain",
     "AfterToolResult",
     "Agent",
     "AgentBuilder",
+    "AgentEnded",
     "AgentEvent",
     "AgentLoopError",
     "Allow",
@@ -234,6 +247,7 @@ __all__ = [
     "DetachAfter",
     "DriverState",
     "EventStream",
+    "ExecutedToolCall",
     "ExplicitCache",
     "FilePart",
     "FileSystemRead",
@@ -248,6 +262,7 @@ __all__ = [
     "Item",
     "ItemKind",
     "KindPolicy",
+    "LimitAction",
     "LoopDriver",
     "LoopLimits",
     "LoopMutator",
@@ -257,7 +272,13 @@ __all__ = [
     "MemorySessionStore",
     "Metadata",
     "ModelAdapter",
+    "ModelCallFailed",
+    "ModelCallFinished",
+    "ModelCallRecord",
+    "ModelCallStarted",
     "ModelEvent",
+    "ModelPrice",
+    "ModelProtocolError",
     "ModelSession",
     "ModelTurnResult",
     "MutationContext",
@@ -278,14 +299,17 @@ __all__ = [
     "PolicyDecision",
     "PrepareOutcome",
     "PreparedCall",
+    "PriceTable",
     "PromptCacheMode",
     "PromptCacheRequest",
     "PromptCacheRetention",
     "PromptCacheStrategy",
     "ProviderError",
+    "ProviderErrorKind",
     "ReasoningPart",
     "RequireApproval",
     "ResultOutcome",
+    "RetryPoint",
     "RouteByAnnotation",
     "RouteByName",
     "RoutingDecision",
@@ -357,6 +381,7 @@ __all__ = [
     "TurnId",
     "TurnRequest",
     "TurnResult",
+    "TurnRetryPolicy",
     "TurnStarted",
     "TurnUpdate",
     "Usage",

@@ -70,7 +70,7 @@ async def main() -> None:
     for item in driver.snapshot().transcript:
         for result in item.tool_results():
             print(f"{result.call_id}: {result.output!r} error={result.is_error}")
-    print("answer:", step.result.items[0].text_content)
+    print("answer:", step.result.final_items[0].text_content)
 
 
 if __name__ == "__main__":

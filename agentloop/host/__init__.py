@@ -10,6 +10,7 @@ from ._run import (
     Approver,
     RunResult,
     RunStopReason,
+    TurnRetryPolicy,
     continue_from,
     run,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "ApprovalAnswer",
     "Approver",
     "EventStream",
+    "TurnRetryPolicy",
     "RunResult",
     "RunStopReason",
     "StreamItem",

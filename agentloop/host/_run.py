@@ -9,14 +9,17 @@ implementation. ``AfterToolResult`` pauses are continued, approvals go to the
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
+import anyio
 import attrs
+import structlog
 
 from ..core._cancellation import CancellationHandle
-from ..core._errors import InvalidInputError, InvalidStateError
+from ..core._errors import InvalidInputError, InvalidStateError, ProviderError, ProviderErrorKind
 from ..core._items import FinishReason, Item, ItemKind, Usage
 from ..core._transcript import find_violation
 from ..loop._agent import Agent
@@ -38,10 +41,13 @@ __all__ = [
     "ApprovalAnswer",
     "Approver",
     "RunResult",
+    "TurnRetryPolicy",
     "RunStopReason",
     "continue_from",
     "run",
 ]
+
+log = structlog.get_logger("agentloop")
 
 DEFAULT_MAX_STEPS = 100
 """How many ``driver.next()`` calls one ``run()`` makes at most by default."""
@@ -54,6 +60,57 @@ ApprovalAnswer: TypeAlias = ApprovalDecision | bool
 
 Approver: TypeAlias = Callable[[ApprovalRequest], ApprovalAnswer | Awaitable[ApprovalAnswer]]
 """A sync or async callable that answers one :class:`ApprovalRequest`."""
+
+
+def _non_negative(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"TurnRetryPolicy.{attribute.name} must be a number, got {value!r}")
+    if value < 0:
+        raise InvalidInputError(f"TurnRetryPolicy.{attribute.name} must be >= 0, got {value!r}")
+
+
+def _attempts(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"TurnRetryPolicy.max_retries must be an int >= 0, got {value!r}")
+
+
+def _kinds(value: Any) -> frozenset[ProviderErrorKind]:
+    kinds = frozenset(value)
+    for kind in kinds:
+        if not isinstance(kind, ProviderErrorKind):
+            raise InvalidInputError(
+                f"TurnRetryPolicy.retry_on expects ProviderErrorKind values, got {kind!r}"
+            )
+    return kinds
+
+
+@attrs.frozen(kw_only=True)
+class TurnRetryPolicy:
+    """Turn-level retries for :func:`run` and :func:`~agentloop.stream`.
+
+    When a turn ends with ``FinishReason.ERROR`` and its error's kind is in
+    ``retry_on`` (default: ``RETRYABLE`` only), the run sleeps
+    ``initial_delay * multiplier ** n`` seconds (capped at ``max_delay``; ``n``
+    counts this turn's retries from 0) and calls ``driver.retry()``, at most
+    ``max_retries`` times per turn. These retries come on top of the model
+    adapter's own request retries.
+    """
+
+    max_retries: int = attrs.field(default=2, validator=_attempts)
+    initial_delay: float = attrs.field(default=1.0, validator=_non_negative)
+    multiplier: float = attrs.field(default=2.0, validator=_non_negative)
+    max_delay: float = attrs.field(default=30.0, validator=_non_negative)
+    retry_on: frozenset[ProviderErrorKind] = attrs.field(
+        default=frozenset({ProviderErrorKind.RETRYABLE}), converter=_kinds
+    )
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        return float(min(self.initial_delay * self.multiplier**retry, self.max_delay))
+
+    def allows(self, error: ProviderError | None, retries: int) -> bool:
+        """Whether a turn that failed with ``error`` after ``retries`` retries is retried."""
+        return error is not None and error.kind in self.retry_on and retries < self.max_retries
 
 
 class RunStopReason(StrEnum):
@@ -95,6 +152,11 @@ class RunResult:
     def finish_reason(self) -> FinishReason | None:
         """How the last finished turn ended (``None`` if no turn finished)."""
         return self.turns[-1].finish_reason if self.turns else None
+
+    @property
+    def error(self) -> ProviderError | None:
+        """The error of the last finished turn, when it ended with ``FinishReason.ERROR``."""
+        return self.turns[-1].error if self.turns else None
 
     @property
     def is_paused(self) -> bool:
@@ -164,6 +226,14 @@ def session_config(config: SessionConfig | str | None) -> SessionConfig:
     return config
 
 
+def check_retry(operation: str, retry: TurnRetryPolicy | None) -> None:
+    """Refuse a ``retry`` that is not a TurnRetryPolicy."""
+    if retry is not None and not isinstance(retry, TurnRetryPolicy):
+        raise InvalidInputError(
+            f"{operation}: retry must be a TurnRetryPolicy or None, got {type(retry).__name__}"
+        )
+
+
 def check_max_steps(operation: str, max_steps: int) -> None:
     """Refuse a ``max_steps`` below 1."""
     if not isinstance(max_steps, int) or max_steps < 1:
@@ -177,20 +247,27 @@ async def run(
     approve: Approver | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     config: SessionConfig | str | None = None,
+    retry: TurnRetryPolicy | None = None,
 ) -> RunResult:
     """Start a driver for ``agent`` with ``prompt`` as input and drive it until the turn ends.
 
     ``approve`` answers approval requests; without it the run stops with
     ``stop_reason="approval_required"``. After ``max_steps`` calls of
     ``next()`` the run stops with ``stop_reason="max_steps"`` (no exception);
-    both kinds of stop can be resumed with :func:`continue_from`. Errors
-    raised by a step (``ProviderError``...) propagate.
+    both kinds of stop can be resumed with :func:`continue_from`. A failed
+    model call ends the turn with ``FinishReason.ERROR`` (``result.error``
+    holds the ``ProviderError``); ``retry`` retries such turns (see
+    :class:`TurnRetryPolicy`). Errors that fail the driver (a ``MutatorError``, a
+    bug) propagate.
     """
     items = prompt_items("run", prompt)
     check_max_steps("run", max_steps)
+    check_retry("run", retry)
     settings = session_config(config)
     driver = await attrs.evolve(agent, input=agent.input + items).start(settings)
-    return await drive_run(driver, agent, settings, approve=approve, max_steps=max_steps)
+    return await drive_run(
+        driver, agent, settings, approve=approve, max_steps=max_steps, retry=retry
+    )
 
 
 async def continue_from(
@@ -200,6 +277,7 @@ async def continue_from(
     agent: Agent | None = None,
     approve: Approver | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
+    retry: TurnRetryPolicy | None = None,
 ) -> RunResult:
     """Ask again after ``result``.
 
@@ -207,9 +285,28 @@ async def continue_from(
     prior transcript as history) with ``prompt`` as input. A paused run
     (approval required, max steps): resumes the same driver, after the host
     answered ``result.pending_approval`` or with ``approve``; ``prompt`` is
-    only accepted at a pause that takes input (not at an approval).
+    only accepted at a pause that takes input (not at an approval). A run
+    whose turn failed (``result.error``) without a prompt retries the failed
+    model call on the same driver (``driver.retry()``).
     """
     check_max_steps("continue_from", max_steps)
+    check_retry("continue_from", retry)
+    driver = result.driver
+    if prompt is None and result.error is not None and driver is not None and agent is None:
+        if driver.retry_point is None:
+            raise InvalidStateError(
+                "continue_from: the run's turn failed but its driver moved on since; "
+                "give a prompt to ask again"
+            )
+        return await drive_run(
+            driver,
+            result.agent,
+            result.config,
+            approve=approve,
+            max_steps=max_steps,
+            retry=retry,
+            first=driver.retry,
+        )
     if not result.is_paused:
         if prompt is None:
             raise InvalidInputError(
@@ -222,8 +319,8 @@ async def continue_from(
             approve=approve,
             max_steps=max_steps,
             config=result.config,
+            retry=retry,
         )
-    driver = result.driver
     if driver is None or agent is not None:
         raise InvalidInputError(
             f"continue_from: a run stopped at {result.stop_reason.value} can only resume its "
@@ -238,7 +335,7 @@ async def continue_from(
             )
         driver.submit_input(prompt_items("continue_from", prompt))
     return await drive_run(
-        driver, result.agent, result.config, approve=approve, max_steps=max_steps
+        driver, result.agent, result.config, approve=approve, max_steps=max_steps, retry=retry
     )
 
 
@@ -250,12 +347,20 @@ async def drive_run(
     approve: Approver | None,
     max_steps: int,
     hooks: DriveHooks | None = None,
+    retry: TurnRetryPolicy | None = None,
+    first: Callable[[], Awaitable[Step]] | None = None,
 ) -> RunResult:
-    """Call ``driver.next()`` until a turn finishes, an approval stops it, or ``max_steps``."""
+    """Call ``driver.next()`` until a turn finishes, an approval stops it, or ``max_steps``.
+
+    ``first`` replaces the first ``next()`` (``continue_from`` passes ``driver.retry``);
+    a turn that failed with an error ``retry`` allows is retried after its delay.
+    """
     hooks = hooks or DriveHooks()
     usage_before = driver.usage
     turns: list[TurnResult] = []
     steps = 0
+    retries = 0
+    advance: Callable[[], Awaitable[Step]] = first or driver.next
 
     def result(reason: RunStopReason, pending: ApprovalRequest | None = None) -> RunResult:
         return RunResult(
@@ -272,12 +377,29 @@ async def drive_run(
         )
 
     while steps < max_steps:
-        step = await driver.next()
+        step = await advance()
+        advance = driver.next
         steps += 1
         await hooks.after_step(step)
         if isinstance(step, Finished):
             turns.append(step.result)
-            if not driver.snapshot().pending_input:
+            error = step.result.error
+            if retry is not None and retry.allows(error, retries):
+                assert error is not None
+                delay = retry.delay(retries)
+                retries += 1
+                log.info(
+                    "retrying a failed turn",
+                    turn_id=step.result.turn_id,
+                    kind=error.kind.value,
+                    retry=retries,
+                    delay=delay,
+                )
+                await anyio.sleep(delay)
+                advance = driver.retry
+                continue
+            retries = 0
+            if error is not None or not driver.snapshot().pending_input:
                 return result(RunStopReason.FINISHED)
         elif isinstance(step, AwaitingInput):
             return result(RunStopReason.AWAITING_INPUT)
@@ -330,7 +452,7 @@ def _decision(answer: object, request: ApprovalRequest) -> ApprovalDecision:
 def _final_text(turns: Sequence[TurnResult]) -> str:
     if not turns:
         return ""
-    texts = (item.text_content for item in turns[-1].items if item.kind is ItemKind.ASSISTANT)
+    texts = (item.text_content for item in turns[-1].final_items)
     return "\n".join(text for text in texts if text)
 
 

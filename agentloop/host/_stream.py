@@ -35,7 +35,9 @@ from ._run import (
     Approver,
     DriveHooks,
     RunResult,
+    TurnRetryPolicy,
     check_max_steps,
+    check_retry,
     drive_run,
     prompt_items,
     session_config,
@@ -132,6 +134,7 @@ class EventStream:
         max_steps: int,
         config: SessionConfig,
         buffer_size: int,
+        retry: TurnRetryPolicy | None = None,
     ) -> None:
         self._agent = agent
         self._items = items
@@ -139,6 +142,7 @@ class EventStream:
         self._max_steps = max_steps
         self._config = config
         self._buffer_size = buffer_size
+        self._retry = retry
         self._task_group: TaskGroup | None = None
         self._receive: MemoryObjectReceiveStream[StreamItem] | None = None
         self._driver: LoopDriver | None = None
@@ -248,6 +252,7 @@ class EventStream:
                 approve=self._approve,
                 max_steps=self._max_steps,
                 hooks=_StreamHooks(self, forwarder),
+                retry=self._retry,
             )
         except Exception as error:
             self._error = error
@@ -264,6 +269,7 @@ def stream(
     max_steps: int = DEFAULT_MAX_STEPS,
     config: SessionConfig | str | None = None,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
+    retry: TurnRetryPolicy | None = None,
 ) -> EventStream:
     """Run ``agent`` on ``prompt`` and yield every event and step as it happens.
 
@@ -272,10 +278,13 @@ def stream(
     the consumer may answer the ``ApprovalRequest`` step it receives
     (``item.approve()``) before asking for the next item; else the run stops
     with ``stop_reason="approval_required"``. See :func:`~agentloop.run` for
-    ``max_steps`` and ``config``.
+    ``max_steps``, ``config`` and ``retry`` (a failed turn's retries appear in
+    the stream as a ``Finished`` step with ``FinishReason.ERROR`` followed by
+    the retried turn's events).
     """
     items = prompt_items("stream", prompt)
     check_max_steps("stream", max_steps)
+    check_retry("stream", retry)
     if not isinstance(buffer_size, int) or buffer_size < 1:
         raise InvalidInputError(f"stream: buffer_size must be an int >= 1, got {buffer_size!r}")
     return EventStream(
@@ -285,4 +294,5 @@ def stream(
         max_steps=max_steps,
         config=session_config(config),
         buffer_size=buffer_size,
+        retry=retry,
     )

@@ -114,7 +114,16 @@ class Agent:
             observers=self.observers,
             transcript_observers=self.transcript_observers,
             store=self.store,
+            model_name=_model_name(self.model, session),
         )
+
+
+def _model_name(adapter: Any, session: Any) -> str | None:
+    for source in (session, adapter):
+        name = getattr(source, "model_name", None)
+        if isinstance(name, str) and name:
+            return name
+    return None
 
 
 def _check_items(method: str, items: Sequence[Item]) -> tuple[Item, ...]:

@@ -14,21 +14,22 @@ import attrs
 import cattrs
 
 from ..core._cancellation import TurnCancellation
-from ..core._errors import CheckpointError
+from ..core._errors import CheckpointError, InvalidStateError
 from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
-from ..core._transcript import find_violation
 from ..model._config import PromptCacheRequest, SessionConfig
 from ..store._documents import CHECKPOINT_FORMAT
 from ..tools._tool import ToolRequest
+from ._checkpoint_checks import check_consistency
 from ._core import LoopCore
+from ._events import ExecutedToolCall, ModelCallRecord
 from ._results import answer
-from ._serde import structure, unstructure
+from ._serde import provider_error_document, structure, structure_provider_error, unstructure
 from ._state import (
     ANSWERED,
-    WAITING_FOR_APPROVAL,
     CallStatus,
     DriverState,
     QueuedMessage,
+    RetryPoint,
     RoundCall,
     ToolRound,
     TurnPhase,
@@ -42,12 +43,18 @@ __all__ = [
     "Restored",
     "RestoredTurn",
     "capture",
+    "check_checkpointable",
     "parse",
     "restore_turn",
 ]
 
-CHECKPOINT_VERSION = 1
-"""The newest checkpoint version this agentloop writes and reads."""
+CHECKPOINT_VERSION = 2
+"""The newest checkpoint version this agentloop writes and reads.
+
+Version 2 adds ``retry_point`` (a turn that ended because a model call failed),
+``session_tool_calls``, and the turn's ``items``, ``tool_calls``,
+``model_calls`` and ``final_answer``; version-1 documents restore with none.
+"""
 
 TaggedT = TypeVar("TaggedT", ToolCallPart, ToolResultPart, ApprovalRequest)
 
@@ -64,6 +71,10 @@ class RestoredTurn:
     paused: bool
     interrupted: bool
     round: ToolRound | None
+    items: list[Item] = attrs.field(factory=list)
+    tool_calls: list[ExecutedToolCall] = attrs.field(factory=list)
+    model_calls_made: list[ModelCallRecord] = attrs.field(factory=list)
+    final_answer: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -81,6 +92,8 @@ class Restored:
     turn: RestoredTurn | None
     steering: list[QueuedMessage]
     follow_ups: list[QueuedMessage]
+    retry_point: RetryPoint | None = None
+    session_tool_calls: int = 0
 
 
 def capture(
@@ -114,7 +127,52 @@ def capture(
         "turn": None if turn is None else _turn_document(turn),
         "steering": [_message_document(message) for message in core.steering],
         "follow_ups": [_message_document(message) for message in core.follow_ups],
+        "retry_point": None if core.retry_point is None else _retry_document(core.retry_point),
+        "session_tool_calls": core.session_tool_calls,
     }
+
+
+def _retry_document(point: RetryPoint) -> dict[str, Any]:
+    return {
+        "turn_id": point.turn_id,
+        "point": point.point,
+        "error": provider_error_document(point.error),
+    }
+
+
+def _structure_retry(document: Any) -> RetryPoint | None:
+    if document is None:
+        return None
+    point = str(document["point"])
+    if point not in ("after_turn_ended", "after_tool_result"):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: retry point {point!r} is not a mutation point"
+        )
+    return RetryPoint(str(document["turn_id"]), point, structure_provider_error(document["error"]))
+
+
+def check_checkpointable(core: LoopCore) -> None:
+    """Raise ``InvalidStateError`` unless ``core`` rests where a checkpoint can be taken."""
+    state, failure = core.state, core.failure
+    if state in (DriverState.STEPPING, DriverState.FAILED):
+        raise InvalidStateError(
+            f"cannot checkpoint in state {state}: "
+            + (
+                "a step is running (a model call streams or a tool executes); "
+                "checkpoint between steps"
+                if state is DriverState.STEPPING
+                else f"an earlier step raised {type(failure).__name__}: {failure}"
+            )
+        )
+    turn = core.turn
+    if turn is not None and turn.round is not None:
+        running = [c.call.id for c in turn.round.calls if c.status is CallStatus.RUNNING]
+        if running:
+            raise InvalidStateError(
+                f"cannot checkpoint in state {state}: calls {', '.join(running)} are "
+                "still executing; answer the pending approval and call next(), then "
+                "checkpoint"
+            )
 
 
 def _message_document(message: QueuedMessage) -> dict[str, Any]:
@@ -139,6 +197,10 @@ def _turn_document(turn: TurnState) -> dict[str, Any]:
         "usage": unstructure(turn.usage),
         "paused": turn.phase is TurnPhase.PAUSED,
         "interrupted": turn.is_cancelled,
+        "items": [unstructure(item) for item in turn.items],
+        "tool_calls": [unstructure(call) for call in turn.tool_calls],
+        "model_calls_made": [unstructure(record) for record in turn.model_call_records],
+        "final_answer": turn.final_answer,
         "round": None
         if tool_round is None
         else {
@@ -151,7 +213,7 @@ def _turn_document(turn: TurnState) -> dict[str, Any]:
     }
 
 
-# How each call status is written (version 1 of the format): a status word and flags.
+# How each call status is written (versions 1 and 2 of the format): a status word and flags.
 _DOCUMENT_STATUS: dict[CallStatus, str] = {
     CallStatus.PREPARED: "unstarted",
     CallStatus.RUNNING: "unstarted",  # saved at rest: a restore runs it again or doubts it
@@ -217,6 +279,10 @@ def restore_turn(
         round=restored.round,
         phase=TurnPhase.PAUSED if restored.paused else TurnPhase.ACTIVE,
         interrupted=restored.interrupted,
+        items=list(restored.items),
+        tool_calls=list(restored.tool_calls),
+        model_call_records=list(restored.model_calls_made),
+        final_answer=restored.final_answer,
     )
     doubted: list[RoundCall] = []
     if turn.round is None:
@@ -252,7 +318,7 @@ def parse(document: Any) -> Restored:
             f"cannot restore a checkpoint: the document is malformed ({_describe(error)}); "
             "nothing was restored"
         ) from error
-    _check_consistency(restored)
+    check_consistency(restored)
     return restored
 
 
@@ -288,6 +354,11 @@ def _structure_document(document: Mapping[str, Any]) -> Restored:
             "AFTER_TOOL_RESULT are checkpointed"
         )
     turn_document = document["turn"]
+    version = document["version"]
+    retry_point = _structure_retry(document["retry_point"]) if version >= 2 else None
+    session_tool_calls = (
+        _count(document["session_tool_calls"], "session_tool_calls") if version >= 2 else 0
+    )
     return Restored(
         config=config,
         state=state,
@@ -297,13 +368,17 @@ def _structure_document(document: Mapping[str, Any]) -> Restored:
         next_turn_cache=structure(document["next_turn_cache"], PromptCacheRequest | None),
         detached={str(call_id) for call_id in _list(document, "detached")},
         session_usage=structure(document["session_usage"], Usage | None),
-        turn=None if turn_document is None else _structure_turn(turn_document, config.session_id),
+        turn=None
+        if turn_document is None
+        else _structure_turn(turn_document, config.session_id, version),
         steering=[_structure_message(message) for message in _list(document, "steering")],
         follow_ups=[_structure_message(message) for message in _list(document, "follow_ups")],
+        retry_point=retry_point,
+        session_tool_calls=session_tool_calls,
     )
 
 
-def _structure_turn(document: Mapping[str, Any], session_id: str) -> RestoredTurn:
+def _structure_turn(document: Mapping[str, Any], session_id: str, version: int) -> RestoredTurn:
     turn_id = str(document["turn_id"])
     round_document = document["round"]
     tool_round: ToolRound | None = None
@@ -323,7 +398,20 @@ def _structure_turn(document: Mapping[str, Any], session_id: str) -> RestoredTur
         paused=_flag(document["paused"], "paused"),
         interrupted=_flag(document["interrupted"], "interrupted"),
         round=tool_round,
+        **(_turn_records(document) if version >= 2 else {}),
     )
+
+
+def _turn_records(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The version-2 fields of a turn document."""
+    return {
+        "items": [structure(item, Item) for item in _list(document, "items")],
+        "tool_calls": [structure(call, ExecutedToolCall) for call in _list(document, "tool_calls")],
+        "model_calls_made": [
+            structure(record, ModelCallRecord) for record in _list(document, "model_calls_made")
+        ],
+        "final_answer": _flag(document["final_answer"], "final_answer"),
+    }
 
 
 def _structure_call(document: Mapping[str, Any], session_id: str, turn_id: str) -> RoundCall:
@@ -342,86 +430,6 @@ def _structure_call(document: Mapping[str, Any], session_id: str, turn_id: str) 
         decision=decision,
         task_id=document["task_id"],
     )
-
-
-def _check_consistency(restored: Restored) -> None:
-    """Fail closed: every open call must belong to the active round and vice versa."""
-    transcript = restored.transcript
-    violation = find_violation(transcript)
-    open_calls: set[str] = set()
-    if violation is not None:
-        if violation.kind != "unanswered":
-            raise CheckpointError(
-                f"cannot restore a checkpoint: its transcript is invalid ({violation.message})"
-            )
-        open_calls = set(violation.call_ids)
-    turn = restored.turn
-    tool_round = turn.round if turn is not None else None
-    if tool_round is None:
-        if open_calls:
-            raise CheckpointError(
-                "cannot restore a checkpoint: calls "
-                f"{', '.join(sorted(open_calls))} have no result and no active round owns them"
-            )
-        if restored.state is DriverState.AWAITING_APPROVAL:
-            raise CheckpointError(
-                "cannot restore a checkpoint: its state is AWAITING_APPROVAL but it holds "
-                "no tool round with a pending approval"
-            )
-        return
-    round_ids = [call.call.id for call in tool_round.calls]
-    unmatched = open_calls - set(round_ids)
-    if unmatched:
-        raise CheckpointError(
-            "cannot restore a checkpoint: calls "
-            f"{', '.join(sorted(unmatched))} have no result and are not in the active round"
-        )
-    for position, call in enumerate(tool_round.calls):
-        _check_call(call, position, open_calls, tool_round)
-    if restored.state is DriverState.AWAITING_APPROVAL and not any(
-        call.status in WAITING_FOR_APPROVAL for call in tool_round.calls
-    ):
-        raise CheckpointError(
-            "cannot restore a checkpoint: its state is AWAITING_APPROVAL but no call of the "
-            "active round awaits approval"
-        )
-
-
-def _check_call(
-    call: RoundCall, position: int, open_calls: set[str], tool_round: ToolRound
-) -> None:
-    call_id = call.call.id
-    if call.index != position:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: call {call_id} has index {call.index} at position "
-            f"{position}"
-        )
-    answered = call_id not in open_calls
-    pending_result = tool_round.results.get(call.index)
-    if pending_result is not None and pending_result.call_id != call_id:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: the stored result for call {call_id} answers "
-            f"{pending_result.call_id}"
-        )
-    if call.answered:
-        if answered == (pending_result is not None):
-            raise CheckpointError(
-                f"cannot restore a checkpoint: call {call_id} is done but has "
-                + ("two results" if answered else "no result")
-            )
-        return
-    if answered or pending_result is not None:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: call {call_id} is {_DOCUMENT_STATUS[call.status]} "
-            "but already has a result"
-        )
-    if call.status in WAITING_FOR_APPROVAL and (
-        call.approval is None or call.approval.call_id != call_id
-    ):
-        raise CheckpointError(
-            f"cannot restore a checkpoint: the pending approval of call {call_id} does not "
-            "match it; refusing to guess which call it approves"
-        )
 
 
 def _tagged(data: Any, union: Any, cls: type[TaggedT]) -> TaggedT:

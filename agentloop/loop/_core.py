@@ -30,6 +30,7 @@ from ..core._items import (
     Usage,
     result_outcome,
 )
+from ..core._transcript import has_pending_input
 from ..model._config import LoopLimits, PromptCacheRequest, QueueMode, SessionConfig
 from ._events import TurnResult
 from ._state import (
@@ -37,6 +38,7 @@ from ._state import (
     DriverEvent,
     DriverState,
     QueuedMessage,
+    RetryPoint,
     RoundCall,
     TurnPhase,
     TurnState,
@@ -77,6 +79,10 @@ class LoopCore:
         self.session_usage: Usage | None = None
         self.state = DriverState.IDLE
         self.failure: BaseException | None = None
+        self.retry_point: RetryPoint | None = None
+        """Set when a turn ended because a model call failed; ``retry()`` resumes there."""
+        self.session_tool_calls = 0
+        """Tool calls answered in this session (for ``max_tool_calls_per_session``)."""
         self._on_append = on_append
 
     # -- the state machine ---------------------------------------------------
@@ -94,6 +100,8 @@ class LoopCore:
         self.session_usage = restored.session_usage
         self.steering = list(restored.steering)
         self.follow_ups = list(restored.follow_ups)
+        self.retry_point = restored.retry_point
+        self.session_tool_calls = restored.session_tool_calls
         self.turn = turn
         return self.handle(self.restore_event())
 
@@ -117,15 +125,30 @@ class LoopCore:
         """Open the next turn."""
         self.turn_counter += 1
         self.turn = TurnState(f"turn-{self.turn_counter}", cancellation)
+        self.retry_point = None
         return self.turn
 
     def finish_turn(
-        self, turn: TurnState, reason: FinishReason, items: Sequence[Item], metadata: Any
+        self,
+        turn: TurnState,
+        reason: FinishReason,
+        metadata: Any,
+        error: ProviderError | None = None,
     ) -> TurnResult:
-        """Close ``turn``; a finished (not cancelled) turn releases the follow-ups."""
-        result = TurnResult(turn.turn_id, reason, items, turn.usage, metadata or {})
+        """Close ``turn``; a turn that finished (not cancelled, not failed) releases the
+        follow-ups."""
+        result = TurnResult(
+            turn.turn_id,
+            reason,
+            turn.items,
+            turn.usage,
+            metadata or {},
+            tool_calls=turn.tool_calls,
+            model_calls=turn.model_call_records,
+            error=error,
+        )
         self.turn = None
-        if reason is not FinishReason.CANCELLED and self.follow_ups:
+        if reason not in (FinishReason.CANCELLED, FinishReason.ERROR) and self.follow_ups:
             # The next next() starts the follow-up as a new turn.
             self.pending_input.extend(take(self.follow_ups, self.follow_up_mode))
         return result
@@ -146,6 +169,10 @@ class LoopCore:
             turn.model_calls >= limits.max_model_calls_per_turn
         ):
             return "max_model_calls_per_turn"
+        return self.usage_limit_reached(turn, limits)
+
+    def usage_limit_reached(self, turn: TurnState, limits: LoopLimits) -> str | None:
+        """The name of the first token or cost limit already reached, if any."""
         checks = (
             ("turn", turn.usage, limits.max_input_tokens_per_turn,
              limits.max_output_tokens_per_turn, limits.max_total_tokens_per_turn,
@@ -172,6 +199,8 @@ class LoopCore:
     def append(self, item: Item) -> None:
         """The one place items enter the transcript."""
         self.transcript.append(item)
+        if self.turn is not None:
+            self.turn.items.append(item)
         for part in item.parts:
             if isinstance(part, ToolCallPart):
                 self.call_ids.add(part.id)
@@ -200,20 +229,40 @@ class LoopCore:
             return
         self.append(tool_result_item(result, now))
 
-    def check_call_ids(self, calls: Sequence[ToolCallPart]) -> None:
-        """Refuse a response whose call ids are empty or already used."""
-        seen: set[str] = set()
-        for call in calls:
-            if not call.id:
-                raise ProviderError(f"model returned a call of {call.name!r} with an empty id")
-            if call.id in self.call_ids or call.id in seen:
-                raise ProviderError(
-                    f"model returned tool call id {call.id!r}, which is already used in this "
-                    "transcript; call ids must be unique"
-                )
-            seen.add(call.id)
-
     # -- approvals -----------------------------------------------------------
+
+    def tool_call_limit(
+        self, turn: TurnState, count: int, limits: LoopLimits
+    ) -> tuple[str, int] | None:
+        """The tool-call limit (name, value) that ``count`` more calls would break, if any."""
+        per_turn = len(turn.tool_calls)
+        checks = (
+            ("max_tool_calls_per_round", 0, limits.max_tool_calls_per_round),
+            ("max_tool_calls_per_turn", per_turn, limits.max_tool_calls_per_turn),
+            ("max_tool_calls_per_session", self.session_tool_calls,
+             limits.max_tool_calls_per_session),
+        )  # fmt: skip
+        for name, used, limit in checks:
+            if limit is not None and used + count > limit:
+                return name, limit
+        return None
+
+    def continue_point(self, operation: str) -> str:
+        """The mutation point a model call on the transcript as it is runs at; raises
+        ``InvalidStateError`` when the transcript ends in nothing the model can answer."""
+        transcript = self.transcript
+        if not has_pending_input(transcript):
+            found = (
+                "the transcript is empty"
+                if not transcript
+                else f"the transcript ends with an item of kind {transcript[-1].kind.value!r}"
+            )
+            raise InvalidStateError(
+                f"cannot {operation}: {found}, so there is nothing for the model to "
+                "answer (an assistant tail would be an assistant-prefill request); submit "
+                "input and call next()"
+            )
+        return "after_tool_result" if transcript[-1].kind is ItemKind.TOOL else "after_turn_ended"
 
     def undecided_calls(self) -> list[RoundCall]:
         """The calls of the round still waiting for an approval answer."""

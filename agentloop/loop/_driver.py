@@ -30,12 +30,12 @@ import structlog
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
-from ._checkpoint import Restored, capture, restore_turn
+from ._checkpoint import Restored, capture, check_checkpointable, restore_turn
 from ._core import LoopCore, checked_input, event_after
 from ._effects import DriverParts, Effects
 from ._events import ApprovalResolved, InputAccepted, RunFailed, TurnStarted, Warning
 from ._model_calls import ModelCaller
-from ._mutators import MutationPoint
+from ._mutators import LoopMutator, MutationPoint
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
 from ._state import (
@@ -44,6 +44,7 @@ from ._state import (
     DriverEvent,
     DriverState,
     QueuedMessage,
+    RetryPoint,
     RoundCall,
     TurnPhase,
     TurnState,
@@ -152,9 +153,80 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        self._begin_step()
+        self._begin_step(DriverEvent.STEP, "call next()")
+        return await self._run_step(self._step)
+
+    async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
+        """Issue the failed model call again, with the transcript as it is.
+
+        Allowed after a turn finished with ``FinishReason.ERROR`` (see
+        :attr:`retry_point`) and nothing started since; starts a new turn that
+        calls the model on the same transcript. Mutators run first, at the
+        failed call's mutation point: ``mutators`` (this retry only, e.g. a
+        compactor after a ``CONTEXT_OVERFLOW``), then the agent's own. Pending
+        input and queued messages stay queued. Returns the step like ``next()``.
+        """
+        core = self._core
+        for position, mutator in enumerate(mutators):
+            if not callable(getattr(mutator, "mutate", None)):
+                raise InvalidInputError(
+                    f"retry(): mutators[{position}] is a {type(mutator).__name__}, not a "
+                    "LoopMutator (it needs an async mutate(cursor, ctx) method)"
+                )
+        if core.retry_point is None:
+            self._refuse_outside_idle("retry()")
+            raise InvalidStateError(
+                "cannot retry(): no model call failed since the last turn started; "
+                "use continue_turn() to call the model on the transcript as it is, "
+                "or submit input and call next()"
+            )
+        self._begin_step(DriverEvent.RETRY, "retry()")
+        point = MutationPoint(core.retry_point.point)
+        return await self._run_step(lambda: self._start_model_turn(point, tuple(mutators)))
+
+    async def continue_turn(self) -> Step:
+        """Call the model on the transcript as it is, in a new turn (seed 003's continue).
+
+        The transcript must end in a user, tool or notification item; an
+        assistant tail (or an empty transcript) is refused with
+        ``InvalidStateError`` and nothing changes. Pending input stays pending.
+        Use it for a driver rebuilt from a transcript whose last model call
+        never answered.
+        """
+        self._refuse_outside_idle("continue_turn()")
+        point = MutationPoint(self._core.continue_point("continue_turn()"))
+        self._begin_step(DriverEvent.CONTINUE, "continue_turn()")
+        return await self._run_step(lambda: self._start_model_turn(point))
+
+    @property
+    def retry_point(self) -> RetryPoint | None:
+        """Where the last turn ended because a model call failed (``retry()`` resumes
+        there), or ``None``. ``retry_point.error.kind`` says what failed."""
+        return self._core.retry_point
+
+    async def _start_model_turn(
+        self, point: MutationPoint, mutators: tuple[LoopMutator, ...] = ()
+    ) -> Step:
+        turn = self._core.start_turn(
+            self._cancellation.checkpoint() if self._cancellation else None
+        )
+        if self._fx.observed:
+            self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
+        return await self._model.call_model(turn, point, fold_input=False, extra_mutators=mutators)
+
+    def _refuse_outside_idle(self, operation: str) -> None:
+        core = self._core
+        if core.state is DriverState.AFTER_TOOL_RESULT:
+            turn_id = core.turn.turn_id if core.turn is not None else "the turn"
+            raise InvalidStateError(
+                f"cannot {operation} in state AFTER_TOOL_RESULT: {turn_id} is paused after a "
+                "tool round and calls the model on the next next(); call next() instead"
+            )
+        core.require_state(operation, DriverState.IDLE)
+
+    async def _run_step(self, body: Callable[[], Awaitable[Step]]) -> Step:
         try:
-            step = await self._step()
+            step = await body()
         except anyio.get_cancelled_exc_class():
             # The host cancelled the task awaiting next(): close the turn so the
             # transcript stays provider-valid, then let the cancellation go on.
@@ -285,46 +357,29 @@ class LoopDriver:
         """The driver's whole state as a versioned, JSON-compatible document.
 
         Works between steps; ``Agent.resume(document)`` continues from it.
-        Raises ``InvalidStateError`` while a step runs, after a failure, or
-        while calls of the round still execute beside a pending approval.
+        Raises ``InvalidStateError`` while a step runs, after the driver
+        FAILED, or while calls of the round still execute beside a pending
+        approval. A turn that failed (``FinishReason.ERROR``) is checkpointed
+        with its retry point.
         """
-        state, failure = self._core.state, self._core.failure
-        if state in (DriverState.STEPPING, DriverState.FAILED):
-            raise InvalidStateError(
-                f"cannot checkpoint in state {state}: "
-                + (
-                    "a step is running (a model call streams or a tool executes); "
-                    "checkpoint between steps"
-                    if state is DriverState.STEPPING
-                    else f"an earlier step raised {type(failure).__name__}: {failure}"
-                )
-            )
-        turn = self._core.turn
-        if turn is not None and turn.round is not None:
-            running = [c.call.id for c in turn.round.calls if c.status is CallStatus.RUNNING]
-            if running:
-                raise InvalidStateError(
-                    f"cannot checkpoint in state {state}: calls {', '.join(running)} are "
-                    "still executing; answer the pending approval and call next(), then "
-                    "checkpoint"
-                )
-        return capture(self._core, state, self._config)
+        check_checkpointable(self._core)
+        return capture(self._core, self._core.state, self._config)
 
     # -- state checks ------------------------------------------------------
 
-    def _begin_step(self) -> None:
+    def _begin_step(self, event: DriverEvent, operation: str) -> None:
         core = self._core
         if core.state is DriverState.FAILED:
             raise InvalidStateError(
-                f"cannot call next() in state FAILED: an earlier step raised "
+                f"cannot {operation} in state FAILED: an earlier step raised "
                 f"{type(core.failure).__name__}: {core.failure}; start or resume a new driver"
             )
         if core.state is DriverState.STEPPING:
             raise InvalidStateError(
-                "cannot call next() in state STEPPING: another next() is still running; "
+                f"cannot {operation} in state STEPPING: another step is still running; "
                 "await it first"
             )
-        core.handle(DriverEvent.STEP)
+        core.handle(event)
 
     def _require_input_state(self, operation: str) -> None:
         self._core.require_state(operation, DriverState.IDLE, DriverState.AFTER_TOOL_RESULT)
@@ -413,6 +468,14 @@ class LoopDriver:
             turn.phase = TurnPhase.ACTIVE
             return await self._model.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
         if not core.pending_input and not done:
+            if core.retry_point is not None:
+                error = core.retry_point.error
+                return AwaitingInput(
+                    self.session_id,
+                    f"{core.retry_point.turn_id} ended because a model call failed "
+                    f"({error.kind.value}: {error}); call retry() or submit input",
+                    driver=self,
+                )
             return AwaitingInput(self.session_id, driver=self)
         turn = core.start_turn(self._cancellation.checkpoint() if self._cancellation else None)
         if self._fx.observed:

@@ -43,6 +43,8 @@ class DriverParts:
     observers: tuple[LoopObserver, ...]
     transcript_observers: tuple[TranscriptObserver, ...]
     store: SessionStore | None = None
+    model_name: str | None = None
+    """The adapter's ``model_name`` (prices a response that names no model)."""
 
 
 class Effects:

@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from ..core._delta import Delta
-from ..core._items import FinishReason, Item, Metadata, ToolCallPart, ToolResultPart, Usage
+from ..core._errors import ProviderError
+from ..core._items import (
+    FinishReason,
+    Item,
+    ItemKind,
+    Metadata,
+    ResultOutcome,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+    result_outcome,
+)
 from ..core._items import _empty_metadata as _empty
 
 __all__ = [
+    "AgentEnded",
     "AgentEvent",
     "ApprovalRequired",
     "ApprovalResolved",
     "ContentDelta",
     "InputAccepted",
+    "ExecutedToolCall",
     "LoopObserver",
+    "ModelCallFailed",
+    "ModelCallFinished",
+    "ModelCallRecord",
+    "ModelCallStarted",
     "MutationFinished",
     "MutationStarted",
     "RunFailed",
@@ -44,13 +61,76 @@ def _to_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _to_calls(calls: Sequence[ExecutedToolCall]) -> tuple[ExecutedToolCall, ...]:
+    return tuple(calls)
+
+
+def _to_records(records: Sequence[ModelCallRecord]) -> tuple[ModelCallRecord, ...]:
+    return tuple(records)
+
+
+@attrs.frozen(kw_only=True)
+class ExecutedToolCall:
+    """One tool call of a turn and its one result (seed 001's ``ExecutedToolCall``).
+
+    ``input`` is what the tool ran with (the host's edit for ``approve_with``);
+    ``result`` the result the model sees. The times are wall-clock seconds
+    since the epoch, ``duration`` in seconds; all three are ``None`` for a call
+    that never ran (denied, skipped, refused, ...).
+    """
+
+    call_id: str
+    tool_name: str
+    input: Any
+    result: ToolResultPart
+    started_at: float | None = None
+    finished_at: float | None = None
+    duration: float | None = None
+
+    @property
+    def output(self) -> Any:
+        """The result's output (text, parts or JSON)."""
+        return self.result.output
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the result is an error."""
+        return self.result.is_error
+
+    @property
+    def outcome(self) -> ResultOutcome | None:
+        """The typed outcome of a result agentloop wrote itself; ``None`` for a tool's own."""
+        return result_outcome(self.result)
+
+
+@attrs.frozen(kw_only=True)
+class ModelCallRecord:
+    """One model call of a turn: its 1-based ``index`` in the turn, usage, reason, duration.
+
+    ``error_kind`` is the :class:`~agentloop.ProviderErrorKind` value of a
+    call that failed (then ``finish_reason`` is ``ERROR``).
+    """
+
+    index: int
+    finish_reason: FinishReason
+    usage: Usage | None = None
+    duration: float = 0.0
+    model: str | None = None
+    error_kind: str | None = None
+
+
 @attrs.frozen
 class TurnResult:
     """How a turn ended.
 
-    ``items`` are the output items of the turn's last model call (the whole
-    history is in ``driver.snapshot().transcript``); ``usage`` is summed over
-    every model call of the turn.
+    ``items`` are every item the turn added to the transcript, in order: the
+    input that started it, each model response, each tool result (a mutator
+    that rewrote the transcript does not change them). ``tool_calls`` lists
+    every call of the turn with its result, ``model_calls`` every model call
+    with its usage; ``usage`` is their sum. ``error`` is the
+    :class:`~agentloop.ProviderError` of a turn that ended with
+    ``FinishReason.ERROR`` (its ``kind`` says what to do: ``retry()`` a
+    ``RETRYABLE`` one, compact then ``retry()`` a ``CONTEXT_OVERFLOW``).
     """
 
     turn_id: str
@@ -58,6 +138,24 @@ class TurnResult:
     items: tuple[Item, ...] = attrs.field(converter=_to_items)
     usage: Usage | None = None
     metadata: Metadata = attrs.field(factory=_empty)
+    tool_calls: tuple[ExecutedToolCall, ...] = attrs.field(
+        default=(), converter=_to_calls, kw_only=True
+    )
+    model_calls: tuple[ModelCallRecord, ...] = attrs.field(
+        default=(), converter=_to_records, kw_only=True
+    )
+    error: ProviderError | None = attrs.field(default=None, kw_only=True, eq=False)
+
+    @property
+    def final_items(self) -> tuple[Item, ...]:
+        """The output of the turn's last model call (the assistant items after the last
+        non-assistant item)."""
+        tail: list[Item] = []
+        for item in reversed(self.items):
+            if item.kind is not ItemKind.ASSISTANT:
+                break
+            tail.append(item)
+        return tuple(reversed(tail))
 
 
 class AgentEvent:
@@ -114,12 +212,14 @@ class ToolExecutionStarted(AgentEvent):
 
 @attrs.frozen
 class ToolExecutionFinished(AgentEvent):
-    """A started call finished; ``duration`` in seconds."""
+    """A started call finished; ``duration`` in seconds; ``result`` is its result
+    (the output text or the error the model sees)."""
 
     call_id: str
     tool_name: str
     duration: float
     is_error: bool
+    result: ToolResultPart | None = None
 
 
 @attrs.frozen
@@ -182,6 +282,46 @@ class MutationFinished(AgentEvent):
 
 
 @attrs.frozen
+class ModelCallStarted(AgentEvent):
+    """A model call of ``turn_id`` begins; ``index`` counts the turn's calls from 1.
+
+    The request summary: how many transcript items and tool specs it sends
+    (``tools_withheld`` for the final-answer call at the limit).
+    """
+
+    turn_id: str
+    index: int
+    transcript_items: int
+    tools: int
+    tools_withheld: bool = False
+
+
+@attrs.frozen
+class ModelCallFinished(AgentEvent):
+    """A model call answered: its usage, finish reason and ``duration`` in seconds."""
+
+    turn_id: str
+    index: int
+    finish_reason: FinishReason
+    usage: Usage | None
+    duration: float
+
+
+@attrs.frozen
+class ModelCallFailed(AgentEvent):
+    """A model call failed with a ``ProviderError``; the turn ends with ``ERROR``.
+
+    ``error_kind`` is the error's :class:`~agentloop.ProviderErrorKind` value.
+    """
+
+    turn_id: str
+    index: int
+    error_kind: str
+    message: str
+    duration: float
+
+
+@attrs.frozen
 class UsageUpdated(AgentEvent):
     """The model reported usage."""
 
@@ -207,6 +347,16 @@ class TurnFinished(AgentEvent):
     """A turn ended."""
 
     result: TurnResult
+
+
+@attrs.frozen
+class AgentEnded(AgentEvent):
+    """The agent has nothing left to do: a turn finished and no input or follow-up
+    waits (seed 003's ``agent_end``). ``finish_reason`` is that turn's."""
+
+    session_id: str
+    turn_id: str
+    finish_reason: FinishReason
 
 
 @runtime_checkable

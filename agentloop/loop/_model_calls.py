@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import nullcontext
 
 import anyio
-import attrs
 
 from ..core._delta import Delta
-from ..core._errors import MutatorError, ProviderError
+from ..core._errors import ModelProtocolError, MutatorError, ProviderError, ProviderErrorKind
 from ..core._items import (
     FinishReason,
-    Item,
-    ItemKind,
     ToolCallPart,
     Usage,
 )
 from ..core._transcript import TranscriptView, find_violation, has_pending_input
+from ..model._config import LimitAction
+from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
 from ..tools._tool import ToolRequest
 from ._core import LoopCore
 from ._effects import CLEANUP_SECONDS, Effects
 from ._events import (
     ContentDelta,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallRecord,
+    ModelCallStarted,
     MutationFinished,
     MutationStarted,
     ToolCallRequested,
@@ -32,10 +35,14 @@ from ._events import (
     UsageUpdated,
     Warning,
 )
-from ._mutators import MutationContext, MutationPoint, TranscriptCursor
+from ._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
+from ._responses import admit_response, empty_reason, response_model, stamp_output
+from ._results import duplicate
 from ._state import (
+    EMPTY_RESPONSE_KEY,
+    FINAL_ANSWER_KEY,
     LIMIT_KEY,
     NO_MODEL_CALL_KEY,
     RoundCall,
@@ -67,15 +74,33 @@ class ModelCaller:
         self._session = effects.parts.session
         self._executor = effects.parts.executor
         self._mutators = effects.parts.mutators
+        self._prices = effects.config.price_table or DEFAULT_PRICES
+        self._model_name = effects.parts.model_name
 
-    async def call_model(self, turn: TurnState, point: MutationPoint) -> Step:
-        """Deliver steering and pending input, then call the model for ``turn``."""
-        self._core.deliver_steering()
-        self._core.fold_pending_input()
-        return await self._call_model_handling_mutators(turn, point)
+    async def call_model(
+        self,
+        turn: TurnState,
+        point: MutationPoint,
+        *,
+        fold_input: bool = True,
+        extra_mutators: Sequence[LoopMutator] = (),
+    ) -> Step:
+        """Deliver steering and pending input (unless ``fold_input`` is false: ``retry()``
+        and ``continue_turn()`` send the transcript as it is), then call the model.
 
-    async def _call_model_handling_mutators(self, turn: TurnState, point: MutationPoint) -> Step:
-        if self._mutators and (step := await self._run_mutators(turn, point)) is not None:
+        ``extra_mutators`` run once, before the agent's own (``retry(mutators=...)``).
+        """
+        if fold_input:
+            self._core.deliver_steering()
+            self._core.fold_pending_input()
+        return await self._call_model_handling_mutators(
+            turn, point, (*extra_mutators, *self._mutators)
+        )
+
+    async def _call_model_handling_mutators(
+        self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
+    ) -> Step:
+        if mutators and (step := await self._run_mutators(turn, point, mutators)) is not None:
             return step
         transcript = self._core.transcript
         if not has_pending_input(transcript):
@@ -90,29 +115,92 @@ class ModelCaller:
             )
             if self._fx.observed:
                 self._fx.emit(Warning(f"{turn.turn_id}: no model call: {reason}"))
-            return self._pipeline.finish(
-                turn, FinishReason.COMPLETED, (), {NO_MODEL_CALL_KEY: reason}
-            )
-        return await self._call_model_handling_limits(turn)
+            return self._pipeline.finish(turn, FinishReason.COMPLETED, {NO_MODEL_CALL_KEY: reason})
+        return await self._call_model_handling_limits(turn, point)
 
-    async def _call_model_handling_limits(self, turn: TurnState) -> Step:
-        if (limit := self._core.limit_reached(turn, self._fx.config.limits)) is not None:
-            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: limit})
+    async def _call_model_handling_limits(self, turn: TurnState, point: MutationPoint) -> Step:
+        limits = self._fx.config.limits
+        withhold_tools = False
+        if (limit := self._core.limit_reached(turn, limits)) is not None:
+            if (
+                limit == "max_model_calls_per_turn"
+                and limits.on_limit is LimitAction.FINAL_ANSWER
+                and not turn.final_answer
+                and self._core.usage_limit_reached(turn, limits) is None
+            ):
+                # One last call without tools, so the user gets an answer (N+1 calls).
+                turn.final_answer = withhold_tools = True
+            else:
+                return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit})
         turn.model_calls += 1
+        index = turn.model_calls
         changes = self._executor.drain_catalog_events()
         if self._fx.observed:
             for change in changes:
                 self._fx.emit(
                     ToolCatalogChanged(change.source, change.added, change.removed, change.changed)
                 )
-        outcome = await self._stream_handling_timeout(turn, self._request(turn))
+        request = self._request(turn, withhold_tools)
+        if self._fx.observed:
+            self._fx.emit(
+                ModelCallStarted(
+                    turn.turn_id,
+                    index,
+                    len(request.transcript),
+                    len(request.available_tools),
+                    withhold_tools,
+                )
+            )
+        started = time.monotonic()
+        try:
+            outcome = await self._stream_handling_timeout(turn, request)
+        except ProviderError as error:
+            if turn.is_cancelled:  # the error is the interrupt's echo: a cancelled turn
+                return await self._pipeline.finish_cancelled(turn, "model")
+            return self._failed(turn, index, started, point, error)
         if outcome is None:
             return await self._pipeline.finish_cancelled(turn, "model")
         if isinstance(outcome, str):
-            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: outcome})
-        return await self._handle_response(turn, *outcome)
+            turn.model_call_records.append(
+                ModelCallRecord(
+                    index=index,
+                    finish_reason=FinishReason.LIMIT_REACHED,
+                    duration=time.monotonic() - started,
+                    model=self._model_name,
+                )
+            )
+            return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: outcome})
+        return await self._handle_response(turn, index, started, point, *outcome)
 
-    def _request(self, turn: TurnState) -> TurnRequest:
+    def _failed(
+        self,
+        turn: TurnState,
+        index: int,
+        started: float,
+        point: MutationPoint,
+        error: ProviderError,
+        metadata: dict[str, object] | None = None,
+        usage: Usage | None = None,
+    ) -> Step:
+        """End ``turn``: its model call ``index`` failed (``retry()`` issues it again)."""
+        duration = time.monotonic() - started
+        turn.model_call_records.append(
+            ModelCallRecord(
+                index=index,
+                finish_reason=FinishReason.ERROR,
+                usage=usage,
+                duration=duration,
+                model=self._model_name,
+                error_kind=error.kind.value,
+            )
+        )
+        if self._fx.observed:
+            self._fx.emit(
+                ModelCallFailed(turn.turn_id, index, error.kind.value, str(error), duration)
+            )
+        return self._pipeline.finish_failed(turn, error, point.value, metadata)
+
+    def _request(self, turn: TurnState, withhold_tools: bool = False) -> TurnRequest:
         core = self._core
         cache = core.next_turn_cache or self._fx.config.cache
         core.next_turn_cache = None
@@ -120,32 +208,71 @@ class ModelCaller:
             self._fx.session_id,
             turn.turn_id,
             TranscriptView(core.transcript),
-            tuple(self._executor.specs()),
+            () if withhold_tools else tuple(self._executor.specs()),
             cache,
             self._fx.config.metadata,
         )
 
     async def _handle_response(
-        self, turn: TurnState, result: ModelTurnResult, usage: Usage | None
+        self,
+        turn: TurnState,
+        index: int,
+        started: float,
+        point: MutationPoint,
+        result: ModelTurnResult,
+        usage: Usage | None,
     ) -> Step:
         core = self._core
+        model = response_model(result.output_items) or self._model_name
+        if usage is not None:
+            usage = self._prices.fill(model, usage)
         turn.add_usage(usage)
         core.add_session_usage(usage)
+        duration = time.monotonic() - started
+        try:
+            admitted, duplicates = admit_response(result.output_items, self._core.call_ids)
+        except ModelProtocolError as refused:
+            return self._failed(turn, index, started, point, refused, usage=usage)
         now = time.time()
-        output = tuple(
-            _stamp_output(item, usage, result.finish_reason, now) for item in result.output_items
-        )
+        output = tuple(stamp_output(item, usage, result.finish_reason, now) for item in admitted)
         calls = [call for item in output for call in item.tool_calls()]
-        core.check_call_ids(calls)
+        if not calls and (empty := empty_reason(output, result.finish_reason)) is not None:
+            empty_error = ProviderError(
+                f"the model returned an empty response ({empty})",
+                error_type="empty_response",
+                kind=ProviderErrorKind.INVALID_RESPONSE,
+            )
+            return self._failed(
+                turn, index, started, point, empty_error, {EMPTY_RESPONSE_KEY: empty}, usage
+            )
+        turn.model_call_records.append(
+            ModelCallRecord(
+                index=index,
+                finish_reason=result.finish_reason,
+                usage=usage,
+                duration=duration,
+                model=model,
+            )
+        )
+        if self._fx.observed:
+            self._fx.emit(
+                ModelCallFinished(turn.turn_id, index, result.finish_reason, usage, duration)
+            )
         for item in output:
             core.append(item)
         if not calls:
+            if turn.final_answer:
+                metadata = {**result.metadata, LIMIT_KEY: "max_model_calls_per_turn",
+                            FINAL_ANSWER_KEY: True}  # fmt: skip
+                return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, metadata)
             if core.steering:  # a message arrived while the model answered: continue
                 return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
-            return self._pipeline.finish(turn, result.finish_reason, output, result.metadata)
-        return await self._start_round(turn, calls)
+            return self._pipeline.finish(turn, result.finish_reason, result.metadata)
+        return await self._start_round(turn, calls, duplicates)
 
-    async def _start_round(self, turn: TurnState, calls: list[ToolCallPart]) -> Step:
+    async def _start_round(
+        self, turn: TurnState, calls: list[ToolCallPart], duplicates: dict[str, str]
+    ) -> Step:
         session_id = self._fx.session_id
         turn.round = ToolRound(
             [
@@ -159,9 +286,17 @@ class ModelCaller:
                 for index, call in enumerate(calls)
             ]
         )
-        max_calls = self._fx.config.limits.max_tool_calls_per_round
-        if max_calls is not None and len(calls) > max_calls:
-            return self._pipeline.refuse(turn, turn.round, max_calls)
+        if turn.final_answer:
+            # The model asked for tools although none were offered: answer, then stop.
+            limit = self._fx.config.limits.max_model_calls_per_turn or 0
+            return self._pipeline.refuse(turn, turn.round, ("max_model_calls_per_turn", limit))
+        refusal = self._core.tool_call_limit(turn, len(calls), self._fx.config.limits)
+        if refusal is not None:
+            return self._pipeline.refuse(turn, turn.round, refusal)
+        for call in turn.round.calls:
+            if call.call.id in duplicates:
+                result = duplicate(call, duplicates[call.call.id])
+                turn.round.results[call.index] = result
         await self._persistence.save_response(self._core)
         return await self._pipeline.advance(turn, turn.round, after_approval=False)
 
@@ -196,7 +331,7 @@ class ModelCaller:
             raise
         await _close(stream, shielded=False)
         if result is None:
-            raise ProviderError(
+            raise ModelProtocolError(
                 "model stream ended without a ModelTurnResult: every model turn must end "
                 "with one (check the adapter)"
             )
@@ -221,19 +356,21 @@ class ModelCaller:
             if self._fx.observed:
                 self._fx.emit(ToolCallRequested(event))
             return None
-        raise ProviderError(
+        raise ModelProtocolError(
             f"model stream yielded {type(event).__name__}; expected a Delta, ToolCallPart, "
             "Usage or ModelTurnResult"
         )
 
     # -- mutators ------------------------------------------------------------
 
-    async def _run_mutators(self, turn: TurnState, point: MutationPoint) -> Step | None:
+    async def _run_mutators(
+        self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
+    ) -> Step | None:
         session_id = self._fx.session_id
         cursor = TranscriptCursor(self._core.transcript)
         ctx = MutationContext(session_id, turn.turn_id, point, turn.cancellation, self._fx.emit)
         with self._fx.cancel_scope(turn):
-            for mutator in self._mutators:
+            for mutator in mutators:
                 name = str(getattr(mutator, "name", type(mutator).__name__))
                 if self._fx.observed:
                     self._fx.emit(MutationStarted(session_id, turn.turn_id, name, point.value))
@@ -262,19 +399,6 @@ class ModelCaller:
             return None
         # Cancelled: the pass is discarded as a whole.
         return await self._pipeline.finish_cancelled(turn, "mutator")
-
-
-def _stamp_output(item: Item, usage: Usage | None, reason: FinishReason, now: float) -> Item:
-    if item.kind is ItemKind.ASSISTANT and (item.usage is None or item.finish_reason is None):
-        return attrs.evolve(
-            item,
-            usage=item.usage if item.usage is not None else usage,
-            finish_reason=item.finish_reason or reason,
-            created_at=item.created_at if item.created_at is not None else now,
-        )
-    if item.created_at is None:
-        return attrs.evolve(item, created_at=now)
-    return item
 
 
 async def _close(stream: AsyncIterator[ModelEvent], *, shielded: bool) -> None:

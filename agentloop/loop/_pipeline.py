@@ -9,15 +9,15 @@ approvals surface one by one while the round's other calls keep running.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 import anyio
 import attrs
 
-from ..core._errors import InvalidStateError
-from ..core._items import FinishReason, Item, ToolResultPart
+from ..core._errors import InvalidStateError, ProviderError
+from ..core._items import FinishReason, ToolResultPart
 from ..tasks._protocol import TaskDone, TaskKind, TaskLaunch, TaskMovedToBackground
 from ..tools._executor import ApprovalNeeded, PreparedCall, interrupted_result
 from ..tools._permission_check import approval_summary, granted_permissions
@@ -25,7 +25,9 @@ from ..tools._tool import ToolContext
 from ._core import LoopCore
 from ._effects import CLEANUP_SECONDS, Effects
 from ._events import (
+    AgentEnded,
     ApprovalRequired,
+    ExecutedToolCall,
     ToolExecutionFinished,
     ToolExecutionStarted,
     ToolResultReceived,
@@ -35,14 +37,16 @@ from ._mutators import MutationPoint
 from ._persistence import Persistence
 from ._results import answer, placeholder, refused
 from ._state import (
+    ERROR_KIND_KEY,
     LIMIT_KEY,
     CallStatus,
+    RetryPoint,
     RoundCall,
     ToolRound,
     TurnPhase,
     TurnState,
     interrupted_assistant_item,
-    interrupted_metadata,
+    interrupted_turn_metadata,
 )
 from ._steps import AfterToolResult, ApprovalRequest, AwaitingInput, DecisionKind, Finished, Step
 
@@ -83,7 +87,7 @@ class ToolPipeline:
             if (fresh := await self._start_prepared(turn, tool_round)) is not None:
                 return fresh
             await self._collect(turn, tool_round)
-        self._append_results(tool_round)
+        self._append_results(turn, tool_round)
         if turn.is_cancelled:
             return await self.finish_cancelled(turn, "tool")
         if any(call.status is CallStatus.RUNNING for call in tool_round.calls):
@@ -180,6 +184,7 @@ class ToolPipeline:
         await self._persistence.journal_started(call, idempotent=idempotent)
         call.move(CallStatus.RUNNING)
         call.started_at = time.monotonic()
+        call.started_wall = time.time()
         if self._fx.observed:
             self._fx.emit(ToolExecutionStarted(call.call.id, call.call.name, call.task_id))
         launch = TaskLaunch(
@@ -290,18 +295,19 @@ class ToolPipeline:
                 self._finalize(call, tool_round, result, CallStatus.DENIED)
         return bool(decided) or skipped
 
-    def refuse(self, turn: TurnState, tool_round: ToolRound, limit: int) -> Step:
-        """Answer every call of a round over ``max_tool_calls_per_round`` and end the turn."""
+    def refuse(self, turn: TurnState, tool_round: ToolRound, limit: tuple[str, int]) -> Step:
+        """Answer every call of a round over a tool-call limit and end the turn."""
+        name, value = limit
         for call in tool_round.calls:
-            self.append_result(refused(call, len(tool_round.calls), limit))
+            result = refused(call, len(tool_round.calls), name, value)
+            self._record(turn, call, result)
+            self.append_result(result)
         turn.round = None
-        return self.finish(
-            turn, FinishReason.LIMIT_REACHED, (), {LIMIT_KEY: "max_tool_calls_per_round"}
-        )
+        return self.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: name})
 
     # -- results and turn endings --------------------------------------------
 
-    def _append_results(self, tool_round: ToolRound) -> None:
+    def _append_results(self, turn: TurnState, tool_round: ToolRound) -> None:
         results = tool_round.results
         for index in sorted(results):
             call = tool_round.calls[index]
@@ -309,10 +315,30 @@ class ToolPipeline:
             if self._fx.observed and call.started_at is not None:
                 elapsed = time.monotonic() - call.started_at
                 self._fx.emit(
-                    ToolExecutionFinished(call.call.id, call.call.name, elapsed, result.is_error)
+                    ToolExecutionFinished(
+                        call.call.id, call.call.name, elapsed, result.is_error, result
+                    )
                 )
+            self._record(turn, call, result)
             self.append_result(result)
         results.clear()
+
+    def _record(self, turn: TurnState, call: RoundCall, result: ToolResultPart) -> None:
+        """Add ``call`` and its result to the turn's ``tool_calls``."""
+        finished = time.time() if call.started_wall is not None else None
+        duration = time.monotonic() - call.started_at if call.started_at is not None else None
+        turn.tool_calls.append(
+            ExecutedToolCall(
+                call_id=call.call.id,
+                tool_name=call.call.name,
+                input=_input_of(call),
+                result=result,
+                started_at=call.started_wall,
+                finished_at=finished,
+                duration=duration,
+            )
+        )
+        self._core.session_tool_calls += 1
 
     def append_result(self, result: ToolResultPart, *, background: bool = False) -> None:
         """Append ``result`` (a background call's real result becomes a notification)."""
@@ -321,12 +347,18 @@ class ToolPipeline:
         self._core.append_result(result, background=background)
 
     def finish(
-        self, turn: TurnState, reason: FinishReason, items: Sequence[Item], metadata: Any = None
+        self,
+        turn: TurnState,
+        reason: FinishReason,
+        metadata: Any = None,
+        error: ProviderError | None = None,
     ) -> Finished:
         """End ``turn`` with ``reason``."""
-        result = self._core.finish_turn(turn, reason, items, metadata)
+        result = self._core.finish_turn(turn, reason, metadata, error)
         if self._fx.observed:
             self._fx.emit(TurnFinished(result))
+            if not self._core.pending_input:
+                self._fx.emit(AgentEnded(self._fx.session_id, turn.turn_id, reason))
         return Finished(result)
 
     def _interrupted(self, call: RoundCall) -> ToolResultPart:
@@ -339,22 +371,49 @@ class ToolPipeline:
                 return settled
         return answer(call, CallStatus.CANCELLED)
 
+    def finish_failed(
+        self,
+        turn: TurnState,
+        error: ProviderError,
+        point: str,
+        metadata: dict[str, object] | None = None,
+    ) -> Finished:
+        """End ``turn`` because a model call failed; ``retry()`` can issue it again.
+
+        No call is open when the model is called, so the transcript is valid as it is.
+        """
+        turn.round = None
+        turn.phase = TurnPhase.ACTIVE
+        self._core.retry_point = RetryPoint(turn.turn_id, point, error)
+        return self.finish(
+            turn, FinishReason.ERROR, {**(metadata or {}), ERROR_KIND_KEY: error.kind.value}, error
+        )
+
     async def finish_cancelled(self, turn: TurnState, stage: str) -> Finished:
         """Answer every open call of the turn, close it with an interrupted item."""
         tool_round = turn.round
         if tool_round is not None:
-            self._append_results(tool_round)
+            self._append_results(turn, tool_round)
             if any(call.status is CallStatus.RUNNING for call in tool_round.calls):
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
                     await self._tasks.on_turn_interrupted(turn.turn_id)
             for call in tool_round.calls:
                 if not call.answered:
-                    self.append_result(self._interrupted(call))
+                    result = self._interrupted(call)
+                    self._record(turn, call, result)
+                    self.append_result(result)
             turn.round = None
         item = interrupted_assistant_item(stage, time.time())
         self._core.append(item)
         turn.phase = TurnPhase.ACTIVE
-        return self.finish(turn, FinishReason.CANCELLED, (item,), interrupted_metadata(stage))
+        return self.finish(turn, FinishReason.CANCELLED, interrupted_turn_metadata(stage))
+
+
+def _input_of(call: RoundCall) -> Any:
+    decision = call.decision
+    if decision is not None and decision.kind is DecisionKind.APPROVE_WITH:
+        return decision.input
+    return call.request.input
 
 
 def _surface_new_approval(tool_round: ToolRound) -> ApprovalRequest | None:

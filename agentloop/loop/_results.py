@@ -10,7 +10,7 @@ from ..core._items import ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
 from ._state import WAITING_FOR_APPROVAL, CallStatus, RoundCall
 
-__all__ = ["answer", "placeholder", "refused"]
+__all__ = ["answer", "duplicate", "placeholder", "refused"]
 
 
 def answer(call: RoundCall, status: CallStatus, detail: str | None = None) -> ToolResultPart:
@@ -55,12 +55,34 @@ def placeholder(call: RoundCall, status: CallStatus) -> ToolResultPart:
     )
 
 
-def refused(call: RoundCall, count: int, limit: int) -> ToolResultPart:
-    """Answer ``call`` of a round with more calls than ``max_tool_calls_per_round``."""
+def refused(call: RoundCall, count: int, name: str, limit: int) -> ToolResultPart:
+    """Answer ``call`` of a round that would break the tool-call limit ``name``."""
+    call.move(CallStatus.ANSWERED)
+    if name == "max_model_calls_per_turn":
+        text = (
+            f"not run: the turn reached its limit of {limit} model calls; tools were withheld "
+            "for a final answer, so no tool runs"
+        )
+    elif name == "max_tool_calls_per_round":
+        text = (
+            f"not run: the model asked for {count} tool calls in one round, more than the "
+            f"limit of {limit}; ask for fewer calls at a time"
+        )
+    else:
+        scope = name.removeprefix("max_tool_calls_per_")
+        text = (
+            f"not run: {count} more tool calls would exceed the limit of {limit} tool calls "
+            f"per {scope}; answer without tools"
+        )
+    return synthesized_result(call.call.id, text, ResultOutcome.LIMIT_REACHED)
+
+
+def duplicate(call: RoundCall, provider_id: str) -> ToolResultPart:
+    """Answer a call whose id repeated another call's id in the same model response."""
     call.move(CallStatus.ANSWERED)
     return synthesized_result(
         call.call.id,
-        f"not run: the model asked for {count} tool calls in one round, more than the limit "
-        f"of {limit}; ask for fewer calls at a time",
-        ResultOutcome.LIMIT_REACHED,
+        f"not run: this call repeated the id {provider_id!r} of another call in the same "
+        "response; call ids must be unique, so it was given a new id and not run",
+        ResultOutcome.INVALID_INPUT,
     )

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import cattrs
 
 from ..core._delta import Delta
+from ..core._errors import ModelProtocolError, ProviderError, ProviderErrorKind
 from ..core._items import Part
 from ..core._serde import (
     DELTA_TAGS,
@@ -27,7 +28,14 @@ from ..model._serde import configure_model
 from . import _events as events
 from ._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished, Step
 
-__all__ = ["configure_loop", "converter", "structure", "unstructure"]
+__all__ = [
+    "configure_loop",
+    "converter",
+    "provider_error_document",
+    "structure",
+    "structure_provider_error",
+    "unstructure",
+]
 
 T = TypeVar("T")
 
@@ -49,6 +57,10 @@ _EVENT_TAGS: dict[type, str] = {
     events.Warning: "warning",
     events.RunFailed: "run_failed",
     events.TurnFinished: "turn_finished",
+    events.ModelCallStarted: "model_call_started",
+    events.ModelCallFinished: "model_call_finished",
+    events.ModelCallFailed: "model_call_failed",
+    events.AgentEnded: "agent_ended",
 }
 _STEP_TAGS: dict[type, str] = {
     Finished: "finished",
@@ -60,8 +72,40 @@ _EVENT_UNION = union_of(_EVENT_TAGS)
 _STEP_UNION = union_of(_STEP_TAGS)
 
 
+def provider_error_document(error: ProviderError) -> dict[str, Any]:
+    """A ``ProviderError`` as JSON-compatible data (its class, message, kind, status, type)."""
+    return {
+        "class": "ModelProtocolError" if isinstance(error, ModelProtocolError) else "ProviderError",
+        "message": str(error),
+        "kind": error.kind.value,
+        "status": error.status,
+        "error_type": error.error_type,
+    }
+
+
+def structure_provider_error(data: Any, _cls: Any = None) -> ProviderError:
+    """The ``ProviderError`` :func:`provider_error_document` wrote."""
+    message = str(data["message"])
+    if data["class"] == "ModelProtocolError":
+        return ModelProtocolError(message, error_type=data["error_type"])
+    if data["class"] != "ProviderError":
+        raise ValueError(f"{data['class']!r} is not a provider error class")
+    status = data["status"]
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
+        raise ValueError(f"error status must be an int or null, got {status!r}")
+    error_type = data["error_type"]
+    return ProviderError(
+        message,
+        status=status,
+        error_type=None if error_type is None else str(error_type),
+        kind=ProviderErrorKind(data["kind"]),
+    )
+
+
 def configure_loop(converter: cattrs.Converter) -> None:
     """Tag events and steps; interrupts are written without their driver reference."""
+    converter.register_unstructure_hook(ProviderError, provider_error_document)
+    converter.register_structure_hook(ProviderError, structure_provider_error)
     for cls in (AwaitingInput, AfterToolResult, ApprovalRequest):
         converter.register_unstructure_hook(
             cls,

@@ -12,9 +12,10 @@ from typing import Any
 import attrs
 
 from ..core._cancellation import TurnCancellation
-from ..core._errors import InvalidStateError
+from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..tools._tool import ToolRequest
+from ._events import ExecutedToolCall, ModelCallRecord
 from ._steps import ApprovalDecision, ApprovalRequest
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "DriverState",
     "next_state",
     "QueuedMessage",
+    "RetryPoint",
     "RoundCall",
     "ToolRound",
     "TurnPhase",
@@ -37,6 +39,10 @@ INTERRUPTED_KEY = "agentloop.interrupted"
 INTERRUPT_STAGE_KEY = "agentloop.interrupt_stage"
 LIMIT_KEY = "agentloop.limit"
 NO_MODEL_CALL_KEY = "agentloop.no_model_call"
+INTERRUPT_REASON_KEY = "agentloop.interrupt_reason"
+ERROR_KIND_KEY = "agentloop.error_kind"
+EMPTY_RESPONSE_KEY = "agentloop.empty_response"
+FINAL_ANSWER_KEY = "agentloop.final_answer"
 INTERRUPTED_TEXT = "Previous assistant response was interrupted by the user before completion."
 
 
@@ -68,6 +74,10 @@ class DriverEvent(StrEnum):
     """The step returned ``AfterToolResult``: a tool round ended, the model is next."""
     FAIL = "fail"
     """The step raised."""
+    RETRY = "retry"
+    """``retry()`` begins a step: the failed model call is issued again."""
+    CONTINUE = "continue"
+    """``continue_turn()`` begins a step: a model call from the transcript as it is."""
     HOST_CANCEL = "host_cancel"
     """The host cancelled the task awaiting ``next()``; the turn was closed as cancelled."""
     RESTORE = "restore"
@@ -82,6 +92,8 @@ _RESTING = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_T
 
 TRANSITIONS: dict[tuple[DriverState, DriverEvent], DriverState] = {
     **{(state, DriverEvent.STEP): DriverState.STEPPING for state in _RESTING},
+    (DriverState.IDLE, DriverEvent.RETRY): DriverState.STEPPING,
+    (DriverState.IDLE, DriverEvent.CONTINUE): DriverState.STEPPING,
     (DriverState.STEPPING, DriverEvent.FINISH): DriverState.IDLE,
     (DriverState.STEPPING, DriverEvent.ASK_APPROVAL): DriverState.AWAITING_APPROVAL,
     (DriverState.STEPPING, DriverEvent.PAUSE): DriverState.AFTER_TOOL_RESULT,
@@ -198,6 +210,9 @@ class RoundCall:
     decision: ApprovalDecision | None = None
     task_id: str | None = None
     started_at: float | None = None
+    """``time.monotonic()`` when it started running."""
+    started_wall: float | None = None
+    """``time.time()`` when it started running."""
     cancellation: TurnCancellation | None = None
     """The call's own checkpoint (released when it moves to the background)."""
 
@@ -257,6 +272,14 @@ class TurnState:
     phase: TurnPhase = TurnPhase.ACTIVE
     interrupted: bool = False
     """Cancelled before a checkpoint was taken (restored turns only)."""
+    items: list[Item] = attrs.field(factory=list)
+    """Every item the turn appended, in order."""
+    tool_calls: list[ExecutedToolCall] = attrs.field(factory=list)
+    """Every call of the turn that has its result, in the order they were appended."""
+    model_call_records: list[ModelCallRecord] = attrs.field(factory=list)
+    """One record per model call that answered or failed."""
+    final_answer: bool = False
+    """The model-call limit was reached: the next call withholds tools (``on_limit``)."""
 
     @property
     def is_cancelled(self) -> bool:
@@ -271,9 +294,35 @@ class TurnState:
             self.usage = usage if self.usage is None else self.usage + usage
 
 
+@attrs.frozen
+class RetryPoint:
+    """Where a turn ended because a model call failed: ``retry()`` calls the model again
+    from here. ``point`` is the mutation point of the failed call."""
+
+    turn_id: str
+    point: str
+    error: ProviderError = attrs.field(eq=False)
+
+
+_INTERRUPT_REASONS = {
+    "model": "interrupted while the model was answering",
+    "tool": "interrupted while tool calls were running",
+    "mutator": "interrupted while a transcript mutator ran",
+    "approval": "interrupted while an approval was pending",
+    "pause": "interrupted while paused after a tool round",
+    "host": "the host cancelled the task awaiting next()",
+}
+
+
 def interrupted_metadata(stage: str) -> dict[str, Any]:
     """Metadata marking an item or result as written because of an interrupt."""
     return {INTERRUPTED_KEY: True, INTERRUPT_STAGE_KEY: stage}
+
+
+def interrupted_turn_metadata(stage: str) -> dict[str, Any]:
+    """The metadata of a turn an interrupt ended: stage and a stated reason."""
+    reason = _INTERRUPT_REASONS.get(stage, f"interrupted at {stage}")
+    return {**interrupted_metadata(stage), INTERRUPT_REASON_KEY: reason}
 
 
 def interrupted_assistant_item(stage: str, created_at: float) -> Item:

@@ -9,9 +9,11 @@ from typing import Any, TypeAlias
 import attrs
 
 from ..core._items import Metadata, _empty_metadata
+from ._pricing import PriceTable
 
 __all__ = [
     "AutomaticCache",
+    "LimitAction",
     "CacheBreakpoint",
     "ExplicitCache",
     "LoopLimits",
@@ -154,16 +156,39 @@ def _positive_or_none(_instance: Any, attribute: attrs.Attribute[Any], value: An
         )
 
 
+class LimitAction(StrEnum):
+    """What a turn does when it reaches ``max_model_calls_per_turn``."""
+
+    LIMIT_REACHED = "limit_reached"
+    """Finish the turn at once with ``FinishReason.LIMIT_REACHED`` (the default)."""
+    FINAL_ANSWER = "final_answer"
+    """Make one last model call with the tools withheld, so the user gets an answer;
+    the turn then finishes ``LIMIT_REACHED`` (at most N+1 model calls)."""
+
+
+def _limit_action(value: Any) -> LimitAction:
+    try:
+        return LimitAction(value)
+    except ValueError:
+        raise ValueError(
+            f"LoopLimits.on_limit must be 'limit_reached' or 'final_answer', got {value!r}"
+        ) from None
+
+
 @attrs.frozen(kw_only=True)
 class LoopLimits:
     """Guards that end a turn with a stated reason instead of looping or hanging.
 
-    Counts are per turn unless named ``per_session``; ``None`` means no limit.
-    Timeouts are in seconds.
+    Counts are per turn unless named ``per_round`` or ``per_session``; ``None``
+    means no limit. Timeouts are in seconds. ``on_limit`` says what reaching
+    ``max_model_calls_per_turn`` does (:class:`LimitAction`).
     """
 
     max_model_calls_per_turn: int | None = attrs.field(default=25, validator=_positive_or_none)
+    on_limit: LimitAction = attrs.field(default=LimitAction.LIMIT_REACHED, converter=_limit_action)
     max_tool_calls_per_round: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tool_calls_per_turn: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tool_calls_per_session: int | None = attrs.field(default=None, validator=_positive_or_none)
     tool_timeout: float | None = attrs.field(default=None, validator=_positive_or_none)
     request_timeout: float | None = attrs.field(default=None, validator=_positive_or_none)
     max_input_tokens_per_turn: int | None = attrs.field(default=None, validator=_positive_or_none)
@@ -214,6 +239,9 @@ class SessionConfig:
         default=QueueMode.ONE_AT_A_TIME, converter=_queue_mode, kw_only=True
     )
     """How many ``driver.follow_up()`` messages start the next turn."""
+    price_table: PriceTable | None = attrs.field(default=None, kw_only=True)
+    """Prices used to fill ``Usage.cost`` when a provider reports none (``None``: the
+    built-in ``DEFAULT_PRICES``). Cost limits rely on it."""
 
     def with_cache(self, cache: PromptCacheRequest | None) -> SessionConfig:
         """A copy with a different default cache request."""

@@ -71,6 +71,7 @@ def make_agent(
     *,
     note: ReadNote | None = None,
     cancellation: al.CancellationHandle | None = None,
+    mutator: al.LoopMutator | None = None,
 ) -> al.Agent:
     builder = (
         al.Agent.builder()
@@ -81,6 +82,8 @@ def make_agent(
     )
     if cancellation is not None:
         builder = builder.cancellation(cancellation)
+    if mutator is not None:
+        builder = builder.mutator(mutator)
     return builder.build()
 
 

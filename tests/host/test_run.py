@@ -190,10 +190,19 @@ async def test_max_steps_below_one_is_refused() -> None:
     assert str(raised.value) == "run: max_steps must be an int >= 1, got 0"
 
 
-async def test_items_prompt_and_provider_errors_propagate() -> None:
+async def test_items_prompt_and_a_provider_error_ends_the_run_as_a_failed_turn() -> None:
+    # Behaviour change (issue 14): a failed model call ends the turn, not the driver.
     model = al.ScriptedModel([fail(al.ProviderError("boom"))])
-    with pytest.raises(al.ProviderError, match=r"^boom$"):
-        await run(make_agent(model), [al.Item.text(al.ItemKind.USER, "q")])
+    result = await run(make_agent(model), [al.Item.text(al.ItemKind.USER, "q")])
+    assert result.stop_reason is RunStopReason.FINISHED
+    assert result.finish_reason is al.FinishReason.ERROR
+    assert result.error is not None
+    assert str(result.error) == "boom"
+    assert result.error.kind is al.ProviderErrorKind.OTHER
+    assert result.final_text == ""
+    assert result.driver is not None
+    assert result.driver.state is al.DriverState.IDLE
+    assert kinds(result.transcript) == ["system", "user"]
 
 
 async def test_a_cancelled_turn_is_a_finished_run() -> None:

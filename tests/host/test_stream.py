@@ -16,26 +16,40 @@ pytestmark = pytest.mark.anyio
 TOUR_ORDER = [
     "RunStarted",
     "TurnStarted",
+    "ModelCallStarted",
     "ToolCallRequested",
+    "ModelCallFinished",
     "ToolExecutionStarted",
     "ToolExecutionFinished",
     "ToolResultReceived",
     "AfterToolResult",
+    "ModelCallStarted",
     "ToolCallRequested",
+    "ModelCallFinished",
     "ApprovalRequired",
     "ApprovalRequest",
     "ApprovalResolved",
     "ToolExecutionStarted",
     "ToolExecutionFinished",
     "ToolResultReceived",
+    "ModelCallStarted",
     "ContentDelta",
     "ContentDelta",
     "ContentDelta",
     "ContentDelta",
     "UsageUpdated",
+    "ModelCallFinished",
     "TurnFinished",
+    "AgentEnded",
     "Finished",
 ]
+
+
+class Exploding:
+    """A mutator with a bug: fails the driver (not a provider error)."""
+
+    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+        raise RuntimeError("bug")
 
 
 def names(items: list[StreamItem]) -> list[str]:
@@ -139,8 +153,10 @@ async def test_a_slow_consumer_holds_the_loop_back() -> None:
 
     assert result.steps == rounds + 1
     assert names(rest).count("AfterToolResult") == rounds
-    # At most one step waited behind the channel: its five events and the step.
-    assert events.peak_overflow == 6
+    # At most one step waited behind the channel: the last one's seven events
+    # (model call started, three deltas, model call finished, turn finished,
+    # agent ended) and the step.
+    assert events.peak_overflow == 8
 
 
 async def test_leaving_early_cancels_the_turn_and_keeps_the_transcript_valid() -> None:
@@ -162,28 +178,58 @@ async def test_leaving_early_cancels_the_turn_and_keeps_the_transcript_valid() -
         await events.result()
 
 
-async def test_errors_propagate_from_the_iteration() -> None:
-    model = al.ScriptedModel([fail(al.ProviderError("boom"))])
+async def test_a_provider_error_is_a_failed_turn_in_the_stream() -> None:
+    # Behaviour change (issue 14): the turn ends with ERROR; nothing is raised.
+    model = al.ScriptedModel([fail(al.ProviderError("boom", retryable=True))])
+    seen: list[StreamItem] = []
+    async with stream(make_agent(model), "q") as events:
+        async for item in events:
+            seen.append(item)
+        result = await events.result()
+    assert names(seen) == [
+        "RunStarted",
+        "TurnStarted",
+        "ModelCallStarted",
+        "ModelCallFailed",
+        "TurnFinished",
+        "AgentEnded",
+        "Finished",
+    ]
+    failed = seen[3]
+    assert isinstance(failed, al.ModelCallFailed)
+    assert (failed.turn_id, failed.index, failed.error_kind, failed.message) == (
+        "turn-1",
+        1,
+        "retryable",
+        "boom",
+    )
+    assert result.finish_reason is al.FinishReason.ERROR
+    assert result.error is not None
+    assert result.error.retryable
+
+
+async def test_errors_that_fail_the_driver_propagate_from_the_iteration() -> None:
+    model = al.ScriptedModel(["never"])
     seen: list[StreamItem] = []
 
     async def consume() -> None:
-        async with stream(make_agent(model), "q") as events:
+        async with stream(make_agent(model, mutator=Exploding()), "q") as events:
             async for item in events:
                 seen.append(item)
 
-    with pytest.raises(al.ProviderError, match=r"^boom$"):
+    with pytest.raises(al.MutatorError, match="mutator 'Exploding' failed"):
         await consume()
-    assert names(seen) == ["RunStarted", "TurnStarted", "RunFailed"]
+    assert names(seen)[-1] == "RunFailed"
 
 
 async def test_errors_propagate_on_exit_when_nobody_iterated() -> None:
-    model = al.ScriptedModel([fail(al.ProviderError("boom"))])
+    model = al.ScriptedModel(["never"])
 
     async def ignore() -> None:
-        async with stream(make_agent(model), "q"):
+        async with stream(make_agent(model, mutator=Exploding()), "q"):
             await anyio.wait_all_tasks_blocked()
 
-    with pytest.raises(al.ProviderError, match=r"^boom$"):
+    with pytest.raises(al.MutatorError, match="mutator 'Exploding' failed"):
         await ignore()
 
 

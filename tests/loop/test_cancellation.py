@@ -32,14 +32,25 @@ async def next_with_interrupt(
     return steps[0]
 
 
+INTERRUPT_REASONS = {
+    "model": "interrupted while the model was answering",
+    "tool": "interrupted while tool calls were running",
+    "mutator": "interrupted while a transcript mutator ran",
+    "approval": "interrupted while an approval was pending",
+    "pause": "interrupted while paused after a tool round",
+    "host": "the host cancelled the task awaiting next()",
+}
+
+
 def assert_cancelled(step: al.Step, stage: str) -> None:
     assert isinstance(step, al.Finished)
     assert step.result.finish_reason is al.FinishReason.CANCELLED
     assert step.result.metadata == {
         "agentloop.interrupted": True,
         "agentloop.interrupt_stage": stage,
+        "agentloop.interrupt_reason": INTERRUPT_REASONS[stage],
     }
-    (item,) = step.result.items
+    item = step.result.items[-1]
     assert item.kind is al.ItemKind.ASSISTANT
     assert item.metadata["agentloop.interrupted"] is True
 
@@ -107,7 +118,7 @@ async def test_interrupt_during_a_mutator_discards_its_pass() -> None:
     driver.submit_input([user("again")])
     final = await driver.next()
     assert isinstance(final, al.Finished)
-    assert final.result.items[0].text_content == "answer"
+    assert final.result.final_items[0].text_content == "answer"
 
 
 async def test_interrupt_during_streaming_keeps_no_partial_output() -> None:

@@ -230,6 +230,10 @@ async def run_case(case: Case) -> bool:
                 elif was_fired:
                     assert isinstance(step, Finished)
                     turns_after_cancel.append(step.result.finish_reason)
+                    if step.result.finish_reason is FinishReason.ERROR:
+                        # The script's next reply was empty: a stated error, not a silent end.
+                        assert step.result.error is not None
+                        assert step.result.error.error_type == "empty_response"
                     break
             tasks.cancel_scope.cancel()
     for request in model.requests:
@@ -237,7 +241,7 @@ async def run_case(case: Case) -> bool:
     validate_transcript(driver.snapshot().transcript)
     assert cancelled_turns == (1 if injection.fired else 0)
     if injection.fired:
-        assert turns_after_cancel == [FinishReason.COMPLETED]
+        assert turns_after_cancel in ([FinishReason.COMPLETED], [FinishReason.ERROR])
     return injection.fired
 
 

@@ -75,9 +75,12 @@ def comparable(value: Any) -> Any:
     return _strip_times(data)
 
 
+_TIMES = frozenset({"created_at", "started_at", "finished_at", "duration"})
+
+
 def _strip_times(data: Any) -> Any:
     if isinstance(data, dict):
-        return {k: _strip_times(v) for k, v in data.items() if k != "created_at"}
+        return {k: _strip_times(v) for k, v in data.items() if k not in _TIMES}
     if isinstance(data, list):
         return [_strip_times(v) for v in data]
     return data
@@ -136,7 +139,7 @@ async def test_the_document_is_versioned_json_holding_the_whole_state() -> None:
     document = driver.checkpoint()
     assert json.loads(json.dumps(document)) == document
     assert document["format"] == "agentloop.checkpoint"
-    assert document["version"] == 1
+    assert document["version"] == 2
     assert document["session_id"] == "s"
     assert document["state"] == "AWAITING_APPROVAL"
     assert document["turn_counter"] == 1
@@ -183,7 +186,7 @@ async def approval_document() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("corrupt", "message"),
     [
-        (lambda d: d.update(version=2), "version 2: this agentloop reads versions up to 1"),
+        (lambda d: d.update(version=3), "version 3: this agentloop reads versions up to 2"),
         (lambda d: d.update(format="other"), "format is 'other'"),
         (lambda d: d.pop("turn_counter"), "missing field 'turn_counter'"),
         (lambda d: d["transcript"][0].update(kind="nonsense"), "the document is malformed"),

@@ -65,7 +65,7 @@ async def test_approvals_resolve_in_any_order_and_mixed() -> None:
     driver.resolve_approval_for("call-1", al.ApprovalDecision.deny("no"))
     final = await driver.next()
     assert isinstance(final, al.Finished)
-    assert final.result.items[0].text_content == "done"
+    assert final.result.final_items[0].text_content == "done"
     assert tool_texts(driver.snapshot().transcript) == [
         ("call-1", "no", True),
         ("call-2", "B!", False),
@@ -153,23 +153,36 @@ async def test_awaiting_input_without_input_and_submit_through_interrupt() -> No
     ]
 
 
-async def test_stream_without_result_is_a_provider_error_and_fails_the_driver() -> None:
-    model = al.ScriptedModel([Reply.raw([al.BeginPart("p", al.PartKind.TEXT)])])
+async def test_stream_without_result_ends_the_turn_with_a_protocol_error() -> None:
+    # Behaviour change (issue 14): a broken model stream ends the turn, not the driver.
+    model = al.ScriptedModel([Reply.raw([al.BeginPart("p", al.PartKind.TEXT)]), "fixed"])
     recorder = Recorder()
     agent = al.Agent.builder().model(model).observer(recorder).input([user("x")]).build()
     driver = await agent.start("s")
-    with pytest.raises(al.ProviderError, match="ended without a ModelTurnResult"):
-        await driver.next()
-    assert driver.state is al.DriverState.FAILED
-    assert len(recorder.of(al.RunFailed)) == 1
-    with pytest.raises(al.InvalidStateError, match="in state FAILED: an earlier step raised "):
-        await driver.next()
-    with pytest.raises(al.InvalidStateError, match="in state FAILED"):
-        driver.submit_input([user("again")])
+    step = await driver.next()
+    assert isinstance(step, al.Finished)
+    result = step.result
+    assert result.finish_reason is al.FinishReason.ERROR
+    assert isinstance(result.error, al.ModelProtocolError)
+    assert str(result.error) == (
+        "model stream ended without a ModelTurnResult: every model turn must end with one "
+        "(check the adapter)"
+    )
+    assert result.metadata == {"agentloop.error_kind": "invalid_response"}
+    assert driver.state is al.DriverState.IDLE
+    assert recorder.of(al.RunFailed) == []
+    (failed,) = recorder.of(al.ModelCallFailed)
+    assert failed.error_kind == "invalid_response"
+    retried = await driver.retry()
+    assert isinstance(retried, al.Finished)
+    assert retried.result.final_items[0].text_content == "fixed"
+    assert list(model.requests[0].transcript) == list(model.requests[1].transcript)
 
 
-async def test_duplicate_call_id_from_the_model_is_a_provider_error() -> None:
-    model = al.ScriptedModel([tool_calls(call("echo", id="c1")), tool_calls(call("echo", id="c1"))])
+async def test_a_call_id_repeating_an_earlier_round_gets_a_fresh_id() -> None:
+    model = al.ScriptedModel(
+        [tool_calls(call("echo", id="c1")), tool_calls(call("echo", id="c1")), "done"]
+    )
     agent = (
         al.Agent.builder()
         .model(model)
@@ -179,8 +192,67 @@ async def test_duplicate_call_id_from_the_model_is_a_provider_error() -> None:
     )
     driver = await agent.start("s")
     assert isinstance(await driver.next(), al.AfterToolResult)
-    with pytest.raises(al.ProviderError, match="'c1', which is already used"):
-        await driver.next()
+    assert isinstance(await driver.next(), al.AfterToolResult)
+    final = await driver.next()
+    assert isinstance(final, al.Finished)
+    calls = [c for item in driver.snapshot().transcript for c in item.tool_calls()]
+    assert [c.id for c in calls] == ["c1", "c1_2"]
+    assert calls[1].metadata == {"agentloop.provider_call_id": "c1"}
+    assert tool_texts(driver.snapshot().transcript) == [
+        ("c1", "pong", False),
+        ("c1_2", "pong", False),
+    ]
+    al.validate_transcript(driver.snapshot().transcript)
+
+
+async def test_a_call_id_repeated_within_one_response_answers_the_repeat_with_an_error() -> None:
+    model = al.ScriptedModel(
+        [
+            tool_calls(
+                call("echo", {"value": "a"}, id="c1"), call("echo", {"value": "b"}, id="c1")
+            ),
+            "done",
+        ]
+    )
+    tool = EchoTool()
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .input([user("x")])
+        .build()
+    )
+    driver = await agent.start("s")
+    assert isinstance(await driver.next(), al.AfterToolResult)
+    final = await driver.next()
+    assert isinstance(final, al.Finished)
+    assert tool.inputs == [{"value": "a"}]
+    assert tool_texts(driver.snapshot().transcript) == [
+        ("c1", "a", False),
+        (
+            "c1_2",
+            "not run: this call repeated the id 'c1' of another call in the same response; "
+            "call ids must be unique, so it was given a new id and not run",
+            True,
+        ),
+    ]
+    al.validate_transcript(driver.snapshot().transcript)
+
+
+async def test_a_non_assistant_item_from_the_model_ends_the_turn_as_a_protocol_error() -> None:
+    bad = al.ModelTurnResult(al.FinishReason.COMPLETED, (user("I am the user now"),))
+    model = al.ScriptedModel([Reply.raw([bad]), "ok"])
+    agent = al.Agent.builder().model(model).input([user("x")]).build()
+    driver = await agent.start("s")
+    step = await driver.next()
+    assert isinstance(step, al.Finished)
+    assert step.result.finish_reason is al.FinishReason.ERROR
+    assert isinstance(step.result.error, al.ModelProtocolError)
+    assert "model output item 0 is a user item" in str(step.result.error)
+    assert [i.kind for i in driver.snapshot().transcript] == [al.ItemKind.USER]
+    again = await driver.retry()
+    assert isinstance(again, al.Finished)
+    assert again.result.finish_reason is al.FinishReason.COMPLETED
 
 
 async def test_mutator_that_breaks_pairs_raises_mutator_error_naming_the_call() -> None:

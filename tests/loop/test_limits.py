@@ -67,7 +67,10 @@ def always_tick(request: al.TurnRequest) -> Reply:
 def test_default_limits() -> None:
     assert al.LoopLimits() == al.LoopLimits(
         max_model_calls_per_turn=25,
+        on_limit=al.LimitAction.LIMIT_REACHED,
         max_tool_calls_per_round=None,
+        max_tool_calls_per_turn=None,
+        max_tool_calls_per_session=None,
         tool_timeout=None,
         request_timeout=None,
         max_input_tokens_per_turn=None,
@@ -220,7 +223,7 @@ async def test_a_limited_turn_leaves_the_driver_usable() -> None:
     _, _, finished = await drive(script, al.LoopLimits(max_model_calls_per_turn=3), "loop", "hi")
     limited(finished[0], "max_model_calls_per_turn")
     assert finished[1].result.finish_reason is al.FinishReason.COMPLETED
-    assert finished[1].result.items[0].text_content == "fine"
+    assert finished[1].result.final_items[0].text_content == "fine"
 
 
 @al.tool(destructive=True)
@@ -257,3 +260,185 @@ async def test_an_oversized_round_asks_for_no_approval_and_runs_nothing() -> Non
     ]
     assert outcomes == [(f"call-{i}", "limit_reached") for i in range(3)]
     al.validate_transcript(driver.snapshot().transcript)
+
+
+# -- a final answer at the limit ----------------------------------------------------
+
+
+def tick_while_tools_offered(request: al.TurnRequest) -> Reply | str:
+    if request.available_tools:
+        return tool_calls(call("tick", {"n": len(request.transcript)}))
+    return "here is what I found"
+
+
+async def test_final_answer_makes_one_last_call_without_tools() -> None:
+    counted.clear()
+    limits = al.LoopLimits(max_model_calls_per_turn=2, on_limit="final_answer")
+    _, model, (finished,) = await drive(tick_while_tools_offered, limits, "go")
+    assert len(model.requests) == 3  # N + 1
+    assert [len(r.available_tools) for r in model.requests] == [2, 2, 0]
+    assert finished.result.finish_reason is al.FinishReason.LIMIT_REACHED
+    assert dict(finished.result.metadata) == {
+        LIMIT_KEY: "max_model_calls_per_turn",
+        "agentloop.final_answer": True,
+    }
+    assert finished.result.final_items[0].text_content == "here is what I found"
+    assert len(counted) == 2
+    assert [r.index for r in finished.result.model_calls] == [1, 2, 3]
+
+
+async def test_final_answer_default_is_limit_reached() -> None:
+    _, model, (finished,) = await drive(
+        tick_while_tools_offered, al.LoopLimits(max_model_calls_per_turn=2), "go"
+    )
+    assert len(model.requests) == 2
+    limited(finished, "max_model_calls_per_turn")
+
+
+async def test_a_final_answer_that_still_calls_tools_is_answered_and_stops() -> None:
+    counted.clear()
+    limits = al.LoopLimits(max_model_calls_per_turn=1, on_limit="final_answer")
+    driver, model, (finished,) = await drive(always_tick, limits, "go")
+    assert len(model.requests) == 2
+    assert len(counted) == 1
+    limited(finished, "max_model_calls_per_turn")
+    results = [p for item in driver.snapshot().transcript for p in item.tool_results()]
+    assert results[-1].output == (
+        "not run: the turn reached its limit of 1 model calls; tools were withheld for a "
+        "final answer, so no tool runs"
+    )
+    assert al.result_outcome(results[-1]) is al.ResultOutcome.LIMIT_REACHED
+
+
+def test_on_limit_refuses_unknown_actions() -> None:
+    with pytest.raises(ValueError, match="on_limit") as caught:
+        al.LoopLimits(on_limit="explode")
+    assert str(caught.value) == (
+        "LoopLimits.on_limit must be 'limit_reached' or 'final_answer', got 'explode'"
+    )
+    assert al.LoopLimits(on_limit="final_answer").on_limit is al.LimitAction.FINAL_ANSWER
+
+
+# -- tool calls per turn and per session ----------------------------------------------
+
+
+def two_ticks_then_text(request: al.TurnRequest) -> Reply | str:
+    rounds = sum(1 for item in request.transcript if any(item.tool_calls()))
+    since_user = 0
+    for item in reversed(request.transcript):
+        if item.kind is al.ItemKind.USER:
+            break
+        if any(item.tool_calls()):
+            since_user += 1
+    if since_user < 2:
+        return tool_calls(call("tick", {"n": rounds}), call("tick", {"n": rounds}))
+    return "done"
+
+
+async def test_max_tool_calls_per_turn_refuses_the_round_that_would_exceed_it() -> None:
+    counted.clear()
+    limits = al.LoopLimits(max_tool_calls_per_turn=3)
+    driver, model, (finished,) = await drive(two_ticks_then_text, limits, "go")
+    limited(finished, "max_tool_calls_per_turn")
+    assert counted == [0, 0]
+    results = [p for item in driver.snapshot().transcript for p in item.tool_results()]
+    refused = (
+        "not run: 2 more tool calls would exceed the limit of 3 tool calls per turn; "
+        "answer without tools"
+    )
+    assert [r.output for r in results] == ["tick 0", "tick 0", refused, refused]
+    assert len(finished.result.tool_calls) == 4
+    assert len(model.requests) == 2
+
+
+async def test_max_tool_calls_per_session_spans_turns_and_checkpoints() -> None:
+    counted.clear()
+    limits = al.LoopLimits(max_tool_calls_per_session=3)
+    model = al.ScriptedModel(
+        [
+            tool_calls(call("tick", {"n": 1}), call("tick", {"n": 2})),
+            "ok",
+            tool_calls(call("tick", {"n": 3}), call("tick", {"n": 4})),
+        ]
+    )
+    registry = al.ToolRegistry().with_tool(tick)
+    agent = al.Agent.builder().model(model).add_tool_source(registry).build()
+    driver = await agent.start(al.SessionConfig("s1", limits=limits))
+    driver.submit_input([user("one")])
+    first = await driver.run_until_blocked()
+    assert isinstance(first, al.Finished)
+    assert first.result.finish_reason is al.FinishReason.COMPLETED
+    document = driver.checkpoint()
+    assert document["session_tool_calls"] == 2
+    restored = await agent.resume(document)
+    restored.submit_input([user("two")])
+    second = await restored.run_until_blocked()
+    assert isinstance(second, al.Finished)
+    limited(second, "max_tool_calls_per_session")
+    assert counted == [1, 2]
+
+
+# -- costs for every provider ---------------------------------------------------------
+
+
+MILLION = al.Usage(input_tokens=1_000_000, output_tokens=100_000)
+
+
+async def test_the_price_table_fills_the_cost_the_provider_did_not_report() -> None:
+    model = al.ScriptedModel(
+        [tool_calls(call("tick"), usage=MILLION), text("never", usage=MILLION)],
+        model_name="gpt-4o-2024-08-06",
+    )
+    registry = al.ToolRegistry().with_tool(tick)
+    agent = al.Agent.builder().model(model).add_tool_source(registry).build()
+    limits = al.LoopLimits(max_cost_per_turn=3.0)
+    driver = await agent.start(al.SessionConfig("s", limits=limits))
+    driver.submit_input([user("go")])
+    finished = await driver.run_until_blocked()
+    assert isinstance(finished, al.Finished)
+    limited(finished, "max_cost_per_turn")
+    expected = 2.50 + 0.1 * 10.00  # gpt-4o: 2.50 in, 10.00 out per million
+    assert finished.result.usage == al.Usage(1_000_000, 100_000, cost=pytest.approx(expected))
+    assert finished.result.model_calls[0].model == "gpt-4o-2024-08-06"
+    assert len(model.requests) == 1
+
+
+async def test_the_model_named_on_the_output_and_a_custom_table_win() -> None:
+    output = al.Item(
+        al.ItemKind.ASSISTANT, (al.TextPart("hi"),), metadata={"agentloop.model": "house-model"}
+    )
+    reply = Reply.raw([al.ModelTurnResult(al.FinishReason.COMPLETED, (output,), MILLION)])
+    model = al.ScriptedModel([reply, text("unpriced", usage=MILLION)], model_name="gpt-4o")
+    table = al.PriceTable({"house-model": al.ModelPrice(input=1.0, output=10.0)})
+    agent = al.Agent.builder().model(model).build()
+    driver = await agent.start(al.SessionConfig("s", price_table=table))
+    driver.submit_input([user("go")])
+    first = await driver.next()
+    assert isinstance(first, al.Finished)
+    assert first.result.usage is not None
+    assert first.result.usage.cost == pytest.approx(2.0)
+    driver.submit_input([user("again")])
+    second = await driver.next()
+    assert isinstance(second, al.Finished)
+    assert second.result.usage == MILLION  # gpt-4o is not in this table: no cost
+
+
+async def test_a_reported_cost_is_kept() -> None:
+    reported = al.Usage(input_tokens=1_000_000, cost=0.01)
+    model = al.ScriptedModel([text("hi", usage=reported)], model_name="gpt-4o")
+    driver = await al.Agent.builder().model(model).input([user("go")]).build().start("s")
+    step = await driver.next()
+    assert isinstance(step, al.Finished)
+    assert step.result.usage == reported
+
+
+async def test_no_final_answer_when_a_usage_limit_is_also_reached() -> None:
+    def script(request: al.TurnRequest) -> Reply:
+        return tool_calls(call("tick"), usage=USAGE)
+
+    limits = al.LoopLimits(
+        max_model_calls_per_turn=2, on_limit="final_answer", max_total_tokens_per_turn=150
+    )
+    _, model, (finished,) = await drive(script, limits, "go")
+    assert len(model.requests) == 2
+    limited(finished, "max_model_calls_per_turn")

@@ -60,7 +60,7 @@ async def test_steering_skips_the_calls_not_yet_started_and_reaches_the_model() 
     ]
     finished = await driver.next()
     assert isinstance(finished, al.Finished)
-    assert finished.result.items[0].text_content == "steered answer"
+    assert finished.result.final_items[0].text_content == "steered answer"
     assert driver.queued_steering == ()
     request = model.last_request.transcript
     assert request[-1].text_content == "stop, do something else"
@@ -109,7 +109,7 @@ async def test_steering_during_a_text_answer_continues_the_same_turn() -> None:
         driver.steer([user("also this")])
         gate.set()
     assert isinstance(results[0], al.Finished)
-    assert results[0].result.items[0].text_content == "answer to the steering"
+    assert results[0].result.final_items[0].text_content == "answer to the steering"
     assert len(recorder.of(al.TurnStarted)) == 1
     assert [item.text_content for item in driver.snapshot().transcript] == [
         "go",
@@ -156,12 +156,12 @@ async def test_steering_mode_decides_how_many_messages_one_boundary_takes(mode: 
     step = await driver.next()
     assert isinstance(step, al.Finished)
     if mode == "all":
-        assert step.result.items[0].text_content == "one"
+        assert step.result.final_items[0].text_content == "one"
         assert texts(model.last_request.transcript)[-2:] == ["a", "b"]
     else:
         # "a" went with the continuation; "b" arrived at the next boundary, so the
         # turn went on with a second call instead of finishing.
-        assert step.result.items[0].text_content == "two"
+        assert step.result.final_items[0].text_content == "two"
         assert texts(model.transcripts()[1])[-1] == "a"
         assert texts(model.transcripts()[2])[-1] == "b"
 

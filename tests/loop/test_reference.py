@@ -52,7 +52,7 @@ async def test_loop_continues_after_completed_tool_call() -> None:
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
     assert step.result.finish_reason is al.FinishReason.COMPLETED
-    assert [item.text_content for item in step.result.items] == ["tool said: pong"]
+    assert [item.text_content for item in step.result.final_items] == ["tool said: pong"]
 
 
 async def test_post_tool_continuation_reports_after_tool_result_mutation_point() -> None:
@@ -104,7 +104,9 @@ async def test_drive_does_not_dispatch_without_valid_trailing_input() -> None:
     step = await driver.next()
     assert isinstance(step, al.Finished)
     assert step.result.finish_reason is al.FinishReason.COMPLETED
-    assert step.result.items == ()
+    # The turn's input was added, then the mutator removed it: no model call.
+    assert [item.text_content for item in step.result.items] == ["follow up"]
+    assert step.result.final_items == ()
     assert model.requests == []
 
 
@@ -119,7 +121,7 @@ async def test_loop_uses_injected_permission_checker() -> None:
     driver.submit_input([user("ping")])
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
-    assert step.result.items[0].text_content == (
+    assert step.result.final_items[0].text_content == (
         "tool said: tool permission denied: reads are not allowed here (code: path_not_allowed)"
     )
 
@@ -142,9 +144,11 @@ async def test_loop_can_cancel_a_turn_and_continue_after_new_input() -> None:
     (cancelled,) = steps
     assert isinstance(cancelled, al.Finished)
     assert cancelled.result.finish_reason is al.FinishReason.CANCELLED
-    assert len(cancelled.result.items) == 1
-    assert cancelled.result.items[0].kind is al.ItemKind.ASSISTANT
-    assert cancelled.result.items[0].metadata["agentloop.interrupted"] is True
+    assert [item.kind for item in cancelled.result.items] == [
+        al.ItemKind.USER,
+        al.ItemKind.ASSISTANT,
+    ]
+    assert cancelled.result.items[-1].metadata["agentloop.interrupted"] is True
 
     driver.submit_input([user("try again")])
     retry = await driver.next()
@@ -170,7 +174,7 @@ async def test_loop_resumes_after_approved_tool_request() -> None:
     first.approve()
     second = await driver.next()
     assert isinstance(second, al.Finished)
-    assert second.result.items[0].text_content == "tool said: pong"
+    assert second.result.final_items[0].text_content == "tool said: pong"
 
 
 async def test_loop_resumes_with_patched_input_on_approval() -> None:
@@ -188,7 +192,7 @@ async def test_loop_resumes_with_patched_input_on_approval() -> None:
     pending.approve_with({"value": "patched"})
     step = await driver.next()
     assert isinstance(step, al.Finished)
-    assert step.result.items[0].text_content == "tool said: patched"
+    assert step.result.final_items[0].text_content == "tool said: patched"
     assert echo.inputs == [{"value": "patched"}]
     calls = [c for item in driver.snapshot().transcript for c in item.tool_calls()]
     assert [c.input for c in calls] == [{}]  # the transcript keeps the model's input
@@ -224,7 +228,7 @@ async def test_loop_tracks_multiple_pending_approvals_by_call_id() -> None:
     final = await driver.next()
     assert isinstance(final, al.Finished)
     assert final.result.finish_reason is al.FinishReason.COMPLETED
-    assert final.result.items[0].text_content == "both approvals finished"
+    assert final.result.final_items[0].text_content == "both approvals finished"
 
 
 async def test_loop_compacts_transcript_before_new_turns() -> None:

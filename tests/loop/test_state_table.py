@@ -65,6 +65,8 @@ def test_the_table_lists_exactly_these_transitions() -> None:
     resting = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT)
     expected = {
         **{(state, DriverEvent.STEP): DriverState.STEPPING for state in resting},
+        (DriverState.IDLE, DriverEvent.RETRY): DriverState.STEPPING,
+        (DriverState.IDLE, DriverEvent.CONTINUE): DriverState.STEPPING,
         (DriverState.STEPPING, DriverEvent.FINISH): DriverState.IDLE,
         (DriverState.STEPPING, DriverEvent.ASK_APPROVAL): DriverState.AWAITING_APPROVAL,
         (DriverState.STEPPING, DriverEvent.PAUSE): DriverState.AFTER_TOOL_RESULT,
@@ -220,3 +222,19 @@ def test_only_move_assigns_a_call_status() -> None:
                     if isinstance(target, ast.Attribute) and target.attr == "status":
                         assigners.append(f"{path.name}:{function.name}")
     assert assigners == ["_state.py:move"]
+
+
+@pytest.mark.parametrize("event", [DriverEvent.RETRY, DriverEvent.CONTINUE])
+@pytest.mark.parametrize(
+    "state",
+    [DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT, DriverState.STEPPING],
+)
+def test_retry_and_continue_begin_a_step_only_from_idle(
+    state: DriverState, event: DriverEvent
+) -> None:
+    core = core_in(state)
+    with pytest.raises(al.InvalidStateError, match=f"event {event.value!r} in state {state}"):
+        core.handle(event)
+    assert core.state is state
+    idle = core_in(DriverState.IDLE)
+    assert idle.handle(event) is DriverState.STEPPING

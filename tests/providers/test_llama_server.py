@@ -227,7 +227,7 @@ async def test_agent_runs_a_text_only_turn(server: LlamaServer) -> None:
     transcript = driver.snapshot().transcript
     assert [item.kind for item in transcript] == [ItemKind.USER, ItemKind.ASSISTANT]
     assert transcript[1].text_content.strip() != ""
-    assert step.result.items == (transcript[1],)
+    assert step.result.final_items == (transcript[1],)
 
 
 # -- the managed process ---------------------------------------------------------------------

@@ -105,7 +105,7 @@ async def test_detach_after_moves_a_slow_call_to_the_background() -> None:
         )
         finished = await driver.next()
         assert isinstance(finished, al.Finished)
-        assert finished.result.items[0].text_content == "answered without slow"
+        assert finished.result.final_items[0].text_content == "answered without slow"
 
         seen = [describe(e) for e in await events(handle, 4)]
         assert sorted(seen[:2]) == [
@@ -265,7 +265,7 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
         second.deny("not this one")
         finished = await driver.next()
         assert isinstance(finished, al.Finished)
-        assert finished.result.items[0].text_content == "round done"
+        assert finished.result.final_items[0].text_content == "round done"
         assert guarded.invoked == ["call-2"]  # a denied call never runs
         assert [t.call_id for t in await handle.list_running()] == ["call-1"]
         transcript = driver.snapshot().transcript
