@@ -172,6 +172,9 @@ class Renderer:
             verdict = "approved" if event.approved else "denied"
             edited = " with edited input" if event.patched else ""
             self.line(f"   {verdict}{edited}", "magenta")
+        elif isinstance(event, TurnFinished) and event.result.error is not None:
+            error = event.result.error
+            self.error(f"failed: {type(error).__name__}: {error}")
         elif isinstance(event, TurnFinished):
             result = event.result
             usage = format_usage(result.usage)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import structlog
 
+from .._log import get_logger
 from ..loop._agent import AgentBuilder
 from ..loop._events import Warning as WarningEvent
 from ..loop._mutators import MutationContext, MutationPoint, TranscriptCursor
@@ -31,7 +31,7 @@ from ._triggers import CompactionTrigger, ContextOverflowTrigger, TokenBudgetTri
 
 __all__ = ["Compactor", "default_compactor"]
 
-_log = structlog.get_logger("agentloop")
+_log = get_logger()
 
 
 class Compactor:

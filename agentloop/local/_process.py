@@ -24,15 +24,15 @@ from typing import IO, Any, ClassVar, Self
 import anyio
 import anyio.abc
 import httpx
-import structlog
 
+from .._log import get_logger
 from ..core._errors import InvalidInputError
 from ..providers import OpenAIChatModel
 from ._install import LocalServerError
 
 __all__ = ["LOCAL_MODEL_ALIAS", "ManagedServer", "new_api_key"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 LOCAL_MODEL_ALIAS = "smollm2"
 """The model name the local servers answer to."""

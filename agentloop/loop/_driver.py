@@ -25,8 +25,8 @@ from typing import Any
 
 import anyio
 import attrs
-import structlog
 
+from .._log import get_logger
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
@@ -61,7 +61,7 @@ from ._steps import (
 
 __all__ = ["LoopDriver", "LoopSnapshot"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 
 def _to_items(items: Sequence[Item]) -> tuple[Item, ...]:

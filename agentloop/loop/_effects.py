@@ -6,8 +6,8 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import attrs
-import structlog
 
+from .._log import get_logger
 from ..core._cancellation import CancellationHandle
 from ..core._items import Item
 from ..model._config import SessionConfig
@@ -22,7 +22,7 @@ from ._state import TurnState
 
 __all__ = ["CLEANUP_SECONDS", "DriverParts", "Effects"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 CLEANUP_SECONDS = 5.0
 """How long shielded cleanup (closing a stream, interrupting tasks) may take."""

@@ -14,10 +14,10 @@ import anyio.abc
 import anyio.lowlevel
 import httpx2
 import mcp_types
-import structlog
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from .._log import get_logger
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
     Allow,
@@ -37,7 +37,7 @@ from ._tool import McpTool
 
 __all__ = ["ConnectApprover", "McpToolSource"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 ConnectApprover = Callable[[McpConnect, RequireApproval], Awaitable[bool]]
 """Asked when the source's checker wants approval to connect; returns whether to connect."""

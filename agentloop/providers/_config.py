@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 import httpx
-import structlog
 
+from .._log import get_logger
 from ..core._errors import InvalidInputError, ProviderError, ProviderErrorKind
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "shorten",
 ]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=10.0)
 """Default request timeout: 10 s to connect, 300 s of silence between streamed bytes."""

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import anyio
 import attrs
 import httpx
-import structlog
 
+from .._log import get_logger
 from ..core._cancellation import TurnCancellation
 from ..core._errors import ProviderError, ProviderErrorKind
 from ..core._items import Item
@@ -53,7 +53,7 @@ __all__ = [
     "texts",
 ]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 PROVIDER_FINISH_KEY = "agentloop.provider_finish_reason"
 """Result metadata: the finish reason exactly as the provider sent it."""

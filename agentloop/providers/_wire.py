@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import structlog
-
+from .._log import get_logger
 from ..core._errors import ProviderError, ProviderErrorKind
 from ._config import shorten
 
@@ -37,7 +36,7 @@ __all__ = [
     "usage_count",
 ]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 MAX_REPORTED_TOKENS = 10**9
 """Token counts above this (per call) are treated as garbage and ignored."""

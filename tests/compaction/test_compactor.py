@@ -245,7 +245,7 @@ async def test_large_outputs_are_trimmed_mid_turn_and_read_back_with_read_result
     assert "call read_result with call_id='big-1' to read the full output" in trimmed.output
     assert trimmed.output.startswith("head....")
     assert len(trimmed.output) < 600
-    assert outcome.items[0].text_content == (
+    assert outcome.final_items[0].text_content == (
         "read: " + "." * 240 + "\n[characters 3000-3240 of 5004; call read_result with "
         "call_id='big-1' and offset=3240 for the next page]"
     )
@@ -253,24 +253,24 @@ async def test_large_outputs_are_trimmed_mid_turn_and_read_back_with_read_result
 
 
 async def test_overflow_then_retry_compacts_before_the_next_call() -> None:
-    overflow = al.ProviderError("prompt is too long", status=400)
-    overflow.kind = "context_overflow"  # type: ignore[attr-defined]  # issue 14's classification
+    overflow = al.ProviderError(
+        "prompt is too long", status=400, kind=al.ProviderErrorKind.CONTEXT_OVERFLOW
+    )
     model = ScriptedModel([fail(overflow), "fits now"])
     compactor = Compactor([KeepRecent(max_items=1)], triggers=[ContextOverflowTrigger()])
     history = [system(), user("u1 " * 30), answer("a1 " * 30), user("u2 " * 30), answer("a2")]
     driver, _ = await start(compactor, model, prior=history)
     driver.submit_input([user("u3")])
-    with pytest.raises(al.ProviderError) as raised:
-        await driver.next()
+    failed = await driver.next()
+    # The failed call ends the turn; the compactor, installed as an observer, saw the
+    # overflow in the turn's result and armed its trigger.
+    assert isinstance(failed, al.Finished)
+    assert failed.result.finish_reason is al.FinishReason.ERROR
+    assert failed.result.error is overflow
     assert compactor.reports == type(compactor.reports)()  # nothing fired yet
-    # Today the driver is FAILED after a ProviderError; the host arms the trigger and
-    # retries on a new driver over the same transcript (issue 14 adds driver.retry()).
-    assert compactor.observe_error(raised.value) is True
-    retry_agent = al.Agent.builder().model(model).transcript(model.last_request.transcript[:-1])
-    retry = await compactor.install(retry_agent.input([user("u3")])).build().start("s")
-    step = await retry.next()
+    step = await driver.retry()
     assert isinstance(step, al.Finished)
-    assert step.result.items[0].text_content == "fits now"
+    assert step.result.final_items[0].text_content == "fits now"
     report = compactor.last_report
     assert report is not None
     assert report.reason == (
