@@ -152,6 +152,7 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
+        await self._persistence.save_input(self._core)  # queued input is durable first
         self._begin_step()
         try:
             step = await self._step()
@@ -170,8 +171,12 @@ class LoopDriver:
                 self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
             raise
         self._core.handle(event_after(step))
-        await self._persistence.save_step(self._core)
+        await self._persistence.save_step(self._core, step)
         return step
+
+    async def save(self) -> None:
+        """Save the session to the agent's store now (retry after a ``SaveError``)."""
+        await self._persistence.save_now(self._core)
 
     async def run_until_blocked(self) -> Finished | AwaitingInput | ApprovalRequest:
         """Call ``next()`` through ``AfterToolResult`` pauses; return the first other step."""
@@ -384,6 +389,7 @@ class LoopDriver:
         turn = self._core.turn
         if turn is None or turn.round is None:
             return None
+        await self._persistence.record_decisions(turn.round)
         if not self._pipeline.apply_decisions(turn.round):
             return None
         return await self._pipeline.advance(turn, turn.round, after_approval=True)
