@@ -15,6 +15,7 @@ from .core._errors import (
     InvalidStateError,
     MutatorError,
     ProviderError,
+    SaveError,
     ToolError,
     TranscriptError,
 )
@@ -290,6 +291,7 @@ __all__ = [
     "RoutingDecision",
     "RoutingPolicy",
     "RunFailed",
+    "SaveError",
     "RunResult",
     "RunStarted",
     "RunStopReason",
