@@ -10,14 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workers.py"
 
 EXPECTED = [
     "killed worker-doomed inside call-job-0",
-    "warning: call call-job-0 (effect) started before the restore and has no result; answered as in "
-    "doubt instead of running it again",
+    "warning: call call-job-0 (effect) started before the restore and has no result; "
+    "answered as in doubt instead of running it again",
     "job-0: finished; call-job-0 in doubt (reported, not re-run); side effect ran 1x",
     *(f"job-{n}: finished; call-job-{n} ran once; side effect ran 1x" for n in range(1, 6)),
 ]
