@@ -61,17 +61,17 @@ class Agent:
         """Open a model session and return a driver for it.
 
         ``config`` may be a session id string for the defaults. With a store,
-        the session must be new: its first save is refused with
-        ``StaleSessionError`` if the store holds the session already (use
-        :meth:`resume`). ``lease`` (from ``store.acquire``) fences every save
-        and claim with its token.
+        the first save replaces whatever the store holds for the session (use
+        :meth:`resume` to continue one); every later save is based on the
+        version the previous one returned. ``lease`` (from ``store.acquire``)
+        fences every save and claim with its token.
         """
         if isinstance(config, str):
             config = SessionConfig(config)
         if not isinstance(config, SessionConfig):
             raise InvalidInputError(f"Agent.start expects a SessionConfig or a str, got {config!r}")
         driver = LoopDriver(await self._parts(config), self.transcript, self.input)
-        driver._persistence.attach(version=0, lease=lease)
+        driver._persistence.attach(version=None, lease=lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(config.session_id))
         return driver

@@ -25,11 +25,11 @@ from test_persistence import (
     test_a_lease_lost_before_a_save_refuses_the_save,
     test_a_lease_of_another_session_is_refused,
     test_a_lease_taken_over_refuses_the_old_drivers_claim_and_save,
+    test_a_started_driver_bases_later_saves_on_its_own,
     test_an_approval_recorded_by_another_process_is_honoured,
     test_an_edited_approval_is_bound_to_the_edited_input,
     test_input_is_durable_before_the_model_is_called,
     test_save_is_refused_without_a_store_or_inside_a_failed_driver,
-    test_starting_a_session_the_store_holds_is_refused,
     test_two_drivers_on_one_session_the_later_save_is_refused,
 )
 
@@ -49,7 +49,7 @@ __all__ = [
     "test_an_edited_approval_is_bound_to_the_edited_input",
     "test_input_is_durable_before_the_model_is_called",
     "test_save_is_refused_without_a_store_or_inside_a_failed_driver",
-    "test_starting_a_session_the_store_holds_is_refused",
+    "test_a_started_driver_bases_later_saves_on_its_own",
     "test_two_drivers_on_one_session_the_later_save_is_refused",
 ]
 
