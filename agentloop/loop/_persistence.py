@@ -74,7 +74,7 @@ class Persistence:
         """Calls claimed whose result is not saved yet."""
         self._recorded: set[str] = set()
         """Calls whose approval decision the store holds already."""
-        self._saved_queues: tuple[int, ...] | None = None
+        self._saved_queues: tuple[object, ...] | None = None
         self._saving_input = False
         self.version: int | None = None
         """The store version this driver's state is based on (``None``: not tracked)."""
@@ -129,7 +129,7 @@ class Persistence:
             return
         if not (core.pending_input or core.steering or core.follow_ups):
             return
-        if self._queues(core) == self._saved_queues:
+        if self._queues_saved(core):
             return
         self._saving_input = True
         try:
@@ -220,14 +220,16 @@ class Persistence:
         self._saved_queues = self._queues(core)
 
     @staticmethod
-    def _queues(core: LoopCore) -> tuple[int, ...]:
-        """What the queued input is (by identity): unchanged queues need no save."""
+    def _queues(core: LoopCore) -> tuple[object, ...]:
+        """The queued input, as the objects themselves (kept alive, compared by identity)."""
+        return (*core.pending_input, None, *core.steering, None, *core.follow_ups)
+
+    def _queues_saved(self, core: LoopCore) -> bool:
+        saved, current = self._saved_queues, self._queues(core)
         return (
-            *map(id, core.pending_input),
-            -1,
-            *map(id, core.steering),
-            -1,
-            *map(id, core.follow_ups),
+            saved is not None
+            and len(saved) == len(current)
+            and all(a is b for a, b in zip(saved, current, strict=True))
         )
 
     # -- claims and approvals -------------------------------------------------------
