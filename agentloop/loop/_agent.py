@@ -114,16 +114,21 @@ class Agent:
             started |= stored.started_calls
         restored = parse(checkpoint)
         driver = LoopDriver._restore(await self._parts(restored.config), restored, started)
-        approvals = stored.approvals if stored is not None else {}
+        decisions = []
+        if (
+            stored is not None
+            and stored.approvals
+            and driver.state is DriverState.AWAITING_APPROVAL
+        ):
+            turn = driver._core.turn
+            decisions = recorded_decisions(turn.round if turn else None, stored.approvals)
         driver._persistence.attach(
             version=stored.version if stored is not None else None,
             lease=lease,
-            approvals=approvals,
+            recorded=[call_id for call_id, _ in decisions],
         )
-        if approvals and driver.state is DriverState.AWAITING_APPROVAL:
-            turn = driver._core.turn
-            for call_id, decision in recorded_decisions(turn.round if turn else None, approvals):
-                driver.resolve_approval_for(call_id, decision)
+        for call_id, decision in decisions:
+            driver.resolve_approval_for(call_id, decision)
         for observer in self.observers:
             observer.handle_event(RunStarted(restored.config.session_id))
         return driver

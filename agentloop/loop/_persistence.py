@@ -28,7 +28,7 @@ own save, which raises if it fails too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -90,9 +90,12 @@ class Persistence:
         *,
         version: int | None,
         lease: Lease | None,
-        approvals: Mapping[str, Approval] | None = None,
+        recorded: Iterable[str] = (),
     ) -> None:
-        """Base the saves on ``version``, fence them with ``lease`` (``Agent.start``/``resume``)."""
+        """Base the saves on ``version``, fence them with ``lease`` (``Agent.start``/``resume``).
+
+        ``recorded``: calls whose decision the store holds and the driver applied.
+        """
         session_id = self._effects.session_id
         if lease is not None:
             if not isinstance(lease, Lease):
@@ -109,7 +112,7 @@ class Persistence:
                 )
         self.version = version
         self.lease = lease
-        self._recorded.update(approvals or ())
+        self._recorded.update(recorded)
 
     @property
     def _token(self) -> int | None:

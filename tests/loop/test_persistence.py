@@ -431,3 +431,24 @@ async def test_input_is_durable_before_the_model_is_called(store: SessionStore) 
         "remember me",
         "got it",
     ]
+
+
+async def test_an_approval_recorded_for_other_input_is_not_replayed(store: SessionStore) -> None:
+    tool = Pay()
+    await waiting_for_approval(store, tool)
+    edited = input_digest("pay", {"amount": 1})  # the UI approved an edit it cannot pass on
+    await store.record_approval("s", "call-pay", input_digest=edited, approved=True)
+    driver = await make_agent(store, tool).resume(session_id="s")
+    step = await driver.next()
+    assert isinstance(step, al.ApprovalRequest)  # still pending: the edit is not in the store
+    assert step.call_id == "call-pay"
+    step.approve()  # the model's own input: not what was approved
+    with pytest.raises(ClaimError, match="another process decided this call already"):
+        await driver.next()
+    assert tool.runs == []
+    again = await make_agent(store, tool).resume(session_id="s")
+    approval = await again.next()
+    assert isinstance(approval, al.ApprovalRequest)
+    approval.approve_with({"amount": 1})  # the same edit: the same decision
+    assert isinstance(await again.next(), al.Finished)
+    assert tool.runs == [{"amount": 1}]
