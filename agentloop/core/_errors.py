@@ -10,7 +10,8 @@
     ├── ToolError               a tool source, executor or task manager broke its contract
     ├── MutatorError            a loop mutator failed or broke the transcript invariant
     ├── TranscriptError         a transcript violates the tool_call/tool_result invariant
-    └── CheckpointError         a checkpoint document cannot be restored
+    ├── CheckpointError         a checkpoint document cannot be restored
+    └── SaveError               a driver could not save its session to its store
 
 A cancelled turn is a result (``FinishReason.CANCELLED``), never an exception.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "MutatorError",
     "ProviderError",
     "ProviderErrorKind",
+    "SaveError",
     "ToolError",
     "TranscriptError",
 ]
@@ -134,3 +136,20 @@ class TranscriptError(AgentLoopError):
 
 class CheckpointError(AgentLoopError):
     """Raised when a checkpoint document is malformed, unknown or inconsistent."""
+
+
+class SaveError(AgentLoopError):
+    """Raised when a driver could not save its session to its store.
+
+    The storage fault (disk full, a locked database, an unserializable value)
+    is ``__cause__``. ``step`` is the step ``next()`` produced and could not
+    save (``None`` when the save came before the step, e.g. the host's input
+    before the model call). Nothing was lost in memory: the driver is in the
+    state the step left it in; ``await driver.save()`` tries again, and the
+    step can then be handled as if ``next()`` had returned it.
+    """
+
+    def __init__(self, message: str, *, session_id: str, step: object = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.step = step

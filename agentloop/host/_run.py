@@ -16,8 +16,8 @@ from typing import Any, TypeAlias
 
 import anyio
 import attrs
-import structlog
 
+from .._log import get_logger
 from ..core._cancellation import CancellationHandle
 from ..core._errors import InvalidInputError, InvalidStateError, ProviderError, ProviderErrorKind
 from ..core._items import FinishReason, Item, ItemKind, Usage
@@ -47,7 +47,7 @@ __all__ = [
     "run",
 ]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 DEFAULT_MAX_STEPS = 100
 """How many ``driver.next()`` calls one ``run()`` makes at most by default."""

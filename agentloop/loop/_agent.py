@@ -24,7 +24,9 @@ from ._driver import LoopDriver
 from ._effects import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
-from ._persistence import load
+from ._persistence import load, recorded_decisions
+from ._session_store import Lease, StoredSession
+from ._state import DriverState
 
 __all__ = ["Agent", "AgentBuilder"]
 
@@ -55,16 +57,21 @@ class Agent:
         """A fresh builder."""
         return AgentBuilder()
 
-    async def start(self, config: SessionConfig | str) -> LoopDriver:
+    async def start(self, config: SessionConfig | str, *, lease: Lease | None = None) -> LoopDriver:
         """Open a model session and return a driver for it.
 
-        ``config`` may be a session id string for the defaults.
+        ``config`` may be a session id string for the defaults. With a store,
+        the first save replaces whatever the store holds for the session (use
+        :meth:`resume` to continue one); every later save is based on the
+        version the previous one returned. ``lease`` (from ``store.acquire``)
+        fences every save and claim with its token.
         """
         if isinstance(config, str):
             config = SessionConfig(config)
         if not isinstance(config, SessionConfig):
             raise InvalidInputError(f"Agent.start expects a SessionConfig or a str, got {config!r}")
         driver = LoopDriver(await self._parts(config), self.transcript, self.input)
+        driver._persistence.attach(version=None, lease=lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(config.session_id))
         return driver
@@ -75,6 +82,7 @@ class Agent:
         *,
         session_id: str | None = None,
         started_calls: Iterable[str] = (),
+        lease: Lease | None = None,
     ) -> LoopDriver:
         """A driver continuing a checkpointed session with this agent's parts.
 
@@ -83,6 +91,14 @@ class Agent:
         recorded as started without a result (``started_calls``, or the
         store's record) are answered as in doubt, never run again. Raises
         ``CheckpointError`` for a document that cannot be restored exactly.
+
+        Resumed by ``session_id``, every save is based on the loaded version
+        (a save after another writer's raises ``StaleSessionError``), and
+        approval decisions recorded in the store by another process are
+        applied (a denial, or an approval of the call's own input). ``lease``
+        (from ``store.acquire``/``acquire_ready``, for this session) fences
+        every save and claim with its token: ``LeaseLostError`` once a newer
+        lease was granted.
         """
         if (checkpoint is None) == (session_id is None):
             raise InvalidInputError(
@@ -90,12 +106,29 @@ class Agent:
                 f"got {'both' if checkpoint is not None else 'neither'}"
             )
         started = frozenset(started_calls)
+        stored: StoredSession | None = None
         if checkpoint is None:
             assert session_id is not None
-            checkpoint, stored_started = await load(self.store, session_id)
-            started |= stored_started
+            stored = await load(self.store, session_id)
+            checkpoint = stored.checkpoint
+            started |= stored.started_calls
         restored = parse(checkpoint)
         driver = LoopDriver._restore(await self._parts(restored.config), restored, started)
+        decisions = []
+        if (
+            stored is not None
+            and stored.approvals
+            and driver.state is DriverState.AWAITING_APPROVAL
+        ):
+            turn = driver._core.turn
+            decisions = recorded_decisions(turn.round if turn else None, stored.approvals)
+        driver._persistence.attach(
+            version=stored.version if stored is not None else None,
+            lease=lease,
+            recorded=[call_id for call_id, _ in decisions],
+        )
+        for call_id, decision in decisions:
+            driver.resolve_approval_for(call_id, decision)
         for observer in self.observers:
             observer.handle_event(RunStarted(restored.config.session_id))
         return driver

@@ -153,6 +153,7 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
+        await self._persistence.save_input(self._core)  # queued input is durable first
         self._begin_step(DriverEvent.STEP, "call next()")
         return await self._run_step(self._step)
 
@@ -242,8 +243,12 @@ class LoopDriver:
                 self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
             raise
         self._core.handle(event_after(step))
-        await self._persistence.save_step(self._core)
+        await self._persistence.save_step(self._core, step)
         return step
+
+    async def save(self) -> None:
+        """Save the session to the agent's store now (retry after a ``SaveError``)."""
+        await self._persistence.save_now(self._core)
 
     async def run_until_blocked(self) -> Finished | AwaitingInput | ApprovalRequest:
         """Call ``next()`` through ``AfterToolResult`` pauses; return the first other step."""
@@ -439,6 +444,7 @@ class LoopDriver:
         turn = self._core.turn
         if turn is None or turn.round is None:
             return None
+        await self._persistence.record_decisions(turn.round)
         if not self._pipeline.apply_decisions(turn.round):
             return None
         return await self._pipeline.advance(turn, turn.round, after_approval=True)

@@ -1,40 +1,65 @@
 """Every interaction between a driver and its ``SessionStore``, in one place.
 
-What is written when (the seams where leases and claims attach):
+What is written when (see ``docs/store.md``, "Running many workers"):
 
+- :meth:`Persistence.save_input` — before a step that will call the model
+  with input the host queued (the input is durable before the model sees it);
+- :meth:`Persistence.record_decisions` — the host's approval decisions, bound
+  to the digest of the exact input they approved, before they are acted on;
 - :meth:`Persistence.save_response` — after a model response with tool calls,
   before any call starts (a restore then runs the calls that never started
   instead of asking the model again);
-- :meth:`Persistence.journal_started` — just before a non-idempotent call
-  starts (``record_call_started``: at most once across a restart);
-- :meth:`Persistence.save_finished_calls` — once a journaled call has its
-  result (a restore keeps that result instead of answering "in doubt");
+- :meth:`Persistence.claim` — just before a non-idempotent call starts: the
+  call is claimed once, for the input that will run (a refused claim answers
+  the call instead of running it);
+- :meth:`Persistence.save_finished_calls` — once a claimed call has its result
+  (a restore keeps that result instead of answering "in doubt");
 - :meth:`Persistence.save_step` — after every step ``next()`` returns;
-- :func:`load` — ``Agent.resume(session_id=...)`` reads the latest document.
+- :func:`load` — ``Agent.resume(session_id=...)`` reads the latest session.
 
-A failed save is logged and reported as a ``Warning`` event; the step stands.
+Every save passes the version of the session this driver last loaded or
+saved (``expected_version``) and, with a lease, its fencing token.
+``StaleSessionError`` and ``LeaseLostError`` propagate unchanged (another
+writer owns the session: reload it); any other storage fault of a save the
+host must know about becomes a ``SaveError``. A journal save inside a step
+(response, finished calls) that fails is logged and retried by the step's
+own save, which raises if it fails too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import structlog
-
-from ..core._errors import CheckpointError, InvalidStateError
-from ..core._items import Item
+from .._log import get_logger
+from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
+from ..core._items import Item, ResultOutcome, ToolResultPart
+from ..core._results import synthesized_result
 from ..store._protocol import SessionStore
+from ..tools._tool import ToolRequest
 from ._checkpoint import capture
 from ._core import LoopCore
 from ._effects import Effects
 from ._events import Warning
 from ._serde import unstructure
-from ._state import DriverState, RoundCall, ToolRound
+from ._session_store import (
+    Approval,
+    ClaimError,
+    Lease,
+    LeaseLostError,
+    StaleSessionError,
+    StoredSession,
+    input_digest,
+)
+from ._state import CallStatus, DriverState, RoundCall, ToolRound
+from ._steps import ApprovalDecision, DecisionKind
 
 __all__ = ["Persistence", "load"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
+
+_OWNED_ELSEWHERE = (StaleSessionError, LeaseLostError)
+"""Faults that mean another writer owns the session: never retried, never wrapped."""
 
 
 class Persistence:
@@ -45,38 +70,110 @@ class Persistence:
         self._effects = effects
         self._item_documents: dict[int, tuple[Item, Any]] = {}
         self._journaled: set[str] = set()
-        """Calls recorded as started whose result is not saved yet."""
+        """Calls claimed whose result is not saved yet."""
+        self._recorded: set[str] = set()
+        """Calls whose approval decision the store holds already."""
+        self._saved_queues: tuple[object, ...] | None = None
+        self._saving_input = False
+        self.version: int | None = None
+        """The store version this driver's state is based on (``None``: not tracked)."""
+        self.lease: Lease | None = None
 
     @property
     def enabled(self) -> bool:
         """Whether a store is attached."""
         return self._store is not None
 
-    async def save_step(self, core: LoopCore) -> None:
-        """Save after a step (calls still running are saved as not started)."""
+    def attach(
+        self,
+        *,
+        version: int | None,
+        lease: Lease | None,
+        recorded: Iterable[str] = (),
+    ) -> None:
+        """Base the saves on ``version``, fence them with ``lease`` (``Agent.start``/``resume``).
+
+        ``recorded``: calls whose decision the store holds and the driver applied.
+        """
+        session_id = self._effects.session_id
+        if lease is not None:
+            if not isinstance(lease, Lease):
+                raise InvalidInputError(f"lease must be a Lease from store.acquire, got {lease!r}")
+            if self._store is None:
+                raise InvalidStateError(
+                    f"cannot drive session {session_id!r} under a lease: this agent has no "
+                    "store; build it with .store(store)"
+                )
+            if lease.session_id != session_id:
+                raise InvalidInputError(
+                    f"cannot drive session {session_id!r} under the lease of session "
+                    f"{lease.session_id!r}; acquire a lease for {session_id!r}"
+                )
+        self.version = version
+        self.lease = lease
+        self._recorded.update(recorded)
+
+    @property
+    def _token(self) -> int | None:
+        return self.lease.token if self.lease is not None else None
+
+    # -- saves ------------------------------------------------------------------
+
+    async def save_input(self, core: LoopCore) -> None:
+        """Save queued input before a step that may call the model with it.
+
+        Raises ``SaveError`` (the driver is unchanged; call ``next()`` again
+        to retry). Saves only when the queues changed since the last save.
+        """
+        if self._store is None or self._saving_input:
+            return
+        if core.state not in (DriverState.IDLE, DriverState.AFTER_TOOL_RESULT):
+            return
+        if not (core.pending_input or core.steering or core.follow_ups):
+            return
+        if self._queues_saved(core):
+            return
+        self._saving_input = True
+        try:
+            await self._save(core, core.state, step=None)
+        finally:
+            self._saving_input = False
+
+    async def save_step(self, core: LoopCore, step: object = None) -> None:
+        """Save after a step; ``SaveError`` carries ``step`` when the save fails."""
         if self._store is not None:
-            await self._save(core, core.state)
+            await self._save(core, core.state, step=step)
+
+    async def save_now(self, core: LoopCore) -> None:
+        """Save the driver's state now (``driver.save()``: retry after a ``SaveError``)."""
+        session_id = self._effects.session_id
+        if self._store is None:
+            raise InvalidStateError(
+                f"cannot save session {session_id!r}: this agent has no store; "
+                "build it with .store(store)"
+            )
+        if core.state in (DriverState.STEPPING, DriverState.FAILED):
+            raise InvalidStateError(
+                f"cannot save session {session_id!r} in state {core.state}: "
+                + (
+                    "a step is running; save between steps"
+                    if core.state is DriverState.STEPPING
+                    else f"an earlier step raised {type(core.failure).__name__}: {core.failure}"
+                )
+            )
+        await self._save(core, core.state, step=None)
 
     async def save_response(self, core: LoopCore) -> None:
         """Journal a model response before any of its calls starts."""
         if self._store is not None:
-            await self._save(core, DriverState.AFTER_TOOL_RESULT)
-
-    async def journal_started(self, call: RoundCall, *, idempotent: bool) -> None:
-        """Record a non-idempotent call as started before it runs (at most once)."""
-        if self._store is None or idempotent:
-            return
-        await self._store.record_call_started(
-            self._effects.session_id, call.call.id, call.call.name
-        )
-        self._journaled.add(call.call.id)
+            await self._journal(core)
 
     async def save_finished_calls(self, core: LoopCore, tool_round: ToolRound) -> None:
-        """Save the round once a call recorded as started has its result.
+        """Save the round once a claimed call has its result.
 
         A restore then keeps that result instead of answering the call as in
         doubt; calls still running are saved as not started (and answered in
-        doubt if they were recorded as started).
+        doubt if they were claimed).
         """
         if self._store is None or not self._journaled:
             return
@@ -85,22 +182,145 @@ class Persistence:
             return
         for call in finished:
             self._journaled.discard(call.call.id)
-        await self._save(core, DriverState.AFTER_TOOL_RESULT)
+        await self._journal(core)
 
-    async def _save(self, core: LoopCore, state: DriverState) -> None:
+    async def _journal(self, core: LoopCore) -> None:
+        """A save inside a step: a storage fault is logged; the step's own save retries."""
+        try:
+            await self._save(core, DriverState.AFTER_TOOL_RESULT, step=None)
+        except SaveError as error:
+            log.warning(
+                "journaling the step failed; the step's own save retries",
+                session_id=self._effects.session_id,
+                error=str(error.__cause__),
+            )
+            if self._effects.observed:
+                self._effects.emit(Warning(f"{error}; the save at the end of the step retries"))
+
+    async def _save(self, core: LoopCore, state: DriverState, *, step: object) -> None:
         assert self._store is not None
         session_id = self._effects.session_id
         try:
             document = capture(core, state, self._effects.config, self._memo_item_document())
-            await self._store.save_checkpoint(session_id, document)
+            version = await self._store.save_checkpoint(
+                session_id, document, expected_version=self.version, fencing_token=self._token
+            )
+        except _OWNED_ELSEWHERE:
+            raise
         except Exception as error:
-            # The step happened; losing it to a storage fault would be worse.
-            # The next save tries again.
+            self._item_documents = {}  # the next save encodes every item again
             log.exception("saving the checkpoint failed", session_id=session_id)
+            raise SaveError(
+                f"cannot save session {session_id!r} in state {state}: "
+                f"{type(error).__name__}: {error}; the driver keeps the unsaved state: "
+                "call driver.save() to retry, or stop",
+                session_id=session_id,
+                step=step,
+            ) from error
+        if isinstance(version, int) and not isinstance(version, bool):
+            self.version = version
+        self._saved_queues = self._queues(core)
+
+    @staticmethod
+    def _queues(core: LoopCore) -> tuple[object, ...]:
+        """The queued input, as the objects themselves (kept alive, compared by identity)."""
+        return (*core.pending_input, None, *core.steering, None, *core.follow_ups)
+
+    def _queues_saved(self, core: LoopCore) -> bool:
+        saved, current = self._saved_queues, self._queues(core)
+        return (
+            saved is not None
+            and len(saved) == len(current)
+            and all(a is b for a, b in zip(saved, current, strict=True))
+        )
+
+    # -- claims and approvals -------------------------------------------------------
+
+    async def claim(
+        self, call: RoundCall, request: ToolRequest, *, idempotent: bool
+    ) -> tuple[ToolResultPart, CallStatus] | None:
+        """Claim a non-idempotent call before it runs, for the exact ``request.input``.
+
+        Returns ``None`` when the call may run, else the result that answers
+        it instead: in doubt when it was claimed before (another driver or a
+        dead worker may have run it), denied when the store holds a denial or
+        an approval of other input. Raises ``LeaseLostError`` when the lease
+        is no longer current and ``SaveError`` for a storage fault (the call
+        was not run either way).
+        """
+        if self._store is None or idempotent:
+            return None
+        session_id, call_id, name = self._effects.session_id, call.call.id, call.call.name
+        try:
+            digest = input_digest(name, request.input)
+            await self._store.claim(
+                session_id,
+                call_id,
+                tool_name=name,
+                input_digest=digest,
+                fencing_token=self._token,
+            )
+        except ClaimError as error:
+            log.warning(
+                "claim refused", session_id=session_id, call_id=call_id, reason=error.reason
+            )
             if self._effects.observed:
-                self._effects.emit(
-                    Warning(f"checkpoint not saved: {type(error).__name__}: {error}")
+                self._effects.emit(Warning(f"call {call_id} ({name}) not run: {error}"))
+            return _refusal(call, error.reason)
+        except _OWNED_ELSEWHERE:
+            raise
+        except Exception as error:
+            raise SaveError(
+                f"cannot claim call {call_id} ({name}) of session {session_id!r} before "
+                f"running it: {type(error).__name__}: {error}; the call was not run",
+                session_id=session_id,
+            ) from error
+        self._journaled.add(call_id)
+        return None
+
+    async def record_decisions(self, tool_round: ToolRound) -> None:
+        """Record the host's decisions on the round's calls, bound to the input approved.
+
+        ``approve_with`` binds the edited input. A decision that conflicts
+        with one recorded elsewhere (another process, an approval UI) raises
+        ``ClaimError`` naming both; nothing runs.
+        """
+        if self._store is None:
+            return
+        session_id = self._effects.session_id
+        for call in tool_round.calls:
+            call_id = call.call.id
+            if call.status is not CallStatus.DECIDED or call_id in self._recorded:
+                continue
+            decision = call.decision
+            assert decision is not None
+            approved_input = (
+                decision.input if decision.kind is DecisionKind.APPROVE_WITH else call.request.input
+            )
+            try:
+                digest = input_digest(call.call.name, approved_input)
+                await self._store.record_approval(
+                    session_id, call_id, input_digest=digest, approved=decision.approved
                 )
+            except ClaimError as error:
+                raise ClaimError(
+                    f"cannot apply the decision {decision.kind} on call {call_id} of session "
+                    f"{session_id!r}: {error}; another process decided this call already: "
+                    "resume the session from the store (Agent.resume(session_id=...)) to "
+                    "continue with the recorded decision",
+                    session_id=session_id,
+                    call_id=call_id,
+                    reason=error.reason,
+                ) from error
+            except _OWNED_ELSEWHERE:
+                raise
+            except Exception as error:
+                raise SaveError(
+                    f"cannot record the decision on call {call_id} of session {session_id!r}: "
+                    f"{type(error).__name__}: {error}; the call was not run",
+                    session_id=session_id,
+                ) from error
+            self._recorded.add(call_id)
 
     def _memo_item_document(self) -> Callable[[Item], Any]:
         """Reuse each unchanged item's document from the last save (the store skips it)."""
@@ -117,8 +337,56 @@ class Persistence:
         return document
 
 
-async def load(store: SessionStore | None, session_id: str) -> tuple[Any, frozenset[str]]:
-    """The latest checkpoint document of ``session_id`` and its calls recorded as started."""
+def _refusal(call: RoundCall, reason: str) -> tuple[ToolResultPart, CallStatus]:
+    """The result answering a call whose claim was refused for ``reason``."""
+    name = call.call.name
+    if reason == "claimed":
+        text = (
+            f"in doubt: {name} was claimed by another driver or worker of this session, "
+            "which may have run it; it was not run again. Check its effects before retrying."
+        )
+        return synthesized_result(call.call.id, text, ResultOutcome.IN_DOUBT), CallStatus.IN_DOUBT
+    if reason == "denied":
+        text = "approval denied: a decision recorded for this call in the session store denies it"
+    else:
+        text = (
+            "approval denied: the approval recorded for this call in the session store was "
+            "for other input than the input it would run with"
+        )
+    return synthesized_result(call.call.id, text, ResultOutcome.DENIED), CallStatus.ANSWERED
+
+
+def recorded_decisions(
+    tool_round: ToolRound | None, approvals: Mapping[str, Approval]
+) -> list[tuple[str, ApprovalDecision]]:
+    """Decisions recorded in the store (by another process) for calls still undecided.
+
+    A denial denies; an approval counts only for the digest of the call's
+    own input (an approval of edited input cannot be replayed without the
+    edit: the call stays pending and the host's own decision is checked
+    against the recorded one).
+    """
+    if tool_round is None:
+        return []
+    decisions: list[tuple[str, ApprovalDecision]] = []
+    for call in tool_round.calls:
+        recorded = approvals.get(call.call.id)
+        if recorded is None or not call.undecided:
+            continue
+        if not recorded.approved:
+            decisions.append(
+                (
+                    call.call.id,
+                    ApprovalDecision.deny("approval denied by a decision recorded in the store"),
+                )
+            )
+        elif recorded.input_digest == input_digest(call.call.name, call.request.input):
+            decisions.append((call.call.id, ApprovalDecision.approve()))
+    return decisions
+
+
+async def load(store: SessionStore | None, session_id: str) -> StoredSession:
+    """The latest stored state of ``session_id`` (document, version, calls in doubt, decisions)."""
     if store is None:
         raise InvalidStateError(
             f"cannot resume session {session_id!r} by id: this agent has no store; "
@@ -129,4 +397,4 @@ async def load(store: SessionStore | None, session_id: str) -> tuple[Any, frozen
         raise CheckpointError(
             f"cannot resume session {session_id!r}: the store has no checkpoint for it"
         )
-    return stored.checkpoint, stored.started_calls
+    return stored

@@ -181,7 +181,10 @@ class ToolPipeline:
             call.call.metadata,
         )
         idempotent = prepared.tool.spec.annotations.idempotent
-        await self._persistence.journal_started(call, idempotent=idempotent)
+        refusal = await self._persistence.claim(call, prepared.request, idempotent=idempotent)
+        if refusal is not None:  # claimed before, or denied in the store: not run
+            self._finalize(call, tool_round, *refusal)
+            return
         call.move(CallStatus.RUNNING)
         call.started_at = time.monotonic()
         call.started_wall = time.time()

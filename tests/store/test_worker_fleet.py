@@ -1,8 +1,9 @@
 """Store-only fleet: worker processes lease ready sessions; one is SIGKILLed inside its tool.
 
-No LoopDriver here (its wiring to leases and claims is a separate change):
-each worker does by hand what a driver will do (acquire_ready, load, claim,
-run the side effect, save with version and token, release). Every session
+No LoopDriver here (``examples/workers.py``, run by ``test_workers_example.py``,
+is the same fleet with real drivers): each worker does by hand what a driver
+does (acquire_ready, load, claim, run the side effect, save with version and
+token, release). Every session
 finishes, every side effect ran at most once, and the killed worker's call is
 answered in doubt by the worker that took its session over after the lease
 expired.

@@ -1,0 +1,42 @@
+"""Submit input and die while the model is called: the test SIGKILLs this process.
+
+Usage: ``input_kill_runner.py STORE MARKER``. STORE is a ``postgresql://`` URI or a
+SQLite path. The model writes MARKER when it is called, then hangs.
+"""
+
+import sys
+from pathlib import Path
+
+import anyio
+
+import agentloop as al
+from agentloop.store import SessionStore, SqliteSessionStore
+
+
+def open_store(target: str) -> SessionStore:
+    if target.startswith("postgresql://"):
+        from agentloop.store import PostgresSessionStore
+
+        return PostgresSessionStore(target, pool_size=1)
+    return SqliteSessionStore(target)
+
+
+def note(marker: Path, text: str) -> None:
+    marker.write_text(text)
+
+
+async def main(target: str, marker: Path) -> None:
+    async def hang(request: al.TurnRequest) -> str:
+        note(marker, request.transcript[-1].text_content)
+        await anyio.sleep(3600)
+        raise AssertionError("killed before this")
+
+    async with open_store(target) as store:  # type: ignore[attr-defined]
+        agent = al.Agent.builder().model(al.ScriptedModel(hang)).store(store).build()
+        driver = await agent.start("durable-input")
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "keep this message")])
+        await driver.next()
+
+
+if __name__ == "__main__":
+    anyio.run(main, sys.argv[1], Path(sys.argv[2]))
