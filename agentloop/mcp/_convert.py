@@ -12,13 +12,13 @@ from ..tools._tool import ToolOutput
 
 __all__ = ["MCP_NAME_KEY", "MCP_SERVER_KEY", "STRUCTURED_KEY", "URI_KEY", "to_output", "to_spec"]
 
-MCP_SERVER_KEY = "agentloop.mcp.server"
+MCP_SERVER_KEY = "mcp.server"
 """ToolSpec metadata: the server a tool comes from."""
-MCP_NAME_KEY = "agentloop.mcp.tool"
+MCP_NAME_KEY = "mcp.tool"
 """ToolSpec metadata: the tool's name on its server."""
-STRUCTURED_KEY = "agentloop.mcp.structured_content"
+STRUCTURED_KEY = "mcp.structured_content"
 """Result metadata: the call's ``structuredContent``, when the server sent one."""
-URI_KEY = "agentloop.mcp.uri"
+URI_KEY = "mcp.uri"
 """Part metadata: the URI of an embedded text resource."""
 
 

@@ -80,7 +80,7 @@ async def test_tools_are_namespaced_with_their_schemas_and_annotations(tmp_path:
             ADD_SCHEMA,
         )
         assert add.spec.annotations == al.ToolAnnotations(read_only=True)
-        assert add.spec.metadata == {"agentloop.mcp.server": "srv", "agentloop.mcp.tool": "add"}
+        assert add.spec.metadata == {"mcp.server": "srv", "mcp.tool": "add"}
         dotted = source.get("mcp__srv__dotted_name")
         assert dotted is not None
         assert dotted.mcp_name == "dotted.name"
@@ -105,7 +105,7 @@ async def test_calls_run_with_validated_input_and_every_content_kind(tmp_path: P
     assert isinstance(step, al.Finished)
     by_id = {result.call_id: result for result in results(driver)}
     assert (by_id["c1"].output, by_id["c1"].is_error, outcome(by_id["c1"])) == ("42", False, None)
-    assert by_id["c1"].metadata == {"agentloop.mcp.structured_content": {"result": "42"}}
+    assert by_id["c1"].metadata == {"mcp.structured_content": {"result": "42"}}
     assert (by_id["c2"].is_error, outcome(by_id["c2"])) == (True, "invalid_input")
     assert by_id["c2"].output == (
         "invalid input for tool 'mcp__srv__add': at $.a: 'two' is not of type 'integer'"
@@ -114,13 +114,13 @@ async def test_calls_run_with_validated_input_and_every_content_kind(tmp_path: P
     assert by_id["c4"].output == [
         al.TextPart("a picture:"),
         al.MediaPart("image/png", data="iVBORw0KGgo="),
-        al.TextPart("note text", metadata={"agentloop.mcp.uri": "file:///notes/a.txt"}),
+        al.TextPart("note text", metadata={"mcp.uri": "file:///notes/a.txt"}),
         al.FilePart(
             "b.bin", mime_type="application/octet-stream", data="AAEC", uri="file:///data/b.bin"
         ),
         al.FilePart("c.md", mime_type="text/markdown", uri="file:///docs/c.md"),
     ]
-    assert by_id["c4"].metadata == {"agentloop.mcp.structured_content": {"pictures": 1}}
+    assert by_id["c4"].metadata == {"mcp.structured_content": {"pictures": 1}}
     assert (by_id["c5"].output, by_id["c5"].is_error, outcome(by_id["c5"])) == (
         "refused: no",
         True,
