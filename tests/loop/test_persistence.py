@@ -401,31 +401,58 @@ async def test_a_failed_step_save_carries_the_step_and_can_be_retried(
     assert tool.runs == [{"amount": 5}]
 
 
+class Broken:
+    """A mutator that raises: a bug, so the driver goes FAILED (a failed model call
+    would only end the turn)."""
+
+    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+        raise RuntimeError("mutator bug")
+
+
 async def test_save_is_refused_without_a_store_or_inside_a_failed_driver(
     store: SessionStore,
 ) -> None:
     plain = await al.Agent.builder().model(al.ScriptedModel(["hi"])).build().start("s")
     with pytest.raises(al.InvalidStateError, match="this agent has no store"):
         await plain.save()
-    broken = await (
-        al.Agent.builder().model(al.ScriptedModel([])).store(store).build().start("broken")
-    )
+    builder = al.Agent.builder().model(al.ScriptedModel(["hi"])).store(store).mutator(Broken())
+    broken = await builder.build().start("broken")
     broken.submit_input([user("go")])
-    with pytest.raises(al.ProviderError):
+    with pytest.raises(al.MutatorError, match="mutator bug"):
         await broken.next()
     with pytest.raises(al.InvalidStateError, match="in state FAILED: an earlier step raised"):
         await broken.save()
 
 
 async def test_input_is_durable_before_the_model_is_called(store: SessionStore) -> None:
-    broken = await al.Agent.builder().model(al.ScriptedModel([])).store(store).build().start("s")
+    builder = al.Agent.builder().model(al.ScriptedModel(["hi"])).store(store).mutator(Broken())
+    broken = await builder.build().start("s")
     broken.submit_input([user("remember me")])
-    with pytest.raises(al.ProviderError, match="script exhausted"):
-        await broken.next()
+    with pytest.raises(al.MutatorError, match="mutator bug"):
+        await broken.next()  # the step failed before the model was called: nothing saved after
     agent = al.Agent.builder().model(al.ScriptedModel(["got it"])).store(store).build()
     resumed = await agent.resume(session_id="s")
     assert resumed.snapshot().pending_input == (user("remember me"),)
     finished = await resumed.next()
+    assert isinstance(finished, al.Finished)
+    assert [item.text_content for item in resumed.snapshot().transcript] == [
+        "remember me",
+        "got it",
+    ]
+
+
+async def test_a_failed_model_call_keeps_the_input_and_retries_after_a_resume(
+    store: SessionStore,
+) -> None:
+    failing = await al.Agent.builder().model(al.ScriptedModel([])).store(store).build().start("s")
+    failing.submit_input([user("remember me")])
+    failed = await failing.next()
+    assert isinstance(failed, al.Finished)
+    assert failed.result.finish_reason is al.FinishReason.ERROR
+    agent = al.Agent.builder().model(al.ScriptedModel(["got it"])).store(store).build()
+    resumed = await agent.resume(session_id="s")
+    assert [item.text_content for item in resumed.snapshot().transcript] == ["remember me"]
+    finished = await resumed.retry()
     assert isinstance(finished, al.Finished)
     assert [item.text_content for item in resumed.snapshot().transcript] == [
         "remember me",
