@@ -62,6 +62,8 @@ class Charge:
         return [al.CustomPermission("payment.charge", f"charge {request.input['amount']}")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        if request.input["amount"] < 0:
+            raise ValueError(f"cannot charge a negative amount ({request.input['amount']})")
         _append(self.workdir / "charges.log", f"{request.call_id} {request.input['amount']}")
         if (self.workdir / "hang_tool").exists():
             _marker(self.workdir / "tool_started")
