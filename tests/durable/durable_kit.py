@@ -19,6 +19,9 @@ import anyio
 import agentloop as al
 from agentloop.testing import Reply, ScriptedModel, call, hang, text, tool_calls
 
+IN_DOUBT_PREFIX = "in doubt: tool call"
+"""How the in-doubt answer of a claimed call begins."""
+
 APPROVAL_LIMIT = 100
 """Charges above this need a human's approval."""
 
