@@ -32,6 +32,7 @@ from agentloop.durable.dbos import (
     wait_result,
 )
 from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
+from agentloop.tasks import AsyncTaskManager
 
 pytestmark = pytest.mark.anyio
 
@@ -251,6 +252,9 @@ def test_durable_agent_refuses_what_it_cannot_wrap(workdir: Path) -> None:
     custom = al.Agent.builder().model(agent.model).tool_executor(al.BasicToolExecutor(())).build()
     with pytest.raises(al.InvalidInputError, match="custom tool_executor"):
         DurableAgent(custom, name="bad")
+    concurrent = al.Agent.builder().model(agent.model).task_manager(AsyncTaskManager()).build()
+    with pytest.raises(al.InvalidInputError, match=r"custom task_manager \(AsyncTaskManager\)"):
+        DurableAgent(concurrent, name="bad")
 
 
 @pytest.mark.parametrize(

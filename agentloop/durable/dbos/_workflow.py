@@ -35,6 +35,7 @@ from ...loop._steps import (
     Finished,
 )
 from ...model._config import SessionConfig
+from ...tasks._simple import SimpleTaskManager
 from ._steps import DurableModel, DurableToolSource
 
 __all__ = [
@@ -128,7 +129,8 @@ class DurableAgent:
     ``approval_timeout`` (seconds) is how long an approval waits before it
     expires, denied. The agent's own ``store`` is not used by the workflow:
     DBOS records the run. A custom ``tool_executor`` is refused (only tool
-    sources can be wrapped).
+    sources can be wrapped), and so is a task manager other than
+    ``SimpleTaskManager`` (tool calls must run in order, one step each).
     """
 
     def __init__(
@@ -145,6 +147,12 @@ class DurableAgent:
             raise InvalidInputError(
                 "DurableAgent cannot wrap an agent with a custom tool_executor: its tools "
                 "would not run as DBOS steps; give the tools as tool sources instead"
+            )
+        if agent.task_manager is not None and not isinstance(agent.task_manager, SimpleTaskManager):
+            raise InvalidInputError(
+                "DurableAgent cannot wrap an agent with a custom task_manager "
+                f"({type(agent.task_manager).__name__}): concurrent tool calls would make the "
+                "order of DBOS steps depend on timing; leave the default SimpleTaskManager"
             )
         if not isinstance(name, str) or not name:
             raise InvalidInputError(f"DurableAgent name must be a non-empty str, got {name!r}")
