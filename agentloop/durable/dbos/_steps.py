@@ -18,7 +18,7 @@ from dbos import DBOS
 
 from ..._serde import structure, unstructure
 from ...core._cancellation import TurnCancellation
-from ...core._errors import AgentLoopError, ProviderError
+from ...core._errors import AgentLoopError, ProviderError, ProviderErrorKind
 from ...core._items import OUTCOME_KEY, Part, ResultOutcome
 from ...core._tool_spec import ToolSpec
 from ...loop._session_store import ClaimError, SessionStore, input_digest
@@ -76,7 +76,12 @@ class _DurableModelSession:
         recorded: str = await DBOS.run_step_async({"name": MODEL_STEP}, call_model)
         document = json.loads(recorded)
         if "error" in document:
-            raise ProviderError(document["error"])
+            raise ProviderError(
+                document["error"],
+                status=document.get("status"),
+                error_type=document.get("error_type"),
+                kind=ProviderErrorKind[document.get("kind", "OTHER")],
+            )
         return _replay(structure(document["result"], ModelTurnResult))
 
     async def _call_inner(self, request: TurnRequest, cancellation: TurnCancellation | None) -> str:
@@ -86,8 +91,15 @@ class _DurableModelSession:
             async for event in stream:
                 if isinstance(event, ModelTurnResult):
                     return json.dumps({"result": unstructure(event)})
-        except ProviderError as error:
-            return json.dumps({"error": str(error)})
+        except ProviderError as error:  # recorded: a replay fails the same way
+            return json.dumps(
+                {
+                    "error": str(error),
+                    "status": error.status,
+                    "error_type": error.error_type,
+                    "kind": error.kind.name,
+                }
+            )
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
