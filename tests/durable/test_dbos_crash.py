@@ -33,6 +33,14 @@ from agentloop.durable.dbos import (
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """asyncio only: the workers run DBOS's own asyncio loop whatever this process uses,
+    and the client calls made here run on both backends in test_dbos_workflow.py."""
+    return "asyncio"
+
+
 WORKER = Path(__file__).with_name("dbos_worker.py")
 QUEUE = "sessions"
 VERSION = "durable-test-1"

@@ -2,7 +2,9 @@
 
 DBOS runs for real here, on a SQLite file and on the embedded PostgreSQL
 (``databases``), with a claims store on the same database; every test
-launches DBOS and destroys it afterwards.
+launches DBOS and destroys it afterwards. The database matters to DBOS, not
+to agentloop's logic: the runs and the approval round trip use both, the
+variations of a run SQLite only (the crash tests use both again).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ async def test_a_run_calls_the_model_and_the_tool_once_each(launched: Launched) 
     ]
 
 
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_starting_the_same_workflow_again_returns_the_recorded_run(
     launched: Launched,
 ) -> None:
@@ -133,6 +136,7 @@ async def test_an_approval_waits_for_a_client_and_runs_the_call(launched: Launch
     al.validate_transcript(result.transcript)
 
 
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_approve_with_runs_the_edited_input(launched: Launched) -> None:
     workflow_id = await start_session("charges", "s-edit", user("charge 900"))
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
@@ -146,6 +150,7 @@ async def test_approve_with_runs_the_edited_input(launched: Launched) -> None:
     assert launched.charges() == ["turn-1-charge 90"]
 
 
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 @pytest.mark.parametrize(
     ("message", "reason", "status"),
     [
@@ -183,6 +188,7 @@ async def test_a_denial_or_an_unreadable_answer_never_runs_the_call(
     al.validate_transcript(result.transcript)
 
 
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_an_unanswered_approval_expires_denied(workdir: Path, launched: Launched) -> None:
     DurableAgent(build_agent(workdir), name="impatient", approval_timeout=0.5)
     workflow_id = await start_session("impatient", "s-expire", user("charge 800"))
@@ -203,6 +209,7 @@ async def test_an_unanswered_approval_expires_denied(workdir: Path, launched: La
     assert launched.charges() == []
 
 
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_a_raising_tool_is_an_error_result_recorded_like_any(launched: Launched) -> None:
     workflow_id = await start_session("charges", "s-raise", user("charge -3"))
     result = await wait_result(launched.client, workflow_id, within=WAIT)
@@ -214,12 +221,14 @@ async def test_a_raising_tool_is_an_error_result_recorded_like_any(launched: Lau
     assert launched.charges() == []
 
 
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_an_unknown_agent_fails_the_workflow_with_its_name(launched: Launched) -> None:
     workflow_id = await start_session("nobody", "s-nobody", user("charge 1"))
     with pytest.raises(DurableError, match=r"ended ERROR: .*no DurableAgent named 'nobody'"):
         await wait_result(launched.client, workflow_id, within=WAIT)
 
 
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_a_wait_that_runs_out_says_so(launched: Launched) -> None:
     workflow_id = await start_session("charges", "s-slow", user("charge 501"))
     with pytest.raises(DurableError, match=r"workflow s-slow is still PENDING after 0.2 s"):
