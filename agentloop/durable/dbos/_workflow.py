@@ -166,7 +166,7 @@ class DurableAgent:
         self.approval_timeout = float(approval_timeout)
         _AGENTS[name] = self
 
-    def durable_agent(self, transcript: Sequence[Item], items: Sequence[Item]) -> Agent:
+    def agent_for_run(self, transcript: Sequence[Item], items: Sequence[Item]) -> Agent:
         """The agent with its model and tool sources wrapped as DBOS steps."""
         return attrs.evolve(
             self.agent,
@@ -221,7 +221,7 @@ async def _session_workflow(
             f"cannot run workflow {DBOS.workflow_id}: no DurableAgent named {agent_name!r} in "
             f"this process (registered: {sorted(_AGENTS)}); construct it before DBOS.launch()"
         )
-    agent = durable.durable_agent(
+    agent = durable.agent_for_run(
         [structure(item, Item) for item in transcript],
         [structure(item, Item) for item in input_items],
     )
@@ -333,8 +333,10 @@ async def start_session(
 ) -> str:
     """Start a run in this (launched) DBOS process; returns its workflow id.
 
-    ``workflow_id`` defaults to ``session_id``; starting the same id again
-    returns the existing run (DBOS's idempotency).
+    A run is one turn: ``input`` answered after ``transcript`` (the prior
+    history; pass the last run's transcript to continue a session, with a
+    new ``workflow_id``). ``workflow_id`` defaults to ``session_id``;
+    starting the same id again returns the existing run (DBOS's idempotency).
     """
     arguments = (
         agent_name,
