@@ -1,0 +1,66 @@
+"""The same refund agent as a DBOS workflow: model and tool calls are recorded steps.
+
+The run survives a crash of this process (restart it with the same executor
+id and DBOS resumes the workflow; nothing recorded runs twice). The approval
+is answered through a ``DBOSClient``, as another process would, possibly
+days later. SQLite here; a PostgreSQL URL works the same.
+
+Run: python examples/durable_dbos.py
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import anyio
+from dbos import DBOS, DBOSClient
+from durable_agent import build_agent, request
+
+import agentloop as al
+from agentloop.durable.dbos import (
+    DurableAgent,
+    approve,
+    dbos_config,
+    pending_approval,
+    start_session,
+    wait_result,
+)
+from agentloop.store import SqliteSessionStore
+
+
+async def main(folder: Path) -> None:
+    client = DBOSClient(system_database_url=f"sqlite:///{folder / 'dbos.sqlite'}")
+    try:
+        run = await start_session("refunds", "refund-A-17", request("A-17", 250))
+        pending = await pending_approval(client, run, within=30)
+        assert pending is not None
+        print(f"approval: {pending.summary}")
+        await approve(client, run, pending.call_id, al.ApprovalDecision.approve())
+        result = await wait_result(client, run, within=30)
+    finally:
+        client.destroy()
+    al.validate_transcript(result.transcript)
+    print(f"answer: {result.transcript[-1].parts[0].text}")  # type: ignore[union-attr]
+    print(f"ledger: {(folder / 'ledger.txt').read_text().strip()}")
+    print(f"approvals: {[outcome.status.value for outcome in result.approvals]}")
+
+
+if __name__ == "__main__":
+    folder = Path(tempfile.mkdtemp(prefix="agentloop-dbos-"))
+    claims = SqliteSessionStore(folder / "claims.sqlite")  # non-idempotent calls are claimed
+    DurableAgent(build_agent(folder / "ledger.txt"), name="refunds", claims=claims)
+    # Before launch: every worker needs its own executor_id and a pinned version.
+    config = dbos_config(
+        "agentloop-refunds",
+        f"sqlite:///{folder / 'dbos.sqlite'}",
+        executor_id="worker-1",
+        application_version="refunds-1",
+    )
+    DBOS(config=config)
+    DBOS.launch()
+    try:
+        anyio.run(main, folder)
+    finally:
+        DBOS.destroy()
+        anyio.run(claims.aclose)

@@ -1,0 +1,123 @@
+"""The agent of the durable tests: a scripted model and a charging tool, both counted on disk.
+
+Every model request appends a line to ``requests.log``; every charge that
+really runs appends one to ``charges.log``. Files in the work dir make a
+worker hang at a chosen point so a test can SIGKILL it there:
+``hang_tool`` (inside the tool, after its side effect) and
+``hang_model_2`` (inside the second model call).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import agentloop as al
+from agentloop.testing import Reply, ScriptedModel, call, hang, text, tool_calls
+
+IN_DOUBT_PREFIX = "in doubt: tool call"
+"""How the in-doubt answer of a claimed call begins."""
+
+APPROVAL_LIMIT = 100
+"""Charges above this need a human's approval."""
+
+
+def _append(path: Path, line: str) -> None:
+    with path.open("a") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _marker(path: Path) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text("1")
+    temporary.rename(path)
+
+
+def lines(path: Path) -> list[str]:
+    """The lines of a counter file (none when it does not exist)."""
+    return path.read_text().splitlines() if path.exists() else []
+
+
+class Charge:
+    """Charge an amount: a side effect that must run at most once."""
+
+    spec = al.ToolSpec(
+        "charge",
+        "Charge the customer.",
+        {
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}},
+            "required": ["amount"],
+            "additionalProperties": False,
+        },
+    )
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
+        return [al.CustomPermission("payment.charge", f"charge {request.input['amount']}")]
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        if request.input["amount"] < 0:
+            raise ValueError(f"cannot charge a negative amount ({request.input['amount']})")
+        _append(self.workdir / "charges.log", f"{request.call_id} {request.input['amount']}")
+        if (self.workdir / "hang_tool").exists():
+            _marker(self.workdir / "tool_started")
+            await anyio.sleep_forever()
+        return f"charged {request.input['amount']}"
+
+
+class ApproveLargeCharges:
+    """Charges above :data:`APPROVAL_LIMIT` ask a human."""
+
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+        if request.kind == "payment.charge" and int(request.summary.split()[1]) > APPROVAL_LIMIT:
+            return al.RequireApproval("policy_requires_confirmation", request.summary)
+        return al.Allow()
+
+
+def build_agent(workdir: Path) -> al.Agent:
+    """The agent: 'charge N' makes the model call ``charge``, then it reports the result."""
+
+    def answer(request: al.TurnRequest) -> Reply:
+        log = workdir / "requests.log"
+        _append(log, json.dumps({"turn": request.turn_id, "items": len(request.transcript)}))
+        last = request.transcript[-1]
+        if last.kind is al.ItemKind.USER:
+            amount = int(_text(last).split()[1])
+            return tool_calls(call("charge", {"amount": amount}, id=f"{request.turn_id}-charge"))
+        if (workdir / "hang_model_2").exists():
+            _marker(workdir / "model_2_started")
+            return hang()
+        results = [part for part in last.parts if isinstance(part, al.ToolResultPart)]
+        return text(f"done: {results[0].output}")
+
+    registry = al.ToolRegistry().with_tool(Charge(workdir))
+    return (
+        al.Agent.builder()
+        .model(ScriptedModel(answer))
+        .add_tool_source(registry)
+        .permissions(ApproveLargeCharges())
+        .build()
+    )
+
+
+def _text(item: al.Item) -> str:
+    return "".join(part.text for part in item.parts if isinstance(part, al.TextPart))
+
+
+def user(content: str) -> list[al.Item]:
+    """One user message."""
+    return [al.Item.text(al.ItemKind.USER, content)]
+
+
+def final_text(transcript: Any) -> str:
+    """The last assistant text of a transcript."""
+    return _text(transcript[-1])
