@@ -17,6 +17,11 @@ Every task emits ``TaskStarted`` and then exactly one of ``TaskCompleted``,
 ``TaskFailed`` (an error result) or ``TaskCancelled``; a detached task also
 emits ``TaskDetached`` in between. Waiters re-check state after every change
 (one ``anyio.Event`` per change, taken before awaiting), so no wakeup is lost.
+
+Events are recorded for the handle's reader only: from the first ``handle()``
+call on (before it nobody can read them), and at most ``MAX_UNREAD_EVENTS``
+unread at a time (the oldest are dropped beyond that, with one warning), so a
+manager whose events nobody reads holds none.
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ from ._routing import DetachAfter, Routing, route_request
 __all__ = ["AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
 
 log = structlog.get_logger("agentloop")
+
+MAX_UNREAD_EVENTS = 10_000
+"""How many task events a handle's reader may leave unread; older ones are dropped."""
 
 
 class TaskManagerState(StrEnum):
@@ -118,7 +126,9 @@ class AsyncTaskManager:
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
         self._turn_results: dict[str, deque[TaskDone]] = {}
         self._background_results: list[TaskDone] = []
-        self._events: deque[TaskEvent] = deque()
+        self._events: deque[TaskEvent] = deque(maxlen=MAX_UNREAD_EVENTS)
+        self._recording = False  # from the first handle() call on
+        self._dropped_events = False
         self._changed: anyio.Event | None = None
         self._handle = AsyncTaskManagerHandle(self)
 
@@ -234,6 +244,9 @@ class AsyncTaskManager:
                     return self._detach(task)
                 deadline = min(deadline, task.detach_at)
             changed = self._wait_event()
+            if deadline == math.inf:  # no detach limit: no cancel scope to open
+                await changed.wait()
+                continue
             with anyio.move_on_at(deadline):
                 await changed.wait()
 
@@ -260,7 +273,12 @@ class AsyncTaskManager:
         self._turn_results.pop(turn_id, None)
 
     def handle(self) -> AsyncTaskManagerHandle:
-        """The host-side handle (the same object on every call)."""
+        """The host-side handle (the same object on every call).
+
+        Task events are recorded from the first call on: take the handle
+        before starting the driver to see every task's events.
+        """
+        self._recording = True
         return self._handle
 
     # -- running one task ------------------------------------------------------------
@@ -354,7 +372,16 @@ class AsyncTaskManager:
             changed.set()
 
     def _emit(self, event: TaskEvent) -> None:
-        self._events.append(event)
+        if self._recording:
+            events = self._events
+            if len(events) == MAX_UNREAD_EVENTS and not self._dropped_events:
+                self._dropped_events = True
+                log.warning(
+                    "task events dropped: more than MAX_UNREAD_EVENTS unread; "
+                    "read them with handle.next_event()",
+                    limit=MAX_UNREAD_EVENTS,
+                )
+            events.append(event)  # a full deque drops its oldest
         self._notify()
 
     async def _next_event(self) -> TaskEvent | None:
@@ -383,7 +410,9 @@ class AsyncTaskManagerHandle:
     async def next_event(self) -> TaskEvent | None:
         """Wait for the next task event; ``None`` once the manager closed and all are read.
 
-        Events are buffered without limit, so none is ever lost.
+        Events are buffered from the first ``manager.handle()`` call on, up to
+        ``MAX_UNREAD_EVENTS`` unread (beyond that the oldest are dropped, with a
+        warning logged once).
         """
         return await self._manager._next_event()
 
