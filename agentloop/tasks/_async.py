@@ -126,8 +126,8 @@ class AsyncTaskManager:
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
         self._turn_results: dict[str, deque[TaskDone]] = {}
         self._background_results: list[TaskDone] = []
-        self._events: deque[TaskEvent] = deque(maxlen=MAX_UNREAD_EVENTS)
-        self._recording = False  # from the first handle() call on
+        # Made by the first handle() call: until then nobody can read events.
+        self._events: deque[TaskEvent] | None = None
         self._dropped_events = False
         self._changed: anyio.Event | None = None
         self._handle = AsyncTaskManagerHandle(self)
@@ -278,7 +278,8 @@ class AsyncTaskManager:
         Task events are recorded from the first call on: take the handle
         before starting the driver to see every task's events.
         """
-        self._recording = True
+        if self._events is None:
+            self._events = deque(maxlen=MAX_UNREAD_EVENTS)
         return self._handle
 
     # -- running one task ------------------------------------------------------------
@@ -372,8 +373,8 @@ class AsyncTaskManager:
             changed.set()
 
     def _emit(self, event: TaskEvent) -> None:
-        if self._recording:
-            events = self._events
+        events = self._events
+        if events is not None:
             if len(events) == MAX_UNREAD_EVENTS and not self._dropped_events:
                 self._dropped_events = True
                 log.warning(
@@ -386,7 +387,7 @@ class AsyncTaskManager:
 
     async def _next_event(self) -> TaskEvent | None:
         while True:
-            if self._events:
+            if self._events:  # the handle made it
                 return self._events.popleft()
             if self._state is TaskManagerState.CLOSED and not self._tasks:
                 return None
