@@ -212,7 +212,10 @@ class AsyncTaskManager:
         )
         task = _Task(snapshot, launch, detach_at, anyio.CancelScope())
         self._tasks[task_id] = task
-        self._emit(TaskStarted(snapshot))
+        if self._events is not None:  # else nobody can read it: not even built
+            self._emit(TaskStarted(snapshot))
+        else:
+            self._notify()
         # No await after this point: the driver always learns about a spawned task.
         self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
         return TaskRunning(task_id, kind)
@@ -312,9 +315,12 @@ class AsyncTaskManager:
             if task.cancel_reason is not _CancelReason.INTERRUPT:
                 self._deliver(task, self._cancelled_result(task))
         else:
-            self._emit(
-                TaskFailed(snapshot, result) if result.is_error else TaskCompleted(snapshot, result)
-            )
+            if self._events is not None:
+                self._emit(
+                    TaskFailed(snapshot, result)
+                    if result.is_error
+                    else TaskCompleted(snapshot, result)
+                )
             self._deliver(task, result)
         self._notify()
 
