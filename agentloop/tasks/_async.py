@@ -339,7 +339,10 @@ class AsyncTaskManager:
     def _deliver(self, task: _Task, result: ToolResultPart) -> None:
         done = TaskDone(task.snapshot.task_id, result)
         if task.foreground:
-            self._turn_results.setdefault(task.snapshot.turn_id, deque()).append(done)
+            queued = self._turn_results.get(task.snapshot.turn_id)
+            if queued is None:
+                queued = self._turn_results[task.snapshot.turn_id] = deque()
+            queued.append(done)
         else:
             self._background_results.append(done)
 
