@@ -21,7 +21,8 @@ the top functions by cumulative and own time for W1 at R = 100 (CPU time, so
 that other processes on a shared machine do not count). ``--against REF``
 (a git revision) also measures the package as it was at REF, imported as
 ``agentloop_baseline`` beside this one, interleaved with it in the same
-process: before/after figures that share the machine's load.
+process: before/after figures that share the machine's load. ``--cpu`` times
+W1 in process CPU time instead of wall time.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ import anyio.lowlevel
 from _report import Check, json_path, report
 
 import agentloop as al
+
+CLOCK = time.process_time if "--cpu" in sys.argv else time.perf_counter
+"""W1's clock: ``--cpu`` counts this process's CPU time only (on a loaded machine
+wall time grows with a turn's length, as longer turns are preempted more)."""
 
 ROUND_COUNTS = (10, 100, 400)
 REPEATS = 7
@@ -154,9 +159,9 @@ async def agentloop_rounds(rounds: int, setup: Setup = OURS) -> float:
     al = setup.al
     async with al.AsyncTaskManager() as manager:
         agent = setup.make_agent(rounds, manager)
-        start = time.perf_counter()
+        start = CLOCK()
         result = await al.run(agent, "go", config=setup.limits(rounds), max_steps=10 * rounds + 10)
-        elapsed = time.perf_counter() - start
+        elapsed = CLOCK() - start
     assert result.stop_reason == "finished", result.stop_reason
     assert len(result.transcript) == 2 * rounds + 2, len(result.transcript)
     return elapsed
@@ -178,7 +183,7 @@ async def floor_rounds(rounds: int) -> float:
             return {"role": "assistant", "tool_calls": [call]}
         return {"role": "assistant", "content": "done"}
 
-    start = time.perf_counter()
+    start = CLOCK()
     while True:
         reply = await model({"messages": transcript, "tools": specs})
         transcript.append(reply)
@@ -188,7 +193,7 @@ async def floor_rounds(rounds: int) -> float:
         for call in tool_calls:
             output = tools[call["name"]](call["arguments"])
             transcript.append({"role": "tool", "call_id": call["id"], "content": output})
-    elapsed = time.perf_counter() - start
+    elapsed = CLOCK() - start
     assert len(transcript) == 2 * rounds + 2
     return elapsed
 
