@@ -17,26 +17,38 @@ and floor interleaved, median of several repeats after a warm-up:
   memory per session (``tracemalloc``; the sessions are alive together).
 
 ``--json PATH`` writes the checks for ``run_all.py``; ``--profile`` prints
-the top functions by cumulative and own time for W1 at R = 100.
+the top functions by cumulative and own time for W1 at R = 100 (CPU time, so
+that other processes on a shared machine do not count). ``--against REF``
+(a git revision) also measures the package as it was at REF, imported as
+``agentloop_baseline`` beside this one, interleaved with it in the same
+process: before/after figures that share the machine's load. ``--cpu`` times
+W1 in process CPU time instead of wall time.
 """
 
 from __future__ import annotations
 
 import cProfile
 import gc
+import importlib
+import pathlib
 import pstats
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from typing import Any
 
 import anyio
 import anyio.lowlevel
-from _fixtures import FastModel
 from _report import Check, json_path, report
 
 import agentloop as al
+
+CLOCK = time.process_time if "--cpu" in sys.argv else time.perf_counter
+"""W1's clock: ``--cpu`` counts this process's CPU time only (on a loaded machine
+wall time grows with a turn's length, as longer turns are preempted more)."""
 
 ROUND_COUNTS = (10, 100, 400)
 REPEATS = 7
@@ -49,33 +61,107 @@ W3_SECONDS_TARGET = 0.5
 W3_KIB_TARGET = 16.0
 
 
-@al.tool
-async def echo(value: str) -> str:
-    """Return ``value``."""
-    return value
+class Setup:
+    """The documented setup built from one copy of the package (``al``)."""
+
+    def __init__(self, package: Any) -> None:
+        self.al = package
+
+        @package.tool
+        async def echo(value: str) -> str:
+            """Return ``value``."""
+            return value
+
+        self.echo = echo
+
+    def model(self, rounds: int) -> Any:
+        return _FastModel(self.al, rounds)
+
+    def make_agent(self, rounds: int, manager: Any) -> Any:
+        al = self.al
+        return (
+            al.Agent.builder()
+            .model(self.model(rounds))
+            .add_tool_source(al.ToolRegistry().with_tool(self.echo))
+            .task_manager(manager)
+            .build()
+        )
+
+    def limits(self, rounds: int, session_id: str = "bench") -> Any:
+        al = self.al
+        return al.SessionConfig(
+            session_id, limits=al.LoopLimits(max_model_calls_per_turn=rounds + 1)
+        )
 
 
-def make_agent(rounds: int, manager: al.AsyncTaskManager) -> al.Agent:
-    return (
-        al.Agent.builder()
-        .model(FastModel(rounds, yield_control=True))
-        .add_tool_source(al.ToolRegistry().with_tool(echo))
-        .task_manager(manager)
-        .build()
-    )
+class _FastModel:
+    """``_fixtures.FastModel`` (yielding once per request) for any copy of the package."""
+
+    provider_name = "bench"
+    model_name = "bench"
+
+    def __init__(self, al: Any, rounds: int) -> None:
+        self.al = al
+        self.rounds = rounds
+
+    async def start_session(self, config: Any) -> _FastSession:
+        return _FastSession(self.al, self.rounds)
 
 
-def limits(rounds: int) -> al.SessionConfig:
-    return al.SessionConfig("bench", limits=al.LoopLimits(max_model_calls_per_turn=rounds + 1))
+class _FastSession:
+    __slots__ = ("al", "calls", "in_turn", "rounds")
+
+    def __init__(self, al: Any, rounds: int) -> None:
+        self.al = al
+        self.rounds = rounds
+        self.calls = 0
+        self.in_turn = 0
+
+    async def begin_turn(self, request: Any, cancellation: Any) -> Any:
+        al = self.al
+        self.in_turn += 1
+        if self.in_turn <= self.rounds:
+            self.calls += 1
+            part = al.ToolCallPart(f"call-{self.calls}", "echo", {"value": "x"})
+            result = al.ModelTurnResult(
+                al.FinishReason.TOOL_CALL, (al.Item(al.ItemKind.ASSISTANT, (part,)),)
+            )
+        else:
+            self.in_turn = 0
+            result = al.ModelTurnResult(
+                al.FinishReason.COMPLETED, (al.Item.text(al.ItemKind.ASSISTANT, "done"),)
+            )
+        return _one(result)
 
 
-async def agentloop_rounds(rounds: int) -> float:
+async def _one(result: Any) -> Any:
+    await anyio.lowlevel.checkpoint()  # one network read per request
+    yield result
+
+
+OURS = Setup(al)
+
+
+def baseline_package(ref: str) -> Any:
+    """The ``agentloop`` package as it was at git revision ``ref``, as ``agentloop_baseline``."""
+    root = pathlib.Path(tempfile.mkdtemp(prefix="agentloop-baseline-"))
+    archive = subprocess.run(
+        ["git", "archive", ref, "agentloop"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    (root / "agentloop").rename(root / "agentloop_baseline")
+    sys.path.insert(0, str(root))
+    return importlib.import_module("agentloop_baseline")
+
+
+async def agentloop_rounds(rounds: int, setup: Setup = OURS) -> float:
     """Seconds for one ``agentloop.run()`` turn of ``rounds`` tool rounds."""
+    al = setup.al
     async with al.AsyncTaskManager() as manager:
-        agent = make_agent(rounds, manager)
-        start = time.perf_counter()
-        result = await al.run(agent, "go", config=limits(rounds), max_steps=10 * rounds + 10)
-        elapsed = time.perf_counter() - start
+        agent = setup.make_agent(rounds, manager)
+        start = CLOCK()
+        result = await al.run(agent, "go", config=setup.limits(rounds), max_steps=10 * rounds + 10)
+        elapsed = CLOCK() - start
     assert result.stop_reason == "finished", result.stop_reason
     assert len(result.transcript) == 2 * rounds + 2, len(result.transcript)
     return elapsed
@@ -97,7 +183,7 @@ async def floor_rounds(rounds: int) -> float:
             return {"role": "assistant", "tool_calls": [call]}
         return {"role": "assistant", "content": "done"}
 
-    start = time.perf_counter()
+    start = CLOCK()
     while True:
         reply = await model({"messages": transcript, "tools": specs})
         transcript.append(reply)
@@ -107,7 +193,7 @@ async def floor_rounds(rounds: int) -> float:
         for call in tool_calls:
             output = tools[call["name"]](call["arguments"])
             transcript.append({"role": "tool", "call_id": call["id"], "content": output})
-    elapsed = time.perf_counter() - start
+    elapsed = CLOCK() - start
     assert len(transcript) == 2 * rounds + 2
     return elapsed
 
@@ -116,28 +202,34 @@ def repeats_for(rounds: int) -> int:
     return max(REPEATS, ROUNDS_PER_SIZE // rounds)
 
 
-async def w1() -> tuple[dict[int, float], dict[int, float]]:
-    """Median microseconds per round, agentloop and floor, for each size."""
-    await agentloop_rounds(10)  # warm-up: imports, compiled validators
+async def w1(
+    setups: tuple[Setup, ...] = (OURS,),
+) -> tuple[list[dict[int, float]], dict[int, float]]:
+    """Median microseconds per round for each setup and the floor, for each size."""
+    for setup in setups:
+        await agentloop_rounds(10, setup)  # warm-up: imports, compiled validators
     await floor_rounds(10)
-    ours: dict[int, float] = {}
+    ours: list[dict[int, float]] = [{} for _ in setups]
     floor: dict[int, float] = {}
     for rounds in ROUND_COUNTS:
-        a: list[float] = []
+        a: list[list[float]] = [[] for _ in setups]
         f: list[float] = []
         for _ in range(repeats_for(rounds)):
-            a.append(await agentloop_rounds(rounds))
+            for index, setup in enumerate(setups):
+                a[index].append(await agentloop_rounds(rounds, setup))
             f.append(await floor_rounds(rounds))
-        ours[rounds] = statistics.median(a) / rounds * 1e6
+        for index in range(len(setups)):
+            ours[index][rounds] = statistics.median(a[index]) / rounds * 1e6
         floor[rounds] = statistics.median(f) / rounds * 1e6
     return ours, floor
 
 
-async def w3() -> tuple[float, float]:
+async def w3(setup: Setup = OURS) -> tuple[float, float]:
     """Wall seconds and peak traced KiB per session for many concurrent sessions."""
+    al = setup.al
     async with al.AsyncTaskManager() as manager:
-        agent = make_agent(SESSION_ROUNDS, manager)
-        await al.run(agent, "warm", config=limits(SESSION_ROUNDS))
+        agent = setup.make_agent(SESSION_ROUNDS, manager)
+        await al.run(agent, "warm", config=setup.limits(SESSION_ROUNDS))
     gc.collect()
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -145,35 +237,34 @@ async def w3() -> tuple[float, float]:
     start = time.perf_counter()
     async with anyio.create_task_group() as group:
         for index in range(SESSIONS):
-            group.start_soon(one_session, index)
+            group.start_soon(one_session, index, setup)
     elapsed = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return elapsed, (peak - base) / SESSIONS / 1024
 
 
-async def one_session(index: int) -> None:
+async def one_session(index: int, setup: Setup = OURS) -> None:
+    al = setup.al
     async with al.AsyncTaskManager() as manager:
-        agent = make_agent(SESSION_ROUNDS, manager)
-        config = al.SessionConfig(
-            f"s{index}", limits=al.LoopLimits(max_model_calls_per_turn=SESSION_ROUNDS + 1)
-        )
+        agent = setup.make_agent(SESSION_ROUNDS, manager)
+        config = setup.limits(SESSION_ROUNDS, f"s{index}")
         result = await al.run(agent, "go", config=config)
     assert result.stop_reason == "finished", result.stop_reason
 
 
-async def w3_untraced() -> float:
+async def w3_untraced(setup: Setup = OURS) -> float:
     start = time.perf_counter()
     async with anyio.create_task_group() as group:
         for index in range(SESSIONS):
-            group.start_soon(one_session, index)
+            group.start_soon(one_session, index, setup)
     return time.perf_counter() - start
 
 
 def profile() -> None:
-    """Top functions for W1 at R = 100 (cumulative and own time)."""
+    """Top functions for W1 at R = 100 (cumulative and own CPU time)."""
     anyio.run(agentloop_rounds, 10)
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)
     profiler.enable()
     for _ in range(30):
         anyio.run(agentloop_rounds, 100)
@@ -187,7 +278,9 @@ def main() -> int:
     if "--profile" in sys.argv:
         profile()
         return 0
-    ours, floor = anyio.run(w1)
+    if "--against" in sys.argv:
+        return compare(sys.argv[sys.argv.index("--against") + 1])
+    (ours,), floor = anyio.run(w1)
     print("W1, documented setup (@tool, AsyncTaskManager, yielding model, run()):")
     checks: list[Check] = []
     for rounds in ROUND_COUNTS:
@@ -209,6 +302,35 @@ def main() -> int:
     checks.append(Check(f"W3 {SESSIONS} sessions wall", seconds, W3_SECONDS_TARGET, "s"))
     checks.append(Check("W3 peak memory per session", kib, W3_KIB_TARGET, "KiB"))
     report("documented", checks, json_path())
+    return 0
+
+
+def compare(ref: str) -> int:
+    """Before (the package at ``ref``) and after (this tree), interleaved in one process."""
+    before = Setup(baseline_package(ref))
+    (after_w1, before_w1), floor = anyio.run(w1, (OURS, before))
+    print(f"W1 per round, median of repeats; before = {ref}, interleaved with after and floor:")
+    for rounds in ROUND_COUNTS:
+        b, a = before_w1[rounds], after_w1[rounds]
+        print(
+            f"  R={rounds:>3}: before {b:7.1f} us ({b / floor[rounds]:4.1f}x), "
+            f"after {a:7.1f} us ({a / floor[rounds]:4.1f}x), "
+            f"floor {floor[rounds]:5.1f} us"
+        )
+    print(
+        f"  R400/R10: before {before_w1[400] / before_w1[10]:.2f}, "
+        f"after {after_w1[400] / after_w1[10]:.2f}"
+    )
+    walls: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(3):
+        walls["before"].append(anyio.run(w3_untraced, before))
+        walls["after"].append(anyio.run(w3_untraced, OURS))
+    kib = {"before": anyio.run(w3, before)[1], "after": anyio.run(w3, OURS)[1]}
+    for name in ("before", "after"):
+        print(
+            f"W3 {name}: {statistics.median(walls[name]):.2f} s (median of 3), "
+            f"{kib[name]:.1f} KiB peak traced memory per session"
+        )
     return 0
 
 

@@ -17,6 +17,11 @@ Every task emits ``TaskStarted`` and then exactly one of ``TaskCompleted``,
 ``TaskFailed`` (an error result) or ``TaskCancelled``; a detached task also
 emits ``TaskDetached`` in between. Waiters re-check state after every change
 (one ``anyio.Event`` per change, taken before awaiting), so no wakeup is lost.
+
+Events are recorded for the handle's reader only: from the first ``handle()``
+call on (before it nobody can read them), and at most ``MAX_UNREAD_EVENTS``
+unread at a time (the oldest are dropped beyond that, with one warning), so a
+manager whose events nobody reads holds none.
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ from ._routing import DetachAfter, Routing, route_request
 __all__ = ["AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
 
 log = structlog.get_logger("agentloop")
+
+MAX_UNREAD_EVENTS = 10_000
+"""How many task events a handle's reader may leave unread; older ones are dropped."""
 
 
 class TaskManagerState(StrEnum):
@@ -118,7 +126,9 @@ class AsyncTaskManager:
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
         self._turn_results: dict[str, deque[TaskDone]] = {}
         self._background_results: list[TaskDone] = []
-        self._events: deque[TaskEvent] = deque()
+        # Made by the first handle() call: until then nobody can read events.
+        self._events: deque[TaskEvent] | None = None
+        self._dropped_events = False
         self._changed: anyio.Event | None = None
         self._handle = AsyncTaskManagerHandle(self)
 
@@ -202,7 +212,10 @@ class AsyncTaskManager:
         )
         task = _Task(snapshot, launch, detach_at, anyio.CancelScope())
         self._tasks[task_id] = task
-        self._emit(TaskStarted(snapshot))
+        if self._events is not None:  # else nobody can read it: not even built
+            self._emit(TaskStarted(snapshot))
+        else:
+            self._notify()
         # No await after this point: the driver always learns about a spawned task.
         self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
         return TaskRunning(task_id, kind)
@@ -234,6 +247,9 @@ class AsyncTaskManager:
                     return self._detach(task)
                 deadline = min(deadline, task.detach_at)
             changed = self._wait_event()
+            if deadline == math.inf:  # no detach limit: no cancel scope to open
+                await changed.wait()
+                continue
             with anyio.move_on_at(deadline):
                 await changed.wait()
 
@@ -260,7 +276,13 @@ class AsyncTaskManager:
         self._turn_results.pop(turn_id, None)
 
     def handle(self) -> AsyncTaskManagerHandle:
-        """The host-side handle (the same object on every call)."""
+        """The host-side handle (the same object on every call).
+
+        Task events are recorded from the first call on: take the handle
+        before starting the driver to see every task's events.
+        """
+        if self._events is None:
+            self._events = deque(maxlen=MAX_UNREAD_EVENTS)
         return self._handle
 
     # -- running one task ------------------------------------------------------------
@@ -293,9 +315,12 @@ class AsyncTaskManager:
             if task.cancel_reason is not _CancelReason.INTERRUPT:
                 self._deliver(task, self._cancelled_result(task))
         else:
-            self._emit(
-                TaskFailed(snapshot, result) if result.is_error else TaskCompleted(snapshot, result)
-            )
+            if self._events is not None:
+                self._emit(
+                    TaskFailed(snapshot, result)
+                    if result.is_error
+                    else TaskCompleted(snapshot, result)
+                )
             self._deliver(task, result)
         self._notify()
 
@@ -314,7 +339,10 @@ class AsyncTaskManager:
     def _deliver(self, task: _Task, result: ToolResultPart) -> None:
         done = TaskDone(task.snapshot.task_id, result)
         if task.foreground:
-            self._turn_results.setdefault(task.snapshot.turn_id, deque()).append(done)
+            queued = self._turn_results.get(task.snapshot.turn_id)
+            if queued is None:
+                queued = self._turn_results[task.snapshot.turn_id] = deque()
+            queued.append(done)
         else:
             self._background_results.append(done)
 
@@ -354,12 +382,21 @@ class AsyncTaskManager:
             changed.set()
 
     def _emit(self, event: TaskEvent) -> None:
-        self._events.append(event)
+        events = self._events
+        if events is not None:
+            if len(events) == MAX_UNREAD_EVENTS and not self._dropped_events:
+                self._dropped_events = True
+                log.warning(
+                    "task events dropped: more than MAX_UNREAD_EVENTS unread; "
+                    "read them with handle.next_event()",
+                    limit=MAX_UNREAD_EVENTS,
+                )
+            events.append(event)  # a full deque drops its oldest
         self._notify()
 
     async def _next_event(self) -> TaskEvent | None:
         while True:
-            if self._events:
+            if self._events:  # the handle made it
                 return self._events.popleft()
             if self._state is TaskManagerState.CLOSED and not self._tasks:
                 return None
@@ -383,7 +420,9 @@ class AsyncTaskManagerHandle:
     async def next_event(self) -> TaskEvent | None:
         """Wait for the next task event; ``None`` once the manager closed and all are read.
 
-        Events are buffered without limit, so none is ever lost.
+        Events are buffered from the first ``manager.handle()`` call on, up to
+        ``MAX_UNREAD_EVENTS`` unread (beyond that the oldest are dropped, with a
+        warning logged once).
         """
         return await self._manager._next_event()
 

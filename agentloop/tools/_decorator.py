@@ -8,6 +8,7 @@ function's arguments. Sync functions run in a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import re
@@ -44,12 +45,24 @@ NO_OUTPUT_TEXT = "(no output)"
 """The text result of a tool function that returned ``None``."""
 
 
+_PLAIN_SCALARS = (str, bool, int, float)
+
+_MAX_PREPARED = 256
+"""How many calls' structured arguments a tool keeps between prepare and invoke."""
+
+
 @attrs.frozen
 class _Parameter:
     name: str
     hint: Any
     default: Any
     positional_only: bool
+
+    @property
+    def plain(self) -> type | None:
+        """The hint when it is exactly ``str``, ``bool``, ``int`` or ``float``: a value of
+        exactly that type structures as itself."""
+        return self.hint if self.hint in _PLAIN_SCALARS else None
 
 
 class FunctionTool(Generic[P, R]):
@@ -98,6 +111,10 @@ class FunctionTool(Generic[P, R]):
         self.permissions = permissions
         self._is_async = inspect.iscoroutinefunction(function)
         self._parameters, self._context_name = _parameters(function, tool_name)
+        self._plain = [(p, p.plain) for p in self._parameters]
+        # Arguments structured by proposed_requests (no permissions function saw
+        # them), taken by invoke for the same request object: converted once.
+        self._prepared: dict[int, tuple[ToolRequest, dict[str, Any]]] = {}
         schema = object_schema(
             [(p.name, p.hint, p.default) for p in self._parameters],
         )
@@ -123,12 +140,16 @@ class FunctionTool(Generic[P, R]):
         if extra := [key for key in call_input if key not in known]:
             problems.append(f"at $: {unexpected_properties(extra)}")
         arguments: dict[str, Any] = {}
-        for parameter in self._parameters:
+        for parameter, plain in self._plain:
             if parameter.name not in call_input:
                 if parameter.default is inspect.Parameter.empty:
                     problems.append(f"at $.{parameter.name}: {MISSING_PROPERTY}")
                 else:
                     arguments[parameter.name] = parameter.default
+                continue
+            value = call_input[parameter.name]
+            if plain is not None and type(value) is plain:
+                arguments[parameter.name] = value  # what the strict converter returns
                 continue
             try:
                 arguments[parameter.name] = structure_value(
@@ -145,12 +166,28 @@ class FunctionTool(Generic[P, R]):
         return what the ``permissions`` function asks for."""
         arguments = self.arguments(request.input)
         if self.permissions is None:
+            self._keep(request, arguments)
             return ()
         return tuple(self.permissions(arguments))
 
+    def _keep(self, request: ToolRequest, arguments: dict[str, Any]) -> None:
+        prepared = self._prepared
+        if len(prepared) >= _MAX_PREPARED:
+            # The oldest goes (never invoked, or invoked later: structured again then).
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+                del prepared[next(iter(prepared))]
+        prepared[id(request)] = (request, arguments)
+
+    def _take(self, request: ToolRequest) -> dict[str, Any]:
+        """The arguments ``proposed_requests`` structured for this very request, else new."""
+        kept = self._prepared.pop(id(request), None)
+        if kept is not None and kept[0] is request:
+            return kept[1]
+        return self.arguments(request.input)
+
     async def invoke(self, request: ToolRequest, ctx: ToolContext) -> Any:
         """Call the function with the structured input (a sync one in a worker thread)."""
-        arguments = self.arguments(request.input)
+        arguments = self._take(request)
         if self._context_name is not None:
             arguments[self._context_name] = ctx
         positional = [

@@ -36,6 +36,7 @@ from ..permissions._requests import (
     ToolInvocation,
 )
 from ._errors import describe_error
+from ._fast_check import FastCheck, compile_fast_check
 from ._outputs import OutputProblem, stored_result
 from ._permission_check import evaluate_requests
 from ._registry import ToolCatalogEvent, ToolSource, catalog_change
@@ -125,17 +126,20 @@ def _spec(tool: Tool) -> ToolSpec:
 
 
 _SHARED_VALIDATORS_MAX = 512
-_shared_validators: dict[str, jsonschema.protocols.Validator] = {}
+_Compiled = tuple[jsonschema.protocols.Validator, FastCheck | None]
+_shared_validators: dict[str, _Compiled] = {}
 """Checked, compiled validators by schema text, shared by every executor.
 
 Checking a schema against its metaschema and compiling it costs ~1.5 ms; an
 ``Agent`` makes an executor per session, so without this every session paid
 it again. Only plain JSON schemas are shared (their ``repr`` is then exact),
-compiled from a private deep copy so no caller's dict is ever aliased."""
+compiled from a private deep copy so no caller's dict is ever aliased. Each
+comes with its fast check (``_fast_check``) when the schema allows one."""
 
 
-def _shared_validator(schema: Any) -> jsonschema.protocols.Validator:
-    """The validator for ``schema``: checked against its metaschema, compiled once.
+def _shared_validator(schema: Any) -> _Compiled:
+    """The validator for ``schema`` (checked against its metaschema, compiled once) and
+    its fast check for valid input, if any.
 
     Raises ``jsonschema.SchemaError`` for an invalid schema (never cached).
     """
@@ -147,11 +151,19 @@ def _shared_validator(schema: Any) -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
     validator: jsonschema.protocols.Validator = cls(schema)
+    # The fast path decides like Draft 2020-12 only, and is compiled only from a
+    # private copy (a caller's dict could change under it); others validate slowly.
+    fast = (
+        compile_fast_check(schema)
+        if key is not None and cls is jsonschema.Draft202012Validator
+        else None
+    )
+    compiled = (validator, fast)
     if key is not None:
         if len(_shared_validators) >= _SHARED_VALIDATORS_MAX:
             _shared_validators.pop(next(iter(_shared_validators)), None)  # the oldest
-        _shared_validators[key] = validator
-    return validator
+        _shared_validators[key] = compiled
+    return compiled
 
 
 def _specs_by_name(source: ToolSource) -> dict[str, ToolSpec]:
@@ -234,7 +246,7 @@ class BasicToolExecutor:
         self.tool_timeout = tool_timeout
         self.thread_grace = float(thread_grace)
         self._interrupted: dict[str, ToolResultPart] = {}
-        self._validators: dict[int, tuple[Any, jsonschema.protocols.Validator]] = {}
+        self._validators: dict[int, tuple[Any, _Compiled]] = {}
 
     # -- catalog ---------------------------------------------------------------
 
@@ -367,7 +379,9 @@ class BasicToolExecutor:
         if not isinstance(call_input, dict):
             return f"the input must be a JSON object, got {type(call_input).__name__}"
         try:
-            validator = self._validator(spec.input_schema)
+            validator, fast = self._validator(spec.input_schema)
+            if fast is not None and fast(call_input):
+                return None  # valid: jsonschema would find no error
             errors = list(validator.iter_errors(call_input))
         except jsonschema.SchemaError as error:
             return f"the tool's own input schema is invalid ({error.message}); fix its ToolSpec"
@@ -376,7 +390,7 @@ class BasicToolExecutor:
         errors.sort(key=_error_order)
         return "; ".join(f"at {_json_path(e.absolute_path)}: {e.message}" for e in errors)
 
-    def _validator(self, schema: Any) -> jsonschema.protocols.Validator:
+    def _validator(self, schema: Any) -> _Compiled:
         """By identity first (a dict lookup), then by content across executors."""
         cached = self._validators.get(id(schema))
         if cached is not None and cached[0] is schema:

@@ -307,7 +307,12 @@ def stored_result(call_id: str, value: Any, limit: int | None) -> ToolResultPart
                 METADATA_DROPPED_KEY: f"the tool's metadata was {size} characters, over the "
                 f"output limit of {limit}; it was dropped"
             }
-    result = ToolResultPart(call_id, output, is_error, metadata=metadata)
+    if not metadata:
+        result = ToolResultPart(call_id, output, is_error)  # the shared empty metadata
+        if type(output) is str and type(call_id) is str:
+            return result  # text and an id: a save and a load give it back unchanged
+    else:
+        result = ToolResultPart(call_id, output, is_error, metadata=metadata)
     _check_storable(result)
     return result
 

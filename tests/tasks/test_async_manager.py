@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
+import structlog
+import structlog.testing
 from tasks_support import (
     ApproveFsReads,
     GateTool,
@@ -424,3 +426,52 @@ async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
         "Background tool call call-1 completed: watched: scope cancelled=False, "
         "turn cancelled=False"
     ]
+
+
+@al.tool
+async def echo(value: str) -> str:
+    """Return ``value``."""
+    return value
+
+
+async def run_echo_rounds(manager: al.AsyncTaskManager, rounds: int) -> None:
+    model = al.ScriptedModel(
+        [*(tool_calls(call("echo", {"value": f"v{i}"}, id=f"c{i}")) for i in range(rounds)), "done"]
+    )
+    agent = build(model, manager, echo).build()
+    result = await al.run(agent, "go")
+    assert result.stop_reason == "finished"
+    model.assert_complete()
+
+
+async def test_events_are_recorded_only_once_the_handle_was_taken() -> None:
+    async with al.AsyncTaskManager() as manager:
+        await run_echo_rounds(manager, 3)  # nobody can read these: none is kept
+        handle = manager.handle()
+        await run_echo_rounds(manager, 1)
+    assert [describe(e) for e in await events(handle, 2)] == [
+        ("TaskStarted", "c0", "echo"),
+        ("TaskCompleted", "c0", "echo"),
+    ]
+    assert await handle.next_event() is None
+
+
+async def test_unread_events_are_bounded_the_oldest_dropped_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import agentloop.tasks._async as async_module
+
+    monkeypatch.setattr(async_module, "MAX_UNREAD_EVENTS", 3)
+    with structlog.testing.capture_logs() as logs:
+        async with al.AsyncTaskManager() as manager:
+            handle = manager.handle()
+            await run_echo_rounds(manager, 3)  # 6 events, the first 3 dropped
+    assert [describe(e) for e in await events(handle, 3)] == [
+        ("TaskCompleted", "c1", "echo"),
+        ("TaskStarted", "c2", "echo"),
+        ("TaskCompleted", "c2", "echo"),
+    ]
+    assert await handle.next_event() is None
+    dropped = [entry for entry in logs if entry["event"].startswith("task events dropped")]
+    assert len(dropped) == 1
+    assert dropped[0]["limit"] == 3

@@ -392,3 +392,44 @@ async def test_permissions_function_requests_are_checked_before_the_call() -> No
         "call-1", "saved 5 characters"
     )
     assert written == ["n.txt"]
+
+
+@attrs.define
+class CountedPoint:
+    x: int
+    y: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        CountedPoint.count += 1
+
+    count = 0
+
+
+async def test_a_call_without_a_permissions_function_is_structured_once() -> None:
+    @al.tool
+    async def where(point: CountedPoint, label: str, scale: float = 1.0) -> str:
+        return f"{label}:{point.x},{point.y}x{scale}"
+
+    CountedPoint.count = 0
+    result = await run_one(where, {"point": {"x": 1, "y": 2}, "label": "p", "scale": 2.0})
+    assert result == al.ToolResultPart("call-1", "p:1,2x2.0")
+    assert CountedPoint.count == 1  # by prepare; invoke reuses the same arguments
+
+
+async def test_a_permissions_function_sees_arguments_the_call_does_not_share() -> None:
+    seen: list[CountedPoint] = []
+
+    def permissions(arguments: Any) -> list[al.PermissionRequest]:
+        seen.append(arguments["point"])
+        arguments["point"].x = 99  # the call itself gets freshly structured arguments
+        return []
+
+    @al.tool(permissions=permissions)
+    async def where(point: CountedPoint) -> str:
+        return f"{point.x}"
+
+    CountedPoint.count = 0
+    result = await run_one(where, {"point": {"x": 1}})
+    assert result == al.ToolResultPart("call-1", "1")
+    assert CountedPoint.count == 2
+    assert seen[0].x == 99
