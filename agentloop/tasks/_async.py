@@ -37,8 +37,8 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import attrs
-import structlog
 
+from .._log import get_logger
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
@@ -62,7 +62,7 @@ from ._routing import DetachAfter, Routing, route_request
 
 __all__ = ["AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 MAX_UNREAD_EVENTS = 10_000
 """How many task events a handle's reader may leave unread; older ones are dropped."""

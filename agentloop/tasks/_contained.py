@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import anyio
-import structlog
 
+from .._log import get_logger
 from ..core._items import ResultOutcome, ToolResultPart
 from ..tools._errors import describe_error, synthesized_result
 from ..tools._threads import really_cancelled
@@ -12,7 +12,7 @@ from ._protocol import TaskLaunch
 
 __all__ = ["run_contained"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 
 async def run_contained(launch: TaskLaunch, task_id: str | None = None) -> ToolResultPart:

@@ -19,8 +19,8 @@ import anyio.to_thread
 import attrs
 import cattrs
 import jsonschema
-import structlog
 
+from .._log import get_logger
 from ..core._errors import ToolError
 from ..core._items import (
     ResultOutcome,
@@ -60,7 +60,7 @@ __all__ = [
     "synthesized_result",
 ]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 _plain = cattrs.Converter()
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-import structlog
-
+from .._log import get_logger
 from ..core._items import ResultOutcome, ToolResultPart
 from ..permissions._base import Abstain
 from ..permissions._requests import (
@@ -55,7 +54,7 @@ class _ApprovedCall(Protocol):
 
 __all__ = ["approval_summary", "evaluate_requests", "granted_permissions"]
 
-log = structlog.get_logger("agentloop")
+log = get_logger()
 
 Asked = list[tuple[PermissionRequest, RequireApproval, PendingPermission]]
 
