@@ -114,7 +114,7 @@ async def show_one_approval_for_everything(root: Path, workspace: Path) -> None:
     step.approve()
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
-    print("answer:", step.result.items[0].text_content)
+    print("answer:", step.result.final_items[0].text_content)
 
 
 async def main() -> None:

@@ -178,6 +178,10 @@ class OtelObserver:
             self._tool_event(session, event.call_id, "agentloop.tool.started", attributes)
         elif isinstance(event, ToolResultReceived):
             self._tool_finished(session, event.result)
+        elif isinstance(event, TurnFinished) and event.result.error is not None:
+            # A failed model call ends the turn: the chat span and the turn fail.
+            error = event.result.error
+            self._run_failed(session, f"{type(error).__name__}: {error}")
         elif isinstance(event, TurnFinished):
             self._turn_finished(session, event.result.finish_reason, event.result.usage)
         elif isinstance(event, RunFailed):

@@ -36,7 +36,7 @@ def test_the_example_prints_the_span_tree_and_logs_to_stderr() -> None:
     assert done.stdout == EXPECTED
     logged = [line.split()[1] for line in done.stderr.splitlines()]
     assert logged[:2] == ["agentloop.run_started", "agentloop.turn_started"]
-    assert logged[-1] == "agentloop.turn_finished"
+    assert logged[-2:] == ["agentloop.turn_finished", "agentloop.agent_ended"]
     assert "agentloop.approval_required" in logged
 
 

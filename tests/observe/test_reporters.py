@@ -61,33 +61,38 @@ async def test_structlog_json_lines_one_per_event_without_deltas() -> None:
     assert [line["event"] for line in lines] == [
         "agentloop.run_started",
         "agentloop.turn_started",
+        "agentloop.model_call_started",
         "agentloop.tool_call_requested",
+        "agentloop.model_call_finished",
         "agentloop.tool_execution_started",
         "agentloop.tool_execution_finished",
         "agentloop.tool_result_received",
+        "agentloop.model_call_started",
         "agentloop.usage_updated",
+        "agentloop.model_call_finished",
         "agentloop.turn_finished",
+        "agentloop.agent_ended",
     ]
     assert all(line["session_id"] == "s1" and line["timestamp"].endswith("Z") for line in lines)
-    result = lines[5]["result"]
+    result = lines[7]["result"]
     assert result["output"] == "x" * 200 + "..."
-    finished = lines[-1]["result"]
-    assert (finished["finish_reason"], finished["items"]) == ("completed", 1)
+    finished = lines[-2]["result"]
+    assert (finished["finish_reason"], finished["items"]) == ("completed", 4)
 
 
 async def test_structlog_console_format_and_the_default_logger() -> None:
     out = io.StringIO()
     await run(StructlogObserver.to_stream(out, format="console", deltas=True))
     lines = out.getvalue().splitlines()
-    assert len(lines) == 12  # 8 events and 4 deltas (begin, two chunks, commit)
-    assert [line.split()[1] for line in lines[6:10]] == ["agentloop.content_delta"] * 4
+    assert len(lines) == 17  # 13 events and 4 deltas (begin, two chunks, commit)
+    assert [line.split()[1] for line in lines[9:13]] == ["agentloop.content_delta"] * 4
     assert lines[0].endswith("agentloop.run_started          session_id=s1")
     configured = structlog.get_config()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     try:
         quiet = io.StringIO()
         await run(StructlogObserver.to_stream(quiet))  # its own logger ignores the host's level
-        assert len(quiet.getvalue().splitlines()) == 8
+        assert len(quiet.getvalue().splitlines()) == 13
         with structlog.testing.capture_logs() as captured:
             await run(StructlogObserver())
         assert captured == []  # the library's logger is as quiet as the host made it
@@ -109,7 +114,7 @@ async def test_jsonl_reporter_writes_whole_events_and_keeps_write_errors() -> No
     reporter = JsonlEventReporter(out)
     await run(reporter)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert len(lines) == 12
+    assert len(lines) == 17
     assert {line["session_id"] for line in lines} == {"s1"}
     events = [al.structure(line["event"], al.AgentEvent) for line in lines]  # type: ignore[type-abstract]
     received = [e for e in events if isinstance(e, al.ToolResultReceived)]
@@ -121,7 +126,7 @@ async def test_jsonl_reporter_writes_whole_events_and_keeps_write_errors() -> No
 
     broken = JsonlEventReporter(Broken())
     await run(broken)
-    assert len(broken.errors) == 12
+    assert len(broken.errors) == 17
     assert all(str(error) == "disk full" for error in broken.errors)
 
 
@@ -150,6 +155,9 @@ def test_event_fields_compact_items_and_long_text() -> None:
             "items": 1,
             "usage": None,
             "metadata": {},
+            "tool_calls": [],
+            "model_calls": [],
+            "error": None,
         }
     }
     assert event_fields(al.Warning("w" * 300)) == {"message": "w" * 200 + "..."}
