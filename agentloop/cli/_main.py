@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--yes", action="store_true", help="approve every tool call")
     replay = commands.add_parser("replay", help="render a stored transcript (JSONL)")
     replay.add_argument("path", help="one agentloop.unstructure(item) JSON object per line")
+    from ..serve._cli import add_serve_parser
+
+    add_serve_parser(commands)
     return parser
 
 
@@ -113,6 +116,10 @@ async def _dispatch(
         return await run_local_tour(renderer, approve)
     if arguments.command == "replay":
         return _replay(renderer, arguments.path)
+    if arguments.command == "serve":
+        from ..serve._cli import run_serve
+
+        return await run_serve(arguments, renderer.line)
     return await _chat(arguments, renderer, read_line, terminal)
 
 
