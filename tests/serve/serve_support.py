@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -13,6 +14,7 @@ import agentloop as al
 from agentloop.serve import ServeConfig, SqliteAuditLog, create_app
 from agentloop.store import SqliteSessionStore
 
+T = TypeVar("T")
 TOKEN = "test-token-0123456789abcdef"
 SCHEMA = {
     "type": "object",
@@ -73,6 +75,26 @@ async def park_async(store: al.SessionStore, session_id: str, path: str) -> al.A
     return step
 
 
+def run_in_thread(function: Callable[[], Awaitable[T]]) -> T:
+    """``anyio.run(function)`` in a thread of its own (Playwright's sync API holds this one)."""
+    results: list[T] = []
+    failures: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            results.append(anyio.run(function))
+        except BaseException as error:
+            failures.append(error)
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the store operation did not finish within 60 s"
+    if failures:
+        raise failures[0]
+    return results[0]
+
+
 def park(database: Path, session_id: str, path: str = "/reports/q3.txt") -> None:
     """``park_async`` from a synchronous test, on a store opening of its own."""
 
@@ -80,7 +102,7 @@ def park(database: Path, session_id: str, path: str = "/reports/q3.txt") -> None
         async with SqliteSessionStore(database) as store:
             await park_async(store, session_id, path)
 
-    anyio.run(run)
+    run_in_thread(run)
 
 
 def load(database: Path, session_id: str) -> Any:
@@ -88,7 +110,7 @@ def load(database: Path, session_id: str) -> Any:
         async with SqliteSessionStore(database) as store:
             return await store.load(session_id)
 
-    return anyio.run(run)
+    return run_in_thread(run)
 
 
 def transcript_text(database: Path, session_id: str) -> list[str]:
@@ -98,7 +120,7 @@ def transcript_text(database: Path, session_id: str) -> list[str]:
             assert items is not None
             return [item.text_content for item in items]
 
-    return anyio.run(run)
+    return run_in_thread(run)
 
 
 class ServerThread:
@@ -106,9 +128,7 @@ class ServerThread:
 
     def __init__(self, database: Path, *, worker: bool = True, identity: str = "alice") -> None:
         self.database = database
-        self.config = ServeConfig(
-            token=TOKEN, identity=identity, worker=worker, poll_interval=0.2
-        )
+        self.config = ServeConfig(token=TOKEN, identity=identity, worker=worker, poll_interval=0.2)
         self.base = ""
         self._ready = threading.Event()
         self._failure: BaseException | None = None

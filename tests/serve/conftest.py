@@ -1,0 +1,71 @@
+"""A real Chromium (Debian's ``chromium-headless-shell``) driven by Playwright.
+
+The browser tests FAIL when the browser is missing: ``make test`` installs it
+(``scripts/install_browser.sh``); they never skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_support import ServerThread
+
+INSTALL = (
+    "sudo scripts/install_browser.sh  (apt-get install -y --no-install-recommends "
+    "chromium-headless-shell fonts-liberation libatomic1)"
+)
+
+
+def _browser_path() -> str | None:
+    configured = os.environ.get("AGENTLOOP_CHROMIUM")
+    for candidate in (configured, "/usr/bin/chromium-headless-shell"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return shutil.which("chromium-headless-shell")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    path = _browser_path()
+    if path is None:
+        pytest.fail(f"no chromium-headless-shell for the browser tests; install it: {INSTALL}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ModuleNotFoundError:
+        pytest.fail("playwright is not installed: pip install -e '.[dev]'")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, headless=True, timeout=60_000)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    return tmp_path / "sessions.db"
+
+
+@pytest.fixture
+def server(database: Path) -> Iterator[ServerThread]:
+    with ServerThread(database) as running:
+        yield running
+
+
+@pytest.fixture
+def context(browser: Any, server: ServerThread) -> Iterator[Any]:
+    """A fresh browser context; closed before the server stops (its SSE streams end first)."""
+    created = browser.new_context(viewport={"width": 1100, "height": 800})
+    created.set_default_timeout(15_000)
+    errors: list[str] = []
+    created.on("weberror", lambda error: errors.append(str(error.error)))
+    try:
+        yield created
+    finally:
+        created.close()
+    assert errors == [], f"JavaScript errors in the page: {errors}"
