@@ -390,7 +390,7 @@ def _row_values(row: PendingApproval, now: datetime) -> dict[str, Any]:
         "digest": row.digest,
         "requests": row.requests,
         "display_input": row.display_input,
-        "edit_input": pretty(row.input),
+        "edit_input": row.display_input,  # redacted too: a secret is never rendered
         "schema_json": "" if row.schema is None else json.dumps(row.schema),
         "waited": _waited(row.asked_at, now),
         "deadline": None if row.deadline is None else f"{row.deadline:%Y-%m-%d %H:%M:%S} UTC",
