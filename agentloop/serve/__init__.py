@@ -19,10 +19,9 @@ from ._audit import (
     PostgresAuditLog,
     SqliteAuditLog,
 )
-from ._config import ServeConfig, new_token
-from ._decide import DecisionRefused, validate_input
-from ._run import load_agent_factory, open_store, run_server
-from ._worker import Worker, load_agent
+from ._config import ServeConfig
+from ._run import open_store
+from ._worker import Worker
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -31,19 +30,13 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "DecisionAction",
-    "DecisionRefused",
     "MemoryAuditLog",
     "PostgresAuditLog",
     "ServeConfig",
     "SqliteAuditLog",
     "Worker",
     "create_app",
-    "load_agent",
-    "load_agent_factory",
-    "new_token",
     "open_store",
-    "run_server",
-    "validate_input",
 ]
 
 

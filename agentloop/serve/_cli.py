@@ -49,7 +49,9 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) -> int:
     """Open the store, build the app, print the URL with its token, serve until interrupted."""
-    from . import create_app, load_agent, load_agent_factory, open_store, run_server
+    from . import create_app
+    from ._run import load_agent_factory, open_store, run_server
+    from ._worker import load_agent
 
     token = arguments.token or os.environ.get("AGENTLOOP_SERVE_TOKEN") or new_token()
     if len(token) < 16:
