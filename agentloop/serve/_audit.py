@@ -61,11 +61,17 @@ class AuditLog(Protocol):
     """Where decisions are written; newest first when listed."""
 
     async def add(self, entry: AuditEntry) -> None:
-        """Append ``entry`` (a second entry for the same call replaces nothing: it is kept too)."""
+        """Append ``entry``; durable before it returns (it is written before the store's record)."""
         ...
 
-    async def get(self, session_id: str, call_id: str) -> AuditEntry | None:
-        """The latest entry for the call, or ``None``."""
+    async def remove(self, entry: AuditEntry) -> None:
+        """Drop ``entry``: the store refused the decision it describes."""
+        ...
+
+    async def find(
+        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
+    ) -> AuditEntry | None:
+        """The latest entry for the call that matches the decision the store recorded."""
         ...
 
     async def entries(self, limit: int = 200) -> list[AuditEntry]:
@@ -83,10 +89,19 @@ class MemoryAuditLog:
         """Append ``entry``."""
         self._entries.append(entry)
 
-    async def get(self, session_id: str, call_id: str) -> AuditEntry | None:
-        """The latest entry for the call, or ``None``."""
+    async def remove(self, entry: AuditEntry) -> None:
+        """Drop ``entry``."""
+        if entry in self._entries:
+            self._entries.remove(entry)
+
+    async def find(
+        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
+    ) -> AuditEntry | None:
+        """The latest entry for the call that matches the recorded decision."""
         for entry in reversed(self._entries):
-            if entry.session_id == session_id and entry.call_id == call_id:
+            if (entry.session_id, entry.call_id) == (session_id, call_id) and _matches(
+                entry, approved, input_digest
+            ):
                 return entry
         return None
 
@@ -98,6 +113,28 @@ class MemoryAuditLog:
 _COLUMNS = (
     "session_id, call_id, tool_name, action, input_digest, decided_by, decided_at, reason, input"
 )
+
+
+def _matches(entry: AuditEntry, approved: bool, input_digest: str) -> bool:
+    return (entry.action is not DecisionAction.DENY) == approved and (
+        entry.input_digest == input_digest
+    )
+
+
+_ACTIONS = {True: ("approve", "approve_with"), False: ("deny", "deny")}
+_FIND = (
+    "SELECT {columns} FROM agentloop_serve_audit WHERE session_id = ? AND call_id = ? "
+    "AND input_digest = ? AND action IN (?, ?) ORDER BY id DESC LIMIT 1"
+)
+_REMOVE = (
+    "DELETE FROM agentloop_serve_audit WHERE session_id = ? AND call_id = ? AND action = ? "
+    "AND input_digest = ? AND decided_by = ? AND decided_at = ?"
+)
+
+
+def _remove_parameters(entry: AuditEntry) -> tuple[Any, ...]:
+    row = _row(entry)
+    return (row[0], row[1], row[3], row[4], row[5], row[6])
 
 
 def _row(entry: AuditEntry) -> tuple[Any, ...]:
@@ -170,12 +207,17 @@ class SqliteAuditLog:
             _row(entry),
         )
 
-    async def get(self, session_id: str, call_id: str) -> AuditEntry | None:
-        """The latest entry for the call, or ``None``."""
+    async def remove(self, entry: AuditEntry) -> None:
+        """Drop ``entry``."""
+        await self._run(_REMOVE, _remove_parameters(entry))
+
+    async def find(
+        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
+    ) -> AuditEntry | None:
+        """The latest entry for the call that matches the recorded decision."""
         rows = await self._run(
-            f"SELECT {_COLUMNS} FROM agentloop_serve_audit WHERE session_id = ? AND call_id = ? "
-            "ORDER BY id DESC LIMIT 1",
-            (session_id, call_id),
+            _FIND.format(columns=_COLUMNS),
+            (session_id, call_id, input_digest, *_ACTIONS[approved]),
         )
         return _entry(rows[0]) if rows else None
 
@@ -219,12 +261,17 @@ class PostgresAuditLog:
             _row(entry),
         )
 
-    async def get(self, session_id: str, call_id: str) -> AuditEntry | None:
-        """The latest entry for the call, or ``None``."""
+    async def remove(self, entry: AuditEntry) -> None:
+        """Drop ``entry``."""
+        await self._run(_REMOVE, _remove_parameters(entry))
+
+    async def find(
+        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
+    ) -> AuditEntry | None:
+        """The latest entry for the call that matches the recorded decision."""
         rows = await self._run(
-            f"SELECT {_COLUMNS} FROM agentloop_serve_audit WHERE session_id = ? AND call_id = ? "
-            "ORDER BY id DESC LIMIT 1",
-            (session_id, call_id),
+            _FIND.format(columns=_COLUMNS),
+            (session_id, call_id, input_digest, *_ACTIONS[approved]),
         )
         return _entry(rows[0]) if rows else None
 

@@ -158,18 +158,6 @@ class Decider:
         if kind is DecisionAction.APPROVE_WITH:
             approved_input = self._parse_edit(edited_input, row.schema)
         digest = input_digest(row.tool_name, approved_input)
-        try:
-            decision = await self._store.record_approval(
-                session_id, call_id, input_digest=digest, approved=kind is not DecisionAction.DENY
-            )
-        except ClaimError as error:
-            message = (
-                "this approval was already answered elsewhere; nothing was changed"
-                if error.reason == "decided"
-                else "the call was already claimed by a worker (it may have run); "
-                "nothing was changed"
-            )
-            raise DecisionRefused(message, status=409) from None
         entry = AuditEntry(
             session_id=session_id,
             call_id=call_id,
@@ -177,11 +165,29 @@ class Decider:
             action=kind,
             input_digest=digest,
             decided_by=who,
-            decided_at=decision.decided_at,
+            decided_at=self._clock(),
             reason=reason if kind is DecisionAction.DENY else None,
             input=approved_input if kind is DecisionAction.APPROVE_WITH else None,
         )
+        # The audit entry first: a worker that sees the store's decision finds
+        # its edited input or deny reason here.
         await self._audit.add(entry)
+        try:
+            await self._store.record_approval(
+                session_id, call_id, input_digest=digest, approved=kind is not DecisionAction.DENY
+            )
+        except BaseException as error:
+            with anyio.CancelScope(shield=True):
+                await self._audit.remove(entry)
+            if not isinstance(error, ClaimError):
+                raise
+            message = (
+                "this approval was already answered elsewhere; nothing was changed"
+                if error.reason == "decided"
+                else "the call was already claimed by a worker (it may have run); "
+                "nothing was changed"
+            )
+            raise DecisionRefused(message, status=409) from None
         log.info(
             "approval decided",
             session_id=session_id,

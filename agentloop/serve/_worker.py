@@ -183,10 +183,14 @@ class Worker:
         approval = stored.approvals.get(step.call_id) if stored is not None else None
         if approval is None:
             return None
+        entry = await self.audit.find(
+            session_id,
+            step.call_id,
+            approved=approval.approved,
+            input_digest=approval.input_digest,
+        )
         if not approval.approved:
-            entry = await self.audit.get(session_id, step.call_id)
             return ApprovalDecision.deny(entry.reason if entry is not None else None)
-        entry = await self.audit.get(session_id, step.call_id)
         if entry is not None and entry.action is DecisionAction.APPROVE_WITH:
             if input_digest(step.tool_name, entry.input) == approval.input_digest:
                 return ApprovalDecision.approve_with(entry.input)

@@ -29,15 +29,18 @@ def _browser_path() -> str | None:
     return shutil.which("chromium-headless-shell")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module-scoped: Playwright's sync API holds an event loop in this thread while it runs,
+    so it must be gone before later tests call ``anyio.run`` here."""
     path = _browser_path()
     if path is None:
         pytest.fail(f"no chromium-headless-shell for the browser tests; install it: {INSTALL}")
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ModuleNotFoundError:
         pytest.fail("playwright is not installed: pip install -e '.[dev]'")
+    expect.set_options(timeout=15_000)  # a bound for a loaded machine, not a timing assertion
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=path, headless=True, timeout=60_000)
         try:

@@ -221,6 +221,18 @@ async def test_a_second_decision_is_refused_and_the_first_stands(inbox: Inbox) -
     )
 
 
+async def test_a_call_claimed_by_a_worker_cannot_be_decided(inbox: Inbox) -> None:
+    await park_async(inbox.store, "s1", "/reports/q3.txt")
+    await inbox.store.claim("s1", "call-1", tool_name="publish_report", input_digest=DIGEST)
+    _, csrf = await inbox.signed_in()
+    response = await inbox.decide(csrf, action="approve")
+    assert response.status_code == 409
+    assert response.json()["error"] == (
+        "the call was already claimed by a worker (it may have run); nothing was changed"
+    )
+    assert await inbox.audit.entries() == []  # the entry written first was removed
+
+
 async def test_the_worker_applies_the_decision_and_the_session_moves_on(inbox: Inbox) -> None:
     await park_async(inbox.store, "s1", "/reports/q3.txt")
     _, csrf = await inbox.signed_in()

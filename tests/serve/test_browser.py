@@ -77,6 +77,12 @@ def test_deny_with_a_reason(context: Any, server: ServerThread, database: Path) 
     page = open_inbox(context, server)
     decision = card(page, "s1")
     decision.locator("input.reason").fill("not outside /reports")
+    decision.locator("button.edit").click()
+    # A live refresh while the person types keeps what they typed and opened.
+    park(database, "s2")
+    expect(card(page, "s2")).to_be_visible()
+    expect(decision.locator("input.reason")).to_have_value("not outside /reports")
+    expect(decision.locator(".editor")).to_be_visible()
     decision.locator("button.deny").click()
     expect(decision.locator(".result")).to_have_text(
         "Denied by alice; a worker resumes the session."

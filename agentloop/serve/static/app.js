@@ -92,6 +92,7 @@ async function decide(card, action) {
     body.input = text;
   }
   card.querySelectorAll("button").forEach((b) => (b.disabled = true));
+  card.classList.add("pending"); // a live refresh keeps this card until the answer is shown
   let answer;
   try {
     const response = await fetch("/api/decide", {
@@ -104,6 +105,7 @@ async function decide(card, action) {
   } catch (error) {
     answer = { ok: false, error: "The server did not answer: " + error.message };
   }
+  card.classList.remove("pending");
   if (answer.ok) {
     card.classList.add("decided");
     show(card, ".result", answer.message);
@@ -127,19 +129,60 @@ document.addEventListener("click", (event) => {
 // -- live updates ---------------------------------------------------------------------
 let refreshing = null;
 
+function cardKey(card) {
+  return [card.dataset.session, card.dataset.call, card.dataset.digest].join("\n");
+}
+
+// What the person was doing on each card: kept across a live refresh.
+function saveState(content) {
+  const saved = new Map();
+  const focused = document.activeElement;
+  for (const card of content.querySelectorAll(".card")) {
+    const reason = card.querySelector(".reason");
+    const edited = card.querySelector(".edited");
+    saved.set(cardKey(card), {
+      reason: reason.value,
+      editorOpen: !card.querySelector(".editor").hidden,
+      edited: edited.value,
+      error: card.querySelector(".error").textContent,
+      focus: focused === reason ? ".reason" : focused === edited ? ".edited" : null,
+      selection: focused && focused.selectionStart !== undefined
+        ? [focused.selectionStart, focused.selectionEnd] : null,
+    });
+  }
+  return saved;
+}
+
+function restoreState(content, saved) {
+  for (const card of content.querySelectorAll(".card")) {
+    const state = saved.get(cardKey(card));
+    if (!state) continue;
+    card.querySelector(".reason").value = state.reason;
+    card.querySelector(".editor").hidden = !state.editorOpen;
+    card.querySelector(".edited").value = state.edited;
+    card.querySelector(".error").textContent = state.error;
+    if (state.focus) {
+      const element = card.querySelector(state.focus);
+      element.focus();
+      if (state.selection) element.setSelectionRange(state.selection[0], state.selection[1]);
+    }
+  }
+}
+
 async function refresh() {
   if (!partial) return;
   const response = await fetch(partial, { credentials: "same-origin" });
   if (!response.ok) return;
   const html = await response.text(); // escaped by the server's templates
   const content = document.getElementById("content");
-  // Keep the cards of this page that were answered here, so their message stays visible.
-  const kept = Array.from(content.querySelectorAll(".card.decided, .card.refused"));
+  // Cards answered (or being answered) here stay, so their message stays visible.
+  const kept = Array.from(content.querySelectorAll(".card.pending, .card.decided, .card.refused"));
+  const saved = saveState(content);
   content.innerHTML = html;
+  restoreState(content, saved);
   const inbox = document.getElementById("inbox");
   for (const card of kept) {
-    const same = inbox && Array.from(inbox.children).find(
-      (c) => c.dataset.session === card.dataset.session && c.dataset.call === card.dataset.call);
+    const same = inbox && Array.from(inbox.children).find((c) => cardKey(c) === cardKey(card));
     if (same) same.replaceWith(card);
     else if (inbox) { card.classList.add("gone"); inbox.appendChild(card); }
   }
