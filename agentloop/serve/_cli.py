@@ -13,6 +13,7 @@ from ._config import ServeConfig, new_token
 
 __all__ = ["add_serve_parser", "run_serve"]
 
+_EXTRA_MODULES = ("starlette", "uvicorn", "sse_starlette", "jinja2")
 _SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
@@ -49,6 +50,17 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) -> int:
     """Open the store, build the app, print the URL with its token, serve until interrupted."""
+    import importlib
+
+    for module in _EXTRA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError:
+            line(
+                f"agentloop serve needs the serve extra ({module} is missing): "
+                "pip install 'agentloop[serve]'"
+            )
+            return 2
     from . import create_app
     from ._run import load_agent_factory, open_store, run_server
     from ._worker import load_agent

@@ -48,10 +48,15 @@ def answer(request: al.TurnRequest) -> Any:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:
         path = last.text_content
-        return al.testing.tool_calls(al.testing.call("publish_report", {"path": path}, id="call-1"))
+        return al.testing.tool_calls(
+            al.testing.call("publish_report", {"path": path}, id="call-1"),
+            usage=al.Usage(input_tokens=120, output_tokens=30, cost=0.0015),
+        )
     result = last.parts[0]
     assert isinstance(result, al.ToolResultPart)
-    return f"Done: {result.output}"
+    return al.testing.text(
+        f"Done: {result.output}", usage=al.Usage(input_tokens=180, output_tokens=12, cost=0.002)
+    )
 
 
 def build_agent(store: al.SessionStore) -> al.Agent:

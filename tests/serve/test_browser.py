@@ -60,6 +60,9 @@ def test_a_click_approves_and_the_session_finishes_without_reload(
     expect(page.locator(".tool-call .outcome")).to_have_text("ok")
     expect(page.locator(".tool-call .result-text")).to_have_text("published /reports/q3.txt")
     expect(page.locator(".item.assistant .text")).to_have_text("Done: published /reports/q3.txt")
+    # Both model calls: the first in the parked process, the second in the server's worker.
+    expect(page.locator("#usage")).to_have_text("300 in · 42 out")
+    expect(page.locator("#cost")).to_have_text("$0.003500")
     page.screenshot(path=str(DOCS_IMG / "session.png"), full_page=True)
 
     page.goto(f"{server.base}/audit")

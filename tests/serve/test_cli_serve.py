@@ -70,6 +70,19 @@ def test_bad_arguments_are_refused(
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.parametrize("module", ["starlette", "uvicorn", "sse_starlette", "jinja2"])
+def test_without_the_serve_extra_the_command_names_it(
+    module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # import raises ModuleNotFoundError
+    status, output = run_cli(["serve", "--store", "sqlite:///never.db"])
+    assert status == 2
+    assert output.strip() == (
+        f"agentloop serve needs the serve extra ({module} is missing): "
+        "pip install 'agentloop[serve]'"
+    )
+
+
 def test_a_server_process_records_a_decision_and_resumes_the_session(tmp_path: Path) -> None:
     database = tmp_path / "sessions.db"
     park(database, "s1")
