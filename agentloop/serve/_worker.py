@@ -6,7 +6,9 @@ that lease, applies the decision recorded for each pending call (with the
 edited input or the deny reason from the audit log), drives it until it
 blocks or finishes, and releases the lease. A session leased by another
 worker is left alone. ``run`` also polls ``sessions_ready()`` so decisions
-recorded by other processes, and sessions left ready by a restart, advance.
+recorded by other processes, and sessions left decided by a restart, advance;
+it only takes sessions whose approvals were all decided (a session ready for
+another reason, such as queued input, belongs to its own host).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..loop._session_store import (
     Claim,
     LeaseError,
     LeaseHeldError,
+    SessionStatus,
     SessionStore,
     input_digest,
 )
@@ -116,7 +119,10 @@ class Worker:
                 log.exception("listing ready sessions failed")
                 ready = []
             for summary in ready:
-                await self.advance(summary.session_id)
+                # Only sessions a decision unblocked: a session ready for another
+                # reason (queued input, a paused round) is its own host's to run.
+                if summary.status is SessionStatus.AWAITING_APPROVAL:
+                    await self.advance(summary.session_id)
             with anyio.move_on_after(self.poll_interval):
                 await self._wake.wait()
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from markupsafe import escape
 from serve_support import TOKEN, build_agent, park_async
 
+import agentloop as al
 from agentloop.serve import MemoryAuditLog, ServeConfig, SqliteAuditLog, Worker, create_app
 from agentloop.store import MemorySessionStore, SqliteSessionStore, input_digest
 
@@ -338,3 +339,52 @@ async def test_model_controlled_text_is_always_escaped(path: str) -> None:
         assert str(escape(json.dumps(path)[1:-1])) in page  # shown, inside the pretty JSON
         for character in "<>\"'":
             assert page.count(character) == plain.count(character), character
+
+
+async def test_the_session_view_shows_every_outcome(inbox: Inbox) -> None:
+    from agentloop.tools import synthesized_result
+
+    outcomes = {
+        "c-ok": None,
+        "c-err": None,
+        "c-denied": al.ResultOutcome.DENIED,
+        "c-cancelled": al.ResultOutcome.CANCELLED,
+        "c-doubt": al.ResultOutcome.IN_DOUBT,
+    }
+    calls = [al.ToolCallPart(call_id, "publish_report", {"path": call_id}) for call_id in outcomes]
+    results = [
+        al.ToolResultPart("c-ok", "published"),
+        al.ToolResultPart("c-err", "disk full", is_error=True),
+        *(
+            synthesized_result(call_id, f"{outcome.value} text", outcome)
+            for call_id, outcome in outcomes.items()
+            if outcome is not None
+        ),
+    ]
+    transcript = [
+        al.Item.text(al.ItemKind.USER, "publish all"),
+        al.Item(al.ItemKind.ASSISTANT, tuple(calls)),
+        al.Item(al.ItemKind.TOOL, tuple(results)),
+        al.Item.text(al.ItemKind.ASSISTANT, "Some went through."),
+    ]
+    agent = al.Agent.builder().model(al.ScriptedModel(lambda r: "x")).transcript(transcript)
+    driver = await agent.store(inbox.store).build().start("outcomes")
+    await inbox.store.save_checkpoint("outcomes", driver.checkpoint())
+    await inbox.signed_in()
+    page = (await inbox.client.get("/sessions/outcomes")).text
+    shown = re.findall(
+        r'<li class="item tool-call outcome-([a-z_]+)">\s*<div class="label">tool call '
+        r"<strong>publish_report</strong> <code>([a-z-]+)</code> "
+        r'<span class="outcome">([a-z ]+)</span>',
+        page,
+    )
+    assert shown == [
+        ("ok", "c-ok", "ok"),
+        ("error", "c-err", "error"),
+        ("denied", "c-denied", "denied"),
+        ("cancelled", "c-cancelled", "cancelled"),
+        ("in_doubt", "c-doubt", "in doubt"),
+    ]
+    assert '<pre class="result-text">in_doubt text</pre>' in page
+    assert '<div class="text">Some went through.</div>' in page
+    assert '<dd id="session-state">IDLE</dd>' in page
