@@ -155,7 +155,8 @@ def _asked_times(transcript: Any) -> dict[str, datetime]:
 
 
 def _requests(approval: Mapping[str, Any], redactor: Redactor) -> tuple[PermissionLine, ...]:
-    listed = approval.get("metadata", {}).get("requests") if approval.get("metadata") else None
+    metadata = approval.get("metadata")
+    listed = metadata.get("requests") if isinstance(metadata, Mapping) else None
     entries = listed if isinstance(listed, list) else [approval]
     lines = []
     for entry in entries:

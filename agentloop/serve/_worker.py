@@ -104,9 +104,12 @@ class Worker:
     step_timeout: float = 300.0
     on_change: Callable[[], Awaitable[None]] | None = None
     _wake: anyio.Event = attrs.field(factory=anyio.Event, init=False)
+    _failed: dict[str, int] = attrs.field(factory=dict, init=False)
+    """Sessions whose last advance failed, with the version it failed at."""
 
     def wake(self) -> None:
-        """Look for ready sessions now instead of at the next poll."""
+        """Look for ready sessions now (a decision was made), retrying failed ones too."""
+        self._failed.clear()
         self._wake.set()
 
     async def run(self) -> None:
@@ -121,8 +124,11 @@ class Worker:
             for summary in ready:
                 # Only sessions a decision unblocked: a session ready for another
                 # reason (queued input, a paused round) is its own host's to run.
-                if summary.status is SessionStatus.AWAITING_APPROVAL:
-                    await self.advance(summary.session_id)
+                if summary.status is not SessionStatus.AWAITING_APPROVAL:
+                    continue
+                if self._failed.get(summary.session_id) == summary.version:
+                    continue  # it failed at this version: retry once it changes, or on wake()
+                await self.advance(summary.session_id)
             with anyio.move_on_after(self.poll_interval):
                 await self._wake.wait()
 
@@ -133,6 +139,7 @@ class Worker:
         except LeaseHeldError as held:
             log.info("session leased by another worker", session_id=session_id, holder=held.holder)
             return False
+        stored = None
         try:
             stored = await self.store.load(session_id)
             if stored is None:
@@ -147,6 +154,8 @@ class Worker:
             return True
         except Exception:
             log.exception("advancing the session failed", session_id=session_id)
+            if stored is not None:
+                self._failed[session_id] = stored.version
             return False
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):

@@ -265,6 +265,23 @@ async def test_the_worker_leaves_a_session_leased_by_another_worker_alone(inbox:
     assert items[-1].text_content == "Done: published /reports/q3.txt"
 
 
+async def test_a_call_claimed_elsewhere_after_the_approval_never_runs_twice(inbox: Inbox) -> None:
+    await park_async(inbox.store, "s1", "/reports/q3.txt")
+    await inbox.store.record_approval("s1", "call-1", input_digest=DIGEST, approved=True)
+    # Another worker claimed it (and may have run it) before dying.
+    await inbox.store.claim("s1", "call-1", tool_name="publish_report", input_digest=DIGEST)
+    worker = Worker(inbox.store, inbox.audit, build_agent(inbox.store))
+    assert await worker.advance("s1") is True
+    items = await inbox.store.transcript("s1")
+    assert items is not None
+    [result] = items[2].parts
+    assert isinstance(result, al.ToolResultPart)
+    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert result.output.startswith("in doubt: publish_report started before the session")
+    lease = await inbox.store.acquire("s1", "next-worker", 5)  # the lease was released
+    await inbox.store.release(lease)
+
+
 async def test_an_approval_past_its_deadline_is_refused(tmp_path: Path) -> None:
     async for inbox in open_inbox(tmp_path, approval_ttl=1e-6):
         await park_async(inbox.store, "s1", "/reports/q3.txt")
