@@ -48,6 +48,7 @@ $(STAMP_LLAMA_SERVER): $(STAMP) scripts/build_local_server.sh agentloop/local/_i
 	VENV=$(VENV) bash scripts/build_local_server.sh --llama-server
 
 test: lint typecheck docs local-server llama-server
+	sh scripts/install_browser.sh
 	$(BIN)/pytest
 
 # The main job: an agent on the embedded 135M model, real HTTP, real tool calls.

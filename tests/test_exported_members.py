@@ -146,6 +146,18 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "from_string",
         "parse_tool_arguments",
     },
+    "agentloop.serve": {
+        "AuditEntry",
+        "AuditLog",
+        "DecisionAction",
+        "MemoryAuditLog",
+        "PostgresAuditLog",
+        "ServeConfig",
+        "SqliteAuditLog",
+        "Worker",
+        "create_app",
+        "open_store",
+    },
     "agentloop.store": {
         "Approval",
         "Claim",

@@ -89,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("path", help="a JSONL transcript (export_jsonl, /export) or a store .db")
     replay.add_argument("--session", help="which session of a store (needed if it holds several)")
+    from ..serve._cli import add_serve_parser
+
+    add_serve_parser(commands)
     return parser
 
 
@@ -188,6 +191,10 @@ async def _dispatch(
         return await run_local_tour(renderer, approve, ctrl_c)
     if arguments.command == "replay":
         return await replay(renderer, arguments.path, arguments.session)
+    if arguments.command == "serve":
+        from ..serve._cli import run_serve
+
+        return await run_serve(arguments, renderer.line)
     return await _chat(arguments, renderer, read_line, ctrl_c)
 
 

@@ -1,0 +1,67 @@
+"""``agentloop serve``: the approval inbox, a web UI over a session store.
+
+``create_app(store, config=..., audit=..., agent=...)`` returns the ASGI app
+(Starlette); ``agentloop serve --store sqlite:///PATH.db`` runs it with
+uvicorn. Needs the ``agentloop[serve]`` extra. See ``docs/serve.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..loop._agent import Agent
+from ..loop._session_store import SessionStore
+from ._audit import (
+    AuditEntry,
+    AuditLog,
+    DecisionAction,
+    MemoryAuditLog,
+    PostgresAuditLog,
+    SqliteAuditLog,
+)
+from ._config import ServeConfig
+from ._run import open_store
+from ._worker import Worker
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+__all__ = [
+    "AuditEntry",
+    "AuditLog",
+    "DecisionAction",
+    "MemoryAuditLog",
+    "PostgresAuditLog",
+    "ServeConfig",
+    "SqliteAuditLog",
+    "Worker",
+    "create_app",
+    "open_store",
+]
+
+
+def create_app(
+    store: SessionStore,
+    *,
+    config: ServeConfig | None = None,
+    audit: AuditLog | None = None,
+    agent: Agent | None = None,
+) -> Starlette:
+    """The inbox as an ASGI app (Starlette) over ``store``.
+
+    ``config`` defaults to a generated token and in-process resumes;
+    ``audit`` to a ``MemoryAuditLog``. With ``agent`` (and ``config.worker``)
+    a decision is followed by an in-process worker resuming the session;
+    without, decisions are only recorded for external workers. Raises
+    ``ModuleNotFoundError`` naming the extra when ``agentloop[serve]`` is
+    not installed.
+    """
+    try:
+        from ._app import create_app as build
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            f"agentloop serve needs the serve extra ({error.name} is missing): "
+            "pip install 'agentloop[serve]'",
+            name=error.name,
+        ) from None
+    return build(store, config=config, audit=audit, agent=agent)

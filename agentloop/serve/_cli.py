@@ -1,0 +1,98 @@
+"""The ``agentloop serve`` subcommand: its arguments and what it runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+import anyio
+
+from ..core._errors import InvalidInputError
+from ._config import ServeConfig, new_token
+
+__all__ = ["add_serve_parser", "run_serve"]
+
+_EXTRA_MODULES = ("starlette", "uvicorn", "sse_starlette", "jinja2")
+_SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``serve`` and its options on the CLI's subcommands."""
+    serve = commands.add_parser("serve", help="the approval inbox: a web UI over a session store")
+    serve.add_argument(
+        "--store", required=True, help="sqlite:///PATH.db or postgresql://USER@HOST/DB"
+    )
+    serve.add_argument(
+        "--agent",
+        metavar="python:MODULE:ATTR",
+        help="a function returning the Agent that resumes sessions after a decision "
+        "(given the store if it takes an argument); without it decisions are only recorded",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any)")
+    serve.add_argument(
+        "--token", help="the access token (default: generated); or AGENTLOOP_SERVE_TOKEN"
+    )
+    serve.add_argument("--identity", default=None, help="who decisions are recorded as")
+    serve.add_argument(
+        "--identity-header", help="a trusted proxy header naming the user (e.g. X-Forwarded-User)"
+    )
+    serve.add_argument(
+        "--approval-ttl", type=float, help="approvals expire this many seconds after the call"
+    )
+    serve.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="only record decisions; external workers advance the sessions",
+    )
+
+
+async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) -> int:
+    """Open the store, build the app, print the URL with its token, serve until interrupted."""
+    import importlib
+
+    for module in _EXTRA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError:
+            line(
+                f"agentloop serve needs the serve extra ({module} is missing): "
+                "pip install 'agentloop[serve]'"
+            )
+            return 2
+    from . import create_app
+    from ._run import load_agent_factory, open_store, run_server
+    from ._worker import load_agent
+
+    token = arguments.token or os.environ.get("AGENTLOOP_SERVE_TOKEN") or new_token()
+    if len(token) < 16:
+        raise InvalidInputError("--token must be at least 16 characters")
+    if arguments.approval_ttl is not None and not arguments.approval_ttl > 0:
+        raise InvalidInputError(f"--approval-ttl must be > 0 seconds, got {arguments.approval_ttl}")
+    factory = load_agent_factory(arguments.agent) if arguments.agent else None
+    config = ServeConfig(
+        token=token,
+        identity=arguments.identity or os.environ.get("USER") or "operator",
+        identity_header=arguments.identity_header,
+        approval_ttl=arguments.approval_ttl,
+        worker=not arguments.no_worker,
+        secrets=tuple(v for k in _SECRET_VARIABLES if (v := os.environ.get(k))),
+    )
+    async with open_store(arguments.store) as (store, audit):
+        agent = load_agent(factory, store) if factory is not None else None
+        app = create_app(store, config=config, audit=audit, agent=agent)
+        if agent is None:
+            line("no --agent: decisions are recorded; external workers resume the sessions")
+        elif arguments.no_worker:
+            line("--no-worker: decisions are recorded; external workers resume the sessions")
+
+        def started(base: str) -> None:
+            line(f"agentloop inbox on {arguments.store}")
+            line(f"open {base}/?token={token}")
+
+        try:
+            await run_server(app, host=arguments.host, port=arguments.port, started=started)
+        except anyio.get_cancelled_exc_class():
+            raise
+    return 0

@@ -1,0 +1,222 @@
+"""Recording a decision made in the inbox: checked, single-use, digest-bound, audited.
+
+``Decider.decide`` refuses (``DecisionRefused``, with an HTTP status and a
+message for the page) a decision on a session that is gone or moved on, an
+approval already answered, shown for other input, or past its deadline, and
+edited input the tool's schema rejects. Otherwise it records the decision
+through ``store.record_approval`` (single-use: a second, different decision
+is refused by the store itself) and appends it to the audit log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import jsonschema
+import structlog
+
+from ..loop._session_store import ClaimError, SessionStore, input_digest
+from ._audit import AuditEntry, AuditLog, DecisionAction
+from ._inbox import pending_approvals
+from ._redact import Redactor
+
+__all__ = ["DecisionRefused", "Decider", "validate_input"]
+
+log = structlog.get_logger("agentloop")
+
+MAX_REASON = 2000
+
+
+class DecisionRefused(Exception):
+    """Raised when a decision cannot be recorded; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def validate_input(schema: Any, value: Any) -> str | None:
+    """Why ``value`` does not match the tool's ``schema`` (``None`` when it does, or no schema)."""
+    if schema is None:
+        return None
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except jsonschema.exceptions.SchemaError as problem:
+        return f"the tool's schema is invalid: {problem.message}"
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{'at ' + where + ': ' if where else ''}{error.message}"
+
+
+class Decider:
+    """Checks and records decisions for one store and audit log."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        audit: AuditLog,
+        *,
+        schemas: Callable[[], Mapping[str, Any]],
+        agent_name: str,
+        ttl: float | None,
+        redactor: Redactor,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._store = store
+        self._audit = audit
+        self._schemas = schemas
+        self._agent_name = agent_name
+        self._ttl = ttl
+        self._redactor = redactor
+        self._clock = clock
+        self._lock = anyio.Lock()
+
+    async def decide(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        action: str,
+        shown_digest: str,
+        who: str,
+        reason: str | None = None,
+        edited_input: str | None = None,
+    ) -> AuditEntry:
+        """Record ``action`` on the call; ``DecisionRefused`` says why not."""
+        try:
+            kind = DecisionAction(action)
+        except ValueError:
+            raise DecisionRefused(
+                f"unknown action {action!r}; expected approve, approve_with or deny", status=400
+            ) from None
+        if reason is not None and len(reason) > MAX_REASON:
+            raise DecisionRefused(f"the reason is longer than {MAX_REASON} characters", status=422)
+        # One decision at a time in this process: a second tab's decision on the
+        # same call sees the first one recorded (the store refuses across processes).
+        async with self._lock:
+            return await self._decide_locked(
+                session_id, call_id, kind, shown_digest, who, reason or None, edited_input
+            )
+
+    async def _decide_locked(
+        self,
+        session_id: str,
+        call_id: str,
+        kind: DecisionAction,
+        shown_digest: str,
+        who: str,
+        reason: str | None,
+        edited_input: str | None,
+    ) -> AuditEntry:
+        stored = await self._store.load(session_id)
+        if stored is None:
+            raise DecisionRefused(f"session {session_id!r} no longer exists", status=404)
+        earlier = stored.approvals.get(call_id)
+        if earlier is not None:
+            verdict = "approved" if earlier.approved else "denied"
+            raise DecisionRefused(
+                f"this approval was already answered: {verdict} at "
+                f"{earlier.decided_at:%Y-%m-%d %H:%M:%S} UTC; nothing was changed",
+                status=409,
+            )
+        schemas = self._schemas()
+        rows = pending_approvals(
+            stored,
+            schemas=schemas,
+            agent_name=self._agent_name,
+            ttl=self._ttl,
+            redactor=self._redactor,
+        )
+        row = next((r for r in rows if r.call_id == call_id), None)
+        if row is None:
+            raise DecisionRefused(
+                f"session {session_id!r} moved on: call {call_id!r} no longer waits for an "
+                f"approval (the session is {stored.status.value}); nothing was recorded",
+                status=409,
+            )
+        if shown_digest != row.digest:
+            raise DecisionRefused(
+                f"the arguments of call {call_id!r} changed since this page was loaded; "
+                "reload and decide again",
+                status=409,
+            )
+        if row.expired(self._clock()):
+            assert row.deadline is not None
+            raise DecisionRefused(
+                f"this approval expired at {row.deadline:%Y-%m-%d %H:%M:%S} UTC; "
+                "nothing was recorded",
+                status=409,
+            )
+        approved_input: Any = row.input
+        if kind is DecisionAction.APPROVE_WITH:
+            approved_input = self._parse_edit(edited_input, row.schema)
+        digest = input_digest(row.tool_name, approved_input)
+        entry = AuditEntry(
+            session_id=session_id,
+            call_id=call_id,
+            tool_name=row.tool_name,
+            action=kind,
+            input_digest=digest,
+            decided_by=who,
+            decided_at=self._clock(),
+            reason=reason if kind is DecisionAction.DENY else None,
+            input=approved_input if kind is DecisionAction.APPROVE_WITH else None,
+        )
+        # The audit entry first: a worker that sees the store's decision finds
+        # its edited input or deny reason here.
+        await self._audit.add(entry)
+        try:
+            await self._store.record_approval(
+                session_id, call_id, input_digest=digest, approved=kind is not DecisionAction.DENY
+            )
+        except BaseException as error:
+            with anyio.CancelScope(shield=True):
+                await self._audit.remove(entry)
+            if not isinstance(error, ClaimError):
+                raise
+            message = (
+                "this approval was already answered elsewhere; nothing was changed"
+                if error.reason == "decided"
+                else "the call was already claimed by a worker (it may have run); "
+                "nothing was changed"
+            )
+            raise DecisionRefused(message, status=409) from None
+        log.info(
+            "approval decided",
+            session_id=session_id,
+            call_id=call_id,
+            action=kind.value,
+            decided_by=who,
+            input_digest=digest,
+        )
+        return entry
+
+    @staticmethod
+    def _parse_edit(text: str | None, schema: Any) -> Any:
+        if text is None or not text.strip():
+            raise DecisionRefused("the edited arguments are empty; enter a JSON value", status=422)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise DecisionRefused(
+                f"the edited arguments are not JSON: {error.msg} at line {error.lineno} "
+                f"column {error.colno}",
+                status=422,
+            ) from None
+        problem = validate_input(schema, value)
+        if problem is not None:
+            raise DecisionRefused(
+                f"the edited arguments do not match the tool's schema: {problem}", status=422
+            )
+        try:
+            input_digest("edit", value)
+        except Exception as error:
+            raise DecisionRefused(str(error), status=422) from None
+        return value

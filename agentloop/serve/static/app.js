@@ -1,0 +1,202 @@
+// agentloop serve: live updates (SSE) and decisions. Every server string is
+// inserted as HTML the server escaped, or with textContent: never as raw HTML.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+const partial = document.querySelector('meta[name="partial"]').content;
+
+// -- a small JSON Schema check in the page (the server checks again, fully) ----------
+function typeOf(value) {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
+  return typeof value;
+}
+
+function typeMatches(expected, value) {
+  const found = typeOf(value);
+  const types = Array.isArray(expected) ? expected : [expected];
+  return types.some((t) => t === found || (t === "number" && found === "integer"));
+}
+
+function check(schema, value, where) {
+  if (!schema || typeof schema !== "object") return null;
+  const at = where ? "at " + where + ": " : "";
+  if (schema.type !== undefined && !typeMatches(schema.type, value)) {
+    return at + JSON.stringify(value) + " is not of type " + JSON.stringify(schema.type);
+  }
+  if (schema.enum && !schema.enum.some((v) => JSON.stringify(v) === JSON.stringify(value))) {
+    return at + JSON.stringify(value) + " is not one of " + JSON.stringify(schema.enum);
+  }
+  if (typeof value === "string") {
+    if (schema.minLength !== undefined && value.length < schema.minLength) return at + "too short";
+    if (schema.maxLength !== undefined && value.length > schema.maxLength) return at + "too long";
+  }
+  if (typeof value === "number") {
+    if (schema.minimum !== undefined && value < schema.minimum) return at + value + " is less than the minimum of " + schema.minimum;
+    if (schema.maximum !== undefined && value > schema.maximum) return at + value + " is greater than the maximum of " + schema.maximum;
+  }
+  if (typeOf(value) === "object") {
+    for (const name of schema.required || []) {
+      if (!(name in value)) return at + "'" + name + "' is a required property";
+    }
+    const properties = schema.properties || {};
+    for (const [name, element] of Object.entries(value)) {
+      if (name in properties) {
+        const problem = check(properties[name], element, where ? where + "/" + name : name);
+        if (problem) return problem;
+      } else if (schema.additionalProperties === false) {
+        return at + "additional property '" + name + "' is not allowed";
+      }
+    }
+  }
+  if (typeOf(value) === "array" && schema.items && typeof schema.items === "object") {
+    for (let i = 0; i < value.length; i++) {
+      const problem = check(schema.items, value[i], where ? where + "/" + i : String(i));
+      if (problem) return problem;
+    }
+  }
+  return null;
+}
+
+// -- decisions ----------------------------------------------------------------------
+function show(card, selector, text) {
+  card.querySelector(".error").textContent = "";
+  card.querySelector(".result").textContent = "";
+  card.querySelector(selector).textContent = text;
+}
+
+async function decide(card, action) {
+  const body = {
+    session_id: card.dataset.session,
+    call_id: card.dataset.call,
+    digest: card.dataset.digest,
+    action: action,
+  };
+  if (action === "deny") body.reason = card.querySelector(".reason").value;
+  if (action === "approve_with") {
+    const text = card.querySelector(".edited").value;
+    let value;
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      show(card, ".error", "The edited arguments are not JSON: " + error.message);
+      return;
+    }
+    const schema = card.dataset.schema ? JSON.parse(card.dataset.schema) : null;
+    const problem = check(schema, value, "");
+    if (problem) {
+      show(card, ".error", "The edited arguments do not match the tool's schema: " + problem);
+      return;
+    }
+    body.input = text;
+  }
+  card.querySelectorAll("button").forEach((b) => (b.disabled = true));
+  card.classList.add("pending"); // a live refresh keeps this card until the answer is shown
+  let answer;
+  try {
+    const response = await fetch("/api/decide", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify(body),
+      credentials: "same-origin",
+    });
+    answer = await response.json();
+  } catch (error) {
+    answer = { ok: false, error: "The server did not answer: " + error.message };
+  }
+  card.classList.remove("pending");
+  if (answer.ok) {
+    card.classList.add("decided");
+    show(card, ".result", answer.message);
+  } else {
+    card.classList.add("refused");
+    show(card, ".error", answer.error);
+    if (answer.status !== 409) card.querySelectorAll("button").forEach((b) => (b.disabled = false));
+  }
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button");
+  const card = button && button.closest(".card");
+  if (!card) return;
+  if (button.classList.contains("approve")) decide(card, "approve");
+  else if (button.classList.contains("deny")) decide(card, "deny");
+  else if (button.classList.contains("approve-edited")) decide(card, "approve_with");
+  else if (button.classList.contains("edit")) card.querySelector(".editor").hidden = false;
+});
+
+// -- live updates ---------------------------------------------------------------------
+let refreshing = null;
+
+function cardKey(card) {
+  return [card.dataset.session, card.dataset.call, card.dataset.digest].join("\n");
+}
+
+// What the person was doing on each card: kept across a live refresh.
+function saveState(content) {
+  const saved = new Map();
+  const focused = document.activeElement;
+  for (const card of content.querySelectorAll(".card")) {
+    const reason = card.querySelector(".reason");
+    const edited = card.querySelector(".edited");
+    saved.set(cardKey(card), {
+      reason: reason.value,
+      editorOpen: !card.querySelector(".editor").hidden,
+      edited: edited.value,
+      error: card.querySelector(".error").textContent,
+      focus: focused === reason ? ".reason" : focused === edited ? ".edited" : null,
+      selection: focused && focused.selectionStart !== undefined
+        ? [focused.selectionStart, focused.selectionEnd] : null,
+    });
+  }
+  return saved;
+}
+
+function restoreState(content, saved) {
+  for (const card of content.querySelectorAll(".card")) {
+    const state = saved.get(cardKey(card));
+    if (!state) continue;
+    card.querySelector(".reason").value = state.reason;
+    card.querySelector(".editor").hidden = !state.editorOpen;
+    card.querySelector(".edited").value = state.edited;
+    card.querySelector(".error").textContent = state.error;
+    if (state.focus) {
+      const element = card.querySelector(state.focus);
+      element.focus();
+      if (state.selection) element.setSelectionRange(state.selection[0], state.selection[1]);
+    }
+  }
+}
+
+async function refresh() {
+  if (!partial) return;
+  const response = await fetch(partial, { credentials: "same-origin" });
+  if (!response.ok) return;
+  const html = await response.text(); // escaped by the server's templates
+  const content = document.getElementById("content");
+  // Cards answered (or being answered) here stay, so their message stays visible.
+  const kept = Array.from(content.querySelectorAll(".card.pending, .card.decided, .card.refused"));
+  const saved = saveState(content);
+  content.innerHTML = html;
+  restoreState(content, saved);
+  const inbox = document.getElementById("inbox");
+  for (const card of kept) {
+    const same = inbox && Array.from(inbox.children).find((c) => cardKey(c) === cardKey(card));
+    if (same) same.replaceWith(card);
+    else if (inbox) { card.classList.add("gone"); inbox.appendChild(card); }
+  }
+  document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
+}
+
+function connect() {
+  const live = document.getElementById("live");
+  const source = new EventSource("/events");
+  source.addEventListener("open", () => { live.textContent = "● live"; live.classList.add("on"); });
+  source.addEventListener("changed", () => {
+    refreshing = (refreshing || Promise.resolve()).then(refresh, refresh);
+  });
+  source.addEventListener("error", () => { live.textContent = "○ reconnecting"; live.classList.remove("on"); });
+}
+
+connect();
