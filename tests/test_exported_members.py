@@ -231,6 +231,7 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
     },
     "agentloop.tools": {
         "PermissionsFunction",
+        "ToolInDoubtError",
         "argument_converter",
         "structure_value",
         "synthesized_result",

@@ -1,6 +1,7 @@
 """Tools: the protocol, ``@tool``, schemas from type hints, registries and the executor."""
 
 from ._decorator import FunctionTool, PermissionsFunction, tool
+from ._errors import ToolInDoubtError
 from ._executor import (
     RAW_ARGUMENTS_KEY,
     ApprovalNeeded,
@@ -26,6 +27,7 @@ __all__ = [
     "ToolCatalogEvent",
     "ToolContext",
     "ToolExecutor",
+    "ToolInDoubtError",
     "ToolOutput",
     "ToolRegistry",
     "ToolRequest",

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from ..core._results import synthesized_result
 
-__all__ = ["describe_error", "synthesized_result"]
+__all__ = ["ToolInDoubtError", "describe_error", "synthesized_result"]
+
+
+class ToolInDoubtError(Exception):
+    """Raised by a tool (or a wrapper such as a durable-execution step) that cannot
+    tell whether its side effect happened: the call is answered ``in_doubt`` with
+    this message instead of ``failed``, and the model decides what to do."""
+
 
 _MAX_ERROR_CHARS = 2_000
 

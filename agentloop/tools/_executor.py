@@ -35,7 +35,7 @@ from ..permissions._requests import (
     RequireApproval,
     ToolInvocation,
 )
-from ._errors import describe_error
+from ._errors import ToolInDoubtError, describe_error
 from ._fast_check import FastCheck, compile_fast_check
 from ._outputs import OutputProblem, stored_result
 from ._permission_check import evaluate_requests
@@ -455,6 +455,11 @@ class BasicToolExecutor:
         return self._to_result(request, value, self._output_limit(call.tool))
 
     def _failed(self, request: ToolRequest, error: BaseException) -> ToolResultPart:
+        if isinstance(error, ToolInDoubtError):
+            text = error.args[0] if error.args and isinstance(error.args[0], str) else ""
+            return synthesized_result(
+                request.call_id, text or describe_error(error), ResultOutcome.IN_DOUBT
+            )
         stray = " (a cancellation the host did not ask for)" if _is_cancellation(error) else ""
         log.warning("tool raised", tool=request.tool_name, call_id=request.call_id, exc_info=True)
         return synthesized_result(

@@ -19,11 +19,12 @@ from dbos import DBOS
 from ..._serde import structure, unstructure
 from ...core._cancellation import TurnCancellation
 from ...core._errors import AgentLoopError, ProviderError, ProviderErrorKind
-from ...core._items import OUTCOME_KEY, Part, ResultOutcome
+from ...core._items import Part
 from ...core._tool_spec import ToolSpec
 from ...loop._session_store import ClaimError, SessionStore, input_digest
 from ...model._config import SessionConfig
 from ...model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
+from ...tools._errors import ToolInDoubtError
 from ...tools._registry import ToolCatalogEvent, ToolSource
 from ...tools._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
@@ -188,9 +189,7 @@ class _DurableTool:
                 if error.reason != "claimed":
                     raise
                 text = IN_DOUBT_TEXT.format(call_id=request.call_id, tool=request.tool_name)
-                outcome = {OUTCOME_KEY: ResultOutcome.IN_DOUBT.value}
-                doubt = ToolOutput(text, is_error=True, metadata=outcome)
-                return json.dumps(_output_document(doubt))
+                return json.dumps({"in_doubt": text})
         try:
             value = await self._inner.invoke(request, ctx)
         except Exception as error:  # a tool failure is a result, recorded like one
@@ -219,6 +218,8 @@ def _is_part(value: Any) -> bool:
 def _restore_output(document: dict[str, Any]) -> Any:
     if "raised" in document:
         raise RecordedToolFailure(document["raised"])
+    if "in_doubt" in document:
+        raise ToolInDoubtError(document["in_doubt"])
     if "parts" in document:
         return [structure(part, Part) for part in document["parts"]]
     if "output" in document:
