@@ -214,20 +214,24 @@ def redact(text: str, secrets: Iterable[Secret | None]) -> str:
         for form in secret.forms():
             if form in text:
                 text = text.replace(form, REDACTED)
-    for secret in chosen:
-        for form in secret.forms():
-            text = _redact_cut(text, form)
-    return text
+    return _redact_cuts(text, [form for secret in chosen for form in secret.forms()])
 
 
-def _redact_cut(text: str, form: str) -> str:
+def _redact_cuts(text: str, forms: list[str]) -> str:
+    """Redact the starts of ``forms`` cut off at the end of ``text`` or before a
+    :data:`CUT_MARKER`, longest first across every form (a shorter start of one
+    form can sit inside a longer start of another, e.g. a key inside its escaped form)."""
     has_marker = CUT_MARKER in text
-    for length in range(len(form) - 1, _MIN_CUT_PREFIX - 1, -1):
-        prefix = form[:length]
+    prefixes = sorted(
+        {form[:length] for form in forms for length in range(_MIN_CUT_PREFIX, len(form))},
+        key=len,
+        reverse=True,
+    )
+    for prefix in prefixes:
         if has_marker and prefix + CUT_MARKER in text:
             text = text.replace(prefix + CUT_MARKER, REDACTED + CUT_MARKER)
         if text.endswith(prefix):
-            text = text[: len(text) - length] + REDACTED
+            text = text[: len(text) - len(prefix)] + REDACTED
     return text
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import structlog
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentloop import InvalidInputError, ProviderError
@@ -258,6 +258,7 @@ def test_chained_exceptions_that_show_a_key_are_replaced_by_redacted_stand_ins()
 
 
 @given(key=keys, cut=st.integers(4, 60))
+@example(key="\"0000000001'", cut=5)  # a start of the key inside a start of its escaped form
 def test_redact_finds_every_form_and_every_cut(key: str, cut: int) -> None:
     secret = Secret(key)
     for form in forms(key):
