@@ -137,7 +137,7 @@ def main(
     if ctrl_c is not None:
         reader = ctrl_c.prompts(reader)
     try:
-        status: int = anyio.run(_run, arguments, renderer, reader, ctrl_c)
+        status: int = anyio.run(_run_unwrapped, arguments, renderer, reader, ctrl_c)
     except KeyboardInterrupt:
         renderer.error("interrupted")
         return EXIT_INTERRUPTED
@@ -150,6 +150,18 @@ def main(
             renderer.traceback(error)
         return 1
     return status
+
+
+async def _run_unwrapped(
+    arguments: argparse.Namespace, renderer: Renderer, reader: ReadLine, ctrl_c: CtrlC | None
+) -> int:
+    """``_run``, with an error that a task group wrapped alone re-raised as itself."""
+    try:
+        return await _run(arguments, renderer, reader, ctrl_c)
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], AgentLoopError):
+            raise group.exceptions[0] from group
+        raise
 
 
 def configure_logging(verbose: bool) -> None:

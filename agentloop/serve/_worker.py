@@ -28,6 +28,7 @@ from ..loop._session_store import (
     LeaseHeldError,
     SessionStatus,
     SessionStore,
+    StoredSession,
     input_digest,
 )
 from ..loop._state import DriverState
@@ -73,6 +74,30 @@ class _FencedStore:
         )
         self._document = checkpoint
         return version
+
+    async def load(self, session_id: str) -> StoredSession | None:
+        # The worker applies recorded decisions itself, with the reason or the edited
+        # input from the audit log: the driver is not shown them (it would deny with a
+        # generic text).
+        stored = await self._store.load(session_id)
+        return None if stored is None else attrs.evolve(stored, approvals={})
+
+    async def claim(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        tool_name: str,
+        input_digest: str,
+        fencing_token: int | None = None,
+    ) -> Claim:
+        return await self._store.claim(
+            session_id,
+            call_id,
+            tool_name=tool_name,
+            input_digest=input_digest,
+            fencing_token=self._token,
+        )
 
     async def record_call_started(self, session_id: str, call_id: str, tool_name: str) -> None:
         # The single-use, fenced form: a call claimed by any worker never runs again.

@@ -65,7 +65,7 @@ def test_bad_arguments_are_refused(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     status, output = run_cli(["serve", *arguments])
-    assert status == 1
+    assert status == 2  # bad arguments (docs/cli.md)
     assert output.strip() == message
     assert not (tmp_path / "x.db").exists()
 
