@@ -13,6 +13,7 @@ import agentloop.tools
 NOT_YET_AT_THE_ROOT = {
     agentloop.tools: {
         "PermissionsFunction",
+        "ToolInDoubtError",
         "argument_converter",
         "catalog_change",
         "structure_value",
