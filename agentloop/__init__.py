@@ -5,6 +5,9 @@ Build an :class:`Agent`, ``await agent.start(config)`` to get a
 :class:`Finished` or an interrupt you resolve.
 """
 
+import warnings
+from typing import Any as _Any
+
 from ._serde import converter, structure, unstructure
 from ._version import __version__ as __version__
 from .core._cancellation import CancellationController, CancellationHandle, TurnCancellation
@@ -54,8 +57,8 @@ from .core._transcript import (
 )
 from .host._run import (
     DEFAULT_MAX_STEPS,
-    ApprovalAnswer,
     Approver,
+    ApproverReply,
     RunResult,
     RunStopReason,
     TurnRetryPolicy,
@@ -64,17 +67,18 @@ from .host._run import (
 )
 from .host._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
 from .loop._agent import Agent, AgentBuilder
-from .loop._checkpoint import CHECKPOINT_VERSION
+from .loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from .loop._driver import LoopDriver, LoopSnapshot
 from .loop._events import (
     AgentEnded,
     AgentEvent,
-    ApprovalRequired,
-    ApprovalResolved,
+    ApprovalAnswered,
+    ApprovalRequested,
     ContentDelta,
     ExecutedToolCall,
     InputAccepted,
     LoopObserver,
+    LoopWarning,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallRecord,
@@ -93,16 +97,15 @@ from .loop._events import (
     TurnResult,
     TurnStarted,
     UsageUpdated,
-    Warning,
 )
 from .loop._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 from .loop._state import DriverState, RetryPoint
 from .loop._steps import (
     AfterToolResult,
-    ApprovalDecision,
+    AnswerKind,
+    ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
-    DecisionKind,
     Finished,
     Interrupt,
     Step,
@@ -132,7 +135,7 @@ from .permissions._policies import (
     PathPolicy,
     PermissionPolicy,
     PolicyChain,
-    PolicyDecision,
+    PolicyVerdict,
     ToolPolicy,
     Verdict,
 )
@@ -140,6 +143,7 @@ from .permissions._requests import (
     Allow,
     AllowAll,
     ApprovalReason,
+    AskApproval,
     CustomPermission,
     Deny,
     DenyAll,
@@ -148,13 +152,11 @@ from .permissions._requests import (
     FileSystemWrite,
     NetworkAccess,
     PermissionChecker,
-    PermissionDecision,
     PermissionRequest,
-    RequireApproval,
+    PermissionVerdict,
     ShellCommand,
     ToolInvocation,
 )
-from .store._documents import CHECKPOINT_FORMAT
 from .store._jsonl import export_jsonl, import_jsonl
 from .store._memory import MemorySessionStore
 from .store._protocol import SessionInfo, SessionStore, StoredSession
@@ -162,34 +164,33 @@ from .store._sqlite import SqliteSessionStore
 from .tasks._async import AsyncTaskManager, AsyncTaskManagerHandle, TaskManagerState
 from .tasks._protocol import (
     TaskCancelled,
-    TaskCompleted,
     TaskDetached,
-    TaskDone,
     TaskEvent,
     TaskFailed,
+    TaskFinished,
     TaskKind,
     TaskLaunch,
+    TaskLaunched,
     TaskManager,
     TaskManagerHandle,
-    TaskMovedToBackground,
-    TaskRunning,
     TaskSnapshot,
     TaskStarted,
+    TaskSucceeded,
     TurnUpdate,
 )
 from .tasks._routing import (
     DetachAfter,
     RouteByAnnotation,
     RouteByName,
-    RoutingDecision,
+    RouteChoice,
     RoutingPolicy,
 )
 from .tasks._simple import SimpleTaskManager
 from .testing._scripted import ScriptedModel
 from .tools._decorator import FunctionTool, tool
 from .tools._executor import (
-    ApprovalNeeded,
     BasicToolExecutor,
+    PendingApproval,
     PreparedCall,
     PrepareOutcome,
     ToolExecutor,
@@ -215,16 +216,17 @@ __all__ = [
     "AgentLoopError",
     "Allow",
     "AllowAll",
+    "AnswerKind",
     "AppendText",
     "ApprovalAnswer",
-    "ApprovalDecision",
+    "ApprovalAnswered",
     "ApprovalId",
-    "ApprovalNeeded",
     "ApprovalReason",
     "ApprovalRequest",
-    "ApprovalRequired",
-    "ApprovalResolved",
+    "ApprovalRequested",
     "Approver",
+    "ApproverReply",
+    "AskApproval",
     "AsyncTaskManager",
     "AsyncTaskManagerHandle",
     "AutomaticCache",
@@ -240,7 +242,6 @@ __all__ = [
     "ContentDelta",
     "CustomPart",
     "CustomPermission",
-    "DecisionKind",
     "Delta",
     "Deny",
     "DenyAll",
@@ -269,6 +270,7 @@ __all__ = [
     "LoopMutator",
     "LoopObserver",
     "LoopSnapshot",
+    "LoopWarning",
     "MediaPart",
     "MemorySessionStore",
     "Metadata",
@@ -292,12 +294,13 @@ __all__ = [
     "Part",
     "PartKind",
     "PathPolicy",
+    "PendingApproval",
     "PermissionChecker",
-    "PermissionDecision",
     "PermissionPolicy",
     "PermissionRequest",
+    "PermissionVerdict",
     "PolicyChain",
-    "PolicyDecision",
+    "PolicyVerdict",
     "PrepareOutcome",
     "PreparedCall",
     "PriceTable",
@@ -308,12 +311,11 @@ __all__ = [
     "ProviderError",
     "ProviderErrorKind",
     "ReasoningPart",
-    "RequireApproval",
     "ResultOutcome",
     "RetryPoint",
     "RouteByAnnotation",
     "RouteByName",
-    "RoutingDecision",
+    "RouteChoice",
     "RoutingPolicy",
     "RunFailed",
     "RunResult",
@@ -333,21 +335,20 @@ __all__ = [
     "StreamItem",
     "StructuredPart",
     "TaskCancelled",
-    "TaskCompleted",
     "TaskDetached",
-    "TaskDone",
     "TaskEvent",
     "TaskFailed",
+    "TaskFinished",
     "TaskId",
     "TaskKind",
     "TaskLaunch",
+    "TaskLaunched",
     "TaskManager",
     "TaskManagerHandle",
     "TaskManagerState",
-    "TaskMovedToBackground",
-    "TaskRunning",
     "TaskSnapshot",
     "TaskStarted",
+    "TaskSucceeded",
     "TextPart",
     "Tool",
     "ToolAnnotations",
@@ -389,7 +390,6 @@ __all__ = [
     "Usage",
     "UsageUpdated",
     "Verdict",
-    "Warning",
     "catalog_change",
     "continue_from",
     "converter",
@@ -406,3 +406,19 @@ __all__ = [
     "unstructure",
     "validate_transcript",
 ]
+
+# Renamed in 0.2 (one name per concept); kept for one release because earlier
+# examples use them. Not in ``__all__``: ``from agentloop import *`` no longer
+# shadows the builtin ``Warning``.
+_DEPRECATED = {"ApprovalDecision": "ApprovalAnswer", "Warning": "LoopWarning"}
+
+
+def __getattr__(name: str) -> _Any:
+    """Resolve a deprecated name to its new one, with a ``DeprecationWarning``."""
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
+    warnings.warn(
+        f"agentloop.{name} is deprecated; use agentloop.{new}", DeprecationWarning, stacklevel=2
+    )
+    return globals()[new]

@@ -40,9 +40,9 @@ class PublishReport:
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if request.kind == "filesystem.write":
-            return al.RequireApproval("sensitive_path", request.summary)
+            return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()
 
 

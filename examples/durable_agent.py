@@ -44,9 +44,9 @@ class Refund:
 class ApproveLargeRefunds:
     """Refunds above 100 ask a human."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if request.kind == "payment.refund" and int(request.summary.split()[1]) > 100:
-            return al.RequireApproval("policy_requires_confirmation", request.summary)
+            return al.AskApproval("policy_requires_confirmation", request.summary)
         return al.Allow()
 
 

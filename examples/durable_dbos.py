@@ -36,7 +36,7 @@ async def main(folder: Path) -> None:
         pending = await pending_approval(client, run, within=30)
         assert pending is not None
         print(f"approval: {pending.summary}")
-        await approve(client, run, pending.call_id, al.ApprovalDecision.approve())
+        await approve(client, run, pending.call_id, al.ApprovalAnswer.approve())
         result = await wait_result(client, run, within=30)
     finally:
         client.destroy()

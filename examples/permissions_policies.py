@@ -29,10 +29,10 @@ def make_tools(workspace: Path) -> al.ToolRegistry:
     return al.ToolRegistry().with_tool(read_file).with_tool(run)
 
 
-def describe(decision: al.PermissionDecision) -> str:
+def describe(decision: al.PermissionVerdict) -> str:
     if isinstance(decision, al.Deny):
         return f"deny [{decision.code}] {decision.message}"
-    if isinstance(decision, al.RequireApproval):
+    if isinstance(decision, al.AskApproval):
         return f"ask [{decision.reason}] {decision.summary}"
     return "allow"
 

@@ -16,10 +16,10 @@ from agentloop.permissions import open_beneath
 from agentloop.testing import call, tool_calls
 
 
-def describe(decision: al.PermissionDecision) -> str:
+def describe(decision: al.PermissionVerdict) -> str:
     if isinstance(decision, al.Deny):
         return f"deny: {decision.message}"
-    if isinstance(decision, al.RequireApproval):
+    if isinstance(decision, al.AskApproval):
         return f"ask: {decision.summary}"
     return "allow"
 

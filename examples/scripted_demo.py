@@ -50,9 +50,9 @@ class ReadNote:
 class AskBeforeReading:
     """Reads need a human's yes."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if request.kind == "filesystem.read":
-            return al.RequireApproval("sensitive_path", request.summary)
+            return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()
 
 
@@ -72,7 +72,7 @@ def _brief(event: al.AgentEvent) -> str:
         return f"{event.result.call_id} -> {event.result.output!r}"
     if isinstance(event, al.TurnFinished):
         return f"{event.result.turn_id} {event.result.finish_reason.value}"
-    if isinstance(event, al.ApprovalRequired):
+    if isinstance(event, al.ApprovalRequested):
         return f"{event.call_id}: {event.summary}"
     return ""
 

@@ -21,23 +21,23 @@ class WorkspacePolicy:
     def __init__(self, root: str = "/workspace") -> None:
         self.root = os.path.realpath(root)
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if not isinstance(request, al.FileSystemWrite | al.FileSystemRead):
             return al.Allow()
         real = os.path.realpath(os.path.join(self.root, request.path))
         if os.path.commonpath([real, self.root]) != self.root:
             return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, f"{request.path} is outside {self.root}")
         if isinstance(request, al.FileSystemWrite):
-            return al.RequireApproval("sensitive_path", request.summary)
+            return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()
 
 
 class PrefixPolicy(WorkspacePolicy):
     """The bug: a prefix test on the raw text."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if getattr(request, "path", "").startswith("/workspace/"):
-            return al.RequireApproval("sensitive_path", request.summary)
+            return al.AskApproval("sensitive_path", request.summary)
         return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, "outside /workspace")
 
 
@@ -46,7 +46,7 @@ def test_paths_outside_the_workspace_are_denied() -> None:
     # without a root, a temporary sandbox whose symlinks lead out of it.
     check_path_policy(WorkspacePolicy("/workspace"), "/workspace", deny_outside=True)
     check_path_policy(WorkspacePolicy, deny_outside=True)  # built for the sandbox's root
-    with pytest.raises(AssertionError, match="answered RequireApproval"):
+    with pytest.raises(AssertionError, match="answered AskApproval"):
         check_path_policy(PrefixPolicy(), "/workspace", deny_outside=True)
 
 

@@ -81,7 +81,7 @@ class ReportWarnings:
         self.owner = owner
 
     def handle_event(self, event: al.AgentEvent) -> None:
-        if isinstance(event, al.Warning):
+        if isinstance(event, al.LoopWarning):
             print(f"{self.owner}: warning: {event.message}", flush=True)
 
 

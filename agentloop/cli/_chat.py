@@ -27,7 +27,7 @@ from ..host._run import RunResult, RunStopReason
 from ..host._stream import stream
 from ..loop._agent import Agent
 from ..loop._events import ContentDelta, RunFailed
-from ..loop._steps import ApprovalDecision, ApprovalRequest
+from ..loop._steps import ApprovalAnswer, ApprovalRequest
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
 from ..permissions._policies import KindPolicy, PathPolicy, PolicyChain
@@ -75,29 +75,29 @@ def parse_edited_input(text: str, original: Any) -> Any:
 
 async def ask_approval(
     renderer: Renderer, read_line: ReadLine, request: ApprovalRequest
-) -> ApprovalDecision:
+) -> ApprovalAnswer:
     """Ask until the answer is y, n or e; end of input denies, so does Ctrl-C (which also
     cancels the turn, so the answer is dropped)."""
     renderer.end_inline()  # no "thinking…" status or half line over the prompt
     try:
         return await _ask_approval(renderer, read_line, request)
     except PromptInterrupted:
-        return ApprovalDecision.deny("cancelled with Ctrl-C")
+        return ApprovalAnswer.deny("cancelled with Ctrl-C")
 
 
 async def _ask_approval(
     renderer: Renderer, read_line: ReadLine, request: ApprovalRequest
-) -> ApprovalDecision:
+) -> ApprovalAnswer:
     while True:
         answer = await read_line(APPROVAL_PROMPT)
         if answer is None:
-            return ApprovalDecision.deny("no answer: the input ended")
+            return ApprovalAnswer.deny("no answer: the input ended")
         choice = answer.strip().lower()
         if choice in ("y", "yes"):
-            return ApprovalDecision.approve()
+            return ApprovalAnswer.approve()
         if choice in ("n", "no"):
             reason = await read_line("reason (optional): ")
-            return ApprovalDecision.deny(reason.strip() if reason and reason.strip() else None)
+            return ApprovalAnswer.deny(reason.strip() if reason and reason.strip() else None)
         if choice in ("e", "edit"):
             decision = await _ask_edit(renderer, read_line, request)
             if decision is not None:
@@ -108,26 +108,26 @@ async def _ask_approval(
 
 async def _ask_edit(
     renderer: Renderer, read_line: ReadLine, request: ApprovalRequest
-) -> ApprovalDecision | None:
+) -> ApprovalAnswer | None:
     text = await read_line(f"new input as JSON (blank keeps {format_arguments(request.input)}): ")
     if text is None:
-        return ApprovalDecision.deny("no answer: the input ended")
+        return ApprovalAnswer.deny("no answer: the input ended")
     try:
         edited = parse_edited_input(text, request.input)
     except ValueError as error:
         renderer.error(f"cannot use that input: {error}; try again")
         return None
     if edited == request.input:
-        return ApprovalDecision.approve()
-    return ApprovalDecision.approve_with(edited)
+        return ApprovalAnswer.approve()
+    return ApprovalAnswer.approve_with(edited)
 
 
-def auto_approver(renderer: Renderer) -> Callable[[ApprovalRequest], ApprovalDecision]:
+def auto_approver(renderer: Renderer) -> Callable[[ApprovalRequest], ApprovalAnswer]:
     """An approver for ``--yes``: approves everything and says so."""
 
-    def approve(request: ApprovalRequest) -> ApprovalDecision:
+    def approve(request: ApprovalRequest) -> ApprovalAnswer:
         renderer.line(f"{APPROVAL_PROMPT}y  (--yes)", "magenta")
-        return ApprovalDecision.approve()
+        return ApprovalAnswer.approve()
 
     return approve
 
@@ -362,10 +362,10 @@ class ChatSession:
         else:
             self.renderer.note("(Ctrl-C cancels a running turn; type /quit to leave)")
 
-    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+    async def approve(self, request: ApprovalRequest) -> ApprovalAnswer:
         """Answer ``request``: yes with ``--yes``, else ask at the terminal."""
         if self.approve_all:
-            return ApprovalDecision.approve()
+            return ApprovalAnswer.approve()
         return await ask_approval(self.renderer, self.read_line, request)
 
 

@@ -289,7 +289,7 @@ async def _finish_interrupted_turn(session: ChatSession, renderer: Renderer) -> 
             f"approval pending from the last run: {step.tool_name}({format_arguments(step.input)})"
         )
         decision = await session.approve(step)
-        driver.resolve_approval_for(step.call_id, decision)
+        driver.answer_approval_for(step.call_id, decision)
         step = await driver.run_until_blocked()
     items = list(driver.snapshot().transcript)
     if items and items[-1].kind is ItemKind.ASSISTANT:

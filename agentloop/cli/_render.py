@@ -23,15 +23,15 @@ from ..core._delta import AppendText, BeginPart
 from ..core._items import Item, ItemKind, PartKind, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..loop._events import (
     AgentEvent,
-    ApprovalRequired,
-    ApprovalResolved,
+    ApprovalAnswered,
+    ApprovalRequested,
     ContentDelta,
+    LoopWarning,
     RunFailed,
     ToolCallRequested,
     ToolExecutionFinished,
     ToolResultReceived,
     TurnFinished,
-    Warning,
 )
 from ..loop._steps import Step
 
@@ -163,12 +163,12 @@ class Renderer:
         elif isinstance(event, ToolResultReceived):
             self._result(event.result)
             self.thinking()  # the model is called again with the result
-        elif isinstance(event, ApprovalRequired):
+        elif isinstance(event, ApprovalRequested):
             self.line(
                 f"?  {event.tool_name} needs approval: {event.summary} ({event.reason})",
                 "bold magenta",
             )
-        elif isinstance(event, ApprovalResolved):
+        elif isinstance(event, ApprovalAnswered):
             verdict = "approved" if event.approved else "denied"
             edited = " with edited input" if event.patched else ""
             self.line(f"   {verdict}{edited}", "magenta")
@@ -180,7 +180,7 @@ class Renderer:
             usage = format_usage(result.usage)
             usage = f"usage {usage}" if usage == NOT_REPORTED else usage
             self.line(f"== turn {result.finish_reason.value} ({usage})", "green")
-        elif isinstance(event, Warning):
+        elif isinstance(event, LoopWarning):
             self.line(f"warning: {event.message}", "yellow")
         elif isinstance(event, RunFailed):
             self.error(f"failed: {event.message}")

@@ -10,7 +10,7 @@ import attrs
 
 from .._log import get_logger
 from ..loop._agent import AgentBuilder
-from ..loop._events import Warning as WarningEvent
+from ..loop._events import LoopWarning as WarningEvent
 from ..loop._mutators import MutationContext, MutationPoint, TranscriptCursor
 from ..model._protocol import ModelAdapter
 from ..tools._registry import ToolRegistry
@@ -48,7 +48,7 @@ class Compactor:
       change);
     - a pass that removed nothing (``NO_OP``: the transcript is left as it
       was) or left the transcript above ``max_tokens`` (``OVER_BUDGET``)
-      also emits a ``Warning`` event. Neither is reported as success.
+      also emits a ``LoopWarning`` event. Neither is reported as success.
 
     With no trigger firing the transcript is not touched, so consecutive
     requests share their prefix. The driver validates every pass: a

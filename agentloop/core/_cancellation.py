@@ -2,9 +2,9 @@
 
 A :class:`CancellationController` owns a generation counter. The agent gets
 its :meth:`~CancellationController.handle`; the driver takes a
-:class:`TurnCancellation` checkpoint when a turn starts. ``interrupt()`` bumps
-the generation, so every checkpoint taken before it is cancelled and every
-later checkpoint is clean: "cancel this turn, keep the session".
+:class:`TurnCancellation` snapshot when a turn starts. ``interrupt()`` bumps
+the generation, so every snapshot taken before it is cancelled and every
+later snapshot is clean: "cancel this turn, keep the session".
 
 Cancellation really aborts work: the driver runs model streams, tools and
 mutators inside :meth:`TurnCancellation.scope`, an anyio cancel scope that
@@ -24,7 +24,7 @@ __all__ = ["CancellationController", "CancellationHandle", "TurnCancellation"]
 
 
 class CancellationHandle:
-    """The shared, read side of a controller: take checkpoints, watch generations."""
+    """The shared, read side of a controller: take snapshots, watch generations."""
 
     __slots__ = ("_generation", "_scopes", "_waiters")
 
@@ -38,7 +38,7 @@ class CancellationHandle:
         """How many interrupts happened so far."""
         return self._generation
 
-    def checkpoint(self) -> TurnCancellation:
+    def snapshot(self) -> TurnCancellation:
         """Capture the current generation; the result is cancelled by any later interrupt."""
         return TurnCancellation(self, self._generation)
 
@@ -72,7 +72,7 @@ class CancellationHandle:
 
 
 class CancellationController:
-    """The write side: ``interrupt()`` cancels everything checkpointed before it."""
+    """The write side: ``interrupt()`` cancels everything snapshotted before it."""
 
     __slots__ = ("_handle",)
 
@@ -84,12 +84,12 @@ class CancellationController:
         return self._handle
 
     def interrupt(self) -> int:
-        """Cancel every checkpoint taken so far; returns the new generation."""
+        """Cancel every snapshot taken so far; returns the new generation."""
         return self._handle._interrupt()
 
 
 class _Release:
-    """A checkpoint's switch: once released, interrupts no longer reach it."""
+    """A snapshot's switch: once released, interrupts no longer reach it."""
 
     __slots__ = ("released", "scopes")
 
@@ -100,9 +100,9 @@ class _Release:
 
 @attrs.frozen
 class TurnCancellation:
-    """A checkpoint: cancelled once any interrupt happens after it was taken.
+    """A snapshot: cancelled once any interrupt happens after it was taken.
 
-    :meth:`for_call` derives a checkpoint for one tool call; the driver calls
+    :meth:`for_call` derives a snapshot for one tool call; the driver calls
     its :meth:`release` when the call moves to the background, so the turn's
     later interrupts no longer reach it.
     """
@@ -111,9 +111,17 @@ class TurnCancellation:
     generation: int
     _release: _Release = attrs.field(factory=_Release, init=False, eq=False, repr=False)
 
+    @classmethod
+    def fired(cls) -> TurnCancellation:
+        """A snapshot that is already cancelled (a restored turn an interrupt had hit)."""
+        handle = CancellationHandle()
+        snapshot = handle.snapshot()
+        handle._interrupt()
+        return snapshot
+
     @property
     def is_cancelled(self) -> bool:
-        """Whether an interrupt happened since this checkpoint (never, once released)."""
+        """Whether an interrupt happened since this snapshot (never, once released)."""
         return not self._release.released and self.handle.is_cancelled_since(self.generation)
 
     @property
@@ -122,7 +130,7 @@ class TurnCancellation:
         return self._release.released
 
     def for_call(self) -> TurnCancellation:
-        """The same checkpoint with its own release switch (one per tool call)."""
+        """The same snapshot with its own release switch (one per tool call)."""
         return TurnCancellation(self.handle, self.generation)
 
     def release(self) -> None:
@@ -133,16 +141,16 @@ class TurnCancellation:
         self._release.scopes.clear()
 
     async def cancelled(self) -> None:
-        """Wait until this checkpoint is cancelled (forever, once released)."""
+        """Wait until this snapshot is cancelled (forever, once released)."""
         await self.handle.cancelled_since(self.generation)
         if self._release.released:
             await anyio.sleep_forever()
 
     @contextmanager
     def scope(self) -> Iterator[anyio.CancelScope]:
-        """An anyio cancel scope that an interrupt after this checkpoint cancels.
+        """An anyio cancel scope that an interrupt after this snapshot cancels.
 
-        The scope is cancelled at once if the checkpoint already is. Check
+        The scope is cancelled at once if the snapshot already is. Check
         ``scope.cancelled_caught`` (or :attr:`is_cancelled`) after the block.
         """
         with anyio.CancelScope() as scope:

@@ -10,6 +10,7 @@ parts, deltas, usage); each layer above adds its own hooks with its
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -118,18 +119,35 @@ def _unstructure_result(converter: cattrs.Converter, part: ToolResultPart) -> di
     }
 
 
+_RESULT_KEYS = frozenset({"type", "call_id", "output_type", "output", "is_error", "metadata"})
+
+
 def _structure_result(converter: cattrs.Converter, data: Any) -> ToolResultPart:
+    if not isinstance(data, Mapping):
+        raise TypeError(f"a tool_result must be an object, got {type(data).__name__}")
+    if extra := sorted(set(data) - _RESULT_KEYS):
+        raise ValueError(f"unknown tool_result fields {extra}")
     kind = data.get("output_type")
     raw = data.get("output")
     if kind == "parts":
+        if not isinstance(raw, list):
+            raise TypeError(f"tool_result parts output must be a list, got {type(raw).__name__}")
         output: Any = [converter.structure(p, Part) for p in raw]  # type: ignore[arg-type]
-    elif kind in ("text", "json"):
+    elif kind == "text":
+        if not isinstance(raw, str):
+            raise TypeError(f"tool_result text output must be a str, got {type(raw).__name__}")
+        output = raw
+    elif kind == "json":
         output = raw
     else:
         raise ValueError(f"unknown tool_result output_type {kind!r}")
-    return ToolResultPart(
-        data["call_id"],
-        output,
-        bool(data.get("is_error", False)),
-        metadata=data.get("metadata", {}),
-    )
+    call_id = data["call_id"]
+    is_error = data.get("is_error", False)
+    metadata = data.get("metadata", {})
+    if not isinstance(call_id, str):
+        raise TypeError(f"tool_result call_id must be a str, got {call_id!r}")
+    if not isinstance(is_error, bool):
+        raise TypeError(f"tool_result is_error must be a bool, got {is_error!r}")
+    if not isinstance(metadata, dict):
+        raise TypeError(f"tool_result metadata must be an object, got {metadata!r}")
+    return ToolResultPart(call_id, output, is_error, metadata=metadata)

@@ -6,8 +6,8 @@ They only call ``driver.next()``; see ``docs/host.md``.
 from ._run import (
     DEFAULT_MAX_STEPS,
     DEFAULT_SESSION_ID,
-    ApprovalAnswer,
     Approver,
+    ApproverReply,
     RunResult,
     RunStopReason,
     TurnRetryPolicy,
@@ -20,7 +20,7 @@ __all__ = [
     "DEFAULT_BUFFER_SIZE",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_SESSION_ID",
-    "ApprovalAnswer",
+    "ApproverReply",
     "Approver",
     "EventStream",
     "TurnRetryPolicy",

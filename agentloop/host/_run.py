@@ -27,7 +27,7 @@ from ..loop._driver import LoopDriver
 from ..loop._events import TurnResult
 from ..loop._steps import (
     AfterToolResult,
-    ApprovalDecision,
+    ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
     Finished,
@@ -38,7 +38,7 @@ from ..model._config import SessionConfig
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_SESSION_ID",
-    "ApprovalAnswer",
+    "ApproverReply",
     "Approver",
     "RunResult",
     "TurnRetryPolicy",
@@ -55,10 +55,10 @@ DEFAULT_MAX_STEPS = 100
 DEFAULT_SESSION_ID = "run"
 """The session id ``run()`` and ``stream()`` use when no ``config`` is given."""
 
-ApprovalAnswer: TypeAlias = ApprovalDecision | bool
+ApproverReply: TypeAlias = ApprovalAnswer | bool
 """What an approver returns: a decision, or ``True`` (approve) / ``False`` (deny)."""
 
-Approver: TypeAlias = Callable[[ApprovalRequest], ApprovalAnswer | Awaitable[ApprovalAnswer]]
+Approver: TypeAlias = Callable[[ApprovalRequest], ApproverReply | Awaitable[ApproverReply]]
 """A sync or async callable that answers one :class:`ApprovalRequest`."""
 
 
@@ -433,18 +433,18 @@ async def _answer(
         # The turn was interrupted while the approver thought: drop the
         # answer; the next step closes the turn as cancelled.
         return True
-    driver.resolve_approval_for(request.call_id, decision)
+    driver.answer_approval_for(request.call_id, decision)
     return True
 
 
-def _decision(answer: object, request: ApprovalRequest) -> ApprovalDecision:
-    if isinstance(answer, ApprovalDecision):
+def _decision(answer: object, request: ApprovalRequest) -> ApprovalAnswer:
+    if isinstance(answer, ApprovalAnswer):
         return answer
     if isinstance(answer, bool):
-        return ApprovalDecision.approve() if answer else ApprovalDecision.deny()
+        return ApprovalAnswer.approve() if answer else ApprovalAnswer.deny()
     raise InvalidInputError(
         f"approve callback: for {request.call_id} ({request.tool_name}) it returned "
-        f"{answer!r}; expected an ApprovalDecision (ApprovalDecision.approve(), "
+        f"{answer!r}; expected an ApprovalAnswer (ApprovalAnswer.approve(), "
         ".approve_with(input), .deny(reason)) or a bool"
     )
 

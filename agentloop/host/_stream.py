@@ -27,7 +27,7 @@ from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._events import AgentEvent, ApprovalResolved
+from ..loop._events import AgentEvent, ApprovalAnswered
 from ..loop._steps import ApprovalRequest, Step
 from ..model._config import SessionConfig
 from ._run import (
@@ -64,7 +64,7 @@ class _Forwarder:
         self.resolved: set[str] = set()
 
     def handle_event(self, event: AgentEvent) -> None:
-        if isinstance(event, ApprovalResolved):
+        if isinstance(event, ApprovalAnswered):
             self.resolved.add(event.call_id)
         self.offer(event)
 

@@ -14,7 +14,6 @@ from ..core._transcript import find_violation
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
 from ..permissions._requests import AllowAll, PermissionChecker
-from ..store._protocol import SessionStore
 from ..tasks._protocol import TaskManager
 from ..tasks._simple import SimpleTaskManager
 from ..tools._executor import BasicToolExecutor, ToolExecutor
@@ -25,7 +24,7 @@ from ._effects import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
 from ._persistence import load, recorded_decisions
-from ._session_store import Lease, StoredSession
+from ._session_store import Lease, SessionStore, StoredSession
 from ._state import DriverState
 
 __all__ = ["Agent", "AgentBuilder"]
@@ -128,7 +127,7 @@ class Agent:
             recorded=[call_id for call_id, _ in decisions],
         )
         for call_id, decision in decisions:
-            driver.resolve_approval_for(call_id, decision)
+            driver.answer_approval_for(call_id, decision)
         for observer in self.observers:
             observer.handle_event(RunStarted(restored.config.session_id))
         return driver

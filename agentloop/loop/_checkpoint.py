@@ -1,8 +1,12 @@
-"""Checkpoint documents: the driver's whole state between steps, as JSON.
+"""Checkpoint documents: the state core between steps, as JSON.
 
-``capture`` writes a versioned document from a driver's state; ``parse`` reads
-one back into a :class:`Restored` value, checking it completely first so a
-corrupted or inconsistent document never half-restores (fail closed).
+The document's schema is declared once, as attrs classes mirroring the state
+core (:class:`CheckpointDocument`, :class:`TurnDocument`, :class:`RoundDocument`,
+:class:`CallDocument`); a converter with strict scalar hooks turns them into
+JSON-compatible data and back. ``capture`` unstructures a core; ``parse``
+structures a document, rebuilds the live turn, then runs the consistency
+checks, so a corrupted or inconsistent document never half-restores (fail
+closed). Version 1 documents are upgraded to version 2 before structuring.
 """
 
 from __future__ import annotations
@@ -12,18 +16,20 @@ from typing import Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ..core._cancellation import TurnCancellation
-from ..core._errors import CheckpointError, InvalidStateError
+from ..core._errors import CheckpointError, InvalidStateError, ProviderError
 from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
+from ..core._serde import configure_core
 from ..model._config import PromptCacheRequest, SessionConfig
-from ..store._documents import CHECKPOINT_FORMAT
+from ..model._serde import configure_model
 from ..tools._tool import ToolRequest
 from ._checkpoint_checks import check_consistency
 from ._core import LoopCore
 from ._events import ExecutedToolCall, ModelCallRecord
 from ._results import answer
-from ._serde import provider_error_document, structure, structure_provider_error, unstructure
+from ._serde import configure_loop, structure, unstructure
 from ._state import (
     ANSWERED,
     CallStatus,
@@ -35,18 +41,23 @@ from ._state import (
     TurnPhase,
     TurnState,
 )
-from ._steps import ApprovalDecision, ApprovalRequest, Step
+from ._steps import ApprovalAnswer, ApprovalRequest, Step
+
+TaggedT = TypeVar("TaggedT", ToolCallPart, ToolResultPart, ApprovalRequest)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_VERSION",
+    "CheckpointDocument",
     "Restored",
-    "RestoredTurn",
     "capture",
     "check_checkpointable",
     "parse",
     "restore_turn",
 ]
+
+CHECKPOINT_FORMAT = "agentloop.checkpoint"
+"""The ``format`` field of every checkpoint document."""
 
 CHECKPOINT_VERSION = 2
 """The newest checkpoint version this agentloop writes and reads.
@@ -56,44 +67,338 @@ Version 2 adds ``retry_point`` (a turn that ended because a model call failed),
 ``model_calls`` and ``final_answer``; version-1 documents restore with none.
 """
 
-TaggedT = TypeVar("TaggedT", ToolCallPart, ToolResultPart, ApprovalRequest)
-
 _RESTING = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT)
+_RETRY_POINTS = ("after_turn_ended", "after_tool_result")
+
+
+def _count(_instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+
+
+# -- the schema ----------------------------------------------------------------------
+
+# How each call status is written (versions 1 and 2 of the format): a status word and flags.
+_STATUS_WORD: dict[CallStatus, str] = {
+    CallStatus.PREPARED: "unstarted",
+    CallStatus.RUNNING: "unstarted",  # saved at rest: a restore runs it again or doubts it
+    CallStatus.AWAITING_APPROVAL: "awaiting_approval",
+    CallStatus.APPROVAL_SHOWN: "awaiting_approval",
+    CallStatus.DECIDED: "awaiting_approval",
+    **dict.fromkeys(ANSWERED, "done"),
+}
 
 
 @attrs.frozen(kw_only=True)
-class RestoredTurn:
-    """The turn in progress, as a checkpoint recorded it."""
+class CallDocument:
+    """One call of the active round: its status as a word plus two flags."""
+
+    index: int = attrs.field(validator=_count)
+    call: ToolCallPart
+    status: str
+    approval: ApprovalRequest | None
+    surfaced: bool
+    """The approval was shown (only unanswered approvals read it)."""
+    decision: ApprovalAnswer | None
+    task_id: str | None
+    background: bool
+
+    @classmethod
+    def of(cls, call: RoundCall) -> CallDocument:
+        """The document of a live call."""
+        return cls(
+            index=call.index,
+            call=call.call,
+            status=_STATUS_WORD[call.status],
+            approval=call.approval,
+            # Version 1 kept "surfaced" for good; an approval answered before it
+            # was shown is written as shown.
+            surfaced=call.approval is not None and call.status is not CallStatus.AWAITING_APPROVAL,
+            decision=call.decision,
+            task_id=call.task_id,
+            background=call.status is CallStatus.BACKGROUND,
+        )
+
+    def live(self, session_id: str, turn_id: str) -> RoundCall:
+        """The live call this document describes."""
+        call = self.call
+        return RoundCall(
+            self.index,
+            call,
+            ToolRequest(call.id, call.name, call.input, session_id, turn_id, call.metadata),
+            status=self._status(call.id),
+            approval=self.approval,
+            decision=self.decision,
+            task_id=self.task_id,
+        )
+
+    def _status(self, call_id: str) -> CallStatus:
+        word = self.status
+        if word == "unstarted":
+            return CallStatus.PREPARED
+        if word == "awaiting_approval":
+            if self.decision is not None:
+                return CallStatus.DECIDED
+            return CallStatus.APPROVAL_SHOWN if self.surfaced else CallStatus.AWAITING_APPROVAL
+        if word == "done":
+            return CallStatus.BACKGROUND if self.background else CallStatus.ANSWERED
+        if word == "running":
+            raise CheckpointError(
+                f"cannot restore a checkpoint: call {call_id} is marked running; "
+                "a checkpoint is only taken while no tool executes"
+            )
+        raise ValueError(f"{word!r} is not a valid call status")
+
+
+@attrs.frozen(kw_only=True)
+class ResultDocument:
+    """A result not yet appended, with the index of the call it answers."""
+
+    index: int = attrs.field(validator=_count)
+    result: ToolResultPart
+
+
+@attrs.frozen(kw_only=True)
+class RoundDocument:
+    """The active tool round."""
+
+    calls: list[CallDocument]
+    results: list[ResultDocument]
+
+    @classmethod
+    def of(cls, tool_round: ToolRound) -> RoundDocument:
+        """The document of a live round."""
+        return cls(
+            calls=[CallDocument.of(call) for call in tool_round.calls],
+            results=[
+                ResultDocument(index=index, result=result)
+                for index, result in sorted(tool_round.results.items())
+            ],
+        )
+
+    def live(self, session_id: str, turn_id: str) -> ToolRound:
+        """The live round this document describes."""
+        results = {entry.index: entry.result for entry in self.results}
+        return ToolRound([call.live(session_id, turn_id) for call in self.calls], results)
+
+
+@attrs.frozen(kw_only=True)
+class TurnDocument:
+    """The turn in progress."""
 
     turn_id: str
-    model_calls: int
+    model_calls: int = attrs.field(validator=_count)
     usage: Usage | None
     paused: bool
     interrupted: bool
-    round: ToolRound | None
-    items: list[Item] = attrs.field(factory=list)
-    tool_calls: list[ExecutedToolCall] = attrs.field(factory=list)
-    model_calls_made: list[ModelCallRecord] = attrs.field(factory=list)
-    final_answer: bool = False
+    """An interrupt hit the turn: the next step closes it as cancelled."""
+    items: list[Item]
+    tool_calls: list[ExecutedToolCall]
+    model_calls_made: list[ModelCallRecord]
+    final_answer: bool
+    round: RoundDocument | None
+
+    @classmethod
+    def of(cls, turn: TurnState) -> TurnDocument:
+        """The document of a live turn."""
+        return cls(
+            turn_id=turn.turn_id,
+            model_calls=turn.model_calls,
+            usage=turn.usage,
+            paused=turn.phase is TurnPhase.PAUSED,
+            interrupted=turn.is_cancelled,
+            items=turn.items,
+            tool_calls=turn.tool_calls,
+            model_calls_made=turn.model_call_records,
+            final_answer=turn.final_answer,
+            round=None if turn.round is None else RoundDocument.of(turn.round),
+        )
+
+    def live(self, session_id: str) -> TurnState:
+        """The live turn (its cancellation is set when it is bound to a driver)."""
+        return TurnState(
+            self.turn_id,
+            TurnCancellation.fired() if self.interrupted else None,
+            model_calls=self.model_calls,
+            usage=self.usage,
+            round=None if self.round is None else self.round.live(session_id, self.turn_id),
+            phase=TurnPhase.PAUSED if self.paused else TurnPhase.ACTIVE,
+            items=list(self.items),
+            tool_calls=list(self.tool_calls),
+            model_call_records=list(self.model_calls_made),
+            final_answer=self.final_answer,
+        )
 
 
 @attrs.frozen(kw_only=True)
-class Restored:
-    """Everything a driver needs to continue where a checkpoint left off."""
+class CheckpointDocument:
+    """A whole checkpoint: the header, the session's config and its state core."""
 
-    config: SessionConfig
+    format: str
+    version: int
+    session_id: str
     state: DriverState
+    config: SessionConfig
     transcript: list[Item]
     pending_input: list[Item]
-    turn_counter: int
+    turn_counter: int = attrs.field(validator=_count)
     next_turn_cache: PromptCacheRequest | None
-    detached: set[str]
+    detached: list[str]
     session_usage: Usage | None
-    turn: RestoredTurn | None
+    turn: TurnDocument | None
     steering: list[QueuedMessage]
     follow_ups: list[QueuedMessage]
-    retry_point: RetryPoint | None = None
-    session_tool_calls: int = 0
+    retry_point: RetryPoint | None
+    session_tool_calls: int = attrs.field(validator=_count)
+
+    @classmethod
+    def of(cls, core: LoopCore, state: DriverState, config: SessionConfig) -> CheckpointDocument:
+        """The document of ``core`` (its transcript is written by :func:`capture`)."""
+        return cls(
+            format=CHECKPOINT_FORMAT,
+            version=CHECKPOINT_VERSION,
+            session_id=config.session_id,
+            state=state,
+            config=config,
+            transcript=[],
+            pending_input=core.pending_input,
+            turn_counter=core.turn_counter,
+            next_turn_cache=core.next_turn_cache,
+            detached=sorted(core.detached),
+            session_usage=core.session_usage,
+            turn=None if core.turn is None else TurnDocument.of(core.turn),
+            steering=core.steering,
+            follow_ups=core.follow_ups,
+            retry_point=core.retry_point,
+            session_tool_calls=core.session_tool_calls,
+        )
+
+
+# -- the converter -------------------------------------------------------------------
+
+
+def _strict(cls: type) -> Callable[[Any, Any], Any]:
+    """A structure hook taking only exact ``cls`` values (no ``str(5)``, no ``int(True)``);
+    a subclass asked for (a ``StrEnum``, an ``IntEnum``) is built from such a value."""
+
+    accepted = (int, float) if cls is float else (cls,)
+
+    def structure_scalar(value: Any, target: Any) -> Any:
+        if type(value) not in accepted:
+            raise TypeError(f"expected {cls.__name__}, got {value!r}")
+        return value if target is cls and type(value) is cls else target(value)
+
+    return structure_scalar
+
+
+def _tagged(data: Any, union: Any, cls: type[TaggedT]) -> TaggedT:
+    """A member of a tagged union (its document carries a ``type`` tag)."""
+    value = structure(data, union)
+    if not isinstance(value, cls):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: expected a {cls.__name__}, found {type(value).__name__}"
+        )
+    return value
+
+
+def _structure_message(data: Any, _cls: Any) -> QueuedMessage:
+    label = data["label"]
+    if type(label) is not str or not label:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: a queued message's label must be a non-empty str, "
+            f"got {label!r}"
+        )
+    return QueuedMessage(_CONVERTER.structure(data["items"], list[Item]), label)
+
+
+def _structure_retry(data: Any, _cls: Any) -> RetryPoint:
+    point = data["point"]
+    if point not in _RETRY_POINTS:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: retry point {point!r} is not a mutation point"
+        )
+    error = _CONVERTER.structure(data["error"], ProviderError)
+    return RetryPoint(_CONVERTER.structure(data["turn_id"], str), point, error)
+
+
+def _tagged_hook(union: Any, cls: type[TaggedT]) -> Callable[[Any, Any], TaggedT | None]:
+    def structure_member(data: Any, _cls: Any) -> TaggedT | None:
+        return None if data is None else _tagged(data, union, cls)
+
+    return structure_member
+
+
+def configure_strict_scalars(target: cattrs.Converter) -> None:
+    """Take only exact ``int``, ``bool`` and ``str`` values (``float`` also takes an ``int``).
+
+    Register before any other layer: hooks generated earlier inline the lax defaults.
+    """
+    for cls in (int, bool, str, float):
+        target.register_structure_hook(cls, _strict(cls))
+
+
+def configure_checkpoint(target: cattrs.Converter) -> None:
+    """Register the checkpoint schema's hooks: tagged calls, results and
+    approvals, checked queues and retry points, and the document written without its
+    transcript (:func:`capture` writes it, reusing unchanged items' documents)."""
+    target.register_structure_hook(QueuedMessage, _structure_message)
+    target.register_structure_hook(RetryPoint, _structure_retry)
+    tagged = override(unstruct_hook=unstructure)  # with its union's ``type`` tag
+    target.register_structure_hook(
+        CallDocument,
+        make_dict_structure_fn(
+            CallDocument,
+            target,
+            call=override(struct_hook=_tagged_hook(Part, ToolCallPart)),
+            approval=override(struct_hook=_tagged_hook(Step, ApprovalRequest)),
+        ),
+    )
+    target.register_unstructure_hook(
+        CallDocument,
+        make_dict_unstructure_fn(
+            CallDocument, target, _cattrs_omit_if_default=False, call=tagged, approval=tagged
+        ),
+    )
+    target.register_structure_hook(
+        ResultDocument,
+        make_dict_structure_fn(
+            ResultDocument,
+            target,
+            result=override(struct_hook=_tagged_hook(Part, ToolResultPart)),
+        ),
+    )
+    target.register_unstructure_hook(
+        ResultDocument,
+        make_dict_unstructure_fn(
+            ResultDocument, target, _cattrs_omit_if_default=False, result=tagged
+        ),
+    )
+    target.register_unstructure_hook(
+        CheckpointDocument,
+        make_dict_unstructure_fn(
+            CheckpointDocument,
+            target,
+            _cattrs_omit_if_default=False,
+            transcript=override(omit=True),
+        ),
+    )
+
+
+def _make_converter() -> cattrs.Converter:
+    """The package's layers (core, model, loop) plus the checkpoint's own hooks."""
+    target = cattrs.Converter(forbid_extra_keys=True)
+    configure_strict_scalars(target)
+    configure_core(target)
+    configure_model(target)
+    configure_loop(target)
+    configure_checkpoint(target)
+    return target
+
+
+_CONVERTER = _make_converter()
+
+
+# -- writing -------------------------------------------------------------------------
 
 
 def capture(
@@ -110,45 +415,10 @@ def capture(
     fresh ``unstructure``); a store-bound driver passes a memo, so unchanged
     items keep the same document object from save to save.
     """
-    item_document = item_document or unstructure
-    turn = core.turn
-    return {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
-        "session_id": config.session_id,
-        "state": state.value,
-        "config": unstructure(config),
-        "transcript": [item_document(item) for item in core.transcript],
-        "pending_input": [unstructure(item) for item in core.pending_input],
-        "turn_counter": core.turn_counter,
-        "next_turn_cache": unstructure(core.next_turn_cache),
-        "detached": sorted(core.detached),
-        "session_usage": unstructure(core.session_usage),
-        "turn": None if turn is None else _turn_document(turn),
-        "steering": [_message_document(message) for message in core.steering],
-        "follow_ups": [_message_document(message) for message in core.follow_ups],
-        "retry_point": None if core.retry_point is None else _retry_document(core.retry_point),
-        "session_tool_calls": core.session_tool_calls,
-    }
-
-
-def _retry_document(point: RetryPoint) -> dict[str, Any]:
-    return {
-        "turn_id": point.turn_id,
-        "point": point.point,
-        "error": provider_error_document(point.error),
-    }
-
-
-def _structure_retry(document: Any) -> RetryPoint | None:
-    if document is None:
-        return None
-    point = str(document["point"])
-    if point not in ("after_turn_ended", "after_tool_result"):
-        raise CheckpointError(
-            f"cannot restore a checkpoint: retry point {point!r} is not a mutation point"
-        )
-    return RetryPoint(str(document["turn_id"]), point, structure_provider_error(document["error"]))
+    document: dict[str, Any] = _CONVERTER.unstructure(CheckpointDocument.of(core, state, config))
+    write = item_document or _CONVERTER.unstructure
+    document["transcript"] = [write(item) for item in core.transcript]
+    return document
 
 
 def check_checkpointable(core: LoopCore) -> None:
@@ -175,131 +445,27 @@ def check_checkpointable(core: LoopCore) -> None:
             )
 
 
-def _message_document(message: QueuedMessage) -> dict[str, Any]:
-    return {"label": message.label, "items": [unstructure(item) for item in message.items]}
+# -- reading -------------------------------------------------------------------------
 
 
-def _structure_message(document: Mapping[str, Any]) -> QueuedMessage:
-    label = document["label"]
-    if not isinstance(label, str) or not label:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: a queued message's label must be a non-empty str, "
-            f"got {label!r}"
-        )
-    return QueuedMessage([structure(item, Item) for item in _list(document, "items")], label)
+@attrs.frozen(kw_only=True)
+class Restored:
+    """Everything a driver needs to continue where a checkpoint left off."""
 
-
-def _turn_document(turn: TurnState) -> dict[str, Any]:
-    tool_round = turn.round
-    return {
-        "turn_id": turn.turn_id,
-        "model_calls": turn.model_calls,
-        "usage": unstructure(turn.usage),
-        "paused": turn.phase is TurnPhase.PAUSED,
-        "interrupted": turn.is_cancelled,
-        "items": [unstructure(item) for item in turn.items],
-        "tool_calls": [unstructure(call) for call in turn.tool_calls],
-        "model_calls_made": [unstructure(record) for record in turn.model_call_records],
-        "final_answer": turn.final_answer,
-        "round": None
-        if tool_round is None
-        else {
-            "calls": [_call_document(call) for call in tool_round.calls],
-            "results": [
-                {"index": index, "result": unstructure(result)}
-                for index, result in sorted(tool_round.results.items())
-            ],
-        },
-    }
-
-
-# How each call status is written (versions 1 and 2 of the format): a status word and flags.
-_DOCUMENT_STATUS: dict[CallStatus, str] = {
-    CallStatus.PREPARED: "unstarted",
-    CallStatus.RUNNING: "unstarted",  # saved at rest: a restore runs it again or doubts it
-    CallStatus.AWAITING_APPROVAL: "awaiting_approval",
-    CallStatus.APPROVAL_SHOWN: "awaiting_approval",
-    CallStatus.DECIDED: "awaiting_approval",
-    **dict.fromkeys(ANSWERED, "done"),
-}
-
-
-def _call_document(call: RoundCall) -> dict[str, Any]:
-    return {
-        "index": call.index,
-        "call": unstructure(call.call),
-        "status": _DOCUMENT_STATUS[call.status],
-        "approval": unstructure(call.approval),
-        # Version 1 kept a "surfaced" flag for good; an approval answered before
-        # it was shown is now written as shown (only unanswered ones read it).
-        "surfaced": call.approval is not None and call.status is not CallStatus.AWAITING_APPROVAL,
-        "decision": unstructure(call.decision),
-        "task_id": call.task_id,
-        "background": call.status is CallStatus.BACKGROUND,
-    }
-
-
-def _call_status(document: Mapping[str, Any], call_id: str, decided: bool) -> CallStatus:
-    """The call status a version-1 document's status word and flags describe."""
-    word = document["status"]
-    surfaced = _flag(document["surfaced"], "surfaced")
-    background = _flag(document["background"], "background")
-    if word == "unstarted":
-        return CallStatus.PREPARED
-    if word == "awaiting_approval":
-        if decided:
-            return CallStatus.DECIDED
-        return CallStatus.APPROVAL_SHOWN if surfaced else CallStatus.AWAITING_APPROVAL
-    if word == "done":
-        return CallStatus.BACKGROUND if background else CallStatus.ANSWERED
-    if word == "running":
-        raise CheckpointError(
-            f"cannot restore a checkpoint: call {call_id} is marked running; "
-            "a checkpoint is only taken while no tool executes"
-        )
-    raise ValueError(f"{word!r} is not a valid call status")
-
-
-# -- restoring ----------------------------------------------------------------------
-
-
-def restore_turn(
-    restored: RestoredTurn,
-    cancellation: TurnCancellation | None,
-    started_calls: frozenset[str],
-    driver: Any,
-) -> tuple[TurnState, list[RoundCall]]:
-    """The live turn for ``restored``, its approvals bound to ``driver``; and the calls
-    answered as in doubt (they started before the restore and left no result)."""
-    turn = TurnState(
-        restored.turn_id,
-        cancellation,
-        model_calls=restored.model_calls,
-        usage=restored.usage,
-        round=restored.round,
-        phase=TurnPhase.PAUSED if restored.paused else TurnPhase.ACTIVE,
-        interrupted=restored.interrupted,
-        items=list(restored.items),
-        tool_calls=list(restored.tool_calls),
-        model_call_records=list(restored.model_calls_made),
-        final_answer=restored.final_answer,
-    )
-    doubted: list[RoundCall] = []
-    if turn.round is None:
-        return turn, doubted
-    for call in turn.round.calls:
-        if call.approval is not None:
-            call.approval = attrs.evolve(call.approval, driver=driver)
-        if call.answered or call.call.id not in started_calls:
-            continue
-        # At most once: it started before the restart and left no result.
-        call.decision = None
-        turn.round.results[call.index] = answer(call, CallStatus.IN_DOUBT)
-        doubted.append(call)
-    return turn, doubted
-
-
-# -- reading ------------------------------------------------------------------------
+    config: SessionConfig
+    state: DriverState
+    transcript: list[Item]
+    pending_input: list[Item]
+    turn_counter: int
+    next_turn_cache: PromptCacheRequest | None
+    detached: set[str]
+    session_usage: Usage | None
+    turn: TurnState | None
+    """The live turn, not yet bound to a driver (see :func:`restore_turn`)."""
+    steering: list[QueuedMessage]
+    follow_ups: list[QueuedMessage]
+    retry_point: RetryPoint | None = None
+    session_tool_calls: int = 0
 
 
 def parse(document: Any) -> Restored:
@@ -310,10 +476,20 @@ def parse(document: Any) -> Restored:
         )
     _check_header(document)
     try:
-        restored = _structure_document(document)
+        parsed = _CONVERTER.structure(_upgraded(document), CheckpointDocument)
+        restored = _restored(parsed)
     except CheckpointError:
         raise
-    except (cattrs.BaseValidationError, KeyError, TypeError, ValueError, AttributeError) as error:
+    except cattrs.BaseValidationError as error:
+        # A check inside a hook (a queue's label, a retry point) says what is wrong.
+        found = [leaf for leaf in _leaves(error) if isinstance(leaf, CheckpointError)]
+        if found:
+            raise found[0] from error
+        raise CheckpointError(
+            f"cannot restore a checkpoint: the document is malformed ({_describe(error)}); "
+            "nothing was restored"
+        ) from error
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise CheckpointError(
             f"cannot restore a checkpoint: the document is malformed ({_describe(error)}); "
             "nothing was restored"
@@ -340,137 +516,86 @@ def _check_header(document: Mapping[str, Any]) -> None:
         )
 
 
-def _structure_document(document: Mapping[str, Any]) -> Restored:
-    config: SessionConfig = structure(document["config"], SessionConfig)
-    if document["session_id"] != config.session_id:
+def _upgraded(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A version-1 document as version 2 (the fields version 2 adds, at their defaults)."""
+    if document["version"] >= 2:
+        return document
+    upgraded = {**document, "version": 2, "retry_point": None, "session_tool_calls": 0}
+    turn = document["turn"]
+    if isinstance(turn, Mapping):
+        upgraded["turn"] = {
+            **turn,
+            "items": [],
+            "tool_calls": [],
+            "model_calls_made": [],
+            "final_answer": False,
+        }
+    return upgraded
+
+
+def _restored(document: CheckpointDocument) -> Restored:
+    config = document.config
+    if document.session_id != config.session_id:
         raise CheckpointError(
-            f"cannot restore a checkpoint: session_id {document['session_id']!r} does not "
+            f"cannot restore a checkpoint: session_id {document.session_id!r} does not "
             f"match its config's {config.session_id!r}"
         )
-    state = DriverState(document["state"])
-    if state not in _RESTING:
+    if document.state not in _RESTING:
         raise CheckpointError(
-            f"cannot restore a checkpoint in state {state}: only IDLE, AWAITING_APPROVAL and "
-            "AFTER_TOOL_RESULT are checkpointed"
+            f"cannot restore a checkpoint in state {document.state}: only IDLE, "
+            "AWAITING_APPROVAL and AFTER_TOOL_RESULT are checkpointed"
         )
-    turn_document = document["turn"]
-    version = document["version"]
-    retry_point = _structure_retry(document["retry_point"]) if version >= 2 else None
-    session_tool_calls = (
-        _count(document["session_tool_calls"], "session_tool_calls") if version >= 2 else 0
-    )
     return Restored(
         config=config,
-        state=state,
-        transcript=[structure(item, Item) for item in _list(document, "transcript")],
-        pending_input=[structure(item, Item) for item in _list(document, "pending_input")],
-        turn_counter=_count(document["turn_counter"], "turn_counter"),
-        next_turn_cache=structure(document["next_turn_cache"], PromptCacheRequest | None),
-        detached={str(call_id) for call_id in _list(document, "detached")},
-        session_usage=structure(document["session_usage"], Usage | None),
-        turn=None
-        if turn_document is None
-        else _structure_turn(turn_document, config.session_id, version),
-        steering=[_structure_message(message) for message in _list(document, "steering")],
-        follow_ups=[_structure_message(message) for message in _list(document, "follow_ups")],
-        retry_point=retry_point,
-        session_tool_calls=session_tool_calls,
+        state=document.state,
+        transcript=document.transcript,
+        pending_input=document.pending_input,
+        turn_counter=document.turn_counter,
+        next_turn_cache=document.next_turn_cache,
+        detached=set(document.detached),
+        session_usage=document.session_usage,
+        turn=None if document.turn is None else document.turn.live(config.session_id),
+        steering=document.steering,
+        follow_ups=document.follow_ups,
+        retry_point=document.retry_point,
+        session_tool_calls=document.session_tool_calls,
     )
 
 
-def _structure_turn(document: Mapping[str, Any], session_id: str, version: int) -> RestoredTurn:
-    turn_id = str(document["turn_id"])
-    round_document = document["round"]
-    tool_round: ToolRound | None = None
-    if round_document is not None:
-        calls = [
-            _structure_call(call, session_id, turn_id) for call in _list(round_document, "calls")
-        ]
-        results: dict[int, ToolResultPart] = {
-            _count(entry["index"], "result index"): _tagged(entry["result"], Part, ToolResultPart)
-            for entry in _list(round_document, "results")
-        }
-        tool_round = ToolRound(calls, results)
-    return RestoredTurn(
-        turn_id=turn_id,
-        model_calls=_count(document["model_calls"], "model_calls"),
-        usage=structure(document["usage"], Usage | None),
-        paused=_flag(document["paused"], "paused"),
-        interrupted=_flag(document["interrupted"], "interrupted"),
-        round=tool_round,
-        **(_turn_records(document) if version >= 2 else {}),
-    )
-
-
-def _turn_records(document: Mapping[str, Any]) -> dict[str, Any]:
-    """The version-2 fields of a turn document."""
-    return {
-        "items": [structure(item, Item) for item in _list(document, "items")],
-        "tool_calls": [structure(call, ExecutedToolCall) for call in _list(document, "tool_calls")],
-        "model_calls_made": [
-            structure(record, ModelCallRecord) for record in _list(document, "model_calls_made")
-        ],
-        "final_answer": _flag(document["final_answer"], "final_answer"),
-    }
-
-
-def _structure_call(document: Mapping[str, Any], session_id: str, turn_id: str) -> RoundCall:
-    call = _tagged(document["call"], Part, ToolCallPart)
-    approval_document = document["approval"]
-    approval = (
-        None if approval_document is None else _tagged(approval_document, Step, ApprovalRequest)
-    )
-    decision: ApprovalDecision | None = structure(document["decision"], ApprovalDecision | None)
-    return RoundCall(
-        _count(document["index"], "call index"),
-        call,
-        ToolRequest(call.id, call.name, call.input, session_id, turn_id, call.metadata),
-        status=_call_status(document, call.id, decided=decision is not None),
-        approval=approval,
-        decision=decision,
-        task_id=document["task_id"],
-    )
-
-
-def _tagged(data: Any, union: Any, cls: type[TaggedT]) -> TaggedT:
-    """Structure a member of a tagged union (its document carries a ``type`` tag)."""
-    value = structure(data, union)
-    if not isinstance(value, cls):
-        raise CheckpointError(
-            f"cannot restore a checkpoint: expected a {cls.__name__}, found {type(value).__name__}"
-        )
-    return value
-
-
-def _list(document: Mapping[str, Any], key: str) -> list[Any]:
-    value = document[key]
-    if not isinstance(value, list):
-        raise CheckpointError(
-            f"cannot restore a checkpoint: {key!r} must be a list, got {type(value).__name__}"
-        )
-    return value
-
-
-def _count(value: Any, name: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise CheckpointError(
-            f"cannot restore a checkpoint: {name} must be a non-negative integer, got {value!r}"
-        )
-    return value
-
-
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise CheckpointError(
-            f"cannot restore a checkpoint: {name} must be a boolean, got {value!r}"
-        )
-    return value
+def restore_turn(
+    turn: TurnState,
+    cancellation: TurnCancellation | None,
+    started_calls: frozenset[str],
+    driver: Any,
+) -> list[RoundCall]:
+    """Bind a restored ``turn`` to ``driver`` (its approvals, its cancellation unless an
+    interrupt already hit it); return the calls answered as in doubt (they started
+    before the restore and left no result)."""
+    if turn.cancellation is None:
+        turn.cancellation = cancellation
+    doubted: list[RoundCall] = []
+    if turn.round is None:
+        return doubted
+    for call in turn.round.calls:
+        if call.approval is not None:
+            call.approval = attrs.evolve(call.approval, driver=driver)
+        if call.answered or call.call.id not in started_calls:
+            continue
+        # At most once: it started before the restart and left no result.
+        call.decision = None
+        turn.round.results[call.index] = answer(call, CallStatus.IN_DOUBT)
+        doubted.append(call)
+    return doubted
 
 
 def _describe(error: BaseException) -> str:
     if isinstance(error, cattrs.BaseValidationError):
-        leaves = [f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(error) if str(leaf).strip()]
+        leaves = [_leaf(leaf) for leaf in _leaves(error) if str(leaf).strip()]
         return "; ".join(leaves[:3]) or str(error)
+    return _leaf(error)
+
+
+def _leaf(error: BaseException) -> str:
     if isinstance(error, KeyError):
         return f"missing field {error.args[0]!r}"
     return f"{type(error).__name__}: {error}"

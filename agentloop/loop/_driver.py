@@ -20,6 +20,7 @@ Only ``LoopCore.handle`` changes the state.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ from ..model._config import PromptCacheRequest, SessionConfig
 from ._checkpoint import Restored, capture, check_checkpointable, restore_turn
 from ._core import LoopCore, checked_input, event_after
 from ._effects import DriverParts, Effects
-from ._events import ApprovalResolved, InputAccepted, RunFailed, TurnStarted, Warning
+from ._events import ApprovalAnswered, InputAccepted, LoopWarning, RunFailed, TurnStarted
 from ._model_calls import ModelCaller
 from ._mutators import LoopMutator, MutationPoint
 from ._persistence import Persistence
@@ -47,14 +48,13 @@ from ._state import (
     RetryPoint,
     RoundCall,
     TurnPhase,
-    TurnState,
 )
 from ._steps import (
     AfterToolResult,
-    ApprovalDecision,
+    AnswerKind,
+    ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
-    DecisionKind,
     Finished,
     Step,
 )
@@ -106,11 +106,11 @@ class LoopDriver:
     ) -> LoopDriver:
         """A driver continuing from a parsed checkpoint (see ``Agent.resume``)."""
         driver = cls(parts, restored.transcript, restored.pending_input)
-        turn: TurnState | None = None
+        turn = restored.turn
         doubted: list[RoundCall] = []
-        if restored.turn is not None:
-            checkpoint = driver._cancellation.checkpoint() if driver._cancellation else None
-            turn, doubted = restore_turn(restored.turn, checkpoint, started_calls, driver)
+        if turn is not None:
+            snapshot = driver._cancellation.snapshot() if driver._cancellation else None
+            doubted = restore_turn(turn, snapshot, started_calls, driver)
         driver._core.restore(restored, turn)
         for call in doubted:
             driver._warn(
@@ -127,7 +127,7 @@ class LoopDriver:
 
     def _warn(self, message: str) -> None:
         if self._fx.observed:
-            self._fx.emit(Warning(message))
+            self._fx.emit(LoopWarning(message))
 
     # -- public surface ------------------------------------------------------
 
@@ -208,9 +208,7 @@ class LoopDriver:
     async def _start_model_turn(
         self, point: MutationPoint, mutators: tuple[LoopMutator, ...] = ()
     ) -> Step:
-        turn = self._core.start_turn(
-            self._cancellation.checkpoint() if self._cancellation else None
-        )
+        turn = self._core.start_turn(self._cancellation.snapshot() if self._cancellation else None)
         if self._fx.observed:
             self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
         return await self._model.call_model(turn, point, fold_input=False, extra_mutators=mutators)
@@ -310,25 +308,35 @@ class LoopDriver:
         core.follow_ups.clear()
         return dropped
 
-    def resolve_approval(self, decision: ApprovalDecision) -> None:
+    def resolve_approval(self, decision: ApprovalAnswer) -> None:
+        """Deprecated name of :meth:`answer_approval` (kept for one release)."""
+        _deprecated("resolve_approval", "answer_approval")
+        self.answer_approval(decision)
+
+    def resolve_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
+        """Deprecated name of :meth:`answer_approval_for` (kept for one release)."""
+        _deprecated("resolve_approval_for", "answer_approval_for")
+        self.answer_approval_for(call_id, decision)
+
+    def answer_approval(self, decision: ApprovalAnswer) -> None:
         """Answer the one pending approval (raises if there are none or several)."""
-        undecided = self._undecided_calls("resolve an approval")
+        undecided = self._undecided_calls("answer an approval")
         if len(undecided) > 1:
             ids = ", ".join(call.call.id for call in undecided)
             raise InvalidStateError(
-                f"cannot resolve an approval: {len(undecided)} are pending ({ids}); "
-                "use resolve_approval_for(call_id, decision)"
+                f"cannot answer an approval: {len(undecided)} are pending ({ids}); "
+                "use answer_approval_for(call_id, decision)"
             )
-        self.resolve_approval_for(undecided[0].call.id, decision)
+        self.answer_approval_for(undecided[0].call.id, decision)
 
-    def resolve_approval_for(self, call_id: str, decision: ApprovalDecision) -> None:
+    def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
         """Answer the approval for ``call_id``; ``next()`` then runs or denies the call."""
-        if not isinstance(decision, ApprovalDecision):
+        if not isinstance(decision, ApprovalAnswer):
             raise InvalidInputError(
-                f"resolve_approval_for expects an ApprovalDecision, got {decision!r}; "
-                "use ApprovalDecision.approve(), .approve_with(input) or .deny(reason)"
+                f"answer_approval_for expects an ApprovalAnswer, got {decision!r}; "
+                "use ApprovalAnswer.approve(), .approve_with(input) or .deny(reason)"
             )
-        undecided = self._undecided_calls(f"resolve the approval for {call_id}")
+        undecided = self._undecided_calls(f"answer the approval for {call_id}")
         turn = self._core.turn
         assert turn is not None
         assert turn.round is not None
@@ -336,21 +344,21 @@ class LoopDriver:
         if call is None or call.status not in WAITING_FOR_APPROVAL:
             pending = ", ".join(c.call.id for c in undecided)
             raise InvalidStateError(
-                f"cannot resolve the approval for {call_id}: no approval is pending for it "
+                f"cannot answer the approval for {call_id}: no approval is pending for it "
                 f"(pending: {pending})"
             )
         if call.status is CallStatus.DECIDED:
             assert call.decision is not None
             raise InvalidStateError(
-                f"cannot resolve the approval for {call_id}: it was already answered "
+                f"cannot answer the approval for {call_id}: it was already answered "
                 f"({call.decision.kind}); call next() to continue"
             )
         call.decision = decision
         call.move(CallStatus.DECIDED)
         if self._fx.observed:
             self._fx.emit(
-                ApprovalResolved(
-                    call_id, decision.approved, decision.kind is DecisionKind.APPROVE_WITH
+                ApprovalAnswered(
+                    call_id, decision.approved, decision.kind is AnswerKind.APPROVE_WITH
                 )
             )
 
@@ -447,7 +455,7 @@ class LoopDriver:
         await self._persistence.record_decisions(turn.round)
         if not self._pipeline.apply_decisions(turn.round):
             return None
-        return await self._pipeline.advance(turn, turn.round, after_approval=True)
+        return await self._pipeline.advance(turn, turn.round)
 
     async def _try_surface_approval(self) -> Step | None:
         turn = self._core.turn
@@ -461,7 +469,7 @@ class LoopDriver:
         turn = self._core.turn
         if turn is None or turn.round is None:
             return None
-        return await self._pipeline.advance(turn, turn.round, after_approval=False)
+        return await self._pipeline.advance(turn, turn.round)
 
     async def _try_call_model(self) -> Step:
         """Drain background results; resume a paused turn, or start one, or wait for input."""
@@ -483,7 +491,13 @@ class LoopDriver:
                     driver=self,
                 )
             return AwaitingInput(self.session_id, driver=self)
-        turn = core.start_turn(self._cancellation.checkpoint() if self._cancellation else None)
+        turn = core.start_turn(self._cancellation.snapshot() if self._cancellation else None)
         if self._fx.observed:
             self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
         return await self._model.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(
+        f"LoopDriver.{old} is deprecated; use LoopDriver.{new}", DeprecationWarning, stacklevel=3
+    )

@@ -13,11 +13,11 @@ from ..core._items import Item
 from ..model._config import SessionConfig
 from ..model._protocol import ModelSession
 from ..permissions._requests import PermissionChecker
-from ..store._protocol import SessionStore
 from ..tasks._protocol import TaskManager
 from ..tools._executor import ToolExecutor
 from ._events import AgentEvent, LoopObserver, TranscriptObserver
 from ._mutators import LoopMutator
+from ._session_store import SessionStore
 from ._state import TurnState
 
 __all__ = ["CLEANUP_SECONDS", "DriverParts", "Effects"]

@@ -25,8 +25,8 @@ from ..core._items import _empty_metadata as _empty
 __all__ = [
     "AgentEnded",
     "AgentEvent",
-    "ApprovalRequired",
-    "ApprovalResolved",
+    "ApprovalRequested",
+    "ApprovalAnswered",
     "ContentDelta",
     "InputAccepted",
     "ExecutedToolCall",
@@ -49,7 +49,7 @@ __all__ = [
     "TurnResult",
     "TurnStarted",
     "UsageUpdated",
-    "Warning",
+    "LoopWarning",
 ]
 
 
@@ -230,7 +230,7 @@ class ToolResultReceived(AgentEvent):
 
 
 @attrs.frozen
-class ApprovalRequired(AgentEvent):
+class ApprovalRequested(AgentEvent):
     """A call needs the host's approval; ``call_id`` names it."""
 
     call_id: str
@@ -241,7 +241,7 @@ class ApprovalRequired(AgentEvent):
 
 
 @attrs.frozen
-class ApprovalResolved(AgentEvent):
+class ApprovalAnswered(AgentEvent):
     """The host answered an approval."""
 
     call_id: str
@@ -329,7 +329,7 @@ class UsageUpdated(AgentEvent):
 
 
 @attrs.frozen
-class Warning(AgentEvent):
+class LoopWarning(AgentEvent):
     """Something the host should know about that did not stop the loop."""
 
     message: str

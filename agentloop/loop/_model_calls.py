@@ -24,6 +24,7 @@ from ._core import LoopCore
 from ._effects import CLEANUP_SECONDS, Effects
 from ._events import (
     ContentDelta,
+    LoopWarning,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallRecord,
@@ -33,7 +34,6 @@ from ._events import (
     ToolCallRequested,
     ToolCatalogChanged,
     UsageUpdated,
-    Warning,
 )
 from ._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 from ._persistence import Persistence
@@ -114,7 +114,7 @@ class ModelCaller:
                 "answer; submit input first"
             )
             if self._fx.observed:
-                self._fx.emit(Warning(f"{turn.turn_id}: no model call: {reason}"))
+                self._fx.emit(LoopWarning(f"{turn.turn_id}: no model call: {reason}"))
             return self._pipeline.finish(turn, FinishReason.COMPLETED, {NO_MODEL_CALL_KEY: reason})
         return await self._call_model_handling_limits(turn, point)
 
@@ -298,7 +298,7 @@ class ModelCaller:
                 result = duplicate(call, duplicates[call.call.id])
                 turn.round.results[call.index] = result
         await self._persistence.save_response(self._core)
-        return await self._pipeline.advance(turn, turn.round, after_approval=False)
+        return await self._pipeline.advance(turn, turn.round)
 
     async def _stream_handling_timeout(
         self, turn: TurnState, request: TurnRequest

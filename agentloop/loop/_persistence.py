@@ -35,24 +35,24 @@ from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
 from ..core._items import Item, ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
-from ..store._protocol import SessionStore
 from ..tools._tool import ToolRequest
 from ._checkpoint import capture
 from ._core import LoopCore
 from ._effects import Effects
-from ._events import Warning
+from ._events import LoopWarning
 from ._serde import unstructure
 from ._session_store import (
     Approval,
     ClaimError,
     Lease,
     LeaseLostError,
+    SessionStore,
     StaleSessionError,
     StoredSession,
     input_digest,
 )
 from ._state import CallStatus, DriverState, RoundCall, ToolRound
-from ._steps import ApprovalDecision, DecisionKind
+from ._steps import AnswerKind, ApprovalAnswer
 
 __all__ = ["Persistence", "load"]
 
@@ -195,7 +195,7 @@ class Persistence:
                 error=str(error.__cause__),
             )
             if self._effects.observed:
-                self._effects.emit(Warning(f"{error}; the save at the end of the step retries"))
+                self._effects.emit(LoopWarning(f"{error}; the save at the end of the step retries"))
 
     async def _save(self, core: LoopCore, state: DriverState, *, step: object) -> None:
         assert self._store is not None
@@ -265,7 +265,7 @@ class Persistence:
                 "claim refused", session_id=session_id, call_id=call_id, reason=error.reason
             )
             if self._effects.observed:
-                self._effects.emit(Warning(f"call {call_id} ({name}) not run: {error}"))
+                self._effects.emit(LoopWarning(f"call {call_id} ({name}) not run: {error}"))
             return _refusal(call, error.reason)
         except _OWNED_ELSEWHERE:
             raise
@@ -295,7 +295,7 @@ class Persistence:
             decision = call.decision
             assert decision is not None
             approved_input = (
-                decision.input if decision.kind is DecisionKind.APPROVE_WITH else call.request.input
+                decision.input if decision.kind is AnswerKind.APPROVE_WITH else call.request.input
             )
             try:
                 digest = input_digest(call.call.name, approved_input)
@@ -358,7 +358,7 @@ def _refusal(call: RoundCall, reason: str) -> tuple[ToolResultPart, CallStatus]:
 
 def recorded_decisions(
     tool_round: ToolRound | None, approvals: Mapping[str, Approval]
-) -> list[tuple[str, ApprovalDecision]]:
+) -> list[tuple[str, ApprovalAnswer]]:
     """Decisions recorded in the store (by another process) for calls still undecided.
 
     A denial denies; an approval counts only for the digest of the call's
@@ -368,7 +368,7 @@ def recorded_decisions(
     """
     if tool_round is None:
         return []
-    decisions: list[tuple[str, ApprovalDecision]] = []
+    decisions: list[tuple[str, ApprovalAnswer]] = []
     for call in tool_round.calls:
         recorded = approvals.get(call.call.id)
         if recorded is None or not call.undecided:
@@ -377,11 +377,11 @@ def recorded_decisions(
             decisions.append(
                 (
                     call.call.id,
-                    ApprovalDecision.deny("approval denied by a decision recorded in the store"),
+                    ApprovalAnswer.deny("approval denied by a decision recorded in the store"),
                 )
             )
         elif recorded.input_digest == input_digest(call.call.name, call.request.input):
-            decisions.append((call.call.id, ApprovalDecision.approve()))
+            decisions.append((call.call.id, ApprovalAnswer.approve()))
     return decisions
 
 

@@ -18,15 +18,15 @@ import attrs
 
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import FinishReason, ToolResultPart
-from ..tasks._protocol import TaskDone, TaskKind, TaskLaunch, TaskMovedToBackground
-from ..tools._executor import ApprovalNeeded, PreparedCall, interrupted_result
+from ..tasks._protocol import TaskDetached, TaskFinished, TaskKind, TaskLaunch
+from ..tools._executor import PendingApproval, PreparedCall, interrupted_result
 from ..tools._permission_check import approval_summary, granted_permissions
 from ..tools._tool import ToolContext
 from ._core import LoopCore
 from ._effects import CLEANUP_SECONDS, Effects
 from ._events import (
     AgentEnded,
-    ApprovalRequired,
+    ApprovalRequested,
     ExecutedToolCall,
     ToolExecutionFinished,
     ToolExecutionStarted,
@@ -48,7 +48,7 @@ from ._state import (
     interrupted_assistant_item,
     interrupted_turn_metadata,
 )
-from ._steps import AfterToolResult, ApprovalRequest, AwaitingInput, DecisionKind, Finished, Step
+from ._steps import AfterToolResult, AnswerKind, ApprovalRequest, AwaitingInput, Finished, Step
 
 __all__ = ["ToolPipeline"]
 
@@ -75,9 +75,7 @@ class ToolPipeline:
 
     # -- a round -------------------------------------------------------------
 
-    async def advance(
-        self, turn: TurnState, tool_round: ToolRound, *, after_approval: bool
-    ) -> Step:
+    async def advance(self, turn: TurnState, tool_round: ToolRound) -> Step:
         """Start every startable call, wait for the foreground ones, then decide what's next.
 
         Results are appended in the model's call order, whatever order they
@@ -97,7 +95,7 @@ class ToolPipeline:
             )
         if (step := self.surface_approval(tool_round)) is not None:
             return step
-        return await self._after_round(turn, tool_round, after_approval=after_approval)
+        return await self._after_round(turn, tool_round)
 
     async def _start_prepared(self, turn: TurnState, tool_round: ToolRound) -> Step | None:
         """Start (or skip, at a steering message) each prepared call; a new approval stops."""
@@ -124,9 +122,7 @@ class ToolPipeline:
             self._on_turn_update(tool_round, update)
             await self._persistence.save_finished_calls(self._core, tool_round)
 
-    async def _after_round(
-        self, turn: TurnState, tool_round: ToolRound, *, after_approval: bool
-    ) -> Step:
+    async def _after_round(self, turn: TurnState, tool_round: ToolRound) -> Step:
         turn.round = None
         if all(call.status is CallStatus.BACKGROUND for call in tool_round.calls):
             # Nothing ran in the foreground: the turn waits for background
@@ -138,7 +134,7 @@ class ToolPipeline:
                 "(their results start a new turn) or submit input",
                 driver=self._driver,
             )
-        if after_approval:
+        if tool_round.asked_host:  # the host already spoke this round: no pause
             assert self.call_model is not None
             return await self.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
         turn.phase = TurnPhase.PAUSED
@@ -153,14 +149,14 @@ class ToolPipeline:
     ) -> None:
         decision = call.decision
         request = call.request
-        if decision is not None and decision.kind is DecisionKind.APPROVE_WITH:
+        if decision is not None and decision.kind is AnswerKind.APPROVE_WITH:
             request = attrs.evolve(request, input=decision.input)
         prepared = self._executor.prepare(
             request, self._permissions, approved=granted_permissions(call)
         )
         if isinstance(prepared, ToolResultPart):
             self._finalize(call, tool_round, prepared, CallStatus.ANSWERED)
-        elif isinstance(prepared, ApprovalNeeded):
+        elif isinstance(prepared, PendingApproval):
             self._await_approval(turn, call, prepared)
         else:
             await self._execute(turn, call, prepared, tool_round)
@@ -195,7 +191,7 @@ class ToolPipeline:
         )
         started = await self._tasks.start_task(launch, turn.turn_id)
         call.task_id = started.task_id
-        if isinstance(started, TaskDone):
+        if isinstance(started, TaskFinished):
             self._finalize(call, tool_round, started.result, CallStatus.ANSWERED)
         elif started.kind is TaskKind.BACKGROUND:
             self._to_background(call, tool_round, CallStatus.BACKGROUND)
@@ -224,11 +220,9 @@ class ToolPipeline:
         result = answer(call, CallStatus.SKIPPED, self._core.steering[0].label)
         self._finalize(call, tool_round, result, CallStatus.SKIPPED)
 
-    def _on_turn_update(
-        self, tool_round: ToolRound, update: TaskDone | TaskMovedToBackground
-    ) -> None:
-        if isinstance(update, TaskMovedToBackground):
-            call = tool_round.by_id(update.call_id)
+    def _on_turn_update(self, tool_round: ToolRound, update: TaskFinished | TaskDetached) -> None:
+        if isinstance(update, TaskDetached):
+            call = tool_round.by_id(update.task.call_id)
             if call is not None and call.status is CallStatus.RUNNING:
                 self._to_background(call, tool_round, CallStatus.DETACHED)
             return
@@ -241,7 +235,7 @@ class ToolPipeline:
 
     # -- approvals -----------------------------------------------------------
 
-    def _await_approval(self, turn: TurnState, call: RoundCall, needed: ApprovalNeeded) -> None:
+    def _await_approval(self, turn: TurnState, call: RoundCall, needed: PendingApproval) -> None:
         call.move(CallStatus.AWAITING_APPROVAL)
         call.decision = None
         decision = needed.decision
@@ -261,7 +255,7 @@ class ToolPipeline:
         )
         if self._fx.observed:
             self._fx.emit(
-                ApprovalRequired(
+                ApprovalRequested(
                     call.call.id,
                     call.call.name,
                     needed.permission.kind,
@@ -414,7 +408,7 @@ class ToolPipeline:
 
 def _input_of(call: RoundCall) -> Any:
     decision = call.decision
-    if decision is not None and decision.kind is DecisionKind.APPROVE_WITH:
+    if decision is not None and decision.kind is AnswerKind.APPROVE_WITH:
         return decision.input
     return call.request.input
 

@@ -16,7 +16,7 @@ from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..tools._tool import ToolRequest
 from ._events import ExecutedToolCall, ModelCallRecord
-from ._steps import ApprovalDecision, ApprovalRequest
+from ._steps import ApprovalAnswer, ApprovalRequest
 
 __all__ = [
     "ANSWERED",
@@ -207,7 +207,7 @@ class RoundCall:
     request: ToolRequest
     status: CallStatus = CallStatus.PREPARED
     approval: ApprovalRequest | None = None
-    decision: ApprovalDecision | None = None
+    decision: ApprovalAnswer | None = None
     task_id: str | None = None
     started_at: float | None = None
     """``time.monotonic()`` when it started running."""
@@ -243,6 +243,12 @@ class ToolRound:
     results: dict[int, ToolResultPart] = attrs.field(factory=dict)
     """Results not yet appended, by call index (appended in call order)."""
 
+    @property
+    def asked_host(self) -> bool:
+        """Whether a call of this round waited for an approval (the round then goes
+        straight on to the model: the host already spoke, no ``AfterToolResult`` pause)."""
+        return any(call.approval is not None for call in self.calls)
+
     def by_id(self, call_id: str) -> RoundCall | None:
         """The call with ``call_id``."""
         for call in self.calls:
@@ -270,8 +276,6 @@ class TurnState:
     usage: Usage | None = None
     round: ToolRound | None = None
     phase: TurnPhase = TurnPhase.ACTIVE
-    interrupted: bool = False
-    """Cancelled before a checkpoint was taken (restored turns only)."""
     items: list[Item] = attrs.field(factory=list)
     """Every item the turn appended, in order."""
     tool_calls: list[ExecutedToolCall] = attrs.field(factory=list)
@@ -284,9 +288,7 @@ class TurnState:
     @property
     def is_cancelled(self) -> bool:
         """Whether an interrupt hit this turn."""
-        return self.interrupted or (
-            self.cancellation is not None and self.cancellation.is_cancelled
-        )
+        return self.cancellation is not None and self.cancellation.is_cancelled
 
     def add_usage(self, usage: Usage | None) -> None:
         """Add one model call's usage to the turn's total."""

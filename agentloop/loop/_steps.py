@@ -19,17 +19,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AfterToolResult",
-    "ApprovalDecision",
+    "AnswerKind",
+    "ApprovalAnswer",
     "ApprovalRequest",
     "AwaitingInput",
-    "DecisionKind",
     "Finished",
     "Interrupt",
     "Step",
 ]
 
 
-class DecisionKind(StrEnum):
+class AnswerKind(StrEnum):
     """Approve as asked, approve with edited input, or deny."""
 
     APPROVE = "approve"
@@ -38,32 +38,32 @@ class DecisionKind(StrEnum):
 
 
 @attrs.frozen
-class ApprovalDecision:
+class ApprovalAnswer:
     """The host's answer to an :class:`ApprovalRequest`."""
 
-    kind: DecisionKind
+    kind: AnswerKind
     input: Any = None
     reason: str | None = None
 
     @classmethod
-    def approve(cls) -> ApprovalDecision:
+    def approve(cls) -> ApprovalAnswer:
         """Run the call with the model's input."""
-        return cls(DecisionKind.APPROVE)
+        return cls(AnswerKind.APPROVE)
 
     @classmethod
-    def approve_with(cls, input: Any) -> ApprovalDecision:
+    def approve_with(cls, input: Any) -> ApprovalAnswer:
         """Run the call with ``input`` instead (the transcript keeps the model's original)."""
-        return cls(DecisionKind.APPROVE_WITH, input=input)
+        return cls(AnswerKind.APPROVE_WITH, input=input)
 
     @classmethod
-    def deny(cls, reason: str | None = None) -> ApprovalDecision:
+    def deny(cls, reason: str | None = None) -> ApprovalAnswer:
         """Do not run the call; the model sees ``reason`` (or "approval denied")."""
-        return cls(DecisionKind.DENY, reason=reason)
+        return cls(AnswerKind.DENY, reason=reason)
 
     @property
     def approved(self) -> bool:
         """Whether the call may run."""
-        return self.kind is not DecisionKind.DENY
+        return self.kind is not AnswerKind.DENY
 
 
 @attrs.frozen
@@ -150,15 +150,15 @@ class ApprovalRequest(Interrupt):
 
     def approve(self) -> None:
         """Run the call as the model asked."""
-        self._bound().resolve_approval_for(self.call_id, ApprovalDecision.approve())
+        self._bound().answer_approval_for(self.call_id, ApprovalAnswer.approve())
 
     def approve_with(self, input: Any) -> None:
         """Run the call with ``input`` instead of the model's arguments."""
-        self._bound().resolve_approval_for(self.call_id, ApprovalDecision.approve_with(input))
+        self._bound().answer_approval_for(self.call_id, ApprovalAnswer.approve_with(input))
 
     def deny(self, reason: str | None = None) -> None:
         """Refuse the call; the model gets an error result with ``reason``."""
-        self._bound().resolve_approval_for(self.call_id, ApprovalDecision.deny(reason))
+        self._bound().answer_approval_for(self.call_id, ApprovalAnswer.deny(reason))
 
 
 Step = Finished | AwaitingInput | AfterToolResult | ApprovalRequest

@@ -22,9 +22,9 @@ from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
     Allow,
     AllowAll,
+    AskApproval,
     Deny,
     PermissionChecker,
-    RequireApproval,
 )
 from ..tools._registry import ToolCatalogEvent, catalog_change
 from ..tools._tool import ToolOutput
@@ -39,7 +39,7 @@ __all__ = ["ConnectApprover", "McpToolSource"]
 
 log = get_logger()
 
-ConnectApprover = Callable[[McpConnect, RequireApproval], Awaitable[bool]]
+ConnectApprover = Callable[[McpConnect, AskApproval], Awaitable[bool]]
 """Asked when the source's checker wants approval to connect; returns whether to connect."""
 
 _MAX_PAGES = 100
@@ -286,7 +286,7 @@ class McpToolSource:
                 f"(code: {decision.code})",
                 server=self.server.name,
             )
-        if isinstance(decision, RequireApproval):
+        if isinstance(decision, AskApproval):
             if self.approve_connect is None:
                 raise McpConnectionError(
                     f"connecting to MCP server {self.server.name!r} needs approval "
@@ -302,7 +302,7 @@ class McpToolSource:
             return
         raise McpConnectionError(
             f"permission checker {type(self.permissions).__name__} returned {decision!r} for "
-            "mcp.connect; expected Allow, Deny or RequireApproval",
+            "mcp.connect; expected Allow, Deny or AskApproval",
             server=self.server.name,
         )
 

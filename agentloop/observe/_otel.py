@@ -29,8 +29,8 @@ from ..core._items import FinishReason, Item, ItemKind, ToolResultPart, Usage, r
 from ..loop._agent import AgentBuilder
 from ..loop._events import (
     AgentEvent,
-    ApprovalRequired,
-    ApprovalResolved,
+    ApprovalAnswered,
+    ApprovalRequested,
     ContentDelta,
     RunFailed,
     RunStarted,
@@ -151,7 +151,7 @@ class OtelObserver:
             return
         if isinstance(event, ContentDelta | ToolCallRequested | UsageUpdated):
             self._chat(session)
-        elif isinstance(event, ApprovalRequired):
+        elif isinstance(event, ApprovalRequested):
             self._tool_event(
                 session,
                 event.call_id,
@@ -162,7 +162,7 @@ class OtelObserver:
                     "agentloop.approval.summary": event.summary,
                 },
             )
-        elif isinstance(event, ApprovalResolved):
+        elif isinstance(event, ApprovalAnswered):
             self._tool_event(
                 session,
                 event.call_id,

@@ -9,9 +9,9 @@ from typing import TypeAlias
 import attrs
 
 from ._paths import is_within
-from ._requests import Allow, Deny, RequireApproval
+from ._requests import Allow, AskApproval, Deny
 
-__all__ = ["Abstain", "PolicyDecision"]
+__all__ = ["Abstain", "PolicyVerdict"]
 
 
 @attrs.frozen
@@ -19,7 +19,7 @@ class Abstain:
     """A policy's "not my business": the next policy of the chain decides."""
 
 
-PolicyDecision: TypeAlias = Allow | Deny | RequireApproval | Abstain
+PolicyVerdict: TypeAlias = Allow | Deny | AskApproval | Abstain
 
 
 def _names(values: Iterable[str]) -> frozenset[str]:

@@ -9,15 +9,15 @@ from typing import Literal
 
 import attrs
 
-from ._base import Abstain, PolicyDecision, _containing_root, _names, _paths, _reason
+from ._base import Abstain, PolicyVerdict, _containing_root, _names, _paths, _reason
 from ._paths import resolve_path
 from ._requests import (
     Allow,
     ApprovalReason,
+    AskApproval,
     Deny,
     DenyCode,
     PermissionRequest,
-    RequireApproval,
     ShellCommand,
 )
 from ._wrappers import CommandChain, unwrap
@@ -92,7 +92,7 @@ class CommandPolicy:
         default=None, converter=attrs.converters.optional(_paths)
     )
 
-    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+    def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Allow, deny or ask for a shell command."""
         if not isinstance(request, ShellCommand):
             return Abstain()
@@ -121,7 +121,7 @@ class CommandPolicy:
             summary = f"Run {request.summary}"
             if chain.programs != (request.program,) or chain.opaque or chain.changes_environment:
                 summary += f" ({unknown})"
-            return RequireApproval(ApprovalReason.SENSITIVE_COMMAND, summary)
+            return AskApproval(ApprovalReason.SENSITIVE_COMMAND, summary)
         return Deny(
             DenyCode.COMMAND_NOT_ALLOWED, f"command {request.command!r} is not allowed: {unknown}"
         )

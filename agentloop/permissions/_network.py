@@ -8,15 +8,15 @@ from typing import Literal
 
 import attrs
 
-from ._base import Abstain, PolicyDecision, _names
+from ._base import Abstain, PolicyVerdict, _names
 from ._requests import (
     Allow,
     ApprovalReason,
+    AskApproval,
     Deny,
     DenyCode,
     NetworkAccess,
     PermissionRequest,
-    RequireApproval,
 )
 
 __all__ = ["NetworkPolicy"]
@@ -53,7 +53,7 @@ class NetworkPolicy:
     )
     schemes: frozenset[str] = attrs.field(default=frozenset({"http", "https"}), converter=_schemes)
 
-    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+    def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Allow, deny or ask for a network request."""
         if not isinstance(request, NetworkAccess):
             return Abstain()
@@ -79,7 +79,7 @@ class NetworkPolicy:
             return Allow()
         if self.unknown == "approve":
             summary = f"Access {url} (host {host} is not on the allow list)"
-            return RequireApproval(ApprovalReason.UNKNOWN_TARGET, summary)
+            return AskApproval(ApprovalReason.UNKNOWN_TARGET, summary)
         allowed = ", ".join(sorted(self.allow)) or "none"
         return Deny(
             DenyCode.NETWORK_NOT_ALLOWED,

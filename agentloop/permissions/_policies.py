@@ -21,19 +21,19 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
-from ._base import Abstain, PolicyDecision, _containing_root, _names, _paths, _reason
+from ._base import Abstain, PolicyVerdict, _containing_root, _names, _paths, _reason
 from ._commands import CommandPolicy
 from ._paths import resolve_path
 from ._requests import (
     Allow,
     ApprovalReason,
+    AskApproval,
     Deny,
     DenyCode,
     FileSystemRead,
     FileSystemWrite,
-    PermissionDecision,
     PermissionRequest,
-    RequireApproval,
+    PermissionVerdict,
     ToolInvocation,
 )
 
@@ -44,7 +44,7 @@ __all__ = [
     "PathPolicy",
     "PermissionPolicy",
     "PolicyChain",
-    "PolicyDecision",
+    "PolicyVerdict",
     "ToolPolicy",
     "Verdict",
 ]
@@ -61,7 +61,7 @@ _SEVERITY = {"allow": 0, "approve": 1, "deny": 2}
 class PermissionPolicy(Protocol):
     """Decides a permission request, or abstains (every checker is also a policy)."""
 
-    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+    def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Allow, deny, ask for approval, or :class:`Abstain`."""
         ...
 
@@ -75,12 +75,12 @@ class PolicyChain:
     """
 
     def __init__(
-        self, *policies: PermissionPolicy, fallback: PermissionDecision | None = None
+        self, *policies: PermissionPolicy, fallback: PermissionVerdict | None = None
     ) -> None:
         fallback = Allow() if fallback is None else fallback
-        if not isinstance(fallback, Allow | Deny | RequireApproval):
+        if not isinstance(fallback, Allow | Deny | AskApproval):
             raise TypeError(
-                f"PolicyChain fallback must be Allow, Deny or RequireApproval, got {fallback!r}"
+                f"PolicyChain fallback must be Allow, Deny or AskApproval, got {fallback!r}"
             )
         self.policies = policies
         self.fallback = fallback
@@ -89,17 +89,17 @@ class PolicyChain:
         inner = ", ".join(repr(policy) for policy in self.policies)
         return f"PolicyChain({inner}, fallback={self.fallback!r})"
 
-    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         """The first non-abstaining policy's decision, else ``fallback``."""
         for policy in self.policies:
             decision = policy.evaluate(request)
             if isinstance(decision, Abstain):
                 continue
-            if isinstance(decision, Allow | Deny | RequireApproval):
+            if isinstance(decision, Allow | Deny | AskApproval):
                 return decision
             raise TypeError(
                 f"policy {type(policy).__name__} returned {decision!r} for {request.kind}; "
-                "expected Allow, Deny, RequireApproval or Abstain"
+                "expected Allow, Deny, AskApproval or Abstain"
             )
         return self.fallback
 
@@ -126,7 +126,7 @@ class ToolPolicy:
     idempotent: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
     open_world: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
 
-    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+    def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Decide a tool call by name or annotations; abstain on anything else."""
         if not isinstance(request, ToolInvocation):
             return Abstain()
@@ -134,12 +134,12 @@ class ToolPolicy:
         if name in self.deny:
             return Deny(DenyCode.TOOL_NOT_ALLOWED, f"tool {name!r} is not allowed")
         if name in self.require_approval:
-            return RequireApproval(ApprovalReason.POLICY_REQUIRES_CONFIRMATION, request.summary)
+            return AskApproval(ApprovalReason.POLICY_REQUIRES_CONFIRMATION, request.summary)
         if name in self.allow:
             return Allow()
         return self._by_annotation(request)
 
-    def _by_annotation(self, request: ToolInvocation) -> PolicyDecision:
+    def _by_annotation(self, request: ToolInvocation) -> PolicyVerdict:
         matched: list[tuple[str, Verdict]] = []
         for label in ("destructive", "open_world", "read_only", "idempotent"):
             verdict: Verdict | None = getattr(self, label)
@@ -160,7 +160,7 @@ class ToolPolicy:
                 if label == "destructive"
                 else ApprovalReason.POLICY_REQUIRES_CONFIRMATION
             )
-            return RequireApproval(reason, f"{request.summary} ({described})")
+            return AskApproval(reason, f"{request.summary} ({described})")
         return Allow()
 
 
@@ -176,7 +176,7 @@ class KindPolicy:
     deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     require_approval: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
 
-    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+    def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Decide by the request's kind."""
         kind = request.kind
         if _matches(kind, self.deny):
@@ -184,7 +184,7 @@ class KindPolicy:
                 DenyCode.POLICY_DENIED, f"{kind} requests are not allowed ({request.summary})"
             )
         if _matches(kind, self.require_approval):
-            return RequireApproval(ApprovalReason.POLICY_REQUIRES_CONFIRMATION, request.summary)
+            return AskApproval(ApprovalReason.POLICY_REQUIRES_CONFIRMATION, request.summary)
         if _matches(kind, self.allow):
             return Allow()
         return Abstain()
@@ -223,7 +223,7 @@ class PathPolicy:
     )
     base: str | None = None
 
-    def evaluate(self, request: PermissionRequest) -> PolicyDecision:
+    def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Allow, deny or ask for a read or write of ``request.path``."""
         if isinstance(request, FileSystemWrite):
             return self._decide(request.path, write=True)
@@ -231,7 +231,7 @@ class PathPolicy:
             return self._decide(request.path, write=False)
         return Abstain()
 
-    def _decide(self, path: object, *, write: bool) -> PolicyDecision:
+    def _decide(self, path: object, *, write: bool) -> PolicyVerdict:
         verb = "write" if write else "read"
         try:
             real = self.resolve(path)  # type: ignore[arg-type]
@@ -251,7 +251,7 @@ class PathPolicy:
         if read_only is not None:
             return Allow()
         if self.outside == "approve":
-            return RequireApproval(
+            return AskApproval(
                 ApprovalReason.SENSITIVE_PATH,
                 f"{verb.capitalize()} {real} (outside the allowed roots)",
             )

@@ -18,6 +18,7 @@ __all__ = [
     "Allow",
     "AllowAll",
     "ApprovalReason",
+    "AskApproval",
     "CustomPermission",
     "Deny",
     "DenyAll",
@@ -27,9 +28,8 @@ __all__ = [
     "NetworkAccess",
     "PendingPermission",
     "PermissionChecker",
-    "PermissionDecision",
     "PermissionRequest",
-    "RequireApproval",
+    "PermissionVerdict",
     "ShellCommand",
     "ToolInvocation",
 ]
@@ -265,7 +265,7 @@ class Deny:
 
 
 @attrs.frozen
-class RequireApproval:
+class AskApproval:
     """Ask the host: the call becomes an ``ApprovalRequest`` interrupt."""
 
     reason: str
@@ -273,7 +273,7 @@ class RequireApproval:
     id: str | None = None
 
 
-PermissionDecision: TypeAlias = Allow | Deny | RequireApproval
+PermissionVerdict: TypeAlias = Allow | Deny | AskApproval
 
 
 def request_key(request: PermissionRequest) -> str:
@@ -304,7 +304,7 @@ class PendingPermission:
 class PermissionChecker(Protocol):
     """Decides each permission request a tool proposes."""
 
-    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         """Allow, deny or ask for approval."""
         ...
 
@@ -312,7 +312,7 @@ class PermissionChecker(Protocol):
 class AllowAll:
     """A checker that allows everything (the default)."""
 
-    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         """Always :class:`Allow`."""
         return Allow()
 
@@ -323,6 +323,6 @@ class DenyAll:
     def __init__(self, message: str = "all tool permissions are denied") -> None:
         self.message = message
 
-    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         """Always :class:`Deny`."""
         return Deny(DenyCode.POLICY_DENIED, f"{self.message} ({request.summary})")

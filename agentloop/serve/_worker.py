@@ -32,7 +32,7 @@ from ..loop._session_store import (
     input_digest,
 )
 from ..loop._state import DriverState
-from ..loop._steps import ApprovalDecision, ApprovalRequest
+from ..loop._steps import ApprovalAnswer, ApprovalRequest
 from ._audit import AuditLog, DecisionAction
 from ._inbox import find_call
 
@@ -212,13 +212,11 @@ class Worker:
             decision = await self._decision_for(session_id, step)
             if decision is None:
                 return  # still waiting for a person; the driver saved the session
-            driver.resolve_approval_for(step.call_id, decision)
+            driver.answer_approval_for(step.call_id, decision)
             step = await driver.run_until_blocked()
         log.info("session advanced", session_id=session_id, state=str(driver.state))
 
-    async def _decision_for(
-        self, session_id: str, step: ApprovalRequest
-    ) -> ApprovalDecision | None:
+    async def _decision_for(self, session_id: str, step: ApprovalRequest) -> ApprovalAnswer | None:
         stored = await self.store.load(session_id)
         approval = stored.approvals.get(step.call_id) if stored is not None else None
         if approval is None:
@@ -230,12 +228,12 @@ class Worker:
             input_digest=approval.input_digest,
         )
         if not approval.approved:
-            return ApprovalDecision.deny(entry.reason if entry is not None else None)
+            return ApprovalAnswer.deny(entry.reason if entry is not None else None)
         if entry is not None and entry.action is DecisionAction.APPROVE_WITH:
             if input_digest(step.tool_name, entry.input) == approval.input_digest:
-                return ApprovalDecision.approve_with(entry.input)
+                return ApprovalAnswer.approve_with(entry.input)
         elif input_digest(step.tool_name, step.input) == approval.input_digest:
-            return ApprovalDecision.approve()
-        return ApprovalDecision.deny(
+            return ApprovalAnswer.approve()
+        return ApprovalAnswer.deny(
             "the recorded approval was for other arguments than the call's; not run"
         )

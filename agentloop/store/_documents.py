@@ -21,6 +21,7 @@ import cattrs
 from .. import _serde
 from ..core._errors import CheckpointError
 from ..core._items import Item
+from ..loop._checkpoint import CHECKPOINT_FORMAT
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -36,9 +37,6 @@ __all__ = [
     "encode_checkpoint",
     "encode_json",
 ]
-
-CHECKPOINT_FORMAT = "agentloop.checkpoint"
-"""The ``format`` every checkpoint document carries."""
 
 _FIX = "save the document driver.checkpoint() returns, unchanged"
 

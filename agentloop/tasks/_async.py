@@ -13,7 +13,7 @@ Where a task's result goes (decided when it finishes, never before):
 - a foreground task cancelled by ``on_turn_interrupted`` delivers nothing: the
   driver answers its call with a "cancelled" result itself.
 
-Every task emits ``TaskStarted`` and then exactly one of ``TaskCompleted``,
+Every task emits ``TaskStarted`` and then exactly one of ``TaskSucceeded``,
 ``TaskFailed`` (an error result) or ``TaskCancelled``; a detached task also
 emits ``TaskDetached`` in between. Waiters re-check state after every change
 (one ``anyio.Event`` per change, taken before awaiting), so no wakeup is lost.
@@ -45,17 +45,16 @@ from ..core._results import synthesized_result
 from ._contained import run_contained
 from ._protocol import (
     TaskCancelled,
-    TaskCompleted,
     TaskDetached,
-    TaskDone,
     TaskEvent,
     TaskFailed,
+    TaskFinished,
     TaskKind,
     TaskLaunch,
-    TaskMovedToBackground,
-    TaskRunning,
+    TaskLaunched,
     TaskSnapshot,
     TaskStarted,
+    TaskSucceeded,
     TurnUpdate,
 )
 from ._routing import DetachAfter, Routing, route_request
@@ -124,8 +123,8 @@ class AsyncTaskManager:
         self._group: anyio.abc.TaskGroup | None = None
         self._counter = 0
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
-        self._turn_results: dict[str, deque[TaskDone]] = {}
-        self._background_results: list[TaskDone] = []
+        self._turn_results: dict[str, deque[TaskFinished]] = {}
+        self._background_results: list[TaskFinished] = []
         # Made by the first handle() call: until then nobody can read events.
         self._events: deque[TaskEvent] | None = None
         self._dropped_events = False
@@ -178,8 +177,8 @@ class AsyncTaskManager:
 
     # -- the TaskManager protocol ----------------------------------------------------
 
-    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskDone | TaskRunning:
-        """Route the call, spawn it, and return ``TaskRunning`` at once."""
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
+        """Route the call, spawn it, and return ``TaskLaunched`` at once."""
         await anyio.lowlevel.checkpoint_if_cancelled()
         request = launch.request
         if self._state is not TaskManagerState.OPEN or self._group is None:
@@ -218,7 +217,7 @@ class AsyncTaskManager:
             self._notify()
         # No await after this point: the driver always learns about a spawned task.
         self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
-        return TaskRunning(task_id, kind)
+        return TaskLaunched(task_id, kind)
 
     async def wait_for_turn(self, turn_id: str) -> TurnUpdate | None:
         """The turn's next finished foreground result or detach, in the order they happened.
@@ -253,7 +252,7 @@ class AsyncTaskManager:
             with anyio.move_on_at(deadline):
                 await changed.wait()
 
-    def take_background_results(self) -> list[TaskDone]:
+    def take_background_results(self) -> list[TaskFinished]:
         """Results of background tasks that finished since the last call, in finish order."""
         done, self._background_results = self._background_results, []
         return done
@@ -319,7 +318,7 @@ class AsyncTaskManager:
                 self._emit(
                     TaskFailed(snapshot, result)
                     if result.is_error
-                    else TaskCompleted(snapshot, result)
+                    else TaskSucceeded(snapshot, result)
                 )
             self._deliver(task, result)
         self._notify()
@@ -337,7 +336,7 @@ class AsyncTaskManager:
         )
 
     def _deliver(self, task: _Task, result: ToolResultPart) -> None:
-        done = TaskDone(task.snapshot.task_id, result)
+        done = TaskFinished(task.snapshot.task_id, result)
         if task.foreground:
             queued = self._turn_results.get(task.snapshot.turn_id)
             if queued is None:
@@ -346,12 +345,12 @@ class AsyncTaskManager:
         else:
             self._background_results.append(done)
 
-    def _detach(self, task: _Task) -> TaskMovedToBackground:
+    def _detach(self, task: _Task) -> TaskDetached:
         task.snapshot = attrs.evolve(task.snapshot, kind=TaskKind.BACKGROUND)
         task.detach_at = None
-        self._emit(TaskDetached(task.snapshot))
-        snapshot = task.snapshot
-        return TaskMovedToBackground(snapshot.task_id, snapshot.call_id, snapshot.tool_name)
+        detached = TaskDetached(task.snapshot)
+        self._emit(detached)
+        return detached
 
     def _request_cancel(self, task: _Task, reason: _CancelReason) -> bool:
         if task.cancel_reason is not None:

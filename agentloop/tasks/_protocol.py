@@ -13,19 +13,18 @@ from ..tools._tool import ToolRequest
 
 __all__ = [
     "TaskCancelled",
-    "TaskCompleted",
     "TaskDetached",
-    "TaskDone",
     "TaskEvent",
     "TaskFailed",
+    "TaskFinished",
     "TaskKind",
     "TaskLaunch",
+    "TaskLaunched",
     "TaskManager",
     "TaskManagerHandle",
-    "TaskMovedToBackground",
-    "TaskRunning",
     "TaskSnapshot",
     "TaskStarted",
+    "TaskSucceeded",
     "TurnUpdate",
 ]
 
@@ -47,7 +46,7 @@ class TaskLaunch:
 
 
 @attrs.frozen
-class TaskDone:
+class TaskFinished:
     """A task finished with ``result``."""
 
     task_id: str
@@ -55,23 +54,11 @@ class TaskDone:
 
 
 @attrs.frozen
-class TaskRunning:
+class TaskLaunched:
     """A task was started and will report through ``wait_for_turn`` or later."""
 
     task_id: str
     kind: TaskKind
-
-
-@attrs.frozen
-class TaskMovedToBackground:
-    """A foreground task ran past its detach limit and now runs in the background."""
-
-    task_id: str
-    call_id: str
-    tool_name: str
-
-
-TurnUpdate: TypeAlias = TaskDone | TaskMovedToBackground
 
 
 @attrs.frozen
@@ -94,7 +81,7 @@ class TaskStarted:
 
 
 @attrs.frozen
-class TaskCompleted:
+class TaskSucceeded:
     """A task finished with a (non-error) result."""
 
     task: TaskSnapshot
@@ -118,12 +105,18 @@ class TaskCancelled:
 
 @attrs.frozen
 class TaskDetached:
-    """A foreground task moved to the background."""
+    """A foreground task ran past its detach limit and now runs in the background.
+
+    Both a turn update (``wait_for_turn``) and a task event (``next_event``).
+    """
 
     task: TaskSnapshot
 
 
-TaskEvent: TypeAlias = TaskStarted | TaskCompleted | TaskFailed | TaskCancelled | TaskDetached
+TurnUpdate: TypeAlias = TaskFinished | TaskDetached
+"""What ``wait_for_turn`` reports: a foreground task finished or moved to the background."""
+
+TaskEvent: TypeAlias = TaskStarted | TaskSucceeded | TaskFailed | TaskCancelled | TaskDetached
 
 
 @runtime_checkable
@@ -153,7 +146,7 @@ class TaskManager(Protocol):
     ``take_background_results`` between steps.
     """
 
-    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskDone | TaskRunning:
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
         """Start (or run) one call."""
         ...
 
@@ -161,7 +154,7 @@ class TaskManager(Protocol):
         """The next update for the turn's foreground tasks, or ``None`` when none run."""
         ...
 
-    def take_background_results(self) -> list[TaskDone]:
+    def take_background_results(self) -> list[TaskFinished]:
         """Results of background tasks that finished since the last call."""
         ...
 

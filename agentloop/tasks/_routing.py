@@ -1,7 +1,7 @@
 """Routing policies: which calls run in the foreground, the background, or detach later.
 
-A policy is anything with ``route(request) -> RoutingDecision`` or a plain
-callable from a :class:`~agentloop.ToolRequest` to a ``RoutingDecision``.
+A policy is anything with ``route(request) -> RouteChoice`` or a plain
+callable from a :class:`~agentloop.ToolRequest` to a ``RouteChoice``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ __all__ = [
     "DetachAfter",
     "RouteByAnnotation",
     "RouteByName",
+    "RouteChoice",
     "Routing",
-    "RoutingDecision",
     "RoutingPolicy",
     "SpecCatalog",
     "route_request",
@@ -41,19 +41,19 @@ class DetachAfter:
     seconds: float = attrs.field(validator=_check_seconds)
 
 
-RoutingDecision: TypeAlias = TaskKind | DetachAfter
+RouteChoice: TypeAlias = TaskKind | DetachAfter
 
 
 @runtime_checkable
 class RoutingPolicy(Protocol):
     """Decides how one call runs."""
 
-    def route(self, request: ToolRequest) -> RoutingDecision:
+    def route(self, request: ToolRequest) -> RouteChoice:
         """``TaskKind.FOREGROUND``, ``TaskKind.BACKGROUND`` or ``DetachAfter(seconds)``."""
         ...
 
 
-Routing: TypeAlias = RoutingPolicy | Callable[[ToolRequest], RoutingDecision]
+Routing: TypeAlias = RoutingPolicy | Callable[[ToolRequest], RouteChoice]
 
 
 class SpecCatalog(Protocol):
@@ -69,9 +69,9 @@ class RouteByName:
 
     def __init__(
         self,
-        routes: Mapping[str, RoutingDecision],
+        routes: Mapping[str, RouteChoice],
         *,
-        default: RoutingDecision = TaskKind.FOREGROUND,
+        default: RouteChoice = TaskKind.FOREGROUND,
     ) -> None:
         for name, decision in routes.items():
             _check_decision(decision, f"RouteByName route for {name!r}")
@@ -79,7 +79,7 @@ class RouteByName:
         self.routes = dict(routes)
         self.default = default
 
-    def route(self, request: ToolRequest) -> RoutingDecision:
+    def route(self, request: ToolRequest) -> RouteChoice:
         """The decision listed for ``request.tool_name``, else the default."""
         return self.routes.get(request.tool_name, self.default)
 
@@ -96,16 +96,16 @@ class RouteByAnnotation:
     def __init__(
         self,
         catalog: SpecCatalog,
-        decide: Callable[[ToolAnnotations], RoutingDecision],
+        decide: Callable[[ToolAnnotations], RouteChoice],
         *,
-        default: RoutingDecision = TaskKind.FOREGROUND,
+        default: RouteChoice = TaskKind.FOREGROUND,
     ) -> None:
         _check_decision(default, "RouteByAnnotation default")
         self.catalog = catalog
         self.decide = decide
         self.default = default
 
-    def route(self, request: ToolRequest) -> RoutingDecision:
+    def route(self, request: ToolRequest) -> RouteChoice:
         """``decide(annotations)`` of the named tool, else the default."""
         for spec in self.catalog.specs():
             if spec.name == request.tool_name:
@@ -113,7 +113,7 @@ class RouteByAnnotation:
         return self.default
 
 
-def route_request(routing: Routing, request: ToolRequest) -> RoutingDecision:
+def route_request(routing: Routing, request: ToolRequest) -> RouteChoice:
     """Ask ``routing`` about ``request``; a raising or ill-typed policy is a ``ToolError``."""
     route = routing.route if isinstance(routing, RoutingPolicy) else routing
     try:

@@ -20,8 +20,8 @@ import attrs
 
 from .._serde import unstructure
 from ..core._items import FinishReason, Item, ItemKind, ToolCallPart
+from ..loop._session_store import SessionStore
 from ..model._protocol import ModelTurnResult, TurnRequest
-from ..store._protocol import SessionStore
 
 if TYPE_CHECKING:
     from ._scripted import Reply

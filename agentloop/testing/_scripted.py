@@ -23,9 +23,9 @@ from ..core._items import (
     ToolCallPart,
     Usage,
 )
+from ..loop._session_store import SessionStore
 from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
-from ..store._protocol import SessionStore
 
 if TYPE_CHECKING:
     from ._replay import ReplayScript

@@ -31,6 +31,7 @@ from ..core._items import (
     ToolResultPart,
     Usage,
 )
+from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._session_store import (
     ClaimError,
     Lease,
@@ -42,7 +43,6 @@ from ..loop._session_store import (
     StoredSession,
     input_digest,
 )
-from ..store._documents import CHECKPOINT_FORMAT
 
 __all__ = [
     "OpenStore",

@@ -4,8 +4,8 @@ from ._decorator import FunctionTool, PermissionsFunction, tool
 from ._errors import ToolInDoubtError
 from ._executor import (
     RAW_ARGUMENTS_KEY,
-    ApprovalNeeded,
     BasicToolExecutor,
+    PendingApproval,
     PreparedCall,
     PrepareOutcome,
     ToolExecutor,
@@ -17,9 +17,9 @@ from ._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
-    "ApprovalNeeded",
     "BasicToolExecutor",
     "FunctionTool",
+    "PendingApproval",
     "PermissionsFunction",
     "PrepareOutcome",
     "PreparedCall",

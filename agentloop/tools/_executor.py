@@ -29,10 +29,10 @@ from ..core._items import (
 from ..core._results import RAW_ARGUMENTS_KEY, synthesized_result
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
+    AskApproval,
     PendingPermission,
     PermissionChecker,
     PermissionRequest,
-    RequireApproval,
     ToolInvocation,
 )
 from ._errors import ToolInDoubtError, describe_error
@@ -52,7 +52,7 @@ from ._tool import Tool, ToolContext, ToolRequest, current_spec, proposed_reques
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
-    "ApprovalNeeded",
+    "PendingApproval",
     "BasicToolExecutor",
     "PreparedCall",
     "PrepareOutcome",
@@ -74,7 +74,7 @@ class PreparedCall:
 
 
 @attrs.frozen
-class ApprovalNeeded:
+class PendingApproval:
     """A call a checker wants a human to approve before it runs.
 
     ``pending`` lists every request of the call that needs approval (the
@@ -84,11 +84,11 @@ class ApprovalNeeded:
 
     request: ToolRequest
     permission: PermissionRequest
-    decision: RequireApproval
+    decision: AskApproval
     pending: tuple[PendingPermission, ...] = ()
 
 
-PrepareOutcome: TypeAlias = PreparedCall | ApprovalNeeded | ToolResultPart
+PrepareOutcome: TypeAlias = PreparedCall | PendingApproval | ToolResultPart
 
 
 class ToolExecutor(Protocol):
@@ -112,7 +112,7 @@ class ToolExecutor(Protocol):
         """Check a call without running it.
 
         ``approved``: the requests a human granted (those of the
-        ``ApprovalNeeded`` they were shown), ``True`` for any, ``False`` for none.
+        ``PendingApproval`` they were shown), ``True`` for any, ``False`` for none.
         """
         ...
 
@@ -308,7 +308,7 @@ class BasicToolExecutor:
         Every request the call proposes is evaluated: one denied request
         denies the call; the requests that need approval and are not among
         ``approved`` (``True``: all are) come back together as one
-        :class:`ApprovalNeeded`. A checker that raises or answers something
+        :class:`PendingApproval`. A checker that raises or answers something
         else than a decision fails this call only, with an error result.
         """
         tool = self.lookup(request.tool_name)
@@ -355,7 +355,7 @@ class BasicToolExecutor:
         ]
         if ungranted:
             permission, decision, _ = ungranted[0]
-            return ApprovalNeeded(
+            return PendingApproval(
                 request, permission, decision, tuple(pending for _, _, pending in ungranted)
             )
         timeout = getattr(tool, "timeout", None)

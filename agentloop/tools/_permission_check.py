@@ -15,18 +15,18 @@ from ..core._items import ResultOutcome, ToolResultPart
 from ..permissions._base import Abstain
 from ..permissions._requests import (
     Allow,
+    AskApproval,
     Deny,
     PendingPermission,
     PermissionChecker,
     PermissionRequest,
-    RequireApproval,
     request_key,
 )
 from ._errors import describe_error, synthesized_result
 from ._tool import ToolRequest
 
 if TYPE_CHECKING:
-    from ._executor import ApprovalNeeded
+    from ._executor import PendingApproval
 
 
 class _Decision(Protocol):
@@ -56,7 +56,7 @@ __all__ = ["approval_summary", "evaluate_requests", "granted_permissions"]
 
 log = get_logger()
 
-Asked = list[tuple[PermissionRequest, RequireApproval, PendingPermission]]
+Asked = list[tuple[PermissionRequest, AskApproval, PendingPermission]]
 
 
 def evaluate_requests(
@@ -91,7 +91,7 @@ def evaluate_requests(
                 f"tool permission denied: {_text(decision.message)} (code: {_text(decision.code)})",
                 ResultOutcome.PERMISSION_DENIED,
             )
-        if isinstance(decision, RequireApproval):
+        if isinstance(decision, AskApproval):
             try:
                 pending = PendingPermission(
                     permission.kind,
@@ -121,7 +121,7 @@ def evaluate_requests(
         return _failed(
             request,
             f"permission checker {type(permissions).__name__} returned {_repr(decision)} for "
-            f"{_kind(permission)}; expected Allow, Deny or RequireApproval{hint}",
+            f"{_kind(permission)}; expected Allow, Deny or AskApproval{hint}",
         )
     return asked
 
@@ -154,7 +154,7 @@ def _repr(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
-def approval_summary(needed: ApprovalNeeded) -> str:
+def approval_summary(needed: PendingApproval) -> str:
     """The one-line summary of an approval: the first request's, or all of them joined."""
     if len(needed.pending) <= 1:
         return needed.decision.summary

@@ -29,7 +29,7 @@ class ToolRequest:
 
 @attrs.frozen
 class ToolContext:
-    """What a running tool may use: ids, the turn's cancellation checkpoint, host resources."""
+    """What a running tool may use: ids, the turn's cancellation snapshot, host resources."""
 
     session_id: str
     turn_id: str

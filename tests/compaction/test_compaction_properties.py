@@ -116,7 +116,7 @@ def test_any_pipeline_keeps_long_transcripts_valid_and_within_budget(
         assert report.items_before == len(items)
         assert report.items_after == len(after)
         assert report.tokens_after == estimate_transcript(after)
-        warned = [e for e in emitted if isinstance(e, al.Warning)]
+        warned = [e for e in emitted if isinstance(e, al.LoopWarning)]
         if report.outcome is CompactionOutcome.NO_OP:
             assert [item.parts for item in after] == [item.parts for item in items]
             assert len(warned) == 1

@@ -170,5 +170,5 @@ def test_overflow_trigger_arms_from_events_carrying_the_error() -> None:
         trigger.check([], TURN) == "context_overflow: the last request exceeded the context window"
     )
     trigger.handle_event(al.TurnFinished(attrs.evolve(turn, metadata={})))
-    trigger.handle_event(al.Warning("unrelated"))
+    trigger.handle_event(al.LoopWarning("unrelated"))
     assert not trigger.armed

@@ -39,7 +39,7 @@ class Events:
         self.events.append(event)
 
     def warnings(self) -> list[str]:
-        return [event.message for event in self.events if isinstance(event, al.Warning)]
+        return [event.message for event in self.events if isinstance(event, al.LoopWarning)]
 
 
 def usage_of(request: al.TurnRequest) -> al.Usage:

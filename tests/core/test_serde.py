@@ -71,11 +71,11 @@ events = st.one_of(
     st.builds(al.InputAccepted, ids, st.lists(items, max_size=2)),
     st.builds(al.ContentDelta, deltas),
     st.builds(al.ToolResultReceived, st.builds(al.ToolResultPart, ids, outputs, st.booleans())),
-    st.builds(al.ApprovalResolved, ids, st.booleans(), st.booleans()),
+    st.builds(al.ApprovalAnswered, ids, st.booleans(), st.booleans()),
     st.builds(al.ToolCatalogChanged, ids, st.lists(ids).map(tuple)),
     st.builds(al.MutationFinished, ids, st.none() | ids, ids, ids, st.booleans(), metadata),
     st.builds(al.UsageUpdated, usages),
-    st.builds(al.Warning, texts),
+    st.builds(al.LoopWarning, texts),
     st.builds(al.TurnFinished, turn_results),
 )
 breakpoints = st.one_of(

@@ -77,9 +77,9 @@ class Charge:
 class ApproveLargeCharges:
     """Charges above :data:`APPROVAL_LIMIT` ask a human."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if request.kind == "payment.charge" and int(request.summary.split()[1]) > APPROVAL_LIMIT:
-            return al.RequireApproval("policy_requires_confirmation", request.summary)
+            return al.AskApproval("policy_requires_confirmation", request.summary)
         return al.Allow()
 
 

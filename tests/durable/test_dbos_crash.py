@@ -183,7 +183,7 @@ async def test_an_approval_survives_a_killed_worker_and_is_answered_later(
     fleet.kill(worker)
 
     fleet.start("worker-a")
-    await approve(fleet.client, workflow_id, pending.call_id, al.ApprovalDecision.approve())
+    await approve(fleet.client, workflow_id, pending.call_id, al.ApprovalAnswer.approve())
     result = await wait_result(fleet.client, workflow_id, within=WAIT)
 
     assert final_text(result.transcript) == "done: charged 500"

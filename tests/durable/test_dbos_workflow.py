@@ -119,7 +119,7 @@ async def test_an_approval_waits_for_a_client_and_runs_the_call(launched: Launch
         "charge 500",
     )
     assert launched.charges() == []
-    await approve(launched.client, workflow_id, pending.call_id, al.ApprovalDecision.approve())
+    await approve(launched.client, workflow_id, pending.call_id, al.ApprovalAnswer.approve())
     result = await wait_result(launched.client, workflow_id, within=WAIT)
 
     assert final_text(result.transcript) == "done: charged 500"
@@ -141,7 +141,7 @@ async def test_approve_with_runs_the_edited_input(launched: Launched) -> None:
     workflow_id = await start_session("charges", "s-edit", user("charge 900"))
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
     assert pending is not None
-    decision = al.ApprovalDecision.approve_with({"amount": 90})
+    decision = al.ApprovalAnswer.approve_with({"amount": 90})
     await approve(launched.client, workflow_id, pending.call_id, decision)
     result = await wait_result(launched.client, workflow_id, within=WAIT)
 
@@ -171,7 +171,7 @@ async def test_a_denial_or_an_unreadable_answer_never_runs_the_call(
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
     assert pending is not None
     if message is None:
-        denial = al.ApprovalDecision.deny("too expensive")
+        denial = al.ApprovalAnswer.deny("too expensive")
         await approve(launched.client, workflow_id, pending.call_id, denial)
     else:
         await anyio.to_thread.run_sync(
@@ -204,7 +204,7 @@ async def test_an_unanswered_approval_expires_denied(workdir: Path, launched: La
     assert tool_result.is_error
     assert launched.charges() == []
     # A late answer changes nothing: the run is over.
-    await approve(launched.client, workflow_id, "turn-1-charge", al.ApprovalDecision.approve())
+    await approve(launched.client, workflow_id, "turn-1-charge", al.ApprovalAnswer.approve())
     assert await wait_result(launched.client, workflow_id, within=WAIT) == result
     assert launched.charges() == []
 
@@ -235,7 +235,7 @@ async def test_a_wait_that_runs_out_says_so(launched: Launched) -> None:
         await wait_result(launched.client, workflow_id, within=0.2)
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
     assert pending is not None
-    await approve(launched.client, workflow_id, pending.call_id, al.ApprovalDecision.deny())
+    await approve(launched.client, workflow_id, pending.call_id, al.ApprovalAnswer.deny())
     await wait_result(launched.client, workflow_id, within=WAIT)
 
 
@@ -280,7 +280,7 @@ def test_dbos_config_requires_an_executor_id_and_a_version(
 async def test_approve_refuses_what_is_not_a_decision() -> None:
     client: Any = None
     for wrong in ("yes", True, {"kind": "approve"}):
-        with pytest.raises(al.InvalidInputError, match="expects an ApprovalDecision"):
+        with pytest.raises(al.InvalidInputError, match="expects an ApprovalAnswer"):
             await approve(client, "s", "call-1", wrong)  # type: ignore[arg-type]
 
 

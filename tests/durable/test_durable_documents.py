@@ -67,9 +67,9 @@ def test_a_pending_approval_round_trips(pending: PendingApproval) -> None:
 
 
 @given(
-    st.sampled_from([al.ApprovalDecision.approve(), al.ApprovalDecision.deny()])
-    | st.builds(al.ApprovalDecision.approve_with, json_values())
-    | st.builds(al.ApprovalDecision.deny, texts)
+    st.sampled_from([al.ApprovalAnswer.approve(), al.ApprovalAnswer.deny()])
+    | st.builds(al.ApprovalAnswer.approve_with, json_values())
+    | st.builds(al.ApprovalAnswer.deny, texts)
 )
-def test_an_approval_decision_round_trips(decision: al.ApprovalDecision) -> None:
-    assert al.structure(_through_json(al.unstructure(decision)), al.ApprovalDecision) == decision
+def test_an_approval_decision_round_trips(decision: al.ApprovalAnswer) -> None:
+    assert al.structure(_through_json(al.unstructure(decision)), al.ApprovalAnswer) == decision

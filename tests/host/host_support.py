@@ -51,9 +51,9 @@ class ReadNote:
 class AskBeforeReading:
     """Reads need a human's yes."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if request.kind == "filesystem.read":
-            return al.RequireApproval("sensitive_path", request.summary)
+            return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()
 
 

@@ -40,8 +40,8 @@ async def test_run_with_sync_approver_finishes_the_turn() -> None:
 async def test_async_approver_can_deny_with_a_reason() -> None:
     model = al.ScriptedModel(tour_script())
 
-    async def approve(request: al.ApprovalRequest) -> al.ApprovalDecision:
-        return al.ApprovalDecision.deny("not today")
+    async def approve(request: al.ApprovalRequest) -> al.ApprovalAnswer:
+        return al.ApprovalAnswer.deny("not today")
 
     result = await run(make_agent(model), "q", approve=approve)
 
@@ -52,7 +52,7 @@ async def test_async_approver_can_deny_with_a_reason() -> None:
 async def test_approver_can_patch_the_input() -> None:
     note = ReadNote()
     model = al.ScriptedModel(tour_script())
-    decision = al.ApprovalDecision.approve_with({"name": "todo"})
+    decision = al.ApprovalAnswer.approve_with({"name": "todo"})
 
     result = await run(make_agent(model, note=note), "q", approve=lambda request: decision)
 
@@ -66,7 +66,7 @@ async def test_approver_returning_something_else_is_refused() -> None:
         await run(make_agent(model), "q", approve=lambda request: "yes")  # type: ignore[arg-type,return-value]
     assert str(raised.value) == (
         "approve callback: for call-2 (read_note) it returned 'yes'; expected an "
-        "ApprovalDecision (ApprovalDecision.approve(), .approve_with(input), .deny(reason)) "
+        "ApprovalAnswer (ApprovalAnswer.approve(), .approve_with(input), .deny(reason)) "
         "or a bool"
     )
 

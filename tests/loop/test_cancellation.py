@@ -242,11 +242,11 @@ async def test_an_interrupt_between_turns_does_not_cancel_the_next_turn() -> Non
 
 async def test_checkpoint_can_be_awaited() -> None:
     controller = al.CancellationController()
-    checkpoint = controller.handle().checkpoint()
+    checkpoint = controller.handle().snapshot()
     assert checkpoint.is_cancelled is False
     async with anyio.create_task_group() as group:
         group.start_soon(checkpoint.cancelled)
         await anyio.wait_all_tasks_blocked()
         assert controller.interrupt() == 1
     assert checkpoint.is_cancelled is True
-    assert controller.handle().checkpoint().is_cancelled is False
+    assert controller.handle().snapshot().is_cancelled is False

@@ -24,6 +24,7 @@ from agentloop import (
     Agent,
     Allow,
     ApprovalRequest,
+    AskApproval,
     AwaitingInput,
     CancellationController,
     FileSystemWrite,
@@ -32,9 +33,8 @@ from agentloop import (
     Item,
     ItemKind,
     MutationContext,
-    PermissionDecision,
     PermissionRequest,
-    RequireApproval,
+    PermissionVerdict,
     Step,
     ToolContext,
     ToolRegistry,
@@ -106,9 +106,9 @@ class Write:
 
 
 class AskForWrites:
-    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         if isinstance(request, FileSystemWrite):
-            return RequireApproval("sensitive_path", request.summary)
+            return AskApproval("sensitive_path", request.summary)
         return Allow()
 
 

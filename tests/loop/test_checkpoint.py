@@ -226,8 +226,8 @@ async def test_two_drivers_restored_from_one_checkpoint_are_independent() -> Non
     assert isinstance(again, al.ApprovalRequest)
     assert again.call_id == step.call_id
     with pytest.raises(al.InvalidStateError, match="already answered"):
-        first.resolve_approval_for(step.call_id, al.ApprovalDecision.approve())
-    second.resolve_approval_for(step.call_id, al.ApprovalDecision.deny("no"))  # its own decision
+        first.answer_approval_for(step.call_id, al.ApprovalAnswer.approve())
+    second.answer_approval_for(step.call_id, al.ApprovalAnswer.deny("no"))  # its own decision
 
 
 async def test_resume_needs_exactly_one_source_and_a_store_for_ids() -> None:
@@ -306,7 +306,7 @@ async def test_a_started_call_without_result_is_answered_in_doubt_not_rerun() ->
         .build()
     )
     driver = await agent.resume(session_id="s")
-    assert [w.message for w in recorder.of(al.Warning)] == [
+    assert [w.message for w in recorder.of(al.LoopWarning)] == [
         "call call-pay (pay) started before the restore and has no result; answered as in "
         "doubt instead of running it again"
     ]

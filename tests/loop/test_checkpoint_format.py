@@ -13,11 +13,15 @@ metadata and the output of its last model call.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_checkpoint import comparable, drive, make_agent, planned_model
 
 import agentloop as al
@@ -102,3 +106,116 @@ def _without_requests(step: dict[str, Any]) -> dict[str, Any]:
         (step["request_kind"], step["summary"], step["reason"])
     ]
     return rest
+
+
+# -- version 2 (the current format) ---------------------------------------------------
+
+V2_CASES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "data" / "checkpoint_v2.json").read_text()
+)
+POSITIONAL = [case for case in V2_CASES if "position" in case]
+SPECIAL = {case["name"]: case["document"] for case in V2_CASES if "position" not in case}
+
+
+def test_the_version_2_fixture_covers_every_resting_state_and_special_field() -> None:
+    documents = [case["document"] for case in V2_CASES]
+    assert {d["state"] for d in documents} == {"IDLE", "AWAITING_APPROVAL", "AFTER_TOOL_RESULT"}
+    assert all(d["version"] == 2 for d in documents)
+    assert SPECIAL["retry-point"]["retry_point"] is not None
+    assert SPECIAL["queues"]["steering"]
+    assert SPECIAL["queues"]["follow_ups"]
+    assert SPECIAL["interrupted"]["turn"]["interrupted"] is True
+
+
+@pytest.mark.parametrize("case", V2_CASES, ids=[case["name"] for case in V2_CASES])
+async def test_a_version_2_document_restores_and_is_written_back_unchanged(
+    case: dict[str, Any],
+) -> None:
+    document = case["document"]
+    resumed = await agent_for({"rounds": 1, "allow_all": False, **case}).resume(document)
+    assert resumed.state.value == document["state"]
+    assert resumed.checkpoint() == document
+
+
+@pytest.mark.parametrize("case", POSITIONAL, ids=[case["name"] for case in POSITIONAL])
+async def test_a_version_2_document_continues_as_the_driver_that_wrote_it(
+    case: dict[str, Any],
+) -> None:
+    resumed = await agent_for(case).resume(case["document"])
+    assert await drive(resumed, case["position"], 16) == case["steps"]
+    assert comparable(list(resumed.snapshot().transcript)) == case["transcript"]
+
+
+async def test_version_2_special_documents_continue() -> None:
+    retry = await agent_for({"rounds": 1, "allow_all": True}).resume(SPECIAL["retry-point"])
+    assert retry.retry_point is not None
+    assert (retry.retry_point.turn_id, retry.retry_point.error.status) == ("turn-1", 529)
+
+    queued = await agent_for({"rounds": 1, "allow_all": False}).resume(SPECIAL["queues"])
+    assert [m.label for m in queued.queued_steering] == ["ana"]
+    assert [m.label for m in queued.queued_follow_ups] == ["the user"]
+
+    interrupted = await agent_for({"rounds": 1, "allow_all": False}).resume(SPECIAL["interrupted"])
+    step = await interrupted.next()
+    assert isinstance(step, al.Finished)
+    assert step.result.finish_reason is al.FinishReason.CANCELLED
+    al.validate_transcript(interrupted.snapshot().transcript)
+
+
+# -- hostile documents ----------------------------------------------------------------
+
+HOSTILE_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside a JSON document."""
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found += _paths(inner, (*prefix, index))
+    return found
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_corrupted_field_restores_or_is_refused_with_a_checkpoint_error(
+    data: st.DataObject,
+) -> None:
+    case = data.draw(st.sampled_from(V2_CASES), label="case")
+    document = copy.deepcopy(case["document"])
+    paths = _paths(document)
+    path = data.draw(st.sampled_from(paths), label="path")
+    action = data.draw(st.sampled_from(["replace", "delete", "extra"]), label="action")
+    parent = document
+    for key in path[:-1]:
+        parent = parent[key]
+    last = path[-1]
+    if action == "replace":
+        parent[last] = data.draw(HOSTILE_VALUES, label="value")
+    elif action == "delete":
+        del parent[last]
+    elif isinstance(parent, dict):
+        parent["unexpected"] = 1
+    agent = agent_for({"rounds": 1, "allow_all": False, **case})
+    try:
+        driver = anyio.run(agent.resume, document)
+    except al.CheckpointError as error:
+        message = str(error)
+    else:
+        message = ""
+    if message:
+        assert message.startswith("cannot restore a checkpoint")
+        return
+    # Accepted: it is a consistent document and writes back what was read.
+    assert json.loads(json.dumps(driver.checkpoint())) == driver.checkpoint()

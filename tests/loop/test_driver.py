@@ -61,8 +61,8 @@ async def test_approvals_resolve_in_any_order_and_mixed() -> None:
     second = await driver.next()
     assert isinstance(first, al.ApprovalRequest)
     assert isinstance(second, al.ApprovalRequest)
-    driver.resolve_approval_for("call-2", al.ApprovalDecision.approve_with({"value": "B!"}))
-    driver.resolve_approval_for("call-1", al.ApprovalDecision.deny("no"))
+    driver.answer_approval_for("call-2", al.ApprovalAnswer.approve_with({"value": "B!"}))
+    driver.answer_approval_for("call-1", al.ApprovalAnswer.deny("no"))
     final = await driver.next()
     assert isinstance(final, al.Finished)
     assert final.result.final_items[0].text_content == "done"
@@ -94,23 +94,23 @@ async def test_unknown_call_id_double_answer_and_ambiguous_resolve_raise() -> No
     await driver.next()
     await driver.next()
     with pytest.raises(al.InvalidStateError, match="no approval is pending for it"):
-        driver.resolve_approval_for("call-9", al.ApprovalDecision.approve())
+        driver.answer_approval_for("call-9", al.ApprovalAnswer.approve())
     with pytest.raises(al.InvalidStateError, match="2 are pending \\(call-1, call-2\\)"):
-        driver.resolve_approval(al.ApprovalDecision.approve())
-    driver.resolve_approval_for("call-1", al.ApprovalDecision.approve())
+        driver.answer_approval(al.ApprovalAnswer.approve())
+    driver.answer_approval_for("call-1", al.ApprovalAnswer.approve())
     with pytest.raises(al.InvalidStateError, match="it was already answered \\(approve\\)"):
-        driver.resolve_approval_for("call-1", al.ApprovalDecision.deny())
-    driver.resolve_approval(al.ApprovalDecision.approve())  # exactly one left: call-2
+        driver.answer_approval_for("call-1", al.ApprovalAnswer.deny())
+    driver.answer_approval(al.ApprovalAnswer.approve())  # exactly one left: call-2
     assert isinstance(await driver.next(), al.Finished)
     with pytest.raises(al.InvalidStateError, match="no approval request is pending"):
-        driver.resolve_approval_for("call-1", al.ApprovalDecision.approve())
+        driver.answer_approval_for("call-1", al.ApprovalAnswer.approve())
 
 
 async def test_resolve_rejects_a_non_decision() -> None:
     driver = await approval_driver()
     await driver.next()
-    with pytest.raises(al.InvalidInputError, match="expects an ApprovalDecision"):
-        driver.resolve_approval_for("call-1", "yes")  # type: ignore[arg-type]
+    with pytest.raises(al.InvalidInputError, match="expects an ApprovalAnswer"):
+        driver.answer_approval_for("call-1", "yes")  # type: ignore[arg-type]
 
 
 async def test_submit_input_rejects_bad_items_and_queues_nothing() -> None:

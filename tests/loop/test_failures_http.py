@@ -55,8 +55,8 @@ class Weather:
 
 
 class AskForReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
-        return al.RequireApproval("weather", request.summary)
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+        return al.AskApproval("weather", request.summary)
 
 
 class Deltas:

@@ -47,8 +47,8 @@ class Pay:
 
 
 class AskToPay:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
-        return al.RequireApproval("sensitive_path", request.summary)
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+        return al.AskApproval("sensitive_path", request.summary)
 
 
 def pay_once(request: al.TurnRequest) -> Any:
@@ -102,12 +102,12 @@ async def test_two_drivers_on_one_session_the_later_save_is_refused(store: Sessi
     await waiting_for_approval(store, tool)
     first = await make_agent(store, tool).resume(session_id="s")
     second = await make_agent(store, tool).resume(session_id="s")
-    first.resolve_approval_for("call-pay", al.ApprovalDecision.approve())
+    first.answer_approval_for("call-pay", al.ApprovalAnswer.approve())
     assert isinstance(await first.next(), al.Finished)
     saved = await store.load("s")
     assert saved is not None
 
-    second.resolve_approval_for("call-pay", al.ApprovalDecision.approve())
+    second.answer_approval_for("call-pay", al.ApprovalAnswer.approve())
     with pytest.raises(StaleSessionError) as caught:
         await second.next()
     # Its claim lost (the first ran the call); the save of its in-doubt answer is stale.
@@ -156,7 +156,7 @@ async def test_a_call_claimed_by_another_driver_is_answered_in_doubt(store: Sess
     second = await make_agent(store, tool).resume(stored.checkpoint)
     recorder = Recorder()
     for driver in (first, second):
-        driver.resolve_approval_for("call-pay", al.ApprovalDecision.approve())
+        driver.answer_approval_for("call-pay", al.ApprovalAnswer.approve())
     assert isinstance(await first.next(), al.Finished)
     assert isinstance(await second.run_until_blocked(), al.Finished)
     assert tool.runs == [{"amount": 5}]
@@ -166,7 +166,7 @@ async def test_a_call_claimed_by_another_driver_is_answered_in_doubt(store: Sess
         "in doubt: pay was claimed by another driver or worker of this session, which may "
         "have run it; it was not run again. Check its effects before retrying."
     )
-    assert recorder.of(al.Warning) == []
+    assert recorder.of(al.LoopWarning) == []
 
 
 async def test_a_crash_between_claim_and_result_is_in_doubt_never_rerun(
@@ -227,7 +227,7 @@ async def test_a_decision_that_conflicts_with_a_recorded_one_is_refused(
     digest = input_digest("pay", {"amount": 5})
     await store.record_approval("s", "call-pay", input_digest=digest, approved=False)
     before = await store.load("s")
-    driver.resolve_approval_for("call-pay", al.ApprovalDecision.approve())
+    driver.answer_approval_for("call-pay", al.ApprovalAnswer.approve())
     with pytest.raises(ClaimError) as caught:
         await driver.next()
     assert caught.value.reason == "decided"
@@ -248,7 +248,7 @@ async def test_an_edited_approval_is_bound_to_the_edited_input(store: SessionSto
     tool = Pay()
     await waiting_for_approval(store, tool)
     driver = await make_agent(store, tool).resume(session_id="s")
-    driver.resolve_approval_for("call-pay", al.ApprovalDecision.approve_with({"amount": 3}))
+    driver.answer_approval_for("call-pay", al.ApprovalAnswer.approve_with({"amount": 3}))
     assert isinstance(await driver.next(), al.Finished)
     assert tool.runs == [{"amount": 3}]
     stored = await store.load("s")
@@ -276,7 +276,7 @@ async def test_a_lease_taken_over_refuses_the_old_drivers_claim_and_save(
     assert new_lease.token > old_lease.token
     before = await store.load("s")
 
-    old.resolve_approval_for("call-pay", al.ApprovalDecision.approve())
+    old.answer_approval_for("call-pay", al.ApprovalAnswer.approve())
     with pytest.raises(LeaseLostError, match="stop driving this session"):
         await old.next()  # the claim is refused: the call does not run
     assert tool.runs == []
@@ -387,7 +387,7 @@ async def test_a_failed_step_save_carries_the_step_and_can_be_retried(
     assert driver.state is al.DriverState.IDLE  # the step stands in memory
     assert tool.runs == [{"amount": 5}]
     # The response save inside the step failed too; it was reported, then retried.
-    assert [w.message.split(": ")[0] for w in recorder.of(al.Warning)] == [
+    assert [w.message.split(": ")[0] for w in recorder.of(al.LoopWarning)] == [
         "cannot save session 's' in state AFTER_TOOL_RESULT"
     ]
     with pytest.raises(al.SaveError):

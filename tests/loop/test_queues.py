@@ -247,5 +247,5 @@ async def test_an_assistant_tail_is_never_sent_to_the_model() -> None:
         "to answer; submit input first"
     )
     assert step.result.metadata == {"agentloop.no_model_call": reason}
-    assert [w.message for w in recorder.of(al.Warning)] == [f"turn-1: no model call: {reason}"]
+    assert [w.message for w in recorder.of(al.LoopWarning)] == [f"turn-1: no model call: {reason}"]
     assert model.requests == []

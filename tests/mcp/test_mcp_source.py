@@ -325,7 +325,7 @@ async def test_connecting_is_a_permission_request(tmp_path: Path) -> None:
 
     asked: list[McpConnect] = []
 
-    async def approve(request: McpConnect, decision: al.RequireApproval) -> bool:
+    async def approve(request: McpConnect, decision: al.AskApproval) -> bool:
         asked.append(request)
         return True
 

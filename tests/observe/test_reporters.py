@@ -160,4 +160,4 @@ def test_event_fields_compact_items_and_long_text() -> None:
             "error": None,
         }
     }
-    assert event_fields(al.Warning("w" * 300)) == {"message": "w" * 200 + "..."}
+    assert event_fields(al.LoopWarning("w" * 300)) == {"message": "w" * 200 + "..."}

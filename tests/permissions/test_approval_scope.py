@@ -130,7 +130,7 @@ class Raising:
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if request.kind == "tool.invoke":
             return al.Allow()
         raise self.error
@@ -168,23 +168,23 @@ class Answers:
         (
             Answers("yes"),
             "permission checker Answers returned 'yes' for filesystem.write; expected Allow, "
-            "Deny or RequireApproval",
+            "Deny or AskApproval",
         ),
         (
             Answers(None),
             "permission checker Answers returned None for filesystem.write; expected Allow, "
-            "Deny or RequireApproval",
+            "Deny or AskApproval",
         ),
         (
             Answers(al.Abstain()),
             "permission checker Answers returned Abstain() for filesystem.write; expected "
-            "Allow, Deny or RequireApproval; a policy that can abstain must be wrapped in "
+            "Allow, Deny or AskApproval; a policy that can abstain must be wrapped in "
             "PolicyChain(...)",
         ),
         (
             al.PolicyChain(al.KindPolicy(allow=["tool.*"]), Answers(42)),
             "the permission checker PolicyChain raised TypeError: policy Answers returned 42 for "
-            "filesystem.write; expected Allow, Deny, RequireApproval or Abstain while evaluating "
+            "filesystem.write; expected Allow, Deny, AskApproval or Abstain while evaluating "
             "filesystem.write",
         ),
     ],

@@ -118,8 +118,8 @@ def test_requests_refuse_wrongly_typed_fields(build: object, message: str) -> No
 # -- CommandPolicy: looking through wrappers -----------------------------------------------
 
 
-def approval(summary: str) -> al.RequireApproval:
-    return al.RequireApproval("sensitive_command", summary)
+def approval(summary: str) -> al.AskApproval:
+    return al.AskApproval("sensitive_command", summary)
 
 
 def denied(message: str) -> al.Deny:
@@ -200,7 +200,7 @@ def denied(message: str) -> al.Deny:
         (["sh", "-c"], approval("Run sh -c (sh -c has no script in its arguments)")),
     ],
 )
-def test_wrappers_are_looked_through(argv: list[str], decision: al.PermissionDecision) -> None:
+def test_wrappers_are_looked_through(argv: list[str], decision: al.PermissionVerdict) -> None:
     assert EVERYTHING_BUT_RM.evaluate(al.ShellCommand(argv)) == decision
 
 

@@ -53,7 +53,7 @@ POLICY = NetworkPolicy(
         ("https://en.docs.example.com/", al.Allow()),
         (
             "https://docs.example.com/",
-            al.RequireApproval(
+            al.AskApproval(
                 "unknown_target",
                 "Access https://docs.example.com/ (host docs.example.com is not on the allow list)",
             ),
@@ -102,7 +102,7 @@ POLICY = NetworkPolicy(
         ),
     ],
 )
-def test_network_policy_decides_by_scheme_and_host(url: str, decision: al.PolicyDecision) -> None:
+def test_network_policy_decides_by_scheme_and_host(url: str, decision: al.PolicyVerdict) -> None:
     assert POLICY.evaluate(al.NetworkAccess(url)) == decision
 
 
@@ -168,7 +168,7 @@ def test_command_policy_checks_the_working_directory(dirs: Path) -> None:
     assert policy.evaluate(al.ShellCommand(["rm", "x"], cwd="/")) == al.Deny(
         "command_not_allowed", "command 'rm x' is not allowed: 'rm' is on the deny list"
     )
-    assert policy.evaluate(al.ShellCommand(["curl"], cwd="src")) == al.RequireApproval(
+    assert policy.evaluate(al.ShellCommand(["curl"], cwd="src")) == al.AskApproval(
         "sensitive_command", "Run curl (in src)"
     )
     elsewhere = al.CommandPolicy(allow=["make"], cwd_roots=[repo], base=str(dirs / "elsewhere"))

@@ -172,9 +172,9 @@ async def test_answering_an_unknown_call_id_raises_and_changes_nothing() -> None
     driver = await two_pending()
     before = driver.snapshot()
     with pytest.raises(al.InvalidStateError) as caught:
-        driver.resolve_approval_for("call-9", al.ApprovalDecision.approve())
+        driver.answer_approval_for("call-9", al.ApprovalAnswer.approve())
     assert str(caught.value) == (
-        "cannot resolve the approval for call-9: no approval is pending for it "
+        "cannot answer the approval for call-9: no approval is pending for it "
         "(pending: call-1, call-2)"
     )
     assert driver.snapshot() == before
@@ -184,18 +184,18 @@ async def test_answering_an_unknown_call_id_raises_and_changes_nothing() -> None
 async def test_answering_twice_raises_and_keeps_the_first_answer() -> None:
     ran.clear()
     driver = await two_pending()
-    driver.resolve_approval_for("call-1", al.ApprovalDecision.approve())
+    driver.answer_approval_for("call-1", al.ApprovalAnswer.approve())
     with pytest.raises(al.InvalidStateError) as caught:
-        driver.resolve_approval_for("call-1", al.ApprovalDecision.deny("changed my mind"))
+        driver.answer_approval_for("call-1", al.ApprovalAnswer.deny("changed my mind"))
     assert str(caught.value) == (
-        "cannot resolve the approval for call-1: it was already answered (approve); "
+        "cannot answer the approval for call-1: it was already answered (approve); "
         "call next() to continue"
     )
-    driver.resolve_approval_for("call-2", al.ApprovalDecision.deny("no"))
+    driver.answer_approval_for("call-2", al.ApprovalAnswer.deny("no"))
     with pytest.raises(al.InvalidStateError) as caught:
-        driver.resolve_approval_for("call-2", al.ApprovalDecision.approve())
+        driver.answer_approval_for("call-2", al.ApprovalAnswer.approve())
     assert str(caught.value) == (
-        "cannot resolve the approval for call-2: every pending approval is answered; call next()"
+        "cannot answer the approval for call-2: every pending approval is answered; call next()"
     )
     assert isinstance(await driver.run_until_blocked(), al.Finished)
     assert [(r.output, outcome(r)) for r in results_of(driver)] == [
@@ -225,7 +225,7 @@ async def test_answering_after_the_turn_was_cancelled_raises() -> None:
         with pytest.raises(al.InvalidStateError) as caught:
             answer()
         assert str(caught.value) == (
-            "cannot resolve the approval for call-1: turn turn-1 was cancelled; call next() to "
+            "cannot answer the approval for call-1: turn turn-1 was cancelled; call next() to "
             "finish it"
         )
     assert driver.snapshot() == before
@@ -350,7 +350,7 @@ async def test_approving_the_same_request_object_twice_raises_and_changes_nothin
     with pytest.raises(al.InvalidStateError) as caught:
         step.deny("too late")
     assert str(caught.value) == (
-        "cannot resolve the approval for call-1: every pending approval is answered; call next()"
+        "cannot answer the approval for call-1: every pending approval is answered; call next()"
     )
     assert driver.snapshot() == before
     assert isinstance(await driver.run_until_blocked(), al.Finished)

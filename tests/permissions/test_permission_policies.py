@@ -128,7 +128,7 @@ def test_path_policy_read_only_roots(tree: Path) -> None:
 
 def test_path_policy_can_ask_instead_of_denying(tree: Path) -> None:
     policy = al.PathPolicy(allowed_roots=[tree / "workspace"], outside="approve")
-    assert policy.evaluate(al.FileSystemWrite(str(tree / "secret" / "key"))) == al.RequireApproval(
+    assert policy.evaluate(al.FileSystemWrite(str(tree / "secret" / "key"))) == al.AskApproval(
         "sensitive_path", f"Write {tree / 'secret' / 'key'} (outside the allowed roots)"
     )
 
@@ -143,10 +143,10 @@ def test_command_policy() -> None:
         "command_not_allowed", "command '/bin/rm x' is not allowed: '/bin/rm' is on the deny list"
     )
     # a path matches a bare allow entry only if it is the file that name runs
-    assert policy.evaluate(al.ShellCommand(["/tmp/evil/ls"])) == al.RequireApproval(
+    assert policy.evaluate(al.ShellCommand(["/tmp/evil/ls"])) == al.AskApproval(
         "sensitive_command", "Run /tmp/evil/ls"
     )
-    assert policy.evaluate(al.ShellCommand(["curl", "x"])) == al.RequireApproval(
+    assert policy.evaluate(al.ShellCommand(["curl", "x"])) == al.AskApproval(
         "sensitive_command", "Run curl x"
     )
     strict = al.CommandPolicy(allow=["ls"], unknown="deny")
@@ -180,11 +180,11 @@ def test_tool_policy_by_name_then_by_annotation() -> None:
     assert policy.evaluate(invocation("drop_db", read_only=True)) == al.Deny(
         "tool_not_allowed", "tool 'drop_db' is not allowed"
     )
-    assert policy.evaluate(invocation("deploy")) == al.RequireApproval(
+    assert policy.evaluate(invocation("deploy")) == al.AskApproval(
         "policy_requires_confirmation", "Call tool deploy"
     )
     assert policy.evaluate(invocation("deploy_preview", open_world=True)) == al.Allow()
-    assert policy.evaluate(invocation("rm", destructive=True)) == al.RequireApproval(
+    assert policy.evaluate(invocation("rm", destructive=True)) == al.AskApproval(
         "destructive_tool", "Call tool rm (destructive)"
     )
     assert policy.evaluate(invocation("cat", read_only=True)) == al.Allow()
@@ -204,18 +204,18 @@ def test_kind_policy_matches_patterns() -> None:
     assert policy.evaluate(al.CustomPermission("mcp.use_auth_scope", "Use scope")) == al.Deny(
         "policy_denied", "mcp.use_auth_scope requests are not allowed (Use scope)"
     )
-    assert policy.evaluate(al.CustomPermission("mcp.connect", "Connect")) == al.RequireApproval(
+    assert policy.evaluate(al.CustomPermission("mcp.connect", "Connect")) == al.AskApproval(
         "policy_requires_confirmation", "Connect"
     )
     assert policy.evaluate(al.FileSystemRead("/x")) == al.Abstain()
 
 
 class Recording:
-    def __init__(self, answer: al.PolicyDecision) -> None:
+    def __init__(self, answer: al.PolicyVerdict) -> None:
         self.answer = answer
         self.seen: list[str] = []
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PolicyDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PolicyVerdict:
         self.seen.append(request.kind)
         return self.answer
 
@@ -247,13 +247,13 @@ def test_policy_chain_refuses_bad_answers() -> None:
     with pytest.raises(TypeError) as caught:
         al.PolicyChain(fallback=al.Abstain())  # type: ignore[arg-type]
     assert str(caught.value) == (
-        "PolicyChain fallback must be Allow, Deny or RequireApproval, got Abstain()"
+        "PolicyChain fallback must be Allow, Deny or AskApproval, got Abstain()"
     )
     with pytest.raises(TypeError) as caught:
         al.PolicyChain(Recording("yes")).evaluate(al.FileSystemRead("/x"))  # type: ignore[arg-type]
     assert str(caught.value) == (
         "policy Recording returned 'yes' for filesystem.read; expected Allow, Deny, "
-        "RequireApproval or Abstain"
+        "AskApproval or Abstain"
     )
 
 

@@ -248,7 +248,7 @@ async def test_cancelling_the_consumer_closes_the_connection() -> None:
 
 async def test_turn_cancellation_ends_with_a_cancelled_result_and_closes() -> None:
     controller = CancellationController()
-    cancellation = controller.handle().checkpoint()
+    cancellation = controller.handle().snapshot()
     records = (streams.chunk({"content": "Hel"}) + "\n\n").encode()
     more = (streams.chunk({"content": "lo"}) + "\n\n").encode()
     async with ReplayServer([sse(records, more, hang=True)]) as server:

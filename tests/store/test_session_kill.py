@@ -135,8 +135,8 @@ class Pay:
 
 
 class AskBeforePaying:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
-        return al.RequireApproval("sensitive_path", request.summary)
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+        return al.AskApproval("sensitive_path", request.summary)
 
 
 def pay_once(request: al.TurnRequest) -> Reply | str:

@@ -93,9 +93,9 @@ class SleepTool:
 class ApproveFsReads:
     """Every filesystem read needs a human's approval."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionDecision:
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
         if request.kind == "filesystem.read":
-            return al.RequireApproval("sensitive_path", request.summary)
+            return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()
 
 

@@ -42,7 +42,7 @@ async def test_sixteen_parallel_calls_append_results_in_call_order() -> None:
             assert [e.task.call_id for e in started] == ids
             for call_id in reversed(ids):  # finish in reverse order, one at a time
                 gate.release(call_id)
-                assert describe(await next_event(handle)) == ("TaskCompleted", call_id, "gate")
+                assert describe(await next_event(handle)) == ("TaskSucceeded", call_id, "gate")
             step = await runner.result()
         assert isinstance(step, al.AfterToolResult)
         assert tool_outputs(driver.snapshot().transcript) == [
@@ -70,9 +70,9 @@ async def test_a_failing_call_among_parallel_calls_is_an_error_result_and_task_f
             ended = sorted(describe(e) for e in await events(handle, 3))
             step = await runner.result()
         assert ended == [
-            ("TaskCompleted", "call-1", "gate"),
-            ("TaskCompleted", "call-3", "gate"),
             ("TaskFailed", "call-2", "gate"),
+            ("TaskSucceeded", "call-1", "gate"),
+            ("TaskSucceeded", "call-3", "gate"),
         ]
         assert isinstance(step, al.AfterToolResult)
         assert tool_outputs(driver.snapshot().transcript) == [
@@ -115,14 +115,14 @@ async def test_detach_after_moves_a_slow_call_to_the_background() -> None:
             ("TaskStarted", "call-2", "quick"),
         ]
         assert sorted(seen[2:]) == [
-            ("TaskCompleted", "call-2", "quick"),
             ("TaskDetached", "call-1", "slow"),
+            ("TaskSucceeded", "call-2", "quick"),
         ]
         running = await handle.list_running()
         assert [(t.call_id, t.kind) for t in running] == [("call-1", al.TaskKind.BACKGROUND)]
 
         slow.release("call-1")
-        assert describe(await next_event(handle)) == ("TaskCompleted", "call-1", "slow")
+        assert describe(await next_event(handle)) == ("TaskSucceeded", "call-1", "slow")
         resumed = await driver.next()
         assert isinstance(resumed, al.Finished)
         assert resumed.result.items[0].text_content == "slow is done"
@@ -144,7 +144,7 @@ async def test_a_quick_call_never_detaches() -> None:
         assert isinstance(await driver.run_until_blocked(), al.Finished)
     assert [describe(e) for e in await events(handle, 2)] == [
         ("TaskStarted", "call-1", "quick"),
-        ("TaskCompleted", "call-1", "quick"),
+        ("TaskSucceeded", "call-1", "quick"),
     ]
     assert await handle.next_event() is None  # closed, nothing more
 
@@ -215,7 +215,7 @@ async def test_background_result_arriving_while_awaiting_input_drives_the_model(
         await events(handle, 2)
         for call_id in ("call-2", "call-1"):
             gate.release(call_id)
-            assert describe(await next_event(handle)) == ("TaskCompleted", call_id, "gate")
+            assert describe(await next_event(handle)) == ("TaskSucceeded", call_id, "gate")
         step = await driver.next()
         assert isinstance(step, al.Finished)
         assert step.result.items[0].text_content == "both are done"
@@ -281,7 +281,7 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
 
         background.release("call-1")
         await next_event(handle)  # Started call-1
-        while not isinstance(event := await next_event(handle), al.TaskCompleted) or (
+        while not isinstance(event := await next_event(handle), al.TaskSucceeded) or (
             event.task.call_id != "call-1"
         ):
             pass
@@ -392,7 +392,7 @@ class Watcher:
     "routing", [al.TaskKind.BACKGROUND, al.DetachAfter(0)], ids=["background", "detached"]
 )
 async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
-    routing: al.RoutingDecision,
+    routing: al.RouteChoice,
 ) -> None:
     watcher = Watcher()
     controller = al.CancellationController()
@@ -413,7 +413,7 @@ async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
         controller.interrupt()  # a later interrupt, after the call left the turn
         watcher.gate.set()
         handle = manager.handle()
-        while not isinstance(await handle.next_event(), al.TaskCompleted):
+        while not isinstance(await handle.next_event(), al.TaskSucceeded):
             pass
         step = await driver.run_until_blocked()
         assert isinstance(step, al.Finished)
@@ -451,7 +451,7 @@ async def test_events_are_recorded_only_once_the_handle_was_taken() -> None:
         await run_echo_rounds(manager, 1)
     assert [describe(e) for e in await events(handle, 2)] == [
         ("TaskStarted", "c0", "echo"),
-        ("TaskCompleted", "c0", "echo"),
+        ("TaskSucceeded", "c0", "echo"),
     ]
     assert await handle.next_event() is None
 
@@ -467,9 +467,9 @@ async def test_unread_events_are_bounded_the_oldest_dropped_with_one_warning(
             handle = manager.handle()
             await run_echo_rounds(manager, 3)  # 6 events, the first 3 dropped
     assert [describe(e) for e in await events(handle, 3)] == [
-        ("TaskCompleted", "c1", "echo"),
+        ("TaskSucceeded", "c1", "echo"),
         ("TaskStarted", "c2", "echo"),
-        ("TaskCompleted", "c2", "echo"),
+        ("TaskSucceeded", "c2", "echo"),
     ]
     assert await handle.next_event() is None
     dropped = [entry for entry in logs if entry["event"].startswith("task events dropped")]

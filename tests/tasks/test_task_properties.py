@@ -84,10 +84,10 @@ class Host:
     def answer(self, approve: bool) -> None:
         step = self.last_step
         assert isinstance(step, al.ApprovalRequest)
-        decision = al.ApprovalDecision.approve() if approve else al.ApprovalDecision.deny("no")
+        decision = al.ApprovalAnswer.approve() if approve else al.ApprovalAnswer.deny("no")
         refused: str | None = None
         try:
-            self.driver.resolve_approval_for(step.call_id, decision)
+            self.driver.answer_approval_for(step.call_id, decision)
         except al.InvalidStateError as error:  # an interrupt came first
             refused = str(error)
         assert refused is None or refused.endswith("was cancelled; call next() to finish it")

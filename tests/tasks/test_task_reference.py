@@ -68,7 +68,7 @@ async def test_async_task_manager_background_round_requires_explicit_continue() 
         await tool.entered("call-1").wait()
         tool.release("call-1")
         completed = await next_event(handle)
-        assert isinstance(completed, al.TaskCompleted)
+        assert isinstance(completed, al.TaskSucceeded)
         assert completed.result.output == "background-done"
 
         resumed = await driver.next()
@@ -136,7 +136,7 @@ async def test_loop_interrupt_cancels_foreground_tasks_but_keeps_background_task
 
         background.release("call-2")
         completed = await next_event(handle)
-        assert isinstance(completed, al.TaskCompleted)
+        assert isinstance(completed, al.TaskSucceeded)
         assert completed.task.tool_name == "background-wait"
         assert completed.result.output == "background-done"
 

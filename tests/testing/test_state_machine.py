@@ -16,6 +16,7 @@ from hypothesis.stateful import invariant
 from agentloop import (
     AgentBuilder,
     Allow,
+    AskApproval,
     AsyncTaskManager,
     DetachAfter,
     DriverState,
@@ -24,11 +25,10 @@ from agentloop import (
     ItemKind,
     MutationContext,
     MutatorError,
-    PermissionDecision,
     PermissionRequest,
-    RequireApproval,
+    PermissionVerdict,
     RouteByName,
-    RoutingDecision,
+    RouteChoice,
     TaskKind,
     ToolContext,
     ToolRegistry,
@@ -74,9 +74,9 @@ class WriteNote:
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: PermissionRequest) -> PermissionDecision:
+    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         if isinstance(request, FileSystemWrite):
-            return RequireApproval("sensitive_path", request.summary)
+            return AskApproval("sensitive_path", request.summary)
         return Allow()
 
 
@@ -135,7 +135,7 @@ class AsyncTaskManagerMachine(AgentStateMachine):
     and detaching calls (the probe tool stays in the foreground)."""
 
     def task_manager(self) -> AsyncTaskManager:
-        routes: dict[str, RoutingDecision] = {
+        routes: dict[str, RouteChoice] = {
             "background_sleep": TaskKind.BACKGROUND,
             "detaching_sleep": DetachAfter(0),
         }
@@ -174,7 +174,7 @@ class AsyncDetachAfterMachine(AsyncTaskManagerMachine):
 
     def task_manager(self) -> AsyncTaskManager:
         # The probe must not detach: an interrupt it fires would then land between steps.
-        routes: dict[str, RoutingDecision] = {
+        routes: dict[str, RouteChoice] = {
             "background_sleep": TaskKind.BACKGROUND,
             PROBE_TOOL_NAME: DetachAfter(60),
         }

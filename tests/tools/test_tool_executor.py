@@ -202,7 +202,7 @@ async def test_a_bare_policy_that_abstains_fails_the_call_not_the_session() -> N
     assert result == al.ToolResultPart(
         "call-1",
         "tool 'add' was not run: permission checker PathPolicy returned Abstain() for "
-        "tool.invoke; expected Allow, Deny or RequireApproval; a policy that can abstain must "
+        "tool.invoke; expected Allow, Deny or AskApproval; a policy that can abstain must "
         "be wrapped in PolicyChain(...)",
         True,
         metadata={al.OUTCOME_KEY: "permission_denied"},

@@ -28,10 +28,10 @@ from ...loop._agent import Agent
 from ...loop._session_store import SessionStore
 from ...loop._steps import (
     AfterToolResult,
-    ApprovalDecision,
+    AnswerKind,
+    ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
-    DecisionKind,
     Finished,
 )
 from ...model._config import SessionConfig
@@ -295,15 +295,15 @@ def _decide(request: ApprovalRequest, message: Any, deadline: float) -> Approval
         request.deny(reason)
         return outcome(ApprovalStatus.EXPIRED, reason)
     try:
-        decision: ApprovalDecision = structure(json.loads(message), ApprovalDecision)
+        decision: ApprovalAnswer = structure(json.loads(message), ApprovalAnswer)
     except Exception as error:  # a malformed answer is a denial: fail closed
         reason = f"approval denied: unreadable decision ({type(error).__name__})"
         request.deny(reason)
         return outcome(ApprovalStatus.DENIED, reason)
-    if decision.kind is DecisionKind.APPROVE:
+    if decision.kind is AnswerKind.APPROVE:
         request.approve()
         return outcome(ApprovalStatus.APPROVED)
-    if decision.kind is DecisionKind.APPROVE_WITH:
+    if decision.kind is AnswerKind.APPROVE_WITH:
         request.approve_with(decision.input)
         return outcome(ApprovalStatus.APPROVED_WITH)
     request.deny(decision.reason)
@@ -385,17 +385,17 @@ async def enqueue_session(
 
 
 async def approve(
-    client: DBOSClient, workflow_id: str, call_id: str, decision: ApprovalDecision
+    client: DBOSClient, workflow_id: str, call_id: str, decision: ApprovalAnswer
 ) -> None:
     """Answer the approval of ``call_id`` in ``workflow_id``, from any process, at any time.
 
     The message waits in DBOS until the workflow receives it; an answer
     after the deadline is never read (the call was denied as expired).
     """
-    if not isinstance(decision, ApprovalDecision):
+    if not isinstance(decision, ApprovalAnswer):
         raise InvalidInputError(
-            f"approve expects an ApprovalDecision, got {type(decision).__name__}; "
-            "use ApprovalDecision.approve(), approve_with(input) or deny(reason)"
+            f"approve expects an ApprovalAnswer, got {type(decision).__name__}; "
+            "use ApprovalAnswer.approve(), approve_with(input) or deny(reason)"
         )
     message = json.dumps(unstructure(decision))
     await anyio.to_thread.run_sync(
