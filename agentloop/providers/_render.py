@@ -19,8 +19,8 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
+from ..core._results import RAW_ARGUMENTS_KEY
 from ..model._admission import PROVIDER_CALL_ID_KEY
-from ..tools._executor import RAW_ARGUMENTS_KEY
 
 __all__ = [
     "PROVIDER_CALL_ID_KEY",

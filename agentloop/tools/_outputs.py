@@ -42,6 +42,7 @@ from ..core._items import (
     TextPart,
     ToolResultPart,
 )
+from ..core._serde import make_converter
 from ._tool import ToolOutput
 
 __all__ = [
@@ -317,17 +318,18 @@ def stored_result(call_id: str, value: Any, limit: int | None) -> ToolResultPart
     return result
 
 
+_CONVERTER = make_converter()
+"""The core layer's converter: a result holds only core types."""
+
 METADATA_DROPPED_KEY = "agentloop.metadata_dropped"
 """Result metadata key: why the tool's own metadata was dropped (it was too large)."""
 
 
 def _check_storable(result: ToolResultPart) -> None:
     """Raise :class:`OutputProblem` unless ``result`` survives a save and a load unchanged."""
-    from .. import _serde  # the converter imports the whole package: import it late
-
     try:
-        text = json.dumps(_serde.unstructure(result), allow_nan=False, ensure_ascii=False)
-        back: ToolResultPart = _serde.structure(json.loads(text), ToolResultPart)
+        text = json.dumps(_CONVERTER.unstructure(result), allow_nan=False, ensure_ascii=False)
+        back: ToolResultPart = _CONVERTER.structure(json.loads(text), ToolResultPart)
     except Exception as error:
         raise OutputProblem(f"it cannot be saved: {type(error).__name__}: {error}") from None
     if back != result:
