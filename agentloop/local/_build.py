@@ -134,7 +134,8 @@ class Build:
 
 def stop_group(child: subprocess.Popen[str]) -> None:
     """Stop a build's process group at once: SIGTERM to every process in it (pip,
-    ninja or make, the compilers), SIGKILL to whatever is left after a grace period."""
+    ninja or make, the compilers), SIGKILL to whatever is left after a grace period;
+    returns when the group is gone."""
     group = child.pid  # start_new_session: the child leads its own group
     _signal_group(group, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_GRACE
@@ -144,6 +145,9 @@ def stop_group(child: subprocess.Popen[str]) -> None:
         time.sleep(0.05)
     if group_alive(group):
         _signal_group(group, signal.SIGKILL)
+        deadline = time.monotonic() + _STOP_GRACE  # SIGKILL is delivered asynchronously
+        while group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.01)
     child.wait()
 
 

@@ -351,3 +351,38 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_build_process_that_ignores_sigterm_is_killed_after_the_grace_period(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # pip stops on SIGTERM, but a compiler it started ignores it: the group is not left behind.
+    monkeypatch.setattr(_build, "_STOP_GRACE", 0.5)
+    pid_file = tmp_path / "stubborn.pid"
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(pid_file)!r}, 'w').write('ready'); time.sleep(120)"
+    )
+    script = (
+        "import os, subprocess, sys, time; "
+        f"child = subprocess.Popen([sys.executable, '-c', {stubborn!r}]); "
+        f"[time.sleep(0.02) for _ in range(500) if not os.path.exists({str(pid_file)!r})]; "
+        "print(child.pid, flush=True); time.sleep(120)"
+    )
+    pids: list[int] = []
+
+    def interrupt(line: str) -> None:
+        raise KeyboardInterrupt
+
+    class Meter:
+        def line(self, line: str) -> str:
+            pids.append(int(line))
+            return line
+
+    monkeypatch.setattr(_build, "ProgressMeter", Meter)
+    with (tmp_path / "build.log").open("w") as log_file:
+        build = _build.Build("test build", tmp_path / "build.log", log_file, interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            build.run([sys.executable, "-c", script])
+    (stubborn_pid,) = pids
+    assert _gone(stubborn_pid)  # stop_group returned only after the SIGKILL took effect
