@@ -2,16 +2,18 @@
 
 Pages are found by glob (``docs/*.md`` and ``README.md``), so a new page is
 checked without editing this file. Each ```` ```python ```` block runs alone,
-in a fresh namespace, in a subprocess-free ``exec`` (so it must import what it
-uses). A block that is deliberately a fragment (it needs an API key, or shows
-a few lines of a bigger program) says so on the line before its fence::
+in a fresh namespace, in a subprocess-free ``exec`` compiled without this
+file's ``__future__`` imports (so it must import what it uses, exactly as a
+reader who copies it). When the prose right after a block starts with
+``Output`` and a ```` ```text ```` block follows, what the block printed must
+equal that text. A block that is deliberately a fragment (it needs an API
+key, or shows a few lines of a bigger program) says so on the line before its
+fence::
 
     <!-- not-run: needs an API key -->
 
-and is only compiled (top-level ``await`` allowed), not run. ``PENDING`` lists
-the fragments in pages this change does not own that still lack that marker;
-each is an expected failure, strict, so fixing one (or marking it) turns its
-entry into a failure that says to remove it.
+and is only compiled (top-level ``await`` allowed), not run. Fragments are at
+most a quarter of all blocks.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import ast
 import contextlib
 import io
 import re
+import sys
+import types
 from pathlib import Path
 
 import attrs
@@ -32,19 +36,6 @@ PAGES = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md"])
 FENCE = re.compile(r"^```python\s*$")
 NOT_RUN = re.compile(r"^<!--\s*not-run\b.*-->\s*$")
 
-# page -> first line of the block: what is missing (fix the page, or mark it not-run)
-PENDING = {
-    ("host.md", "async def main() -> None:"): "continues the page's first example (make_agent)",
-    ("loop.md", "agent = ("): "a fragment with top-level await",
-    (
-        "loop.md",
-        'driver.steer([al.Item.text(al.ItemKind.USER, "stop, use the other file")], label="ana")',
-    ): "a fragment: driver is not defined",
-    ("store.md", "import anyio"): "a fragment: document is not defined",
-    ("store.md", "import io"): "a fragment: ask is not defined",
-    ("store.md", "import json"): "continues the page's first example (Item, document)",
-}
-
 
 @attrs.frozen
 class Block:
@@ -52,15 +43,11 @@ class Block:
     line: int  # of the opening fence, 1-based
     code: str
     run: bool
+    output: str | None = None  # what it must print, when the page shows that
 
     @property
     def id(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
-
-    @property
-    def pending(self) -> str | None:
-        first = self.code.splitlines()[0] if self.code else ""
-        return PENDING.get((self.page.name, first))
 
 
 def blocks_of(page: Path) -> list[Block]:
@@ -74,22 +61,33 @@ def blocks_of(page: Path) -> list[Block]:
                 end += 1
             before = next((line for line in reversed(lines[:index]) if line.strip()), "")
             code = "\n".join(lines[index + 1 : end])
-            found.append(Block(page, index + 1, code, run=not NOT_RUN.match(before.strip())))
+            run = not NOT_RUN.match(before.strip())
+            found.append(Block(page, index + 1, code, run, _shown_output(lines, end + 1)))
             index = end
         index += 1
     return found
 
 
+def _shown_output(lines: list[str], start: int) -> str | None:
+    """The ```text block after a paragraph starting ``Output`` that follows a block."""
+    index = start
+    while index < len(lines) and not lines[index].strip():
+        index += 1
+    if index >= len(lines) or not lines[index].startswith("Output"):
+        return None
+    while index < len(lines) and lines[index].strip() and not lines[index].startswith("```"):
+        index += 1
+    while index < len(lines) and not lines[index].strip():
+        index += 1
+    if index >= len(lines) or lines[index].strip() != "```text":
+        return None
+    end = index + 1
+    while end < len(lines) and not lines[end].startswith("```"):
+        end += 1
+    return "\n".join(lines[index + 1 : end]) + "\n"
+
+
 BLOCKS = [block for page in PAGES for block in blocks_of(page)]
-
-
-def params() -> list[object]:
-    marked = []
-    for block in BLOCKS:
-        reason = block.pending if block.run else None
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        marked.append(pytest.param(block, id=block.id, marks=marks))
-    return marked
 
 
 settings.register_profile(
@@ -97,10 +95,10 @@ settings.register_profile(
 )
 
 
-@pytest.mark.parametrize("block", params())
+@pytest.mark.parametrize("block", [pytest.param(block, id=block.id) for block in BLOCKS])
 def test_code_block_runs(block: Block, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-    compiled = compile(block.code, block.id, "exec", flags=flags if not block.run else 0)
+    flags = 0 if block.run else ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    compiled = compile(block.code, block.id, "exec", flags=flags, dont_inherit=True)
     if not block.run:
         return  # a marked fragment: it must still be valid Python
     monkeypatch.chdir(tmp_path)  # a snippet that writes files writes them here
@@ -109,13 +107,18 @@ def test_code_block_runs(block: Block, monkeypatch: pytest.MonkeyPatch, tmp_path
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(50))
     previous = settings.default
     settings.load_profile("docs")
+    script = types.ModuleType("__main__")  # as `python block.py` runs it: types resolve by module
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    printed = io.StringIO()
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(compiled, {"__name__": "__main__"})
+        with contextlib.redirect_stdout(printed):
+            exec(compiled, script.__dict__)
     finally:
         settings.register_profile("docs-restore", previous)
         settings.load_profile("docs-restore")
         structlog.reset_defaults()
+    if block.output is not None:
+        assert printed.getvalue() == block.output
 
 
 def test_pages_are_found_and_fragments_are_few() -> None:
@@ -137,3 +140,23 @@ def test_the_not_run_marker_is_recognised(tmp_path: Path) -> None:
         (4, "await x", False),
         (8, "print(1)", True),
     ]
+
+
+def test_the_output_after_a_block_is_what_it_must_print(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nprint(1)\n```\n\nOutput (two lines):\n\n```text\n1\n2\n```\n\n"
+        "```python\nprint(3)\n```\n\nSome prose.\n\n```text\n3\n```\n\n"
+        "```python\nprint(4)\n```\n\nOutput:\n\n```sh\n4\n```\n",
+        encoding="utf-8",
+    )
+    assert [(block.code, block.output) for block in blocks_of(page)] == [
+        ("print(1)", "1\n2\n"),
+        ("print(3)", None),  # the prose does not say it is the output
+        ("print(4)", None),  # not a text block
+    ]
+
+
+def test_shown_outputs_are_checked_on_the_pages() -> None:
+    shown = {block.id.split(":")[0] for block in BLOCKS if block.output is not None}
+    assert {"docs/host.md", "docs/loop.md", "docs/store.md", "docs/tools.md"} <= shown

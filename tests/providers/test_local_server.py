@@ -37,6 +37,7 @@ from agentloop.local import (
     LocalServer,
     LocalServerError,
     LocalServerNotInstalledError,
+    _find,
     find_local_install,
     install_local_server,
     local_model,
@@ -338,8 +339,8 @@ def test_public_surface_is_sorted_and_documented() -> None:
 
 def test_missing_pieces_are_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     required = {"json": ("json", "__init__.py"), "agentloop_missing_server": ("nope", "x.py")}
-    monkeypatch.setattr(local_internals, "_SERVER_FILES", required)
-    monkeypatch.setattr(local_internals, "_MODEL_PACKAGE", "agentloop_missing_model")
+    monkeypatch.setattr(_find, "_SERVER_FILES", required)
+    monkeypatch.setattr(_find, "_MODEL_PACKAGE", "agentloop_missing_model")
     assert not local_server_available()
     with pytest.raises(LocalServerNotInstalledError) as caught:
         LocalServer()
