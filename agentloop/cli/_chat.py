@@ -13,7 +13,7 @@ import importlib
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -186,7 +186,7 @@ async def open_model(
             value: Any = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as error:
             raise InvalidInputError(f"--model {spec!r}: cannot import it: {error}") from None
-        yield value() if callable(value) and not hasattr(value, "start_session") else value
+        yield _python_model(spec, value)
         return
     from ..providers import from_string
 
@@ -198,6 +198,24 @@ async def open_model(
             "python:MODULE:ATTR (your own ModelAdapter)"
         ) from None
     yield model
+
+
+def _python_model(spec: str, value: Any) -> ModelAdapter:
+    """``value`` as a model: an adapter as is; a class or factory called without arguments."""
+    if isinstance(value, type) or (callable(value) and not hasattr(value, "start_session")):
+        try:
+            value = value()
+        except Exception as error:
+            raise InvalidInputError(
+                f"--model {spec!r}: calling it without arguments failed: "
+                f"{type(error).__name__}: {error}"
+            ) from None
+    if not callable(getattr(value, "start_session", None)):
+        raise InvalidInputError(
+            f"--model {spec!r}: a {type(value).__name__} is not a ModelAdapter "
+            "(it has no start_session method)"
+        )
+    return cast(ModelAdapter, value)
 
 
 def build_chat_agent(

@@ -71,6 +71,32 @@ def test_status_2_when_the_command_cannot_start(argv: list[str]) -> None:
     assert run(argv)[0] == 2
 
 
+NOT_A_MODEL = 42
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "python:agentloop.testing:ScriptedModel",
+            "calling it without arguments failed: TypeError: ",
+        ),
+        (
+            "python:test_cli_commands:NOT_A_MODEL",
+            "a int is not a ModelAdapter (it has no start_session method)",
+        ),
+        ("python:json:dumps", "calling it without arguments failed: TypeError: "),
+    ],
+)
+def test_a_python_model_that_is_not_an_adapter_is_refused_in_one_line(
+    spec: str, message: str
+) -> None:
+    status, out = run(["chat", "--model", spec])
+    assert status == 2
+    assert len(out) == 1
+    assert out[0].startswith(f"agentloop chat: --model {spec!r}: {message}")
+
+
 def test_status_2_without_the_local_model_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(agentloop.local, "LocalServer", MissingServer)
     status, out = run(["chat"])
