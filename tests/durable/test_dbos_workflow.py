@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +244,40 @@ async def test_a_retry_policy_retries_a_failed_turn_durably(
     assert launched.charges() == [f"turn-{turns + 1}-charge 5"]
     assert launched.requests()[turns]["users"] == [text, "charge 5"]
     al.validate_transcript(done.transcript)
+
+
+class _Silent:
+    """A broken adapter: its stream ends without a ModelTurnResult."""
+
+    async def start_session(self, config: al.SessionConfig) -> _Silent:
+        return self
+
+    async def begin_turn(
+        self, request: al.TurnRequest, cancellation: Any
+    ) -> AsyncIterator[al.ModelEvent]:
+        async def nothing() -> AsyncIterator[al.ModelEvent]:
+            for event in ():
+                yield event
+
+        return nothing()
+
+
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
+async def test_a_broken_model_stream_ends_the_turn_as_a_protocol_error(
+    launched: Launched,
+) -> None:
+    DurableAgent(al.Agent.builder().model(_Silent()).build(), name="silent")
+    result = await wait_result(
+        launched.client, await send_input("silent", "s-silent", user("hello")), within=WAIT
+    )
+
+    assert result.finish_reason is al.FinishReason.ERROR
+    assert isinstance(result.error, al.ModelProtocolError)
+    assert (result.error.kind, str(result.error)) == (
+        al.ProviderErrorKind.INVALID_RESPONSE,
+        "model stream ended without a ModelTurnResult",
+    )
+    assert [item.kind for item in result.transcript] == [al.ItemKind.USER]
 
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
