@@ -36,6 +36,7 @@ from agentloop.durable.dbos import (
     send_input,
     wait_result,
 )
+from agentloop.durable.dbos import _host as durable_host
 from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
 from agentloop.tasks import AsyncTaskManager
 
@@ -168,6 +169,34 @@ async def test_concurrent_senders_get_consecutive_runs(launched: Launched) -> No
         ["turn-1-charge 2", "turn-2-charge 1"],
     )
     al.validate_transcript(last.transcript)
+
+
+@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
+async def test_a_sender_that_saw_no_runs_takes_the_next_free_number(
+    launched: Launched, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of two senders, made certain: each listing misses the runs already there."""
+    await anyio.to_thread.run_sync(lambda: DBOS.register_queue("inputs", worker_concurrency=2))
+    monkeypatch.setattr(durable_host, "_newest", lambda session_id, workflow_ids: 0)
+    first = await send_input("charges", "s-stale", user("charge 1"))
+    second = await enqueue_input(
+        launched.client,
+        queue_name="inputs",
+        agent_name="charges",
+        session_id="s-stale",
+        input=user("charge 2"),
+        application_version="t1",
+    )
+    third = await send_input("charges", "s-stale", user("charge 3"))
+    last = await wait_result(launched.client, third, within=WAIT)
+
+    assert (first, second, third) == ("s-stale#1", "s-stale#2", "s-stale#3")
+    assert [final_text([item]) for item in last.transcript if item.kind is al.ItemKind.USER] == [
+        "charge 1",
+        "charge 2",
+        "charge 3",
+    ]
+    assert launched.charges() == ["turn-1-charge 1", "turn-2-charge 2", "turn-3-charge 3"]
 
 
 async def test_a_failed_model_call_ends_the_turn_and_the_session_goes_on(

@@ -16,6 +16,7 @@ import anyio
 from dbos import DBOS, DBOSClient, EnqueueOptions, SetWorkflowID
 from dbos._error import DBOSWorkflowIDInUseError
 
+from ..._log import get_logger
 from ..._serde import structure, unstructure
 from ...core._errors import InvalidInputError, ProviderError
 from ...core._items import FinishReason, Item
@@ -32,6 +33,8 @@ __all__ = [
     "send_input",
     "wait_result",
 ]
+
+_log = get_logger()
 
 _MAX_ATTEMPTS = 100
 """How many run numbers a send tries when other senders keep taking the next one."""
@@ -71,6 +74,7 @@ def _start_next_run(
         try:
             return start(run, run_workflow_id(session_id, run))
         except DBOSWorkflowIDInUseError:  # another sender took this number: take the next
+            _log.info("run number taken", session_id=session_id, run=run)
             run += 1
     raise DurableError(
         f"cannot start a run of session {session_id!r}: {_MAX_ATTEMPTS} run numbers up to "
