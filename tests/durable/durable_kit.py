@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from dbos import DBOSClient
 
 import agentloop as al
+from agentloop.durable.dbos import DurableAgent
 from agentloop.testing import Reply, ScriptedModel, call, fail, hang, text, tool_calls
 
 IN_DOUBT_PREFIX = "in doubt: tool call"
@@ -148,3 +150,20 @@ def user(content: str) -> list[al.Item]:
 def final_text(transcript: Any) -> str:
     """The last assistant text of a transcript."""
     return _text(transcript[-1])
+
+
+class Launched:
+    """DBOS launched in this process (the ``launched`` fixture): a client, the agent, counters."""
+
+    def __init__(self, workdir: Path, client: DBOSClient, agent: DurableAgent) -> None:
+        self.workdir = workdir
+        self.client = client
+        self.agent = agent
+
+    def charges(self) -> list[str]:
+        """The charges that really ran."""
+        return lines(self.workdir / "charges.log")
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The model requests, as logged."""
+        return [json.loads(line) for line in lines(self.workdir / "requests.log")]
