@@ -7,7 +7,6 @@ approval.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import agentloop as al
@@ -61,14 +60,13 @@ def answer(request: al.TurnRequest) -> Reply:
     return text(f"Done: {result.output}")
 
 
-def build_agent(ledger: Path, first_input: Sequence[al.Item] = ()) -> al.Agent:
+def build_agent(ledger: Path) -> al.Agent:
     """The refund agent; ``ledger`` records every refund that really ran."""
     return (
         al.Agent.builder()
         .model(ScriptedModel(answer))
         .add_tool_source(al.ToolRegistry().with_tool(Refund(ledger)))
         .permissions(ApproveLargeRefunds())
-        .input(first_input)
         .build()
     )
 

@@ -1,5 +1,7 @@
 """The refund agent with a plain LoopDriver: one process, nothing survives a crash.
 
+Two inputs in one session: a refund that needs approval, then a small one.
+
 Run: python examples/durable_plain.py
 """
 
@@ -14,21 +16,26 @@ from durable_agent import build_agent, request
 import agentloop as al
 
 
-async def main() -> None:
-    ledger = Path(tempfile.mkdtemp(prefix="agentloop-plain-")) / "ledger.txt"
-    agent = build_agent(ledger, request("A-17", 250))
-    driver = await agent.start("refund-A-17")
+async def answer(driver: al.LoopDriver) -> str:
+    """Drive one turn to its end; approvals are answered here, by this process."""
     while True:
         step = await driver.next()
         if isinstance(step, al.ApprovalRequest):
             print(f"approval: {step.summary}")
             step.approve()  # the human, in this process
         elif isinstance(step, al.Finished):
-            break
-    transcript = driver.snapshot().transcript
-    al.validate_transcript(transcript)
-    print(f"answer: {transcript[-1].parts[0].text}")  # type: ignore[union-attr]
-    print(f"ledger: {ledger.read_text().strip()}")
+            return step.result.final_items[-1].parts[0].text  # type: ignore[union-attr]
+
+
+async def main() -> None:
+    ledger = Path(tempfile.mkdtemp(prefix="agentloop-plain-")) / "ledger.txt"
+    driver = await build_agent(ledger).start("customer-42")
+    driver.submit_input(request("A-17", 250))
+    print(f"answer: {await answer(driver)}")
+    driver.submit_input(request("A-18", 40))  # the same session goes on
+    print(f"answer: {await answer(driver)}")
+    al.validate_transcript(driver.snapshot().transcript)
+    print(f"ledger: {'; '.join(ledger.read_text().splitlines())}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """DBOS for the durable tests: a SQLite file per test, or an embedded PostgreSQL per run.
 
+``launched`` launches DBOS in this process with the test agent ``charges``
+(``durable_kit``) and a claims store on the same database.
+
 The PostgreSQL server follows tests/store/conftest.py: its data dir is under
 ``tempfile.mkdtemp()`` (pytest resets its own base dir to 0700, which would
 lock the server's OS user out); each test gets a database of its own, which
@@ -13,7 +16,13 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
+from dbos import DBOS, DBOSClient
+from durable_kit import Launched, build_agent
+
+from agentloop.durable.dbos import DurableAgent, dbos_config
+from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
 
 
 @pytest.fixture(scope="session")
@@ -66,3 +75,26 @@ def databases(request: pytest.FixtureRequest, workdir: Path) -> tuple[str, str]:
     host = uri.split("host=", 1)[1]
     database_uri = f"postgresql://postgres@/{name}?host={host}"
     return database_uri, database_uri
+
+
+def _claims(target: str) -> SessionStore:
+    if target.startswith("postgresql"):
+        return PostgresSessionStore(target)
+    return SqliteSessionStore(target)
+
+
+@pytest.fixture
+def launched(workdir: Path, databases: tuple[str, str]) -> Iterator[Launched]:
+    """DBOS launched here (executor ``test``, version ``t1``), destroyed afterwards."""
+    url, claims_target = databases
+    claims = _claims(claims_target)
+    agent = DurableAgent(build_agent(workdir), name="charges", claims=claims, approval_timeout=30.0)
+    DBOS(config=dbos_config("agentloop-tests", url, executor_id="test", application_version="t1"))
+    DBOS.launch()
+    client = DBOSClient(system_database_url=url)
+    try:
+        yield Launched(workdir, client, agent)
+    finally:
+        client.destroy()
+        DBOS.destroy()
+        anyio.run(claims.aclose)  # type: ignore[attr-defined]

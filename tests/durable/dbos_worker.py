@@ -3,7 +3,8 @@
 Usage: dbos_worker.py SYSTEM_DB_URL EXECUTOR_ID WORKDIR CLAIMS
 
 CLAIMS is a SQLite file path or a PostgreSQL URI for the claims store. The
-worker registers the test agent, launches DBOS (recovering this executor's
+worker registers the test agent (a turn whose model call failed retryably
+is retried once), launches DBOS (recovering this executor's
 unfinished workflows), serves the queue ``sessions`` and writes
 ``WORKDIR/ready-EXECUTOR_ID`` once it is up; SIGTERM stops it cleanly.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from dbos import DBOS
 from durable_kit import build_agent
 
+from agentloop import TurnRetryPolicy
 from agentloop.durable.dbos import DurableAgent, dbos_config
 from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
 
@@ -32,7 +34,8 @@ def main() -> None:
         if claims_target.startswith("postgresql")
         else SqliteSessionStore(claims_target)
     )
-    DurableAgent(build_agent(Path(workdir)), name="charges", claims=claims)
+    retry = TurnRetryPolicy(max_retries=1, initial_delay=0.05)
+    DurableAgent(build_agent(Path(workdir)), name="charges", claims=claims, retry=retry)
     DBOS(
         config=dbos_config(
             "agentloop-durable-test", url, executor_id=executor_id, application_version=VERSION

@@ -1,10 +1,14 @@
 """The agent of the durable tests: a scripted model and a charging tool, both counted on disk.
 
-Every model request appends a line to ``requests.log``; every charge that
-really runs appends one to ``charges.log``. Files in the work dir make a
-worker hang at a chosen point so a test can SIGKILL it there:
-``hang_tool`` (inside the tool, after its side effect) and
-``hang_model_2`` (inside the second model call).
+Every model request appends a line to ``requests.log`` (its turn id, how
+many items it holds and the texts of its user items); every charge that
+really runs appends one to ``charges.log``. The user says ``charge N``, or
+``fail auth`` / ``fail busy`` (the model call fails, not retryable /
+retryable) or ``fail busy until turn-N`` (retryable failures in turns
+before ``turn-N``, then an answer). Files in the work dir make a worker hang
+at a chosen point so a test can SIGKILL it there: ``hang_tool`` (inside the
+tool, after its side effect), ``hang_model_2`` (inside the model call after
+a tool result) and ``hang_<turn id>`` (inside every model call of that turn).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from dbos import DBOSClient
 
 import agentloop as al
-from agentloop.testing import Reply, ScriptedModel, call, hang, text, tool_calls
+from agentloop.durable.dbos import DurableAgent
+from agentloop.testing import Reply, ScriptedModel, call, fail, hang, text, tool_calls
 
 IN_DOUBT_PREFIX = "in doubt: tool call"
 """How the in-doubt answer of a claimed call begins."""
@@ -87,11 +93,18 @@ def build_agent(workdir: Path) -> al.Agent:
     """The agent: 'charge N' makes the model call ``charge``, then it reports the result."""
 
     def answer(request: al.TurnRequest) -> Reply:
-        log = workdir / "requests.log"
-        _append(log, json.dumps({"turn": request.turn_id, "items": len(request.transcript)}))
+        users = [_text(item) for item in request.transcript if item.kind is al.ItemKind.USER]
+        line = {"turn": request.turn_id, "items": len(request.transcript), "users": users}
+        _append(workdir / "requests.log", json.dumps(line))
+        if (workdir / f"hang_{request.turn_id}").exists():
+            _marker(workdir / f"model_{request.turn_id}_started")
+            return hang()
         last = request.transcript[-1]
         if last.kind is al.ItemKind.USER:
-            amount = int(_text(last).split()[1])
+            words = _text(last).split()
+            if words[0] == "fail":
+                return _failure(words, request.turn_id)
+            amount = int(words[1])
             return tool_calls(call("charge", {"amount": amount}, id=f"{request.turn_id}-charge"))
         if (workdir / "hang_model_2").exists():
             _marker(workdir / "model_2_started")
@@ -109,6 +122,22 @@ def build_agent(workdir: Path) -> al.Agent:
     )
 
 
+def _failure(words: list[str], turn_id: str) -> Reply:
+    if words[1] == "auth":
+        denied = al.ProviderError(
+            "401: invalid api key", status=401, kind=al.ProviderErrorKind.AUTH
+        )
+        return fail(denied)
+    until = words[3] if len(words) == 4 else None  # fail busy until turn-N
+    if until is not None and _turn_number(turn_id) >= _turn_number(until):
+        return text(f"back online in {turn_id}")
+    return fail(al.ProviderError("503: overloaded", status=503, retryable=True))
+
+
+def _turn_number(turn_id: str) -> int:
+    return int(turn_id.rsplit("-", 1)[1])
+
+
 def _text(item: al.Item) -> str:
     return "".join(part.text for part in item.parts if isinstance(part, al.TextPart))
 
@@ -121,3 +150,20 @@ def user(content: str) -> list[al.Item]:
 def final_text(transcript: Any) -> str:
     """The last assistant text of a transcript."""
     return _text(transcript[-1])
+
+
+class Launched:
+    """DBOS launched in this process (the ``launched`` fixture): a client, the agent, counters."""
+
+    def __init__(self, workdir: Path, client: DBOSClient, agent: DurableAgent) -> None:
+        self.workdir = workdir
+        self.client = client
+        self.agent = agent
+
+    def charges(self) -> list[str]:
+        """The charges that really ran."""
+        return lines(self.workdir / "charges.log")
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The model requests, as logged."""
+        return [json.loads(line) for line in lines(self.workdir / "requests.log")]

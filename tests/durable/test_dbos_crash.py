@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import agentloop as al
 from agentloop.durable.dbos import (
     ApprovalStatus,
     approve,
-    enqueue_session,
+    enqueue_input,
     pending_approval,
     wait_result,
 )
@@ -106,7 +107,7 @@ class Fleet:
         return lines(self.workdir / "charges.log")
 
     async def enqueue(self, session_id: str, text: str) -> str:
-        return await enqueue_session(
+        return await enqueue_input(
             self.client,
             queue_name=QUEUE,
             agent_name="charges",
@@ -127,6 +128,10 @@ def fleet(workdir: Path, databases: tuple[str, str]) -> Iterator[Fleet]:
 
 def _first_request_count(fleet: Fleet) -> int:
     return sum(1 for request in fleet.requests() if request["items"] == 1)
+
+
+def _request(turn: str, items: int, *users: str) -> dict[str, object]:
+    return {"turn": turn, "items": items, "users": list(users)}
 
 
 async def test_a_worker_killed_inside_a_tool_recovers_with_the_call_in_doubt(
@@ -166,9 +171,9 @@ async def test_a_worker_killed_between_steps_replays_the_recorded_ones(fleet: Fl
     assert final_text(result.transcript) == "done: charged 7"
     assert fleet.charges() == ["turn-1-charge 7"]
     assert fleet.requests() == [
-        {"turn": "turn-1", "items": 1},
-        {"turn": "turn-1", "items": 3},  # the unrecorded call, cut by the kill
-        {"turn": "turn-1", "items": 3},
+        _request("turn-1", 1, "charge 7"),
+        _request("turn-1", 3, "charge 7"),  # the unrecorded call, cut by the kill
+        _request("turn-1", 3, "charge 7"),
     ]
     al.validate_transcript(result.transcript)
 
@@ -194,22 +199,99 @@ async def test_an_approval_survives_a_killed_worker_and_is_answered_later(
     al.validate_transcript(result.transcript)
 
 
+async def test_a_session_continues_across_worker_restarts(fleet: Fleet) -> None:
+    worker = fleet.start("worker-a")
+    first = await fleet.enqueue("s-chat", "charge 5")
+    one = await wait_result(fleet.client, first, within=WAIT)
+    fleet.kill(worker)  # the process that ran the first input is gone
+    (fleet.workdir / "hang_turn-2").touch()
+    worker = fleet.start("worker-a")
+    second = await fleet.enqueue("s-chat", "charge 6")
+    fleet.wait_for(fleet.workdir / "model_turn-2_started", worker)
+    fleet.kill(worker)  # inside the second input's first model call
+    (fleet.workdir / "hang_turn-2").unlink()
+
+    fleet.start("worker-a")
+    two = await wait_result(fleet.client, second, within=WAIT)
+
+    assert (first, second) == ("s-chat#1", "s-chat#2")
+    assert two.transcript[: len(one.transcript)] == one.transcript
+    assert final_text(two.transcript) == "done: charged 6"
+    assert fleet.requests() == [
+        _request("turn-1", 1, "charge 5"),
+        _request("turn-1", 3, "charge 5"),
+        _request("turn-2", 5, "charge 5", "charge 6"),  # cut by the kill
+        _request("turn-2", 5, "charge 5", "charge 6"),
+        _request("turn-2", 7, "charge 5", "charge 6"),
+    ]
+    assert fleet.charges() == ["turn-1-charge 5", "turn-2-charge 6"]
+    al.validate_transcript(two.transcript)
+
+
+async def test_a_recorded_model_failure_is_not_asked_again_on_recovery(fleet: Fleet) -> None:
+    (fleet.workdir / "hang_turn-2").touch()
+    worker = fleet.start("worker-a")
+    first = await fleet.enqueue("s-busy", "fail busy")
+    # turn-1's call failed (recorded); the worker's policy retries it as turn-2, which hangs.
+    fleet.wait_for(fleet.workdir / "model_turn-2_started", worker)
+    fleet.kill(worker)
+    (fleet.workdir / "hang_turn-2").unlink()
+
+    fleet.start("worker-a")
+    failed = await wait_result(fleet.client, first, within=WAIT)
+
+    assert (failed.finish_reason, failed.retries) == (al.FinishReason.ERROR, 1)
+    assert failed.error is not None
+    assert (failed.error.kind, str(failed.error)) == (
+        al.ProviderErrorKind.RETRYABLE,
+        "503: overloaded",
+    )
+    assert fleet.requests() == [
+        _request("turn-1", 1, "fail busy"),  # recorded: not asked again
+        _request("turn-2", 1, "fail busy"),  # cut by the kill
+        _request("turn-2", 1, "fail busy"),  # the last retry, failed: the turn ends ERROR
+    ]
+
+    later = await fleet.enqueue("s-busy", "charge 5")  # the session goes on
+    done = await wait_result(fleet.client, later, within=WAIT)
+
+    assert (done.finish_reason, final_text(done.transcript)) == (
+        al.FinishReason.COMPLETED,
+        "done: charged 5",
+    )
+    assert fleet.requests()[3] == _request("turn-3", 2, "fail busy", "charge 5")
+    assert fleet.charges() == ["turn-3-charge 5"]
+    al.validate_transcript(done.transcript)
+
+
 async def test_two_workers_share_a_queue_and_run_each_session_once(fleet: Fleet) -> None:
     fleet.start("worker-a")
     fleet.start("worker-b")
-    sessions = [f"s-{number}" for number in range(8)]
-    for number, session_id in enumerate(sessions):
-        await fleet.enqueue(session_id, f"charge {number + 1}")
-    results = [await wait_result(fleet.client, s, within=WAIT) for s in sessions]
-
-    assert [final_text(r.transcript) for r in results] == [
-        f"done: charged {number + 1}" for number in range(8)
-    ]
-    assert sorted(fleet.charges()) == sorted(f"turn-1-charge {n + 1}" for n in range(8))
-    assert len(fleet.requests()) == 16
-    executors = await anyio.to_thread.run_sync(
-        lambda: {
-            status.executor_id for status in fleet.client.list_workflows(workflow_ids=sessions)
-        }
+    parked = [f"s-big-{number}" for number in range(4)]
+    runs = [await fleet.enqueue(session_id, "charge 500") for session_id in parked]
+    pending = [await pending_approval(fleet.client, run, within=WAIT) for run in runs]
+    # Each worker runs at most two (worker_concurrency=2) and a run parked on its
+    # approval keeps its slot: both workers must hold two.
+    holders = await anyio.to_thread.run_sync(
+        lambda: Counter(
+            status.executor_id for status in fleet.client.list_workflows(workflow_ids=runs)
+        )
     )
-    assert executors <= {"worker-a", "worker-b"}
+    assert holders == {"worker-a": 2, "worker-b": 2}
+    quick = [f"s-small-{number}" for number in range(4)]
+    runs += [
+        await fleet.enqueue(session_id, f"charge {n + 1}") for n, session_id in enumerate(quick)
+    ]
+    for run, approval in zip(runs[:4], pending, strict=True):
+        assert approval is not None
+        await approve(fleet.client, run, approval.call_id, al.ApprovalAnswer.approve())
+    results = [await wait_result(fleet.client, run, within=WAIT) for run in runs]
+
+    assert [final_text(r.transcript) for r in results] == ["done: charged 500"] * 4 + [
+        f"done: charged {n + 1}" for n in range(4)
+    ]
+    assert {r.executor_id for r in results} == {"worker-a", "worker-b"}
+    assert sorted(fleet.charges()) == sorted(
+        ["turn-1-charge 500"] * 4 + [f"turn-1-charge {n + 1}" for n in range(4)]
+    )
+    assert len(fleet.requests()) == 16

@@ -1,4 +1,4 @@
-"""Sessions as DBOS workflows in this process: runs, approvals, expiry, bad input.
+"""Sessions as DBOS workflows in this process: a run, approvals, expiry, bad input.
 
 DBOS runs for real here, on a SQLite file and on the embedded PostgreSQL
 (``databases``), with a claims store on the same database; every test
@@ -10,14 +10,12 @@ variations of a run SQLite only (the crash tests use both again).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from dbos import DBOS, DBOSClient
-from durable_kit import build_agent, final_text, lines, user
+from durable_kit import Launched, build_agent, final_text, user
 
 import agentloop as al
 from agentloop.durable.dbos import (
@@ -29,11 +27,12 @@ from agentloop.durable.dbos import (
     approval_topic,
     approve,
     dbos_config,
+    enqueue_input,
+    latest_run,
     pending_approval,
-    start_session,
+    send_input,
     wait_result,
 )
-from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
 from agentloop.tasks import AsyncTaskManager
 
 pytestmark = pytest.mark.anyio
@@ -41,74 +40,29 @@ pytestmark = pytest.mark.anyio
 WAIT = 60.0  # every wait is bounded; a healthy run takes well under a second
 
 
-class Launched:
-    def __init__(self, workdir: Path, client: DBOSClient, agent: DurableAgent) -> None:
-        self.workdir = workdir
-        self.client = client
-        self.agent = agent
-
-    def charges(self) -> list[str]:
-        return lines(self.workdir / "charges.log")
-
-    def requests(self) -> list[str]:
-        return lines(self.workdir / "requests.log")
-
-
-def _claims(target: str) -> SessionStore:
-    if target.startswith("postgresql"):
-        return PostgresSessionStore(target)
-    return SqliteSessionStore(target)
-
-
-@pytest.fixture
-def launched(workdir: Path, databases: tuple[str, str]) -> Iterator[Launched]:
-    url, claims_target = databases
-    claims = _claims(claims_target)
-    agent = DurableAgent(build_agent(workdir), name="charges", claims=claims, approval_timeout=30.0)
-    DBOS(config=dbos_config("agentloop-tests", url, executor_id="test", application_version="t1"))
-    DBOS.launch()
-    client = DBOSClient(system_database_url=url)
-    try:
-        yield Launched(workdir, client, agent)
-    finally:
-        client.destroy()
-        DBOS.destroy()
-        anyio.run(claims.aclose)  # type: ignore[attr-defined]
-
-
 async def test_a_run_calls_the_model_and_the_tool_once_each(launched: Launched) -> None:
-    workflow_id = await start_session("charges", "s-small", user("charge 5"))
+    workflow_id = await send_input("charges", "s-small", user("charge 5"))
     result = await wait_result(launched.client, workflow_id, within=WAIT)
 
-    assert (result.workflow_id, result.session_id) == ("s-small", "s-small")
-    assert result.finish_reason is al.FinishReason.COMPLETED
+    assert (result.workflow_id, result.session_id, result.run) == ("s-small#1", "s-small", 1)
+    assert (result.finish_reason, result.error, result.retries) == (
+        al.FinishReason.COMPLETED,
+        None,
+        0,
+    )
+    assert result.executor_id == "test"
     assert final_text(result.transcript) == "done: charged 5"
     assert result.approvals == ()
     al.validate_transcript(result.transcript)
     assert launched.charges() == ["turn-1-charge 5"]
     assert launched.requests() == [
-        '{"turn": "turn-1", "items": 1}',
-        '{"turn": "turn-1", "items": 3}',
+        {"turn": "turn-1", "items": 1, "users": ["charge 5"]},
+        {"turn": "turn-1", "items": 3, "users": ["charge 5"]},
     ]
 
 
-@pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
-async def test_starting_the_same_workflow_again_returns_the_recorded_run(
-    launched: Launched,
-) -> None:
-    first = await start_session("charges", "s-again", user("charge 6"))
-    done = await wait_result(launched.client, first, within=WAIT)
-    second = await start_session("charges", "s-again", user("charge 6"))
-    again = await wait_result(launched.client, second, within=WAIT)
-
-    assert second == first
-    assert again == done
-    assert launched.charges() == ["turn-1-charge 6"]
-    assert len(launched.requests()) == 2
-
-
 async def test_an_approval_waits_for_a_client_and_runs_the_call(launched: Launched) -> None:
-    workflow_id = await start_session("charges", "s-big", user("charge 500"))
+    workflow_id = await send_input("charges", "s-big", user("charge 500"))
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
 
     assert isinstance(pending, PendingApproval)
@@ -138,7 +92,7 @@ async def test_an_approval_waits_for_a_client_and_runs_the_call(launched: Launch
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_approve_with_runs_the_edited_input(launched: Launched) -> None:
-    workflow_id = await start_session("charges", "s-edit", user("charge 900"))
+    workflow_id = await send_input("charges", "s-edit", user("charge 900"))
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
     assert pending is not None
     decision = al.ApprovalAnswer.approve_with({"amount": 90})
@@ -167,7 +121,7 @@ async def test_approve_with_runs_the_edited_input(launched: Launched) -> None:
 async def test_a_denial_or_an_unreadable_answer_never_runs_the_call(
     launched: Launched, message: str | None, reason: str, status: ApprovalStatus
 ) -> None:
-    workflow_id = await start_session("charges", "s-deny", user("charge 700"))
+    workflow_id = await send_input("charges", "s-deny", user("charge 700"))
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
     assert pending is not None
     if message is None:
@@ -191,7 +145,7 @@ async def test_a_denial_or_an_unreadable_answer_never_runs_the_call(
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_an_unanswered_approval_expires_denied(workdir: Path, launched: Launched) -> None:
     DurableAgent(build_agent(workdir), name="impatient", approval_timeout=0.5)
-    workflow_id = await start_session("impatient", "s-expire", user("charge 800"))
+    workflow_id = await send_input("impatient", "s-expire", user("charge 800"))
     result = await wait_result(launched.client, workflow_id, within=WAIT)
 
     [outcome] = result.approvals
@@ -211,7 +165,7 @@ async def test_an_unanswered_approval_expires_denied(workdir: Path, launched: La
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_a_raising_tool_is_an_error_result_recorded_like_any(launched: Launched) -> None:
-    workflow_id = await start_session("charges", "s-raise", user("charge -3"))
+    workflow_id = await send_input("charges", "s-raise", user("charge -3"))
     result = await wait_result(launched.client, workflow_id, within=WAIT)
 
     assert final_text(result.transcript) == (
@@ -223,15 +177,15 @@ async def test_a_raising_tool_is_an_error_result_recorded_like_any(launched: Lau
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_an_unknown_agent_fails_the_workflow_with_its_name(launched: Launched) -> None:
-    workflow_id = await start_session("nobody", "s-nobody", user("charge 1"))
+    workflow_id = await send_input("nobody", "s-nobody", user("charge 1"))
     with pytest.raises(DurableError, match=r"ended ERROR: .*no DurableAgent named 'nobody'"):
         await wait_result(launched.client, workflow_id, within=WAIT)
 
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
 async def test_a_wait_that_runs_out_says_so(launched: Launched) -> None:
-    workflow_id = await start_session("charges", "s-slow", user("charge 501"))
-    with pytest.raises(DurableError, match=r"workflow s-slow is still PENDING after 0.2 s"):
+    workflow_id = await send_input("charges", "s-slow", user("charge 501"))
+    with pytest.raises(DurableError, match=r"workflow s-slow#1 is still PENDING after 0.2 s"):
         await wait_result(launched.client, workflow_id, within=0.2)
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
     assert pending is not None
@@ -284,7 +238,56 @@ async def test_approve_refuses_what_is_not_a_decision() -> None:
             await approve(client, "s", "call-1", wrong)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("items", [al.Item.text(al.ItemKind.USER, "hi"), ["hi"], [None]])
-async def test_start_session_refuses_what_is_not_a_list_of_items(items: Any) -> None:
-    with pytest.raises(al.InvalidInputError, match="start_session input"):
-        await start_session("charges", "s", items)
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (al.Item.text(al.ItemKind.USER, "hi"), "expects a list of Items, got one Item"),
+        ("hi", "expects a list of Items, got str"),
+        (None, "expects a list of Items, got NoneType"),
+        (["hi"], "element 0 is str"),
+        ([None], "element 0 is NoneType"),
+        ([], "is empty: a run answers at least one item"),
+    ],
+)
+async def test_sending_refuses_what_is_not_a_list_of_items(items: Any, message: str) -> None:
+    with pytest.raises(
+        al.InvalidInputError, match=f"send_input input {message}|send_input input: {message}"
+    ):
+        await send_input("charges", "s", items)
+    client: Any = None
+    with pytest.raises(al.InvalidInputError, match=f"enqueue_input input:? {message}"):
+        await enqueue_input(
+            client,
+            queue_name="q",
+            agent_name="charges",
+            session_id="s",
+            input=items,
+            application_version="v",
+        )
+
+
+@pytest.mark.parametrize("name", ["", "  ", None, 3])
+async def test_sending_refuses_a_bad_session_or_agent_name(name: Any) -> None:
+    with pytest.raises(al.InvalidInputError, match="send_input session_id must be a non-empty str"):
+        await send_input("charges", name, user("charge 1"))
+    with pytest.raises(al.InvalidInputError, match="send_input agent_name must be a non-empty str"):
+        await send_input(name, "s", user("charge 1"))
+    client: Any = None
+    for label in ("queue_name", "agent_name", "session_id", "application_version"):
+        arguments = {
+            "queue_name": "q",
+            "agent_name": "charges",
+            "session_id": "s",
+            "application_version": "v",
+            label: name,
+        }
+        with pytest.raises(al.InvalidInputError, match=f"enqueue_input {label} must be"):
+            await enqueue_input(client, input=user("charge 1"), **arguments)
+    with pytest.raises(al.InvalidInputError, match="latest_run session_id must be"):
+        await latest_run(client, name)
+
+
+@pytest.mark.parametrize("retry", ["twice", 2, al.TurnRetryPolicy])
+def test_durable_agent_refuses_a_retry_that_is_no_policy(workdir: Path, retry: Any) -> None:
+    with pytest.raises(al.InvalidInputError, match="retry expects a TurnRetryPolicy or None"):
+        DurableAgent(build_agent(workdir), name="bad", retry=retry)

@@ -1,15 +1,22 @@
-"""What crosses a DBOS step or message boundary round-trips exactly (hypothesis)."""
+"""What crosses a DBOS step or message boundary round-trips exactly (hypothesis); run ids."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import agentloop as al
-from agentloop.durable.dbos import ApprovalOutcome, ApprovalStatus, PendingApproval
+from agentloop.durable.dbos import (
+    ApprovalOutcome,
+    ApprovalStatus,
+    PendingApproval,
+    run_workflow_id,
+)
+from agentloop.durable.dbos._agent import run_number
 from agentloop.durable.dbos._steps import _output_document, _restore_output
 from agentloop.testing import json_values, parts
 from agentloop.tools import ToolOutput
@@ -73,3 +80,36 @@ def test_a_pending_approval_round_trips(pending: PendingApproval) -> None:
 )
 def test_an_approval_decision_round_trips(decision: al.ApprovalAnswer) -> None:
     assert al.structure(_through_json(al.unstructure(decision)), al.ApprovalAnswer) == decision
+
+
+@given(st.text(min_size=1), st.integers(min_value=1, max_value=10**12), st.text(min_size=1))
+def test_a_run_id_belongs_to_its_session_only(session_id: str, run: int, other: str) -> None:
+    workflow_id = run_workflow_id(session_id, run)
+    assert workflow_id == f"{session_id}#{run}"
+    assert run_number(session_id, workflow_id) == run
+    if other != session_id:
+        assert run_number(other, workflow_id) is None
+
+
+@pytest.mark.parametrize(
+    "workflow_id", ["s", "s#", "s#0", "s#01", "s#x", "s#1#2", "s#\u00b2", "t#1"]
+)
+def test_what_is_no_run_of_a_session_has_no_number(workflow_id: str) -> None:
+    assert run_number("s", workflow_id) is None
+
+
+@pytest.mark.parametrize(
+    ("session_id", "run", "message"),
+    [
+        ("", 1, "session_id must be a non-empty str, got ''"),
+        (None, 1, "session_id must be a non-empty str, got None"),
+        ("s", 0, "run must be an int of at least 1, got 0"),
+        ("s", -2, "run must be an int of at least 1, got -2"),
+        ("s", True, "run must be an int of at least 1, got True"),
+        ("s", 1.0, "run must be an int of at least 1, got 1.0"),
+        ("s", "1", "run must be an int of at least 1, got '1'"),
+    ],
+)
+def test_run_workflow_id_refuses_what_names_no_run(session_id: Any, run: Any, message: str) -> None:
+    with pytest.raises(al.InvalidInputError, match=message):
+        run_workflow_id(session_id, run)

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SAME = [
     "approval: refund 250",
     "answer: Done: refunded 250 on A-17",
-    "ledger: A-17 refunded 250",
+    "answer: Done: refunded 40 on A-18",
+    "ledger: A-17 refunded 250; A-18 refunded 40",
 ]
 
 
@@ -33,7 +34,13 @@ def _run(name: str) -> list[str]:
 
 @pytest.mark.parametrize(
     ("name", "extra"),
-    [("durable_plain.py", []), ("durable_dbos.py", ["approvals: ['approved']"])],
+    [
+        ("durable_plain.py", []),
+        (
+            "durable_dbos.py",
+            ["runs: ['customer-42#1', 'customer-42#2']", "approvals: ['approved']"],
+        ),
+    ],
 )
 def test_durable_example_runs(name: str, extra: list[str]) -> None:
     assert _run(name) == SAME + extra

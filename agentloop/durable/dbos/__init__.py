@@ -1,14 +1,32 @@
-"""Sessions as DBOS Transact workflows (``pip install agentloop[dbos]``).
+"""Sessions as chains of DBOS Transact workflows (``pip install agentloop[dbos]``).
 
-A session run is the DBOS workflow :data:`SESSION_WORKFLOW`; each model call
-and each tool call in it is a DBOS step whose result DBOS records, so a
-recovered run never asks the model again for a recorded response nor
-repeats a recorded tool call. Non-idempotent tools are also claimed in a
-``SessionStore`` inside their step: a step DBOS runs again after a crash
-answers in doubt. Approvals wait durably (``DBOS.recv``) and expire denied.
-See ``docs/durable.md``.
+Each input of a session is one run, the DBOS workflow :data:`SESSION_WORKFLOW`
+with id ``<session_id>#<run>``: it continues from the previous run's
+checkpoint, and each model call and tool call in it is a DBOS step whose
+result DBOS records, so a recovered run never asks the model again for a
+recorded response nor repeats a recorded tool call. Non-idempotent tools
+are also claimed in a ``SessionStore`` inside their step: a step DBOS runs
+again after a crash answers in doubt. A model failure ends the turn
+(``FinishReason.ERROR``), not the session. Approvals wait durably
+(``DBOS.recv``) and expire denied. See ``docs/durable.md``.
 """
 
+from ._agent import DurableAgent, dbos_config, run_workflow_id
+from ._host import (
+    approve,
+    enqueue_input,
+    latest_run,
+    pending_approval,
+    send_input,
+    wait_result,
+)
+from ._results import (
+    ApprovalOutcome,
+    ApprovalStatus,
+    DurableError,
+    DurableRunResult,
+    PendingApproval,
+)
 from ._steps import (
     IN_DOUBT_TEXT,
     MODEL_STEP,
@@ -17,23 +35,7 @@ from ._steps import (
     DurableToolSource,
     RecordedToolFailure,
 )
-from ._workflow import (
-    APPROVAL_EVENT,
-    SESSION_WORKFLOW,
-    ApprovalOutcome,
-    ApprovalStatus,
-    DurableAgent,
-    DurableError,
-    DurableRunResult,
-    PendingApproval,
-    approval_topic,
-    approve,
-    dbos_config,
-    enqueue_session,
-    pending_approval,
-    start_session,
-    wait_result,
-)
+from ._workflow import APPROVAL_EVENT, SESSION_WORKFLOW, approval_topic
 
 __all__ = [
     "APPROVAL_EVENT",
@@ -53,8 +55,10 @@ __all__ = [
     "approval_topic",
     "approve",
     "dbos_config",
-    "enqueue_session",
+    "enqueue_input",
+    "latest_run",
     "pending_approval",
-    "start_session",
+    "run_workflow_id",
+    "send_input",
     "wait_result",
 ]

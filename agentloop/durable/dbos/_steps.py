@@ -18,7 +18,7 @@ from dbos import DBOS
 
 from ..._serde import structure, unstructure
 from ...core._cancellation import TurnCancellation
-from ...core._errors import AgentLoopError, ProviderError, ProviderErrorKind
+from ...core._errors import AgentLoopError, ModelProtocolError, ProviderError
 from ...core._items import Part
 from ...core._tool_spec import ToolSpec
 from ...loop._session_store import ClaimError, SessionStore, input_digest
@@ -76,38 +76,29 @@ class _DurableModelSession:
 
         recorded: str = await DBOS.run_step_async({"name": MODEL_STEP}, call_model)
         document = json.loads(recorded)
-        if "error" in document:
-            raise ProviderError(
-                document["error"],
-                status=document.get("status"),
-                error_type=document.get("error_type"),
-                kind=ProviderErrorKind[document.get("kind", "OTHER")],
-            )
+        if "error" in document:  # a recorded failure: the turn ends ERROR, as it did
+            raise structure(document["error"], ProviderError)
         return _replay(structure(document["result"], ModelTurnResult))
 
     async def _call_inner(self, request: TurnRequest, cancellation: TurnCancellation | None) -> str:
         # Streamed deltas are consumed here: only the closing result is recorded.
-        stream = await self._inner.begin_turn(request, cancellation)
+        # A ProviderError is a result too (recorded: a replay fails the same way).
+        try:
+            stream = await self._inner.begin_turn(request, cancellation)
+        except ProviderError as error:
+            return json.dumps({"error": unstructure(error)})
         try:
             async for event in stream:
                 if isinstance(event, ModelTurnResult):
                     return json.dumps({"result": unstructure(event)})
-        except ProviderError as error:  # recorded: a replay fails the same way
-            return json.dumps(
-                {
-                    "error": str(error),
-                    "status": error.status,
-                    "error_type": error.error_type,
-                    "kind": error.kind.name,
-                }
-            )
+        except ProviderError as error:
+            return json.dumps({"error": unstructure(error)})
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
-        return json.dumps(
-            {"error": "model stream ended without a ModelTurnResult (check the adapter)"}
-        )
+        missing = ModelProtocolError("model stream ended without a ModelTurnResult")
+        return json.dumps({"error": unstructure(missing)})
 
 
 async def _replay(result: ModelTurnResult) -> AsyncIterator[ModelEvent]:
