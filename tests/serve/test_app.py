@@ -405,3 +405,24 @@ async def test_the_session_view_shows_every_outcome(inbox: Inbox) -> None:
     assert '<pre class="result-text">in_doubt text</pre>' in page
     assert '<div class="text">Some went through.</div>' in page
     assert '<dd id="session-state">IDLE</dd>' in page
+
+
+async def test_sqlite_urls_are_relative_with_three_slashes_absolute_with_four(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentloop.serve import open_store
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    async with open_store("sqlite:///sub/relative.db") as (store, _audit):
+        assert isinstance(store, SqliteSessionStore)
+        assert store.path == "sub/relative.db"
+    assert (tmp_path / "sub" / "relative.db").is_file()
+    absolute = tmp_path / "absolute.db"
+    async with open_store(f"sqlite:///{absolute}") as (store, _audit):
+        assert store.path == str(absolute)
+    assert absolute.is_file()
+    for url in ("sqlite://", "sqlite:///", "sqlite:////"):
+        with pytest.raises(al.InvalidInputError, match=r"expected sqlite:///PATH\.db"):
+            async with open_store(url):
+                pass
