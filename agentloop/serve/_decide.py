@@ -4,8 +4,9 @@
 message for the page) a decision on a session that is gone or moved on, an
 approval already answered, shown for other input, or past its deadline, and
 edited input the tool's schema rejects. Otherwise it records the decision
-through ``store.record_approval`` (single-use: a second, different decision
-is refused by the store itself) and appends it to the audit log.
+through ``store.record_approval``, with its deny reason or edited input
+(single-use: a second, different decision is refused by the store itself),
+and appends it to the audit log.
 """
 
 from __future__ import annotations
@@ -169,12 +170,18 @@ class Decider:
             reason=reason if kind is DecisionAction.DENY else None,
             input=approved_input if kind is DecisionAction.APPROVE_WITH else None,
         )
-        # The audit entry first: a worker that sees the store's decision finds
-        # its edited input or deny reason here.
+        # The audit entry first, so no decision is ever in the store without it; the
+        # reason and the edited input go with the store's record, where every worker
+        # resuming the session reads them.
         await self._audit.add(entry)
         try:
             await self._store.record_approval(
-                session_id, call_id, input_digest=digest, approved=kind is not DecisionAction.DENY
+                session_id,
+                call_id,
+                input_digest=digest,
+                approved=kind is not DecisionAction.DENY,
+                reason=entry.reason,
+                edited_input=entry.input,
             )
         except BaseException as error:
             with anyio.CancelScope(shield=True):
@@ -210,6 +217,10 @@ class Decider:
                 f"column {error.colno}",
                 status=422,
             ) from None
+        if value is None:
+            raise DecisionRefused(
+                "the edited arguments are null; enter the tool's arguments as JSON", status=422
+            )
         problem = validate_input(schema, value)
         if problem is not None:
             raise DecisionRefused(
