@@ -225,12 +225,12 @@ def input_digest(tool_name: str, tool_input: Any) -> str:
             ensure_ascii=False,
             allow_nan=False,
             separators=(",", ":"),
-        )
+        ).encode("utf-8")  # a lone surrogate raises here (UnicodeEncodeError, a ValueError)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(
             f"cannot digest the input of tool {tool_name!r}: {error}; pass JSON values"
         ) from None
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(text).hexdigest()
 
 
 def _check_json_keys(value: Any) -> None:

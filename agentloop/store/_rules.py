@@ -227,19 +227,30 @@ def decision_details(
 ) -> tuple[str | None, str | None]:
     """A decision's ``reason`` and ``edited_input`` as stored: the reason, the input as JSON text.
 
-    ``InvalidInputError`` for a reason that is not a str, an edited input with
-    a denial, or one that is not JSON.
+    ``InvalidInputError`` for a reason that is not a str (or not encodable
+    text), an edited input with a denial, or one that is not JSON.
     """
     where = f"cannot record a decision on call {call_id!r} of session {session_id!r}"
     if reason is not None and not isinstance(reason, str):
         raise InvalidInputError(f"{where}: reason must be a str or None, got {reason!r}")
+    if reason is not None and not reason.isascii():
+        try:
+            reason.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(
+                f"{where}: the reason is not valid Unicode text (a lone surrogate), got {reason!r}"
+            ) from None
     if edited_input is None:
         return reason, None
     if not approved:
         raise InvalidInputError(
             f"{where}: a denial has no edited input; pass edited_input only with approved=True"
         )
-    input_digest("edited", edited_input)  # InvalidInputError unless it is JSON
+    try:
+        input_digest("edited", edited_input)  # InvalidInputError unless it is JSON
+    except InvalidInputError as error:
+        detail = str(error).removeprefix("cannot digest the input of tool 'edited': ")
+        raise InvalidInputError(f"{where}: the edited input is not JSON: {detail}") from None
     return reason, json.dumps(edited_input, ensure_ascii=False, allow_nan=False)
 
 
