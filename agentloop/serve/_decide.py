@@ -99,6 +99,8 @@ class Decider:
             ) from None
         if reason is not None and len(reason) > MAX_REASON:
             raise DecisionRefused(f"the reason is longer than {MAX_REASON} characters", status=422)
+        if reason is not None and not _unicode(reason):
+            raise DecisionRefused("the reason is not valid Unicode text", status=422)
         # One decision at a time in this process: a second tab's decision on the
         # same call sees the first one recorded (the store refuses across processes).
         async with self._lock:
@@ -229,5 +231,17 @@ class Decider:
         try:
             input_digest("edit", value)
         except Exception as error:
-            raise DecisionRefused(str(error), status=422) from None
+            detail = str(error).removeprefix("cannot digest the input of tool 'edit': ")
+            raise DecisionRefused(
+                f"the edited arguments cannot be used: {detail}", status=422
+            ) from None
         return value
+
+
+def _unicode(text: str) -> bool:
+    """Whether ``text`` is encodable (no lone surrogates, which JSON escapes can carry)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

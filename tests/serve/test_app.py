@@ -177,6 +177,17 @@ async def test_refusals_say_why_and_record_nothing(inbox: Inbox) -> None:
             422,
             "the reason is longer than 2000 characters",
         ),
+        (
+            {"action": "approve_with", "input": "null"},
+            422,
+            "the edited arguments are null; enter the tool's arguments as JSON",
+        ),
+        (
+            {"action": "approve_with", "input": '{"path": "\\udfff"}'},
+            422,
+            "the edited arguments cannot be used: 'utf-8' codec can't encode character "
+            "'\\udfff' in position 17: surrogates not allowed; pass JSON values",
+        ),
     ]
     for body, status, message in cases:
         response = await inbox.decide(csrf, **body)
@@ -184,6 +195,17 @@ async def test_refusals_say_why_and_record_nothing(inbox: Inbox) -> None:
             status,
             {"ok": False, "error": message, "status": status},
         ), body
+    # A lone surrogate, as a JSON escape (httpx would not encode it raw).
+    body = {"session_id": "s1", "call_id": "call-1", "digest": DIGEST, "action": "deny"}
+    response = await inbox.client.post(
+        "/api/decide",
+        content=json.dumps({**body, "reason": "no \ud800"}),
+        headers={"x-csrf-token": csrf, "content-type": "application/json"},
+    )
+    assert (response.status_code, response.json()["error"]) == (
+        422,
+        "the reason is not valid Unicode text",
+    )
     for bad in ([], "x", {"session_id": 1}, {"session_id": "s1"}):
         response = await inbox.client.post("/api/decide", json=bad, headers={"x-csrf-token": csrf})
         assert response.status_code == 400
