@@ -10,12 +10,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# serve too: the demo ends by printing the `agentloop serve` command for its session store
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[cli]'
+	$(BIN)/pip install --quiet -e '.[cli,serve]'
 	touch $@
 
 $(STAMP_DEV): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev,cli]'
+	$(BIN)/pip install --quiet -e '.[dev,cli,serve]'
 	touch $@ $(STAMP)
 
 lint: $(STAMP_DEV)

@@ -4,12 +4,18 @@ The two small tools (``add``, and ``read_note``: a file lookup that a
 ``PathPolicy`` guards) live here too. Both tours drive ``agentloop.stream``
 and hand every item to the renderer; the scripted tour also shows a cancelled
 turn (the demo "presses Ctrl-C" when the second answer's first token arrives).
+Each tour saves its session in a SQLite session store (``demo_store_path()``,
+or ``--store``) and ends by printing the ``agentloop serve`` command that opens
+the approval inbox on it.
 """
 
 from __future__ import annotations
 
 import html
 import importlib
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +39,7 @@ from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter, ModelEvent, ModelSession, TurnRequest
 from ..permissions._policies import PathPolicy, PolicyChain
 from ..permissions._requests import FileSystemRead, PermissionRequest
+from ..store._sqlite import SqliteSessionStore
 from ..testing._scripted import Reply, ScriptedModel, call, hang, tool_calls
 from ..testing._scripted import stream as streamed_reply
 from ..tools._registry import ToolRegistry
@@ -46,9 +53,12 @@ __all__ = [
     "AddTool",
     "ReadNoteTool",
     "ToolChoicePerCall",
+    "demo_store_path",
+    "run_demo",
     "run_local_tour",
     "run_scripted_tour",
     "scripted_agent",
+    "serve_command",
 ]
 
 QUESTION = "What is 2 + 40, and what's on my grocery note?"
@@ -138,22 +148,106 @@ def _script() -> list[Reply | str]:
     ]
 
 
-def scripted_agent(controller: CancellationController) -> Agent:
+def scripted_agent(
+    controller: CancellationController, store: SqliteSessionStore | None = None
+) -> Agent:
     """The tour's agent: a ScriptedModel, ``add``, and ``read_note`` behind a PathPolicy."""
     model = ScriptedModel(_script())
-    return _agent(model, ReadNoteTool(notes=NOTES), controller)
+    return _agent(model, ReadNoteTool(notes=NOTES), controller, store)
 
 
-def _agent(model: ModelAdapter, note: ReadNoteTool, controller: CancellationController) -> Agent:
+def _agent(
+    model: ModelAdapter,
+    note: ReadNoteTool,
+    controller: CancellationController,
+    store: SqliteSessionStore | None,
+) -> Agent:
     # Reads outside the allowed roots (there are none) ask the human first.
-    return (
+    builder = (
         Agent.builder()
         .model(model)
         .add_tool_source(ToolRegistry("demo").with_tool(AddTool()).with_tool(note))
         .permissions(PolicyChain(PathPolicy(outside="approve")))
         .cancellation(controller.handle())
         .transcript([Item.text(ItemKind.SYSTEM, SYSTEM_PROMPT)])
-        .build()
+    )
+    if store is not None:
+        builder = builder.store(store)
+    return builder.build()
+
+
+SCRIPTED_SESSION = "demo-scripted"
+LOCAL_SESSION = "demo"
+
+
+def demo_store_path() -> Path:
+    """Where the demo saves its sessions when ``--store`` is not given.
+
+    ``$AGENTLOOP_CACHE_DIR/demo.db``, else ``$XDG_CACHE_HOME/agentloop/demo.db``,
+    else ``~/.cache/agentloop/demo.db`` (next to the local server's wheel cache).
+    """
+    root = os.environ.get("AGENTLOOP_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "demo.db"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "agentloop" / "demo.db"
+
+
+def serve_command(path: Path) -> str:
+    """The shell command that opens the approval inbox on the store at ``path``.
+
+    ``agentloop`` when that is this environment's console script on ``PATH``;
+    else the script's full path, or ``python -m agentloop.cli``.
+    """
+    script = Path(sys.executable).parent / "agentloop"
+    found = shutil.which("agentloop")
+    if found is not None and script.is_file() and Path(found).resolve() == script.resolve():
+        program = "agentloop"
+    elif script.is_file():
+        program = shlex.quote(str(script))
+    else:
+        program = f"{shlex.quote(sys.executable)} -m agentloop.cli"
+    url = "sqlite:///" + str(path.resolve())
+    return f"{program} serve --store {shlex.quote(url)}"
+
+
+async def run_demo(
+    renderer: Renderer,
+    approve: Approver,
+    *,
+    scripted: bool,
+    store_path: Path | None = None,
+    ctrl_c: CtrlC | None = None,
+) -> int:
+    """A tour with its session saved in a SQLite store; then how to open the inbox on it.
+
+    The session (``demo-scripted`` or ``demo``) replaces the one an earlier
+    run saved. The closing lines name the store and print the exact
+    ``agentloop serve`` command (not after Ctrl-C, nor when the tour could
+    not start).
+    """
+    path = store_path if store_path is not None else demo_store_path()
+    await anyio.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    session_id = SCRIPTED_SESSION if scripted else LOCAL_SESSION
+    async with SqliteSessionStore(path) as store:
+        await store.delete(session_id)  # its claims and decisions too: a fresh session
+        if scripted:
+            status = await run_scripted_tour(renderer, approve, ctrl_c, store=store)
+        else:
+            status = await run_local_tour(renderer, approve, ctrl_c, store=store)
+    if status in (0, 1):
+        _inbox_hint(renderer, path, session_id)
+    return status
+
+
+def _inbox_hint(renderer: Renderer, path: Path, session_id: str) -> None:
+    renderer.line(f"session {session_id!r} saved in {path}")
+    renderer.note("Open it in the approval inbox (needs agentloop[serve]):")
+    renderer.line(f"  {serve_command(path)}")
+    renderer.note(
+        f"then open the URL it prints; this session is at /sessions/{session_id} "
+        "(Ctrl-C stops the server)"
     )
 
 
@@ -197,11 +291,16 @@ def _answer(result: RunResult) -> str:
 
 
 async def run_scripted_tour(
-    renderer: Renderer, approve: Approver, ctrl_c: CtrlC | None = None
+    renderer: Renderer,
+    approve: Approver,
+    ctrl_c: CtrlC | None = None,
+    *,
+    store: SqliteSessionStore | None = None,
 ) -> int:
     """Two tool rounds, one approval, then a turn cancelled mid-answer.
 
     A real Ctrl-C (``ctrl_c``) cancels the running turn and stops the tour: 130.
+    With ``store`` the session is saved there as ``demo-scripted``.
     """
     renderer.line("agentloop demo --scripted", "bold")
     renderer.note("The model is a ScriptedModel (agentloop.testing), not an LLM: no network.")
@@ -209,8 +308,9 @@ async def run_scripted_tour(
     if ctrl_c is not None:
         ctrl_c.controller = controller
     pressed_before = ctrl_c.pressed if ctrl_c is not None else 0
-    config = SessionConfig("demo")
-    first = await _ask(renderer, scripted_agent(controller), QUESTION, approve, config, ctrl_c)
+    config = SessionConfig(SCRIPTED_SESSION)
+    agent = scripted_agent(controller, store)
+    first = await _ask(renderer, agent, QUESTION, approve, config, ctrl_c)
     if _stopped_by_ctrl_c(renderer, ctrl_c, pressed_before):
         return EXIT_INTERRUPTED
     renderer.line(f"answer: {_answer(first)}", "bold green")
@@ -337,8 +437,17 @@ async def _build_local_server(renderer: Renderer) -> None:
     importlib.invalidate_caches()  # the build installed packages into this environment
 
 
-async def run_local_tour(renderer: Renderer, approve: Approver, ctrl_c: CtrlC | None = None) -> int:
-    """The same tour on SmolLM2-135M behind a local llama.cpp server (``agentloop.local``)."""
+async def run_local_tour(
+    renderer: Renderer,
+    approve: Approver,
+    ctrl_c: CtrlC | None = None,
+    *,
+    store: SqliteSessionStore | None = None,
+) -> int:
+    """The same tour on SmolLM2-135M behind a local llama.cpp server (``agentloop.local``).
+
+    With ``store`` the session is saved there as ``demo``.
+    """
     from ..local import LocalServer, LocalServerError, local_server_available
 
     renderer.line("agentloop demo", "bold")
@@ -360,7 +469,7 @@ async def run_local_tour(renderer: Renderer, approve: Approver, ctrl_c: CtrlC | 
     if ctrl_c is not None:
         ctrl_c.controller = controller
     pressed_before = ctrl_c.pressed if ctrl_c is not None else 0
-    config = SessionConfig("demo")
+    config = SessionConfig(LOCAL_SESSION)
     with tempfile.TemporaryDirectory(prefix="agentloop-demo-") as directory:
         await anyio.Path(directory, "groceries.txt").write_text("eggs, flour, milk\n")
         note = ReadNoteTool(directory=Path(directory))
@@ -371,7 +480,7 @@ async def run_local_tour(renderer: Renderer, approve: Approver, ctrl_c: CtrlC | 
             total = Usage()
             for tool_name, question in LOCAL_QUESTIONS:
                 model = ToolChoicePerCall(server.model(tool_choice=tool_name), free)
-                agent = _agent(model, note, controller)
+                agent = _agent(model, note, controller, store)
                 if result is not None:
                     agent = result.continuation(agent)
                 result = await _ask(renderer, agent, question, approve, config, ctrl_c)

@@ -14,6 +14,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -38,7 +39,7 @@ from ._chat import (
     load_tools,
     open_model,
 )
-from ._demo import run_local_tour, run_scripted_tour
+from ._demo import run_demo
 from ._render import Renderer, format_arguments
 from ._replay import EXIT_USAGE, replay
 from ._terminal import EXIT_INTERRUPTED, CtrlC, TerminalReader
@@ -63,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
         "--scripted", action="store_true", help="the instant offline tour on a scripted model"
     )
     demo.add_argument("--yes", action="store_true", help="answer approval prompts with yes")
+    demo.add_argument(
+        "--store",
+        metavar="PATH.db",
+        help="save the session in this SQLite file (default: demo.db in agentloop's cache "
+        "directory, $AGENTLOOP_CACHE_DIR or ~/.cache/agentloop)",
+    )
     chat = commands.add_parser("chat", parents=[common], help="an interactive chat with an agent")
     chat.add_argument("--model", default="local", help=MODEL_HELP)
     chat.add_argument("--tools", metavar="MODULE:ATTR", help="a ToolSource, Tool or list of Tools")
@@ -198,9 +205,10 @@ async def _dispatch(
 ) -> int:
     if arguments.command == "demo":
         approve = _approver(renderer, read_line, arguments.yes)
-        if arguments.scripted:
-            return await run_scripted_tour(renderer, approve, ctrl_c)
-        return await run_local_tour(renderer, approve, ctrl_c)
+        store = Path(arguments.store) if arguments.store else None
+        return await run_demo(
+            renderer, approve, scripted=arguments.scripted, store_path=store, ctrl_c=ctrl_c
+        )
     if arguments.command == "replay":
         return await replay(renderer, arguments.path, arguments.session)
     if arguments.command == "serve":

@@ -294,13 +294,20 @@ class Persistence:
                 continue
             decision = call.decision
             assert decision is not None
-            approved_input = (
-                decision.input if decision.kind is AnswerKind.APPROVE_WITH else call.request.input
-            )
+            edited = decision.kind is AnswerKind.APPROVE_WITH
+            approved_input = decision.input if edited else call.request.input
+            # The reason and the edited input travel with the decision, so any process
+            # resuming the session applies it exactly; passed only when set, so a store
+            # written before they existed keeps working for plain decisions.
+            details: dict[str, Any] = {}
+            if decision.reason is not None:
+                details["reason"] = decision.reason
+            if edited and decision.input is not None:
+                details["edited_input"] = decision.input
             try:
                 digest = input_digest(call.call.name, approved_input)
                 await self._store.record_approval(
-                    session_id, call_id, input_digest=digest, approved=decision.approved
+                    session_id, call_id, input_digest=digest, approved=decision.approved, **details
                 )
             except ClaimError as error:
                 raise ClaimError(
@@ -361,10 +368,11 @@ def recorded_decisions(
 ) -> list[tuple[str, ApprovalAnswer]]:
     """Decisions recorded in the store (by another process) for calls still undecided.
 
-    A denial denies; an approval counts only for the digest of the call's
-    own input (an approval of edited input cannot be replayed without the
-    edit: the call stays pending and the host's own decision is checked
-    against the recorded one).
+    A denial denies, with its recorded reason; an approval counts for the
+    digest of the call's own input, or of the edited input recorded with it
+    (then the call runs with that input). Any other approval (recorded for
+    other input, with no edit kept) leaves the call pending, and the host's
+    own decision is checked against the recorded one.
     """
     if tool_round is None:
         return []
@@ -373,15 +381,16 @@ def recorded_decisions(
         recorded = approvals.get(call.call.id)
         if recorded is None or not call.undecided:
             continue
+        name = call.call.name
         if not recorded.approved:
-            decisions.append(
-                (
-                    call.call.id,
-                    ApprovalAnswer.deny("approval denied by a decision recorded in the store"),
-                )
-            )
-        elif recorded.input_digest == input_digest(call.call.name, call.request.input):
+            reason = recorded.reason or "approval denied by a decision recorded in the store"
+            decisions.append((call.call.id, ApprovalAnswer.deny(reason)))
+        elif recorded.input_digest == input_digest(name, call.request.input):
             decisions.append((call.call.id, ApprovalAnswer.approve()))
+        elif recorded.edited_input is not None and recorded.input_digest == input_digest(
+            name, recorded.edited_input
+        ):
+            decisions.append((call.call.id, ApprovalAnswer.approve_with(recorded.edited_input)))
     return decisions
 
 

@@ -143,13 +143,23 @@ class Claim:
 
 @attrs.frozen(kw_only=True)
 class Approval:
-    """An approval decision recorded for a call, bound to the input it was shown."""
+    """An approval decision recorded for a call, bound to the input it approved.
+
+    ``reason`` is the text given with the decision (a denial's reason is what
+    the model sees). ``edited_input`` is the input an approval with edited
+    arguments runs with, and ``input_digest`` is its digest; ``None`` when the
+    call runs with its own input. A driver resuming the session applies the
+    decision exactly (``Agent.resume(session_id=...)``). Decisions recorded
+    before the store kept these two fields load with both ``None``.
+    """
 
     session_id: str
     call_id: str
     input_digest: str
     approved: bool
     decided_at: datetime
+    reason: str | None = None
+    edited_input: Any = None
 
 
 @attrs.frozen(kw_only=True)
@@ -215,12 +225,12 @@ def input_digest(tool_name: str, tool_input: Any) -> str:
             ensure_ascii=False,
             allow_nan=False,
             separators=(",", ":"),
-        )
+        ).encode("utf-8")  # a lone surrogate raises here (UnicodeEncodeError, a ValueError)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(
             f"cannot digest the input of tool {tool_name!r}: {error}; pass JSON values"
         ) from None
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(text).hexdigest()
 
 
 def _check_json_keys(value: Any) -> None:
@@ -347,14 +357,26 @@ class SessionStore(Protocol):
         ...
 
     async def record_approval(
-        self, session_id: str, call_id: str, *, input_digest: str, approved: bool
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        input_digest: str,
+        approved: bool,
+        reason: str | None = None,
+        edited_input: Any = None,
     ) -> Approval:
         """Record the decision on ``call_id`` for the input with ``input_digest``.
 
-        Needs no lease (an approval UI answers from another process). The
-        same decision again returns the stored one; a different one raises
-        ``ClaimError`` (reason ``"decided"``), and so does a decision on a
-        call already claimed (``"claimed"``).
+        ``reason`` (a str) and ``edited_input`` (a JSON value: the edited
+        arguments of an approval, whose digest is ``input_digest``) are kept
+        with the decision, so whichever process resumes the session applies
+        it exactly. Needs no lease (an approval UI answers from another
+        process). The same decision (``approved`` and ``input_digest``) again
+        returns the stored one; a different one raises ``ClaimError`` (reason
+        ``"decided"``), and so does a decision on a call already claimed
+        (``"claimed"``). ``InvalidInputError`` for a reason that is not a str,
+        or an ``edited_input`` with a denial or that is not JSON.
         """
         ...
 

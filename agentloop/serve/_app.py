@@ -155,7 +155,7 @@ def create_app(
         changes.notify()
 
     worker = (
-        Worker(store, audit, agent, on_change=changed, poll_interval=config.poll_interval)
+        Worker(store, agent, on_change=changed, poll_interval=config.poll_interval)
         if agent is not None and config.worker
         else None
     )

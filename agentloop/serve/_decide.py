@@ -4,8 +4,9 @@
 message for the page) a decision on a session that is gone or moved on, an
 approval already answered, shown for other input, or past its deadline, and
 edited input the tool's schema rejects. Otherwise it records the decision
-through ``store.record_approval`` (single-use: a second, different decision
-is refused by the store itself) and appends it to the audit log.
+through ``store.record_approval``, with its deny reason or edited input
+(single-use: a second, different decision is refused by the store itself),
+and appends it to the audit log.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class Decider:
             ) from None
         if reason is not None and len(reason) > MAX_REASON:
             raise DecisionRefused(f"the reason is longer than {MAX_REASON} characters", status=422)
+        if reason is not None and not _unicode(reason):
+            raise DecisionRefused("the reason is not valid Unicode text", status=422)
         # One decision at a time in this process: a second tab's decision on the
         # same call sees the first one recorded (the store refuses across processes).
         async with self._lock:
@@ -169,12 +172,18 @@ class Decider:
             reason=reason if kind is DecisionAction.DENY else None,
             input=approved_input if kind is DecisionAction.APPROVE_WITH else None,
         )
-        # The audit entry first: a worker that sees the store's decision finds
-        # its edited input or deny reason here.
+        # The audit entry first, so no decision is ever in the store without it; the
+        # reason and the edited input go with the store's record, where every worker
+        # resuming the session reads them.
         await self._audit.add(entry)
         try:
             await self._store.record_approval(
-                session_id, call_id, input_digest=digest, approved=kind is not DecisionAction.DENY
+                session_id,
+                call_id,
+                input_digest=digest,
+                approved=kind is not DecisionAction.DENY,
+                reason=entry.reason,
+                edited_input=entry.input,
             )
         except BaseException as error:
             with anyio.CancelScope(shield=True):
@@ -210,6 +219,10 @@ class Decider:
                 f"column {error.colno}",
                 status=422,
             ) from None
+        if value is None:
+            raise DecisionRefused(
+                "the edited arguments are null; enter the tool's arguments as JSON", status=422
+            )
         problem = validate_input(schema, value)
         if problem is not None:
             raise DecisionRefused(
@@ -218,5 +231,17 @@ class Decider:
         try:
             input_digest("edit", value)
         except Exception as error:
-            raise DecisionRefused(str(error), status=422) from None
+            detail = str(error).removeprefix("cannot digest the input of tool 'edit': ")
+            raise DecisionRefused(
+                f"the edited arguments cannot be used: {detail}", status=422
+            ) from None
         return value
+
+
+def _unicode(text: str) -> bool:
+    """Whether ``text`` is encodable (no lone surrogates, which JSON escapes can carry)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

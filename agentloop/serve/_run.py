@@ -20,10 +20,14 @@ __all__ = ["load_agent_factory", "open_store", "run_server"]
 
 @asynccontextmanager
 async def open_store(url: str) -> AsyncIterator[tuple[SessionStore, AuditLog]]:
-    """The store and audit log named by ``sqlite:///PATH`` or ``postgresql://...``."""
-    if url.startswith("sqlite:///") or url.startswith("sqlite://"):
+    """The store and audit log named by ``sqlite:///PATH`` or ``postgresql://...``.
+
+    As in SQLAlchemy, ``sqlite:///sessions.db`` is relative to the current
+    directory and ``sqlite:////srv/sessions.db`` (four slashes) absolute.
+    """
+    if url.startswith("sqlite://"):
         path = url.removeprefix("sqlite://")
-        path = path[1:] if path.startswith("//") else path
+        path = path[1:] if path.startswith("/") else path
         if not path or path == "/":
             raise InvalidInputError(f"--store {url!r}: expected sqlite:///PATH.db")
         from ..store import SqliteSessionStore

@@ -1,40 +1,39 @@
 """The in-process worker: advances a session once its approvals are decided.
 
 For each session it leases the session in the store, resumes it with the
-configured agent through a store view that fences every save and claim with
-that lease, applies the decision recorded for each pending call (with the
-edited input or the deny reason from the audit log), drives it until it
-blocks or finishes, and releases the lease. A session leased by another
-worker is left alone. ``run`` also polls ``sessions_ready()`` so decisions
-recorded by other processes, and sessions left decided by a restart, advance;
-it only takes sessions whose approvals were all decided (a session ready for
-another reason, such as queued input, belongs to its own host).
+configured agent under that lease (``Agent.resume(session_id=..., lease=...)``:
+every save and claim is fenced with the lease's token, and the decisions the
+store holds are applied exactly, with their deny reasons and edited
+arguments), drives it until it blocks or finishes, and releases the lease. A
+session leased by another worker is left alone. ``run`` also polls
+``sessions_ready()`` so decisions recorded by other processes, and sessions
+left decided by a restart, advance; it only takes sessions whose approvals
+were all decided (a session ready for another reason, such as queued input,
+belongs to its own host).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import attrs
 import structlog
 
+from ..core._errors import InvalidStateError
 from ..loop._agent import Agent
 from ..loop._session_store import (
-    Claim,
+    Approval,
+    Lease,
     LeaseError,
     LeaseHeldError,
     SessionStatus,
     SessionStore,
-    StoredSession,
     input_digest,
 )
-from ..loop._state import DriverState
-from ..loop._steps import ApprovalAnswer, ApprovalRequest
-from ._audit import AuditLog, DecisionAction
-from ._inbox import find_call
+from ..loop._steps import ApprovalRequest
 
 __all__ = ["Worker", "load_agent"]
 
@@ -50,78 +49,11 @@ def load_agent(factory: Callable[..., Any], store: SessionStore) -> Agent:
     return agent
 
 
-class _FencedStore:
-    """The store as one lease holder sees it: saves and claims carry the lease's token."""
-
-    def __init__(self, store: SessionStore, token: int, document: Mapping[str, Any]) -> None:
-        self._store = store
-        self._token = token
-        self._document: Mapping[str, Any] = document
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    async def save_checkpoint(
-        self,
-        session_id: str,
-        checkpoint: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-        fencing_token: int | None = None,
-    ) -> int:
-        version = await self._store.save_checkpoint(
-            session_id, checkpoint, expected_version=expected_version, fencing_token=self._token
-        )
-        self._document = checkpoint
-        return version
-
-    async def load(self, session_id: str) -> StoredSession | None:
-        # The worker applies recorded decisions itself, with the reason or the edited
-        # input from the audit log: the driver is not shown them (it would deny with a
-        # generic text).
-        stored = await self._store.load(session_id)
-        return None if stored is None else attrs.evolve(stored, approvals={})
-
-    async def claim(
-        self,
-        session_id: str,
-        call_id: str,
-        *,
-        tool_name: str,
-        input_digest: str,
-        fencing_token: int | None = None,
-    ) -> Claim:
-        return await self._store.claim(
-            session_id,
-            call_id,
-            tool_name=tool_name,
-            input_digest=input_digest,
-            fencing_token=self._token,
-        )
-
-    async def record_call_started(self, session_id: str, call_id: str, tool_name: str) -> None:
-        # The single-use, fenced form: a call claimed by any worker never runs again.
-        stored = await self._store.load(session_id)
-        approval = stored.approvals.get(call_id) if stored is not None else None
-        if approval is not None:
-            digest = approval.input_digest
-        else:
-            call = find_call(self._document, call_id)
-            inner = call.get("call") if call is not None else None
-            tool_input = inner.get("input") if isinstance(inner, Mapping) else None
-            digest = input_digest(tool_name, tool_input)
-        claim: Claim = await self._store.claim(
-            session_id, call_id, tool_name=tool_name, input_digest=digest, fencing_token=self._token
-        )
-        log.debug("call claimed", session_id=session_id, call_id=claim.call_id)
-
-
 @attrs.define
 class Worker:
     """Advances sessions of ``store`` with ``agent`` once their approvals are decided."""
 
     store: SessionStore
-    audit: AuditLog
     agent: Agent
     owner: str = "agentloop-serve"
     lease_ttl: float = 60.0
@@ -158,7 +90,7 @@ class Worker:
                 await self._wake.wait()
 
     async def advance(self, session_id: str) -> bool:
-        """Lease, resume, apply recorded decisions, drive, release; ``True`` if it ran."""
+        """Lease, resume (applying the recorded decisions), drive, release; ``True`` if it ran."""
         try:
             lease = await self.store.acquire(session_id, self.owner, self.lease_ttl)
         except LeaseHeldError as held:
@@ -169,18 +101,22 @@ class Worker:
             stored = await self.store.load(session_id)
             if stored is None:
                 return False
-            fenced = _FencedStore(self.store, lease.token, stored.checkpoint)
-            agent = attrs.evolve(self.agent, store=fenced)
+            agent = attrs.evolve(self.agent, store=self.store)
             async with anyio.create_task_group() as group:
                 group.start_soon(self._renew, lease, group.cancel_scope)
                 with anyio.fail_after(self.step_timeout):
-                    await self._drive(agent, session_id)
+                    await self._drive(agent, lease)
                 group.cancel_scope.cancel()
             return True
         except Exception:
             log.exception("advancing the session failed", session_id=session_id)
             if stored is not None:
-                self._failed[session_id] = stored.version
+                # The version it failed at: the drive may have saved before failing.
+                try:
+                    now = await self.store.load(session_id)
+                except Exception:
+                    now = None
+                self._failed[session_id] = (now or stored).version
             return False
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
@@ -191,7 +127,7 @@ class Worker:
                 if self.on_change is not None:
                     await self.on_change()
 
-    async def _renew(self, lease: Any, scope: anyio.CancelScope) -> None:
+    async def _renew(self, lease: Lease, scope: anyio.CancelScope) -> None:
         interval = max(self.lease_ttl / 3, 0.05)
         while True:
             await anyio.sleep(interval)
@@ -202,38 +138,29 @@ class Worker:
                 scope.cancel()
                 return
 
-    async def _drive(self, agent: Agent, session_id: str) -> None:
-        driver = await agent.resume(session_id=session_id)
-        if driver.state is DriverState.AWAITING_APPROVAL:
-            step: Any = await driver.next()
-        else:
-            step = await driver.run_until_blocked()
-        while isinstance(step, ApprovalRequest):
-            decision = await self._decision_for(session_id, step)
-            if decision is None:
-                return  # still waiting for a person; the driver saved the session
-            driver.answer_approval_for(step.call_id, decision)
-            step = await driver.run_until_blocked()
+    async def _drive(self, agent: Agent, lease: Lease) -> None:
+        session_id = lease.session_id
+        # Resuming applies every decision the store holds (deny reasons, edited input).
+        driver = await agent.resume(session_id=session_id, lease=lease)
+        step = await driver.run_until_blocked()
+        if isinstance(step, ApprovalRequest):
+            stored = await self.store.load(session_id)
+            recorded = stored.approvals.get(step.call_id) if stored is not None else None
+            if recorded is not None and not _applicable(recorded, step):
+                raise InvalidStateError(
+                    f"cannot apply the decision recorded for call {step.call_id} "
+                    f"({step.tool_name}) of session {session_id!r}: it approves input "
+                    f"{recorded.input_digest}, not the call's, and no edited input was "
+                    "recorded with it; decide the call in a host (Agent.resume) instead"
+                )
+            # A call waits for a person (or was decided since the resume: the next poll
+            # applies it); the driver saved the session.
         log.info("session advanced", session_id=session_id, state=str(driver.state))
 
-    async def _decision_for(self, session_id: str, step: ApprovalRequest) -> ApprovalAnswer | None:
-        stored = await self.store.load(session_id)
-        approval = stored.approvals.get(step.call_id) if stored is not None else None
-        if approval is None:
-            return None
-        entry = await self.audit.find(
-            session_id,
-            step.call_id,
-            approved=approval.approved,
-            input_digest=approval.input_digest,
-        )
-        if not approval.approved:
-            return ApprovalAnswer.deny(entry.reason if entry is not None else None)
-        if entry is not None and entry.action is DecisionAction.APPROVE_WITH:
-            if input_digest(step.tool_name, entry.input) == approval.input_digest:
-                return ApprovalAnswer.approve_with(entry.input)
-        elif input_digest(step.tool_name, step.input) == approval.input_digest:
-            return ApprovalAnswer.approve()
-        return ApprovalAnswer.deny(
-            "the recorded approval was for other arguments than the call's; not run"
-        )
+
+def _applicable(recorded: Approval, step: ApprovalRequest) -> bool:
+    """Whether resuming applies ``recorded`` to the call (as ``Agent.resume`` decides)."""
+    if not recorded.approved or recorded.input_digest == input_digest(step.tool_name, step.input):
+        return True
+    edited = recorded.edited_input
+    return edited is not None and recorded.input_digest == input_digest(step.tool_name, edited)

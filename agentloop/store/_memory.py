@@ -40,10 +40,25 @@ from ._rules import (
     check_fence,
     check_owner,
     check_version,
+    decision_details,
     is_ready,
+    stored_approval,
 )
 
 __all__ = ["MemorySessionStore"]
+
+
+def _public(stored: Approval) -> Approval:
+    """A stored decision as callers see it: the edited input decoded, shared with nobody."""
+    return stored_approval(
+        stored.session_id,
+        stored.call_id,
+        stored.input_digest,
+        stored.approved,
+        stored.decided_at,
+        stored.reason,
+        stored.edited_input,
+    )
 
 
 @attrs.frozen
@@ -77,6 +92,7 @@ class MemorySessionStore:
         self._records: dict[str, _Record] = {}
         self._claims: dict[str, dict[str, _ClaimRecord]] = {}
         self._approvals: dict[str, dict[str, Approval]] = {}
+        """Decisions as stored: ``edited_input`` holds the JSON text (see ``_public``)."""
         self._leases: dict[str, LeaseRow] = {}
         self._sequence = 0
         self._token = 0
@@ -194,7 +210,14 @@ class MemorySessionStore:
             return claim
 
     async def record_approval(
-        self, session_id: str, call_id: str, *, input_digest: str, approved: bool
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        input_digest: str,
+        approved: bool,
+        reason: str | None = None,
+        edited_input: Any = None,
     ) -> Approval:
         """Record a decision on ``call_id`` (see :meth:`SessionStore.record_approval`)."""
         await anyio.lowlevel.checkpoint()
@@ -204,16 +227,19 @@ class MemorySessionStore:
             claimed = call_id in self._claims.get(session_id, {})
             if not check_decision(session_id, call_id, input_digest, approved, existing, claimed):
                 assert existing is not None
-                return existing
+                return _public(existing)
+            reason, edited = decision_details(session_id, call_id, approved, reason, edited_input)
             approval = Approval(
                 session_id=session_id,
                 call_id=call_id,
                 input_digest=input_digest,
                 approved=approved,
                 decided_at=datetime.now(UTC),
+                reason=reason,
+                edited_input=edited,
             )
             approvals[call_id] = approval
-            return approval
+            return _public(approval)
 
     async def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
         """Lease the session to ``owner`` (see :meth:`SessionStore.acquire`)."""
@@ -315,7 +341,8 @@ class MemorySessionStore:
                 return None
             claims = self._claims.get(session_id, {})
             open_claims = frozenset(c for c, entry in claims.items() if not entry.answered)
-            approvals = dict(self._approvals.get(session_id, {}))
+            stored = self._approvals.get(session_id, {})
+            approvals = {call_id: _public(a) for call_id, a in stored.items()}
         document, _items = decode_stored(session_id, record.head, list(enumerate(record.items)))
         return StoredSession(
             session_id=session_id,

@@ -9,8 +9,9 @@ Schema (versions in ``agentloop_schema``, one row per applied migration)::
         input_digest, claimed_at, answered)           kept after their result is saved
     agentloop_leases(session_id, owner, token,        the last lease granted per session;
         expires_at, released)                         token comes from agentloop_tokens
-    agentloop_approvals(session_id, call_id,          decisions recorded per call
-        input_digest, approved, decided_at)
+    agentloop_approvals(session_id, call_id,          decisions recorded per call, with
+        input_digest, approved, decided_at,           the reason given and the edited input
+        reason, edited_input)                         (JSON text; NULL: the call's own input)
 
 Heads and items are ``text``, not ``jsonb``: jsonb reorders keys and drops
 duplicates, and a loaded document must be deep-equal to the saved one.
@@ -32,6 +33,7 @@ from ._rules import LeaseRow
 
 __all__ = [
     "MIGRATIONS",
+    "ApprovalRow",
     "SessionRow",
     "SummaryRow",
     "answer_calls",
@@ -102,6 +104,10 @@ MIGRATIONS: tuple[str, ...] = (
         decided_at timestamptz NOT NULL,
         PRIMARY KEY (session_id, call_id)
     );
+    """,
+    """
+    ALTER TABLE agentloop_approvals ADD COLUMN reason text;
+    ALTER TABLE agentloop_approvals ADD COLUMN edited_input text;
     """,
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
@@ -276,25 +282,42 @@ def insert_claim(
     return None if row is None else row[0]
 
 
-def read_approvals(connection: Any, session_id: str) -> list[tuple[str, str, bool, datetime]]:
-    """The session's decisions: ``(call_id, input_digest, approved, decided_at)``."""
+class ApprovalRow(NamedTuple):
+    """An ``agentloop_approvals`` row: a decision, its reason and edited input (JSON text)."""
+
+    call_id: str
+    input_digest: str
+    approved: bool
+    decided_at: datetime
+    reason: str | None
+    edited_input: str | None
+
+
+def read_approvals(connection: Any, session_id: str) -> list[ApprovalRow]:
+    """The session's decisions."""
     rows = connection.execute(
-        "SELECT call_id, input_digest, approved, decided_at FROM agentloop_approvals "
-        "WHERE session_id = %s",
+        "SELECT call_id, input_digest, approved, decided_at, reason, edited_input "
+        "FROM agentloop_approvals WHERE session_id = %s",
         (session_id,),
     ).fetchall()
-    return [(str(r[0]), str(r[1]), bool(r[2]), r[3]) for r in rows]
+    return [ApprovalRow(str(r[0]), str(r[1]), bool(r[2]), r[3], r[4], r[5]) for r in rows]
 
 
 def insert_approval(
-    connection: Any, session_id: str, call_id: str, digest: str, approved: bool
+    connection: Any,
+    session_id: str,
+    call_id: str,
+    digest: str,
+    approved: bool,
+    reason: str | None = None,
+    edited_input: str | None = None,
 ) -> datetime:
     """Record a decision (the caller checked none exists); return its time."""
     row = connection.execute(
         "INSERT INTO agentloop_approvals "
-        "(session_id, call_id, input_digest, approved, decided_at) "
-        "VALUES (%s, %s, %s, %s, clock_timestamp()) RETURNING decided_at",
-        (session_id, call_id, digest, approved),
+        "(session_id, call_id, input_digest, approved, decided_at, reason, edited_input) "
+        "VALUES (%s, %s, %s, %s, clock_timestamp(), %s, %s) RETURNING decided_at",
+        (session_id, call_id, digest, approved, reason, edited_input),
     ).fetchone()
     return row[0]  # type: ignore[no-any-return]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -41,7 +40,9 @@ from ._rules import (
     check_fence,
     check_owner,
     check_version,
+    decision_details,
     is_ready,
+    stored_approval,
 )
 
 __all__ = ["PostgresSessionStore"]
@@ -195,11 +196,9 @@ class PostgresSessionStore:
                 check_fence(session_id, fencing_token, lease, sql.now(connection), operation)
                 approval = next(
                     (
-                        (digest, approved)
-                        for found, digest, approved, _at in sql.read_approvals(
-                            connection, session_id
-                        )
-                        if found == call_id
+                        (row.input_digest, row.approved)
+                        for row in sql.read_approvals(connection, session_id)
+                        if row.call_id == call_id
                     ),
                     None,
                 )
@@ -222,7 +221,14 @@ class PostgresSessionStore:
         return await self._run(operation, work)
 
     async def record_approval(
-        self, session_id: str, call_id: str, *, input_digest: str, approved: bool
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        input_digest: str,
+        approved: bool,
+        reason: str | None = None,
+        edited_input: Any = None,
     ) -> Approval:
         """Record a decision on ``call_id`` (see ``SessionStore.record_approval``)."""
         operation = f"record a decision on call {call_id!r} of session {session_id!r}"
@@ -236,15 +242,12 @@ class PostgresSessionStore:
                 if not check_decision(session_id, call_id, input_digest, approved, found, claimed):
                     assert found is not None
                     return found
+                text, edited = decision_details(session_id, call_id, approved, reason, edited_input)
                 decided_at = sql.insert_approval(
-                    connection, session_id, call_id, input_digest, approved
+                    connection, session_id, call_id, input_digest, approved, text, edited
                 )
-            return Approval(
-                session_id=session_id,
-                call_id=call_id,
-                input_digest=input_digest,
-                approved=approved,
-                decided_at=decided_at,
+            return stored_approval(
+                session_id, call_id, input_digest, approved, decided_at, text, edited
             )
 
         return await self._run(operation, work)
@@ -456,16 +459,18 @@ def _status(value: str) -> SessionStatus:
         return SessionStatus.AWAITING_INPUT
 
 
-def _approvals(session_id: str, rows: list[tuple[str, str, bool, datetime]]) -> dict[str, Approval]:
+def _approvals(session_id: str, rows: list[sql.ApprovalRow]) -> dict[str, Approval]:
     return {
-        call_id: Approval(
-            session_id=session_id,
-            call_id=call_id,
-            input_digest=digest,
-            approved=approved,
-            decided_at=decided_at,
+        row.call_id: stored_approval(
+            session_id,
+            row.call_id,
+            row.input_digest,
+            row.approved,
+            row.decided_at,
+            row.reason,
+            row.edited_input,
         )
-        for call_id, digest, approved, decided_at in rows
+        for row in rows
     }
 
 

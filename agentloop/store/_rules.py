@@ -7,10 +7,11 @@ stores only read rows, call these, and write.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from ..core._errors import InvalidInputError
+from ..core._errors import CheckpointError, InvalidInputError
 from ..loop._session_store import (
     Approval,
     ClaimError,
@@ -19,6 +20,7 @@ from ..loop._session_store import (
     LeaseLostError,
     SessionStatus,
     StaleSessionError,
+    input_digest,
 )
 
 __all__ = [
@@ -29,7 +31,9 @@ __all__ = [
     "check_fence",
     "check_owner",
     "check_version",
+    "decision_details",
     "is_ready",
+    "stored_approval",
     "timestamp",
 ]
 
@@ -216,6 +220,72 @@ def check_decision(
             reason="claimed",
         )
     return True
+
+
+def decision_details(
+    session_id: str, call_id: str, approved: bool, reason: Any, edited_input: Any
+) -> tuple[str | None, str | None]:
+    """A decision's ``reason`` and ``edited_input`` as stored: the reason, the input as JSON text.
+
+    ``InvalidInputError`` for a reason that is not a str (or not encodable
+    text), an edited input with a denial, or one that is not JSON.
+    """
+    where = f"cannot record a decision on call {call_id!r} of session {session_id!r}"
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidInputError(f"{where}: reason must be a str or None, got {reason!r}")
+    if reason is not None and not reason.isascii():
+        try:
+            reason.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(
+                f"{where}: the reason is not valid Unicode text (a lone surrogate), got {reason!r}"
+            ) from None
+    if edited_input is None:
+        return reason, None
+    if not approved:
+        raise InvalidInputError(
+            f"{where}: a denial has no edited input; pass edited_input only with approved=True"
+        )
+    try:
+        input_digest("edited", edited_input)  # InvalidInputError unless it is JSON
+    except InvalidInputError as error:
+        detail = str(error).removeprefix("cannot digest the input of tool 'edited': ")
+        raise InvalidInputError(f"{where}: the edited input is not JSON: {detail}") from None
+    return reason, json.dumps(edited_input, ensure_ascii=False, allow_nan=False)
+
+
+def stored_approval(
+    session_id: str,
+    call_id: str,
+    digest: str,
+    approved: bool,
+    decided_at: datetime,
+    reason: str | None,
+    edited_text: str | None,
+) -> Approval:
+    """An ``Approval`` from what a store keeps (the edited input as JSON text, or ``None``).
+
+    ``CheckpointError`` naming the session and the call when that text is damaged.
+    """
+    edited: Any = None
+    if edited_text is not None:
+        try:
+            edited = json.loads(edited_text)
+        except ValueError as error:
+            raise CheckpointError(
+                f"cannot load the decision on call {call_id!r} of session {session_id!r}: "
+                f"its stored edited input is not JSON ({error}); delete the session or "
+                "record the decision again"
+            ) from None
+    return Approval(
+        session_id=session_id,
+        call_id=call_id,
+        input_digest=digest,
+        approved=approved,
+        decided_at=decided_at,
+        reason=reason,
+        edited_input=edited,
+    )
 
 
 def is_ready(status: SessionStatus, pending: tuple[str, ...], undecided: tuple[str, ...]) -> bool:

@@ -12,8 +12,9 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``)::
                   input_digest, answered)     result (kept, so a call is never claimed twice)
     leases(session_id, owner, token,          the last lease granted per session
            expires_at, released)
-    approvals(session_id, call_id,            decisions recorded per call
-              input_digest, approved, decided_at)
+    approvals(session_id, call_id,            decisions recorded per call, with the
+              input_digest, approved, decided_at, reason given and the edited input
+              reason, edited_input)           (JSON text; NULL: the call's own input)
 
 ``last_sequence`` grows with every save and is never reused (not even after a
 delete), so a session's ``sequence`` orders ``list_sessions``, tells a store
@@ -21,7 +22,8 @@ whether its cached copy of the items is current, and serves as the version
 optimistic saves compare. ``last_token`` does the same for fencing tokens.
 ``status`` and ``pending_approvals`` (a JSON list of call ids) are derived
 from the head at each save (``summarize``) so the inbox queries read no
-documents. Version 1 files are migrated in place when opened. The callers
+documents. Version 1 and 2 files are migrated in place when opened (version 3
+added the approvals' ``reason`` and ``edited_input``, NULL in older rows). The callers
 hold the connection's lock; these functions never run concurrently on one
 connection.
 """
@@ -40,6 +42,7 @@ from ._rules import LeaseRow
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ApprovalRow",
     "SessionRow",
     "answer_calls",
     "connect",
@@ -62,8 +65,8 @@ __all__ = [
     "write_lease",
 ]
 
-SCHEMA_VERSION = 2
-"""The schema this module writes; a file with a newer one is refused, version 1 is migrated."""
+SCHEMA_VERSION = 3
+"""The schema this module writes; a file with a newer one is refused, older ones migrated."""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -112,6 +115,12 @@ CREATE TABLE approvals (
     PRIMARY KEY (session_id, call_id)
 ) WITHOUT ROWID;
 INSERT INTO meta (key, value) VALUES ('last_token', '0');
+"""
+
+_MIGRATION_TO_3 = """
+ALTER TABLE approvals ADD COLUMN reason TEXT;
+ALTER TABLE approvals ADD COLUMN edited_input TEXT;
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
 """
 
 
@@ -180,6 +189,9 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
     if found == 1:
         _migrate_to_2(connection)
         found = 2
+    if found == 2:
+        _run_script(connection, _MIGRATION_TO_3)
+        found = 3
     if found != SCHEMA_VERSION:
         raise CheckpointError(
             f"cannot open session store {path!r}: expected schema version {SCHEMA_VERSION}, "
@@ -275,15 +287,35 @@ def read_claim(connection: sqlite3.Connection, session_id: str, call_id: str) ->
     return row is not None
 
 
-def read_approvals(
-    connection: sqlite3.Connection, session_id: str
-) -> list[tuple[str, str, bool, str]]:
-    """The session's decisions: ``(call_id, input_digest, approved, decided_at)``."""
+class ApprovalRow(NamedTuple):
+    """An ``approvals`` row: a decision, its reason and edited input (JSON text) or NULLs."""
+
+    call_id: str
+    input_digest: str
+    approved: bool
+    decided_at: str
+    reason: str | None
+    edited_input: str | None
+
+
+def read_approvals(connection: sqlite3.Connection, session_id: str) -> list[ApprovalRow]:
+    """The session's decisions."""
     rows = connection.execute(
-        "SELECT call_id, input_digest, approved, decided_at FROM approvals WHERE session_id = ?",
+        "SELECT call_id, input_digest, approved, decided_at, reason, edited_input "
+        "FROM approvals WHERE session_id = ?",
         (session_id,),
     ).fetchall()
-    return [(str(row[0]), str(row[1]), bool(row[2]), str(row[3])) for row in rows]
+    return [
+        ApprovalRow(
+            str(row[0]),
+            str(row[1]),
+            bool(row[2]),
+            str(row[3]),
+            None if row[4] is None else str(row[4]),
+            None if row[5] is None else str(row[5]),
+        )
+        for row in rows
+    ]
 
 
 def read_lease(connection: sqlite3.Connection, session_id: str) -> LeaseRow | None:
@@ -422,12 +454,15 @@ def insert_approval(
     input_digest: str,
     approved: bool,
     decided_at: str,
+    reason: str | None = None,
+    edited_input: str | None = None,
 ) -> None:
-    """Record a decision; the caller checked none exists."""
+    """Record a decision (``edited_input`` as JSON text); the caller checked none exists."""
     connection.execute(
-        "INSERT INTO approvals (session_id, call_id, input_digest, approved, decided_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (session_id, call_id, input_digest, int(approved), decided_at),
+        "INSERT INTO approvals "
+        "(session_id, call_id, input_digest, approved, decided_at, reason, edited_input) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, call_id, input_digest, int(approved), decided_at, reason, edited_input),
     )
 
 

@@ -47,7 +47,9 @@ from ._rules import (
     check_fence,
     check_owner,
     check_version,
+    decision_details,
     is_ready,
+    stored_approval,
 )
 
 __all__ = ["SqliteSessionStore"]
@@ -167,11 +169,9 @@ class SqliteSessionStore:
                 check_fence(session_id, fencing_token, lease, time.time(), operation)
                 approval = next(
                     (
-                        (digest, approved)
-                        for found, digest, approved, _at in _sql.read_approvals(
-                            connection, session_id
-                        )
-                        if found == call_id
+                        (row.input_digest, row.approved)
+                        for row in _sql.read_approvals(connection, session_id)
+                        if row.call_id == call_id
                     ),
                     None,
                 )
@@ -192,7 +192,14 @@ class SqliteSessionStore:
         return await self._run(operation, work)
 
     async def record_approval(
-        self, session_id: str, call_id: str, *, input_digest: str, approved: bool
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        input_digest: str,
+        approved: bool,
+        reason: str | None = None,
+        edited_input: Any = None,
     ) -> Approval:
         """Record a decision on ``call_id`` (see ``SessionStore.record_approval``)."""
         operation = f"record a decision on call {call_id!r} of session {session_id!r}"
@@ -205,16 +212,26 @@ class SqliteSessionStore:
                 if not check_decision(session_id, call_id, input_digest, approved, found, claimed):
                     assert found is not None
                     return found
+                text, edited = decision_details(session_id, call_id, approved, reason, edited_input)
                 decided_at = _now()
                 _sql.insert_approval(
-                    connection, session_id, call_id, input_digest, approved, decided_at
+                    connection,
+                    session_id,
+                    call_id,
+                    input_digest,
+                    approved,
+                    decided_at,
+                    reason=text,
+                    edited_input=edited,
                 )
-            return Approval(
-                session_id=session_id,
-                call_id=call_id,
-                input_digest=input_digest,
-                approved=approved,
-                decided_at=datetime.fromisoformat(decided_at),
+            return stored_approval(
+                session_id,
+                call_id,
+                input_digest,
+                approved,
+                datetime.fromisoformat(decided_at),
+                text,
+                edited,
             )
 
         return await self._run(operation, work)
@@ -466,16 +483,18 @@ def _status(value: str) -> SessionStatus:
         return SessionStatus.AWAITING_INPUT
 
 
-def _approvals(session_id: str, rows: list[tuple[str, str, bool, str]]) -> dict[str, Approval]:
+def _approvals(session_id: str, rows: list[_sql.ApprovalRow]) -> dict[str, Approval]:
     return {
-        call_id: Approval(
-            session_id=session_id,
-            call_id=call_id,
-            input_digest=digest,
-            approved=approved,
-            decided_at=datetime.fromisoformat(decided_at),
+        row.call_id: stored_approval(
+            session_id,
+            row.call_id,
+            row.input_digest,
+            row.approved,
+            datetime.fromisoformat(row.decided_at),
+            row.reason,
+            row.edited_input,
         )
-        for call_id, digest, approved, decided_at in rows
+        for row in rows
     }
 
 

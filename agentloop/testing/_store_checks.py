@@ -657,7 +657,12 @@ def _digest(call_id: str) -> str:
 
 
 async def check_claims(open_store: OpenStore) -> None:
-    """A call is claimed once, ever; approvals bind the claim to the approved input."""
+    """A call is claimed once, ever; approvals bind the claim to the approved input.
+
+    A decision keeps its reason and edited input exactly (and a copy of them);
+    a reason that is not a str, an edit with a denial or an edit that is not
+    JSON is refused with ``InvalidInputError``.
+    """
     (session_id,) = _session_ids("claims")
     async with open_store() as store:
         await _save(store, session_id, [_user("go"), _calls("c1", "c2", "c3", "c4", "c5")])
@@ -744,6 +749,63 @@ async def check_claims(open_store: OpenStore) -> None:
             ),
         )
         await store.claim(session_id, "c5", tool_name="write_file", input_digest=_digest("c5"))
+        await _check_decision_details(store)
+
+
+_EDITED = {"path": "/tmp/edited <b>é</b>", "lines": [1, 2.5, None, True, {"k": "v"}]}
+
+
+async def _check_decision_details(store: SessionStore) -> None:
+    """A decision keeps its reason and edited input, exactly, copied; bad ones are refused."""
+    (session_id,) = _session_ids("decision-details")
+    await _save(store, session_id, [_user("go"), _calls("d1", "d2", "d3", "d4")])
+    edited = json.loads(json.dumps(_EDITED))
+    digest = input_digest("write_file", edited)
+    approval = await store.record_approval(
+        session_id, "d1", input_digest=digest, approved=True, reason="ok <i>", edited_input=edited
+    )
+    edited["path"] = "/tmp/changed after recording"
+    _expect_equal(
+        (approval.input_digest, approval.approved, approval.reason, approval.edited_input),
+        (digest, True, "ok <i>", _EDITED),
+        "an approval recorded with a reason and edited input",
+    )
+    denial = await store.record_approval(
+        session_id, "d2", input_digest=_digest("d2"), approved=False, reason="not today"
+    )
+    _expect_equal((denial.reason, denial.edited_input), ("not today", None), "a denial")
+    plain = await store.record_approval(session_id, "d3", input_digest=_digest("d3"), approved=True)
+    _expect_equal((plain.reason, plain.edited_input), (None, None), "a plain approval")
+    again = await store.record_approval(
+        session_id, "d2", input_digest=_digest("d2"), approved=False
+    )
+    _expect_equal(again.reason, "not today", "the same decision again keeps the first's reason")
+    bad: list[tuple[str, dict[str, Any]]] = [
+        ("a reason that is not a str", {"approved": False, "reason": 5}),
+        ("edited input with a denial", {"approved": False, "edited_input": {"path": "/x"}}),
+        ("edited input that is not JSON (a set)", {"approved": True, "edited_input": {1, 2}}),
+        ("edited input that is not JSON (NaN)", {"approved": True, "edited_input": math.nan}),
+        ("edited input with an int key", {"approved": True, "edited_input": {1: "x"}}),
+    ]
+    record_d4 = partial(store.record_approval, session_id, "d4", input_digest=_digest("d4"))
+    for what, arguments in bad:
+        refused = partial(record_d4, **arguments)
+        await _refused(InvalidInputError, f"a decision with {what}", refused)
+    loaded = await _load(store, session_id)
+    _expect_equal(
+        {c: (a.approved, a.reason, a.edited_input) for c, a in loaded.approvals.items()},
+        {
+            "d1": (True, "ok <i>", _EDITED),
+            "d2": (False, "not today", None),
+            "d3": (True, None, None),
+        },
+        "the decisions loaded (d4's refused decisions wrote nothing)",
+    )
+    loaded.approvals["d1"].edited_input["path"] = "/tmp/changed after loading"
+    reloaded = await _load(store, session_id)
+    _expect_equal(reloaded.approvals["d1"].edited_input, _EDITED, "a loaded edited input, copied")
+    await store.claim(session_id, "d1", tool_name="write_file", input_digest=digest)
+    await store.delete(session_id)
 
 
 async def check_concurrent_claims(open_store: OpenStore) -> None:

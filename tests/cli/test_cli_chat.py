@@ -14,7 +14,7 @@ import agentloop as al
 import agentloop.local
 from agentloop.cli import main
 from agentloop.cli._chat import COMMANDS, ChatSession, build_chat_agent
-from agentloop.cli._demo import ToolChoicePerCall
+from agentloop.cli._demo import ToolChoicePerCall, serve_command
 from agentloop.cli._render import Renderer
 from agentloop.testing import call, hang, stream, tool_calls
 
@@ -187,7 +187,9 @@ class FakeServer:
         return al.ScriptedModel([stream("It is ", "3."), stream("eggs, flour, milk")])
 
 
-def test_local_demo_forces_the_tool_on_the_first_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_demo_forces_the_tool_on_the_first_call(
+    monkeypatch: pytest.MonkeyPatch, demo_store: Path
+) -> None:
     monkeypatch.setattr(agentloop.local, "LocalServer", FakeServer)
     monkeypatch.setattr(agentloop.local, "local_server_available", lambda: True)
     target, buffer = console()
@@ -217,9 +219,24 @@ def test_local_demo_forces_the_tool_on_the_first_call(monkeypatch: pytest.Monkey
         "answer: eggs, flour, milk",
         "transcript: 9 items, every tool call answered",
         "usage: not reported",
+        f"session 'demo' saved in {demo_store}",
+        "Open it in the approval inbox (needs agentloop[serve]):",
+        f"  {serve_command(demo_store)}",
+        "then open the URL it prints; this session is at /sessions/demo (Ctrl-C stops the server)",
     ]
     assert out[13].startswith("?  read_note needs approval: Read /")
     assert out[13].endswith("/groceries.txt (outside the allowed roots) (sensitive_path)")
+
+    async def saved() -> list[al.Item] | None:
+        async with al.store.SqliteSessionStore(demo_store) as store:
+            return await store.transcript("demo")
+
+    items = anyio.run(saved)
+    assert items is not None
+    assert [item.text_content for item in items if item.kind is al.ItemKind.USER] == [
+        "What is 17 + 25?",
+        "What is on my grocery note?",
+    ]
 
 
 @pytest.mark.anyio

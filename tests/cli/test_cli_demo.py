@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import re
+import shlex
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import anyio
+import httpx
 import pytest
 from cli_support import Answers, console, lines
 
 import agentloop as al
 from agentloop.cli import main
-from agentloop.store import export_jsonl
+from agentloop.cli._demo import QUESTION, serve_command
+from agentloop.store import SqliteSessionStore, export_jsonl
 
 TOUR_START = [
     "agentloop demo --scripted",
@@ -34,9 +44,21 @@ TOUR_END = [
     "usage: input 470 tokens, output 48 tokens",
 ]
 ANSWER = "2 + 40 = 42, and your grocery note says: eggs, flour, milk."
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_scripted_demo_with_yes() -> None:
+def inbox_hint(path: Path, session_id: str = "demo-scripted") -> list[str]:
+    """The demo's closing lines: where the session is and how to open the inbox on it."""
+    return [
+        f"session {session_id!r} saved in {path}",
+        "Open it in the approval inbox (needs agentloop[serve]):",
+        f"  {serve_command(path)}",
+        f"then open the URL it prints; this session is at /sessions/{session_id} "
+        "(Ctrl-C stops the server)",
+    ]
+
+
+def test_scripted_demo_with_yes(demo_store: Path) -> None:
     target, buffer = console()
     assert main(["demo", "--scripted", "--yes"], console=target) == 0
     assert lines(buffer) == [
@@ -49,6 +71,7 @@ def test_scripted_demo_with_yes() -> None:
         "== turn completed (input 470 tokens, output 48 tokens)",
         f"answer: {ANSWER}",
         *TOUR_END,
+        *inbox_hint(demo_store),
     ]
 
 
@@ -99,7 +122,10 @@ def test_the_console_script_runs_the_scripted_demo() -> None:
     assert out[0] == "agentloop demo --scripted"
     assert "approve? [y/n/e(dit)] y  (--yes)" in out
     assert f"answer: {ANSWER}" in out
-    assert out[-3:] == TOUR_END[-3:]
+    assert out[-7:-4] == TOUR_END[-3:]
+    assert out[-4].startswith("session 'demo-scripted' saved in ")
+    assert out[-2].startswith("  ")
+    assert " serve --store sqlite:///" in out[-2]
 
 
 def test_replay_renders_a_jsonl_transcript(tmp_path: Path) -> None:
@@ -212,3 +238,100 @@ def test_the_local_demo_builds_the_server_on_its_first_run(
         "cause, then run `python -m agentloop.local` or this demo again",
         "Or try the offline tour now: agentloop demo --scripted",
     ]
+
+
+# -- the session store and the inbox -----------------------------------------------------------
+
+
+def saved_transcript(path: Path, session_id: str) -> list[al.Item] | None:
+    async def read() -> list[al.Item] | None:
+        async with SqliteSessionStore(path) as store:
+            return await store.transcript(session_id)
+
+    return anyio.run(read)
+
+
+def test_the_demo_saves_its_session_and_a_second_run_replaces_it(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "my demo.db"
+    for _ in range(2):
+        target, buffer = console()
+        assert main(["demo", "--scripted", "--yes", "--store", str(path)], console=target) == 0
+        assert lines(buffer)[-4:] == inbox_hint(path)
+    items = saved_transcript(path, "demo-scripted")
+    assert items is not None
+    assert len(items) == 9  # one run's transcript, not two: the second replaced the first
+    assert items[1].text_content == QUESTION
+    assert al.find_violation(items) is None
+    # the path has a space: the printed command quotes the store URL
+    assert f"--store 'sqlite:///{path}'" in serve_command(path)
+
+
+def test_a_denial_is_saved_in_the_demo_store(demo_store: Path) -> None:
+    target, _buffer = console()
+    answers = Answers(target, ["n", "private"])
+    assert main(["demo", "--scripted"], console=target, read_line=answers) == 0
+    items = saved_transcript(demo_store, "demo-scripted")
+    assert items is not None
+    results = [p for item in items for p in item.parts if isinstance(p, al.ToolResultPart)]
+    assert [(r.call_id, r.output, r.is_error) for r in results] == [
+        ("call-1", "42", False),
+        ("call-2", "private", True),
+    ]
+
+
+def test_the_printed_serve_command_opens_the_demo_session(demo_store: Path) -> None:
+    target, buffer = console()
+    assert main(["demo", "--scripted", "--yes"], console=target) == 0
+    command = lines(buffer)[-2].strip()
+    token = "demo-test-token-0123456789"
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [*shlex.split(command), "--port", "0", "--token", token],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environment,
+        cwd=demo_store.parent.parent,
+    )
+    output: queue.Queue[str] = queue.Queue()
+    threading.Thread(
+        target=lambda: [output.put(line) for line in process.stdout or ()], daemon=True
+    ).start()
+    try:
+        seen: list[str] = []
+        base = None
+        deadline = time.monotonic() + 60
+        while base is None and time.monotonic() < deadline:
+            try:
+                line = output.get(timeout=1)
+            except queue.Empty:
+                assert process.poll() is None, f"the server exited: {seen}"
+                continue
+            seen.append(line.strip())
+            found = re.match(r"open (http://127\.0\.0\.1:\d+)/\?token=(\S+)$", line.strip())
+            if found:
+                base = found.group(1)
+                assert found.group(2) == token
+        assert base is not None, f"no URL printed within 60 s: {seen}"
+        assert seen[-2] == f"agentloop inbox on sqlite:///{demo_store}"
+        headers = {"authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=base, timeout=10, headers=headers) as client:
+            session = client.get("/sessions/demo-scripted")
+            assert session.status_code == 200
+            assert "demo-scripted" in session.text
+            assert QUESTION.replace("'", "&#39;") in session.text
+            assert "eggs, flour, milk" in session.text
+            inbox = client.get("/")
+            assert inbox.status_code == 200
+            assert "Inbox" in inbox.text
+            missing = client.get("/sessions/demo")
+            assert missing.status_code == 404  # only the scripted tour ran
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            status = process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+            raise
+    assert status == 130

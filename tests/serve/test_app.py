@@ -17,7 +17,7 @@ from serve_support import TOKEN, build_agent, park_async
 
 import agentloop as al
 from agentloop.serve import MemoryAuditLog, ServeConfig, SqliteAuditLog, Worker, create_app
-from agentloop.store import MemorySessionStore, SqliteSessionStore, input_digest
+from agentloop.store import MemorySessionStore, SessionStatus, SqliteSessionStore, input_digest
 
 pytestmark = pytest.mark.anyio
 
@@ -177,6 +177,17 @@ async def test_refusals_say_why_and_record_nothing(inbox: Inbox) -> None:
             422,
             "the reason is longer than 2000 characters",
         ),
+        (
+            {"action": "approve_with", "input": "null"},
+            422,
+            "the edited arguments are null; enter the tool's arguments as JSON",
+        ),
+        (
+            {"action": "approve_with", "input": '{"path": "\\udfff"}'},
+            422,
+            "the edited arguments cannot be used: 'utf-8' codec can't encode character "
+            "'\\udfff' in position 17: surrogates not allowed; pass JSON values",
+        ),
     ]
     for body, status, message in cases:
         response = await inbox.decide(csrf, **body)
@@ -184,6 +195,17 @@ async def test_refusals_say_why_and_record_nothing(inbox: Inbox) -> None:
             status,
             {"ok": False, "error": message, "status": status},
         ), body
+    # A lone surrogate, as a JSON escape (httpx would not encode it raw).
+    body = {"session_id": "s1", "call_id": "call-1", "digest": DIGEST, "action": "deny"}
+    response = await inbox.client.post(
+        "/api/decide",
+        content=json.dumps({**body, "reason": "no \ud800"}),
+        headers={"x-csrf-token": csrf, "content-type": "application/json"},
+    )
+    assert (response.status_code, response.json()["error"]) == (
+        422,
+        "the reason is not valid Unicode text",
+    )
     for bad in ([], "x", {"session_id": 1}, {"session_id": "s1"}):
         response = await inbox.client.post("/api/decide", json=bad, headers={"x-csrf-token": csrf})
         assert response.status_code == 400
@@ -239,7 +261,7 @@ async def test_the_worker_applies_the_decision_and_the_session_moves_on(inbox: I
     _, csrf = await inbox.signed_in()
     response = await inbox.decide(csrf, action="approve_with", input='{"path": "/reports/v2.txt"}')
     assert response.status_code == 200
-    worker = Worker(inbox.store, inbox.audit, build_agent(inbox.store))
+    worker = Worker(inbox.store, build_agent(inbox.store))
     assert await worker.advance("s1") is True
     items = await inbox.store.transcript("s1")
     assert items is not None
@@ -255,7 +277,7 @@ async def test_the_worker_leaves_a_session_leased_by_another_worker_alone(inbox:
     await inbox.store.record_approval("s1", "call-1", input_digest=DIGEST, approved=True)
     before = await inbox.store.load("s1")
     lease = await inbox.store.acquire("s1", "another-worker", 30)
-    worker = Worker(inbox.store, inbox.audit, build_agent(inbox.store))
+    worker = Worker(inbox.store, build_agent(inbox.store))
     assert await worker.advance("s1") is False
     assert await inbox.store.load("s1") == before
     await inbox.store.release(lease)
@@ -270,7 +292,7 @@ async def test_a_call_claimed_elsewhere_after_the_approval_never_runs_twice(inbo
     await inbox.store.record_approval("s1", "call-1", input_digest=DIGEST, approved=True)
     # Another worker claimed it (and may have run it) before dying.
     await inbox.store.claim("s1", "call-1", tool_name="publish_report", input_digest=DIGEST)
-    worker = Worker(inbox.store, inbox.audit, build_agent(inbox.store))
+    worker = Worker(inbox.store, build_agent(inbox.store))
     assert await worker.advance("s1") is True
     items = await inbox.store.transcript("s1")
     assert items is not None
@@ -405,3 +427,42 @@ async def test_the_session_view_shows_every_outcome(inbox: Inbox) -> None:
     assert '<pre class="result-text">in_doubt text</pre>' in page
     assert '<div class="text">Some went through.</div>' in page
     assert '<dd id="session-state">IDLE</dd>' in page
+
+
+async def test_sqlite_urls_are_relative_with_three_slashes_absolute_with_four(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentloop.serve import open_store
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    async with open_store("sqlite:///sub/relative.db") as (store, _audit):
+        assert isinstance(store, SqliteSessionStore)
+        assert store.path == "sub/relative.db"
+    assert (tmp_path / "sub" / "relative.db").is_file()
+    absolute = tmp_path / "absolute.db"
+    async with open_store(f"sqlite:///{absolute}") as (store, _audit):
+        assert store.path == str(absolute)
+    assert absolute.is_file()
+    for url in ("sqlite://", "sqlite:///", "sqlite:////"):
+        with pytest.raises(al.InvalidInputError, match=r"expected sqlite:///PATH\.db"):
+            async with open_store(url):
+                pass
+
+
+async def test_an_approval_of_other_input_without_its_edit_is_left_alone(inbox: Inbox) -> None:
+    # As recorded before the store kept edited arguments with a decision: only a digest.
+    other = input_digest("publish_report", {"path": "/reports/elsewhere.txt"})
+    await park_async(inbox.store, "s1", "/reports/q3.txt")
+    await inbox.store.record_approval("s1", "call-1", input_digest=other, approved=True)
+    before = await inbox.store.load("s1")
+    worker = Worker(inbox.store, build_agent(inbox.store))
+    assert await worker.advance("s1") is False
+    after = await inbox.store.load("s1")
+    assert after is not None
+    assert before is not None
+    assert after.checkpoint == before.checkpoint  # still waiting on the same call
+    assert after.status is SessionStatus.AWAITING_APPROVAL
+    assert after.started_calls == frozenset()  # the call never ran
+    lease = await inbox.store.acquire("s1", "next-worker", 5)  # the lease was released
+    await inbox.store.release(lease)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,30 @@ from serve_support import TOKEN, ServerThread, load, park, run_in_thread, transc
 from agentloop.store import input_digest
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+UPDATE_SCREENSHOTS = "AGENTLOOP_UPDATE_SCREENSHOTS"
+"""Set to 1 to copy the screenshots the tests take into docs/img (see docs/serve.md)."""
+
+
+def screenshot(page: Any, directory: Path, name: str) -> Path:
+    """A full-page PNG of ``page`` in ``directory``, checked; copied to docs/img on request.
+
+    The tests always take and check the screenshot; docs/img changes only with
+    ``AGENTLOOP_UPDATE_SCREENSHOTS=1``, so a test run leaves the tree clean.
+    """
+    path = directory / name
+    page.screenshot(path=str(path), full_page=True)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{name} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    viewport = page.viewport_size
+    assert width == viewport["width"], (width, viewport)
+    assert height >= viewport["height"], (height, viewport)
+    assert len(data) > 10_000, f"{name} is {len(data)} bytes: a blank page?"
+    if os.environ.get(UPDATE_SCREENSHOTS) == "1":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_IMG / name)
+    return path
 
 
 def open_inbox(context: Any, server: ServerThread) -> Any:
@@ -27,7 +54,7 @@ def card(page: Any, session_id: str) -> Any:
 
 
 def test_a_click_approves_and_the_session_finishes_without_reload(
-    context: Any, server: ServerThread, database: Path
+    context: Any, server: ServerThread, database: Path, tmp_path: Path
 ) -> None:
     park(database, "report-q3", "/reports/q3.txt")
     park(database, "report-q4", "/reports/q4.txt")
@@ -41,8 +68,7 @@ def test_a_click_approves_and_the_session_finishes_without_reload(
     expect(first.locator(".requests")).to_contain_text("filesystem.write Write /reports/q3.txt")
     expect(first.locator(".requests")).to_contain_text("(sensitive_path)")
     expect(first.locator(".waited")).to_contain_text("waiting")
-    DOCS_IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(DOCS_IMG / "inbox.png"), full_page=True)
+    screenshot(page, tmp_path, "inbox.png")
 
     first.locator("button.approve").click()
     expect(first.locator(".result")).to_have_text(
@@ -63,7 +89,7 @@ def test_a_click_approves_and_the_session_finishes_without_reload(
     # Both model calls: the first in the parked process, the second in the server's worker.
     expect(page.locator("#usage")).to_have_text("300 in · 42 out")
     expect(page.locator("#cost")).to_have_text("$0.003500")
-    page.screenshot(path=str(DOCS_IMG / "session.png"), full_page=True)
+    screenshot(page, tmp_path, "session.png")
 
     page.goto(f"{server.base}/audit")
     audit_row = page.locator("#audit tbody tr")

@@ -58,7 +58,7 @@ async def test_a_decision_over_postgres_is_audited_and_the_session_resumed(
             DecisionAction.DENY,
             "not on a Friday",
         )
-        assert await Worker(store, audit, build_agent(store)).advance(session_id) is True
+        assert await Worker(store, build_agent(store)).advance(session_id) is True
         items = await store.transcript(session_id)
         assert items is not None
         assert items[-1].text_content == "Done: not on a Friday"

@@ -4,6 +4,7 @@ Usage: ``input_kill_runner.py STORE MARKER``. STORE is a ``postgresql://`` URI o
 SQLite path. The model writes MARKER when it is called, then hangs.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -22,7 +23,10 @@ def open_store(target: str) -> SessionStore:
 
 
 def note(marker: Path, text: str) -> None:
-    marker.write_text(text)
+    # Atomically: the test reads MARKER as soon as it exists, then kills this process.
+    partial = marker.with_suffix(".partial")
+    partial.write_text(text)
+    os.replace(partial, marker)
 
 
 async def main(target: str, marker: Path) -> None:

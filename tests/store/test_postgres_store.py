@@ -20,10 +20,11 @@ def _query(uri: str, sql: str) -> list[tuple[object, ...]]:
 
 async def test_the_schema_is_created_once_and_versioned(postgres_uri: str) -> None:
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 1
+        assert await store.schema_version() == 2
     async with PostgresSessionStore(postgres_uri) as store:  # reopening migrates nothing
-        assert await store.schema_version() == 1
-    assert [row[0] for row in _query(postgres_uri, "SELECT version FROM agentloop_schema")] == [1]
+        assert await store.schema_version() == 2
+    versions = _query(postgres_uri, "SELECT version FROM agentloop_schema ORDER BY version")
+    assert [row[0] for row in versions] == [1, 2]
     tables = _query(
         postgres_uri,
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename",
@@ -46,7 +47,10 @@ async def test_stores_opened_at_once_migrate_exactly_once(postgres_uri: str) -> 
     async with anyio.create_task_group() as group:
         for _ in range(6):
             group.start_soon(open_one)
-    assert _query(postgres_uri, "SELECT version FROM agentloop_schema") == [(1,)]
+    assert _query(postgres_uri, "SELECT version FROM agentloop_schema ORDER BY version") == [
+        (1,),
+        (2,),
+    ]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_uri: str) -> None:
@@ -57,7 +61,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(postgres_uri: str) -> No
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        "cannot open session store PostgreSQL: expected schema version 1, found 7; "
+        "cannot open session store PostgreSQL: expected schema version 2, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert _query(postgres_uri, "SELECT max(version) FROM agentloop_schema") == [(7,)]
@@ -145,3 +149,57 @@ def test_without_psycopg_the_store_says_which_extra_to_install(
     assert str(raised.value) == (
         "PostgresSessionStore needs psycopg 3: pip install 'agentloop[postgres]'"
     )
+
+
+async def test_a_version_1_schema_keeps_its_decisions_and_takes_reasons_and_edits(
+    postgres_uri: str,
+) -> None:
+    from datetime import UTC, datetime
+
+    from agentloop.store import input_digest
+    from agentloop.store._pg_sql import MIGRATIONS
+
+    with psycopg.connect(postgres_uri) as connection:  # the schema agentloop wrote before
+        connection.execute(
+            "CREATE TABLE agentloop_schema "
+            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for statement in MIGRATIONS[0].split(";"):
+            if statement.strip():
+                connection.execute(statement)  # type: ignore[arg-type]
+        connection.execute("INSERT INTO agentloop_schema (version) VALUES (1)")
+        connection.execute(
+            "INSERT INTO agentloop_approvals VALUES "
+            "('s', 'c1', 'sha256:old', true, '2026-01-01 00:00:01+00')"
+        )
+    async with PostgresSessionStore(postgres_uri) as store:
+        assert await store.schema_version() == 2
+        await store.save_checkpoint("s", sample_checkpoint("s", []))
+        loaded = await store.load("s")
+        assert loaded is not None
+        old = loaded.approvals["c1"]
+        assert (old.input_digest, old.approved, old.reason, old.edited_input) == (
+            "sha256:old",
+            True,
+            None,
+            None,
+        )
+        assert old.decided_at == datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
+        edited = {"path": "/b", "n": [1, "<x>"]}
+        await store.record_approval(
+            "s",
+            "c2",
+            input_digest=input_digest("write", edited),
+            approved=True,
+            reason="fine",
+            edited_input=edited,
+        )
+        await store.record_approval("s", "c3", input_digest="sha256:3", approved=False, reason="no")
+    async with PostgresSessionStore(postgres_uri) as reopened:
+        again = await reopened.load("s")
+        assert again is not None
+        assert (again.approvals["c2"].reason, again.approvals["c2"].edited_input) == (
+            "fine",
+            edited,
+        )
+        assert (again.approvals["c3"].reason, again.approvals["c3"].edited_input) == ("no", None)

@@ -2,6 +2,7 @@
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) 
     assert _query(path, "SELECT key, value FROM meta ORDER BY key") == [
         ("last_sequence", "0"),
         ("last_token", "0"),
-        ("schema_version", "2"),
+        ("schema_version", "3"),
     ]
     assert _query(path, "PRAGMA journal_mode") == [("wal",)]
     assert repr(store) == f"SqliteSessionStore({str(path)!r}, closed)"
@@ -95,7 +96,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 2, found 7; "
+        f"cannot open session store {str(path)!r}: expected schema version 3, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
@@ -111,7 +112,7 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
         async with SqliteSessionStore(path):
             pass
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 2, found none; "
+        f"cannot open session store {str(path)!r}: expected schema version 3, found none; "
         "the file is not an agentloop session store, open another path"
     )
     assert _query(path, "SELECT name FROM sqlite_master") == [("notes",)]
@@ -208,4 +209,70 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert plain_loaded is not None
         assert plain_loaded.started_calls == frozenset({"c9"})
         assert await store.save_checkpoint("plain", plain, expected_version=2) == 3
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("2",)]
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+
+
+async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
+    tmp_path: Path,
+) -> None:
+    from agentloop.store import Approval, input_digest
+    from agentloop.store._sql import _MIGRATION_TO_2
+
+    path = tmp_path / "v2.db"
+    waiting = sample_checkpoint(
+        "waiting",
+        _users(1),
+        state="AWAITING_APPROVAL",
+        turn={
+            "round": {
+                "calls": [
+                    {"call": {"id": "c1"}, "status": "awaiting_approval"},
+                    {"call": {"id": "c2"}, "status": "awaiting_approval"},
+                ]
+            }
+        },
+    )
+    connection = sqlite3.connect(path)
+    connection.executescript(_VERSION_1)
+    connection.executescript(_MIGRATION_TO_2)
+    with connection:
+        connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        head = {key: value for key, value in waiting.items() if key != "transcript"}
+        connection.execute(
+            "INSERT INTO sessions VALUES ('waiting', ?, 1, 1, '2026-01-01T00:00:00+00:00', "
+            "'awaiting_approval', '[\"c1\", \"c2\"]')",
+            (json.dumps(head),),
+        )
+        connection.execute(
+            "INSERT INTO items VALUES ('waiting', 0, ?)", (json.dumps(waiting["transcript"][0]),)
+        )
+        connection.execute(
+            "INSERT INTO approvals VALUES ('waiting', 'c1', 'sha256:old', 0, "
+            "'2026-01-01T00:00:01+00:00')"
+        )
+    connection.close()
+    async with SqliteSessionStore(path) as store:
+        loaded = await store.load("waiting")
+        assert loaded is not None
+        assert loaded.checkpoint == waiting
+        assert dict(loaded.approvals) == {
+            "c1": Approval(
+                session_id="waiting",
+                call_id="c1",
+                input_digest="sha256:old",
+                approved=False,
+                decided_at=datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC),
+            )
+        }
+        edited = {"path": "/b", "options": ["x", 1.5, None]}
+        digest = input_digest("write", edited)
+        recorded = await store.record_approval(
+            "waiting", "c2", input_digest=digest, approved=True, reason="ok", edited_input=edited
+        )
+        assert (recorded.reason, recorded.edited_input) == ("ok", edited)
+    async with SqliteSessionStore(path) as reopened:
+        again = await reopened.load("waiting")
+        assert again is not None
+        assert again.approvals["c2"] == recorded
+        assert again.approvals["c1"].reason is None
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]

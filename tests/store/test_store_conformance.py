@@ -1,19 +1,27 @@
 """Both shipped stores pass the public conformance suite, test by test and as a whole."""
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from agentloop.store import (
+    Approval,
     MemorySessionStore,
     PostgresSessionStore,
     SessionStore,
     SqliteSessionStore,
 )
-from agentloop.testing.store_conformance import OpenStore, StoreConformance, check_store
+from agentloop.testing.store_conformance import (
+    OpenStore,
+    StoreConformance,
+    check_claims,
+    check_store,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -49,3 +57,36 @@ class TestPostgresStore(StoreConformance):
     @pytest.fixture
     def open_store(self, postgres_uri: str) -> OpenStore:
         return lambda: PostgresSessionStore(postgres_uri)
+
+
+class ForgetsDecisionDetails(MemorySessionStore):
+    """The bug: records the decision but drops its reason and edited input."""
+
+    async def record_approval(  # type: ignore[override]
+        self, session_id: str, call_id: str, *, input_digest: str, approved: bool, **_: object
+    ) -> Approval:
+        return await super().record_approval(
+            session_id, call_id, input_digest=input_digest, approved=approved
+        )
+
+
+class AcceptsAnyReason(MemorySessionStore):
+    """The bug: turns any reason into text instead of refusing one that is not a str."""
+
+    async def record_approval(self, *args: Any, reason: Any = None, **kw: Any) -> Approval:
+        text = None if reason is None else str(reason)
+        return await super().record_approval(*args, reason=text, **kw)
+
+
+@pytest.mark.parametrize(
+    ("store", "message"),
+    [
+        (ForgetsDecisionDetails(), "an approval recorded with a reason and edited input"),
+        (AcceptsAnyReason(), "a decision with a reason that is not a str"),
+    ],
+)
+async def test_the_kit_catches_a_store_that_mishandles_decision_details(
+    store: SessionStore, message: str
+) -> None:
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        await check_claims(lambda: nullcontext(store))

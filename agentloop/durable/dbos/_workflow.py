@@ -26,10 +26,10 @@ from ...core._items import Item
 from ...loop._driver import LoopDriver
 from ...loop._steps import (
     AfterToolResult,
+    AnswerKind,
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
-    AnswerKind,
     Finished,
     Step,
 )
