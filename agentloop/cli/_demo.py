@@ -458,7 +458,10 @@ async def run_local_tour(
     )
     try:
         if not local_server_available():
-            await _build_local_server(renderer)
+            with ctrl_c.stoppable() if ctrl_c is not None else anyio.CancelScope() as build:
+                await _build_local_server(renderer)
+            if build.cancelled_caught:
+                return EXIT_INTERRUPTED  # the build was stopped; nothing is left half-built
         server = LocalServer()
     except LocalServerError as error:
         renderer.error(f"agentloop demo: {error}")

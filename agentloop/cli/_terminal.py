@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
 import anyio.from_thread
@@ -97,10 +97,16 @@ class CtrlC:
         self._armed = False
         self._prompt: anyio.CancelScope | None = None
         self._command: anyio.CancelScope | None = None
+        self._stoppable: anyio.CancelScope | None = None
 
     def press(self) -> None:
         """One Ctrl-C."""
         self.pressed += 1
+        if self._stoppable is not None:  # work the user stops at once (a build)
+            self.exiting = True
+            self.renderer.error("interrupted")
+            self._stoppable.cancel()
+            return
         if self._armed:
             self.exiting = True
             self.renderer.error("interrupted")
@@ -115,6 +121,16 @@ class CtrlC:
             self.controller.interrupt()
         else:
             self.renderer.note("(Ctrl-C: press it again to exit, or type /quit)")
+
+    @contextlib.contextmanager
+    def stoppable(self) -> Iterator[anyio.CancelScope]:
+        """A scope the first Ctrl-C cancels, ending the command (exit 130)."""
+        with anyio.CancelScope() as scope:
+            self._stoppable = scope
+            try:
+                yield scope
+            finally:
+                self._stoppable = None
 
     def start_turn(self) -> None:
         """A turn starts: Ctrl-C cancels it."""

@@ -17,7 +17,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -123,7 +122,8 @@ def nothing_left(sandbox: Sandbox) -> None:
     """No stamp in the environment, and no wheel, key or build directory in the cache."""
     assert sorted(path.name for path in sandbox.environment.glob(".installed*")) == []
     left = sorted(str(path.relative_to(sandbox.cache)) for path in sandbox.cache.rglob("*"))
-    assert left == ["wheels"]
+    # (the demo keeps its session store in the same directory: not a build product)
+    assert [name for name in left if not name.startswith("demo.db")] == ["wheels"]
 
 
 def test_the_sandbox_hides_the_local_servers(sandbox: Sandbox) -> None:
@@ -210,32 +210,10 @@ def start_demo_build(sandbox: Sandbox, terminal: list[pexpect.spawn]) -> tuple[p
     return child, pids["group"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agentloop/cli/_demo.py (not this change's file): the first Ctrl-C during the build "
-        "only arms CtrlC ('press it again to exit, or type /quit') and the build goes on; "
-        "it should stop the build and exit 130 at once"
-    ),
-)
 def test_one_ctrl_c_during_the_demo_build_stops_it_and_exits_130(
     sandbox: Sandbox, terminal: list[pexpect.spawn]
 ) -> None:
     child, group = start_demo_build(sandbox, terminal)
-    child.sendintr()
-    child.expect(pexpect.EOF, timeout=15)
-    child.close()
-    assert child.exitstatus == 130
-    assert gone(group)
-    nothing_left(sandbox)
-
-
-def test_ctrl_c_ending_the_demo_during_its_build_stops_the_build_and_leaves_nothing(
-    sandbox: Sandbox, terminal: list[pexpect.spawn]
-) -> None:
-    child, group = start_demo_build(sandbox, terminal)
-    child.sendintr()
-    child.expect(re.escape("(Ctrl-C: press it again to exit"))  # today's first press
     child.sendintr()
     child.expect("interrupted")
     assert finished(child) == 130
