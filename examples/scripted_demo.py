@@ -12,7 +12,7 @@ from typing import ClassVar
 import anyio
 
 import agentloop as al
-from agentloop.testing import call, stream, tool_calls
+from agentloop.testing import call, chunked, tool_calls
 
 
 class Add:
@@ -80,7 +80,7 @@ def _brief(event: al.AgentEvent) -> str:
 SCRIPT = [
     tool_calls(call("add", {"a": 2, "b": 40})),
     tool_calls(call("read_note", {"name": "groceries"})),
-    stream("2 + 40 = 42, ", "and the groceries note says: ", "eggs, flour, milk."),
+    chunked("2 + 40 = 42, ", "and the groceries note says: ", "eggs, flour, milk."),
 ]
 
 

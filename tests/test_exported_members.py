@@ -209,6 +209,7 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "check_mutator",
         "check_path_policy",
         "check_url_policy",
+        "chunked",
         "continuations",
         "fail",
         "format_transcript",
@@ -271,3 +272,24 @@ def test_each_subpackage_exports_only_deliberate_extras(name: str) -> None:
 
 def test_every_listed_subpackage_is_checked() -> None:
     assert {f"agentloop.{name}" for name in subpackages()} == set(SUBPACKAGE_EXTRAS)
+
+
+def public_packages() -> list[str]:
+    """Every public package under ``agentloop``, nested ones included."""
+    return sorted(
+        module.name
+        for module in pkgutil.walk_packages(agentloop.__path__, "agentloop.")
+        if module.ispkg and not any(part.startswith("_") for part in module.name.split("."))
+    )
+
+
+@pytest.mark.parametrize("name", public_packages())
+def test_a_name_means_one_thing_across_the_packages(name: str) -> None:
+    # One name per concept: a package exporting a root name exports the root's object.
+    module = importlib.import_module(name)
+    clashes = [
+        export
+        for export in getattr(module, "__all__", ())
+        if export in agentloop.__all__ and getattr(module, export) is not getattr(agentloop, export)
+    ]
+    assert clashes == [], name

@@ -40,8 +40,7 @@ from ..model._protocol import ModelAdapter, ModelEvent, ModelSession, TurnReques
 from ..permissions._policies import PathPolicy, PolicyChain
 from ..permissions._requests import FileSystemRead, PermissionRequest
 from ..store._sqlite import SqliteSessionStore
-from ..testing._scripted import Reply, ScriptedModel, call, hang, tool_calls
-from ..testing._scripted import stream as streamed_reply
+from ..testing._scripted import Reply, ScriptedModel, call, chunked, hang, tool_calls
 from ..tools._registry import ToolRegistry
 from ..tools._tool import ToolContext, ToolRequest
 from ._render import Renderer, format_usage
@@ -134,7 +133,7 @@ def _script() -> list[Reply | str]:
     return [
         tool_calls(call("add", {"a": 2, "b": 40}), usage=Usage(120, 18)),
         tool_calls(call("read_note", {"name": "groceries"}), usage=Usage(160, 14)),
-        streamed_reply(
+        chunked(
             "2 + 40 = 42, ",
             "and your grocery note says: ",
             "eggs, flour, milk.",

@@ -31,7 +31,7 @@ from ._actions import (
 )
 from ._assertions import assert_transcript_valid, check_mutator, format_transcript
 from ._replay import ReplayDriftError, ReplayScript, request_digest
-from ._scripted import Reply, ScriptedModel, call, fail, hang, reasoning, stream, text, tool_calls
+from ._scripted import Reply, ScriptedModel, call, chunked, fail, hang, reasoning, text, tool_calls
 
 if TYPE_CHECKING:
     from ._assertions import bounded_shrinking
@@ -103,6 +103,7 @@ __all__ = [
     "check_mutator",
     "check_path_policy",
     "check_url_policy",
+    "chunked",
     "continuations",
     "fail",
     "format_transcript",
@@ -117,7 +118,6 @@ __all__ = [
     "path_sandbox",
     "reasoning",
     "request_digest",
-    "stream",
     "text",
     "tool_calls",
     "tool_inputs",

@@ -34,10 +34,10 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "call",
+    "chunked",
     "fail",
     "hang",
     "reasoning",
-    "stream",
     "text",
     "tool_calls",
 ]
@@ -82,10 +82,10 @@ def _result(parts: Sequence[Part], reason: FinishReason, usage: Usage | None) ->
 
 def text(content: str, *, usage: Usage | None = None) -> Reply:
     """A plain answer, streamed as one delta."""
-    return stream(content, usage=usage)
+    return chunked(content, usage=usage)
 
 
-def stream(*chunks: str, usage: Usage | None = None) -> Reply:
+def chunked(*chunks: str, usage: Usage | None = None) -> Reply:
     """A text answer streamed chunk by chunk."""
     whole = "".join(chunks)
     steps: list[ScriptStep] = [BeginPart("text-0", PartKind.TEXT)]

@@ -32,7 +32,7 @@ from ._actions import (
     Interject,
     Submit,
 )
-from ._scripted import Reply, call, reasoning, stream, text, tool_calls
+from ._scripted import Reply, call, chunked, reasoning, text, tool_calls
 from ._strategies import json_values
 
 __all__ = [
@@ -231,7 +231,7 @@ def _choices(tools: Sequence[ToolSpec]) -> tuple[_Choice, ...]:
 def _answers() -> st.SearchStrategy[Reply]:
     return st.one_of(
         st.builds(text, _words),
-        st.builds(lambda chunks: stream(*chunks), st.lists(_words, min_size=1, max_size=4)),
+        st.builds(lambda chunks: chunked(*chunks), st.lists(_words, min_size=1, max_size=4)),
         st.builds(reasoning, _words, _words),
     )
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 import agentloop as al
-from agentloop.testing import Reply, call, fail, hang, stream, tool_calls
+from agentloop.testing import Reply, call, chunked, fail, hang, tool_calls
 
 WIDTH = 100
 DURATION = re.compile(r"^   \w+ (finished|failed) in \d+ ms$")
@@ -51,7 +51,7 @@ def _chat_reply(request: al.TurnRequest) -> Reply | str:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.TOOL:
         result = next(iter(last.tool_results()))
-        return stream("the sum is ", str(result.output), usage=al.Usage(5, 3))
+        return chunked("the sum is ", str(result.output), usage=al.Usage(5, 3))
     text = last.text_content
     if text.startswith("add"):
         a, b = (int(word) for word in text.split()[1:3])
@@ -67,7 +67,7 @@ def _chat_reply(request: al.TurnRequest) -> Reply | str:
             al.BeginPart("text-0", al.PartKind.TEXT), al.AppendText("text-0", "partial answer")
         )
     user_turns = sum(1 for item in request.transcript if item.kind is al.ItemKind.USER)
-    return stream("you said ", f"{text!r} ", f"(message {user_turns})", usage=al.Usage(7, 4))
+    return chunked("you said ", f"{text!r} ", f"(message {user_turns})", usage=al.Usage(7, 4))
 
 
 def make_model() -> al.ScriptedModel:

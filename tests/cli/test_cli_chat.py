@@ -16,7 +16,7 @@ from agentloop.cli import main
 from agentloop.cli._chat import COMMANDS, ChatSession, build_chat_agent
 from agentloop.cli._demo import ToolChoicePerCall, serve_command
 from agentloop.cli._render import Renderer
-from agentloop.testing import call, hang, stream, tool_calls
+from agentloop.testing import call, chunked, hang, tool_calls
 
 MODEL = "python:cli_support:make_model"
 
@@ -184,7 +184,7 @@ class FakeServer:
         if choice == "read_note":
             reply = tool_calls(call("read_note", {"name": "groceries"}))
             return al.ScriptedModel([reply], call_id_prefix="note-")
-        return al.ScriptedModel([stream("It is ", "3."), stream("eggs, flour, milk")])
+        return al.ScriptedModel([chunked("It is ", "3."), chunked("eggs, flour, milk")])
 
 
 def test_local_demo_forces_the_tool_on_the_first_call(

@@ -22,8 +22,8 @@ from agentloop.durable.dbos import (
     ApprovalOutcome,
     ApprovalStatus,
     DurableAgent,
+    DurableApproval,
     DurableError,
-    PendingApproval,
     approval_topic,
     approve,
     dbos_config,
@@ -65,7 +65,7 @@ async def test_an_approval_waits_for_a_client_and_runs_the_call(launched: Launch
     workflow_id = await send_input("charges", "s-big", user("charge 500"))
     pending = await pending_approval(launched.client, workflow_id, within=WAIT)
 
-    assert isinstance(pending, PendingApproval)
+    assert isinstance(pending, DurableApproval)
     assert (pending.call_id, pending.tool_name, pending.input, pending.summary) == (
         "turn-1-charge",
         "charge",

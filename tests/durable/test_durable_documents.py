@@ -13,7 +13,7 @@ import agentloop as al
 from agentloop.durable.dbos import (
     ApprovalOutcome,
     ApprovalStatus,
-    PendingApproval,
+    DurableApproval,
     run_workflow_id,
 )
 from agentloop.durable.dbos._agent import run_number
@@ -61,7 +61,7 @@ def test_an_approval_outcome_round_trips(outcome: ApprovalOutcome) -> None:
 
 @given(
     st.builds(
-        PendingApproval,
+        DurableApproval,
         call_id=texts,
         tool_name=texts,
         input=json_values(),
@@ -69,8 +69,8 @@ def test_an_approval_outcome_round_trips(outcome: ApprovalOutcome) -> None:
         deadline=seconds,
     )
 )
-def test_a_pending_approval_round_trips(pending: PendingApproval) -> None:
-    assert al.structure(_through_json(al.unstructure(pending)), PendingApproval) == pending
+def test_a_pending_approval_round_trips(pending: DurableApproval) -> None:
+    assert al.structure(_through_json(al.unstructure(pending)), DurableApproval) == pending
 
 
 @given(

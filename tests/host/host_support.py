@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import agentloop as al
-from agentloop.testing import Reply, call, stream, tool_calls
+from agentloop.testing import Reply, call, chunked, tool_calls
 
 USAGE = al.Usage(input_tokens=10, output_tokens=2)
 
@@ -62,7 +62,7 @@ def tour_script() -> list[Reply | str]:
     return [
         tool_calls(call("add", {"a": 2, "b": 40}), usage=USAGE),
         tool_calls(call("read_note", {"name": "groceries"}), usage=USAGE),
-        stream("42, and ", "eggs, flour, milk.", usage=USAGE),
+        chunked("42, and ", "eggs, flour, milk.", usage=USAGE),
     ]
 
 

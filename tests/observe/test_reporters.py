@@ -13,7 +13,7 @@ import structlog
 import agentloop as al
 import agentloop.observe as observe
 from agentloop.observe import JsonlEventReporter, StructlogObserver, UsageTotals, event_fields
-from agentloop.testing import call, stream, tool_calls
+from agentloop.testing import call, chunked, tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +29,7 @@ class Echo:
 
 async def run(*observers: Any, session: str = "s1") -> al.LoopDriver:
     model = al.ScriptedModel(
-        [tool_calls(call("echo", {}, id="c1"), usage=USAGE), stream("a", "b", usage=USAGE)]
+        [tool_calls(call("echo", {}, id="c1"), usage=USAGE), chunked("a", "b", usage=USAGE)]
     )
     builder = al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(Echo()))
     for observer in observers:

@@ -23,9 +23,9 @@ from ._host import (
 from ._results import (
     ApprovalOutcome,
     ApprovalStatus,
+    DurableApproval,
     DurableError,
     DurableRunResult,
-    PendingApproval,
 )
 from ._steps import (
     IN_DOUBT_TEXT,
@@ -50,7 +50,7 @@ __all__ = [
     "DurableModel",
     "DurableRunResult",
     "DurableToolSource",
-    "PendingApproval",
+    "DurableApproval",
     "RecordedToolFailure",
     "approval_topic",
     "approve",

@@ -22,7 +22,7 @@ from ...core._errors import InvalidInputError, ProviderError
 from ...core._items import FinishReason, Item
 from ...loop._steps import ApprovalAnswer
 from ._agent import run_number, run_workflow_id, runs_prefix
-from ._results import ApprovalOutcome, DurableError, DurableRunResult, PendingApproval
+from ._results import ApprovalOutcome, DurableApproval, DurableError, DurableRunResult
 from ._workflow import APPROVAL_EVENT, SESSION_WORKFLOW, approval_topic, session_run
 
 __all__ = [
@@ -95,12 +95,7 @@ async def send_input(agent_name: str, session_id: str, input: Sequence[Item]) ->
     items = _items_document(input, "send_input input")
 
     def list_ids() -> list[str]:
-        found = DBOS.list_workflows(
-            workflow_id_prefix=runs_prefix(session_id),
-            load_input=False,
-            load_output=False,
-        )
-        return [status.workflow_id for status in found]
+        return _run_ids(DBOS.list_workflows, session_id)
 
     def start(run: int, workflow_id: str) -> str:
         with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
@@ -135,12 +130,7 @@ async def enqueue_input(
     items = _items_document(input, "enqueue_input input")
 
     def list_ids() -> list[str]:
-        found = client.list_workflows(
-            workflow_id_prefix=runs_prefix(session_id),
-            load_input=False,
-            load_output=False,
-        )
-        return [status.workflow_id for status in found]
+        return _run_ids(client.list_workflows, session_id)
 
     def start(run: int, workflow_id: str) -> str:
         options = EnqueueOptions(
@@ -190,7 +180,7 @@ async def approve(
 
 async def pending_approval(
     client: DBOSClient, workflow_id: str, *, within: float = 0.0
-) -> PendingApproval | None:
+) -> DurableApproval | None:
     """The approval ``workflow_id`` waits for now, waiting up to ``within`` seconds for one."""
     deadline = time.monotonic() + within
     while True:
@@ -198,7 +188,7 @@ async def pending_approval(
             lambda: client.get_event(workflow_id, APPROVAL_EVENT, timeout_seconds=0)
         )
         if value is not None:
-            return structure(json.loads(value), PendingApproval)
+            return structure(json.loads(value), DurableApproval)
         if time.monotonic() >= deadline:
             return None
         await anyio.sleep(0.1)
@@ -243,3 +233,11 @@ def _result(
         executor_id=executor_id,
         error=None if error is None else structure(error, ProviderError),
     )
+
+
+def _run_ids(list_workflows: Callable[..., list[Any]], session_id: str) -> list[str]:
+    """The workflow ids of ``session_id``'s runs (``DBOS`` or a client lists them)."""
+    found = list_workflows(
+        workflow_id_prefix=runs_prefix(session_id), load_input=False, load_output=False
+    )
+    return [status.workflow_id for status in found]

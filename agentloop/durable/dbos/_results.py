@@ -15,7 +15,7 @@ __all__ = [
     "ApprovalStatus",
     "DurableError",
     "DurableRunResult",
-    "PendingApproval",
+    "DurableApproval",
 ]
 
 
@@ -50,7 +50,7 @@ class ApprovalOutcome:
 
 
 @attrs.frozen(kw_only=True)
-class PendingApproval:
+class DurableApproval:
     """The approval a workflow waits for now (its ``APPROVAL_EVENT``)."""
 
     call_id: str

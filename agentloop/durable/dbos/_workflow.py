@@ -35,7 +35,7 @@ from ...loop._steps import (
 )
 from ...model._config import SessionConfig
 from ._agent import DurableAgent, registered_agent, run_workflow_id
-from ._results import ApprovalOutcome, ApprovalStatus, DurableError, PendingApproval
+from ._results import ApprovalOutcome, ApprovalStatus, DurableApproval, DurableError
 
 __all__ = ["APPROVAL_EVENT", "MAX_STEPS", "SESSION_WORKFLOW", "approval_topic", "session_run"]
 
@@ -133,7 +133,7 @@ async def _wait_for_approval(request: ApprovalRequest, seconds: float) -> Approv
     deadline: float = await DBOS.run_step_async(
         {"name": "agentloop.approval_deadline"}, _deadline, seconds
     )
-    pending = PendingApproval(
+    pending = DurableApproval(
         call_id=request.call_id,
         tool_name=request.tool_name,
         input=request.input,
