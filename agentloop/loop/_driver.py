@@ -157,6 +157,34 @@ class LoopDriver:
         self._begin_step(DriverEvent.STEP, "call next()")
         return await self._run_step(self._step)
 
+    async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
+        """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
+        the same step; returns the step and how many pauses it went through (internal).
+
+        For a host that answers every pause with ``next()`` and nothing else
+        (``run()`` without hooks): between such a pause and that ``next()``
+        nothing suspends, so nobody can see the pause or interject, and the
+        result is the same as calling ``next()`` for each (the same state
+        transitions, in the same order). A driver with a store takes every
+        step (each pause is saved).
+        """
+        if self._persistence.enabled or pauses < 1:
+            return await self.next(), 0
+        passed = 0
+
+        async def through_pauses() -> Step:
+            nonlocal passed
+            step = await self._step()
+            while passed < pauses and isinstance(step, AfterToolResult):
+                passed += 1
+                self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
+                self._core.handle(DriverEvent.STEP)  # and what the next next() does
+                step = await self._step()
+            return step
+
+        self._begin_step(DriverEvent.STEP, "call next()")
+        return await self._run_step(through_pauses), passed
+
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
 
