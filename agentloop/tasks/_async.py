@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
 from types import TracebackType
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -96,7 +97,10 @@ class _Task:
     snapshot: TaskSnapshot
     launch: TaskLaunch
     detach_at: float | None  # anyio clock deadline; only while foreground
-    scope: anyio.CancelScope
+    scope: Any = None
+    """What cancels the task: the anyio task handle (its own cancel scope), or a
+    ``CancelScope`` of ours where ``start_soon`` returns no handle (anyio < 4.14)."""
+    own_scope: bool = False
     cancel_reason: _CancelReason | None = None
 
     @property
@@ -210,14 +214,19 @@ class AsyncTaskManager:
             if kind is TaskKind.FOREGROUND and detach is not None
             else None
         )
-        task = _Task(snapshot, launch, detach_at, anyio.CancelScope())
+        task = _Task(snapshot, launch, detach_at)
         self._tasks[task_id] = task
         if self._events is not None:  # else nobody can read it: not even built
             self._emit(TaskStarted(snapshot))
         else:
             self._notify()
         # No await after this point: the driver always learns about a spawned task.
-        self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
+        handle = self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
+        if callable(getattr(handle, "cancel", None)):
+            task.scope = handle  # cancels the task's own scope: no second one needed
+        else:  # pragma: no cover - anyio < 4.14 returns no handle
+            task.scope = anyio.CancelScope()
+            task.own_scope = True
         return TaskRunning(task_id, kind)
 
     async def wait_for_turn(self, turn_id: str) -> TurnUpdate | None:
@@ -238,11 +247,13 @@ class AsyncTaskManager:
             if not running:
                 self._turn_results.pop(turn_id, None)
                 return None
-            now = anyio.current_time()
             deadline = math.inf
+            now: float | None = None  # read the clock only for a task with a detach limit
             for task in running:
                 if task.detach_at is None or task.cancel_reason is not None:
                     continue
+                if now is None:
+                    now = anyio.current_time()
                 if task.detach_at <= now:
                     return self._detach(task)
                 deadline = min(deadline, task.detach_at)
@@ -297,7 +308,10 @@ class AsyncTaskManager:
     async def _run(self, task: _Task) -> None:
         result: ToolResultPart | None = None
         try:
-            with task.scope:
+            if task.own_scope:  # pragma: no cover - anyio < 4.14
+                with task.scope:
+                    result = await self._invoke(task)
+            else:  # the task handle's scope surrounds this coroutine
                 result = await self._invoke(task)
         finally:
             self._finish(task, result)
