@@ -153,7 +153,8 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        await self._persistence.save_input(self._core)  # queued input is durable first
+        if self._persistence.enabled:
+            await self._persistence.save_input(self._core)  # queued input is durable first
         self._begin_step(DriverEvent.STEP, "call next()")
         return await self._run_step(self._step)
 
@@ -271,7 +272,8 @@ class LoopDriver:
                 self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
             raise
         self._core.handle(event_after(step))
-        await self._persistence.save_step(self._core, step)
+        if self._persistence.enabled:
+            await self._persistence.save_step(self._core, step)
         return step
 
     async def save(self) -> None:

@@ -297,7 +297,8 @@ class ModelCaller:
             if call.call.id in duplicates:
                 result = duplicate(call, duplicates[call.call.id])
                 turn.round.results[call.index] = result
-        await self._persistence.save_response(self._core)
+        if self._persistence.enabled:
+            await self._persistence.save_response(self._core)
         return await self._pipeline.advance(turn, turn.round, after_approval=False)
 
     async def _stream_handling_timeout(
