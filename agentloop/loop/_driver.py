@@ -455,6 +455,10 @@ class LoopDriver:
         return undecided
 
     async def _step(self) -> Step:
+        turn = self._core.turn
+        if turn is None or (turn.round is None and not turn.is_cancelled):
+            # The first four phases have nothing to do without a round or an interrupt.
+            return await self._try_call_model()
         for phase in self._phases:
             step = await phase()
             if step is not None:

@@ -93,9 +93,8 @@ class ModelCaller:
         if fold_input:
             self._core.deliver_steering()
             self._core.fold_pending_input()
-        return await self._call_model_handling_mutators(
-            turn, point, (*extra_mutators, *self._mutators)
-        )
+        mutators = (*extra_mutators, *self._mutators) if extra_mutators else self._mutators
+        return await self._call_model_handling_mutators(turn, point, mutators)
 
     async def _call_model_handling_mutators(
         self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
