@@ -15,6 +15,7 @@ from ..core._items import (
     ToolCallPart,
     Usage,
 )
+from ..core._tool_spec import ToolSpec
 from ..core._transcript import TranscriptView, find_violation, has_pending_input
 from ..model._config import LimitAction
 from ..model._pricing import DEFAULT_PRICES
@@ -133,13 +134,17 @@ class ModelCaller:
                 return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit})
         turn.model_calls += 1
         index = turn.model_calls
-        changes = self._executor.drain_catalog_events()
+        drain_with_specs = getattr(self._executor, "_drain_with_specs", None)
+        if drain_with_specs is not None:  # BasicToolExecutor: one listing for both
+            changes, specs = drain_with_specs()
+        else:
+            changes, specs = self._executor.drain_catalog_events(), None
         if self._fx.observed:
             for change in changes:
                 self._fx.emit(
                     ToolCatalogChanged(change.source, change.added, change.removed, change.changed)
                 )
-        request = self._request(turn, withhold_tools)
+        request = self._request(turn, withhold_tools, specs)
         if self._fx.observed:
             self._fx.emit(
                 ModelCallStarted(
@@ -199,7 +204,12 @@ class ModelCaller:
             )
         return self._pipeline.finish_failed(turn, error, point.value, metadata)
 
-    def _request(self, turn: TurnState, withhold_tools: bool = False) -> TurnRequest:
+    def _request(
+        self,
+        turn: TurnState,
+        withhold_tools: bool = False,
+        specs: tuple[ToolSpec, ...] | None = None,
+    ) -> TurnRequest:
         core = self._core
         cache = core.next_turn_cache or self._fx.config.cache
         core.next_turn_cache = None
@@ -207,7 +217,7 @@ class ModelCaller:
             self._fx.session_id,
             turn.turn_id,
             TranscriptView(core.transcript),
-            () if withhold_tools else tuple(self._executor.specs()),
+            () if withhold_tools else specs if specs is not None else tuple(self._executor.specs()),
             cache,
             self._fx.config.metadata,
         )
