@@ -454,11 +454,15 @@ class LoopDriver:
             )
         return undecided
 
-    async def _step(self) -> Step:
+    def _step(self) -> Awaitable[Step]:
         turn = self._core.turn
         if turn is None or (turn.round is None and not turn.is_cancelled):
-            # The first four phases have nothing to do without a round or an interrupt.
-            return await self._try_call_model()
+            # The first four phases have nothing to do without a round or an
+            # interrupt (and no coroutine of its own: one frame less to resume).
+            return self._try_call_model()
+        return self._step_through_phases()
+
+    async def _step_through_phases(self) -> Step:
         for phase in self._phases:
             step = await phase()
             if step is not None:

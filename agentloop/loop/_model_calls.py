@@ -60,9 +60,9 @@ __all__ = ["ModelCaller"]
 class ModelCaller:
     """Calls the model, layered by concern, and hands tool calls to the pipeline (internal).
 
-    ``call_model`` -> ``_call_model_handling_mutators`` ->
-    ``_call_model_handling_limits`` -> ``_stream_handling_timeout`` ->
-    ``_stream_once``; ``_handle_response`` turns the result into a step.
+    ``call_model`` (input, mutators) -> ``_call_model_handling_limits`` ->
+    ``_stream_handling_timeout`` -> ``_stream_once``; ``_handle_response`` turns the
+    result into a step.
     """
 
     def __init__(
@@ -95,13 +95,13 @@ class ModelCaller:
             self._core.deliver_steering()
             self._core.fold_pending_input()
         mutators = (*extra_mutators, *self._mutators) if extra_mutators else self._mutators
-        return await self._call_model_handling_mutators(turn, point, mutators)
-
-    async def _call_model_handling_mutators(
-        self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
-    ) -> Step:
         if mutators and (step := await self._run_mutators(turn, point, mutators)) is not None:
             return step
+        if (finished := self._nothing_to_answer(turn)) is not None:
+            return finished
+        return await self._call_model_handling_limits(turn, point)
+
+    def _nothing_to_answer(self, turn: TurnState) -> Step | None:
         transcript = self._core.transcript
         if not has_pending_input(transcript):
             # Nothing for the model to answer (e.g. a mutator removed the new
@@ -116,7 +116,7 @@ class ModelCaller:
             if self._fx.observed:
                 self._fx.emit(Warning(f"{turn.turn_id}: no model call: {reason}"))
             return self._pipeline.finish(turn, FinishReason.COMPLETED, {NO_MODEL_CALL_KEY: reason})
-        return await self._call_model_handling_limits(turn, point)
+        return None
 
     async def _call_model_handling_limits(self, turn: TurnState, point: MutationPoint) -> Step:
         limits = self._fx.config.limits
@@ -328,7 +328,8 @@ class ModelCaller:
     ) -> tuple[ModelTurnResult, Usage | None]:
         stream = await self._session.begin_turn(request, turn.cancellation)
         streamed_usage: Usage | None = None
-        announced: set[str] = set()
+        # The calls already announced one by one (observers only: none otherwise).
+        announced: set[str] | None = set() if self._fx.observed else None
         result: ModelTurnResult | None = None
         try:
             async for event in stream:
@@ -345,14 +346,14 @@ class ModelCaller:
                 "model stream ended without a ModelTurnResult: every model turn must end "
                 "with one (check the adapter)"
             )
-        if self._fx.observed:
+        if announced is not None:
             for item in result.output_items:
                 for call in item.tool_calls():
                     if call.id not in announced:
                         self._fx.emit(ToolCallRequested(call))
         return result, result.usage if result.usage is not None else streamed_usage
 
-    def _on_model_event(self, event: ModelEvent, announced: set[str]) -> Usage | None:
+    def _on_model_event(self, event: ModelEvent, announced: set[str] | None) -> Usage | None:
         if isinstance(event, Delta):
             if self._fx.observed:
                 self._fx.emit(ContentDelta(event))
@@ -362,8 +363,8 @@ class ModelCaller:
                 self._fx.emit(UsageUpdated(event))
             return event
         if isinstance(event, ToolCallPart):
-            announced.add(event.id)
-            if self._fx.observed:
+            if announced is not None:
+                announced.add(event.id)
                 self._fx.emit(ToolCallRequested(event))
             return None
         raise ModelProtocolError(

@@ -128,7 +128,8 @@ class AsyncTaskManager:
         self._group: anyio.abc.TaskGroup | None = None
         self._counter = 0
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
-        self._turn_results: dict[str, deque[TaskDone]] = {}
+        # Per turn, a short list (a deque's empty block alone is ~0.6 KiB).
+        self._turn_results: dict[str, list[TaskDone]] = {}
         self._background_results: list[TaskDone] = []
         # Made by the first handle() call: until then nobody can read events.
         self._events: deque[TaskEvent] | None = None
@@ -238,7 +239,7 @@ class AsyncTaskManager:
         while True:
             queued = self._turn_results.get(turn_id)
             if queued:
-                return queued.popleft()
+                return queued.pop(0)
             running = [
                 task
                 for task in self._tasks.values()
@@ -355,7 +356,7 @@ class AsyncTaskManager:
         if task.foreground:
             queued = self._turn_results.get(task.snapshot.turn_id)
             if queued is None:
-                queued = self._turn_results[task.snapshot.turn_id] = deque()
+                queued = self._turn_results[task.snapshot.turn_id] = []
             queued.append(done)
         else:
             self._background_results.append(done)
