@@ -57,6 +57,13 @@ from ._steps import (
 __all__ = ["ModelCaller"]
 
 
+class _Steered:
+    """``_handle_response``: a steering message came; call the model again."""
+
+
+_STEERED = _Steered()
+
+
 class ModelCaller:
     """Calls the model, layered by concern, and hands tool calls to the pipeline (internal).
 
@@ -174,7 +181,17 @@ class ModelCaller:
                 )
             )
             return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: outcome})
-        return await self._handle_response(turn, index, started, point, *outcome)
+        after = self._handle_response(turn, index, started, point, *outcome)
+        # What needs an await is done here, not in a coroutine of its own: a
+        # suspended turn holds one frame less per layer (W3) and creates fewer.
+        if after is _STEERED:  # a message arrived while the model answered: continue
+            return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+        if isinstance(after, ToolRound):
+            if self._persistence.enabled:
+                await self._persistence.save_response(self._core)
+            return await self._pipeline.advance(turn, after, after_approval=False)
+        assert not isinstance(after, _Steered)
+        return after
 
     def _failed(
         self,
@@ -222,7 +239,7 @@ class ModelCaller:
             self._fx.config.metadata,
         )
 
-    async def _handle_response(
+    def _handle_response(
         self,
         turn: TurnState,
         index: int,
@@ -230,7 +247,9 @@ class ModelCaller:
         point: MutationPoint,
         result: ModelTurnResult,
         usage: Usage | None,
-    ) -> Step:
+    ) -> Step | ToolRound | _Steered:
+        """The step the response ends the turn with, else the round to run (or
+        ``_STEERED``: call the model again)."""
         core = self._core
         model = response_model(result.output_items) or self._model_name
         if usage is not None:
@@ -275,13 +294,14 @@ class ModelCaller:
                             FINAL_ANSWER_KEY: True}  # fmt: skip
                 return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, metadata)
             if core.steering:  # a message arrived while the model answered: continue
-                return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+                return _STEERED
             return self._pipeline.finish(turn, result.finish_reason, result.metadata)
-        return await self._start_round(turn, calls, duplicates)
+        return self._start_round(turn, calls, duplicates)
 
-    async def _start_round(
+    def _start_round(
         self, turn: TurnState, calls: list[ToolCallPart], duplicates: dict[str, str]
-    ) -> Step:
+    ) -> Step | ToolRound:
+        """The round of ``calls`` to run (set on the turn), or the step refusing it."""
         session_id = self._fx.session_id
         turn.round = ToolRound(
             [
@@ -306,9 +326,7 @@ class ModelCaller:
             if call.call.id in duplicates:
                 result = duplicate(call, duplicates[call.call.id])
                 turn.round.results[call.index] = result
-        if self._persistence.enabled:
-            await self._persistence.save_response(self._core)
-        return await self._pipeline.advance(turn, turn.round, after_approval=False)
+        return turn.round
 
     async def _stream_handling_timeout(
         self, turn: TurnState, request: TurnRequest
