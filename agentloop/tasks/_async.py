@@ -311,14 +311,11 @@ class AsyncTaskManager:
         try:
             if task.own_scope:  # pragma: no cover - anyio < 4.14
                 with task.scope:
-                    result = await self._invoke(task)
+                    result = await run_contained(task.launch, task.snapshot.task_id)
             else:  # the task handle's scope surrounds this coroutine
-                result = await self._invoke(task)
+                result = await run_contained(task.launch, task.snapshot.task_id)
         finally:
             self._finish(task, result)
-
-    async def _invoke(self, task: _Task) -> ToolResultPart:
-        return await run_contained(task.launch, task.snapshot.task_id)
 
     def _finish(self, task: _Task, result: ToolResultPart | None) -> None:
         """Record how ``task`` ended: one terminal event, one delivery (or none)."""

@@ -11,7 +11,7 @@ import copy
 import functools
 import inspect
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
@@ -620,10 +620,15 @@ def _async_invoke(tool: Tool) -> bool:
     return answer
 
 
-async def _call_tool(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Any:
-    """Await an async ``invoke``; run a plain function ``invoke`` in a worker thread."""
+def _call_tool(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Awaitable[Any]:
+    """Await an async ``invoke`` (its own coroutine: no frame of ours above it while it
+    runs); run a plain function ``invoke`` in a worker thread."""
     if _async_invoke(tool):
-        return await tool.invoke(request, ctx)
+        return tool.invoke(request, ctx)
+    return _call_in_thread(tool, request, ctx)
+
+
+async def _call_in_thread(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Any:
     value = await run_in_thread(functools.partial(tool.invoke, request, ctx))
     return await value if inspect.isawaitable(value) else value
 
