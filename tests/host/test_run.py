@@ -7,7 +7,7 @@ from host_support import USAGE, ReadNote, kinds, last_result_text, make_agent, t
 
 import agentloop as al
 from agentloop.host import RunStopReason, continue_from, run
-from agentloop.testing import call, fail, text, tool_calls
+from agentloop.testing import Reply, call, fail, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -250,7 +250,7 @@ async def test_an_interrupt_while_the_approver_thinks_cancels_the_turn() -> None
     assert result.transcript[-1].metadata["agentloop.interrupt_stage"] == "approval"
 
 
-def _four_rounds() -> list[al.ModelTurnResult | str]:
+def _four_rounds() -> list[Reply | str]:
     return [tool_calls(call("add", {"a": n, "b": 1})) for n in range(4)] + ["done"]
 
 
