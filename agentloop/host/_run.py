@@ -355,12 +355,15 @@ async def drive_run(
     ``first`` replaces the first ``next()`` (``continue_from`` passes ``driver.retry``);
     a turn that failed with an error ``retry`` allows is retried after its delay.
     """
+    # Without hooks nobody sees an AfterToolResult pause: the driver goes on
+    # through them within one call (each still counts as a step).
+    through_pauses = hooks is None
     hooks = hooks or DriveHooks()
     usage_before = driver.usage
     turns: list[TurnResult] = []
     steps = 0
     retries = 0
-    advance: Callable[[], Awaitable[Step]] = first or driver.next
+    advance: Callable[[], Awaitable[Step]] | None = first  # else driver.next
 
     def result(reason: RunStopReason, pending: ApprovalRequest | None = None) -> RunResult:
         return RunResult(
@@ -377,8 +380,14 @@ async def drive_run(
         )
 
     while steps < max_steps:
-        step = await advance()
-        advance = driver.next
+        if advance is not None:
+            step = await advance()
+        elif through_pauses:
+            step, passed = await driver._next_through_pauses(max_steps - steps - 1)
+            steps += passed
+        else:
+            step = await driver.next()
+        advance = None
         steps += 1
         await hooks.after_step(step)
         if isinstance(step, Finished):

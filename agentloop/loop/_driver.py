@@ -153,9 +153,38 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        await self._persistence.save_input(self._core)  # queued input is durable first
+        if self._persistence.enabled:
+            await self._persistence.save_input(self._core)  # queued input is durable first
         self._begin_step(DriverEvent.STEP, "call next()")
         return await self._run_step(self._step)
+
+    async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
+        """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
+        the same step; returns the step and how many pauses it went through (internal).
+
+        For a host that answers every pause with ``next()`` and nothing else
+        (``run()`` without hooks): between such a pause and that ``next()``
+        nothing suspends, so nobody can see the pause or interject, and the
+        result is the same as calling ``next()`` for each (the same state
+        transitions, in the same order). A driver with a store takes every
+        step (each pause is saved).
+        """
+        if self._persistence.enabled or pauses < 1:
+            return await self.next(), 0
+        passed = 0
+
+        async def through_pauses() -> Step:
+            nonlocal passed
+            step = await self._step()
+            while passed < pauses and isinstance(step, AfterToolResult):
+                passed += 1
+                self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
+                self._core.handle(DriverEvent.STEP)  # and what the next next() does
+                step = await self._step()
+            return step
+
+        self._begin_step(DriverEvent.STEP, "call next()")
+        return await self._run_step(through_pauses), passed
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
@@ -241,7 +270,8 @@ class LoopDriver:
                 self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
             raise
         self._core.handle(event_after(step))
-        await self._persistence.save_step(self._core, step)
+        if self._persistence.enabled:
+            await self._persistence.save_step(self._core, step)
         return step
 
     async def save(self) -> None:
@@ -432,7 +462,15 @@ class LoopDriver:
             )
         return undecided
 
-    async def _step(self) -> Step:
+    def _step(self) -> Awaitable[Step]:
+        turn = self._core.turn
+        if turn is None or (turn.round is None and not turn.is_cancelled):
+            # The first four phases have nothing to do without a round or an
+            # interrupt (and no coroutine of its own: one frame less to resume).
+            return self._try_call_model()
+        return self._step_through_phases()
+
+    async def _step_through_phases(self) -> Step:
         for phase in self._phases:
             step = await phase()
             if step is not None:

@@ -15,6 +15,7 @@ from ..core._items import (
     ToolCallPart,
     Usage,
 )
+from ..core._tool_spec import ToolSpec
 from ..core._transcript import TranscriptView, find_violation, has_pending_input
 from ..model._config import LimitAction
 from ..model._pricing import DEFAULT_PRICES
@@ -56,12 +57,19 @@ from ._steps import (
 __all__ = ["ModelCaller"]
 
 
+class _Steered:
+    """``_handle_response``: a steering message came; call the model again."""
+
+
+_STEERED = _Steered()
+
+
 class ModelCaller:
     """Calls the model, layered by concern, and hands tool calls to the pipeline (internal).
 
-    ``call_model`` -> ``_call_model_handling_mutators`` ->
-    ``_call_model_handling_limits`` -> ``_stream_handling_timeout`` ->
-    ``_stream_once``; ``_handle_response`` turns the result into a step.
+    ``call_model`` (input, mutators) -> ``_call_model_handling_limits`` ->
+    ``_stream_handling_timeout`` -> ``_stream_once``; ``_handle_response`` turns the
+    result into a step.
     """
 
     def __init__(
@@ -93,15 +101,14 @@ class ModelCaller:
         if fold_input:
             self._core.deliver_steering()
             self._core.fold_pending_input()
-        return await self._call_model_handling_mutators(
-            turn, point, (*extra_mutators, *self._mutators)
-        )
-
-    async def _call_model_handling_mutators(
-        self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
-    ) -> Step:
+        mutators = (*extra_mutators, *self._mutators) if extra_mutators else self._mutators
         if mutators and (step := await self._run_mutators(turn, point, mutators)) is not None:
             return step
+        if (finished := self._nothing_to_answer(turn)) is not None:
+            return finished
+        return await self._call_model_handling_limits(turn, point)
+
+    def _nothing_to_answer(self, turn: TurnState) -> Step | None:
         transcript = self._core.transcript
         if not has_pending_input(transcript):
             # Nothing for the model to answer (e.g. a mutator removed the new
@@ -116,7 +123,7 @@ class ModelCaller:
             if self._fx.observed:
                 self._fx.emit(LoopWarning(f"{turn.turn_id}: no model call: {reason}"))
             return self._pipeline.finish(turn, FinishReason.COMPLETED, {NO_MODEL_CALL_KEY: reason})
-        return await self._call_model_handling_limits(turn, point)
+        return None
 
     async def _call_model_handling_limits(self, turn: TurnState, point: MutationPoint) -> Step:
         limits = self._fx.config.limits
@@ -134,13 +141,17 @@ class ModelCaller:
                 return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit})
         turn.model_calls += 1
         index = turn.model_calls
-        changes = self._executor.drain_catalog_events()
+        drain_with_specs = getattr(self._executor, "_drain_with_specs", None)
+        if drain_with_specs is not None:  # BasicToolExecutor: one listing for both
+            changes, specs = drain_with_specs()
+        else:
+            changes, specs = self._executor.drain_catalog_events(), None
         if self._fx.observed:
             for change in changes:
                 self._fx.emit(
                     ToolCatalogChanged(change.source, change.added, change.removed, change.changed)
                 )
-        request = self._request(turn, withhold_tools)
+        request = self._request(turn, withhold_tools, specs)
         if self._fx.observed:
             self._fx.emit(
                 ModelCallStarted(
@@ -170,7 +181,17 @@ class ModelCaller:
                 )
             )
             return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: outcome})
-        return await self._handle_response(turn, index, started, point, *outcome)
+        after = self._handle_response(turn, index, started, point, *outcome)
+        # What needs an await is done here, not in a coroutine of its own: a
+        # suspended turn holds one frame less per layer (W3) and creates fewer.
+        if after is _STEERED:  # a message arrived while the model answered: continue
+            return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+        if isinstance(after, ToolRound):
+            if self._persistence.enabled:
+                await self._persistence.save_response(self._core)
+            return await self._pipeline.advance(turn, after)
+        assert not isinstance(after, _Steered)
+        return after
 
     def _failed(
         self,
@@ -200,7 +221,12 @@ class ModelCaller:
             )
         return self._pipeline.finish_failed(turn, error, point.value, metadata)
 
-    def _request(self, turn: TurnState, withhold_tools: bool = False) -> TurnRequest:
+    def _request(
+        self,
+        turn: TurnState,
+        withhold_tools: bool = False,
+        specs: tuple[ToolSpec, ...] | None = None,
+    ) -> TurnRequest:
         core = self._core
         cache = core.next_turn_cache or self._fx.config.cache
         core.next_turn_cache = None
@@ -208,12 +234,12 @@ class ModelCaller:
             self._fx.session_id,
             turn.turn_id,
             TranscriptView(core.transcript),
-            () if withhold_tools else tuple(self._executor.specs()),
+            () if withhold_tools else specs if specs is not None else tuple(self._executor.specs()),
             cache,
             self._fx.config.metadata,
         )
 
-    async def _handle_response(
+    def _handle_response(
         self,
         turn: TurnState,
         index: int,
@@ -221,7 +247,9 @@ class ModelCaller:
         point: MutationPoint,
         result: ModelTurnResult,
         usage: Usage | None,
-    ) -> Step:
+    ) -> Step | ToolRound | _Steered:
+        """The step the response ends the turn with, else the round to run (or
+        ``_STEERED``: call the model again)."""
         core = self._core
         model = response_model(result.output_items) or self._model_name
         if usage is not None:
@@ -266,13 +294,14 @@ class ModelCaller:
                             FINAL_ANSWER_KEY: True}  # fmt: skip
                 return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, metadata)
             if core.steering:  # a message arrived while the model answered: continue
-                return await self.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+                return _STEERED
             return self._pipeline.finish(turn, result.finish_reason, result.metadata)
-        return await self._start_round(turn, calls, duplicates)
+        return self._start_round(turn, calls, duplicates)
 
-    async def _start_round(
+    def _start_round(
         self, turn: TurnState, calls: list[ToolCallPart], duplicates: dict[str, str]
-    ) -> Step:
+    ) -> Step | ToolRound:
+        """The round of ``calls`` to run (set on the turn), or the step refusing it."""
         session_id = self._fx.session_id
         turn.round = ToolRound(
             [
@@ -297,8 +326,7 @@ class ModelCaller:
             if call.call.id in duplicates:
                 result = duplicate(call, duplicates[call.call.id])
                 turn.round.results[call.index] = result
-        await self._persistence.save_response(self._core)
-        return await self._pipeline.advance(turn, turn.round)
+        return turn.round
 
     async def _stream_handling_timeout(
         self, turn: TurnState, request: TurnRequest
@@ -318,7 +346,8 @@ class ModelCaller:
     ) -> tuple[ModelTurnResult, Usage | None]:
         stream = await self._session.begin_turn(request, turn.cancellation)
         streamed_usage: Usage | None = None
-        announced: set[str] = set()
+        # The calls already announced one by one (observers only: none otherwise).
+        announced: set[str] | None = set() if self._fx.observed else None
         result: ModelTurnResult | None = None
         try:
             async for event in stream:
@@ -335,14 +364,14 @@ class ModelCaller:
                 "model stream ended without a ModelTurnResult: every model turn must end "
                 "with one (check the adapter)"
             )
-        if self._fx.observed:
+        if announced is not None:
             for item in result.output_items:
                 for call in item.tool_calls():
                     if call.id not in announced:
                         self._fx.emit(ToolCallRequested(call))
         return result, result.usage if result.usage is not None else streamed_usage
 
-    def _on_model_event(self, event: ModelEvent, announced: set[str]) -> Usage | None:
+    def _on_model_event(self, event: ModelEvent, announced: set[str] | None) -> Usage | None:
         if isinstance(event, Delta):
             if self._fx.observed:
                 self._fx.emit(ContentDelta(event))
@@ -352,8 +381,8 @@ class ModelCaller:
                 self._fx.emit(UsageUpdated(event))
             return event
         if isinstance(event, ToolCallPart):
-            announced.add(event.id)
-            if self._fx.observed:
+            if announced is not None:
+                announced.add(event.id)
                 self._fx.emit(ToolCallRequested(event))
             return None
         raise ModelProtocolError(

@@ -58,6 +58,9 @@ __all__ = ["Persistence", "load"]
 
 log = get_logger()
 
+_NONE: set[str] = frozenset()  # type: ignore[assignment]
+"""The claimed and recorded calls of a driver without a store: none, ever (immutable)."""
+
 _OWNED_ELSEWHERE = (StaleSessionError, LeaseLostError)
 """Faults that mean another writer owns the session: never retried, never wrapped."""
 
@@ -69,9 +72,11 @@ class Persistence:
         self._store = store
         self._effects = effects
         self._item_documents: dict[int, tuple[Item, Any]] = {}
-        self._journaled: set[str] = set()
+        # Without a store nothing is claimed or recorded (every method returns
+        # first): no sets are made for that (a session holds less).
+        self._journaled: set[str] = set() if store is not None else _NONE
         """Calls claimed whose result is not saved yet."""
-        self._recorded: set[str] = set()
+        self._recorded: set[str] = set() if store is not None else _NONE
         """Calls whose approval decision the store holds already."""
         self._saved_queues: tuple[object, ...] | None = None
         self._saving_input = False
@@ -111,7 +116,8 @@ class Persistence:
                 )
         self.version = version
         self.lease = lease
-        self._recorded.update(recorded)
+        if recorded:
+            self._recorded = {*self._recorded, *recorded}
 
     @property
     def _token(self) -> int | None:

@@ -106,7 +106,8 @@ class ToolPipeline:
                 self._skip(call, tool_round)
             else:
                 await self._prepare_and_execute(turn, call, tool_round)
-                await self._persistence.save_finished_calls(self._core, tool_round)
+                if self._persistence.enabled:
+                    await self._persistence.save_finished_calls(self._core, tool_round)
         if not turn.is_cancelled and (fresh := _surface_new_approval(tool_round)) is not None:
             # Approvals surface one by one while the other calls keep running;
             # their results are collected when the round resumes.
@@ -120,7 +121,8 @@ class ToolPipeline:
             if update is None:
                 break
             self._on_turn_update(tool_round, update)
-            await self._persistence.save_finished_calls(self._core, tool_round)
+            if self._persistence.enabled:
+                await self._persistence.save_finished_calls(self._core, tool_round)
 
     async def _after_round(self, turn: TurnState, tool_round: ToolRound) -> Step:
         turn.round = None
@@ -176,11 +178,12 @@ class ToolPipeline:
             self._resources,
             call.call.metadata,
         )
-        idempotent = prepared.tool.spec.annotations.idempotent
-        refusal = await self._persistence.claim(call, prepared.request, idempotent=idempotent)
-        if refusal is not None:  # claimed before, or denied in the store: not run
-            self._finalize(call, tool_round, *refusal)
-            return
+        if self._persistence.enabled:
+            idempotent = prepared.tool.spec.annotations.idempotent
+            refusal = await self._persistence.claim(call, prepared.request, idempotent=idempotent)
+            if refusal is not None:  # claimed before, or denied in the store: not run
+                self._finalize(call, tool_round, *refusal)
+                return
         call.move(CallStatus.RUNNING)
         call.started_at = time.monotonic()
         call.started_wall = time.time()

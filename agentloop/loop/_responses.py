@@ -103,11 +103,22 @@ def empty_reason(output: tuple[Item, ...], reason: FinishReason) -> str | None:
 def stamp_output(item: Item, usage: Usage | None, reason: FinishReason, now: float) -> Item:
     """``item`` with the call's usage, finish reason (assistant items) and time filled in."""
     if item.kind is ItemKind.ASSISTANT and (item.usage is None or item.finish_reason is None):
-        return attrs.evolve(
-            item,
-            usage=item.usage if item.usage is not None else usage,
-            finish_reason=item.finish_reason or reason,
-            created_at=item.created_at if item.created_at is not None else now,
+        stamped_usage = item.usage if item.usage is not None else usage
+        finish_reason = item.finish_reason or reason
+        created_at = item.created_at if item.created_at is not None else now
+        if type(item) is not Item:  # a subclass may have fields of its own
+            return attrs.evolve(
+                item, usage=stamped_usage, finish_reason=finish_reason, created_at=created_at
+            )
+        # Built directly: attrs.evolve looks every field up by name first.
+        return Item(
+            item.kind,
+            item.parts,
+            id=item.id,
+            metadata=item.metadata,
+            usage=stamped_usage,
+            finish_reason=finish_reason,
+            created_at=created_at,
         )
     if item.created_at is None:
         return attrs.evolve(item, created_at=now)

@@ -80,22 +80,25 @@ def admit_model_output(items: Sequence[Item], known_call_ids: Collection[str]) -
     """
     for index, item in enumerate(items):
         _check_item(index, item)
-    known = set(known_call_ids)
     calls = [part for item in items for part in item.parts if isinstance(part, ToolCallPart)]
-    taken = known | {call.id for call in calls}
     fresh: dict[str, str] = {}
-    for call in calls:
-        if call.id in known and call.id not in fresh:
-            fresh[call.id] = _fresh_id(call.id, taken)
-            taken.add(fresh[call.id])
+    if any(call.id in known_call_ids for call in calls):  # else no copy of the known ids
+        taken = set(known_call_ids) | {call.id for call in calls}
+        for call in calls:
+            if call.id in known_call_ids and call.id not in fresh:
+                fresh[call.id] = _fresh_id(call.id, taken)
+                taken.add(fresh[call.id])
     admitted = tuple(_renamed(item, fresh) for item in items) if fresh else tuple(items)
-    counts = Counter(
-        part.id for item in admitted for part in item.parts if isinstance(part, ToolCallPart)
-    )
+    duplicates: frozenset[str] = frozenset()
+    if len(calls) > 1:  # a lone call repeats no id of its response
+        counts = Counter(
+            part.id for item in admitted for part in item.parts if isinstance(part, ToolCallPart)
+        )
+        duplicates = frozenset(call_id for call_id, count in counts.items() if count > 1)
     return AdmittedOutput(
         items=admitted,
         renamed={new: old for old, new in fresh.items()},
-        duplicate_call_ids=frozenset(call_id for call_id, count in counts.items() if count > 1),
+        duplicate_call_ids=duplicates,
     )
 
 

@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
 from types import TracebackType
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -95,7 +96,10 @@ class _Task:
     snapshot: TaskSnapshot
     launch: TaskLaunch
     detach_at: float | None  # anyio clock deadline; only while foreground
-    scope: anyio.CancelScope
+    scope: Any = None
+    """What cancels the task: the anyio task handle (its own cancel scope), or a
+    ``CancelScope`` of ours where ``start_soon`` returns no handle (anyio < 4.14)."""
+    own_scope: bool = False
     cancel_reason: _CancelReason | None = None
 
     @property
@@ -123,7 +127,8 @@ class AsyncTaskManager:
         self._group: anyio.abc.TaskGroup | None = None
         self._counter = 0
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
-        self._turn_results: dict[str, deque[TaskFinished]] = {}
+        # Per turn, a short list (a deque's empty block alone is ~0.6 KiB).
+        self._turn_results: dict[str, list[TaskFinished]] = {}
         self._background_results: list[TaskFinished] = []
         # Made by the first handle() call: until then nobody can read events.
         self._events: deque[TaskEvent] | None = None
@@ -209,14 +214,19 @@ class AsyncTaskManager:
             if kind is TaskKind.FOREGROUND and detach is not None
             else None
         )
-        task = _Task(snapshot, launch, detach_at, anyio.CancelScope())
+        task = _Task(snapshot, launch, detach_at)
         self._tasks[task_id] = task
         if self._events is not None:  # else nobody can read it: not even built
             self._emit(TaskStarted(snapshot))
         else:
             self._notify()
         # No await after this point: the driver always learns about a spawned task.
-        self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
+        handle = self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
+        if callable(getattr(handle, "cancel", None)):
+            task.scope = handle  # cancels the task's own scope: no second one needed
+        else:  # pragma: no cover - anyio < 4.14 returns no handle
+            task.scope = anyio.CancelScope()
+            task.own_scope = True
         return TaskLaunched(task_id, kind)
 
     async def wait_for_turn(self, turn_id: str) -> TurnUpdate | None:
@@ -228,7 +238,7 @@ class AsyncTaskManager:
         while True:
             queued = self._turn_results.get(turn_id)
             if queued:
-                return queued.popleft()
+                return queued.pop(0)
             running = [
                 task
                 for task in self._tasks.values()
@@ -237,11 +247,13 @@ class AsyncTaskManager:
             if not running:
                 self._turn_results.pop(turn_id, None)
                 return None
-            now = anyio.current_time()
             deadline = math.inf
+            now: float | None = None  # read the clock only for a task with a detach limit
             for task in running:
                 if task.detach_at is None or task.cancel_reason is not None:
                     continue
+                if now is None:
+                    now = anyio.current_time()
                 if task.detach_at <= now:
                     return self._detach(task)
                 deadline = min(deadline, task.detach_at)
@@ -296,13 +308,13 @@ class AsyncTaskManager:
     async def _run(self, task: _Task) -> None:
         result: ToolResultPart | None = None
         try:
-            with task.scope:
-                result = await self._invoke(task)
+            if task.own_scope:  # pragma: no cover - anyio < 4.14
+                with task.scope:
+                    result = await run_contained(task.launch, task.snapshot.task_id)
+            else:  # the task handle's scope surrounds this coroutine
+                result = await run_contained(task.launch, task.snapshot.task_id)
         finally:
             self._finish(task, result)
-
-    async def _invoke(self, task: _Task) -> ToolResultPart:
-        return await run_contained(task.launch, task.snapshot.task_id)
 
     def _finish(self, task: _Task, result: ToolResultPart | None) -> None:
         """Record how ``task`` ended: one terminal event, one delivery (or none)."""
@@ -340,7 +352,7 @@ class AsyncTaskManager:
         if task.foreground:
             queued = self._turn_results.get(task.snapshot.turn_id)
             if queued is None:
-                queued = self._turn_results[task.snapshot.turn_id] = deque()
+                queued = self._turn_results[task.snapshot.turn_id] = []
             queued.append(done)
         else:
             self._background_results.append(done)

@@ -11,7 +11,7 @@ import copy
 import functools
 import inspect
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
@@ -175,6 +175,27 @@ def _same_objects(now: Mapping[str, ToolSpec], before: Mapping[str, ToolSpec]) -
     return len(now) == len(before) and all(before.get(name) is spec for name, spec in now.items())
 
 
+def _same_listing(
+    memo: tuple[tuple[ToolSource, ...], list[tuple[ToolSpec, ...]], Any, Any],
+    sources: list[ToolSource],
+    listed: list[list[ToolSpec]],
+) -> bool:
+    """Whether the same sources listed the very same spec objects as in ``memo``."""
+    memo_sources, memo_listed = memo[0], memo[1]
+    if len(memo_sources) != len(sources):
+        return False
+    for index, source in enumerate(sources):
+        if memo_sources[index] is not source:
+            return False
+        before, now = memo_listed[index], listed[index]
+        if len(before) != len(now):
+            return False
+        for position, spec in enumerate(now):
+            if before[position] is not spec:
+                return False
+    return True
+
+
 def _is_plain_json(value: Any) -> bool:
     """Whether ``value`` is built only of dict (str keys), list, str, int, float, bool, None."""
     kind = type(value)
@@ -247,14 +268,24 @@ class BasicToolExecutor:
         self.thread_grace = float(thread_grace)
         self._interrupted: dict[str, ToolResultPart] = {}
         self._validators: dict[int, tuple[Any, _Compiled]] = {}
+        self._specs_memo: (
+            tuple[tuple[ToolSource, ...], list[tuple[ToolSpec, ...]], tuple[ToolSpec, ...], str]
+            | None
+        ) = None
+        """``_drain_with_specs``: the sources, what each listed, the specs chosen, and the
+        collision rule they were chosen by."""
 
     # -- catalog ---------------------------------------------------------------
 
     def specs(self) -> list[ToolSpec]:
         """Visible specs of all sources, first source winning a name, sorted by name."""
+        return self._chosen([source.specs() for source in self.sources])
+
+    def _chosen(self, listed: list[list[ToolSpec]]) -> list[ToolSpec]:
+        """``specs()`` from each source's listed specs."""
         chosen: dict[str, ToolSpec] = {}
-        for source in self.sources:
-            for spec in source.specs():
+        for specs in listed:
+            for spec in specs:
                 if spec.name in chosen:
                     if self.collision == "error":
                         raise ToolError(
@@ -280,9 +311,36 @@ class BasicToolExecutor:
         executor (so per session): two sessions sharing a registry both see a
         change. A source added to ``sources`` later starts as seen.
         """
+        return self._drain([source.specs() for source in self.sources])
+
+    def _drain_with_specs(self) -> tuple[list[ToolCatalogEvent], tuple[ToolSpec, ...] | None]:
+        """``drain_catalog_events()`` and, when it found no change, ``specs()`` from the
+        same listing (the driver's call before each model call; internal).
+
+        Each source's ``specs()`` is asked once instead of twice, and while every
+        source lists the very same spec objects as last time the previous tuple
+        is returned as it is. With changes the specs are ``None``: the caller
+        tells observers first, then asks ``specs()`` (an observer may change a
+        catalog).
+        """
+        sources = self.sources
+        listed = [source.specs() for source in sources]
+        memo = self._specs_memo
+        if memo is not None and memo[3] == self.collision and _same_listing(memo, sources, listed):
+            # The very objects of the last drain that found no change: none now either.
+            return [], memo[2]
+        events = self._drain(listed)
+        if events:
+            return events, None
+        specs = tuple(self._chosen(listed))
+        memo_key = (tuple(sources), [tuple(source_specs) for source_specs in listed])
+        self._specs_memo = (*memo_key, specs, self.collision)
+        return events, specs
+
+    def _drain(self, listed: list[list[ToolSpec]]) -> list[ToolCatalogEvent]:
         events: list[ToolCatalogEvent] = []
-        for source in self.sources:
-            now = _specs_by_name(source)
+        for source, specs in zip(self.sources, listed, strict=True):
+            now = {spec.name: spec for spec in specs}
             before = self._seen.setdefault(id(source), now)
             if _same_objects(now, before):  # the usual case, decided without comparing
                 continue
@@ -292,6 +350,8 @@ class BasicToolExecutor:
             )
             if change is not None:
                 events.append(change)
+        if events:
+            self._specs_memo = None  # what was seen changed: a listing as before is news
         return events
 
     # -- prepare ---------------------------------------------------------------
@@ -540,10 +600,35 @@ def _is_cancellation(error: BaseException) -> bool:
     return isinstance(error, cancelled)
 
 
-async def _call_tool(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Any:
-    """Await an async ``invoke``; run a plain function ``invoke`` in a worker thread."""
-    if inspect.iscoroutinefunction(tool.invoke):
-        return await tool.invoke(request, ctx)
+_ASYNC_INVOKE: dict[type, tuple[object, bool]] = {}
+"""By tool class: its ``invoke`` function and whether that is a coroutine function."""
+
+
+def _async_invoke(tool: Tool) -> bool:
+    """``inspect.iscoroutinefunction(tool.invoke)``, remembered per class for a plain
+    method (~1 us less per call); asked each time for anything else."""
+    kind = type(tool)
+    function = getattr(kind, "invoke", None)
+    known = _ASYNC_INVOKE.get(kind)
+    if known is not None and known[0] is function and "invoke" not in getattr(tool, "__dict__", ()):
+        return known[1]
+    answer = inspect.iscoroutinefunction(tool.invoke)
+    if inspect.isfunction(function) and "invoke" not in getattr(tool, "__dict__", ()):
+        if len(_ASYNC_INVOKE) >= 256:  # classes made on the fly: keep it bounded
+            _ASYNC_INVOKE.clear()
+        _ASYNC_INVOKE[kind] = (function, answer)
+    return answer
+
+
+def _call_tool(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Awaitable[Any]:
+    """Await an async ``invoke`` (its own coroutine: no frame of ours above it while it
+    runs); run a plain function ``invoke`` in a worker thread."""
+    if _async_invoke(tool):
+        return tool.invoke(request, ctx)
+    return _call_in_thread(tool, request, ctx)
+
+
+async def _call_in_thread(tool: Tool, request: ToolRequest, ctx: ToolContext) -> Any:
     value = await run_in_thread(functools.partial(tool.invoke, request, ctx))
     return await value if inspect.isawaitable(value) else value
 

@@ -302,7 +302,7 @@ def stored_result(call_id: str, value: Any, limit: int | None) -> ToolResultPart
     else:
         output = _truncate(json_value(value), limit)
     if limit is not None:
-        size = len(json.dumps(metadata, ensure_ascii=False))
+        size = len(json.dumps(metadata, ensure_ascii=False)) if metadata else len("{}")
         if size > limit:
             metadata = {
                 METADATA_DROPPED_KEY: f"the tool's metadata was {size} characters, over the "

@@ -7,7 +7,7 @@ from host_support import USAGE, ReadNote, kinds, last_result_text, make_agent, t
 
 import agentloop as al
 from agentloop.host import RunStopReason, continue_from, run
-from agentloop.testing import call, fail, text, tool_calls
+from agentloop.testing import Reply, call, fail, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -248,3 +248,34 @@ async def test_an_interrupt_while_the_approver_thinks_cancels_the_turn() -> None
         "cancelled: the turn was interrupted before this call was approved"
     )
     assert result.transcript[-1].metadata["agentloop.interrupt_stage"] == "approval"
+
+
+def _four_rounds() -> list[Reply | str]:
+    return [tool_calls(call("add", {"a": n, "b": 1})) for n in range(4)] + ["done"]
+
+
+@pytest.mark.parametrize("max_steps", [1, 2, 3, 4, 5, 6])
+async def test_run_counts_every_pause_as_a_step_like_next_does(max_steps: int) -> None:
+    # run() goes through AfterToolResult pauses inside the driver; where it
+    # stops, with which step count and state, is what max_steps next() calls give.
+    by_run = await run(make_agent(al.ScriptedModel(_four_rounds())), "q", max_steps=max_steps)
+    driver = await make_agent(al.ScriptedModel(_four_rounds())).start("run")
+    driver.submit_input([al.Item.text(al.ItemKind.USER, "q")])
+    steps = [await driver.next() for _ in range(min(max_steps, 5))]
+
+    finished = max_steps >= 5
+    assert by_run.steps == len(steps) == min(max_steps, 5)
+    assert by_run.stop_reason is (RunStopReason.FINISHED if finished else RunStopReason.MAX_STEPS)
+    assert [type(step).__name__ for step in steps] == ["AfterToolResult"] * min(max_steps, 4) + (
+        ["Finished"] if finished else []
+    )
+    assert by_run.driver is not None
+    assert by_run.driver.state is driver.state
+    assert by_run.driver.state is (
+        al.DriverState.IDLE if finished else al.DriverState.AFTER_TOOL_RESULT
+    )
+    # the same items (created_at differs between the two sessions)
+    assert [(i.kind, i.parts) for i in by_run.transcript] == [
+        (i.kind, i.parts) for i in driver.snapshot().transcript
+    ]
+    assert len(by_run.transcript) == 2 + 2 * min(max_steps, 4) + (1 if finished else 0)

@@ -263,3 +263,34 @@ async def test_sessions_sharing_a_registry_each_see_a_catalog_change() -> None:
         ["new", "old"],
         ["new", "old"],
     ]
+
+
+async def test_a_change_another_drain_took_is_still_news_for_the_driver() -> None:
+    # The driver lists the catalog once per model call and reuses the specs
+    # while the listing is unchanged; a change taken by a direct drain in
+    # between and undone again is measured against what the executor saw.
+    registry = al.ToolRegistry("shared").with_tool(named("old", "old"))
+    executor = al.BasicToolExecutor([registry])
+    model = al.ScriptedModel(["one", "two", "three", "four"])
+    events = Events(model)
+    agent = al.Agent.builder().model(model).tool_executor(executor).observer(events).build()
+    driver = await agent.start("s")
+    driver.submit_input([user("hi")])
+    assert isinstance(await driver.next(), al.Finished)
+    registry.add(named("new", "new"))
+    assert executor.drain_catalog_events() == [al.ToolCatalogEvent("shared", added=("new",))]
+    registry.remove("new")  # the listing the driver saw last, object for object
+    for text in ("again", "more"):
+        driver.submit_input([user(text)])
+        assert isinstance(await driver.next(), al.Finished)
+    assert events.catalog() == [(1, al.ToolCatalogChanged("shared", (), ("new",), ()))]
+    assert [[s.name for s in r.available_tools] for r in model.requests] == [
+        ["old"],
+        ["old"],
+        ["old"],
+    ]
+    registry.add(named("later", "later"))
+    driver.submit_input([user("last")])
+    assert isinstance(await driver.next(), al.Finished)
+    assert events.catalog()[-1] == (3, al.ToolCatalogChanged("shared", ("later",), (), ()))
+    assert [s.name for s in model.requests[-1].available_tools] == ["later", "old"]
