@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -466,3 +467,50 @@ async def test_an_approval_of_other_input_without_its_edit_is_left_alone(inbox: 
     assert after.started_calls == frozenset()  # the call never ran
     lease = await inbox.store.acquire("s1", "next-worker", 5)  # the lease was released
     await inbox.store.release(lease)
+
+
+class CountingStore:
+    """The real store, counting the leases the worker takes (everything else passes through)."""
+
+    def __init__(self, store: SqliteSessionStore) -> None:
+        self._store = store
+        self.acquired: list[str] = []
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> Any:
+        self.acquired.append(session_id)
+        return await self._store.acquire(session_id, owner, ttl)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_the_worker_skips_a_decision_it_cannot_apply_until_the_session_changes(
+    inbox: Inbox,
+) -> None:
+    await park_async(inbox.store, "s1", "/reports/q3.txt")
+    # Recorded for other input, with no edited input kept: no worker can apply it.
+    other = input_digest("publish_report", {"path": "/reports/elsewhere.txt"})
+    await inbox.store.record_approval("s1", "call-1", input_digest=other, approved=True)
+    before = await inbox.store.load("s1")
+    counting = CountingStore(inbox.store)
+    worker = Worker(counting, build_agent(inbox.store), poll_interval=0.01)  # type: ignore[arg-type]
+    with anyio.move_on_after(0.5):
+        await worker.run()
+    assert counting.acquired == ["s1"]  # tried once, then left alone at that version
+    await nothing_ran(inbox.store, before)
+
+    worker.wake()  # a person decided again somewhere: retried at once, still refused
+    with anyio.move_on_after(0.3):
+        await worker.run()
+    assert counting.acquired == ["s1", "s1"]
+    await nothing_ran(inbox.store, before)
+
+
+async def nothing_ran(store: SqliteSessionStore, before: Any) -> None:
+    """The call is still waiting: same transcript, no claim, the recorded decision kept."""
+    now = await store.load("s1")
+    assert now is not None
+    assert now.checkpoint["transcript"] == before.checkpoint["transcript"]
+    assert now.checkpoint["state"] == "AWAITING_APPROVAL"
+    assert now.started_calls == frozenset()
+    assert now.approvals == before.approvals
