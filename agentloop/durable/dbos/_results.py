@@ -13,9 +13,9 @@ from ...core._items import FinishReason, Item
 __all__ = [
     "ApprovalOutcome",
     "ApprovalStatus",
+    "DurableApproval",
     "DurableError",
     "DurableRunResult",
-    "DurableApproval",
 ]
 
 
