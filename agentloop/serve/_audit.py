@@ -166,7 +166,42 @@ def _entry(row: tuple[Any, ...]) -> AuditEntry:
     )
 
 
-class SqliteAuditLog:
+class _SqlAuditLog:
+    """The audit log's queries over one SQL table; subclasses run them (``?`` parameters)."""
+
+    async def _run(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def add(self, entry: AuditEntry) -> None:
+        """Append ``entry``; committed before it returns."""
+        await self._run(
+            f"INSERT INTO agentloop_serve_audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _row(entry),
+        )
+
+    async def remove(self, entry: AuditEntry) -> None:
+        """Drop ``entry``."""
+        await self._run(_REMOVE, _remove_parameters(entry))
+
+    async def find(
+        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
+    ) -> AuditEntry | None:
+        """The latest entry for the call that matches the recorded decision."""
+        rows = await self._run(
+            _FIND.format(columns=_COLUMNS),
+            (session_id, call_id, input_digest, *_ACTIONS[approved]),
+        )
+        return _entry(rows[0]) if rows else None
+
+    async def entries(self, limit: int = 200) -> list[AuditEntry]:
+        """The newest ``limit`` entries, newest first."""
+        rows = await self._run(
+            f"SELECT {_COLUMNS} FROM agentloop_serve_audit ORDER BY id DESC LIMIT ?", (limit,)
+        )
+        return [_entry(row) for row in rows]
+
+
+class SqliteAuditLog(_SqlAuditLog):
     """The audit log as a table (``agentloop_serve_audit``) in the store's SQLite file."""
 
     def __init__(self, path: str | Path) -> None:
@@ -200,36 +235,8 @@ class SqliteAuditLog:
         async with self._lock:
             return await anyio.to_thread.run_sync(work)
 
-    async def add(self, entry: AuditEntry) -> None:
-        """Append ``entry``; committed before it returns."""
-        await self._run(
-            f"INSERT INTO agentloop_serve_audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            _row(entry),
-        )
 
-    async def remove(self, entry: AuditEntry) -> None:
-        """Drop ``entry``."""
-        await self._run(_REMOVE, _remove_parameters(entry))
-
-    async def find(
-        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
-    ) -> AuditEntry | None:
-        """The latest entry for the call that matches the recorded decision."""
-        rows = await self._run(
-            _FIND.format(columns=_COLUMNS),
-            (session_id, call_id, input_digest, *_ACTIONS[approved]),
-        )
-        return _entry(rows[0]) if rows else None
-
-    async def entries(self, limit: int = 200) -> list[AuditEntry]:
-        """The newest ``limit`` entries, newest first."""
-        rows = await self._run(
-            f"SELECT {_COLUMNS} FROM agentloop_serve_audit ORDER BY id DESC LIMIT ?", (limit,)
-        )
-        return [_entry(row) for row in rows]
-
-
-class PostgresAuditLog:
+class PostgresAuditLog(_SqlAuditLog):
     """The audit log as a table (``agentloop_serve_audit``) in the store's PostgreSQL database."""
 
     def __init__(self, conninfo: str) -> None:
@@ -259,31 +266,3 @@ class PostgresAuditLog:
                 return [tuple(row) for row in rows]
 
         return await anyio.to_thread.run_sync(work)
-
-    async def add(self, entry: AuditEntry) -> None:
-        """Append ``entry``; committed before it returns."""
-        await self._run(
-            f"INSERT INTO agentloop_serve_audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            _row(entry),
-        )
-
-    async def remove(self, entry: AuditEntry) -> None:
-        """Drop ``entry``."""
-        await self._run(_REMOVE, _remove_parameters(entry))
-
-    async def find(
-        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
-    ) -> AuditEntry | None:
-        """The latest entry for the call that matches the recorded decision."""
-        rows = await self._run(
-            _FIND.format(columns=_COLUMNS),
-            (session_id, call_id, input_digest, *_ACTIONS[approved]),
-        )
-        return _entry(rows[0]) if rows else None
-
-    async def entries(self, limit: int = 200) -> list[AuditEntry]:
-        """The newest ``limit`` entries, newest first."""
-        rows = await self._run(
-            f"SELECT {_COLUMNS} FROM agentloop_serve_audit ORDER BY id DESC LIMIT ?", (limit,)
-        )
-        return [_entry(row) for row in rows]
