@@ -190,7 +190,10 @@ class ToolPipeline:
         if self._fx.observed:
             self._fx.emit(ToolExecutionStarted(call.call.id, call.call.name, call.task_id))
         launch = TaskLaunch(
-            prepared.request, partial(self._executor.invoke, prepared, ctx), call.task_id
+            prepared.request,
+            partial(self._executor.invoke, prepared, ctx),
+            call.task_id,
+            sole=len(tool_round.calls) == 1,
         )
         started = await self._tasks.start_task(launch, turn.turn_id)
         call.task_id = started.task_id

@@ -26,6 +26,7 @@ manager whose events nobody reads holds none.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import time
 from collections import deque
@@ -44,6 +45,7 @@ from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
 from ._contained import run_contained
+from ._inline import InContext
 from ._protocol import (
     TaskCancelled,
     TaskDetached,
@@ -101,6 +103,10 @@ class _Task:
     ``CancelScope`` of ours where ``start_soon`` returns no handle (anyio < 4.14)."""
     own_scope: bool = False
     cancel_reason: _CancelReason | None = None
+    deferred: bool = False
+    """Started but not run yet: the round's only call, run inside ``wait_for_turn``."""
+    context: contextvars.Context | None = None
+    """A deferred task's context, copied when it started (as a task's own would be)."""
 
     @property
     def foreground(self) -> bool:
@@ -220,7 +226,15 @@ class AsyncTaskManager:
             self._emit(TaskStarted(snapshot))
         else:
             self._notify()
-        # No await after this point: the driver always learns about a spawned task.
+        # No await after this point: the driver always learns about a started task.
+        if launch.sole and detach_at is None and kind is TaskKind.FOREGROUND:
+            # The driver waits for this call next and for nothing else: run it
+            # then, inside wait_for_turn, instead of spawning a task for it.
+            task.scope = anyio.CancelScope()
+            task.own_scope = True
+            task.deferred = True
+            task.context = contextvars.copy_context()
+            return TaskLaunched(task_id, kind)
         handle = self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
         if callable(getattr(handle, "cancel", None)):
             task.scope = handle  # cancels the task's own scope: no second one needed
@@ -247,6 +261,10 @@ class AsyncTaskManager:
             if not running:
                 self._turn_results.pop(turn_id, None)
                 return None
+            deferred = next((task for task in running if task.deferred), None)
+            if deferred is not None:
+                await self._run_inline(deferred)
+                continue
             deadline = math.inf
             now: float | None = None  # read the clock only for a task with a detach limit
             for task in running:
@@ -316,6 +334,28 @@ class AsyncTaskManager:
         finally:
             self._finish(task, result)
 
+    async def _run_inline(self, task: _Task) -> None:
+        """Run a deferred task in the caller's task, in the context it started with.
+
+        Cancelled from outside (the driver's turn or host), it delivers nothing: the
+        driver answers the call itself, as it does after ``on_turn_interrupted``.
+        """
+        assert task.context is not None
+        task.deferred = False
+        result: ToolResultPart | None = None
+        try:
+            with task.scope:  # handle.cancel(task_id) cancels this scope only
+                result = await InContext(
+                    run_contained(task.launch, task.snapshot.task_id), task.context
+                )
+        except anyio.get_cancelled_exc_class():
+            if task.cancel_reason is None:
+                task.cancel_reason = _CancelReason.INTERRUPT
+            raise
+        finally:
+            task.context = None
+            self._finish(task, result)
+
     def _finish(self, task: _Task, result: ToolResultPart | None) -> None:
         """Record how ``task`` ended: one terminal event, one delivery (or none)."""
         snapshot = task.snapshot
@@ -368,7 +408,12 @@ class AsyncTaskManager:
         if task.cancel_reason is not None:
             return False
         task.cancel_reason = reason
-        task.scope.cancel()
+        if task.deferred:  # never ran: it ends here
+            task.deferred = False
+            task.context = None
+            self._finish(task, None)
+        else:
+            task.scope.cancel()
         return True
 
     async def _wait_ended(self, tasks: Iterable[_Task]) -> None:

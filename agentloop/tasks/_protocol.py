@@ -43,6 +43,10 @@ class TaskLaunch:
     request: ToolRequest
     run: Callable[[], Awaitable[ToolResultPart]]
     task_id: str | None = None
+    sole: bool = False
+    """The round's only call: the driver starts no other call and surfaces nothing
+    before it waits for this one, so a manager may run it inside ``wait_for_turn``
+    (in the driver's task) instead of in a task of its own."""
 
 
 @attrs.frozen

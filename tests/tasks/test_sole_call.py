@@ -1,0 +1,288 @@
+"""AsyncTaskManager runs a round's only call inside ``wait_for_turn`` (no task of its
+own): the same results, events, context isolation, host cancellation and
+interrupts as a spawned task."""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+import anyio
+import pytest
+from tasks_support import GateTool, StepRunner, build, describe, events, tool_outputs, user
+
+import agentloop as al
+from agentloop.testing import call, tool_calls
+
+pytestmark = pytest.mark.anyio
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_test_sole_call")
+
+
+class ContextTool:
+    """Reports the variable it sees, then sets it (in its own context only)."""
+
+    spec = al.ToolSpec("ctx", "Read and set a context variable.", {"type": "object"})
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.tasks: list[object] = []
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        self.seen.append(VAR.get("unset"))
+        await anyio.lowlevel.checkpoint()
+        VAR.set(f"tool:{request.call_id}")
+        await anyio.lowlevel.checkpoint()
+        assert VAR.get() == f"tool:{request.call_id}"
+        return f"saw {self.seen[-1]}"
+
+
+async def test_a_sole_call_sees_the_drivers_context_and_its_own_changes_stay_its_own() -> None:
+    tool = ContextTool()
+    model = al.ScriptedModel([tool_calls(call("ctx")), tool_calls(call("ctx")), "done"])
+    async with al.AsyncTaskManager() as manager:
+        handle = manager.handle()
+        agent = build(model, manager, tool).build()
+        token = VAR.set("host")
+        try:
+            result = await al.run(agent, "go")
+        finally:
+            VAR.reset(token)
+    assert result.stop_reason == "finished"
+    assert tool.seen == ["host", "host"]
+    assert tool_outputs(result.transcript) == [
+        ("call-1", "saw host", False),
+        ("call-2", "saw host", False),
+    ]
+    assert [describe(e) for e in await events(handle, 4)] == [
+        ("TaskStarted", "call-1", "ctx"),
+        ("TaskSucceeded", "call-1", "ctx"),
+        ("TaskStarted", "call-2", "ctx"),
+        ("TaskSucceeded", "call-2", "ctx"),
+    ]
+    assert await handle.next_event() is None
+
+
+async def test_a_sole_call_runs_in_the_task_awaiting_next() -> None:
+    seen: list[Any] = []
+
+    class WhereTool:
+        spec = al.ToolSpec("where", "Record the current task.", {"type": "object"})
+
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+            seen.append(anyio.get_current_task().id)
+            return "here"
+
+    model = al.ScriptedModel([tool_calls(call("where")), "done"])
+    async with al.AsyncTaskManager() as manager:
+        driver = await build(model, manager, WhereTool()).build().start("s")
+        driver.submit_input([user("go")])
+        assert isinstance(await driver.next(), al.AfterToolResult)
+        assert seen == [anyio.get_current_task().id]
+
+
+async def test_cancel_a_running_sole_call_through_the_handle_answers_its_call() -> None:
+    gate = GateTool("gate")
+    model = al.ScriptedModel([tool_calls(call("gate")), "done"])
+    async with al.AsyncTaskManager() as manager:
+        handle = manager.handle()
+        driver = await build(model, manager, gate).build().start("s")
+        driver.submit_input([user("go")])
+        async with anyio.create_task_group() as group:
+            runner = StepRunner(group, driver)
+            await gate.entered("call-1").wait()
+            assert [t.call_id for t in await handle.list_running()] == ["call-1"]
+            assert await handle.cancel("task-1") is True
+            assert await handle.cancel("task-1") is False
+            step = await runner.result()
+        assert isinstance(step, al.AfterToolResult)
+        assert gate.cancelled == ["call-1"]
+        assert tool_outputs(driver.snapshot().transcript) == [
+            ("call-1", "cancelled: task task-1 (gate) did not finish: the host cancelled it", True)
+        ]
+        assert await handle.list_running() == []
+        final = await driver.next()
+        assert isinstance(final, al.Finished)
+        assert final.result.finish_reason is al.FinishReason.COMPLETED
+    assert [describe(e) for e in await events(handle, 2)] == [
+        ("TaskStarted", "call-1", "gate"),
+        ("TaskCancelled", "call-1", "gate"),
+    ]
+
+
+async def test_an_interrupt_during_a_sole_call_cancels_the_tool_and_closes_the_turn() -> None:
+    gate = GateTool("gate")
+    controller = al.CancellationController()
+    model = al.ScriptedModel([tool_calls(call("gate")), "fine"])
+    async with al.AsyncTaskManager() as manager:
+        handle = manager.handle()
+        agent = build(model, manager, gate, cancellation=controller.handle()).build()
+        driver = await agent.start("s")
+        driver.submit_input([user("go")])
+        async with anyio.create_task_group() as group:
+            runner = StepRunner(group, driver)
+            await gate.entered("call-1").wait()
+            controller.interrupt()
+            step = await runner.result()
+        assert isinstance(step, al.Finished)
+        assert step.result.finish_reason is al.FinishReason.CANCELLED
+        assert step.result.metadata["agentloop.interrupt_stage"] == "tool"
+        assert gate.cancelled == ["call-1"]
+        transcript = driver.snapshot().transcript
+        assert tool_outputs(transcript) == [
+            ("call-1", "cancelled: the turn was interrupted before this call finished", True)
+        ]
+        al.validate_transcript(transcript)
+        assert await handle.list_running() == []
+        driver.submit_input([user("again")])
+        final = await driver.next()
+        assert isinstance(final, al.Finished)
+        assert final.result.finish_reason is al.FinishReason.COMPLETED
+    assert [describe(e) for e in await events(handle, 2)] == [
+        ("TaskStarted", "call-1", "gate"),
+        ("TaskCancelled", "call-1", "gate"),
+    ]
+    assert manager.take_background_results() == []
+
+
+async def test_the_host_cancelling_next_during_a_sole_call_cancels_it_and_closes_the_turn() -> None:
+    gate = GateTool("gate")
+    model = al.ScriptedModel([tool_calls(call("gate")), "after"])
+    async with al.AsyncTaskManager() as manager:
+        handle = manager.handle()
+        driver = await build(model, manager, gate).build().start("s")
+        driver.submit_input([user("go")])
+        async with anyio.create_task_group() as group:
+
+            async def drive() -> None:
+                await driver.next()
+
+            group.start_soon(drive)
+            await gate.entered("call-1").wait()
+            group.cancel_scope.cancel()
+        assert driver.state is al.DriverState.IDLE
+        assert gate.cancelled == ["call-1"]
+        transcript = driver.snapshot().transcript
+        al.validate_transcript(transcript)
+        assert transcript[-1].metadata["agentloop.interrupt_stage"] == "host"
+        assert tool_outputs(transcript) == [
+            ("call-1", "cancelled: the turn was interrupted before this call finished", True)
+        ]
+        assert await handle.list_running() == []
+        driver.submit_input([user("again")])
+        assert isinstance(await driver.next(), al.Finished)
+    assert [describe(e) for e in await events(handle, 2)] == [
+        ("TaskStarted", "call-1", "gate"),
+        ("TaskCancelled", "call-1", "gate"),
+    ]
+
+
+async def test_a_round_of_two_calls_still_runs_them_in_tasks_of_their_own() -> None:
+    where: list[Any] = []
+
+    class WhereTool:
+        spec = al.ToolSpec("where", "Record the current task.", {"type": "object"})
+
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+            where.append(anyio.get_current_task().id)
+            return "here"
+
+    model = al.ScriptedModel([tool_calls(call("where"), call("where")), "done"])
+    async with al.AsyncTaskManager() as manager:
+        driver = await build(model, manager, WhereTool()).build().start("s")
+        driver.submit_input([user("go")])
+        assert isinstance(await driver.next(), al.AfterToolResult)
+        me = anyio.get_current_task().id
+        assert len(set(where)) == 2
+        assert me not in where
+
+
+# -- the protocol directly: a sole launch that never ran -----------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def launch(self, call_id: str) -> al.TaskLaunch:
+        request = al.ToolRequest(call_id, "rec", {}, "s", "t1")
+
+        async def run() -> al.ToolResultPart:
+            self.ran.append(call_id)
+            return al.ToolResultPart(call_id, "ran")
+
+        return al.TaskLaunch(request, run, sole=True)
+
+
+async def test_a_sole_launch_interrupted_before_it_ran_never_runs() -> None:
+    recorder = Recorder()
+    async with al.AsyncTaskManager() as manager:
+        handle = manager.handle()
+        started = await manager.start_task(recorder.launch("c1"), "t1")
+        assert started == al.TaskLaunched("task-1", al.TaskKind.FOREGROUND)
+        assert [t.call_id for t in await handle.list_running()] == ["c1"]
+        await manager.on_turn_interrupted("t1")
+        assert await manager.wait_for_turn("t1") is None
+        assert await handle.list_running() == []
+    assert recorder.ran == []
+    assert [describe(e) for e in await events(handle, 2)] == [
+        ("TaskStarted", "c1", "rec"),
+        ("TaskCancelled", "c1", "rec"),
+    ]
+
+
+async def test_a_sole_launch_cancelled_by_the_host_before_it_ran_answers_cancelled() -> None:
+    recorder = Recorder()
+    async with al.AsyncTaskManager() as manager:
+        await manager.start_task(recorder.launch("c1"), "t1")
+        assert await manager.handle().cancel("task-1") is True
+        update = await manager.wait_for_turn("t1")
+        assert isinstance(update, al.TaskFinished)
+        assert update.result.output == (
+            "cancelled: task task-1 (rec) did not finish: the host cancelled it"
+        )
+        assert await manager.wait_for_turn("t1") is None
+    assert recorder.ran == []
+
+
+async def test_a_sole_launch_runs_when_the_turn_is_waited_for() -> None:
+    recorder = Recorder()
+    async with al.AsyncTaskManager() as manager:
+        await manager.start_task(recorder.launch("c1"), "t1")
+        assert recorder.ran == []
+        update = await manager.wait_for_turn("t1")
+        assert update == al.TaskFinished("task-1", al.ToolResultPart("c1", "ran"))
+        assert recorder.ran == ["c1"]
+        assert await manager.wait_for_turn("t1") is None
+
+
+async def test_leaving_the_block_ends_a_sole_launch_that_never_ran() -> None:
+    recorder = Recorder()
+    async with al.AsyncTaskManager() as manager:
+        handle = manager.handle()
+        await manager.start_task(recorder.launch("c1"), "t1")
+    assert recorder.ran == []
+    assert await handle.list_running() == []
+    assert [describe(e) for e in await events(handle, 2)] == [
+        ("TaskStarted", "c1", "rec"),
+        ("TaskCancelled", "c1", "rec"),
+    ]
+
+
+async def test_a_sole_launch_with_a_detach_limit_or_a_background_route_gets_a_task() -> None:
+    where: list[Any] = []
+    for manager in (
+        al.AsyncTaskManager(detach_after=30.0),
+        al.AsyncTaskManager(routing=lambda request: al.TaskKind.BACKGROUND),
+    ):
+        async with manager:
+            request = al.ToolRequest("c1", "rec", {}, "s", "t1")
+
+            async def run() -> al.ToolResultPart:
+                where.append(anyio.get_current_task().id)
+                return al.ToolResultPart("c1", "ran")
+
+            await manager.start_task(al.TaskLaunch(request, run, sole=True), "t1")
+            await anyio.sleep(0.01)
+            assert len(where) == 1  # ran in its own task before anyone waited
+            assert where.pop() != anyio.get_current_task().id
