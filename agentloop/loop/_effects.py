@@ -22,6 +22,9 @@ from ._state import TurnState
 
 __all__ = ["CLEANUP_SECONDS", "DriverParts", "Effects"]
 
+_NO_SCOPE = nullcontext()
+"""Reusable: ``nullcontext`` keeps no state between uses."""
+
 log = get_logger()
 
 CLEANUP_SECONDS = 5.0
@@ -78,5 +81,5 @@ class Effects:
     def cancel_scope(self, turn: TurnState) -> AbstractContextManager[Any]:
         """The turn's cancel scope (none without a cancellation handle)."""
         if turn.cancellation is None:
-            return nullcontext()
+            return _NO_SCOPE
         return turn.cancellation.scope()

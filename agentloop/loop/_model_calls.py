@@ -56,6 +56,8 @@ from ._steps import (
 
 __all__ = ["ModelCaller"]
 
+_NO_DEADLINE = nullcontext()
+
 
 class _Steered:
     """``_handle_response``: a steering message came; call the model again."""
@@ -84,6 +86,8 @@ class ModelCaller:
         self._mutators = effects.parts.mutators
         self._prices = effects.config.price_table or DEFAULT_PRICES
         self._model_name = effects.parts.model_name
+        # BasicToolExecutor drains catalog changes and lists specs in one pass.
+        self._drain_with_specs = getattr(self._executor, "_drain_with_specs", None)
 
     async def call_model(
         self,
@@ -141,7 +145,7 @@ class ModelCaller:
                 return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit})
         turn.model_calls += 1
         index = turn.model_calls
-        drain_with_specs = getattr(self._executor, "_drain_with_specs", None)
+        drain_with_specs = self._drain_with_specs
         if drain_with_specs is not None:  # BasicToolExecutor: one listing for both
             changes, specs = drain_with_specs()
         else:
@@ -335,7 +339,7 @@ class ModelCaller:
         timeout = self._fx.config.limits.request_timeout
         with self._fx.cancel_scope(turn):
             try:
-                with anyio.fail_after(timeout) if timeout is not None else nullcontext():
+                with anyio.fail_after(timeout) if timeout is not None else _NO_DEADLINE:
                     return await self._stream_once(turn, request)
             except TimeoutError:
                 return "request_timeout"
