@@ -365,20 +365,6 @@ async def drive_run(
     retries = 0
     advance: Callable[[], Awaitable[Step]] | None = first  # else driver.next
 
-    def result(reason: RunStopReason, pending: ApprovalRequest | None = None) -> RunResult:
-        return RunResult(
-            final_text=_final_text(turns),
-            turns=tuple(turns),
-            usage=_usage_since(usage_before, driver.usage),
-            stop_reason=reason,
-            transcript=driver.snapshot().transcript,
-            steps=steps,
-            config=config,
-            pending_approval=pending,
-            agent=agent,
-            driver=driver,
-        )
-
     while steps < max_steps:
         if advance is not None:
             step = await advance()
@@ -409,16 +395,55 @@ async def drive_run(
                 continue
             retries = 0
             if error is not None or not driver.snapshot().pending_input:
-                return result(RunStopReason.FINISHED)
+                return _run_result(
+                    RunStopReason.FINISHED, driver, agent, config, turns, usage_before, steps
+                )
         elif isinstance(step, AwaitingInput):
-            return result(RunStopReason.AWAITING_INPUT)
+            return _run_result(
+                RunStopReason.AWAITING_INPUT, driver, agent, config, turns, usage_before, steps
+            )
         elif isinstance(step, ApprovalRequest):
             cancellation = agent.cancellation if agent is not None else None
             if not await _answer(driver, step, approve, hooks, cancellation):
-                return result(RunStopReason.APPROVAL_REQUIRED, step)
+                return _run_result(
+                    RunStopReason.APPROVAL_REQUIRED,
+                    driver,
+                    agent,
+                    config,
+                    turns,
+                    usage_before,
+                    steps,
+                    step,
+                )
         else:
             assert isinstance(step, AfterToolResult)
-    return result(RunStopReason.MAX_STEPS)
+    return _run_result(RunStopReason.MAX_STEPS, driver, agent, config, turns, usage_before, steps)
+
+
+def _run_result(
+    reason: RunStopReason,
+    driver: LoopDriver,
+    agent: Agent | None,
+    config: SessionConfig,
+    turns: list[TurnResult],
+    usage_before: Usage | None,
+    steps: int,
+    pending: ApprovalRequest | None = None,
+) -> RunResult:
+    """What ``drive_run`` returns when it stops (a function, not a closure: a running
+    ``drive_run`` holds no cells for it)."""
+    return RunResult(
+        final_text=_final_text(turns),
+        turns=tuple(turns),
+        usage=_usage_since(usage_before, driver.usage),
+        stop_reason=reason,
+        transcript=driver.snapshot().transcript,
+        steps=steps,
+        config=config,
+        pending_approval=pending,
+        agent=agent,
+        driver=driver,
+    )
 
 
 async def _answer(

@@ -74,8 +74,9 @@ class LoopCore:
         self.turn: TurnState | None = None
         self.turn_counter = 0
         self.next_turn_cache: PromptCacheRequest | None = None
-        self.detached: set[str] = set()
-        """Calls answered by a background placeholder whose real result is still due."""
+        self.detached: frozenset[str] = frozenset()
+        """Calls answered by a background placeholder whose real result is still due
+        (immutable: a call is added with ``add_detached``)."""
         self.session_usage: Usage | None = None
         self.state = DriverState.IDLE
         self.failure: BaseException | None = None
@@ -96,7 +97,7 @@ class LoopCore:
         """Take a parsed checkpoint's state (``turn`` already rebuilt) and apply its event."""
         self.turn_counter = restored.turn_counter
         self.next_turn_cache = restored.next_turn_cache
-        self.detached = set(restored.detached)
+        self.detached = frozenset(restored.detached)
         self.session_usage = restored.session_usage
         self.steering = list(restored.steering)
         self.follow_ups = list(restored.follow_ups)
@@ -218,11 +219,16 @@ class LoopCore:
         for item in pending:
             self.append(item if item.created_at is not None else attrs.evolve(item, created_at=now))
 
+    def add_detached(self, call_id: str) -> None:
+        """``call_id`` was answered by a placeholder; its real result is still due."""
+        self.detached = self.detached | {call_id}
+
     def append_result(self, result: ToolResultPart, *, background: bool = False) -> None:
         """Append ``result``; a background call's real result becomes a notification."""
         now = time.time()
         if (background or result.call_id in self.detached) and not _is_placeholder(result):
-            self.detached.discard(result.call_id)
+            if result.call_id in self.detached:
+                self.detached = self.detached - {result.call_id}
             label = "failed" if result.is_error else "completed"
             text = f"Background tool call {result.call_id} {label}: {_brief(result.output)}"
             self.append(Item(ItemKind.NOTIFICATION, (TextPart(text),), created_at=now))

@@ -92,13 +92,7 @@ class LoopDriver:
         self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
         self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)
         self._pipeline.call_model = self._model.call_model
-        self._phases: tuple[Callable[[], Awaitable[Step | None]], ...] = (
-            self._try_cancelled_turn,
-            self._try_resolved_approvals,
-            self._try_surface_approval,
-            self._try_continue_round,
-            self._try_call_model,
-        )
+        self._passed = 0  # pauses gone through by the running _next_through_pauses
 
     @classmethod
     def _restore(
@@ -171,20 +165,19 @@ class LoopDriver:
         """
         if self._persistence.enabled or pauses < 1:
             return await self.next(), 0
-        passed = 0
-
-        async def through_pauses() -> Step:
-            nonlocal passed
-            step = await self._step()
-            while passed < pauses and isinstance(step, AfterToolResult):
-                passed += 1
-                self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
-                self._core.handle(DriverEvent.STEP)  # and what the next next() does
-                step = await self._step()
-            return step
-
         self._begin_step(DriverEvent.STEP, "call next()")
-        return await self._run_step(through_pauses), passed
+        self._passed = 0
+        step = await self._run_step(self._through_pauses, pauses)
+        return step, self._passed
+
+    async def _through_pauses(self, pauses: int) -> Step:
+        step = await self._step()
+        while self._passed < pauses and isinstance(step, AfterToolResult):
+            self._passed += 1
+            self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
+            self._core.handle(DriverEvent.STEP)  # and what the next next() does
+            step = await self._step()
+        return step
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
@@ -252,9 +245,9 @@ class LoopDriver:
             )
         core.require_state(operation, DriverState.IDLE)
 
-    async def _run_step(self, body: Callable[[], Awaitable[Step]]) -> Step:
+    async def _run_step(self, body: Callable[..., Awaitable[Step]], *args: Any) -> Step:
         try:
-            step = await body()
+            step = await body(*args)
         except anyio.get_cancelled_exc_class():
             # The host cancelled the task awaiting next(): close the turn so the
             # transcript stays provider-valid, then let the cancellation go on.
@@ -471,8 +464,8 @@ class LoopDriver:
         return self._step_through_phases()
 
     async def _step_through_phases(self) -> Step:
-        for phase in self._phases:
-            step = await phase()
+        for phase in _PHASES:
+            step = await phase(self)
             if step is not None:
                 return step
         raise AssertionError("the last phase always returns a step")  # pragma: no cover
@@ -533,6 +526,16 @@ class LoopDriver:
         if self._fx.observed:
             self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
         return await self._model.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+
+
+_PHASES: tuple[Callable[[LoopDriver], Awaitable[Step | None]], ...] = (
+    LoopDriver._try_cancelled_turn,
+    LoopDriver._try_resolved_approvals,
+    LoopDriver._try_surface_approval,
+    LoopDriver._try_continue_round,
+    LoopDriver._try_call_model,
+)
+"""A step's phases in order (see the module docstring); the first that returns a step ends it."""
 
 
 def _deprecated(old: str, new: str) -> None:

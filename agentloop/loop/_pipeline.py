@@ -218,7 +218,7 @@ class ToolPipeline:
         """
         if call.cancellation is not None:
             call.cancellation.release()
-        self._core.detached.add(call.call.id)
+        self._core.add_detached(call.call.id)
         self._finalize(call, tool_round, placeholder(call, status), status)
 
     def _skip(self, call: RoundCall, tool_round: ToolRound) -> None:

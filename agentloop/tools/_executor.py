@@ -7,6 +7,7 @@ metadata; nothing here raises for a bad call.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -128,6 +129,9 @@ def _spec(tool: Tool) -> ToolSpec:
 _SHARED_VALIDATORS_MAX = 512
 _Compiled = tuple[jsonschema.protocols.Validator, FastCheck | None]
 _shared_validators: dict[str, _Compiled] = {}
+_validators_by_identity: dict[int, tuple[Any, _Compiled]] = {}
+"""The same validators by the schema object's identity (a dict lookup, no JSON dump);
+each entry keeps its schema alive, so an id is never reused while it is cached."""
 """Checked, compiled validators by schema text, shared by every executor.
 
 Checking a schema against its metaschema and compiling it costs ~1.5 ms; an
@@ -267,7 +271,6 @@ class BasicToolExecutor:
         self.tool_timeout = tool_timeout
         self.thread_grace = float(thread_grace)
         self._interrupted: dict[str, ToolResultPart] = {}
-        self._validators: dict[int, tuple[Any, _Compiled]] = {}
         self._specs_memo: (
             tuple[tuple[ToolSource, ...], list[tuple[ToolSpec, ...]], tuple[ToolSpec, ...], str]
             | None
@@ -452,11 +455,14 @@ class BasicToolExecutor:
 
     def _validator(self, schema: Any) -> _Compiled:
         """By identity first (a dict lookup), then by content across executors."""
-        cached = self._validators.get(id(schema))
+        cached = _validators_by_identity.get(id(schema))
         if cached is not None and cached[0] is schema:
             return cached[1]
         validator = _shared_validator(schema)
-        self._validators[id(schema)] = (schema, validator)
+        if len(_validators_by_identity) >= _SHARED_VALIDATORS_MAX:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+                del _validators_by_identity[next(iter(_validators_by_identity))]  # the oldest
+        _validators_by_identity[id(schema)] = (schema, validator)
         return validator
 
     # -- invoke ----------------------------------------------------------------
