@@ -161,7 +161,12 @@ from .store._jsonl import export_jsonl, import_jsonl
 from .store._memory import MemorySessionStore
 from .store._protocol import SessionInfo, SessionStore, StoredSession
 from .store._sqlite import SqliteSessionStore
-from .tasks._async import AsyncTaskManager, AsyncTaskManagerHandle, TaskManagerState
+from .tasks._async import (
+    AsyncSessionTasks,
+    AsyncTaskManager,
+    AsyncTaskManagerHandle,
+    TaskManagerState,
+)
 from .tasks._protocol import (
     TaskCancelled,
     TaskDetached,
@@ -227,6 +232,7 @@ __all__ = [
     "Approver",
     "ApproverReply",
     "AskApproval",
+    "AsyncSessionTasks",
     "AsyncTaskManager",
     "AsyncTaskManagerHandle",
     "AutomaticCache",

@@ -138,7 +138,7 @@ class Agent:
             config=config,
             session=session,
             executor=self.tool_executor or BasicToolExecutor(self.tool_sources),
-            task_manager=self.task_manager or SimpleTaskManager(),
+            task_manager=_for_session(self.task_manager, config.session_id),
             permissions=self.permissions,
             resources=self.resources,
             cancellation=self.cancellation,
@@ -283,3 +283,12 @@ class AgentBuilder:
             input=self._input,
             store=self._store,
         )
+
+
+def _for_session(manager: TaskManager | None, session_id: str) -> TaskManager:
+    """The task manager one driver uses: a manager shared by sessions (one with
+    ``for_session``, like ``AsyncTaskManager``) gives each driver its own view."""
+    if manager is None:
+        return SimpleTaskManager()
+    view = getattr(manager, "for_session", None)
+    return view(session_id) if callable(view) else manager

@@ -1,6 +1,11 @@
 """Task managers: how tool calls run (inline, concurrently, in the background)."""
 
-from ._async import AsyncTaskManager, AsyncTaskManagerHandle, TaskManagerState
+from ._async import (
+    AsyncSessionTasks,
+    AsyncTaskManager,
+    AsyncTaskManagerHandle,
+    TaskManagerState,
+)
 from ._protocol import (
     TaskCancelled,
     TaskDetached,
@@ -29,6 +34,7 @@ from ._routing import (
 from ._simple import SimpleTaskManager
 
 __all__ = [
+    "AsyncSessionTasks",
     "AsyncTaskManager",
     "AsyncTaskManagerHandle",
     "DetachAfter",

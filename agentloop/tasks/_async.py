@@ -18,6 +18,12 @@ Every task emits ``TaskStarted`` and then exactly one of ``TaskSucceeded``,
 emits ``TaskDetached`` in between. Waiters re-check state after every change
 (one ``anyio.Event`` per change, taken before awaiting), so no wakeup is lost.
 
+One manager may serve many drivers (an ``Agent`` built with it starts every
+session on it): ``Agent.start`` gives each driver a view from
+:meth:`AsyncTaskManager.for_session`, whose waits, interrupts and background
+results see only the tasks that driver started, so no session ever receives
+another's results. The handle sees every task (``TaskSnapshot.session_id``).
+
 Events are recorded for the handle's reader only: from the first ``handle()``
 call on (before it nobody can read them), and at most ``MAX_UNREAD_EVENTS``
 unread at a time (the oldest are dropped beyond that, with one warning), so a
@@ -62,7 +68,7 @@ from ._protocol import (
 )
 from ._routing import DetachAfter, Routing, route_request
 
-__all__ = ["AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
+__all__ = ["AsyncSessionTasks", "AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
 
 log = get_logger()
 
@@ -98,6 +104,8 @@ class _Task:
     snapshot: TaskSnapshot
     launch: TaskLaunch
     detach_at: float | None  # anyio clock deadline; only while foreground
+    owner: object
+    """Who started it: a session view (``for_session``), or the manager itself."""
     scope: Any = None
     """What cancels the task: the anyio task handle (its own cancel scope), or a
     ``CancelScope`` of ours where ``start_soon`` returns no handle (anyio < 4.14)."""
@@ -134,8 +142,8 @@ class AsyncTaskManager:
         self._counter = 0
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
         # Per turn, a short list (a deque's empty block alone is ~0.6 KiB).
-        self._turn_results: dict[str, list[TaskFinished]] = {}
-        self._background_results: list[TaskFinished] = []
+        self._turn_results: dict[tuple[object, str], list[TaskFinished]] = {}
+        self._background_results: list[tuple[object, TaskFinished]] = []
         # Made by the first handle() call: until then nobody can read events.
         self._events: deque[TaskEvent] | None = None
         self._dropped_events = False
@@ -188,8 +196,19 @@ class AsyncTaskManager:
 
     # -- the TaskManager protocol ----------------------------------------------------
 
+    def for_session(self, session_id: str) -> AsyncSessionTasks:
+        """A view of this manager for one driver of ``session_id`` (``Agent.start`` takes
+        one per driver): its waits, interrupts and background results concern only
+        the tasks started through it. Each call makes a new, separate view."""
+        return AsyncSessionTasks(self, session_id)
+
     async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
         """Route the call, spawn it, and return ``TaskLaunched`` at once."""
+        return await self._start(launch, turn_id, self)
+
+    async def _start(
+        self, launch: TaskLaunch, turn_id: str, owner: object
+    ) -> TaskFinished | TaskLaunched:
         await anyio.lowlevel.checkpoint_if_cancelled()
         request = launch.request
         if self._state is not TaskManagerState.OPEN or self._group is None:
@@ -213,14 +232,20 @@ class AsyncTaskManager:
                 "be unique among running tasks"
             )
         snapshot = TaskSnapshot(
-            task_id, request.call_id, request.tool_name, kind, turn_id, time.time()
+            task_id,
+            request.call_id,
+            request.tool_name,
+            kind,
+            turn_id,
+            time.time(),
+            request.session_id,
         )
         detach_at = (
             anyio.current_time() + detach
             if kind is TaskKind.FOREGROUND and detach is not None
             else None
         )
-        task = _Task(snapshot, launch, detach_at)
+        task = _Task(snapshot, launch, detach_at, owner)
         self._tasks[task_id] = task
         if self._events is not None:  # else nobody can read it: not even built
             self._emit(TaskStarted(snapshot))
@@ -248,18 +273,18 @@ class AsyncTaskManager:
 
         ``None`` once no foreground task of the turn runs and none is queued.
         """
+        return await self._wait_for_turn(turn_id, self)
+
+    async def _wait_for_turn(self, turn_id: str, owner: object) -> TurnUpdate | None:
         await anyio.lowlevel.checkpoint_if_cancelled()
+        key = (owner, turn_id)
         while True:
-            queued = self._turn_results.get(turn_id)
+            queued = self._turn_results.get(key)
             if queued:
                 return queued.pop(0)
-            running = [
-                task
-                for task in self._tasks.values()
-                if task.snapshot.turn_id == turn_id and task.foreground
-            ]
+            running = self._foreground(turn_id, owner)
             if not running:
-                self._turn_results.pop(turn_id, None)
+                self._turn_results.pop(key, None)
                 return None
             deferred = next((task for task in running if task.deferred), None)
             if deferred is not None:
@@ -283,9 +308,20 @@ class AsyncTaskManager:
                 await changed.wait()
 
     def take_background_results(self) -> list[TaskFinished]:
-        """Results of background tasks that finished since the last call, in finish order."""
+        """Results of background tasks that finished since the last call, in finish order:
+        every session's (a driver's view takes only its own session's)."""
         done, self._background_results = self._background_results, []
-        return done
+        return [result for _, result in done]
+
+    def _take_background_results(self, owner: object) -> list[TaskFinished]:
+        if not self._background_results:
+            return []
+        mine = [result for who, result in self._background_results if who is owner]
+        if mine:
+            self._background_results = [
+                (who, result) for who, result in self._background_results if who is not owner
+            ]
+        return mine
 
     async def on_turn_interrupted(self, turn_id: str) -> None:
         """Cancel the turn's foreground tasks and wait until they end; background ones go on.
@@ -293,16 +329,24 @@ class AsyncTaskManager:
         Results the turn had not collected yet are dropped: the driver answers
         those calls with "cancelled" results.
         """
-        self._turn_results.pop(turn_id, None)
-        victims = [
-            task
-            for task in self._tasks.values()
-            if task.snapshot.turn_id == turn_id and task.foreground
-        ]
+        await self._on_turn_interrupted(turn_id, self)
+
+    async def _on_turn_interrupted(self, turn_id: str, owner: object) -> None:
+        key = (owner, turn_id)
+        self._turn_results.pop(key, None)
+        victims = self._foreground(turn_id, owner)
         for task in victims:
             self._request_cancel(task, _CancelReason.INTERRUPT)
         await self._wait_ended(victims)
-        self._turn_results.pop(turn_id, None)
+        self._turn_results.pop(key, None)
+
+    def _foreground(self, turn_id: str, owner: object) -> list[_Task]:
+        """The foreground tasks ``owner`` started for ``turn_id`` still running."""
+        return [
+            task
+            for task in self._tasks.values()
+            if task.owner is owner and task.snapshot.turn_id == turn_id and task.foreground
+        ]
 
     def handle(self) -> AsyncTaskManagerHandle:
         """The host-side handle (the same object on every call).
@@ -390,12 +434,13 @@ class AsyncTaskManager:
     def _deliver(self, task: _Task, result: ToolResultPart) -> None:
         done = TaskFinished(task.snapshot.task_id, result)
         if task.foreground:
-            queued = self._turn_results.get(task.snapshot.turn_id)
+            key = (task.owner, task.snapshot.turn_id)
+            queued = self._turn_results.get(key)
             if queued is None:
-                queued = self._turn_results[task.snapshot.turn_id] = []
+                queued = self._turn_results[key] = []
             queued.append(done)
         else:
-            self._background_results.append(done)
+            self._background_results.append((task.owner, done))
 
     def _detach(self, task: _Task) -> TaskDetached:
         task.snapshot = attrs.evolve(task.snapshot, kind=TaskKind.BACKGROUND)
@@ -465,6 +510,41 @@ class AsyncTaskManager:
             return False
         await self._wait_ended([task])
         return True
+
+
+class AsyncSessionTasks:
+    """One driver's view of an :class:`AsyncTaskManager` (see ``for_session``).
+
+    Implements the ``TaskManager`` protocol over the shared manager: tasks it
+    starts run in the manager's task group; its ``wait_for_turn``,
+    ``on_turn_interrupted`` and ``take_background_results`` concern only them.
+    """
+
+    __slots__ = ("_manager", "session_id")
+
+    def __init__(self, manager: AsyncTaskManager, session_id: str) -> None:
+        self._manager = manager
+        self.session_id = session_id
+
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
+        """Start one call on the shared manager (see ``AsyncTaskManager.start_task``)."""
+        return await self._manager._start(launch, turn_id, self)
+
+    async def wait_for_turn(self, turn_id: str) -> TurnUpdate | None:
+        """The next update of this view's foreground tasks of the turn; ``None`` when none run."""
+        return await self._manager._wait_for_turn(turn_id, self)
+
+    def take_background_results(self) -> list[TaskFinished]:
+        """Results of this view's background tasks that finished since the last call."""
+        return self._manager._take_background_results(self)
+
+    async def on_turn_interrupted(self, turn_id: str) -> None:
+        """Cancel this view's foreground tasks of the turn and wait until they end."""
+        await self._manager._on_turn_interrupted(turn_id, self)
+
+    def handle(self) -> AsyncTaskManagerHandle:
+        """The shared manager's handle (it sees every session's tasks)."""
+        return self._manager.handle()
 
 
 class AsyncTaskManagerHandle:

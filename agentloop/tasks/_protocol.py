@@ -67,7 +67,8 @@ class TaskLaunched:
 
 @attrs.frozen
 class TaskSnapshot:
-    """A task as the handle reports it; ``started_at`` in seconds since the epoch."""
+    """A task as the handle reports it; ``started_at`` in seconds since the epoch,
+    ``session_id`` the session whose call it runs (its ``ToolRequest``'s)."""
 
     task_id: str
     call_id: str
@@ -75,6 +76,7 @@ class TaskSnapshot:
     kind: TaskKind
     turn_id: str
     started_at: float
+    session_id: str = ""
 
 
 @attrs.frozen
