@@ -63,19 +63,25 @@ async def test_a_sole_call_sees_the_drivers_context_and_its_own_changes_stay_its
     assert await handle.next_event() is None
 
 
+class WhereTool:
+    """Records the id of the task each call runs in."""
+
+    spec = al.ToolSpec("where", "Record the current task.", {"type": "object"})
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        self.seen.append(anyio.get_current_task().id)
+        return "here"
+
+
 async def test_a_sole_call_runs_in_the_task_awaiting_next() -> None:
-    seen: list[Any] = []
-
-    class WhereTool:
-        spec = al.ToolSpec("where", "Record the current task.", {"type": "object"})
-
-        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
-            seen.append(anyio.get_current_task().id)
-            return "here"
-
+    tool = WhereTool()
+    seen = tool.seen
     model = al.ScriptedModel([tool_calls(call("where")), "done"])
     async with al.AsyncTaskManager() as manager:
-        driver = await build(model, manager, WhereTool()).build().start("s")
+        driver = await build(model, manager, tool).build().start("s")
         driver.submit_input([user("go")])
         assert isinstance(await driver.next(), al.AfterToolResult)
         assert seen == [anyio.get_current_task().id]
@@ -178,18 +184,11 @@ async def test_the_host_cancelling_next_during_a_sole_call_cancels_it_and_closes
 
 
 async def test_a_round_of_two_calls_still_runs_them_in_tasks_of_their_own() -> None:
-    where: list[Any] = []
-
-    class WhereTool:
-        spec = al.ToolSpec("where", "Record the current task.", {"type": "object"})
-
-        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
-            where.append(anyio.get_current_task().id)
-            return "here"
-
+    tool = WhereTool()
+    where = tool.seen
     model = al.ScriptedModel([tool_calls(call("where"), call("where")), "done"])
     async with al.AsyncTaskManager() as manager:
-        driver = await build(model, manager, WhereTool()).build().start("s")
+        driver = await build(model, manager, tool).build().start("s")
         driver.submit_input([user("go")])
         assert isinstance(await driver.next(), al.AfterToolResult)
         me = anyio.get_current_task().id
