@@ -8,11 +8,14 @@ import contextvars
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tasks_support import GateTool, StepRunner, build, describe, events, tool_outputs, user
 
 import agentloop as al
-from agentloop.testing import call, tool_calls
+from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -285,3 +288,61 @@ async def test_a_sole_launch_with_a_detach_limit_or_a_background_route_gets_a_ta
             await anyio.sleep(0.01)
             assert len(where) == 1  # ran in its own task before anyone waited
             assert where.pop() != anyio.get_current_task().id
+
+
+# -- in place or in a task of its own: the same outcome -------------------------------
+
+STEPS = st.lists(
+    st.sampled_from(["yield", "set_var", "read_var", "raise", "stray_cancel", "sleep"]),
+    max_size=6,
+)
+
+
+class ScriptedTool:
+    """Plays its input's ``steps``; answers with what it saw."""
+
+    spec = al.ToolSpec("script", "Play steps.", {"type": "object"})
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        seen: list[str] = []
+        for step in request.input["steps"]:
+            if step == "yield":
+                await anyio.lowlevel.checkpoint()
+            elif step == "sleep":
+                await anyio.sleep(0.001)
+            elif step == "set_var":
+                VAR.set(f"{request.call_id}:{len(seen)}")
+            elif step == "read_var":
+                seen.append(VAR.get("unset"))
+            elif step == "raise":
+                raise ValueError(f"{request.call_id} failed after {seen}")
+            else:  # a CancelledError the host did not ask for
+                raise anyio.get_cancelled_exc_class()()
+        return f"saw {seen}"
+
+
+async def play(rounds: list[list[str]], manager: al.AsyncTaskManager) -> tuple[Any, ...]:
+    """Run one turn with a one-call round per entry; the transcript's results and events."""
+    replies: list[Reply | str] = [tool_calls(call("script", {"steps": s})) for s in rounds]
+    model = al.ScriptedModel([*replies, "done"])
+    async with manager:
+        handle = manager.handle()
+        token = VAR.set("host")
+        try:
+            result = await al.run(build(model, manager, ScriptedTool()).build(), "go")
+        finally:
+            VAR.reset(token)
+        assert VAR.get("unset") == "unset"
+    events = []
+    while (event := await handle.next_event()) is not None:
+        events.append(describe(event))
+    return result.stop_reason, tool_outputs(result.transcript), events
+
+
+@settings(max_examples=60, deadline=None)
+@given(rounds=st.lists(STEPS, min_size=1, max_size=3))
+async def test_a_sole_call_ends_as_it_would_in_a_task_of_its_own(rounds: list[list[str]]) -> None:
+    in_place = await play(rounds, al.AsyncTaskManager())
+    # A detach limit nobody reaches makes the manager spawn a task for every call.
+    in_a_task = await play(rounds, al.AsyncTaskManager(detach_after=3600))
+    assert in_place == in_a_task
