@@ -35,7 +35,7 @@ from ._checkpoint import Restored, capture, check_checkpointable, restore_turn
 from ._core import LoopCore, checked_input, event_after
 from ._effects import DriverParts, Effects
 from ._events import ApprovalAnswered, InputAccepted, LoopWarning, RunFailed, TurnStarted
-from ._model_calls import ModelCaller
+from ._model_calls import ModelCaller, ready
 from ._mutators import LoopMutator, MutationPoint
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
@@ -502,8 +502,11 @@ class LoopDriver:
             return None
         return await self._pipeline.advance(turn, turn.round)
 
-    async def _try_call_model(self) -> Step:
-        """Drain background results; resume a paused turn, or start one, or wait for input."""
+    def _try_call_model(self) -> Awaitable[Step]:
+        """Drain background results; resume a paused turn, or start one, or wait for input.
+
+        Returns what to await (no coroutine of its own: one frame less per step).
+        """
         done = self._tasks.take_background_results()
         for update in done:
             self._pipeline.append_result(update.result, background=True)
@@ -511,21 +514,23 @@ class LoopDriver:
         turn = core.turn
         if turn is not None and turn.phase is TurnPhase.PAUSED:
             turn.phase = TurnPhase.ACTIVE
-            return await self._model.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
+            return self._model.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
         if not core.pending_input and not done:
             if core.retry_point is not None:
                 error = core.retry_point.error
-                return AwaitingInput(
-                    self.session_id,
-                    f"{core.retry_point.turn_id} ended because a model call failed "
-                    f"({error.kind.value}: {error}); call retry() or submit input",
-                    driver=self,
+                return ready(
+                    AwaitingInput(
+                        self.session_id,
+                        f"{core.retry_point.turn_id} ended because a model call failed "
+                        f"({error.kind.value}: {error}); call retry() or submit input",
+                        driver=self,
+                    )
                 )
-            return AwaitingInput(self.session_id, driver=self)
+            return ready(AwaitingInput(self.session_id, driver=self))
         turn = core.start_turn(self._cancellation.snapshot() if self._cancellation else None)
         if self._fx.observed:
             self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
-        return await self._model.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
+        return self._model.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
 
 
 _PHASES: tuple[Callable[[LoopDriver], Awaitable[Step | None]], ...] = (

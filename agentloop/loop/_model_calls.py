@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import nullcontext
 
 import anyio
@@ -54,7 +54,7 @@ from ._steps import (
     Step,
 )
 
-__all__ = ["ModelCaller"]
+__all__ = ["ModelCaller", "ready"]
 
 _NO_DEADLINE = nullcontext()
 
@@ -89,24 +89,35 @@ class ModelCaller:
         # BasicToolExecutor drains catalog changes and lists specs in one pass.
         self._drain_with_specs = getattr(self._executor, "_drain_with_specs", None)
 
-    async def call_model(
+    def call_model(
         self,
         turn: TurnState,
         point: MutationPoint,
         *,
         fold_input: bool = True,
         extra_mutators: Sequence[LoopMutator] = (),
-    ) -> Step:
+    ) -> Awaitable[Step]:
         """Deliver steering and pending input (unless ``fold_input`` is false: ``retry()``
         and ``continue_turn()`` send the transcript as it is), then call the model.
 
         ``extra_mutators`` run once, before the agent's own (``retry(mutators=...)``).
+        Returns what to await: without mutators no coroutine of its own (one frame
+        less for every step to create and resume).
         """
         if fold_input:
             self._core.deliver_steering()
             self._core.fold_pending_input()
         mutators = (*extra_mutators, *self._mutators) if extra_mutators else self._mutators
-        if mutators and (step := await self._run_mutators(turn, point, mutators)) is not None:
+        if mutators:
+            return self._call_model_after_mutators(turn, point, mutators)
+        if (finished := self._nothing_to_answer(turn)) is not None:
+            return ready(finished)
+        return self._call_model_handling_limits(turn, point)
+
+    async def _call_model_after_mutators(
+        self, turn: TurnState, point: MutationPoint, mutators: Sequence[LoopMutator]
+    ) -> Step:
+        if (step := await self._run_mutators(turn, point, mutators)) is not None:
             return step
         if (finished := self._nothing_to_answer(turn)) is not None:
             return finished
@@ -444,3 +455,8 @@ async def _close(stream: AsyncIterator[ModelEvent], *, shielded: bool) -> None:
         return
     with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
         await aclose()
+
+
+async def ready(step: Step) -> Step:
+    """``step`` as an awaitable (a path that decided without awaiting anything)."""
+    return step
