@@ -85,7 +85,10 @@ class ItemTexts:
         self._last.pop(session_id, None)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
+)
+"""No cycle check here: :func:`encode_json` walks every value first (a cycle raises there)."""
 
 
 def encode_json(value: Any, where: str) -> str:
