@@ -188,7 +188,7 @@ def encode_checkpoint(
         )
     head = {key: value for key, value in checkpoint.items() if key != "transcript"}
     shared = 0 if reuse is None else _identical_prefix(reuse.sources, transcript)
-    encoded: list[str] = list(reuse.items[:shared]) if reuse is not None else []
+    encoded: list[str] = []  # the items from ``shared`` on
     known: dict[int, tuple[object, str]] | None = None
     try:
         for index in range(shared, len(transcript)):
@@ -211,11 +211,15 @@ def encode_checkpoint(
         head_text = encode_json(head, "checkpoint")
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_FIX}") from None
-    return EncodedCheckpoint(session_id, head_text, tuple(encoded), tuple(transcript))
+    kept = () if reuse is None else reuse.items[:shared]  # no copy when all are kept
+    return EncodedCheckpoint(session_id, head_text, kept + tuple(encoded), tuple(transcript))
 
 
 def _identical_prefix(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many leading elements of ``old`` and ``new`` are the very same objects (C speed)."""
+    """How many leading elements of ``old`` and ``new`` are the very same objects.
+
+    Compared in C, by address: the objects themselves are not touched.
+    """
     same = list(map(operator.is_, old, new))
     try:
         return same.index(False)
@@ -225,11 +229,8 @@ def _identical_prefix(old: Sequence[object], new: Sequence[object]) -> int:
 
 def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:
     """How many leading items ``old`` and ``new`` share: the first position to rewrite."""
-    shared = min(len(old), len(new))
-    if tuple(old[:shared]) == tuple(new[:shared]):  # the usual case, compared in C
-        return shared
-    shared = 0
-    for before, after in zip(old, new, strict=False):
+    shared = _identical_prefix(old, new)  # the usual case: the last save's very texts
+    for before, after in zip(old[shared:], new[shared:], strict=False):
         if before != after:
             break
         shared += 1
