@@ -24,7 +24,7 @@ functions over a psycopg connection; the store runs them in worker threads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -211,19 +211,24 @@ _READ_FOR_SAVE = (
 )
 
 
-def read_for_save(connection: Any, session_id: str) -> SaveState:
+def read_for_save(connection: Any, session_id: str) -> Callable[[], SaveState]:
     """Lock the session (:func:`lock_session`), then read its lease and version, both rows
-    locked for update, and the clock: two statements.
+    locked for update, and the clock; returns the function that waits for the rows.
 
-    The reads are a statement of their own, after the lock's: in pipeline mode
-    both travel in one round trip, and the server still starts the reads once
-    the lock is granted, so they see every write committed before it.
+    In pipeline mode the statements are on their way when this returns, and
+    the server runs them while the caller works; the reads are a statement
+    of their own, after the lock's, so the server starts them once the lock
+    is granted and they see every write committed before it.
     """
     lock_session(connection, session_id)
-    row = connection.execute(_READ_FOR_SAVE, {"id": session_id}).fetchone()
-    owner, token, expires_at, released, version, now = row
-    lease = None if token is None else LeaseRow(owner, int(token), float(expires_at), released)
-    return SaveState(lease, float(now), None if version is None else int(version))
+    cursor = connection.execute(_READ_FOR_SAVE, {"id": session_id})
+
+    def rows() -> SaveState:
+        owner, token, expires_at, released, version, now = cursor.fetchone()
+        lease = None if token is None else LeaseRow(owner, int(token), float(expires_at), released)
+        return SaveState(lease, float(now), None if version is None else int(version))
+
+    return rows
 
 
 _WRITE_CHECKPOINT = (

@@ -133,15 +133,22 @@ class PostgresSessionStore:
         expected_version: int | None = None,
         fencing_token: int | None = None,
     ) -> int:
-        """Replace the session's document in one transaction (see ``SessionStore``)."""
-        encoded = encode_checkpoint(session_id, checkpoint, self._texts.for_session(session_id))
-        status, pending = summarize(checkpoint)
+        """Replace the session's document in one transaction (see ``SessionStore``).
+
+        Two round trips: BEGIN, the lock and the reads; then the writes and
+        COMMIT. The document is encoded in the worker thread while the server
+        runs the first ones (a document that is not valid rolls them back).
+        """
         operation = f"save checkpoint for session {session_id!r}"
 
         def work(connection: Any) -> int:
-            # Two round trips: BEGIN, the lock and the reads; then the writes and COMMIT.
             with pipelined_transaction(connection):
-                lease, now, version = sql.read_for_save(connection, session_id)
+                read = sql.read_for_save(connection, session_id)
+                with self._lock:
+                    reuse = self._texts.for_session(session_id)
+                encoded = encode_checkpoint(session_id, checkpoint, reuse)
+                status, pending = summarize(checkpoint)
+                lease, now, version = read()
                 check_fence(session_id, fencing_token, lease, now, operation)
                 check_version(session_id, expected_version, version)
                 stored, stored_rows = self._stored(connection, session_id, version)
