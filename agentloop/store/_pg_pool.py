@@ -111,7 +111,9 @@ class ConnectionPool:
         try:
             return work(connection)
         except psycopg.Error as error:
-            broken = connection.closed or connection.broken
+            # After a database error the connection is not reused: a fresh one has no
+            # half-known session state (an aborted transaction, prepared statements).
+            broken = True
             raise CheckpointError(
                 f"cannot {operation} in PostgreSQL: {type(error).__name__}: {error}; check "
                 "that the database is reachable and holds an agentloop session store"

@@ -142,6 +142,14 @@ class PostgresSessionStore:
         operation = f"save checkpoint for session {session_id!r}"
 
         def work(connection: Any) -> int:
+            try:
+                return write(connection)
+            except BaseException:
+                with self._lock:  # the next save reads the rows again
+                    self._cache.pop(session_id, None)
+                raise
+
+        def write(connection: Any) -> int:
             with pipelined_transaction(connection):
                 read = sql.read_for_save(connection, session_id)
                 with self._lock:

@@ -373,6 +373,28 @@ class SqliteSessionStore:
         connection: sqlite3.Connection,
     ) -> int:
         session_id = encoded.session_id
+        try:
+            sequence = self._write(
+                encoded, summary, expected_version, fencing_token, operation, connection
+            )
+        except BaseException:
+            # The next save reads the rows again (and rewrites from the first damaged one).
+            self._cache.pop(session_id, None)
+            raise
+        self._remember(session_id, sequence, encoded.items)
+        self._texts.remember(encoded)
+        return sequence
+
+    def _write(
+        self,
+        encoded: EncodedCheckpoint,
+        summary: tuple[SessionStatus, tuple[str, ...]],
+        expected_version: int | None,
+        fencing_token: int | None,
+        operation: str,
+        connection: sqlite3.Connection,
+    ) -> int:
+        session_id = encoded.session_id
         with _sql.transaction(connection, write=True):
             lease, sequence = _sql.read_save_state(connection, session_id)
             check_fence(session_id, fencing_token, lease, time.time(), operation)
@@ -398,8 +420,6 @@ class SqliteSessionStore:
                 pending_approvals=json.dumps(list(pending)),
                 stored_rows=stored_rows,
             )
-        self._remember(session_id, sequence, encoded.items)
-        self._texts.remember(encoded)
         return sequence
 
     def _read(self, session_id: str, connection: sqlite3.Connection) -> _Loaded | None:
