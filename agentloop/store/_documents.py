@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -56,28 +57,26 @@ class EncodedCheckpoint:
 
 
 class ItemTexts:
-    """The encoded items of each session's last save, to skip re-encoding unchanged ones.
+    """Each session's last saved :class:`EncodedCheckpoint`, to skip re-encoding unchanged items.
 
     The driver hands a store the same item objects step after step (items are
-    immutable), so a save encodes only the new ones: O(new items), not
-    O(transcript). Bounded to the ``capacity`` most recently saved sessions.
+    immutable), so a save encodes only the new ones. Remembering a save keeps
+    a reference, no copy: O(1). Bounded to the ``capacity`` most recently
+    saved sessions.
     """
 
     def __init__(self, capacity: int = 64) -> None:
         self._capacity = capacity
-        self._last: dict[str, dict[int, tuple[object, str]]] = {}
+        self._last: dict[str, EncodedCheckpoint] = {}
 
-    def for_session(self, session_id: str) -> Mapping[int, tuple[object, str]]:
-        """Item object id -> (object, text) of the session's last save."""
-        return self._last.get(session_id, {})
+    def for_session(self, session_id: str) -> EncodedCheckpoint | None:
+        """The session's last saved encoding, or ``None``."""
+        return self._last.get(session_id)
 
     def remember(self, encoded: EncodedCheckpoint) -> None:
-        """Keep ``encoded``'s item texts for the session's next save."""
+        """Keep ``encoded`` for the session's next save."""
         self._last.pop(encoded.session_id, None)
-        self._last[encoded.session_id] = {
-            id(source): (source, text)
-            for source, text in zip(encoded.sources, encoded.items, strict=True)
-        }
+        self._last[encoded.session_id] = encoded
         while len(self._last) > self._capacity:
             del self._last[next(iter(self._last))]
 
@@ -86,10 +85,42 @@ class ItemTexts:
         self._last.pop(session_id, None)
 
 
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
+)
+"""No cycle check here: :func:`encode_json` walks every value first (a cycle raises there)."""
+
+
 def encode_json(value: Any, where: str) -> str:
     """``value`` as compact JSON text; ``ValueError`` naming the path of a non-JSON value."""
-    _check_json(value, where)
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if not _is_plain_json(value):
+        _check_json(value, where)  # names the offending path, or accepts subclasses
+    return _ENCODER.encode(value)
+
+
+def _is_plain_json(value: Any) -> bool:
+    """Whether ``value`` is exact JSON built of the plain types only (no path strings built).
+
+    The fast check of a valid document; ``False`` sends the value to
+    :func:`_check_json`, which decides (subclasses of the JSON types pass
+    there) and names the path of what fails.
+    """
+    kind = type(value)
+    if kind is dict:
+        for key, element in value.items():
+            if type(key) is not str or not (type(element) is str or _is_plain_json(element)):
+                return False
+        return True
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is list:
+        for element in value:  # noqa: SIM110 (all() over a generator is slower in this hot path)
+            if not (type(element) is str or _is_plain_json(element)):
+                return False
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    return False
 
 
 def _check_json(value: Any, where: str) -> None:
@@ -118,7 +149,7 @@ def _check_json(value: Any, where: str) -> None:
 def encode_checkpoint(
     session_id: str,
     checkpoint: Mapping[str, Any],
-    reuse: Mapping[int, tuple[object, str]] | None = None,
+    reuse: EncodedCheckpoint | None = None,
 ) -> EncodedCheckpoint:
     """Validate ``checkpoint`` for ``session_id`` and encode it; ``CheckpointError`` if it is bad.
 
@@ -126,7 +157,9 @@ def encode_checkpoint(
     ``transcript`` is a list of objects and that every value is exact JSON.
     The items' own shape is checked by :func:`check_items`. An item that is
     the very object encoded last time (``reuse``, from :class:`ItemTexts`)
-    keeps its text: saved documents must not be changed in place.
+    keeps its text: saved documents must not be changed in place. The usual
+    save (the last one's items, the same objects, and a few new ones) finds
+    the shared prefix at C speed and encodes only the new items.
     """
     prefix = f"cannot save checkpoint for session {session_id!r}"
     if not isinstance(checkpoint, Mapping):
@@ -154,14 +187,23 @@ def encode_checkpoint(
             f"{prefix}: expected a 'transcript' list, found {type(transcript).__name__}; {_FIX}"
         )
     head = {key: value for key, value in checkpoint.items() if key != "transcript"}
-    reuse = reuse or {}
+    shared = 0 if reuse is None else _identical_prefix(reuse.sources, transcript)
+    encoded: list[str] = []  # the items from ``shared`` on
+    known: dict[int, tuple[object, str]] | None = None
     try:
-        encoded: list[str] = []
-        for index, item in enumerate(transcript):
-            known = reuse.get(id(item))
-            if known is not None and known[0] is item:
-                encoded.append(known[1])
-                continue
+        for index in range(shared, len(transcript)):
+            item = transcript[index]
+            if reuse is not None and shared < len(reuse.sources):
+                # Not an appended tail (a compaction, an edit): look items up by identity.
+                if known is None:
+                    known = {
+                        id(source): (source, text)
+                        for source, text in zip(reuse.sources, reuse.items, strict=True)
+                    }
+                found = known.get(id(item))
+                if found is not None and found[0] is item:
+                    encoded.append(found[1])
+                    continue
             where = f"checkpoint['transcript'][{index}]"
             if not isinstance(item, dict):
                 raise ValueError(f"{where} has type {type(item).__name__}, expected an item object")
@@ -169,13 +211,26 @@ def encode_checkpoint(
         head_text = encode_json(head, "checkpoint")
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_FIX}") from None
-    return EncodedCheckpoint(session_id, head_text, tuple(encoded), tuple(transcript))
+    kept = () if reuse is None else reuse.items[:shared]  # no copy when all are kept
+    return EncodedCheckpoint(session_id, head_text, kept + tuple(encoded), tuple(transcript))
+
+
+def _identical_prefix(old: Sequence[object], new: Sequence[object]) -> int:
+    """How many leading elements of ``old`` and ``new`` are the very same objects.
+
+    Compared in C, by address: the objects themselves are not touched.
+    """
+    same = list(map(operator.is_, old, new))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)
 
 
 def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:
     """How many leading items ``old`` and ``new`` share: the first position to rewrite."""
-    shared = 0
-    for before, after in zip(old, new, strict=False):
+    shared = _identical_prefix(old, new)  # the usual case: the last save's very texts
+    for before, after in zip(old[shared:], new[shared:], strict=False):
         if before != after:
             break
         shared += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import anyio
@@ -19,9 +19,51 @@ import anyio.to_thread
 from ..core._errors import CheckpointError, InvalidStateError
 from . import _pg_sql as sql
 
-__all__ = ["ConnectionPool", "transaction"]
+__all__ = ["ConnectionPool", "pipelined_transaction", "transaction"]
 
 T = TypeVar("T")
+
+
+@contextmanager
+def pipelined_transaction(connection: Any) -> Iterator[None]:
+    """One transaction in pipeline mode: two round trips where the block reads once.
+
+    ``BEGIN`` is queued with the block's first statements and travels with
+    them when the block first fetches a result; ``COMMIT`` travels with the
+    statements queued after that, in one sync. (psycopg's ``transaction()``
+    syncs on entry and on exit of its nested pipelines: four round trips.)
+    If the block or the commit raises, the transaction is rolled back and
+    the error re-raised; a connection left in a transaction is never reused
+    (see ``ConnectionPool``). Without pipeline support in libpq (before 14),
+    a plain :func:`transaction`.
+    """
+    import psycopg
+
+    if not psycopg.Pipeline.is_supported():
+        with transaction(connection):
+            yield
+        return
+    with connection.pipeline() as pipe:
+        connection.execute("BEGIN")
+        try:
+            yield
+            connection.execute("COMMIT")
+            pipe.sync()
+        except BaseException:
+            _roll_back(connection, pipe)
+            raise
+
+
+def _roll_back(connection: Any, pipe: Any) -> None:
+    import psycopg
+
+    try:
+        with suppress(psycopg.Error):  # the error the block raised, or its consequence
+            pipe.sync()  # run or, after an error, skip what is queued
+        connection.execute("ROLLBACK")
+        pipe.sync()
+    except psycopg.Error:
+        pass  # the connection is broken or still in a transaction: the pool drops it
 
 
 @contextmanager
@@ -69,7 +111,9 @@ class ConnectionPool:
         try:
             return work(connection)
         except psycopg.Error as error:
-            broken = connection.closed or connection.broken
+            # After a database error the connection is not reused: a fresh one has no
+            # half-known session state (an aborted transaction, prepared statements).
+            broken = True
             raise CheckpointError(
                 f"cannot {operation} in PostgreSQL: {type(error).__name__}: {error}; check "
                 "that the database is reachable and holds an agentloop session store"
@@ -106,8 +150,12 @@ class ConnectionPool:
         return connection
 
     def _checkin(self, connection: Any, broken: bool) -> None:
+        import psycopg
+
+        # A connection still in a transaction (a rollback that failed) is never reused.
+        idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with self._lock:
-            if not broken and not self.closed and len(self._idle) < self.size:
+            if idle and not broken and not self.closed and len(self._idle) < self.size:
                 self._idle.append(connection)
                 return
         connection.close()

@@ -24,7 +24,7 @@ functions over a psycopg connection; the store runs them in worker threads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -34,9 +34,9 @@ from ._rules import LeaseRow
 __all__ = [
     "MIGRATIONS",
     "ApprovalRow",
+    "SaveState",
     "SessionRow",
     "SummaryRow",
-    "answer_calls",
     "delete_session",
     "ensure_schema",
     "insert_approval",
@@ -49,6 +49,7 @@ __all__ = [
     "now",
     "read_approvals",
     "read_claimed",
+    "read_for_save",
     "read_items",
     "read_lease",
     "read_session",
@@ -173,12 +174,10 @@ class SessionRow(NamedTuple):
 _ROW = "session_id, item_count, version, updated_at, status, pending_approvals"
 
 
-def read_session(connection: Any, session_id: str, *, for_update: bool = False) -> Any:
+def read_session(connection: Any, session_id: str) -> Any:
     """``(head, SessionRow)`` for the session, or ``None`` if it has no document."""
     row = connection.execute(
-        f"SELECT head, {_ROW} FROM agentloop_sessions WHERE session_id = %s"
-        + (" FOR UPDATE" if for_update else ""),
-        (session_id,),
+        f"SELECT head, {_ROW} FROM agentloop_sessions WHERE session_id = %s", (session_id,)
     ).fetchone()
     if row is None:
         return None
@@ -194,6 +193,60 @@ def read_items(connection: Any, session_id: str) -> list[tuple[object, object]]:
     return [(row[0], row[1]) for row in rows]
 
 
+class SaveState(NamedTuple):
+    """What a save checks before it writes: the lease, the server's clock, the version."""
+
+    lease: LeaseRow | None
+    now: float
+    version: int | None
+
+
+_READ_FOR_SAVE = (
+    "SELECT l.owner, l.token, extract(epoch FROM l.expires_at), l.released, s.version, "
+    "extract(epoch FROM clock_timestamp()) FROM (VALUES (1)) AS one "
+    "LEFT JOIN LATERAL (SELECT owner, token, expires_at, released FROM agentloop_leases "
+    "WHERE session_id = %(id)s FOR UPDATE) AS l ON true "
+    "LEFT JOIN LATERAL (SELECT version FROM agentloop_sessions "
+    "WHERE session_id = %(id)s FOR UPDATE) AS s ON true"
+)
+
+
+def read_for_save(connection: Any, session_id: str) -> Callable[[], SaveState]:
+    """Lock the session (:func:`lock_session`), then read its lease and version, both rows
+    locked for update, and the clock; returns the function that waits for the rows.
+
+    In pipeline mode the statements are on their way when this returns, and
+    the server runs them while the caller works; the reads are a statement
+    of their own, after the lock's, so the server starts them once the lock
+    is granted and they see every write committed before it.
+    """
+    lock_session(connection, session_id)
+    cursor = connection.execute(_READ_FOR_SAVE, {"id": session_id})
+
+    def rows() -> SaveState:
+        owner, token, expires_at, released, version, now = cursor.fetchone()
+        lease = None if token is None else LeaseRow(owner, int(token), float(expires_at), released)
+        return SaveState(lease, float(now), None if version is None else int(version))
+
+    return rows
+
+
+_WRITE_CHECKPOINT = (
+    "WITH new_items AS (INSERT INTO agentloop_items (session_id, position, item) "
+    "SELECT %(id)s, position, item FROM unnest(%(positions)s::integer[], %(items)s::text[]) "
+    "AS new (position, item)), "
+    "answered AS (UPDATE agentloop_claims SET answered = true "
+    "WHERE session_id = %(id)s AND call_id = ANY(%(answered)s::text[])) "
+    "INSERT INTO agentloop_sessions (session_id, head, item_count, version, updated_at, "
+    "status, pending_approvals) VALUES (%(id)s, %(head)s, %(count)s, "
+    "nextval('agentloop_versions'), clock_timestamp(), %(status)s, %(pending)s::jsonb) "
+    "ON CONFLICT (session_id) DO UPDATE SET head = excluded.head, "
+    "item_count = excluded.item_count, version = excluded.version, "
+    "updated_at = excluded.updated_at, status = excluded.status, "
+    "pending_approvals = excluded.pending_approvals RETURNING version, updated_at"
+)
+
+
 def write_checkpoint(
     connection: Any,
     session_id: str,
@@ -204,39 +257,34 @@ def write_checkpoint(
     answered: Iterable[str],
     status: str,
     pending_approvals: str,
-) -> tuple[int, datetime]:
-    """Replace the session's document from item ``start`` on; return its version and time."""
-    connection.execute(
-        "DELETE FROM agentloop_items WHERE session_id = %s AND position >= %s", (session_id, start)
-    )
-    if start < len(items):
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO agentloop_items (session_id, position, item) VALUES (%s, %s, %s)",
-                [(session_id, position, items[position]) for position in range(start, len(items))],
-            )
-    row = connection.execute(
-        "INSERT INTO agentloop_sessions (session_id, head, item_count, version, updated_at, "
-        "status, pending_approvals) VALUES (%s, %s, %s, nextval('agentloop_versions'), "
-        "clock_timestamp(), %s, %s::jsonb) ON CONFLICT (session_id) DO UPDATE SET "
-        "head = excluded.head, item_count = excluded.item_count, version = excluded.version, "
-        "updated_at = excluded.updated_at, status = excluded.status, "
-        "pending_approvals = excluded.pending_approvals RETURNING version, updated_at",
-        (session_id, head, len(items), status, pending_approvals),
-    ).fetchone()
-    answer_calls(connection, session_id, answered)
-    return int(row[0]), row[1]
+    stored_rows: int | None = None,
+) -> Any:
+    """Replace the session's document from item ``start`` on, mark the claims of
+    ``answered`` answered; one statement (two when old rows must go first).
 
-
-def answer_calls(connection: Any, session_id: str, call_ids: Iterable[str]) -> None:
-    """Mark the claims of ``call_ids`` answered: no longer in doubt, never claimable."""
-    ids = list(call_ids)
-    if ids:
+    ``stored_rows``, when known, is how many item rows the session has (none
+    past it): rows from ``start`` on are deleted only if some exist. Returns
+    the cursor whose row is the new ``(version, updated_at)``: in pipeline
+    mode it is there once the pipeline syncs.
+    """
+    if stored_rows is None or start < stored_rows:
         connection.execute(
-            "UPDATE agentloop_claims SET answered = true "
-            "WHERE session_id = %s AND call_id = ANY(%s)",
-            (session_id, ids),
+            "DELETE FROM agentloop_items WHERE session_id = %s AND position >= %s",
+            (session_id, start),
         )
+    return connection.execute(
+        _WRITE_CHECKPOINT,
+        {
+            "id": session_id,
+            "positions": list(range(start, len(items))),
+            "items": list(items[start:]),
+            "answered": list(answered),
+            "head": head,
+            "count": len(items),
+            "status": status,
+            "pending": pending_approvals,
+        },
+    )
 
 
 def read_started_calls(connection: Any, session_id: str) -> frozenset[str]:

@@ -31,7 +31,7 @@ from ._documents import (
     decode_stored,
     encode_checkpoint,
 )
-from ._pg_pool import ConnectionPool, transaction
+from ._pg_pool import ConnectionPool, pipelined_transaction, transaction
 from ._rules import (
     LeaseRow,
     check_acquire,
@@ -133,23 +133,36 @@ class PostgresSessionStore:
         expected_version: int | None = None,
         fencing_token: int | None = None,
     ) -> int:
-        """Replace the session's document in one transaction (see ``SessionStore``)."""
-        encoded = encode_checkpoint(session_id, checkpoint, self._texts.for_session(session_id))
-        status, pending = summarize(checkpoint)
+        """Replace the session's document in one transaction (see ``SessionStore``).
+
+        Two round trips: BEGIN, the lock and the reads; then the writes and
+        COMMIT. The document is encoded in the worker thread while the server
+        runs the first ones (a document that is not valid rolls them back).
+        """
         operation = f"save checkpoint for session {session_id!r}"
 
         def work(connection: Any) -> int:
-            with transaction(connection):
-                sql.lock_session(connection, session_id)
-                lease = sql.read_lease(connection, session_id)
-                check_fence(session_id, fencing_token, lease, sql.now(connection), operation)
-                found = sql.read_session(connection, session_id, for_update=True)
-                version = None if found is None else int(found[1].version)
+            try:
+                return write(connection)
+            except BaseException:
+                with self._lock:  # the next save reads the rows again
+                    self._cache.pop(session_id, None)
+                raise
+
+        def write(connection: Any) -> int:
+            with pipelined_transaction(connection):
+                read = sql.read_for_save(connection, session_id)
+                with self._lock:
+                    reuse = self._texts.for_session(session_id)
+                encoded = encode_checkpoint(session_id, checkpoint, reuse)
+                status, pending = summarize(checkpoint)
+                lease, now, version = read()
+                check_fence(session_id, fencing_token, lease, now, operation)
                 check_version(session_id, expected_version, version)
-                stored = () if version is None else self._texts_of(connection, session_id, version)
+                stored, stored_rows = self._stored(connection, session_id, version)
                 start = common_prefix_length(stored, encoded.items)
                 answered = check_items(session_id, encoded.items, start)
-                version, _updated_at = sql.write_checkpoint(
+                written = sql.write_checkpoint(
                     connection,
                     session_id,
                     head=encoded.head,
@@ -158,9 +171,11 @@ class PostgresSessionStore:
                     answered=sorted(answered),
                     status=status.value,
                     pending_approvals=json.dumps(list(pending)),
+                    stored_rows=stored_rows,
                 )
-            self._remember(encoded, version)
-            return version
+            saved = int(written.fetchone()[0])
+            self._remember(encoded, saved)
+            return saved
 
         return await self._run(operation, work)
 
@@ -428,17 +443,23 @@ class PostgresSessionStore:
         document, items = decode_stored(session_id, head, rows, row.item_count)
         return document, items, row, started, approvals
 
-    def _texts_of(self, connection: Any, session_id: str, version: int) -> tuple[str, ...]:
+    def _stored(
+        self, connection: Any, session_id: str, version: int | None
+    ) -> tuple[tuple[str, ...], int | None]:
+        """The stored item texts up to the first damaged or missing row (a save rewrites
+        those), and how many rows exist if that is known (the cached copy is current)."""
+        if version is None:
+            return (), None
         with self._lock:
             cached = self._cache.get(session_id)
         if cached is not None and cached[0] == version:
-            return cached[1]
+            return cached[1], len(cached[1])  # every row, none past them
         texts: list[str] = []
         for position, text in sql.read_items(connection, session_id):
             if position != len(texts) or not isinstance(text, str):
                 break
             texts.append(text)
-        return tuple(texts)
+        return tuple(texts), None
 
     def _remember(self, encoded: EncodedCheckpoint, version: int) -> None:
         with self._lock:

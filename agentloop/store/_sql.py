@@ -56,7 +56,7 @@ __all__ = [
     "read_claim",
     "read_items",
     "read_lease",
-    "read_sequence",
+    "read_save_state",
     "read_session",
     "read_started_calls",
     "read_summaries",
@@ -221,12 +221,20 @@ def _migrate_to_2(connection: sqlite3.Connection) -> None:
     connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
-def read_sequence(connection: sqlite3.Connection, session_id: str) -> int | None:
-    """The session's current ``sequence``, or ``None`` if it has no document."""
+def read_save_state(
+    connection: sqlite3.Connection, session_id: str
+) -> tuple[LeaseRow | None, int | None]:
+    """The session's lease and ``sequence`` (``None`` each when absent), in one statement."""
     row = connection.execute(
-        "SELECT sequence FROM sessions WHERE session_id = ?", (session_id,)
+        "SELECT l.owner, l.token, l.expires_at, l.released, s.sequence FROM (SELECT ? AS id) AS k "
+        "LEFT JOIN leases AS l ON l.session_id = k.id "
+        "LEFT JOIN sessions AS s ON s.session_id = k.id",
+        (session_id,),
     ).fetchone()
-    return None if row is None else int(row[0])
+    lease = (
+        None if row[1] is None else LeaseRow(str(row[0]), int(row[1]), float(row[2]), bool(row[3]))
+    )
+    return lease, None if row[4] is None else int(row[4])
 
 
 def read_items(
@@ -379,25 +387,25 @@ def write_checkpoint(
     updated_at: str,
     status: str,
     pending_approvals: str,
+    stored_rows: int | None = None,
 ) -> int:
     """Replace the session's document, rewriting items from ``start``; return its sequence.
 
-    Items before ``start`` are the ones already stored. Claims of the
-    ``answered`` call ids are marked answered. Run inside a write transaction.
+    Items before ``start`` are the ones already stored; ``stored_rows``, when
+    known, is how many item rows the session has (none past it): rows from
+    ``start`` on are deleted only if some exist. Claims of the ``answered``
+    call ids are marked answered. Run inside a write transaction.
     """
-    connection.execute(
-        "DELETE FROM items WHERE session_id = ? AND position >= ?", (session_id, start)
-    )
-    connection.executemany(
-        "INSERT INTO items (session_id, position, item) VALUES (?, ?, ?)",
-        ((session_id, position, items[position]) for position in range(start, len(items))),
-    )
-    connection.execute(
-        "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'last_sequence'"
-    )
-    sequence = int(
-        connection.execute("SELECT value FROM meta WHERE key = 'last_sequence'").fetchone()[0]
-    )
+    if stored_rows is None or start < stored_rows:
+        connection.execute(
+            "DELETE FROM items WHERE session_id = ? AND position >= ?", (session_id, start)
+        )
+    if start < len(items):
+        connection.executemany(
+            "INSERT INTO items (session_id, position, item) VALUES (?, ?, ?)",
+            [(session_id, position, items[position]) for position in range(start, len(items))],
+        )
+    sequence = _next_sequence(connection)
     connection.execute(
         "INSERT INTO sessions (session_id, head, item_count, sequence, updated_at, status, "
         "pending_approvals) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
@@ -410,12 +418,28 @@ def write_checkpoint(
     return sequence
 
 
+_BUMP_SEQUENCE = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'last_sequence'"
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35)
+"""Whether this SQLite has ``RETURNING`` (3.35+): one statement to bump and read a counter."""
+
+
+def _next_sequence(connection: sqlite3.Connection) -> int:
+    if _RETURNING:
+        # fetchall: a RETURNING statement is finished only once its rows are read.
+        return int(connection.execute(_BUMP_SEQUENCE + " RETURNING value").fetchall()[0][0])
+    connection.execute(_BUMP_SEQUENCE)
+    return int(
+        connection.execute("SELECT value FROM meta WHERE key = 'last_sequence'").fetchone()[0]
+    )
+
+
 def answer_calls(connection: sqlite3.Connection, session_id: str, call_ids: Iterable[str]) -> None:
     """Mark the claims of ``call_ids`` answered: no longer in doubt, never claimable."""
-    connection.executemany(
-        "UPDATE started_calls SET answered = 1 WHERE session_id = ? AND call_id = ?",
-        ((session_id, call_id) for call_id in call_ids),
-    )
+    rows = [(session_id, call_id) for call_id in call_ids]
+    if rows:
+        connection.executemany(
+            "UPDATE started_calls SET answered = 1 WHERE session_id = ? AND call_id = ?", rows
+        )
 
 
 def insert_started_call(

@@ -373,12 +373,38 @@ class SqliteSessionStore:
         connection: sqlite3.Connection,
     ) -> int:
         session_id = encoded.session_id
+        try:
+            sequence = self._write(
+                encoded, summary, expected_version, fencing_token, operation, connection
+            )
+        except BaseException:
+            # The next save reads the rows again (and rewrites from the first damaged one).
+            self._cache.pop(session_id, None)
+            raise
+        self._remember(session_id, sequence, encoded.items)
+        self._texts.remember(encoded)
+        return sequence
+
+    def _write(
+        self,
+        encoded: EncodedCheckpoint,
+        summary: tuple[SessionStatus, tuple[str, ...]],
+        expected_version: int | None,
+        fencing_token: int | None,
+        operation: str,
+        connection: sqlite3.Connection,
+    ) -> int:
+        session_id = encoded.session_id
         with _sql.transaction(connection, write=True):
-            lease = _sql.read_lease(connection, session_id)
+            lease, sequence = _sql.read_save_state(connection, session_id)
             check_fence(session_id, fencing_token, lease, time.time(), operation)
-            sequence = _sql.read_sequence(connection, session_id)
             check_version(session_id, expected_version, sequence)
-            stored = () if sequence is None else self._texts_of(connection, session_id, sequence)
+            cached = self._cache.get(session_id)
+            if cached is not None and cached[0] == sequence:
+                stored, stored_rows = cached[1], len(cached[1])  # every row, none past them
+            else:
+                stored = () if sequence is None else self._texts_of(connection, session_id)
+                stored_rows = None
             start = common_prefix_length(stored, encoded.items)
             answered = check_items(session_id, encoded.items, start)
             status, pending = summary
@@ -392,9 +418,8 @@ class SqliteSessionStore:
                 updated_at=_now(),
                 status=status.value,
                 pending_approvals=json.dumps(list(pending)),
+                stored_rows=stored_rows,
             )
-        self._remember(session_id, sequence, encoded.items)
-        self._texts.remember(encoded)
         return sequence
 
     def _read(self, session_id: str, connection: sqlite3.Connection) -> _Loaded | None:
@@ -441,13 +466,8 @@ class SqliteSessionStore:
         self._texts.forget(session_id)
         return existed
 
-    def _texts_of(
-        self, connection: sqlite3.Connection, session_id: str, sequence: int
-    ) -> tuple[str, ...]:
+    def _texts_of(self, connection: sqlite3.Connection, session_id: str) -> tuple[str, ...]:
         """The stored item texts up to the first damaged or missing row (a save rewrites those)."""
-        cached = self._cache.get(session_id)
-        if cached is not None and cached[0] == sequence:
-            return cached[1]
         texts: list[str] = []
         for position, text in _sql.read_items(connection, session_id):
             if position != len(texts) or not isinstance(text, str):

@@ -203,3 +203,50 @@ async def test_a_version_1_schema_keeps_its_decisions_and_takes_reasons_and_edit
             edited,
         )
         assert (again.approvals["c3"].reason, again.approvals["c3"].edited_input) == ("no", None)
+
+
+async def test_a_save_the_database_refuses_leaves_the_last_save_and_a_usable_connection(
+    postgres_uri: str,
+) -> None:
+    from agentloop import FinishReason, Item, ItemKind, ToolCallPart, ToolResultPart
+
+    asked = Item.text(ItemKind.USER, "write it")
+    call = Item(
+        ItemKind.ASSISTANT, [ToolCallPart("c1", "write", {})], finish_reason=FinishReason.TOOL_CALL
+    )
+    async with PostgresSessionStore(postgres_uri, pool_size=1) as store:  # one connection
+        first = await store.save_checkpoint("s", sample_checkpoint("s", [asked, call]))
+        await store.record_call_started("s", "c1", "write")
+        # A fault in the middle of the next save's writes, as a full disk would be.
+        with psycopg.connect(postgres_uri, autocommit=True) as connection:
+            connection.execute(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.item LIKE '%refuse me%' THEN RAISE EXCEPTION 'refused by the test'; "
+                "END IF; RETURN NEW; END $$"
+            )
+            connection.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON agentloop_items "
+                "FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
+        refused = [asked, call, Item(ItemKind.TOOL, [ToolResultPart("c1", "refuse me")])]
+        with pytest.raises(CheckpointError) as raised:
+            await store.save_checkpoint("s", sample_checkpoint("s", refused))
+        assert str(raised.value).startswith(
+            "cannot save checkpoint for session 's' in PostgreSQL: RaiseException: "
+            "refused by the test"
+        )
+        loaded = await store.load("s")  # nothing of the refused save: not its item, not its
+        assert loaded is not None  # answer to c1, not its version
+        assert (loaded.version, len(loaded.checkpoint["transcript"])) == (first, 2)
+        assert loaded.started_calls == frozenset({"c1"})
+        accepted = [*refused[:2], Item(ItemKind.TOOL, [ToolResultPart("c1", "wrote it")])]
+        second = await store.save_checkpoint(
+            "s", sample_checkpoint("s", accepted), expected_version=first
+        )
+        assert second > first
+        reloaded = await store.load("s")
+        assert reloaded is not None
+        assert reloaded.version == second
+        assert reloaded.checkpoint == sample_checkpoint("s", accepted)
+        assert reloaded.started_calls == frozenset()
+    assert _query(postgres_uri, "SELECT count(*) FROM agentloop_items") == [(3,)]

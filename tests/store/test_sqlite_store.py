@@ -69,6 +69,30 @@ async def test_a_save_writes_only_the_items_that_changed(tmp_path: Path) -> None
     assert loaded.checkpoint == sample_checkpoint("s", compacted[:10])
 
 
+async def test_a_row_written_behind_the_stores_back_fails_one_save_and_the_next_repairs(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as store:
+        first = await store.save_checkpoint("s", sample_checkpoint("s", _users(3)))
+        # Another program writes a row past the end; the store knows the rows it wrote.
+        _query(path, "INSERT INTO items (session_id, position, item) VALUES ('s', 3, 'stray')")
+        grown = sample_checkpoint("s", _users(4))
+        with pytest.raises(CheckpointError) as raised:
+            await store.save_checkpoint("s", grown, expected_version=first)
+        assert str(raised.value).startswith(
+            f"cannot save checkpoint for session 's' in session store {str(path)!r}: "
+            "SQLite reported IntegrityError: UNIQUE constraint failed"
+        )
+        second = await store.save_checkpoint("s", grown, expected_version=first)  # reads rows
+        loaded = await store.load("s")
+    assert loaded is not None
+    assert (loaded.version, loaded.checkpoint) == (second, grown)
+    assert _query(path, "SELECT position, item FROM items WHERE position = 3") == [
+        (3, json.dumps(grown["transcript"][3], ensure_ascii=False, separators=(",", ":")))
+    ]
+
+
 async def test_two_stores_on_one_file_never_diff_against_a_stale_copy(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
     async with SqliteSessionStore(path) as first, SqliteSessionStore(path) as second:
