@@ -11,6 +11,7 @@ closed). Version 1 documents are upgraded to version 2 before structuring.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -475,6 +476,7 @@ def parse(document: Any) -> Restored:
             f"cannot restore a checkpoint: expected a mapping, got {type(document).__name__}"
         )
     _check_header(document)
+    _check_plain_json(document)
     try:
         parsed = _CONVERTER.structure(_upgraded(document), CheckpointDocument)
         restored = _restored(parsed)
@@ -514,6 +516,17 @@ def _check_header(document: Mapping[str, Any]) -> None:
             f"cannot restore a checkpoint of version {version}: this agentloop reads versions "
             f"up to {CHECKPOINT_VERSION}; upgrade agentloop to restore it"
         )
+
+
+def _check_plain_json(document: Mapping[str, Any]) -> None:
+    """Refuse what ``driver.checkpoint()`` never writes and no JSON text can hold: NaN or
+    infinite numbers (``json.loads`` reads ``NaN``), values of other types, cycles."""
+    try:
+        json.dumps(document, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise CheckpointError(
+            f"cannot restore a checkpoint: it is not plain JSON ({error}); nothing was restored"
+        ) from None
 
 
 def _upgraded(document: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -219,3 +219,26 @@ def test_any_corrupted_field_restores_or_is_refused_with_a_checkpoint_error(
         return
     # Accepted: it is a consistent document and writes back what was read.
     assert json.loads(json.dumps(driver.checkpoint())) == driver.checkpoint()
+
+
+def _with_value_at(document: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
+    """A copy of ``document`` with ``value`` as the first tool call's input in ``where``
+    (``transcript`` or the turn's ``items``), or as a transcript item's metadata value."""
+    copied = copy.deepcopy(document)
+    if where == "metadata":
+        copied["transcript"][0]["metadata"] = {"k": value}
+        return copied
+    items = copied["transcript"] if where == "transcript" else copied["turn"]["items"]
+    part = next(p for item in items for p in item["parts"] if p["type"] == "tool_call")
+    part["input"] = {"value": value}
+    return copied
+
+
+@pytest.mark.parametrize("where", ["transcript", "turn", "metadata"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), {1, 2}, b"x"])
+def test_a_value_no_json_can_hold_is_refused_anywhere(where: str, value: Any) -> None:
+    case = next(c for c in V2_CASES if c["document"]["turn"] and c["document"]["turn"]["items"])
+    document = _with_value_at(case["document"], where, value)
+    agent = agent_for({"rounds": 1, "allow_all": False, **case})
+    with pytest.raises(al.CheckpointError, match="it is not plain JSON"):
+        anyio.run(agent.resume, document)
