@@ -90,6 +90,10 @@ async def test_a_sole_call_runs_in_the_task_awaiting_next() -> None:
         assert seen == [anyio.get_current_task().id]
 
 
+GATE_CANCELLED = [("TaskStarted", "call-1", "gate"), ("TaskCancelled", "call-1", "gate")]
+"""The task events of a gated call-1 that was cancelled."""
+
+
 async def test_cancel_a_running_sole_call_through_the_handle_answers_its_call() -> None:
     gate = GateTool("gate")
     model = al.ScriptedModel([tool_calls(call("gate")), "done"])
@@ -113,10 +117,7 @@ async def test_cancel_a_running_sole_call_through_the_handle_answers_its_call() 
         final = await driver.next()
         assert isinstance(final, al.Finished)
         assert final.result.finish_reason is al.FinishReason.COMPLETED
-    assert [describe(e) for e in await events(handle, 2)] == [
-        ("TaskStarted", "call-1", "gate"),
-        ("TaskCancelled", "call-1", "gate"),
-    ]
+    assert [describe(e) for e in await events(handle, 2)] == GATE_CANCELLED
 
 
 async def test_an_interrupt_during_a_sole_call_cancels_the_tool_and_closes_the_turn() -> None:
@@ -147,10 +148,7 @@ async def test_an_interrupt_during_a_sole_call_cancels_the_tool_and_closes_the_t
         final = await driver.next()
         assert isinstance(final, al.Finished)
         assert final.result.finish_reason is al.FinishReason.COMPLETED
-    assert [describe(e) for e in await events(handle, 2)] == [
-        ("TaskStarted", "call-1", "gate"),
-        ("TaskCancelled", "call-1", "gate"),
-    ]
+    assert [describe(e) for e in await events(handle, 2)] == GATE_CANCELLED
     assert manager.take_background_results() == []
 
 
@@ -180,10 +178,7 @@ async def test_the_host_cancelling_next_during_a_sole_call_cancels_it_and_closes
         assert await handle.list_running() == []
         driver.submit_input([user("again")])
         assert isinstance(await driver.next(), al.Finished)
-    assert [describe(e) for e in await events(handle, 2)] == [
-        ("TaskStarted", "call-1", "gate"),
-        ("TaskCancelled", "call-1", "gate"),
-    ]
+    assert [describe(e) for e in await events(handle, 2)] == GATE_CANCELLED
 
 
 async def test_a_round_of_two_calls_still_runs_them_in_tasks_of_their_own() -> None:
