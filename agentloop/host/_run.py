@@ -188,6 +188,8 @@ class RunResult:
 class DriveHooks:
     """Extension points for :func:`drive_run` (``stream()`` forwards steps through them)."""
 
+    __slots__ = ()
+
     async def after_step(self, step: Step) -> None:
         """Called after every ``next()`` with the step it returned."""
 

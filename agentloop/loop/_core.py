@@ -56,6 +56,27 @@ __all__ = ["LoopCore", "checked_input", "event_after"]
 class LoopCore:
     """Everything a session holds between effects, and the one state-changing method."""
 
+    __slots__ = (
+        "_on_append",
+        "call_ids",
+        "detached",
+        "failure",
+        "follow_up_mode",
+        "follow_ups",
+        "next_turn_cache",
+        "pending_input",
+        "retry_point",
+        "session_id",
+        "session_tool_calls",
+        "session_usage",
+        "state",
+        "steering",
+        "steering_mode",
+        "transcript",
+        "turn",
+        "turn_counter",
+    )
+
     def __init__(
         self,
         config: SessionConfig,

@@ -80,6 +80,17 @@ class LoopSnapshot:
 class LoopDriver:
     """Advances one session a step at a time; see the module docstring for the order."""
 
+    __slots__ = (
+        "_cancellation",
+        "_config",
+        "_core",
+        "_fx",
+        "_model",
+        "_persistence",
+        "_pipeline",
+        "_tasks",
+    )
+
     def __init__(
         self, parts: DriverParts, transcript: Sequence[Item], pending: Sequence[Item]
     ) -> None:
@@ -92,7 +103,6 @@ class LoopDriver:
         self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
         self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)
         self._pipeline.call_model = self._model.call_model
-        self._passed = 0  # pauses gone through by the running _next_through_pauses
 
     @classmethod
     def _restore(
@@ -166,18 +176,20 @@ class LoopDriver:
         if self._persistence.enabled or pauses < 1:
             return await self.next(), 0
         self._begin_step(DriverEvent.STEP, "call next()")
-        self._passed = 0
-        step = await self._run_step(self._through_pauses, pauses)
-        return step, self._passed
-
-    async def _through_pauses(self, pauses: int) -> Step:
-        step = await self._step()
-        while self._passed < pauses and isinstance(step, AfterToolResult):
-            self._passed += 1
-            self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
-            self._core.handle(DriverEvent.STEP)  # and what the next next() does
+        passed = 0
+        # _run_step's work, inline: one coroutine frame less per suspended step.
+        try:
             step = await self._step()
-        return step
+            while passed < pauses and isinstance(step, AfterToolResult):
+                passed += 1
+                self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
+                self._core.handle(DriverEvent.STEP)  # and what the next next() does
+                step = await self._step()
+        except BaseException as error:
+            await self._step_raised(error)
+            raise
+        self._core.handle(event_after(step))
+        return step, passed
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
@@ -248,24 +260,28 @@ class LoopDriver:
     async def _run_step(self, body: Callable[..., Awaitable[Step]], *args: Any) -> Step:
         try:
             step = await body(*args)
-        except anyio.get_cancelled_exc_class():
+        except BaseException as error:
+            await self._step_raised(error)
+            raise
+        self._core.handle(event_after(step))
+        if self._persistence.enabled:
+            await self._persistence.save_step(self._core, step)
+        return step
+
+    async def _step_raised(self, error: BaseException) -> None:
+        """What a step that raised ``error`` leaves behind (the caller re-raises it)."""
+        if isinstance(error, anyio.get_cancelled_exc_class()):
             # The host cancelled the task awaiting next(): close the turn so the
             # transcript stays provider-valid, then let the cancellation go on.
             with anyio.CancelScope(shield=True):
                 if self._core.turn is not None:
                     await self._pipeline.finish_cancelled(self._core.turn, "host")
             self._core.handle(DriverEvent.HOST_CANCEL)
-            raise
-        except BaseException as error:
-            self._core.failure = error
-            self._core.handle(DriverEvent.FAIL)
-            if self._fx.observed:
-                self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
-            raise
-        self._core.handle(event_after(step))
-        if self._persistence.enabled:
-            await self._persistence.save_step(self._core, step)
-        return step
+            return
+        self._core.failure = error
+        self._core.handle(DriverEvent.FAIL)
+        if self._fx.observed:
+            self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
 
     async def save(self) -> None:
         """Save the session to the agent's store now (retry after a ``SaveError``)."""

@@ -53,6 +53,8 @@ class DriverParts:
 class Effects:
     """The parts of one driver, and the observer calls every layer of it makes."""
 
+    __slots__ = ("_observers", "_transcript_observers", "config", "observed", "parts", "session_id")
+
     def __init__(self, parts: DriverParts) -> None:
         self.parts = parts
         self.config = parts.config

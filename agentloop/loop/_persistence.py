@@ -68,6 +68,18 @@ _OWNED_ELSEWHERE = (StaleSessionError, LeaseLostError)
 class Persistence:
     """Saves one driver's state to its store (a no-op without a store)."""
 
+    __slots__ = (
+        "_effects",
+        "_item_documents",
+        "_journaled",
+        "_recorded",
+        "_saved_queues",
+        "_saving_input",
+        "_store",
+        "lease",
+        "version",
+    )
+
     def __init__(self, store: SessionStore | None, effects: Effects) -> None:
         self._store = store
         self._effects = effects

@@ -58,6 +58,18 @@ CallModel = Callable[[TurnState, MutationPoint], Awaitable[Step]]
 class ToolPipeline:
     """Runs tool rounds and ends turns (every open call gets its one result)."""
 
+    __slots__ = (
+        "_core",
+        "_driver",
+        "_executor",
+        "_fx",
+        "_permissions",
+        "_persistence",
+        "_resources",
+        "_tasks",
+        "call_model",
+    )
+
     def __init__(
         self, core: LoopCore, effects: Effects, persistence: Persistence, driver: Any
     ) -> None:

@@ -132,6 +132,21 @@ class AsyncTaskManager:
     are ``task-N`` unless the driver supplies one.
     """
 
+    __slots__ = (
+        "_background_results",
+        "_changed",
+        "_counter",
+        "_detach_after",
+        "_dropped_events",
+        "_events",
+        "_group",
+        "_handle",
+        "_routing",
+        "_state",
+        "_tasks",
+        "_turn_results",
+    )
+
     def __init__(self, routing: Routing | None = None, detach_after: float | None = None) -> None:
         if detach_after is not None:
             DetachAfter(detach_after)  # validates
@@ -549,6 +564,8 @@ class AsyncSessionTasks:
 
 class AsyncTaskManagerHandle:
     """The host's view of an :class:`AsyncTaskManager` (see ``TaskManagerHandle``)."""
+
+    __slots__ = ("_manager",)
 
     def __init__(self, manager: AsyncTaskManager) -> None:
         self._manager = manager

@@ -234,6 +234,17 @@ class BasicToolExecutor:
     ``tool_timeout`` applies to tools without their own ``timeout`` attribute.
     """
 
+    __slots__ = (
+        "_interrupted",
+        "_seen",
+        "_specs_memo",
+        "collision",
+        "max_output_chars",
+        "sources",
+        "thread_grace",
+        "tool_timeout",
+    )
+
     def __init__(
         self,
         sources: Sequence[ToolSource] = (),
