@@ -112,7 +112,7 @@ class TextPart:
     """Plain text."""
 
     text: str
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 @attrs.frozen
@@ -121,7 +121,7 @@ class ReasoningPart:
 
     text: str
     redacted: bool = attrs.field(default=False, kw_only=True)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 @attrs.frozen
@@ -131,7 +131,7 @@ class ToolCallPart:
     id: str
     name: str
     input: Any
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 @attrs.frozen
@@ -140,7 +140,7 @@ class StructuredPart:
 
     value: Any
     schema: Any = attrs.field(default=None, kw_only=True)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 @attrs.frozen
@@ -150,7 +150,7 @@ class MediaPart:
     mime_type: str
     data: str | None = attrs.field(default=None, kw_only=True)
     uri: str | None = attrs.field(default=None, kw_only=True)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 @attrs.frozen
@@ -161,7 +161,7 @@ class FilePart:
     mime_type: str | None = attrs.field(default=None, kw_only=True)
     data: str | None = attrs.field(default=None, kw_only=True)
     uri: str | None = attrs.field(default=None, kw_only=True)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 @attrs.frozen
@@ -170,7 +170,7 @@ class CustomPart:
 
     kind: str
     value: Any = None
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 ToolResultOutput: TypeAlias = Any
@@ -188,7 +188,7 @@ class ToolResultPart:
     call_id: str
     output: ToolResultOutput
     is_error: bool = False
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 Part: TypeAlias = (
@@ -257,7 +257,7 @@ class Item:
     kind: ItemKind
     parts: tuple[Part, ...] = attrs.field(converter=_to_parts)
     id: str | None = attrs.field(default=None, kw_only=True)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     usage: Usage | None = attrs.field(default=None, kw_only=True)
     finish_reason: FinishReason | None = attrs.field(default=None, kw_only=True)
     created_at: float | None = attrs.field(default=None, kw_only=True)

@@ -34,4 +34,4 @@ class ToolSpec:
     input_schema: Any = attrs.field(factory=lambda: {"type": "object", "properties": {}})
     output_schema: Any = attrs.field(default=None, kw_only=True)
     annotations: ToolAnnotations = attrs.field(factory=ToolAnnotations, kw_only=True)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)

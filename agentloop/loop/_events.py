@@ -137,7 +137,7 @@ class TurnResult:
     finish_reason: FinishReason
     items: tuple[Item, ...] = attrs.field(converter=_to_items)
     usage: Usage | None = None
-    metadata: Metadata = attrs.field(factory=_empty)
+    metadata: Metadata = attrs.field(default=_empty())
     tool_calls: tuple[ExecutedToolCall, ...] = attrs.field(
         default=(), converter=_to_calls, kw_only=True
     )
@@ -278,7 +278,7 @@ class MutationFinished(AgentEvent):
     mutator: str
     point: str
     dirty: bool
-    metadata: Metadata = attrs.field(factory=_empty)
+    metadata: Metadata = attrs.field(default=_empty())
 
 
 @attrs.frozen

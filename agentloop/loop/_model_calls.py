@@ -70,7 +70,8 @@ class ModelCaller:
     """Calls the model, layered by concern, and hands tool calls to the pipeline (internal).
 
     ``call_model`` (input, mutators) -> ``_call_model_handling_limits`` ->
-    ``_stream``; ``_handle_response`` turns the result into a step.
+    ``_stream`` (scope, deadline) -> ``_read_stream``; ``_handle_response`` turns the
+    result into a step.
     """
 
     __slots__ = (
@@ -191,7 +192,14 @@ class ModelCaller:
             )
         started = time.monotonic()
         try:
-            outcome = await self._stream(turn, request)
+            outcome: tuple[ModelTurnResult, Usage | None] | str | None
+            if turn.cancellation is None and self._fx.config.limits.request_timeout is None:
+                try:  # no scope, no deadline: what _stream does without them
+                    outcome = await self._read_stream(turn, request)
+                except TimeoutError:
+                    outcome = "request_timeout"
+            else:
+                outcome = await self._stream(turn, request)
         except ProviderError as error:
             if turn.is_cancelled:  # the error is the interrupt's echo: a cancelled turn
                 return await self._pipeline.finish_cancelled(turn, "model")
@@ -358,46 +366,47 @@ class ModelCaller:
     async def _stream(
         self, turn: TurnState, request: TurnRequest
     ) -> tuple[ModelTurnResult, Usage | None] | str | None:
-        """The model's result and usage; ``None`` if cancelled; a limit name on timeout.
-
-        One coroutine for the whole call (scope, deadline, stream, close): a
-        suspended turn holds one frame for it.
-        """
+        """The model's result and usage; ``None`` if cancelled; a limit name on timeout."""
         timeout = self._fx.config.limits.request_timeout
         with self._fx.cancel_scope(turn):
             try:
                 with anyio.fail_after(timeout) if timeout is not None else _NO_DEADLINE:
-                    stream = await self._session.begin_turn(request, turn.cancellation)
-                    streamed_usage: Usage | None = None
-                    # The calls already announced one by one (observers only).
-                    announced: set[str] | None = set() if self._fx.observed else None
-                    result: ModelTurnResult | None = None
-                    try:
-                        async for event in stream:
-                            if isinstance(event, ModelTurnResult):
-                                result = event
-                                break
-                            streamed_usage = (
-                                self._on_model_event(event, announced) or streamed_usage
-                            )
-                    except BaseException:
-                        await _close(stream, shielded=True)
-                        raise
-                    await _close(stream, shielded=False)
+                    return await self._read_stream(turn, request)
             except TimeoutError:
                 return "request_timeout"
-            if result is None:
-                raise ModelProtocolError(
-                    "model stream ended without a ModelTurnResult: every model turn must end "
-                    "with one (check the adapter)"
-                )
-            if announced is not None:
-                for item in result.output_items:
-                    for call in item.tool_calls():
-                        if call.id not in announced:
-                            self._fx.emit(ToolCallRequested(call))
-            return result, result.usage if result.usage is not None else streamed_usage
         return None
+
+    async def _read_stream(
+        self, turn: TurnState, request: TurnRequest
+    ) -> tuple[ModelTurnResult, Usage | None]:
+        """The model's result and usage (``_stream`` without its scope and deadline: what
+        a turn without a cancellation handle or request timeout awaits directly)."""
+        stream = await self._session.begin_turn(request, turn.cancellation)
+        streamed_usage: Usage | None = None
+        # The calls already announced one by one (observers only: none otherwise).
+        announced: set[str] | None = set() if self._fx.observed else None
+        result: ModelTurnResult | None = None
+        try:
+            async for event in stream:
+                if isinstance(event, ModelTurnResult):
+                    result = event
+                    break
+                streamed_usage = self._on_model_event(event, announced) or streamed_usage
+        except BaseException:
+            await _close(stream, shielded=True)
+            raise
+        await _close(stream, shielded=False)
+        if result is None:
+            raise ModelProtocolError(
+                "model stream ended without a ModelTurnResult: every model turn must end "
+                "with one (check the adapter)"
+            )
+        if announced is not None:
+            for item in result.output_items:
+                for call in item.tool_calls():
+                    if call.id not in announced:
+                        self._fx.emit(ToolCallRequested(call))
+        return result, result.usage if result.usage is not None else streamed_usage
 
     def _on_model_event(self, event: ModelEvent, announced: set[str] | None) -> Usage | None:
         if isinstance(event, Delta):

@@ -93,14 +93,19 @@ class ToolPipeline:
         Results are appended in the model's call order, whatever order they
         finished in.
         """
-        with self._fx.cancel_scope(turn):
+        if turn.cancellation is None:  # no scope to enter
             if (fresh := await self._start_prepared(turn, tool_round)) is not None:
                 return fresh
             await self._collect(turn, tool_round)
+        else:
+            with turn.cancellation.scope():
+                if (fresh := await self._start_prepared(turn, tool_round)) is not None:
+                    return fresh
+                await self._collect(turn, tool_round)
         self._append_results(turn, tool_round)
         if turn.is_cancelled:
             return await self.finish_cancelled(turn, "tool")
-        if any(call.status is CallStatus.RUNNING for call in tool_round.calls):
+        if tool_round.running():
             raise InvalidStateError(
                 f"task manager {type(self._tasks).__name__} reported no running tasks for "
                 f"{turn.turn_id} while calls were still running"
@@ -128,7 +133,7 @@ class ToolPipeline:
 
     async def _collect(self, turn: TurnState, tool_round: ToolRound) -> None:
         """Wait for the round's foreground calls still running."""
-        while any(call.status is CallStatus.RUNNING for call in tool_round.calls):
+        while tool_round.running():
             update = await self._tasks.wait_for_turn(turn.turn_id)
             if update is None:
                 break
@@ -409,7 +414,7 @@ class ToolPipeline:
         tool_round = turn.round
         if tool_round is not None:
             self._append_results(turn, tool_round)
-            if any(call.status is CallStatus.RUNNING for call in tool_round.calls):
+            if tool_round.running():
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
                     await self._tasks.on_turn_interrupted(turn.turn_id)
             for call in tool_round.calls:

@@ -249,6 +249,13 @@ class ToolRound:
         straight on to the model: the host already spoke, no ``AfterToolResult`` pause)."""
         return any(call.approval is not None for call in self.calls)
 
+    def running(self) -> bool:
+        """Whether a call of this round is still running in the foreground."""
+        for call in self.calls:  # noqa: SIM110 (any() over a generator is slower; asked per round)
+            if call.status is CallStatus.RUNNING:
+                return True
+        return False
+
     def by_id(self, call_id: str) -> RoundCall | None:
         """The call with ``call_id``."""
         for call in self.calls:

@@ -144,7 +144,7 @@ class ApprovalRequest(Interrupt):
     id: str
     turn_id: str
     task_id: str | None = None
-    metadata: Metadata = attrs.field(factory=_empty)
+    metadata: Metadata = attrs.field(default=_empty())
     requests: tuple[PendingPermission, ...] = attrs.field(default=(), converter=_pending)
     _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 

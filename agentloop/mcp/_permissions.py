@@ -21,7 +21,7 @@ class McpConnect(PermissionRequest):
 
     server: str
     target: str
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     kind = "mcp.connect"
 
     @property
@@ -41,7 +41,7 @@ class McpInvoke(PermissionRequest):
     server: str
     tool: str
     annotations: ToolAnnotations = attrs.field(factory=ToolAnnotations)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     kind = "mcp.invoke_tool"
 
     @property

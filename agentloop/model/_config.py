@@ -230,7 +230,7 @@ class SessionConfig:
     session_id: str
     cache: PromptCacheRequest | None = attrs.field(default=None, kw_only=True)
     limits: LoopLimits = attrs.field(factory=LoopLimits, kw_only=True)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     steering_mode: QueueMode = attrs.field(
         default=QueueMode.ONE_AT_A_TIME, converter=_queue_mode, kw_only=True
     )

@@ -29,7 +29,7 @@ class TurnRequest:
     transcript: Sequence[Item]
     available_tools: tuple[ToolSpec, ...] = ()
     cache: PromptCacheRequest | None = None
-    metadata: Metadata = attrs.field(factory=_empty_metadata)
+    metadata: Metadata = attrs.field(default=_empty_metadata())
 
 
 def _to_items(items: Sequence[Item]) -> tuple[Item, ...]:
@@ -43,7 +43,7 @@ class ModelTurnResult:
     finish_reason: FinishReason
     output_items: tuple[Item, ...] = attrs.field(converter=_to_items)
     usage: Usage | None = None
-    metadata: Metadata = attrs.field(factory=_empty_metadata)
+    metadata: Metadata = attrs.field(default=_empty_metadata())
     model: str | None = None
     response_id: str | None = None
 

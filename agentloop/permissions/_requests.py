@@ -92,7 +92,7 @@ class FileSystemRead(PermissionRequest):
     """Read ``path`` (a string or ``os.PathLike``; anything else raises ``TypeError``)."""
 
     path: str = attrs.field(converter=_read_path)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     kind = "filesystem.read"
 
     @property
@@ -105,7 +105,7 @@ class FileSystemWrite(PermissionRequest):
     """Create, change or delete ``path`` (a string or ``os.PathLike``)."""
 
     path: str = attrs.field(converter=_write_path)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     kind = "filesystem.write"
 
     @property
@@ -150,7 +150,7 @@ class ShellCommand(PermissionRequest):
 
     argv: tuple[str, ...] = attrs.field(converter=_to_argv)
     cwd: str | None = attrs.field(default=None, kw_only=True, converter=_cwd)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     kind = "shell.command"
 
     @property
@@ -173,7 +173,7 @@ class NetworkAccess(PermissionRequest):
     """Reach ``url``: a full URL (``https://example.com/x``) or a bare ``host[:port]``."""
 
     url: str = attrs.field(converter=_url)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     kind = "network.request"
 
     @property
@@ -213,7 +213,7 @@ class CustomPermission(PermissionRequest):
 
     kind: str = attrs.field(converter=_custom_kind)
     summary: str = attrs.field(converter=_custom_summary)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
 @attrs.frozen
@@ -223,7 +223,7 @@ class ToolInvocation(PermissionRequest):
 
     tool_name: str = attrs.field(converter=_tool_name)
     annotations: ToolAnnotations = attrs.field(factory=ToolAnnotations)
-    metadata: Metadata = attrs.field(factory=_empty_metadata, kw_only=True)
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
     kind = "tool.invoke"
 
     @property

@@ -24,7 +24,7 @@ class ToolRequest:
     input: Any
     session_id: str
     turn_id: str
-    metadata: Metadata = attrs.field(factory=_empty_metadata)
+    metadata: Metadata = attrs.field(default=_empty_metadata())
 
 
 @attrs.frozen
@@ -36,7 +36,7 @@ class ToolContext:
     call_id: str
     cancellation: TurnCancellation | None = None
     resources: Any = None
-    metadata: Metadata = attrs.field(factory=_empty_metadata)
+    metadata: Metadata = attrs.field(default=_empty_metadata())
 
 
 @attrs.frozen
@@ -45,7 +45,7 @@ class ToolOutput:
 
     value: Any
     is_error: bool = False
-    metadata: Metadata = attrs.field(factory=_empty_metadata)
+    metadata: Metadata = attrs.field(default=_empty_metadata())
 
 
 @runtime_checkable
