@@ -296,7 +296,10 @@ class AsyncTaskManager:
         while True:
             queued = self._turn_results.get(key)
             if queued:
-                return queued.pop(0)
+                update = queued.pop(0)
+                if not queued:  # a turn's list lives only while it holds results
+                    del self._turn_results[key]
+                return update
             running = self._foreground(turn_id, owner)
             if not running:
                 self._turn_results.pop(key, None)

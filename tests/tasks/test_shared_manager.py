@@ -4,6 +4,9 @@ handle sees every task with its session."""
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import anyio
 import pytest
 from tasks_support import StepRunner, user
@@ -190,3 +193,51 @@ async def test_a_view_is_per_driver_and_shares_the_managers_handle() -> None:
         assert one.session_id == "s"
         assert one.handle() is manager.handle()
         assert isinstance(one, al.TaskManager)
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+async def test_a_long_lived_manager_keeps_nothing_of_finished_turns(calls: int) -> None:
+    """A server's manager outlives its sessions: after each turn it holds no memory
+    for it (every turn of every session used to leave an entry behind)."""
+
+    class Echo:
+        spec = al.ToolSpec("echo", "Echo.", {"type": "object"})
+
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+            await anyio.lowlevel.checkpoint()
+            return "ok"
+
+    reply = tool_calls(*(call("echo") for _ in range(calls)))
+
+    async def one_session(manager: al.AsyncTaskManager, name: str) -> None:
+        agent = (
+            al.Agent.builder()
+            .model(al.ScriptedModel([reply, "done", reply, "done"]))
+            .add_tool_source(al.ToolRegistry().with_tool(Echo()))
+            .task_manager(manager)
+            .build()
+        )
+        for turn in range(2):
+            result = await al.run(agent, f"go {turn}", config=name)
+            assert result.stop_reason == "finished"
+            agent = result.continuation()
+
+    manager_file = al.AsyncTaskManager.__init__.__code__.co_filename
+    async with al.AsyncTaskManager() as manager:
+        await one_session(manager, "warm-up")
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.take_snapshot()
+            for index in range(20):
+                await one_session(manager, f"s{index}")
+            gc.collect()
+            after = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+    only_manager = [tracemalloc.Filter(True, manager_file)]
+    growth = after.filter_traces(only_manager).compare_to(
+        before.filter_traces(only_manager), "lineno"
+    )
+    # 20 sessions x 2 turns ran; a block or two may stay in CPython's free lists.
+    assert [stat for stat in growth if stat.count_diff > 2] == []
