@@ -46,6 +46,7 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 
+from .._anyio import PUBLIC_BACKEND, event_loop_backend
 from .._log import get_logger
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
@@ -133,6 +134,7 @@ class AsyncTaskManager:
     """
 
     __slots__ = (
+        "_backend",
         "_background_results",
         "_changed",
         "_counter",
@@ -164,6 +166,8 @@ class AsyncTaskManager:
         self._dropped_events = False
         self._changed: anyio.Event | None = None
         self._handle = AsyncTaskManagerHandle(self)
+        self._backend: Any = PUBLIC_BACKEND
+        """The event loop's anyio backend, looked up once on entry (see ``_anyio``)."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -178,6 +182,7 @@ class AsyncTaskManager:
                 f"cannot enter AsyncTaskManager in state {self._state.name}: a manager is "
                 "entered once; create a new AsyncTaskManager for a new block"
             )
+        self._backend = event_loop_backend()
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group = group
@@ -224,7 +229,7 @@ class AsyncTaskManager:
     async def _start(
         self, launch: TaskLaunch, turn_id: str, owner: object
     ) -> TaskFinished | TaskLaunched:
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        await self._backend.checkpoint_if_cancelled()
         request = launch.request
         if self._state is not TaskManagerState.OPEN or self._group is None:
             raise InvalidStateError(
@@ -270,7 +275,7 @@ class AsyncTaskManager:
         if launch.sole and detach_at is None and kind is TaskKind.FOREGROUND:
             # The driver waits for this call next and for nothing else: run it
             # then, inside wait_for_turn, instead of spawning a task for it.
-            task.scope = anyio.CancelScope()
+            task.scope = self._backend.create_cancel_scope()
             task.own_scope = True
             task.deferred = True
             task.context = contextvars.copy_context()
@@ -291,7 +296,7 @@ class AsyncTaskManager:
         return await self._wait_for_turn(turn_id, self)
 
     async def _wait_for_turn(self, turn_id: str, owner: object) -> TurnUpdate | None:
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        await self._backend.checkpoint_if_cancelled()
         key = (owner, turn_id)
         while True:
             queued = self._turn_results.get(key)
