@@ -20,9 +20,11 @@ emits ``TaskDetached`` in between. Waiters re-check state after every change
 
 One manager may serve many drivers (an ``Agent`` built with it starts every
 session on it): ``Agent.start`` gives each driver a view from
-:meth:`AsyncTaskManager.for_session`, whose waits, interrupts and background
-results see only the tasks that driver started, so no session ever receives
-another's results. The handle sees every task (``TaskSnapshot.session_id``).
+:meth:`AsyncTaskManager.for_session`, whose waits and interrupts see only the
+tasks that driver started, and whose background results are its session's
+(any driver of the session takes them: one resumed from a checkpoint too), so
+no session ever receives another's results. The handle sees every task
+(``TaskSnapshot.session_id``).
 
 Events are recorded for the handle's reader only: from the first ``handle()``
 call on (before it nobody can read them), and at most ``MAX_UNREAD_EVENTS``
@@ -160,7 +162,8 @@ class AsyncTaskManager:
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
         # Per turn, a short list (a deque's empty block alone is ~0.6 KiB).
         self._turn_results: dict[tuple[object, str], list[TaskFinished]] = {}
-        self._background_results: list[tuple[object, TaskFinished]] = []
+        # By the session that started the task: any driver of it may take them.
+        self._background_results: list[tuple[str, TaskFinished]] = []
         # Made by the first handle() call: until then nobody can read events.
         self._events: deque[TaskEvent] | None = None
         self._dropped_events = False
@@ -336,13 +339,13 @@ class AsyncTaskManager:
         done, self._background_results = self._background_results, []
         return [result for _, result in done]
 
-    def _take_background_results(self, owner: object) -> list[TaskFinished]:
+    def _take_background_results(self, session_id: str) -> list[TaskFinished]:
         if not self._background_results:
             return []
-        mine = [result for who, result in self._background_results if who is owner]
+        mine = [result for who, result in self._background_results if who == session_id]
         if mine:
             self._background_results = [
-                (who, result) for who, result in self._background_results if who is not owner
+                (who, result) for who, result in self._background_results if who != session_id
             ]
         return mine
 
@@ -463,7 +466,7 @@ class AsyncTaskManager:
                 queued = self._turn_results[key] = []
             queued.append(done)
         else:
-            self._background_results.append((task.owner, done))
+            self._background_results.append((task.snapshot.session_id, done))
 
     def _detach(self, task: _Task) -> TaskDetached:
         task.snapshot = attrs.evolve(task.snapshot, kind=TaskKind.BACKGROUND)
@@ -539,8 +542,9 @@ class AsyncSessionTasks:
     """One driver's view of an :class:`AsyncTaskManager` (see ``for_session``).
 
     Implements the ``TaskManager`` protocol over the shared manager: tasks it
-    starts run in the manager's task group; its ``wait_for_turn``,
-    ``on_turn_interrupted`` and ``take_background_results`` concern only them.
+    starts run in the manager's task group; its ``wait_for_turn`` and
+    ``on_turn_interrupted`` concern only them, ``take_background_results`` the
+    background results of its session (whichever driver of it started them).
     """
 
     __slots__ = ("_manager", "session_id")
@@ -558,8 +562,9 @@ class AsyncSessionTasks:
         return await self._manager._wait_for_turn(turn_id, self)
 
     def take_background_results(self) -> list[TaskFinished]:
-        """Results of this view's background tasks that finished since the last call."""
-        return self._manager._take_background_results(self)
+        """Results of this session's background tasks that finished since the last call
+        (tasks another driver of the session started too, e.g. before a resume)."""
+        return self._manager._take_background_results(self.session_id)
 
     async def on_turn_interrupted(self, turn_id: str) -> None:
         """Cancel this view's foreground tasks of the turn and wait until they end."""

@@ -9,7 +9,7 @@ import tracemalloc
 
 import anyio
 import pytest
-from tasks_support import StepRunner, user
+from tasks_support import StepRunner, next_event, notifications, user
 
 import agentloop as al
 from agentloop.testing import Reply, call, tool_calls
@@ -241,3 +241,45 @@ async def test_a_long_lived_manager_keeps_nothing_of_finished_turns(calls: int) 
     )
     # 20 sessions x 2 turns ran; a block or two may stay in CPython's free lists.
     assert [stat for stat in growth if stat.count_diff > 2] == []
+
+
+@pytest.mark.parametrize("resume_first", ["a", "b"])
+async def test_a_resumed_driver_receives_the_background_results_its_predecessor_left(
+    resume_first: str,
+) -> None:
+    """A background result belongs to its session: the driver resumed from the
+    session's checkpoint on the same manager takes it, and no other session does."""
+    gate = SessionGate()
+    replies: list[Reply | str] = [tool_calls(call("gate")), "started", "got it"]
+    everything_background = al.AsyncTaskManager(routing=lambda request: al.TaskKind.BACKGROUND)
+    async with everything_background as manager:
+        handle = manager.handle()
+        agents = {name: shared_agent(manager, gate, replies) for name in ("a", "b")}
+        documents = {}
+        for name, agent in agents.items():
+            first = await agent.start(name)
+            first.submit_input([user("go")])
+            waiting = await first.next()
+            assert isinstance(waiting, al.AwaitingInput)  # its only call runs in the background
+            documents[name] = first.checkpoint()
+        other = "b" if resume_first == "a" else "a"
+        resumed = {name: await agents[name].resume(documents[name]) for name in ("a", "b")}
+        gate.release(resume_first, "call-1")
+        while not isinstance(await next_event(handle), al.TaskSucceeded):
+            pass
+        assert isinstance(await resumed[other].next(), al.AwaitingInput)  # nothing for it yet
+        done = await resumed[resume_first].next()
+        assert isinstance(done, al.Finished)
+        assert done.result.items[0].text_content == "started"
+        assert notifications(resumed[resume_first].snapshot().transcript) == [
+            f"Background tool call call-1 completed: {resume_first}:call-1"
+        ]
+        gate.release(other, "call-1")
+        while not isinstance(await next_event(handle), al.TaskSucceeded):
+            pass
+        assert notifications(resumed[other].snapshot().transcript) == []
+        assert isinstance(await resumed[other].next(), al.Finished)
+        assert notifications(resumed[other].snapshot().transcript) == [
+            f"Background tool call call-1 completed: {other}:call-1"
+        ]
+        assert manager.take_background_results() == []
