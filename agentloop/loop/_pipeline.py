@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import attrs
 
+from .._log import get_logger
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import FinishReason, ToolResultPart
 from ..tasks._protocol import TaskDetached, TaskFinished, TaskKind, TaskLaunch
@@ -55,6 +56,9 @@ __all__ = ["ToolPipeline"]
 CallModel = Callable[[TurnState, MutationPoint], Awaitable[Step]]
 
 
+log = get_logger()
+
+
 class ToolPipeline:
     """Runs tool rounds and ends turns (every open call gets its one result)."""
 
@@ -63,6 +67,7 @@ class ToolPipeline:
         "_driver",
         "_executor",
         "_fx",
+        "_late",
         "_permissions",
         "_persistence",
         "_resources",
@@ -84,6 +89,9 @@ class ToolPipeline:
         self._resources = parts.resources
         self.call_model: CallModel | None = None
         """Set by the driver: the model call a round continues with after approvals."""
+        self._late: list[ToolResultPart] = []
+        """Results a task manager reported for calls already answered, appended (as
+        notifications) once the round's own results are all in."""
 
     # -- a round -------------------------------------------------------------
 
@@ -143,6 +151,8 @@ class ToolPipeline:
 
     async def _after_round(self, turn: TurnState, tool_round: ToolRound) -> Step:
         turn.round = None
+        if self._late:
+            self._append_late()
         if all(call.status is CallStatus.BACKGROUND for call in tool_round.calls):
             # Nothing ran in the foreground: the turn waits for background
             # results (drained by a later next()) or for new input.
@@ -251,10 +261,22 @@ class ToolPipeline:
             return
         call = tool_round.by_id(update.result.call_id)
         if call is None or call.status is not CallStatus.RUNNING:
-            # A late result for a call already answered: deliver it as a notification.
-            self.append_result(update.result, background=True)
+            # A result for a call already answered (or not of this round): a notification,
+            # but only after the round's results (nothing may come between the calls
+            # and their results).
+            log.warning(
+                "task manager reported a result for a call that is not running",
+                task_manager=type(self._tasks).__name__,
+                call_id=update.result.call_id,
+            )
+            self._late.append(update.result)
             return
         self._finalize(call, tool_round, update.result, CallStatus.ANSWERED)
+
+    def _append_late(self) -> None:
+        late, self._late = self._late, []
+        for result in late:
+            self.append_result(result, background=True)
 
     # -- approvals -----------------------------------------------------------
 
@@ -423,6 +445,8 @@ class ToolPipeline:
                     self._record(turn, call, result)
                     self.append_result(result)
             turn.round = None
+            if self._late:
+                self._append_late()
         item = interrupted_assistant_item(stage, time.time())
         self._core.append(item)
         turn.phase = TurnPhase.ACTIVE
