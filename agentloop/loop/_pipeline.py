@@ -89,9 +89,9 @@ class ToolPipeline:
         self._resources = parts.resources
         self.call_model: CallModel | None = None
         """Set by the driver: the model call a round continues with after approvals."""
-        self._late: list[ToolResultPart] = []
+        self._late: list[ToolResultPart] | None = None
         """Results a task manager reported for calls already answered, appended (as
-        notifications) once the round's own results are all in."""
+        notifications) once the round's own results are all in (made when needed)."""
 
     # -- a round -------------------------------------------------------------
 
@@ -269,12 +269,14 @@ class ToolPipeline:
                 task_manager=type(self._tasks).__name__,
                 call_id=update.result.call_id,
             )
+            if self._late is None:
+                self._late = []
             self._late.append(update.result)
             return
         self._finalize(call, tool_round, update.result, CallStatus.ANSWERED)
 
     def _append_late(self) -> None:
-        late, self._late = self._late, []
+        late, self._late = self._late or [], None
         for result in late:
             self.append_result(result, background=True)
 
