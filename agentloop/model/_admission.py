@@ -33,6 +33,7 @@ from ..core._items import (
     StructuredPart,
     TextPart,
     ToolCallPart,
+    _empty_metadata,
 )
 
 __all__ = ["PROVIDER_CALL_ID_KEY", "AdmittedOutput", "admit_model_output"]
@@ -63,7 +64,7 @@ class AdmittedOutput:
     """
 
     items: tuple[Item, ...]
-    renamed: Mapping[str, str] = attrs.field(factory=dict)
+    renamed: Mapping[str, str] = attrs.field(default=_empty_metadata())
     duplicate_call_ids: frozenset[str] = frozenset()
 
 
@@ -95,6 +96,8 @@ def admit_model_output(items: Sequence[Item], known_call_ids: Collection[str]) -
             part.id for item in admitted for part in item.parts if isinstance(part, ToolCallPart)
         )
         duplicates = frozenset(call_id for call_id, count in counts.items() if count > 1)
+    if not fresh and not duplicates:  # the usual response: nothing renamed or repeated
+        return AdmittedOutput(admitted)
     return AdmittedOutput(
         items=admitted,
         renamed={new: old for old, new in fresh.items()},

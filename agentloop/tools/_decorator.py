@@ -112,6 +112,7 @@ class FunctionTool(Generic[P, R]):
         self._is_async = inspect.iscoroutinefunction(function)
         self._parameters, self._context_name = _parameters(function, tool_name)
         self._plain = [(p, p.plain) for p in self._parameters]
+        self._positional_only = tuple(p.name for p in self._parameters if p.positional_only)
         # Arguments structured by proposed_requests (no permissions function saw
         # them), taken by invoke for the same request object: converted once.
         self._prepared: dict[int, tuple[ToolRequest, dict[str, Any]]] = {}
@@ -190,11 +191,11 @@ class FunctionTool(Generic[P, R]):
         arguments = self._take(request)
         if self._context_name is not None:
             arguments[self._context_name] = ctx
-        positional = [
-            arguments.pop(p.name)
-            for p in self._parameters
-            if p.positional_only and p.name in arguments
-        ]
+        positional = (
+            [arguments.pop(name) for name in self._positional_only if name in arguments]
+            if self._positional_only
+            else ()
+        )
         if self._is_async:
             # A string: the type is not built at run time (~1 us per call).
             coroutine = typing.cast("Callable[..., Awaitable[Any]]", self.function)
