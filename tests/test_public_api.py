@@ -1,5 +1,7 @@
 """The public surface is explicit, sorted and importable."""
 
+import weakref
+
 import agentloop
 
 
@@ -22,3 +24,18 @@ def test_public_classes_have_docstrings() -> None:
         if isinstance(getattr(agentloop, name), type) and not getattr(agentloop, name).__doc__
     ]
     assert missing == []
+
+
+def test_public_classes_a_host_keeps_can_be_weakly_referenced() -> None:
+    """Slotted for memory, the long-lived public objects still allow weak references
+    (a host may keep its drivers or managers in a ``WeakValueDictionary``)."""
+    registry = agentloop.ToolRegistry()
+    objects = [
+        registry,
+        agentloop.BasicToolExecutor([registry]),
+        agentloop.AsyncTaskManager(),
+        agentloop.SimpleTaskManager(),
+    ]
+    for instance in objects:
+        assert weakref.ref(instance)() is instance
+    assert "__weakref__" in agentloop.LoopDriver.__slots__

@@ -81,6 +81,7 @@ class LoopDriver:
     """Advances one session a step at a time; see the module docstring for the order."""
 
     __slots__ = (
+        "__weakref__",
         "_cancellation",
         "_config",
         "_core",

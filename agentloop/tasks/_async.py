@@ -136,6 +136,7 @@ class AsyncTaskManager:
     """
 
     __slots__ = (
+        "__weakref__",
         "_backend",
         "_background_results",
         "_changed",

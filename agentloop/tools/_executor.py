@@ -235,6 +235,7 @@ class BasicToolExecutor:
     """
 
     __slots__ = (
+        "__weakref__",
         "_interrupted",
         "_seen",
         "_specs_memo",

@@ -69,7 +69,7 @@ class ToolRegistry:
     call, so the model's next request and the event agree.
     """
 
-    __slots__ = ("_reported", "_sorted", "_tools", "name")
+    __slots__ = ("__weakref__", "_reported", "_sorted", "_tools", "name")
 
     def __init__(self, name: str = "registry") -> None:
         if not isinstance(name, str):
