@@ -53,6 +53,10 @@ if TYPE_CHECKING:
 __all__ = ["LoopCore", "checked_input", "event_after"]
 
 
+_NONE_DETACHED: frozenset[str] = frozenset()
+"""Shared by every core with no detached call (``frozenset()`` is a new object each time)."""
+
+
 class LoopCore:
     """Everything a session holds between effects, and the one state-changing method."""
 
@@ -96,7 +100,7 @@ class LoopCore:
         self.turn: TurnState | None = None
         self.turn_counter = 0
         self.next_turn_cache: PromptCacheRequest | None = None
-        self.detached: frozenset[str] = frozenset()
+        self.detached: frozenset[str] = _NONE_DETACHED
         """Calls answered by a background placeholder whose real result is still due
         (immutable: a call is added with ``add_detached``)."""
         self.session_usage: Usage | None = None

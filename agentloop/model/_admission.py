@@ -52,6 +52,9 @@ _ASSISTANT_PARTS = (
 )
 
 
+_NO_DUPLICATES: frozenset[str] = frozenset()
+
+
 @attrs.frozen
 class AdmittedOutput:
     """A model's output, checked and ready for the transcript.
@@ -65,7 +68,7 @@ class AdmittedOutput:
 
     items: tuple[Item, ...]
     renamed: Mapping[str, str] = attrs.field(default=_empty_metadata())
-    duplicate_call_ids: frozenset[str] = frozenset()
+    duplicate_call_ids: frozenset[str] = _NO_DUPLICATES
 
 
 def admit_model_output(items: Sequence[Item], known_call_ids: Collection[str]) -> AdmittedOutput:
@@ -90,7 +93,7 @@ def admit_model_output(items: Sequence[Item], known_call_ids: Collection[str]) -
                 fresh[call.id] = _fresh_id(call.id, taken)
                 taken.add(fresh[call.id])
     admitted = tuple(_renamed(item, fresh) for item in items) if fresh else tuple(items)
-    duplicates: frozenset[str] = frozenset()
+    duplicates: frozenset[str] = _NO_DUPLICATES
     if len(calls) > 1:  # a lone call repeats no id of its response
         counts = Counter(
             part.id for item in admitted for part in item.parts if isinstance(part, ToolCallPart)
