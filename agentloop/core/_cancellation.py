@@ -14,8 +14,7 @@ thread (from another thread, go through ``anyio.from_thread.run_sync``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 import anyio
 import attrs
@@ -95,7 +94,8 @@ class _Release:
 
     def __init__(self) -> None:
         self.released = False
-        self.scopes: set[anyio.CancelScope] = set()
+        self.scopes: set[anyio.CancelScope] | None = None
+        """The snapshot's scopes now entered (made by the first one)."""
 
 
 @attrs.frozen
@@ -135,10 +135,11 @@ class TurnCancellation:
 
     def release(self) -> None:
         """Stop following interrupts: scopes entered from here stop being cancelled by them."""
-        self._release.released = True
-        for scope in self._release.scopes:
+        release = self._release
+        release.released = True
+        for scope in release.scopes or ():
             self.handle._unregister(scope)
-        self._release.scopes.clear()
+        release.scopes = None
 
     async def cancelled(self) -> None:
         """Wait until this snapshot is cancelled (forever, once released)."""
@@ -146,21 +147,53 @@ class TurnCancellation:
         if self._release.released:
             await anyio.sleep_forever()
 
-    @contextmanager
-    def scope(self) -> Iterator[anyio.CancelScope]:
-        """An anyio cancel scope that an interrupt after this snapshot cancels.
+    def scope(self) -> _SnapshotScope:
+        """An anyio cancel scope that an interrupt after this snapshot cancels
+        (``with snapshot.scope() as scope:``).
 
         The scope is cancelled at once if the snapshot already is. Check
         ``scope.cancelled_caught`` (or :attr:`is_cancelled`) after the block.
         """
-        with anyio.CancelScope() as scope:
-            if self.is_cancelled:
-                scope.cancel()
-            if not self._release.released:
-                self.handle._register(scope, self.generation)
-                self._release.scopes.add(scope)
-            try:
-                yield scope
-            finally:
-                self.handle._unregister(scope)
-                self._release.scopes.discard(scope)
+        return _SnapshotScope(self)
+
+
+class _SnapshotScope:
+    """``TurnCancellation.scope()``: a context manager around one anyio cancel scope
+    (a class, not a generator: the driver enters one per model call and per round)."""
+
+    __slots__ = ("_scope", "_snapshot")
+
+    def __init__(self, snapshot: TurnCancellation) -> None:
+        self._snapshot = snapshot
+        self._scope: anyio.CancelScope | None = None
+
+    def __enter__(self) -> anyio.CancelScope:
+        snapshot = self._snapshot
+        scope = self._scope = anyio.CancelScope()
+        scope.__enter__()
+        if snapshot.is_cancelled:
+            scope.cancel()
+        release = snapshot._release
+        if not release.released:
+            snapshot.handle._register(scope, snapshot.generation)
+            if release.scopes is None:
+                release.scopes = set()
+            release.scopes.add(scope)
+        return scope
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        scope = self._scope
+        assert scope is not None, "exit without enter"
+        snapshot = self._snapshot
+        try:
+            snapshot.handle._unregister(scope)
+            if snapshot._release.scopes is not None:
+                snapshot._release.scopes.discard(scope)
+        finally:
+            swallowed = scope.__exit__(exc_type, exc, traceback)
+        return bool(swallowed)
