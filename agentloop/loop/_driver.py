@@ -21,6 +21,7 @@ Only ``LoopCore.handle`` changes the state.
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -103,7 +104,7 @@ class LoopDriver:
         self._persistence = Persistence(parts.store, self._fx)
         self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
         self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)
-        self._pipeline.call_model = self._model.call_model
+        self._pipeline.call_model = weakref.WeakMethod(self._model.call_model)
 
     @classmethod
     def _restore(

@@ -75,6 +75,7 @@ class ModelCaller:
     """
 
     __slots__ = (
+        "__weakref__",  # the pipeline's weak method (no reference cycle)
         "_core",
         "_drain_with_specs",
         "_executor",

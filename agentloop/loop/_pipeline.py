@@ -9,6 +9,7 @@ approvals surface one by one while the round's other calls keep running.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -59,6 +60,10 @@ CallModel = Callable[[TurnState, MutationPoint], Awaitable[Step]]
 log = get_logger()
 
 
+def _no_model_call() -> CallModel | None:
+    return None
+
+
 class ToolPipeline:
     """Runs tool rounds and ends turns (every open call gets its one result)."""
 
@@ -81,14 +86,17 @@ class ToolPipeline:
         self._core = core
         self._fx = effects
         self._persistence = persistence
-        self._driver = driver
+        # Weak: the driver owns this pipeline (a strong reference back would make every
+        # session a reference cycle that only the garbage collector frees).
+        self._driver: Callable[[], Any] = weakref.ref(driver)
         parts = effects.parts
         self._executor = parts.executor
         self._tasks = parts.task_manager
         self._permissions = parts.permissions
         self._resources = parts.resources
-        self.call_model: CallModel | None = None
-        """Set by the driver: the model call a round continues with after approvals."""
+        self.call_model: Callable[[], CallModel | None] = _no_model_call
+        """Set by the driver (a weak method): the model call a round continues with
+        after approvals."""
         self._late: list[ToolResultPart] | None = None
         """Results a task manager reported for calls already answered, appended (as
         notifications) once the round's own results are all in (made when needed)."""
@@ -161,14 +169,15 @@ class ToolPipeline:
                 self._fx.session_id,
                 "tool calls are running in the background; call next() once they finish "
                 "(their results start a new turn) or submit input",
-                driver=self._driver,
+                driver=self._driver(),
             )
         if tool_round.asked_host:  # the host already spoke this round: no pause
-            assert self.call_model is not None
-            return await self.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
+            call_model = self.call_model()
+            assert call_model is not None, "the driver's model caller is gone"
+            return await call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
         turn.phase = TurnPhase.PAUSED
         return AfterToolResult(
-            self._fx.session_id, turn.turn_id, len(self._core.transcript), driver=self._driver
+            self._fx.session_id, turn.turn_id, len(self._core.transcript), driver=self._driver()
         )
 
     # -- one call: prepare, execute, finalize --------------------------------
@@ -298,7 +307,7 @@ class ToolPipeline:
             call.task_id,
             needed.permission.metadata,
             needed.pending,
-            driver=self._driver,
+            driver=self._driver(),
         )
         if self._fx.observed:
             self._fx.emit(

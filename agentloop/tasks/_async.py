@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextvars
 import math
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
@@ -169,7 +170,9 @@ class AsyncTaskManager:
         self._events: deque[TaskEvent] | None = None
         self._dropped_events = False
         self._changed: anyio.Event | None = None
-        self._handle = AsyncTaskManagerHandle(self)
+        # Weak: the handle refers to the manager, so a strong reference back would
+        # make every manager a cycle only the garbage collector frees.
+        self._handle: weakref.ref[AsyncTaskManagerHandle] | None = None
         self._backend: Any = PUBLIC_BACKEND
         """The event loop's anyio backend, looked up once on entry (see ``_anyio``)."""
 
@@ -376,14 +379,18 @@ class AsyncTaskManager:
         ]
 
     def handle(self) -> AsyncTaskManagerHandle:
-        """The host-side handle (the same object on every call).
+        """The host-side handle (the same object on every call while the host keeps it).
 
         Task events are recorded from the first call on: take the handle
         before starting the driver to see every task's events.
         """
         if self._events is None:
             self._events = deque(maxlen=MAX_UNREAD_EVENTS)
-        return self._handle
+        handle = self._handle() if self._handle is not None else None
+        if handle is None:
+            handle = AsyncTaskManagerHandle(self)
+            self._handle = weakref.ref(handle)
+        return handle
 
     # -- running one task ------------------------------------------------------------
 
@@ -579,7 +586,7 @@ class AsyncSessionTasks:
 class AsyncTaskManagerHandle:
     """The host's view of an :class:`AsyncTaskManager` (see ``TaskManagerHandle``)."""
 
-    __slots__ = ("_manager",)
+    __slots__ = ("__weakref__", "_manager")
 
     def __init__(self, manager: AsyncTaskManager) -> None:
         self._manager = manager
