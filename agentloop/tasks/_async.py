@@ -115,10 +115,6 @@ class _Task:
     ``CancelScope`` of ours where ``start_soon`` returns no handle (anyio < 4.14)."""
     own_scope: bool = False
     cancel_reason: _CancelReason | None = None
-    deferred: bool = False
-    """Started but not run yet: the round's only call, run inside ``wait_for_turn``."""
-    context: contextvars.Context | None = None
-    """A deferred task's context, copied when it started (as a task's own would be)."""
 
     @property
     def foreground(self) -> bool:
@@ -278,15 +274,11 @@ class AsyncTaskManager:
             self._emit(TaskStarted(snapshot))
         else:
             self._notify()
-        # No await after this point: the driver always learns about a started task.
         if launch.sole and detach_at is None and kind is TaskKind.FOREGROUND:
-            # The driver waits for this call next and for nothing else: run it
-            # then, inside wait_for_turn, instead of spawning a task for it.
-            task.scope = self._backend.create_cancel_scope()
-            task.own_scope = True
-            task.deferred = True
-            task.context = contextvars.copy_context()
-            return TaskLaunched(task_id, kind)
+            # The driver would only wait for this call: run it here, in the task
+            # awaiting start_task, instead of spawning a task and waiting for it.
+            return await self._run_here(task)
+        # No await after this point: the driver always learns about a spawned task.
         handle = self._group.start_soon(self._run, task, name=f"agentloop {task_id}")
         if callable(getattr(handle, "cancel", None)):
             task.scope = handle  # cancels the task's own scope: no second one needed
@@ -316,10 +308,6 @@ class AsyncTaskManager:
             if not running:
                 self._turn_results.pop(key, None)
                 return None
-            deferred = next((task for task in running if task.deferred), None)
-            if deferred is not None:
-                await self._run_inline(deferred)
-                continue
             deadline = math.inf
             now: float | None = None  # read the clock only for a task with a detach limit
             for task in running:
@@ -410,39 +398,54 @@ class AsyncTaskManager:
             else:  # the task handle's scope surrounds this coroutine
                 result = await run_contained(task.launch, task.snapshot.task_id)
         finally:
-            self._finish(task, result)
+            delivered = self._ended(task, result)
+            if delivered is not None:
+                self._deliver(task, delivered)
 
-    async def _run_inline(self, task: _Task) -> None:
-        """Run a deferred task in the caller's task, in the context it started with.
+    async def _run_here(self, task: _Task) -> TaskFinished:
+        """Run ``task`` in the caller's task and return its result (the round's only call).
 
-        Cancelled from outside (the driver's turn or host), it delivers nothing: the
-        driver answers the call itself, as it does after ``on_turn_interrupted``.
+        It runs in a copy of the caller's context (as a task of its own would: the
+        context variables it sets stay its own) and in a cancel scope of its own
+        (``handle.cancel(task_id)`` and the manager's shutdown cancel only it).
+        Cancelled from outside (the driver's turn, or the host cancelling
+        ``next()``), it answers nothing: the cancellation propagates and the driver
+        answers the call itself, as after ``on_turn_interrupted``.
         """
-        assert task.context is not None
-        task.deferred = False
+        scope = task.scope = self._backend.create_cancel_scope()
+        task.own_scope = True
+        context = contextvars.copy_context()
         result: ToolResultPart | None = None
         try:
-            with task.scope:  # handle.cancel(task_id) cancels this scope only
-                result = await InContext(
-                    run_contained(task.launch, task.snapshot.task_id), task.context
-                )
+            with scope:
+                result = await InContext(run_contained(task.launch, task.snapshot.task_id), context)
         except anyio.get_cancelled_exc_class():
             if task.cancel_reason is None:
                 task.cancel_reason = _CancelReason.INTERRUPT
+            self._ended(task, None)
             raise
-        finally:
-            task.context = None
-            self._finish(task, result)
+        except BaseException:  # pragma: no cover - run_contained turns errors into results
+            self._ended(task, None)
+            raise
+        delivered = self._ended(task, result)
+        if delivered is None:  # pragma: no cover - only the turn's interrupt delivers nothing
+            delivered = self._cancelled_result(task)
+        return TaskFinished(task.snapshot.task_id, delivered)
 
-    def _finish(self, task: _Task, result: ToolResultPart | None) -> None:
-        """Record how ``task`` ended: one terminal event, one delivery (or none)."""
+    def _ended(self, task: _Task, result: ToolResultPart | None) -> ToolResultPart | None:
+        """Record how ``task`` ended (one terminal event); returns what to deliver: its
+        result, a "cancelled" result, or nothing (cancelled by the turn's interrupt)."""
         snapshot = task.snapshot
         if self._tasks.get(snapshot.task_id) is task:
             del self._tasks[snapshot.task_id]
+        delivered: ToolResultPart | None
         if task.cancel_reason is not None or result is None:
             self._emit(TaskCancelled(snapshot))
-            if task.cancel_reason is not _CancelReason.INTERRUPT:
-                self._deliver(task, self._cancelled_result(task))
+            delivered = (
+                None
+                if task.cancel_reason is _CancelReason.INTERRUPT
+                else self._cancelled_result(task)
+            )
         else:
             if self._events is not None:
                 self._emit(
@@ -450,13 +453,16 @@ class AsyncTaskManager:
                     if result.is_error
                     else TaskSucceeded(snapshot, result)
                 )
-            self._deliver(task, result)
+            delivered = result
         self._notify()
+        return delivered
 
     def _cancelled_result(self, task: _Task) -> ToolResultPart:
         snapshot = task.snapshot
         if task.cancel_reason is _CancelReason.HOST:
             why = "the host cancelled it"
+        elif task.cancel_reason is _CancelReason.INTERRUPT:  # pragma: no cover - see _run_here
+            why = "the turn was interrupted"
         else:
             why = "the task manager shut down"
         return synthesized_result(
@@ -487,12 +493,7 @@ class AsyncTaskManager:
         if task.cancel_reason is not None:
             return False
         task.cancel_reason = reason
-        if task.deferred:  # never ran: it ends here
-            task.deferred = False
-            task.context = None
-            self._finish(task, None)
-        else:
-            task.scope.cancel()
+        task.scope.cancel()
         return True
 
     async def _wait_ended(self, tasks: Iterable[_Task]) -> None:

@@ -45,8 +45,9 @@ class TaskLaunch:
     task_id: str | None = None
     sole: bool = False
     """The round's only call: the driver starts no other call and surfaces nothing
-    before it waits for this one, so a manager may run it inside ``wait_for_turn``
-    (in the driver's task) instead of in a task of its own."""
+    before it waits for this one, so a manager may run it at once, in the driver's
+    task, and return its result from ``start_task`` (a ``TaskFinished``) instead of
+    running it in a task of its own."""
 
 
 @attrs.frozen

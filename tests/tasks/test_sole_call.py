@@ -1,5 +1,5 @@
-"""AsyncTaskManager runs a round's only call inside ``wait_for_turn`` (no task of its
-own): the same results, events, context isolation, host cancellation and
+"""AsyncTaskManager runs a round's only call at once, inside ``start_task`` (no task of
+its own): the same results, events, context isolation, host cancellation and
 interrupts as a spawned task."""
 
 from __future__ import annotations
@@ -200,66 +200,83 @@ async def test_a_round_of_two_calls_still_runs_them_in_tasks_of_their_own() -> N
 class Recorder:
     def __init__(self) -> None:
         self.ran: list[str] = []
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
 
-    def launch(self, call_id: str) -> al.TaskLaunch:
+    def launch(self, call_id: str, *, wait: bool = False) -> al.TaskLaunch:
         request = al.ToolRequest(call_id, "rec", {}, "s", "t1")
 
         async def run() -> al.ToolResultPart:
             self.ran.append(call_id)
+            self.entered.set()
+            if wait:
+                await self.release.wait()
             return al.ToolResultPart(call_id, "ran")
 
         return al.TaskLaunch(request, run, sole=True)
 
 
-async def test_a_sole_launch_interrupted_before_it_ran_never_runs() -> None:
+async def test_start_task_runs_a_sole_launch_and_returns_its_result() -> None:
     recorder = Recorder()
     async with al.AsyncTaskManager() as manager:
         handle = manager.handle()
         started = await manager.start_task(recorder.launch("c1"), "t1")
-        assert started == al.TaskLaunched("task-1", al.TaskKind.FOREGROUND)
-        assert [t.call_id for t in await handle.list_running()] == ["c1"]
-        await manager.on_turn_interrupted("t1")
-        assert await manager.wait_for_turn("t1") is None
+        assert started == al.TaskFinished("task-1", al.ToolResultPart("c1", "ran"))
+        assert recorder.ran == ["c1"]
         assert await handle.list_running() == []
-    assert recorder.ran == []
+        assert await manager.wait_for_turn("t1") is None
     assert [describe(e) for e in await events(handle, 2)] == [
         ("TaskStarted", "c1", "rec"),
-        ("TaskCancelled", "c1", "rec"),
+        ("TaskSucceeded", "c1", "rec"),
     ]
 
 
-async def test_a_sole_launch_cancelled_by_the_host_before_it_ran_answers_cancelled() -> None:
-    recorder = Recorder()
-    async with al.AsyncTaskManager() as manager:
-        await manager.start_task(recorder.launch("c1"), "t1")
-        assert await manager.handle().cancel("task-1") is True
-        update = await manager.wait_for_turn("t1")
-        assert isinstance(update, al.TaskFinished)
-        assert update.result.output == (
-            "cancelled: task task-1 (rec) did not finish: the host cancelled it"
-        )
-        assert await manager.wait_for_turn("t1") is None
-    assert recorder.ran == []
-
-
-async def test_a_sole_launch_runs_when_the_turn_is_waited_for() -> None:
-    recorder = Recorder()
-    async with al.AsyncTaskManager() as manager:
-        await manager.start_task(recorder.launch("c1"), "t1")
-        assert recorder.ran == []
-        update = await manager.wait_for_turn("t1")
-        assert update == al.TaskFinished("task-1", al.ToolResultPart("c1", "ran"))
-        assert recorder.ran == ["c1"]
-        assert await manager.wait_for_turn("t1") is None
-
-
-async def test_leaving_the_block_ends_a_sole_launch_that_never_ran() -> None:
+async def test_a_sole_launch_started_by_a_cancelled_caller_never_runs() -> None:
     recorder = Recorder()
     async with al.AsyncTaskManager() as manager:
         handle = manager.handle()
-        await manager.start_task(recorder.launch("c1"), "t1")
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await manager.start_task(recorder.launch("c1"), "t1")
+        assert scope.cancelled_caught
+        assert await handle.list_running() == []
+        assert await manager.wait_for_turn("t1") is None
     assert recorder.ran == []
-    assert await handle.list_running() == []
+    assert await handle.next_event() is None  # not even started
+
+
+@pytest.mark.parametrize("how", ["handle", "shutdown"])
+async def test_a_running_sole_launch_cancelled_from_another_task_answers_cancelled(
+    how: str,
+) -> None:
+    recorder = Recorder()
+    results: list[al.TaskFinished | al.TaskLaunched] = []
+    manager = al.AsyncTaskManager()
+    async with anyio.create_task_group() as group, manager:
+        handle = manager.handle()
+
+        async def start() -> None:
+            results.append(await manager.start_task(recorder.launch("c1", wait=True), "t1"))
+
+        group.start_soon(start)
+        await recorder.entered.wait()
+        assert [t.call_id for t in await handle.list_running()] == ["c1"]
+        if how == "handle":
+            assert await handle.cancel("task-1") is True
+            assert await handle.list_running() == []
+        # Left the block ("shutdown") or not: the launch answered either way.
+    why = "the host cancelled it" if how == "handle" else "the task manager shut down"
+    assert results == [
+        al.TaskFinished(
+            "task-1",
+            al.ToolResultPart(
+                "c1",
+                f"cancelled: task task-1 (rec) did not finish: {why}",
+                is_error=True,
+                metadata={al.OUTCOME_KEY: al.ResultOutcome.CANCELLED.value},
+            ),
+        )
+    ]
     assert [describe(e) for e in await events(handle, 2)] == [
         ("TaskStarted", "c1", "rec"),
         ("TaskCancelled", "c1", "rec"),
