@@ -7,7 +7,9 @@ starts calls, and leaving the block cancels whatever still runs.
 Where a task's result goes (decided when it finishes, never before):
 
 - a **foreground** task's result is queued for its turn and handed to the
-  driver by ``wait_for_turn`` (the driver appends results in call order);
+  driver by ``wait_for_turn`` (the driver appends results in call order); a
+  round's only call (``TaskLaunch.sole``) runs in the caller's task instead and
+  ``start_task`` returns its result;
 - a **background** task's result (routed there, or detached, or cancelled
   through the handle) is collected by ``take_background_results``;
 - a foreground task cancelled by ``on_turn_interrupted`` delivers nothing: the
@@ -226,7 +228,8 @@ class AsyncTaskManager:
         return AsyncSessionTasks(self, session_id)
 
     async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
-        """Route the call, spawn it, and return ``TaskLaunched`` at once."""
+        """Route the call and spawn it (``TaskLaunched`` at once); a round's only foreground
+        call without a detach limit runs here instead and returns its ``TaskFinished``."""
         return await self._start(launch, turn_id, self)
 
     async def _start(
