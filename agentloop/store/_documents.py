@@ -46,6 +46,7 @@ __all__ = [
     "describe_item_error",
     "encode_checkpoint",
     "encode_json",
+    "first_change",
 ]
 
 _FIX = "save the document driver.checkpoint() returns, unchanged"
@@ -75,6 +76,9 @@ class EncodedCheckpoint:
     head: str
     items: tuple[str, ...]
     sources: tuple[object, ...] = attrs.field(default=(), eq=False, repr=False)
+    base: tuple[str, ...] = attrs.field(default=(), eq=False, repr=False)
+    """The ``items`` of the encoding this one reused (``reuse``), and how many it kept."""
+    kept: int = attrs.field(default=0, eq=False, repr=False)
     parts: HeadTexts = attrs.field(factory=dict, eq=False, repr=False)
     lists: ListTexts = attrs.field(factory=dict, eq=False, repr=False)
 
@@ -240,9 +244,16 @@ def encode_checkpoint(
         head_text = head.encode(checkpoint)
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_FIX}") from None
-    kept = () if reuse is None else reuse.items[:shared]  # no copy when all are kept
+    base = () if reuse is None else reuse.items
     return EncodedCheckpoint(
-        session_id, head_text, kept + tuple(encoded), tuple(transcript), head.parts, head.lists
+        session_id,
+        head_text,
+        base[:shared] + tuple(encoded),  # no copy of the kept texts when all are kept
+        tuple(transcript),
+        base,
+        shared,
+        head.parts,
+        head.lists,
     )
 
 
@@ -337,6 +348,18 @@ class _HeadEncoder:
             texts.append(found if found is not None else encode_json(element, f"{where}[{index}]"))
         self.lists[path] = (tuple(values), tuple(texts))
         return "[" + ",".join(texts) + "]"
+
+
+def first_change(stored: Sequence[str], encoded: EncodedCheckpoint) -> int:
+    """The first position a save of ``encoded`` rewrites, over the item rows ``stored``.
+
+    When ``stored`` are the very texts ``encoded`` reused, all kept (the usual
+    save: the last one's items and new ones), that is their end, known
+    without comparing them.
+    """
+    if stored is encoded.base and encoded.kept == len(stored):
+        return len(stored)
+    return common_prefix_length(stored, encoded.items)
 
 
 def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:

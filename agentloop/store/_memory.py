@@ -28,9 +28,9 @@ from ._documents import (
     ItemTexts,
     answered_call_ids,
     check_items,
-    common_prefix_length,
     decode_stored,
     encode_checkpoint,
+    first_change,
 )
 from ._rules import (
     LeaseRow,
@@ -133,7 +133,7 @@ class MemorySessionStore:
             )
             previous = self._records.get(session_id)
             check_version(session_id, expected_version, previous.sequence if previous else None)
-            start = common_prefix_length(previous.items, encoded.items) if previous else 0
+            start = first_change(previous.items, encoded) if previous else 0
             answered = check_items(session_id, encoded.items, start)
             self._sequence += 1
             self._records[session_id] = _Record(

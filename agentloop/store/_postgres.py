@@ -27,9 +27,9 @@ from ._documents import (
     ItemTexts,
     answered_call_ids,
     check_items,
-    common_prefix_length,
     decode_stored,
     encode_checkpoint,
+    first_change,
 )
 from ._pg_pool import ConnectionPool, pipelined_transaction, transaction
 from ._rules import (
@@ -160,7 +160,7 @@ class PostgresSessionStore:
                 check_fence(session_id, fencing_token, lease, now, operation)
                 check_version(session_id, expected_version, version)
                 stored, stored_rows = self._stored(connection, session_id, version)
-                start = common_prefix_length(stored, encoded.items)
+                start = first_change(stored, encoded)
                 answered = check_items(session_id, encoded.items, start)
                 written = sql.write_checkpoint(
                     connection,
@@ -170,7 +170,7 @@ class PostgresSessionStore:
                     start=start,
                     answered=sorted(answered),
                     status=status.value,
-                    pending_approvals=json.dumps(list(pending)),
+                    pending_approvals=json.dumps(list(pending)) if pending else "[]",
                     stored_rows=stored_rows,
                 )
             saved = int(written.fetchone()[0])
