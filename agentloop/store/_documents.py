@@ -38,7 +38,7 @@ __all__ = [
     "EncodedCheckpoint",
     "ItemTexts",
     "answered_call_ids",
-    "check_items",
+    "answered_from",
     "common_prefix_length",
     "decode_checkpoint",
     "decode_items",
@@ -81,6 +81,8 @@ class EncodedCheckpoint:
     kept: int = attrs.field(default=0, eq=False, repr=False)
     parts: HeadTexts = attrs.field(factory=dict, eq=False, repr=False)
     lists: ListTexts = attrs.field(factory=dict, eq=False, repr=False)
+    answers: dict[int, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
+    """The call ids each item encoded afresh answers, by position (all checked to be items)."""
 
 
 class ItemTexts:
@@ -181,8 +183,9 @@ def encode_checkpoint(
     """Validate ``checkpoint`` for ``session_id`` and encode it; ``CheckpointError`` if it is bad.
 
     Checks the header (``format``, ``version``, ``session_id``), that
-    ``transcript`` is a list of objects and that every value is exact JSON.
-    The items' own shape is checked by :func:`check_items`. An item that is
+    ``transcript`` is a list of objects, that every value is exact JSON and
+    that every item encoded afresh is an agentloop item (an item whose text
+    is reused was checked when it was encoded). An item that is
     the very object encoded last time (``reuse``, from :class:`ItemTexts`)
     keeps its text: saved documents must not be changed in place. The usual
     save (the last one's items, the same objects, and a few new ones) finds
@@ -219,6 +222,7 @@ def encode_checkpoint(
         )
     shared = 0 if reuse is None else identical_prefix(reuse.sources, transcript)
     encoded: list[str] = []  # the items from ``shared`` on
+    fresh_items: list[tuple[int, Any]] = []  # encoded afresh: position, plain data or None
     known: dict[int, tuple[object, str]] | None = None
     try:
         for index in range(shared, len(transcript)):
@@ -237,13 +241,18 @@ def encode_checkpoint(
             where = f"checkpoint['transcript'][{index}]"
             if not isinstance(item, dict):
                 raise ValueError(f"{where} has type {type(item).__name__}, expected an item object")
-            encoded.append(encode_json(item, where))
+            plain = _is_plain_json(item)  # then the item is its text's very data
+            if not plain:
+                _check_json(item, where)
+            encoded.append(_ENCODER.encode(item))
+            fresh_items.append((index, item if plain else None))
         # This save's new items, by identity: the turn's list of items holds them too.
         fresh = {id(transcript[shared + index]): text for index, text in enumerate(encoded)}
         head = _HeadEncoder(reuse, fresh)
         head_text = head.encode(checkpoint)
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_FIX}") from None
+    answers = _check_items(prefix, fresh_items, encoded, shared)
     base = () if reuse is None else reuse.items
     return EncodedCheckpoint(
         session_id,
@@ -254,7 +263,30 @@ def encode_checkpoint(
         shared,
         head.parts,
         head.lists,
+        answers,
     )
+
+
+_NO_ANSWERS: frozenset[str] = frozenset()
+
+
+def _check_items(
+    prefix: str, fresh_items: list[tuple[int, Any]], encoded: list[str], shared: int
+) -> dict[int, frozenset[str]]:
+    """Check that the items encoded afresh are agentloop items; the call ids each answers."""
+    answers: dict[int, frozenset[str]] = {}
+    for position, plain in fresh_items:
+        data = json.loads(encoded[position - shared]) if plain is None else plain
+        try:
+            _serde.structure(data, Item)
+        except Exception as error:
+            raise CheckpointError(
+                f"{prefix}: transcript item {position} is not an agentloop item "
+                f"({describe_item_error(error)}); {_FIX}"
+            ) from None
+        answered = answered_call_ids((data,))
+        answers[position] = frozenset(answered) if answered else _NO_ANSWERS
+    return answers
 
 
 @lru_cache(maxsize=1024)
@@ -379,19 +411,19 @@ def describe_item_error(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def check_items(session_id: str, items: Sequence[str], start: int) -> frozenset[str]:
-    """Check that ``items[start:]`` are agentloop items; return the call ids they answer."""
+def answered_from(encoded: EncodedCheckpoint, start: int) -> frozenset[str]:
+    """The call ids the items of ``encoded`` from position ``start`` on answer.
+
+    Items encoded afresh were checked and their answers noted then; an item
+    whose text was reused (checked when first encoded) is read again.
+    """
     answered: set[str] = set()
+    answers, items = encoded.answers, encoded.items
     for position in range(start, len(items)):
-        data = json.loads(items[position])
-        try:
-            _serde.structure(data, Item)
-        except Exception as error:
-            raise CheckpointError(
-                f"cannot save checkpoint for session {session_id!r}: transcript item "
-                f"{position} is not an agentloop item ({describe_item_error(error)}); {_FIX}"
-            ) from None
-        answered.update(answered_call_ids([data]))
+        found = answers.get(position)
+        answered.update(
+            answered_call_ids((json.loads(items[position]),)) if found is None else found
+        )
     return frozenset(answered)
 
 

@@ -26,7 +26,7 @@ from ._documents import (
     EncodedCheckpoint,
     ItemTexts,
     answered_call_ids,
-    check_items,
+    answered_from,
     decode_stored,
     encode_checkpoint,
     first_change,
@@ -161,7 +161,7 @@ class PostgresSessionStore:
                 check_version(session_id, expected_version, version)
                 stored, stored_rows = self._stored(connection, session_id, version)
                 start = first_change(stored, encoded)
-                answered = check_items(session_id, encoded.items, start)
+                answered = answered_from(encoded, start)
                 written = sql.write_checkpoint(
                     connection,
                     session_id,

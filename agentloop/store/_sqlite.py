@@ -33,7 +33,7 @@ from ._documents import (
     EncodedCheckpoint,
     ItemTexts,
     answered_call_ids,
-    check_items,
+    answered_from,
     decode_stored,
     encode_checkpoint,
     first_change,
@@ -409,7 +409,7 @@ class SqliteSessionStore:
                 stored = () if sequence is None else self._texts_of(connection, session_id)
                 stored_rows = None
             start = first_change(stored, encoded)
-            answered = check_items(session_id, encoded.items, start)
+            answered = answered_from(encoded, start)
             status, pending = summary
             sequence = _sql.write_checkpoint(
                 connection,
