@@ -56,7 +56,7 @@ Path = tuple[str, ...]
 """Where a value sits in the head: its key, or its key and the key inside that object."""
 
 HeadTexts = dict[Path, tuple[object, str]]
-"""The head's objects and lists (one and two levels down), each with its text."""
+"""The head's objects (one and two levels down), each with its text."""
 
 ListTexts = dict[Path, tuple[tuple[object, ...], tuple[str, ...]]]
 """The head's lists (one and two levels down): their elements, and each element's text."""
@@ -300,12 +300,13 @@ class _HeadEncoder:
 
     The text is exactly ``encode_json(head)``'s: each object is written key
     by key in order, each list element by element. One and two levels down,
-    an object or a list that is the very one encoded last time at the same
-    place (``reuse.parts``) keeps its text, and so does each element of a
-    list from the start up to the first element that is not the very one
-    encoded there last time (``reuse.lists``, compared at C speed); an
-    element that is one of this save's new transcript items (``fresh``, by
-    identity) takes that item's text. Only the rest is checked and encoded.
+    an object that is the very one encoded last time at the same place
+    (``reuse.parts``) keeps its text, and so does each element of a list
+    from the start up to the first element that is not the very one encoded
+    there last time (``reuse.lists``, compared at C speed against a copy, so
+    a list grown in place is seen); an element that is one of this save's
+    new transcript items (``fresh``, by identity) takes that item's text.
+    Only the rest is checked and encoded.
     """
 
     def __init__(self, reuse: EncodedCheckpoint | None, fresh: dict[int, str]) -> None:
@@ -335,14 +336,14 @@ class _HeadEncoder:
             return int.__repr__(value)
         if kind is bool or value is None:
             return "true" if value is True else "false" if value is False else "null"
-        if kind is not dict and kind is not list:  # a float, or what is not JSON
+        if kind is list:  # element by element (a list grown in place is seen)
+            return self._list(value, path, f"{where}[{path[-1]!r}]")
+        if kind is not dict:  # a float, or what is not JSON
             return encode_json(value, f"{where}[{path[-1]!r}]")
         old = self._old_parts.get(path)
         if old is not None and old[0] is value:
             self._keep_below(path)
             text = old[1]
-        elif kind is list:
-            text = self._list(value, path, f"{where}[{path[-1]!r}]")
         elif len(path) == 1:
             text = self._object(value, path, f"{where}[{path[-1]!r}]")
         else:
@@ -351,7 +352,7 @@ class _HeadEncoder:
         return text
 
     def _keep_below(self, path: Path) -> None:
-        """Carry the texts found inside a part kept whole over to the next save."""
+        """Carry the texts found inside an object kept whole over to the next save."""
         depth = len(path)
         for inner, texts in self._old_lists.items():
             if inner[:depth] == path:

@@ -63,6 +63,7 @@ __all__ = [
     "check_reopen",
     "check_round_trip",
     "check_sessions_isolated",
+    "check_shared_values",
     "check_started_calls",
     "check_two_writers",
     "check_versions",
@@ -418,6 +419,53 @@ async def check_prefix_rewrite(open_store: OpenStore) -> None:
             _expect_equal(await store.transcript(session_id), items, f"items of rewrite {number}")
             listed = await _listed(store, [session_id])
             _expect_equal(listed, [(session_id, len(items))], f"item_count of rewrite {number}")
+
+
+async def check_shared_values(open_store: OpenStore) -> None:
+    """Documents built as a driver builds them load exactly: each save hands the store
+    the very objects of the last one for what did not change (transcript items, the
+    config, the elements of the turn's lists) and new objects for what did."""
+    (session_id,) = _session_ids("shared")
+    items = [unstructure(item) for item in _long_transcript(6)]
+    config = {"session_id": session_id, "limits": {"max_model_calls_per_turn": 5}}
+    calls: list[Any] = [{"call_id": "c-1", "input": {"n": 1}}]
+    records: list[Any] = [1, {"usage": None}]
+
+    def document(**changes: Any) -> dict[str, Any]:
+        turn = {"items": items[-3:], "tool_calls": list(calls), "records": list(records)}
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "version": 1,
+            "session_id": session_id,
+            "config": config,
+            "turn": {**turn, **changes},
+            "queued": [],
+            "transcript": list(items),
+        }
+
+    async with open_store() as store:
+        steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            ("the first save", document),
+            ("the same document again", document),
+            ("one more item and call", document),
+            ("a call replaced by an equal one of other types", document),
+            ("a new config", document),
+            ("a turn list cut short", lambda: document(records=records[:1])),
+            ("an emptied turn list", lambda: document(tool_calls=[])),
+            ("the cut list grown again", document),
+        ]
+        for number, (what, build) in enumerate(steps):
+            if number == 2:
+                items.append(unstructure(_user("one more")))
+                calls.append({"call_id": "c-2", "input": {"n": 2}})
+            elif number == 3:
+                calls[0] = {"call_id": "c-1", "input": {"n": 1.0}}  # 1 == 1.0, not in JSON
+                records[0] = True  # True == 1, not in JSON
+            elif number == 4:
+                config = {**config, "limits": {"max_model_calls_per_turn": 6}}
+            saved = build()
+            await store.save_checkpoint(session_id, saved)
+            await _expect_document(store, session_id, json.loads(json.dumps(saved)), what)
 
 
 # -- many writers: versions, leases, claims, approvals, inbox queries ---------------------

@@ -47,6 +47,7 @@ from ._store_checks import (
     check_replace,
     check_round_trip,
     check_sessions_isolated,
+    check_shared_values,
     check_started_calls,
     check_two_writers,
     check_versions,
@@ -77,6 +78,7 @@ __all__ = [
     "check_reopen",
     "check_round_trip",
     "check_sessions_isolated",
+    "check_shared_values",
     "check_started_calls",
     "check_store",
     "sample_checkpoint",
@@ -95,6 +97,7 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
     check_concurrent_saves,
     check_large_transcript,
     check_prefix_rewrite,
+    check_shared_values,
     check_versions,
     check_two_writers,
     check_leases,
@@ -172,6 +175,9 @@ class StoreConformance:
 
     async def test_prefix_rewrite(self, open_store: OpenStore) -> None:
         await check_prefix_rewrite(open_store)
+
+    async def test_shared_values(self, open_store: OpenStore) -> None:
+        await check_shared_values(open_store)
 
     async def test_versions(self, open_store: OpenStore) -> None:
         await check_versions(open_store)
