@@ -371,6 +371,8 @@ class _HeadEncoder:
         return "{" + ",".join(members) + "}"
 
     def _list(self, values: list[Any], path: Path, where: str) -> str:
+        if not values:
+            return "[]"
         old_values, old_texts = self._old_lists.get(path, ((), ()))
         shared = identical_prefix(old_values, values)
         texts = list(old_texts[:shared])
