@@ -30,6 +30,7 @@ from typing import ClassVar
 
 from ._store_checks import (
     OpenStore,
+    check_append_after_another_writer,
     check_claim_survives_crash,
     check_claims,
     check_concurrent_claims,
@@ -42,6 +43,7 @@ from ._store_checks import (
     check_leases,
     check_list_order,
     check_prefix_rewrite,
+    check_refused_appends,
     check_rejects_bad_documents,
     check_reopen,
     check_replace,
@@ -59,6 +61,7 @@ __all__ = [
     "SHARED_STORAGE_CHECKS",
     "OpenStore",
     "StoreConformance",
+    "check_append_after_another_writer",
     "check_versions",
     "check_two_writers",
     "check_leases",
@@ -73,6 +76,7 @@ __all__ = [
     "check_large_transcript",
     "check_list_order",
     "check_prefix_rewrite",
+    "check_refused_appends",
     "check_rejects_bad_documents",
     "check_replace",
     "check_reopen",
@@ -100,7 +104,9 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
     check_shared_values,
     check_versions,
     check_two_writers,
+    check_append_after_another_writer,
     check_leases,
+    check_refused_appends,
     check_lease_takeover,
     check_claims,
     check_concurrent_claims,
@@ -110,7 +116,13 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
 """Every check, in the order :func:`check_store` runs them."""
 
 SHARED_STORAGE_CHECKS: frozenset[Callable[[OpenStore], Awaitable[None]]] = frozenset(
-    {check_reopen, check_two_writers, check_concurrent_claims, check_claim_survives_crash}
+    {
+        check_reopen,
+        check_two_writers,
+        check_append_after_another_writer,
+        check_concurrent_claims,
+        check_claim_survives_crash,
+    }
 )
 """Checks that open the storage more than once and need each opening to see the same data."""
 
@@ -186,8 +198,15 @@ class StoreConformance:
         self._skip_unless_persistent()
         await check_two_writers(open_store)
 
+    async def test_append_after_another_writer(self, open_store: OpenStore) -> None:
+        self._skip_unless_persistent()
+        await check_append_after_another_writer(open_store)
+
     async def test_leases(self, open_store: OpenStore) -> None:
         await check_leases(open_store)
+
+    async def test_refused_appends(self, open_store: OpenStore) -> None:
+        await check_refused_appends(open_store)
 
     async def test_lease_takeover(self, open_store: OpenStore) -> None:
         await check_lease_takeover(open_store)

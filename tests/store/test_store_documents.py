@@ -2,6 +2,7 @@
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +199,39 @@ def test_an_item_encoded_afresh_is_checked_even_after_reuse() -> None:
     with pytest.raises(CheckpointError) as raised:
         encode_checkpoint("s", bad, last)
     assert str(raised.value).startswith(f"{PREFIX}: transcript item 1 is not an agentloop item (")
+
+
+@settings(max_examples=15, deadline=None)
+@given(_save_sequences())
+def test_any_save_sequence_loads_back_exactly_from_postgres(
+    new_postgres_schema: Callable[[], str], documents: list[dict[str, Any]]
+) -> None:
+    """Appends take the one-statement path (array literals), rewrites the long one."""
+    from agentloop.store import PostgresSessionStore
+
+    async def on_postgres() -> None:
+        async with PostgresSessionStore(new_postgres_schema()) as store:
+            await _save_and_load_each(store, documents)
+
+    anyio.run(on_postgres)
+
+
+@pytest.mark.anyio
+async def test_item_texts_that_need_escaping_in_an_array_literal_load_back_exactly(
+    postgres_uri: str,
+) -> None:
+    from agentloop.store import PostgresSessionStore
+
+    texts = ["NULL", 'say "hi"', "back\\slash", "{a,b}", "é 🙂", "", " ", '\\"{,}\\']
+    async with PostgresSessionStore(postgres_uri) as store:
+        items: list[Item] = []
+        for text in texts:  # one appended item per save
+            items.append(Item.text(ItemKind.USER, text))
+            document = sample_checkpoint("s", items, note=text)
+            await store.save_checkpoint("s", document)
+            loaded = await store.load("s")
+            assert loaded is not None
+            assert loaded.checkpoint == document
+        assert [item.parts for item in await store.transcript("s") or []] == [
+            item.parts for item in items
+        ]
