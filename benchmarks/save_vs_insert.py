@@ -16,7 +16,10 @@ it includes what the store does for it: encoding the new items, checking
 them, the fence and version checks, the thread hop and the transaction).
 Right after it, the same bytes are written by hand: the rows the store
 wrote for that save (each new item's JSON text, and the head's JSON text
-with the row's timestamp and status) inserted with ``executemany`` into a
+with the row's timestamp and status; found by encoding the document as the
+store does, reusing the last save's texts, so finding them costs O(new items)
+and does not flush the caches between the two timings) inserted with
+``executemany`` into a
 plain table without an index, in one transaction, with the store's
 durability settings: for SQLite a file of its own in the same folder, WAL,
 ``synchronous=FULL``, ``BEGIN IMMEDIATE`` ... ``COMMIT`` on the calling
