@@ -83,13 +83,17 @@ def _resolve(future: Any) -> None:
 class WorkerThread:
     """One daemon thread that runs the calls handed to it, in order.
 
-    Started on first use; :meth:`stop` ends it after the calls queued before.
+    Started on first use; it ends after ``idle`` seconds without a call (the
+    next call starts another), or once :meth:`stop` was called and the calls
+    handed over before it ran.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, idle: float = 10.0) -> None:
         self._name = name
+        self._idle = idle
         self._queue: queue.SimpleQueue[Pending[Any] | None] | None = None  # the running thread's
         self._lock = threading.Lock()
+        """Held to hand a call over and to end the thread: no call lands in a dead queue."""
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` in the thread; its result, or what it raised.
@@ -101,35 +105,35 @@ class WorkerThread:
         return await self.start(function, *args).result()
 
     def start(self, function: Callable[..., T], *args: Any) -> Pending[T]:
-        """Hand ``function(*args)`` to the thread now; the caller must await its ``result()``.
-
-        The caller can work meanwhile (the thread takes a while to wake up).
-        """
+        """Hand ``function(*args)`` to the thread now; the caller must await its ``result()``."""
         pending = Pending(function, args)
-        self._jobs().put(pending)
-        return pending
-
-    def stop(self) -> None:
-        """Let the thread end once the calls queued so far ran (non-blocking)."""
-        with self._lock:
-            if self._queue is not None:
-                self._queue.put(None)
-                self._queue = None
-
-    def _jobs(self) -> queue.SimpleQueue[Pending[Any] | None]:
-        """The running thread's queue (the thread is started if none runs)."""
-        jobs = self._queue
-        if jobs is not None:
-            return jobs
         with self._lock:
             if self._queue is None:
                 self._queue = queue.SimpleQueue()
                 threading.Thread(
                     target=self._serve, args=(self._queue,), name=self._name, daemon=True
                 ).start()
-            return self._queue
+            self._queue.put(pending)
+        return pending
 
-    @staticmethod
-    def _serve(jobs: queue.SimpleQueue[Pending[Any] | None]) -> None:
-        while (job := jobs.get()) is not None:
+    def stop(self) -> None:
+        """Let the thread end once the calls handed over so far ran (non-blocking)."""
+        with self._lock:
+            if self._queue is not None:
+                self._queue.put(None)
+                self._queue = None
+
+    def _serve(self, jobs: queue.SimpleQueue[Pending[Any] | None]) -> None:
+        while True:
+            try:
+                job = jobs.get(timeout=self._idle)
+            except queue.Empty:
+                with self._lock:
+                    if not jobs.empty():
+                        continue  # handed over just now
+                    if self._queue is jobs:
+                        self._queue = None
+                    return
+            if job is None:
+                return
             job()

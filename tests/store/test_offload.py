@@ -130,3 +130,16 @@ async def test_a_sqlite_save_cancelled_before_it_starts_writes_nothing(tmp_path:
         assert await store.save_checkpoint("s", sample_checkpoint("s", [])) >= 1
     with pytest.raises(InvalidStateError, match="is closed"):
         await store.load("s")
+
+
+async def test_an_idle_worker_ends_its_thread_and_the_next_call_starts_one() -> None:
+    worker = WorkerThread("test-idle", idle=0.05)
+    first = await worker.run(threading.current_thread)
+    first.join(5)
+    assert not first.is_alive()
+    second = await worker.run(threading.current_thread)
+    assert second is not first
+    assert await worker.run(lambda: threading.current_thread() is second)  # still alive
+    worker.stop()
+    second.join(5)
+    assert not second.is_alive()
