@@ -45,6 +45,8 @@ class CaptureMemo:
     uses one per call, so its documents are shared with nobody).
     """
 
+    __slots__ = ("_lists", "_values")
+
     def __init__(self) -> None:
         self._lists: dict[str, tuple[tuple[object, ...], list[Any]]] = {}
         self._values: dict[str, tuple[object, Any]] = {}

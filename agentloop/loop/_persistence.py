@@ -71,8 +71,9 @@ class Persistence:
     def __init__(self, store: SessionStore | None, effects: Effects) -> None:
         self._store = store
         self._effects = effects
-        self._memo = CaptureMemo()
-        """The documents of the last save: unchanged values keep theirs (the store skips them)."""
+        self._item_documents: CaptureMemo | None = None
+        """The documents of the last save's items and other values: unchanged ones keep
+        theirs (and the store its texts for them). Made at the first save."""
         # Without a store nothing is claimed or recorded (every method returns
         # first): no sets are made for that (a session holds less).
         self._journaled: set[str] = set() if store is not None else _NONE
@@ -208,14 +209,16 @@ class Persistence:
         assert self._store is not None
         session_id = self._effects.session_id
         try:
-            document = capture(core, state, self._effects.config, self._memo)
+            if self._item_documents is None:
+                self._item_documents = CaptureMemo()
+            document = capture(core, state, self._effects.config, self._item_documents)
             version = await self._store.save_checkpoint(
                 session_id, document, expected_version=self.version, fencing_token=self._token
             )
         except _OWNED_ELSEWHERE:
             raise
         except Exception as error:
-            self._memo = CaptureMemo()  # the next save converts (and the store encodes) anew
+            self._item_documents = None  # the next save converts (and the store encodes) anew
             log.exception("saving the checkpoint failed", session_id=session_id)
             raise SaveError(
                 f"cannot save session {session_id!r} in state {state}: "
