@@ -16,7 +16,10 @@ it includes what the store does for it: encoding the new items, checking
 them, the fence and version checks, the thread hop and the transaction).
 Right after it, the same bytes are written by hand: the rows the store
 wrote for that save (each new item's JSON text, and the head's JSON text
-with the row's timestamp and status) inserted with ``executemany`` into a
+with the row's timestamp and status; found by encoding the document as the
+store does, reusing the last save's texts, so finding them costs O(new items)
+and does not flush the caches between the two timings) inserted with
+``executemany`` into a
 plain table without an index, in one transaction, with the store's
 durability settings: for SQLite a file of its own in the same folder, WAL,
 ``synchronous=FULL``, ``BEGIN IMMEDIATE`` ... ``COMMIT`` on the calling
@@ -60,7 +63,11 @@ from stores import start_postgres
 import agentloop as al
 from agentloop.loop._session_store import summarize
 from agentloop.store import SessionStore, SqliteSessionStore
-from agentloop.store._documents import common_prefix_length, encode_checkpoint
+from agentloop.store._documents import (
+    EncodedCheckpoint,
+    common_prefix_length,
+    encode_checkpoint,
+)
 
 SIZES = (100, 1_000)
 SESSIONS = 24
@@ -125,7 +132,7 @@ class Recorder:
         self.bytes: list[int] = []
         self.new_items: list[int] = []
         self.statements: list[str] = []  # of the last timed save (``--profile``)
-        self._stored: dict[str, tuple[str, ...]] = {}
+        self._stored: dict[str, EncodedCheckpoint] = {}
         self._save = store.save_checkpoint
         store.save_checkpoint = self.save_checkpoint  # type: ignore[method-assign]
 
@@ -149,10 +156,15 @@ class Recorder:
         return version
 
     def written(self, session_id: str, checkpoint: Mapping[str, Any]) -> Rows:
-        """The rows the store wrote: items from the first changed position, and the head."""
-        encoded = encode_checkpoint(session_id, checkpoint)
-        start = common_prefix_length(self._stored.get(session_id, ()), encoded.items)
-        self._stored[session_id] = encoded.items
+        """The rows the store wrote: items from the first changed position, and the head.
+
+        Encoded as the store does, reusing the last save's texts (so this costs
+        O(new items) too, and does not flush the caches between two timings).
+        """
+        last = self._stored.get(session_id)
+        encoded = encode_checkpoint(session_id, checkpoint, last)
+        start = common_prefix_length(() if last is None else last.items, encoded.items)
+        self._stored[session_id] = encoded
         status, pending = summarize(checkpoint)
         extra = f"{len(encoded.items)} {datetime.now(UTC).isoformat()} {status.value} {pending}"
         rows = [(session_id, p, encoded.items[p], "") for p in range(start, len(encoded.items))]

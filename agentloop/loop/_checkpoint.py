@@ -27,6 +27,7 @@ from ..model._config import PromptCacheRequest, SessionConfig
 from ..model._serde import configure_model
 from ..tools._tool import ToolRequest
 from ._checkpoint_checks import check_consistency
+from ._checkpoint_memo import CaptureMemo
 from ._core import LoopCore
 from ._events import ExecutedToolCall, ModelCallRecord
 from ._results import answer
@@ -341,7 +342,8 @@ def configure_strict_scalars(target: cattrs.Converter) -> None:
 def configure_checkpoint(target: cattrs.Converter) -> None:
     """Register the checkpoint schema's hooks: tagged calls, results and
     approvals, checked queues and retry points, and the document written without its
-    transcript (:func:`capture` writes it, reusing unchanged items' documents)."""
+    transcript, its config and its turn's lists (:func:`capture` writes them,
+    reusing the documents of unchanged values)."""
     target.register_structure_hook(QueuedMessage, _structure_message)
     target.register_structure_hook(RetryPoint, _structure_retry)
     tagged = override(unstruct_hook=unstructure)  # with its union's ``type`` tag
@@ -380,9 +382,25 @@ def configure_checkpoint(target: cattrs.Converter) -> None:
             CheckpointDocument,
             target,
             _cattrs_omit_if_default=False,
+            config=override(omit=True),
             transcript=override(omit=True),
         ),
     )
+    target.register_unstructure_hook(
+        TurnDocument,
+        make_dict_unstructure_fn(
+            TurnDocument,
+            target,
+            _cattrs_omit_if_default=False,
+            items=override(omit=True),
+            tool_calls=override(omit=True),
+            model_calls_made=override(omit=True),
+        ),
+    )
+
+
+_DOCUMENT_KEYS = tuple(a.name for a in attrs.fields(CheckpointDocument) if a.name != "transcript")
+_TURN_KEYS = tuple(a.name for a in attrs.fields(TurnDocument))
 
 
 def _make_converter() -> cattrs.Converter:
@@ -406,20 +424,59 @@ def capture(
     core: LoopCore,
     state: DriverState,
     config: SessionConfig,
-    item_document: Callable[[Item], Any] | None = None,
+    memo: CaptureMemo | None = None,
 ) -> dict[str, Any]:
     """The checkpoint document of ``core``, recorded as ``state`` (checked at rest by the caller).
 
     Calls still running are written as not started (a restore runs them again,
     or answers them as in doubt when they were recorded as started).
-    ``item_document`` turns a transcript item into its document (default: a
-    fresh ``unstructure``); a store-bound driver passes a memo, so unchanged
-    items keep the same document object from save to save.
+    ``memo`` keeps the documents of the last capture: a store-bound driver
+    passes its own, so a value unchanged since its last save (a transcript
+    item, an item, tool call or model-call record of the turn, the config)
+    keeps the same document object and only new values are converted
+    (default: a fresh memo, every document is new).
     """
-    document: dict[str, Any] = _CONVERTER.unstructure(CheckpointDocument.of(core, state, config))
-    write = item_document or _CONVERTER.unstructure
-    document["transcript"] = [write(item) for item in core.transcript]
+    memo = memo or CaptureMemo()
+    written: dict[str, Any] = _CONVERTER.unstructure(CheckpointDocument.of(core, state, config))
+    transcript, shared = memo.documents("transcript", core.transcript, _write_item)
+    written["config"] = memo.document("config", config, _write_config)
+    turn = core.turn
+    if turn is not None:
+        # The turn's items are the transcript's new items too: the same documents.
+        fresh = dict(zip(map(id, core.transcript[shared:]), transcript[shared:], strict=True))
+
+        def write_turn_item(item: Item) -> Any:
+            found = fresh.get(id(item))  # the transcript holds the item: its id is its own
+            return _write_item(item) if found is None else found
+
+        lists = {
+            "items": memo.documents("items", turn.items, write_turn_item)[0],
+            "tool_calls": memo.documents("tool_calls", turn.tool_calls, _write_tool_call)[0],
+            "model_calls_made": memo.documents(
+                "model_calls_made", turn.model_call_records, _write_record
+            )[0],
+        }
+        partial = written["turn"]
+        written["turn"] = {key: lists[key] if key in lists else partial[key] for key in _TURN_KEYS}
+    document = {key: written[key] for key in _DOCUMENT_KEYS}
+    document["transcript"] = transcript
     return document
+
+
+def _write_item(item: Item) -> Any:
+    return _CONVERTER.unstructure(item, Item)
+
+
+def _write_config(config: SessionConfig) -> Any:
+    return _CONVERTER.unstructure(config, SessionConfig)
+
+
+def _write_tool_call(call: ExecutedToolCall) -> Any:
+    return _CONVERTER.unstructure(call, ExecutedToolCall)
+
+
+def _write_record(record: ModelCallRecord) -> Any:
+    return _CONVERTER.unstructure(record, ModelCallRecord)
 
 
 def check_checkpointable(core: LoopCore) -> None:

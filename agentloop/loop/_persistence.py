@@ -28,19 +28,19 @@ own save, which raises if it fails too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
-from ..core._items import Item, ResultOutcome, ToolResultPart
+from ..core._items import ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
 from ..tools._tool import ToolRequest
 from ._checkpoint import capture
+from ._checkpoint_memo import CaptureMemo
 from ._core import LoopCore
 from ._effects import Effects
 from ._events import LoopWarning
-from ._serde import unstructure
 from ._session_store import (
     Approval,
     ClaimError,
@@ -83,7 +83,9 @@ class Persistence:
     def __init__(self, store: SessionStore | None, effects: Effects) -> None:
         self._store = store
         self._effects = effects
-        self._item_documents: dict[int, tuple[Item, Any]] = {}
+        self._item_documents: CaptureMemo | None = None
+        """The documents of the last save's items and other values: unchanged ones keep
+        theirs (and the store its texts for them). Made at the first save."""
         # Without a store nothing is claimed or recorded (every method returns
         # first): no sets are made for that (a session holds less).
         self._journaled: set[str] = set() if store is not None else _NONE
@@ -219,14 +221,16 @@ class Persistence:
         assert self._store is not None
         session_id = self._effects.session_id
         try:
-            document = capture(core, state, self._effects.config, self._memo_item_document())
+            if self._item_documents is None:
+                self._item_documents = CaptureMemo()
+            document = capture(core, state, self._effects.config, self._item_documents)
             version = await self._store.save_checkpoint(
                 session_id, document, expected_version=self.version, fencing_token=self._token
             )
         except _OWNED_ELSEWHERE:
             raise
         except Exception as error:
-            self._item_documents = {}  # the next save encodes every item again
+            self._item_documents = None  # the next save converts (and the store encodes) anew
             log.exception("saving the checkpoint failed", session_id=session_id)
             raise SaveError(
                 f"cannot save session {session_id!r} in state {state}: "
@@ -346,20 +350,6 @@ class Persistence:
                     session_id=session_id,
                 ) from error
             self._recorded.add(call_id)
-
-    def _memo_item_document(self) -> Callable[[Item], Any]:
-        """Reuse each unchanged item's document from the last save (the store skips it)."""
-        previous = self._item_documents
-        current: dict[int, tuple[Item, Any]] = {}
-        self._item_documents = current  # only the current transcript's items are kept
-
-        def document(item: Item) -> Any:
-            known = previous.get(id(item))
-            data = known[1] if known is not None and known[0] is item else unstructure(item)
-            current[id(item)] = (item, data)
-            return data
-
-        return document
 
 
 def _refusal(call: RoundCall, reason: str) -> tuple[ToolResultPart, CallStatus]:

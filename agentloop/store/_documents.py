@@ -6,14 +6,22 @@ items that changed) and its head (everything else, one JSON text). Encoding
 is strict: a value JSON would not give back exactly (a tuple, a non-string
 key, NaN, an object) is refused, so a loaded document is always deep-equal
 to the saved one.
+
+A save is encoded in O(what changed): the text of every transcript item, of
+every element of the head's lists (the turn's items, tool calls and model
+calls grow append-only within a turn) and of the head's objects (the
+session's config) is kept with the very object it was encoded from, and an
+object handed to the next save again keeps its text (see
+:func:`encode_checkpoint`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from json.encoder import encode_basestring
 from typing import Any
 
 import attrs
@@ -23,13 +31,14 @@ from .. import _serde
 from ..core._errors import CheckpointError
 from ..core._items import Item
 from ..loop._checkpoint import CHECKPOINT_FORMAT
+from ..loop._checkpoint_memo import identical_prefix
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "EncodedCheckpoint",
     "ItemTexts",
     "answered_call_ids",
-    "check_items",
+    "answered_from",
     "common_prefix_length",
     "decode_checkpoint",
     "decode_items",
@@ -37,9 +46,20 @@ __all__ = [
     "describe_item_error",
     "encode_checkpoint",
     "encode_json",
+    "first_change",
 ]
 
 _FIX = "save the document driver.checkpoint() returns, unchanged"
+
+
+Path = tuple[str, ...]
+"""Where a value sits in the head: its key, or its key and the key inside that object."""
+
+HeadTexts = dict[Path, tuple[object, str]]
+"""The head's objects (one and two levels down), each with its text."""
+
+ListTexts = dict[Path, tuple[tuple[object, ...], tuple[str, ...]]]
+"""The head's lists (one and two levels down): their elements, and each element's text."""
 
 
 @attrs.frozen
@@ -47,13 +67,22 @@ class EncodedCheckpoint:
     """A validated document: ``head`` is its JSON without the transcript, ``items`` each item's.
 
     ``sources`` are the transcript's item objects, so the next save can reuse
-    the text of an item that is the very same object (see :class:`ItemTexts`).
+    the text of an item that is the very same object (see :class:`ItemTexts`);
+    ``parts`` and ``lists`` do the same for the head's objects and for the
+    elements of its lists.
     """
 
     session_id: str
     head: str
     items: tuple[str, ...]
     sources: tuple[object, ...] = attrs.field(default=(), eq=False, repr=False)
+    base: tuple[str, ...] = attrs.field(default=(), eq=False, repr=False)
+    """The ``items`` of the encoding this one reused (``reuse``), and how many it kept."""
+    kept: int = attrs.field(default=0, eq=False, repr=False)
+    parts: HeadTexts = attrs.field(factory=dict, eq=False, repr=False)
+    lists: ListTexts = attrs.field(factory=dict, eq=False, repr=False)
+    answers: dict[int, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
+    """The call ids each item encoded afresh answers, by position (all checked to be items)."""
 
 
 class ItemTexts:
@@ -154,12 +183,17 @@ def encode_checkpoint(
     """Validate ``checkpoint`` for ``session_id`` and encode it; ``CheckpointError`` if it is bad.
 
     Checks the header (``format``, ``version``, ``session_id``), that
-    ``transcript`` is a list of objects and that every value is exact JSON.
-    The items' own shape is checked by :func:`check_items`. An item that is
+    ``transcript`` is a list of objects, that every value is exact JSON and
+    that every item encoded afresh is an agentloop item (an item whose text
+    is reused was checked when it was encoded). An item that is
     the very object encoded last time (``reuse``, from :class:`ItemTexts`)
     keeps its text: saved documents must not be changed in place. The usual
     save (the last one's items, the same objects, and a few new ones) finds
-    the shared prefix at C speed and encodes only the new items.
+    the shared prefix at C speed and encodes only the new items. The head is
+    encoded the same way (see :class:`_HeadEncoder`): an object or list
+    element that is the very one encoded last time keeps its text, and a
+    list element that is one of this save's new transcript items takes that
+    item's text.
     """
     prefix = f"cannot save checkpoint for session {session_id!r}"
     if not isinstance(checkpoint, Mapping):
@@ -186,9 +220,9 @@ def encode_checkpoint(
         raise CheckpointError(
             f"{prefix}: expected a 'transcript' list, found {type(transcript).__name__}; {_FIX}"
         )
-    head = {key: value for key, value in checkpoint.items() if key != "transcript"}
-    shared = 0 if reuse is None else _identical_prefix(reuse.sources, transcript)
+    shared = 0 if reuse is None else identical_prefix(reuse.sources, transcript)
     encoded: list[str] = []  # the items from ``shared`` on
+    fresh_items: list[tuple[int, Any]] = []  # encoded afresh: position, plain data or None
     known: dict[int, tuple[object, str]] | None = None
     try:
         for index in range(shared, len(transcript)):
@@ -207,29 +241,165 @@ def encode_checkpoint(
             where = f"checkpoint['transcript'][{index}]"
             if not isinstance(item, dict):
                 raise ValueError(f"{where} has type {type(item).__name__}, expected an item object")
-            encoded.append(encode_json(item, where))
-        head_text = encode_json(head, "checkpoint")
+            plain = _is_plain_json(item)  # then the item is its text's very data
+            if not plain:
+                _check_json(item, where)
+            encoded.append(_ENCODER.encode(item))
+            fresh_items.append((index, item if plain else None))
+        # This save's new items, by identity: the turn's list of items holds them too.
+        fresh = {id(transcript[shared + index]): text for index, text in enumerate(encoded)}
+        head = _HeadEncoder(reuse, fresh)
+        head_text = head.encode(checkpoint)
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_FIX}") from None
-    kept = () if reuse is None else reuse.items[:shared]  # no copy when all are kept
-    return EncodedCheckpoint(session_id, head_text, kept + tuple(encoded), tuple(transcript))
+    answers = _check_items(prefix, fresh_items, encoded, shared)
+    base = () if reuse is None else reuse.items
+    return EncodedCheckpoint(
+        session_id,
+        head_text,
+        base[:shared] + tuple(encoded),  # no copy of the kept texts when all are kept
+        tuple(transcript),
+        base,
+        shared,
+        head.parts,
+        head.lists,
+        answers,
+    )
 
 
-def _identical_prefix(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many leading elements of ``old`` and ``new`` are the very same objects.
+_NO_ANSWERS: frozenset[str] = frozenset()
 
-    Compared in C, by address: the objects themselves are not touched.
+
+def _check_items(
+    prefix: str, fresh_items: list[tuple[int, Any]], encoded: list[str], shared: int
+) -> dict[int, frozenset[str]]:
+    """Check that the items encoded afresh are agentloop items; the call ids each answers."""
+    answers: dict[int, frozenset[str]] = {}
+    for position, plain in fresh_items:
+        data = json.loads(encoded[position - shared]) if plain is None else plain
+        try:
+            _serde.structure(data, Item)
+        except Exception as error:
+            raise CheckpointError(
+                f"{prefix}: transcript item {position} is not an agentloop item "
+                f"({describe_item_error(error)}); {_FIX}"
+            ) from None
+        answered = answered_call_ids((data,))
+        answers[position] = frozenset(answered) if answered else _NO_ANSWERS
+    return answers
+
+
+@lru_cache(maxsize=1024)
+def _key_text(key: str) -> str:
+    """A member's key as JSON text, with the colon."""
+    return encode_basestring(key) + ":"
+
+
+class _HeadEncoder:
+    """Encodes a document without its transcript, reusing the texts of unchanged parts.
+
+    The text is exactly ``encode_json(head)``'s: each object is written key
+    by key in order, each list element by element. One and two levels down,
+    an object that is the very one encoded last time at the same place
+    (``reuse.parts``) keeps its text, and so does each element of a list
+    from the start up to the first element that is not the very one encoded
+    there last time (``reuse.lists``, compared at C speed against a copy, so
+    a list grown in place is seen); an element that is one of this save's
+    new transcript items (``fresh``, by identity) takes that item's text.
+    Only the rest is checked and encoded.
     """
-    same = list(map(operator.is_, old, new))
-    try:
-        return same.index(False)
-    except ValueError:
-        return len(same)
+
+    def __init__(self, reuse: EncodedCheckpoint | None, fresh: dict[int, str]) -> None:
+        self._old_parts: HeadTexts = {} if reuse is None else reuse.parts
+        self._old_lists: ListTexts = {} if reuse is None else reuse.lists
+        self._fresh = fresh  # by id: the caller keeps these items alive while it encodes
+        self.parts: HeadTexts = {}
+        self.lists: ListTexts = {}
+
+    def encode(self, checkpoint: Mapping[str, Any]) -> str:
+        """The head's text; ``ValueError`` naming the path of a value that is not JSON."""
+        members: list[str] = []
+        for key, value in checkpoint.items():
+            if type(key) is not str:  # named (or, for a str subclass, accepted) there
+                head = {k: v for k, v in checkpoint.items() if k != "transcript"}
+                return encode_json(head, "checkpoint")
+            if key != "transcript":
+                members.append(_key_text(key) + self._member(value, (key,), "checkpoint"))
+        return "{" + ",".join(members) + "}"
+
+    def _member(self, value: Any, path: Path, where: str) -> str:
+        """The text of ``value``, at ``path`` inside the object at ``where``."""
+        kind = type(value)
+        if kind is str:
+            return encode_basestring(value)
+        if kind is int:
+            return int.__repr__(value)
+        if kind is bool or value is None:
+            return "true" if value is True else "false" if value is False else "null"
+        if kind is list:  # element by element (a list grown in place is seen)
+            return self._list(value, path, f"{where}[{path[-1]!r}]")
+        if kind is not dict:  # a float, or what is not JSON
+            return encode_json(value, f"{where}[{path[-1]!r}]")
+        old = self._old_parts.get(path)
+        if old is not None and old[0] is value:
+            self._keep_below(path)
+            text = old[1]
+        elif len(path) == 1:
+            text = self._object(value, path, f"{where}[{path[-1]!r}]")
+        else:
+            text = encode_json(value, f"{where}[{path[-1]!r}]")
+        self.parts[path] = (value, text)
+        return text
+
+    def _keep_below(self, path: Path) -> None:
+        """Carry the texts found inside an object kept whole over to the next save."""
+        depth = len(path)
+        for inner, texts in self._old_lists.items():
+            if inner[:depth] == path:
+                self.lists[inner] = texts
+        if depth == 1:
+            for inner, part in self._old_parts.items():
+                if len(inner) > 1 and inner[0] == path[0]:
+                    self.parts[inner] = part
+
+    def _object(self, value: dict[Any, Any], path: Path, where: str) -> str:
+        members: list[str] = []
+        for key, element in value.items():
+            if type(key) is not str:
+                return encode_json(value, where)
+            members.append(_key_text(key) + self._member(element, (*path, key), where))
+        return "{" + ",".join(members) + "}"
+
+    def _list(self, values: list[Any], path: Path, where: str) -> str:
+        if not values:
+            return "[]"
+        old_values, old_texts = self._old_lists.get(path, ((), ()))
+        shared = identical_prefix(old_values, values)
+        texts = list(old_texts[:shared])
+        fresh = self._fresh
+        for index in range(shared, len(values)):
+            element = values[index]
+            found = fresh.get(id(element)) if type(element) is dict else None
+            texts.append(found if found is not None else encode_json(element, f"{where}[{index}]"))
+        self.lists[path] = (tuple(values), tuple(texts))
+        return "[" + ",".join(texts) + "]"
+
+
+def first_change(stored: Sequence[str], encoded: EncodedCheckpoint) -> int:
+    """The first position a save of ``encoded`` rewrites, over the item rows ``stored``.
+
+    When ``stored`` are the very texts ``encoded`` reused, all kept (the usual
+    save: the last one's items and new ones), that is their end, known
+    without comparing them.
+    """
+    if stored is encoded.base and encoded.kept == len(stored):
+        return len(stored)
+    return common_prefix_length(stored, encoded.items)
 
 
 def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:
     """How many leading items ``old`` and ``new`` share: the first position to rewrite."""
-    shared = _identical_prefix(old, new)  # the usual case: the last save's very texts
+    shared = identical_prefix(old, new)  # the usual case: the last save's very texts
     for before, after in zip(old[shared:], new[shared:], strict=False):
         if before != after:
             break
@@ -244,19 +414,19 @@ def describe_item_error(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def check_items(session_id: str, items: Sequence[str], start: int) -> frozenset[str]:
-    """Check that ``items[start:]`` are agentloop items; return the call ids they answer."""
+def answered_from(encoded: EncodedCheckpoint, start: int) -> frozenset[str]:
+    """The call ids the items of ``encoded`` from position ``start`` on answer.
+
+    Items encoded afresh were checked and their answers noted then; an item
+    whose text was reused (checked when first encoded) is read again.
+    """
     answered: set[str] = set()
+    answers, items = encoded.answers, encoded.items
     for position in range(start, len(items)):
-        data = json.loads(items[position])
-        try:
-            _serde.structure(data, Item)
-        except Exception as error:
-            raise CheckpointError(
-                f"cannot save checkpoint for session {session_id!r}: transcript item "
-                f"{position} is not an agentloop item ({describe_item_error(error)}); {_FIX}"
-            ) from None
-        answered.update(answered_call_ids([data]))
+        found = answers.get(position)
+        answered.update(
+            answered_call_ids((json.loads(items[position]),)) if found is None else found
+        )
     return frozenset(answered)
 
 

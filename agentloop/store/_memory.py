@@ -27,10 +27,10 @@ from ..loop._session_store import (
 from ._documents import (
     ItemTexts,
     answered_call_ids,
-    check_items,
-    common_prefix_length,
+    answered_from,
     decode_stored,
     encode_checkpoint,
+    first_change,
 )
 from ._rules import (
     LeaseRow,
@@ -133,8 +133,8 @@ class MemorySessionStore:
             )
             previous = self._records.get(session_id)
             check_version(session_id, expected_version, previous.sequence if previous else None)
-            start = common_prefix_length(previous.items, encoded.items) if previous else 0
-            answered = check_items(session_id, encoded.items, start)
+            start = first_change(previous.items, encoded) if previous else 0
+            answered = answered_from(encoded, start)
             self._sequence += 1
             self._records[session_id] = _Record(
                 encoded.head,

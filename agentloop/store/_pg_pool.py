@@ -1,9 +1,10 @@
 """The PostgreSQL store's connections: a small pool of blocking psycopg connections.
 
 psycopg's async connections run on asyncio only, so the store runs each
-operation in an anyio worker thread (at most ``size`` at once, so each has a
-connection of its own) with the blocking API. The first connection creates
-or migrates the schema. psycopg errors become ``CheckpointError`` here, once.
+operation in a worker thread of the pool's own (at most ``size`` at once, so
+each has a connection of its own; see ``_offload``) with the blocking API.
+The first connection creates or migrates the schema. psycopg errors become
+``CheckpointError`` here, once.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
+import anyio.lowlevel
 
 from ..core._errors import CheckpointError, InvalidStateError
 from . import _pg_sql as sql
+from ._offload import Pending, WorkerThread
 
 __all__ = ["ConnectionPool", "pipelined_transaction", "transaction"]
 
@@ -84,17 +86,47 @@ class ConnectionPool:
         self._idle: list[Any] = []
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(size)
+        self._workers: list[WorkerThread] = []  # idle ones; at most ``size`` exist
         self._schema_ready = False
         self.closed = False
 
     async def run(self, operation: str, work: Callable[[Any], T]) -> T:
         """Run ``work(connection)`` in a worker thread; ``operation`` names it in errors."""
-        return await anyio.to_thread.run_sync(self._run, operation, work, limiter=self._limiter)
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
+        try:
+            with self._lock:
+                worker = self._workers.pop() if self._workers else None
+            if worker is None:
+                worker = WorkerThread("agentloop PostgresSessionStore")
+            try:
+                pending: Pending[T] = worker.start(self._run, operation, work)
+                return await pending.result()
+            finally:
+                with self._lock:
+                    if self.closed:
+                        worker.stop()
+                    else:
+                        self._workers.append(worker)
+        finally:
+            self._limiter.release()
 
     async def close(self) -> None:
-        """Close every idle connection; later calls raise ``InvalidStateError``. Idempotent."""
+        """Close every idle connection; later calls raise ``InvalidStateError``. Idempotent.
+
+        The worker threads end once their calls ran.
+        """
+        worker = WorkerThread("agentloop PostgresSessionStore close")
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close)
+            await worker.start(self._close).result()
+        worker.stop()
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for idle in workers:
+            idle.stop()
 
     def _close(self) -> None:
         with self._lock:

@@ -276,9 +276,96 @@ def write_checkpoint(
         _WRITE_CHECKPOINT,
         {
             "id": session_id,
-            "positions": list(range(start, len(items))),
-            "items": list(items[start:]),
-            "answered": list(answered),
+            "positions": _integer_array(range(start, len(items))),
+            "items": _text_array(items[start:]),
+            "answered": _text_array(answered),
+            "head": head,
+            "count": len(items),
+            "status": status,
+            "pending": pending_approvals,
+        },
+    )
+
+
+def _text_array(values: Iterable[str]) -> str:
+    """A ``text[]`` literal of ``values`` (cheaper for psycopg to send than a list)."""
+    quoted = ('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values)
+    return "{" + ",".join(quoted) + "}"
+
+
+def _integer_array(values: Iterable[int]) -> str:
+    """An ``integer[]`` literal of ``values``."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+_APPEND_GUARD = (
+    "guard AS (SELECT coalesce(s.version = %(based_on)s, false) "
+    "AND (%(expected)s::bigint IS NULL OR %(expected)s::bigint = s.version) "
+    "AND CASE WHEN %(token)s::bigint IS NULL "
+    "THEN l.token IS NULL OR l.released OR l.expires_at <= clock_timestamp() "
+    "ELSE coalesce(l.token = %(token)s::bigint AND NOT l.released, false) END AS ok "
+    "FROM (VALUES (1)) AS one "
+    "LEFT JOIN LATERAL (SELECT token, expires_at, released FROM agentloop_leases "
+    "WHERE session_id = %(id)s FOR UPDATE) AS l ON true "
+    "LEFT JOIN LATERAL (SELECT version FROM agentloop_sessions "
+    "WHERE session_id = %(id)s FOR UPDATE) AS s ON true)"
+)
+"""Whether an appending save may write: the session is at the version the caller knows
+(``based_on``), the save's ``expected`` version matches, and the fence holds exactly as
+:func:`~agentloop.store._rules.check_fence` decides (a lease not released, and for an
+unfenced save not live either; the server's clock)."""
+
+_APPEND_CHECKPOINT = (
+    "WITH " + _APPEND_GUARD + ", "
+    "new_items AS (INSERT INTO agentloop_items (session_id, position, item) "
+    "SELECT %(id)s, position, item FROM unnest(%(positions)s::integer[], %(items)s::text[]) "
+    "AS new (position, item) WHERE (SELECT ok FROM guard)), "
+    "answered AS (UPDATE agentloop_claims SET answered = true "
+    "WHERE session_id = %(id)s AND call_id = ANY(%(answered)s::text[]) "
+    "AND (SELECT ok FROM guard)) "
+    "INSERT INTO agentloop_sessions (session_id, head, item_count, version, updated_at, "
+    "status, pending_approvals) SELECT %(id)s, %(head)s, %(count)s, "
+    "nextval('agentloop_versions'), clock_timestamp(), %(status)s, %(pending)s::jsonb "
+    "WHERE (SELECT ok FROM guard) "
+    "ON CONFLICT (session_id) DO UPDATE SET head = excluded.head, "
+    "item_count = excluded.item_count, version = excluded.version, "
+    "updated_at = excluded.updated_at, status = excluded.status, "
+    "pending_approvals = excluded.pending_approvals RETURNING version, updated_at"
+)
+
+
+def append_checkpoint(
+    connection: Any,
+    session_id: str,
+    *,
+    based_on: int,
+    expected_version: int | None,
+    fencing_token: int | None,
+    head: str,
+    items: tuple[str, ...],
+    start: int,
+    answered: Iterable[str],
+    status: str,
+    pending_approvals: str,
+) -> Any:
+    """Append ``items[start:]`` and replace the head, in one statement, only if the session
+    is at version ``based_on`` (holding exactly ``start`` item rows, as the caller knows)
+    and the version and fence checks pass; nothing is written otherwise.
+
+    Returns the cursor whose row is the new ``(version, updated_at)``; no row when
+    nothing was written (the caller then saves the long way, which says why).
+    Run after :func:`lock_session`, in the same transaction.
+    """
+    return connection.execute(
+        _APPEND_CHECKPOINT,
+        {
+            "id": session_id,
+            "based_on": based_on,
+            "expected": expected_version,
+            "token": fencing_token,
+            "positions": _integer_array(range(start, len(items))),
+            "items": _text_array(items[start:]),
+            "answered": _text_array(answered),
             "head": head,
             "count": len(items),
             "status": status,

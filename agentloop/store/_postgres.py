@@ -14,9 +14,11 @@ from ..loop._session_store import (
     Approval,
     Claim,
     Lease,
+    LeaseLostError,
     SessionInfo,
     SessionStatus,
     SessionSummary,
+    StaleSessionError,
     StoredSession,
     check_ttl,
     summarize,
@@ -26,10 +28,10 @@ from ._documents import (
     EncodedCheckpoint,
     ItemTexts,
     answered_call_ids,
-    check_items,
-    common_prefix_length,
+    answered_from,
     decode_stored,
     encode_checkpoint,
+    first_change,
 )
 from ._pg_pool import ConnectionPool, pipelined_transaction, transaction
 from ._rules import (
@@ -50,6 +52,20 @@ __all__ = ["PostgresSessionStore"]
 T = TypeVar("T")
 
 _CACHED_SESSIONS = 64
+
+_REFUSALS = (StaleSessionError, LeaseLostError, InvalidInputError)
+"""What a save raises after deciding, on what it read, to write nothing."""
+
+
+def _plain(expected_version: object, fencing_token: object) -> bool:
+    """Whether both options are what the server-side checks take (else the long way
+    refuses them with ``InvalidInputError``)."""
+    return all(
+        value is None or (type(value) is int and value >= 0)
+        for value in (expected_version, fencing_token)
+    )
+
+
 _CANDIDATES = 8
 
 
@@ -135,33 +151,50 @@ class PostgresSessionStore:
     ) -> int:
         """Replace the session's document in one transaction (see ``SessionStore``).
 
-        Two round trips: BEGIN, the lock and the reads; then the writes and
-        COMMIT. The document is encoded in the worker thread while the server
-        runs the first ones (a document that is not valid rolls them back).
+        A save that appends to the rows this store last wrote (the usual one)
+        is one round trip: BEGIN, the lock, one statement that writes only if
+        the session is still at the version the store knows and the version
+        and fence checks pass on the server, COMMIT. Otherwise (or when that
+        statement wrote nothing) two: BEGIN, the lock and the reads; then the
+        checks here, the writes and COMMIT (the document is encoded in the
+        worker thread while the server runs the first ones).
         """
         operation = f"save checkpoint for session {session_id!r}"
 
         def work(connection: Any) -> int:
             try:
                 return write(connection)
+            except _REFUSALS:
+                raise  # nothing was written: what the store knows of the rows still holds
             except BaseException:
                 with self._lock:  # the next save reads the rows again
                     self._cache.pop(session_id, None)
                 raise
 
         def write(connection: Any) -> int:
+            with self._lock:
+                reuse = self._texts.for_session(session_id)
+                cached = self._cache.get(session_id)
+            encoded = None
+            if cached is not None and _plain(expected_version, fencing_token):
+                # The usual save: this store's own last one, plus new items. One round trip.
+                encoded = encode_checkpoint(session_id, checkpoint, reuse)
+                appended = self._append(
+                    connection, encoded, checkpoint, cached, expected_version, fencing_token
+                )
+                if appended is not None:
+                    return appended
             with pipelined_transaction(connection):
                 read = sql.read_for_save(connection, session_id)
-                with self._lock:
-                    reuse = self._texts.for_session(session_id)
-                encoded = encode_checkpoint(session_id, checkpoint, reuse)
+                if encoded is None:
+                    encoded = encode_checkpoint(session_id, checkpoint, reuse)
                 status, pending = summarize(checkpoint)
                 lease, now, version = read()
                 check_fence(session_id, fencing_token, lease, now, operation)
                 check_version(session_id, expected_version, version)
                 stored, stored_rows = self._stored(connection, session_id, version)
-                start = common_prefix_length(stored, encoded.items)
-                answered = check_items(session_id, encoded.items, start)
+                start = first_change(stored, encoded)
+                answered = answered_from(encoded, start)
                 written = sql.write_checkpoint(
                     connection,
                     session_id,
@@ -170,7 +203,7 @@ class PostgresSessionStore:
                     start=start,
                     answered=sorted(answered),
                     status=status.value,
-                    pending_approvals=json.dumps(list(pending)),
+                    pending_approvals=json.dumps(list(pending)) if pending else "[]",
                     stored_rows=stored_rows,
                 )
             saved = int(written.fetchone()[0])
@@ -442,6 +475,45 @@ class PostgresSessionStore:
             approvals = _approvals(session_id, sql.read_approvals(connection, session_id))
         document, items = decode_stored(session_id, head, rows, row.item_count)
         return document, items, row, started, approvals
+
+    def _append(
+        self,
+        connection: Any,
+        encoded: EncodedCheckpoint,
+        checkpoint: Mapping[str, Any],
+        cached: tuple[int, tuple[str, ...]],
+        expected_version: int | None,
+        fencing_token: int | None,
+    ) -> int | None:
+        """Save ``encoded`` in one round trip if it appends to the rows this store last
+        wrote or read (version ``cached[0]``) and the checks pass on the server; the new
+        version, or ``None`` when nothing was written (the long way says why)."""
+        based_on, stored = cached
+        start = first_change(stored, encoded)
+        if start != len(stored):
+            return None  # a rewrite: the long way deletes the rows past the shared prefix
+        status, pending = summarize(checkpoint)
+        with pipelined_transaction(connection):
+            sql.lock_session(connection, encoded.session_id)
+            written = sql.append_checkpoint(
+                connection,
+                encoded.session_id,
+                based_on=based_on,
+                expected_version=expected_version,
+                fencing_token=fencing_token,
+                head=encoded.head,
+                items=encoded.items,
+                start=start,
+                answered=sorted(answered_from(encoded, start)),
+                status=status.value,
+                pending_approvals=json.dumps(list(pending)) if pending else "[]",
+            )
+        row = written.fetchone()
+        if row is None:
+            return None
+        saved = int(row[0])
+        self._remember(encoded, saved)
+        return saved
 
     def _stored(
         self, connection: Any, session_id: str, version: int | None

@@ -1,4 +1,4 @@
-"""``SqliteSessionStore``: sessions in one SQLite file, through anyio's thread offload."""
+"""``SqliteSessionStore``: sessions in one SQLite file, written from a thread of its own."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from types import TracebackType
 from typing import Any, NamedTuple, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from ..core._errors import CheckpointError, InvalidStateError
 from ..core._items import Item
@@ -34,11 +33,12 @@ from ._documents import (
     EncodedCheckpoint,
     ItemTexts,
     answered_call_ids,
-    check_items,
-    common_prefix_length,
+    answered_from,
     decode_stored,
     encode_checkpoint,
+    first_change,
 )
+from ._offload import WorkerThread
 from ._rules import (
     LeaseRow,
     check_acquire,
@@ -63,8 +63,9 @@ class SqliteSessionStore:
     """A :class:`SessionStore` in the SQLite file at ``path`` (created if missing).
 
     One connection, opened on first use (or by ``async with``/:meth:`open`),
-    is shared by every call and guarded by a lock; each call runs in a worker
-    thread (``anyio.to_thread``), so it works under asyncio and trio. The file
+    is shared by every call and guarded by a lock; each call runs in the
+    store's worker thread (the calling task waits for it, shielded from
+    cancellation), so it works under asyncio and trio. The file
     is in WAL mode, so other processes can read while this one writes, and
     uses ``synchronous=FULL``: a save or a started-call record that returned
     survives a killed process and an OS crash alike.
@@ -83,6 +84,7 @@ class SqliteSessionStore:
         # session id -> (sequence, item texts) as last read or written by this store.
         self._cache: dict[str, tuple[int, tuple[str, ...]]] = {}
         self._texts = ItemTexts()
+        self._worker = WorkerThread(f"agentloop SqliteSessionStore {self._path}")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._connection else "not opened"
@@ -112,7 +114,8 @@ class SqliteSessionStore:
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``InvalidStateError``. Idempotent."""
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close)
+            await self._worker.run(self._close)
+        self._worker.stop()
 
     def _close(self) -> None:
         with self._lock:
@@ -343,7 +346,7 @@ class SqliteSessionStore:
     # -- in the worker thread, holding the lock ------------------------------------------
 
     async def _run(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self._run_locked, operation, work)
+        return await self._worker.run(self._run_locked, operation, work)
 
     def _run_locked(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -405,8 +408,8 @@ class SqliteSessionStore:
             else:
                 stored = () if sequence is None else self._texts_of(connection, session_id)
                 stored_rows = None
-            start = common_prefix_length(stored, encoded.items)
-            answered = check_items(session_id, encoded.items, start)
+            start = first_change(stored, encoded)
+            answered = answered_from(encoded, start)
             status, pending = summary
             sequence = _sql.write_checkpoint(
                 connection,
@@ -417,7 +420,7 @@ class SqliteSessionStore:
                 answered=sorted(answered),
                 updated_at=_now(),
                 status=status.value,
-                pending_approvals=json.dumps(list(pending)),
+                pending_approvals=json.dumps(list(pending)) if pending else "[]",
                 stored_rows=stored_rows,
             )
         return sequence

@@ -46,6 +46,7 @@ from ..loop._session_store import (
 
 __all__ = [
     "OpenStore",
+    "check_append_after_another_writer",
     "check_claim_survives_crash",
     "check_claims",
     "check_concurrent_claims",
@@ -58,11 +59,13 @@ __all__ = [
     "check_leases",
     "check_list_order",
     "check_prefix_rewrite",
+    "check_refused_appends",
     "check_rejects_bad_documents",
     "check_replace",
     "check_reopen",
     "check_round_trip",
     "check_sessions_isolated",
+    "check_shared_values",
     "check_started_calls",
     "check_two_writers",
     "check_versions",
@@ -420,6 +423,53 @@ async def check_prefix_rewrite(open_store: OpenStore) -> None:
             _expect_equal(listed, [(session_id, len(items))], f"item_count of rewrite {number}")
 
 
+async def check_shared_values(open_store: OpenStore) -> None:
+    """Documents built as a driver builds them load exactly: each save hands the store
+    the very objects of the last one for what did not change (transcript items, the
+    config, the elements of the turn's lists) and new objects for what did."""
+    (session_id,) = _session_ids("shared")
+    items = [unstructure(item) for item in _long_transcript(6)]
+    config = {"session_id": session_id, "limits": {"max_model_calls_per_turn": 5}}
+    calls: list[Any] = [{"call_id": "c-1", "input": {"n": 1}}]
+    records: list[Any] = [1, {"usage": None}]
+
+    def document(**changes: Any) -> dict[str, Any]:
+        turn = {"items": items[-3:], "tool_calls": list(calls), "records": list(records)}
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "version": 1,
+            "session_id": session_id,
+            "config": config,
+            "turn": {**turn, **changes},
+            "queued": [],
+            "transcript": list(items),
+        }
+
+    async with open_store() as store:
+        steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            ("the first save", document),
+            ("the same document again", document),
+            ("one more item and call", document),
+            ("a call replaced by an equal one of other types", document),
+            ("a new config", document),
+            ("a turn list cut short", lambda: document(records=records[:1])),
+            ("an emptied turn list", lambda: document(tool_calls=[])),
+            ("the cut list grown again", document),
+        ]
+        for number, (what, build) in enumerate(steps):
+            if number == 2:
+                items.append(unstructure(_user("one more")))
+                calls.append({"call_id": "c-2", "input": {"n": 2}})
+            elif number == 3:
+                calls[0] = {"call_id": "c-1", "input": {"n": 1.0}}  # 1 == 1.0, not in JSON
+                records[0] = True  # True == 1, not in JSON
+            elif number == 4:
+                config = {**config, "limits": {"max_model_calls_per_turn": 6}}
+            saved = build()
+            await store.save_checkpoint(session_id, saved)
+            await _expect_document(store, session_id, json.loads(json.dumps(saved)), what)
+
+
 # -- many writers: versions, leases, claims, approvals, inbox queries ---------------------
 
 
@@ -487,6 +537,23 @@ async def check_versions(open_store: OpenStore) -> None:
             session_id, sample_checkpoint(session_id, []), expected_version=0
         )
         _expect(reborn > unconditional, f"version after delete {reborn} reuses an old one")
+
+
+async def check_append_after_another_writer(open_store: OpenStore) -> None:
+    """A save that appends to what this store last wrote, after another opening rewrote
+    the session (shorter, other items), loads back exactly from both openings."""
+    (session_id,) = _session_ids("append-after")
+    async with open_store() as first, open_store() as second:
+        await first.save_checkpoint(
+            session_id, sample_checkpoint(session_id, [_user("one"), _user("two")])
+        )
+        await second.save_checkpoint(session_id, sample_checkpoint(session_id, [_user("other")]))
+        items = [_user("one"), _user("two"), _user("three")]
+        document = sample_checkpoint(session_id, items)
+        await first.save_checkpoint(session_id, document)  # unfenced, no version: it wins
+        for store, name in ((first, "the appending store"), (second, "the other opening")):
+            await _expect_document(store, session_id, document, f"read by {name}")
+            _expect_equal(await store.transcript(session_id), items, f"items read by {name}")
 
 
 async def check_two_writers(open_store: OpenStore) -> None:
@@ -606,6 +673,64 @@ async def check_leases(open_store: OpenStore) -> None:
                 InvalidInputError, f"ttl {ttl}", partial(store.acquire, session_id, "x", ttl)
             )
         await store.release(other)
+
+
+async def check_refused_appends(open_store: OpenStore) -> None:
+    """A save that only appends to what this store itself last wrote or read is refused like
+    any other, and writes nothing: under another owner's live lease, with a made-up,
+    superseded or released token, or based on another version. (A store may take a
+    shorter way for such saves; the session is read back before each one.)"""
+    (session_id,) = _session_ids("appends")
+    async with open_store() as store:
+        version = await store.save_checkpoint(
+            session_id, sample_checkpoint(session_id, [_user("one")])
+        )
+        more = sample_checkpoint(session_id, [_user("one"), _user("two")])
+        lease = await store.acquire(session_id, "worker-b", 60)
+        newer = lease
+
+        def append(**options: Any) -> Awaitable[int]:
+            return store.save_checkpoint(session_id, more, **options)
+
+        refusals: list[tuple[type[Exception], str, Callable[[], Awaitable[int]]]] = [
+            (LeaseLostError, "an unfenced append under another owner's live lease", append),
+            (
+                LeaseLostError,
+                "an append with a made-up token",
+                lambda: append(fencing_token=lease.token + 1000),
+            ),
+            (
+                StaleSessionError,
+                "an append based on a version the store never had",
+                lambda: append(expected_version=version + 1000, fencing_token=lease.token),
+            ),
+            (
+                StaleSessionError,
+                "an append expecting no session",
+                lambda: append(expected_version=0, fencing_token=lease.token),
+            ),
+            (
+                LeaseLostError,
+                "an append with a superseded token",
+                lambda: append(fencing_token=lease.token),
+            ),
+            (
+                LeaseLostError,
+                "an append with a released token",
+                lambda: append(fencing_token=newer.token),
+            ),
+        ]
+        for number, (error_type, what, call) in enumerate(refusals):
+            if number == 4:
+                newer = await store.acquire(session_id, "worker-b", 60)
+            elif number == 5:
+                await store.release(newer)
+            before = await _load(store, session_id)
+            await _refused(error_type, what, call)
+            _expect_equal(await store.load(session_id), before, f"after {what}")
+        saved = await append(expected_version=version)
+        _expect(saved != version, f"the accepted append kept version {version}")
+        await _expect_document(store, session_id, more, "the accepted append")
 
 
 async def check_lease_takeover(open_store: OpenStore) -> None:

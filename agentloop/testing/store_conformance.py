@@ -30,6 +30,7 @@ from typing import ClassVar
 
 from ._store_checks import (
     OpenStore,
+    check_append_after_another_writer,
     check_claim_survives_crash,
     check_claims,
     check_concurrent_claims,
@@ -42,11 +43,13 @@ from ._store_checks import (
     check_leases,
     check_list_order,
     check_prefix_rewrite,
+    check_refused_appends,
     check_rejects_bad_documents,
     check_reopen,
     check_replace,
     check_round_trip,
     check_sessions_isolated,
+    check_shared_values,
     check_started_calls,
     check_two_writers,
     check_versions,
@@ -58,6 +61,7 @@ __all__ = [
     "SHARED_STORAGE_CHECKS",
     "OpenStore",
     "StoreConformance",
+    "check_append_after_another_writer",
     "check_versions",
     "check_two_writers",
     "check_leases",
@@ -72,11 +76,13 @@ __all__ = [
     "check_large_transcript",
     "check_list_order",
     "check_prefix_rewrite",
+    "check_refused_appends",
     "check_rejects_bad_documents",
     "check_replace",
     "check_reopen",
     "check_round_trip",
     "check_sessions_isolated",
+    "check_shared_values",
     "check_started_calls",
     "check_store",
     "sample_checkpoint",
@@ -95,9 +101,12 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
     check_concurrent_saves,
     check_large_transcript,
     check_prefix_rewrite,
+    check_shared_values,
     check_versions,
     check_two_writers,
+    check_append_after_another_writer,
     check_leases,
+    check_refused_appends,
     check_lease_takeover,
     check_claims,
     check_concurrent_claims,
@@ -107,7 +116,13 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
 """Every check, in the order :func:`check_store` runs them."""
 
 SHARED_STORAGE_CHECKS: frozenset[Callable[[OpenStore], Awaitable[None]]] = frozenset(
-    {check_reopen, check_two_writers, check_concurrent_claims, check_claim_survives_crash}
+    {
+        check_reopen,
+        check_two_writers,
+        check_append_after_another_writer,
+        check_concurrent_claims,
+        check_claim_survives_crash,
+    }
 )
 """Checks that open the storage more than once and need each opening to see the same data."""
 
@@ -173,6 +188,9 @@ class StoreConformance:
     async def test_prefix_rewrite(self, open_store: OpenStore) -> None:
         await check_prefix_rewrite(open_store)
 
+    async def test_shared_values(self, open_store: OpenStore) -> None:
+        await check_shared_values(open_store)
+
     async def test_versions(self, open_store: OpenStore) -> None:
         await check_versions(open_store)
 
@@ -180,8 +198,15 @@ class StoreConformance:
         self._skip_unless_persistent()
         await check_two_writers(open_store)
 
+    async def test_append_after_another_writer(self, open_store: OpenStore) -> None:
+        self._skip_unless_persistent()
+        await check_append_after_another_writer(open_store)
+
     async def test_leases(self, open_store: OpenStore) -> None:
         await check_leases(open_store)
+
+    async def test_refused_appends(self, open_store: OpenStore) -> None:
+        await check_refused_appends(open_store)
 
     async def test_lease_takeover(self, open_store: OpenStore) -> None:
         await check_lease_takeover(open_store)

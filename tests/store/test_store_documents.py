@@ -1,6 +1,8 @@
 """What stores accept: exact errors for bad documents, and random save sequences that load back."""
 
+import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 import agentloop.store
 from agentloop import CheckpointError, Item, ItemKind, unstructure
 from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
+from agentloop.store._documents import encode_checkpoint
 from agentloop.testing import json_values, transcripts
 from agentloop.testing.store_conformance import sample_checkpoint
 
@@ -112,3 +115,123 @@ def test_any_save_sequence_loads_back_exactly_from_both_stores(
                 await _save_and_load_each(store, documents)
 
         anyio.run(on_sqlite)
+
+
+# -- encoding reuses the texts of unchanged values, exactly ---------------------------
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_reused_texts_encode_every_document_exactly(data: st.DataObject) -> None:
+    """Documents as a driver hands them to a store, each encoded right after it is built:
+    a save shares the objects of the last one that did not change and has new objects
+    (or lists grown in place) for the rest; the turn's items are the very objects of
+    the transcript's tail. Every text is the document's exact JSON."""
+    draw = data.draw
+    values = json_values(max_leaves=4)
+    transcript: list[Any] = []
+    config: Any = {"limits": draw(values), "name": draw(values)}
+    lists: dict[str, list[Any]] = {"tool_calls": [], "records": []}
+    extra: Any = draw(values)
+    last = None
+    for step in range(draw(st.integers(1, 8))):
+        for _ in range(draw(st.integers(0, 2))):
+            transcript = [*transcript, unstructure(Item.text(ItemKind.USER, draw(st.text())))]
+        change = draw(
+            st.sampled_from(
+                ["none", "append", "grow in place", "replace", "cut", "config", "extra"]
+            )
+        )
+        name = draw(st.sampled_from(sorted(lists)))
+        if change == "append":
+            lists[name] = [*lists[name], draw(values)]
+        elif change == "grow in place":
+            lists[name].append(draw(values))
+        elif change == "replace" and lists[name]:
+            index = draw(st.integers(0, len(lists[name]) - 1))
+            lists[name] = [*lists[name][:index], draw(values), *lists[name][index + 1 :]]
+        elif change == "cut":
+            lists[name] = lists[name][: draw(st.integers(0, len(lists[name])))]
+        elif change == "config":
+            config = {**config, "limits": draw(values)}
+        elif change == "extra":
+            extra = draw(values)
+        turn = {"items": transcript[-draw(st.integers(0, 3)) :], **lists, "step": step}
+        document = sample_checkpoint("s", [], config=config, turn=turn, extra=extra, queue=[])
+        document["transcript"] = list(transcript)
+        encoded = encode_checkpoint("s", document, last)
+        assert encoded.head == _compact({k: v for k, v in document.items() if k != "transcript"})
+        assert encoded.items == tuple(_compact(item) for item in transcript)
+        last = encoded
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"turn": {"items": [{"a": (1,)}]}}, "checkpoint['turn']['items'][0]['a'] has type tuple"),
+        ({"turn": {"usage": {"x": float("nan")}}}, "checkpoint['turn']['usage']['x'] is nan"),
+        (
+            {"turn": {"calls": [1, {2: 3}]}},
+            "checkpoint['turn']['calls'][1] has the non-string key 2",
+        ),
+        ({"turn": {3: 4}}, "checkpoint['turn'] has the non-string key 3"),
+        ({5: 6}, "checkpoint has the non-string key 5"),
+        ({"queue": [set()]}, "checkpoint['queue'][0] has type set"),
+    ],
+)
+def test_a_bad_value_in_a_reused_head_is_named_by_its_path(bad: Any, message: str) -> None:
+    good = sample_checkpoint("s", [], turn={"items": [], "calls": [1], "usage": None}, queue=[])
+    last = encode_checkpoint("s", good)
+    with pytest.raises(CheckpointError) as raised:
+        encode_checkpoint("s", {**good, **bad}, last)
+    assert str(raised.value).startswith(f"{PREFIX}: {message}")
+    assert str(raised.value).endswith(f"; {FIX}")
+
+
+def test_an_item_encoded_afresh_is_checked_even_after_reuse() -> None:
+    good = sample_checkpoint("s", [Item.text(ItemKind.USER, "hi")])
+    last = encode_checkpoint("s", good)
+    bad = {**good, "transcript": [*good["transcript"], {"kind": "user", "parts": "no"}]}
+    with pytest.raises(CheckpointError) as raised:
+        encode_checkpoint("s", bad, last)
+    assert str(raised.value).startswith(f"{PREFIX}: transcript item 1 is not an agentloop item (")
+
+
+@settings(max_examples=15, deadline=None)
+@given(_save_sequences())
+def test_any_save_sequence_loads_back_exactly_from_postgres(
+    new_postgres_schema: Callable[[], str], documents: list[dict[str, Any]]
+) -> None:
+    """Appends take the one-statement path (array literals), rewrites the long one."""
+    from agentloop.store import PostgresSessionStore
+
+    async def on_postgres() -> None:
+        async with PostgresSessionStore(new_postgres_schema()) as store:
+            await _save_and_load_each(store, documents)
+
+    anyio.run(on_postgres)
+
+
+@pytest.mark.anyio
+async def test_item_texts_that_need_escaping_in_an_array_literal_load_back_exactly(
+    postgres_uri: str,
+) -> None:
+    from agentloop.store import PostgresSessionStore
+
+    texts = ["NULL", 'say "hi"', "back\\slash", "{a,b}", "é 🙂", "", " ", '\\"{,}\\']
+    async with PostgresSessionStore(postgres_uri) as store:
+        items: list[Item] = []
+        for text in texts:  # one appended item per save
+            items.append(Item.text(ItemKind.USER, text))
+            document = sample_checkpoint("s", items, note=text)
+            await store.save_checkpoint("s", document)
+            loaded = await store.load("s")
+            assert loaded is not None
+            assert loaded.checkpoint == document
+        assert [item.parts for item in await store.transcript("s") or []] == [
+            item.parts for item in items
+        ]
