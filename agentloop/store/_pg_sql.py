@@ -274,17 +274,30 @@ def write_checkpoint(
         )
     return connection.execute(
         _WRITE_CHECKPOINT,
-        {
-            "id": session_id,
-            "positions": _integer_array(range(start, len(items))),
-            "items": _text_array(items[start:]),
-            "answered": _text_array(answered),
-            "head": head,
-            "count": len(items),
-            "status": status,
-            "pending": pending_approvals,
-        },
+        _written(session_id, head, items, start, answered, status, pending_approvals),
     )
+
+
+def _written(
+    session_id: str,
+    head: str,
+    items: tuple[str, ...],
+    start: int,
+    answered: Iterable[str],
+    status: str,
+    pending_approvals: str,
+) -> dict[str, Any]:
+    """The parameters both checkpoint writes share: the rows from ``start`` on and the head."""
+    return {
+        "id": session_id,
+        "positions": _integer_array(range(start, len(items))),
+        "items": _text_array(items[start:]),
+        "answered": _text_array(answered),
+        "head": head,
+        "count": len(items),
+        "status": status,
+        "pending": pending_approvals,
+    }
 
 
 def _text_array(values: Iterable[str]) -> str:
@@ -359,17 +372,10 @@ def append_checkpoint(
     return connection.execute(
         _APPEND_CHECKPOINT,
         {
-            "id": session_id,
+            **_written(session_id, head, items, start, answered, status, pending_approvals),
             "based_on": based_on,
             "expected": expected_version,
             "token": fencing_token,
-            "positions": _integer_array(range(start, len(items))),
-            "items": _text_array(items[start:]),
-            "answered": _text_array(answered),
-            "head": head,
-            "count": len(items),
-            "status": status,
-            "pending": pending_approvals,
         },
     )
 
