@@ -2,6 +2,11 @@
 
 from collections.abc import Iterator
 
+# Hypothesis imports its optimiser lazily, the first time a test reaches that phase:
+# deep inside an async test, where pytest's assertion rewriter then parses it and
+# CPython 3.11.7 can fail with "SystemError: AST constructor recursion depth
+# mismatch" (a CPython bug). Imported here, at a shallow depth, it never is later.
+import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 import structlog
 
