@@ -425,15 +425,11 @@ class AsyncTaskManager:
         except anyio.get_cancelled_exc_class():
             if task.cancel_reason is None:
                 task.cancel_reason = _CancelReason.INTERRUPT
-            self._ended(task, None)
             raise
-        except BaseException:  # pragma: no cover - run_contained turns errors into results
-            self._ended(task, None)
-            raise
-        delivered = self._ended(task, result)
-        if delivered is None:  # pragma: no cover - only the turn's interrupt delivers nothing
-            delivered = self._cancelled_result(task)
-        return TaskFinished(task.snapshot.task_id, delivered)
+        finally:
+            delivered = self._ended(task, result)
+        # Nothing is delivered only after the turn's interrupt, which raised above.
+        return TaskFinished(task.snapshot.task_id, delivered or self._cancelled_result(task))
 
     def _ended(self, task: _Task, result: ToolResultPart | None) -> ToolResultPart | None:
         """Record how ``task`` ended (one terminal event); returns what to deliver: its
