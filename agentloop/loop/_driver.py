@@ -21,7 +21,6 @@ Only ``LoopCore.handle`` changes the state.
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -104,7 +103,6 @@ class LoopDriver:
         self._persistence = Persistence(parts.store, self._fx)
         self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
         self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)
-        self._pipeline.call_model = weakref.WeakMethod(self._model.call_model)
 
     @classmethod
     def _restore(

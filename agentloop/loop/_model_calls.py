@@ -69,13 +69,12 @@ _STEERED = _Steered()
 class ModelCaller:
     """Calls the model, layered by concern, and hands tool calls to the pipeline (internal).
 
-    ``call_model`` (input, mutators) -> ``_call_model_handling_limits`` ->
-    ``_stream`` (scope, deadline) -> ``_read_stream``; ``_handle_response`` turns the
-    result into a step.
+    ``call_model`` (input, mutators) -> ``_call_model_handling_limits`` (limits, the
+    request, the stream read under the turn's scope and deadline, ``_streamed``);
+    ``_handle_response`` turns the result into a step.
     """
 
     __slots__ = (
-        "__weakref__",  # the pipeline's weak method (no reference cycle)
         "_core",
         "_drain_with_specs",
         "_executor",
@@ -192,15 +191,34 @@ class ModelCaller:
                 )
             )
         started = time.monotonic()
+        timeout = limits.request_timeout
+        outcome: tuple[ModelTurnResult, Usage | None] | str | None = None
         try:
-            outcome: tuple[ModelTurnResult, Usage | None] | str | None
-            if turn.cancellation is None and self._fx.config.limits.request_timeout is None:
-                try:  # no scope, no deadline: what _stream does without them
-                    outcome = await self._read_stream(turn, request)
+            # Read here, not in a coroutine of its own: a turn waiting for its model
+            # holds one frame less (W3). Without a cancellation handle or a request
+            # timeout both blocks are shared null contexts.
+            with self._fx.cancel_scope(turn):  # cancelled: ``outcome`` stays None
+                try:
+                    with anyio.fail_after(timeout) if timeout is not None else _NO_DEADLINE:
+                        stream = await self._session.begin_turn(request, turn.cancellation)
+                        streamed_usage: Usage | None = None
+                        # The calls already announced one by one (observers only).
+                        announced: set[str] | None = set() if self._fx.observed else None
+                        result: ModelTurnResult | None = None
+                        try:
+                            async for event in stream:
+                                if isinstance(event, ModelTurnResult):
+                                    result = event
+                                    break
+                                got = self._on_model_event(event, announced)
+                                streamed_usage = got or streamed_usage
+                        except BaseException:
+                            await _close(stream, shielded=True)
+                            raise
+                        await _close(stream, shielded=False)
+                        outcome = self._streamed(result, streamed_usage, announced)
                 except TimeoutError:
                     outcome = "request_timeout"
-            else:
-                outcome = await self._stream(turn, request)
         except ProviderError as error:
             if turn.is_cancelled:  # the error is the interrupt's echo: a cancelled turn
                 return await self._pipeline.finish_cancelled(turn, "model")
@@ -364,39 +382,11 @@ class ModelCaller:
                 turn.round.results[call.index] = result
         return turn.round
 
-    async def _stream(
-        self, turn: TurnState, request: TurnRequest
-    ) -> tuple[ModelTurnResult, Usage | None] | str | None:
-        """The model's result and usage; ``None`` if cancelled; a limit name on timeout."""
-        timeout = self._fx.config.limits.request_timeout
-        with self._fx.cancel_scope(turn):
-            try:
-                with anyio.fail_after(timeout) if timeout is not None else _NO_DEADLINE:
-                    return await self._read_stream(turn, request)
-            except TimeoutError:
-                return "request_timeout"
-        return None
-
-    async def _read_stream(
-        self, turn: TurnState, request: TurnRequest
+    def _streamed(
+        self, result: ModelTurnResult | None, usage: Usage | None, announced: set[str] | None
     ) -> tuple[ModelTurnResult, Usage | None]:
-        """The model's result and usage (``_stream`` without its scope and deadline: what
-        a turn without a cancellation handle or request timeout awaits directly)."""
-        stream = await self._session.begin_turn(request, turn.cancellation)
-        streamed_usage: Usage | None = None
-        # The calls already announced one by one (observers only: none otherwise).
-        announced: set[str] | None = set() if self._fx.observed else None
-        result: ModelTurnResult | None = None
-        try:
-            async for event in stream:
-                if isinstance(event, ModelTurnResult):
-                    result = event
-                    break
-                streamed_usage = self._on_model_event(event, announced) or streamed_usage
-        except BaseException:
-            await _close(stream, shielded=True)
-            raise
-        await _close(stream, shielded=False)
+        """The model's result and usage once its stream ended (announcing the calls the
+        stream did not announce one by one)."""
         if result is None:
             raise ModelProtocolError(
                 "model stream ended without a ModelTurnResult: every model turn must end "
@@ -407,7 +397,7 @@ class ModelCaller:
                 for call in item.tool_calls():
                     if call.id not in announced:
                         self._fx.emit(ToolCallRequested(call))
-        return result, result.usage if result.usage is not None else streamed_usage
+        return result, result.usage if result.usage is not None else usage
 
     def _on_model_event(self, event: ModelEvent, announced: set[str] | None) -> Usage | None:
         if isinstance(event, Delta):

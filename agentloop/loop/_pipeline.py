@@ -60,10 +60,6 @@ CallModel = Callable[[TurnState, MutationPoint], Awaitable[Step]]
 log = get_logger()
 
 
-def _no_model_call() -> CallModel | None:
-    return None
-
-
 class ToolPipeline:
     """Runs tool rounds and ends turns (every open call gets its one result)."""
 
@@ -77,7 +73,6 @@ class ToolPipeline:
         "_persistence",
         "_resources",
         "_tasks",
-        "call_model",
     )
 
     def __init__(
@@ -94,9 +89,6 @@ class ToolPipeline:
         self._tasks = parts.task_manager
         self._permissions = parts.permissions
         self._resources = parts.resources
-        self.call_model: Callable[[], CallModel | None] = _no_model_call
-        """Set by the driver (a weak method): the model call a round continues with
-        after approvals."""
         self._late: list[ToolResultPart] | None = None
         """Results a task manager reported for calls already answered, appended (as
         notifications) once the round's own results are all in (made when needed)."""
@@ -172,8 +164,9 @@ class ToolPipeline:
                 driver=self._driver(),
             )
         if tool_round.asked_host:  # the host already spoke this round: no pause
-            call_model = self.call_model()
-            assert call_model is not None, "the driver's model caller is gone"
+            driver = self._driver()
+            assert driver is not None, "the driver is gone"
+            call_model: CallModel = driver._model.call_model  # not held: no reference cycle
             return await call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
         turn.phase = TurnPhase.PAUSED
         return AfterToolResult(
