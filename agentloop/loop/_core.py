@@ -249,9 +249,12 @@ class LoopCore:
         """``call_id`` was answered by a placeholder; its real result is still due."""
         self.detached = self.detached | {call_id}
 
-    def append_result(self, result: ToolResultPart, *, background: bool = False) -> None:
-        """Append ``result``; a background call's real result becomes a notification."""
-        now = time.time()
+    def append_result(
+        self, result: ToolResultPart, *, background: bool = False, at: float | None = None
+    ) -> None:
+        """Append ``result`` stamped ``at`` (default: now); a background call's real
+        result becomes a notification."""
+        now = time.time() if at is None else at
         if (background or result.call_id in self.detached) and not _is_placeholder(result):
             if result.call_id in self.detached:
                 self.detached = self.detached - {result.call_id}

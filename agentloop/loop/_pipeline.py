@@ -365,12 +365,12 @@ class ToolPipeline:
                         call.call.id, call.call.name, elapsed, result.is_error, result
                     )
                 )
-            self._record(turn, call, result)
-            self.append_result(result)
+            # The record's finish time is the result item's time (one clock read).
+            self.append_result(result, at=self._record(turn, call, result))
         results.clear()
 
-    def _record(self, turn: TurnState, call: RoundCall, result: ToolResultPart) -> None:
-        """Add ``call`` and its result to the turn's ``tool_calls``."""
+    def _record(self, turn: TurnState, call: RoundCall, result: ToolResultPart) -> float | None:
+        """Add ``call`` and its result to the turn's ``tool_calls``; the finish time."""
         finished = time.time() if call.started_wall is not None else None
         duration = time.monotonic() - call.started_at if call.started_at is not None else None
         turn.tool_calls.append(
@@ -385,12 +385,16 @@ class ToolPipeline:
             )
         )
         self._core.session_tool_calls += 1
+        return finished
 
-    def append_result(self, result: ToolResultPart, *, background: bool = False) -> None:
-        """Append ``result`` (a background call's real result becomes a notification)."""
+    def append_result(
+        self, result: ToolResultPart, *, background: bool = False, at: float | None = None
+    ) -> None:
+        """Append ``result`` (a background call's real result becomes a notification),
+        stamped ``at`` (default: now)."""
         if self._fx.observed:
             self._fx.emit(ToolResultReceived(result))
-        self._core.append_result(result, background=background)
+        self._core.append_result(result, background=background, at=at)
 
     def finish(
         self,

@@ -204,11 +204,14 @@ class FunctionTool(Generic[P, R]):
         return await run_in_thread(call, tool_output)
 
 
+_AS_THEY_ARE = (str, ToolOutput)  # a tuple: ``str | ToolOutput`` would build a union per call
+
+
 def tool_output(value: Any) -> Any:
     """A function's return value as a result output: ``str`` and ``ToolOutput`` as they
     are, ``None`` as ``"(no output)"``, attrs classes and enums unstructured; the
     executor then converts the rest to JSON by its documented rules."""
-    if isinstance(value, str | ToolOutput):
+    if isinstance(value, _AS_THEY_ARE):
         return value
     if value is None:
         return NO_OUTPUT_TEXT

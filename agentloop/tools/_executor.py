@@ -127,6 +127,7 @@ def _spec(tool: Tool) -> ToolSpec:
 
 
 _SHARED_VALIDATORS_MAX = 512
+_NO_EVENTS: tuple[ToolCatalogEvent, ...] = ()  # what most drains return
 _Compiled = tuple[jsonschema.protocols.Validator, FastCheck | None]
 _shared_validators: dict[str, _Compiled] = {}
 _validators_by_identity: dict[int, tuple[Any, _Compiled]] = {}
@@ -328,7 +329,9 @@ class BasicToolExecutor:
         """
         return self._drain([source.specs() for source in self.sources])
 
-    def _drain_with_specs(self) -> tuple[list[ToolCatalogEvent], tuple[ToolSpec, ...] | None]:
+    def _drain_with_specs(
+        self,
+    ) -> tuple[Sequence[ToolCatalogEvent], tuple[ToolSpec, ...] | None]:
         """``drain_catalog_events()`` and, when it found no change, ``specs()`` from the
         same listing (the driver's call before each model call; internal).
 
@@ -343,7 +346,7 @@ class BasicToolExecutor:
         memo = self._specs_memo
         if memo is not None and memo[3] == self.collision and _same_listing(memo, sources, listed):
             # The very objects of the last drain that found no change: none now either.
-            return [], memo[2]
+            return _NO_EVENTS, memo[2]
         events = self._drain(listed)
         if events:
             return events, None
