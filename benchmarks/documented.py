@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from functools import partial
 from typing import Any
 
 import anyio
@@ -224,23 +225,31 @@ async def w1(
     return ours, floor
 
 
-async def w3(setup: Setup = OURS) -> tuple[float, float]:
-    """Wall seconds and peak traced KiB per session for many concurrent sessions."""
+async def w3(setup: Setup = OURS, *, shared: bool = False) -> tuple[float, float]:
+    """Wall seconds and peak traced KiB per session for many concurrent sessions.
+
+    Each session enters its own manager and builds its own agent (the
+    single-session pattern of docs/tasks.md, 1,000 times); ``shared``: all run
+    on one agent and one manager (the server pattern of docs/performance.md).
+    """
     al = setup.al
     async with al.AsyncTaskManager() as manager:
         agent = setup.make_agent(SESSION_ROUNDS, manager)
         await al.run(agent, "warm", config=setup.limits(SESSION_ROUNDS))
-    gc.collect()
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    base, _ = tracemalloc.get_traced_memory()
-    start = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for index in range(SESSIONS):
-            group.start_soon(one_session, index, setup)
-    elapsed = time.perf_counter() - start
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+        gc.collect()
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        start = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for index in range(SESSIONS):
+                if shared:
+                    group.start_soon(one_shared_session, index, agent, setup)
+                else:
+                    group.start_soon(one_session, index, setup)
+        elapsed = time.perf_counter() - start
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
     return elapsed, (peak - base) / SESSIONS / 1024
 
 
@@ -250,6 +259,11 @@ async def one_session(index: int, setup: Setup = OURS) -> None:
         agent = setup.make_agent(SESSION_ROUNDS, manager)
         config = setup.limits(SESSION_ROUNDS, f"s{index}")
         result = await al.run(agent, "go", config=config)
+    assert result.stop_reason == "finished", result.stop_reason
+
+
+async def one_shared_session(index: int, agent: Any, setup: Setup = OURS) -> None:
+    result = await setup.al.run(agent, "go", config=setup.limits(SESSION_ROUNDS, f"s{index}"))
     assert result.stop_reason == "finished", result.stop_reason
 
 
@@ -298,6 +312,11 @@ def main() -> int:
     print(
         f"W3: {SESSIONS} sessions x {SESSION_ROUNDS} rounds: {seconds:.2f} s (best of 3), "
         f"{kib:.1f} KiB peak traced memory per session"
+    )
+    _, shared_kib = anyio.run(partial(w3, shared=True))
+    print(
+        f"   the same on one agent and one manager (docs/performance.md): "
+        f"{shared_kib:.1f} KiB per session (for information)"
     )
     checks.append(Check(f"W3 {SESSIONS} sessions wall", seconds, W3_SECONDS_TARGET, "s"))
     checks.append(Check("W3 peak memory per session", kib, W3_KIB_TARGET, "KiB"))
