@@ -184,6 +184,7 @@ class LoopDriver:
                 passed += 1
                 self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
                 self._core.handle(DriverEvent.STEP)  # and what the next next() does
+                del step  # not held while the next step runs (many waiting sessions)
                 step = await self._step()
         except BaseException as error:
             await self._step_raised(error)
