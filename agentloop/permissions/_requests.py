@@ -309,12 +309,15 @@ class PermissionChecker(Protocol):
         ...
 
 
+_ALLOW = Allow()  # frozen and without fields: one is as good as another
+
+
 class AllowAll:
     """A checker that allows everything (the default)."""
 
     def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         """Always :class:`Allow`."""
-        return Allow()
+        return _ALLOW
 
 
 class DenyAll:

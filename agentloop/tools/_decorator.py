@@ -197,8 +197,7 @@ class FunctionTool(Generic[P, R]):
             else ()
         )
         if self._is_async:
-            # A string: the type is not built at run time (~1 us per call).
-            coroutine = typing.cast("Callable[..., Awaitable[Any]]", self.function)
+            coroutine: Callable[..., Awaitable[Any]] = self.function  # type: ignore[assignment]
             return tool_output(await coroutine(*positional, **arguments))
         call = functools.partial(self.function, *positional, **arguments)
         return await run_in_thread(call, tool_output)

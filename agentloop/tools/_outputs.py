@@ -280,6 +280,11 @@ def stored_result(call_id: str, value: Any, limit: int | None) -> ToolResultPart
 
     Raises :class:`OutputProblem` naming what cannot be stored.
     """
+    fits = limit is None or (limit >= 2 and len(value) <= limit) if type(value) is str else False
+    if fits and type(call_id) is str:
+        # The usual result, text within the limit: what the steps below give (no
+        # conversion, no cut, no metadata; "{}" fits any limit >= 2), built directly.
+        return ToolResultPart(call_id, value, False)
     is_error = False
     metadata: dict[str, Any] = {}
     if isinstance(value, ToolOutput):

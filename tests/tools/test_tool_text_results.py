@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentloop import _serde
@@ -24,3 +24,28 @@ def test_a_text_result_reads_back_as_it_was_written(  # limit >= 2: "{}" fits
         assert result.output == text
     saved = json.dumps(_serde.unstructure(result), allow_nan=False, ensure_ascii=False)
     assert _serde.structure(json.loads(saved), ToolResultPart) == result
+
+
+class _Text(str):
+    """A ``str`` subclass: never the direct path, always the full conversion."""
+
+
+@given(
+    st.text(max_size=8),
+    st.text(max_size=60),
+    st.one_of(st.none(), st.integers(0, 70)),
+)
+@example("c", "", 0)  # limits below 2: even "{}" does not fit (metadata dropped)
+@example("c", "a", 1)
+@example("c", "ab", 2)
+@example("c", "abc", 2)  # cut
+def test_plain_text_gives_what_the_full_conversion_gives(
+    call_id: str, text: str, limit: int | None
+) -> None:
+    # The direct path for a plain str within the limit against the full path (a str
+    # subclass converts to the same plain text): the same result, for every limit.
+    direct = stored_result(call_id, text, limit)
+    converted = stored_result(call_id, _Text(text), limit)
+    assert direct == converted
+    assert type(direct.output) is type(converted.output)
+    assert direct.metadata == converted.metadata
