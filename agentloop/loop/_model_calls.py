@@ -12,6 +12,7 @@ from ..core._delta import Delta
 from ..core._errors import ModelProtocolError, MutatorError, ProviderError, ProviderErrorKind
 from ..core._items import (
     FinishReason,
+    Item,
     ToolCallPart,
     Usage,
 )
@@ -316,8 +317,13 @@ class ModelCaller:
         except ModelProtocolError as refused:
             return self._failed(turn, index, started, point, refused, usage=usage)
         now = time.time()
-        output = tuple(stamp_output(item, usage, result.finish_reason, now) for item in admitted)
-        calls = [call for item in output for call in item.tool_calls()]
+        output: list[Item] = []
+        calls: list[ToolCallPart] = []
+        for item in admitted:  # one pass, no generators: once per model call
+            output.append(stamped := stamp_output(item, usage, result.finish_reason, now))
+            for part in stamped.parts:
+                if isinstance(part, ToolCallPart):
+                    calls.append(part)
         if not calls and (empty := empty_reason(output, result.finish_reason)) is not None:
             empty_error = ProviderError(
                 f"the model returned an empty response ({empty})",

@@ -153,7 +153,7 @@ class ToolPipeline:
         turn.round = None
         if self._late:
             self._append_late()
-        if all(call.status is CallStatus.BACKGROUND for call in tool_round.calls):
+        if tool_round.all_background():
             # Nothing ran in the foreground: the turn waits for background
             # results (drained by a later next()) or for new input.
             self._core.turn = None
@@ -317,7 +317,10 @@ class ToolPipeline:
         """A new approval first; else re-surface the first one still unanswered."""
         if (fresh := _surface_new_approval(tool_round)) is not None:
             return fresh
-        return next((call.approval for call in tool_round.calls if call.undecided), None)
+        for call in tool_round.calls:
+            if call.undecided:
+                return call.approval
+        return None
 
     def apply_decisions(self, tool_round: ToolRound) -> bool:
         """Skip unanswered approvals at a steering message; run or deny answered ones.

@@ -9,7 +9,7 @@ are stamped with usage, finish reason and time. Pure functions, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import attrs
 
@@ -87,7 +87,7 @@ def response_model(items: tuple[Item, ...]) -> str | None:
     return None
 
 
-def empty_reason(output: tuple[Item, ...], reason: FinishReason) -> str | None:
+def empty_reason(output: Sequence[Item], reason: FinishReason) -> str | None:
     """Why a response without calls is empty (no text, no content), or None if it is not."""
     for item in output:
         for part in item.parts:

@@ -247,7 +247,17 @@ class ToolRound:
     def asked_host(self) -> bool:
         """Whether a call of this round waited for an approval (the round then goes
         straight on to the model: the host already spoke, no ``AfterToolResult`` pause)."""
-        return any(call.approval is not None for call in self.calls)
+        for call in self.calls:  # noqa: SIM110 (any() over a generator is slower; asked per round)
+            if call.approval is not None:
+                return True
+        return False
+
+    def all_background(self) -> bool:
+        """Whether every call of this round went to the background."""
+        for call in self.calls:  # noqa: SIM110 (all() over a generator is slower; asked per round)
+            if call.status is not CallStatus.BACKGROUND:
+                return False
+        return True
 
     def running(self) -> bool:
         """Whether a call of this round is still running in the foreground."""

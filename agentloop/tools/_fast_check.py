@@ -127,6 +127,9 @@ def _compile(schema: Any) -> FastCheck:
         return _always
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:  # the usual object schema: its type and its properties
+        first, second = checks
+        return lambda instance: first(instance) and second(instance)
     every = tuple(checks)
     return lambda instance: all(check(instance) for check in every)
 
