@@ -171,33 +171,18 @@ def _shared_validator(schema: Any) -> _Compiled:
     return compiled
 
 
-def _specs_by_name(source: ToolSource) -> dict[str, ToolSpec]:
-    return {spec.name: spec for spec in source.specs()}
-
-
 def _same_objects(now: Mapping[str, ToolSpec], before: Mapping[str, ToolSpec]) -> bool:
     """Whether both map the same names to the very same spec objects."""
     return len(now) == len(before) and all(before.get(name) is spec for name, spec in now.items())
 
 
-def _same_listing(
-    memo: tuple[tuple[ToolSource, ...], list[tuple[ToolSpec, ...]], Any, Any],
-    sources: list[ToolSource],
-    listed: list[list[ToolSpec]],
-) -> bool:
-    """Whether the same sources listed the very same spec objects as in ``memo``."""
-    memo_sources, memo_listed = memo[0], memo[1]
-    if len(memo_sources) != len(sources):
+def _same_specs(now: Sequence[ToolSpec], before: Sequence[ToolSpec]) -> bool:
+    """Whether two listings hold the very same spec objects in the same order."""
+    if len(now) != len(before):
         return False
-    for index, source in enumerate(sources):
-        if memo_sources[index] is not source:
+    for position, spec in enumerate(now):  # noqa: SIM110 (all() over a generator is slower)
+        if before[position] is not spec:
             return False
-        before, now = memo_listed[index], listed[index]
-        if len(before) != len(now):
-            return False
-        for position, spec in enumerate(now):
-            if before[position] is not spec:
-                return False
     return True
 
 
@@ -276,20 +261,19 @@ class BasicToolExecutor:
         self.sources = list(sources)
         # What this executor (one per session) last advertised, per source: catalog
         # changes are computed per session, so sessions sharing a source all see them.
-        self._seen: dict[int, dict[str, ToolSpec]] = {
-            id(source): _specs_by_name(source) for source in self.sources
+        # Each source's listing as it was last seen (as listed, not by name: the
+        # usual drain compares it object by object, without building a mapping).
+        self._seen: dict[int, tuple[ToolSpec, ...]] = {
+            id(source): tuple(source.specs()) for source in self.sources
         }
         self.collision = collision
         self.max_output_chars = max_output_chars
         self.tool_timeout = tool_timeout
         self.thread_grace = float(thread_grace)
         self._interrupted: dict[str, ToolResultPart] = {}
-        self._specs_memo: (
-            tuple[tuple[ToolSource, ...], list[tuple[ToolSpec, ...]], tuple[ToolSpec, ...], str]
-            | None
-        ) = None
-        """``_drain_with_specs``: the sources, what each listed, the specs chosen, and the
-        collision rule they were chosen by."""
+        self._specs_memo: tuple[tuple[ToolSource, ...], tuple[ToolSpec, ...], str] | None = None
+        """``_drain_with_specs``: the sources, the specs chosen from what they listed (as
+        in ``_seen``; dropped whenever ``_seen`` changes) and the collision rule."""
 
     # -- catalog ---------------------------------------------------------------
 
@@ -344,32 +328,50 @@ class BasicToolExecutor:
         sources = self.sources
         listed = [source.specs() for source in sources]
         memo = self._specs_memo
-        if memo is not None and memo[3] == self.collision and _same_listing(memo, sources, listed):
-            # The very objects of the last drain that found no change: none now either.
-            return _NO_EVENTS, memo[2]
+        if memo is not None and memo[2] == self.collision and self._as_seen(memo[0], listed):
+            # The very objects the memo's specs were chosen from: no change, same specs.
+            return _NO_EVENTS, memo[1]
         events = self._drain(listed)
         if events:
             return events, None
         specs = tuple(self._chosen(listed))
-        memo_key = (tuple(sources), [tuple(source_specs) for source_specs in listed])
-        self._specs_memo = (*memo_key, specs, self.collision)
+        self._specs_memo = (tuple(sources), specs, self.collision)
         return events, specs
+
+    def _as_seen(self, memo_sources: tuple[ToolSource, ...], listed: list[list[ToolSpec]]) -> bool:
+        """Whether the memo's very sources listed the very spec objects last seen."""
+        sources = self.sources
+        if len(memo_sources) != len(sources):
+            return False
+        seen = self._seen
+        for index, source in enumerate(sources):
+            if memo_sources[index] is not source:
+                return False
+            before = seen.get(id(source))
+            if before is None or not _same_specs(listed[index], before):
+                return False
+        return True
 
     def _drain(self, listed: list[list[ToolSpec]]) -> list[ToolCatalogEvent]:
         events: list[ToolCatalogEvent] = []
+        seen = self._seen
         for source, specs in zip(self.sources, listed, strict=True):
+            before_specs = seen.get(id(source))
+            if before_specs is not None and _same_specs(specs, before_specs):
+                continue  # the usual case: the very objects, in the same order
+            seen[id(source)] = tuple(specs)
+            self._specs_memo = None  # chosen from a listing no longer the one seen
+            if before_specs is None:
+                continue  # a source added later starts as seen
             now = {spec.name: spec for spec in specs}
-            before = self._seen.setdefault(id(source), now)
-            if _same_objects(now, before):  # the usual case, decided without comparing
+            before = {spec.name: spec for spec in before_specs}
+            if _same_objects(now, before):  # listed in another order: no change
                 continue
-            self._seen[id(source)] = now
             change = catalog_change(
                 str(getattr(source, "name", type(source).__name__)), before, now
             )
             if change is not None:
                 events.append(change)
-        if events:
-            self._specs_memo = None  # what was seen changed: a listing as before is news
         return events
 
     # -- prepare ---------------------------------------------------------------
