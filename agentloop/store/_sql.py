@@ -131,7 +131,12 @@ UPDATE meta SET value = '3' WHERE key = 'schema_version';
 """
 
 _STATUSES = tuple(status.value for status in SessionStatus)
-"""Every status a save writes: the greatest sequence is the greatest of each one's."""
+"""Every status a save writes: the greatest sequence is the greatest of each one's.
+
+A new ``SessionStatus`` value needs a new schema version (and a migration):
+an agentloop that does not know it would not look at its rows, and could
+number a save below one of them.
+"""
 
 _MIGRATION_TO_4 = f"""
 DROP INDEX sessions_by_sequence;

@@ -185,3 +185,14 @@ async def test_two_stores_on_one_file_never_give_one_version_twice(tmp_path: Pat
         assert await first.delete("b") is True
         assert await second.save_checkpoint("b", _document("b")) == 3
         assert await first.save_checkpoint("a", _document("a", 2), expected_version=1) == 4
+
+
+def test_the_statuses_a_save_numbers_past_are_pinned_to_the_schema_version() -> None:
+    from agentloop.store._sql import SCHEMA_VERSION
+
+    # A save numbers itself past the greatest sequence of each known status: a
+    # new status needs a new schema version, or an older agentloop would miss it.
+    assert (SCHEMA_VERSION, sorted(status.value for status in SessionStatus)) == (
+        4,
+        ["awaiting_approval", "awaiting_input", "ready"],
+    )
