@@ -21,7 +21,10 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from json.encoder import encode_basestring
+from json.encoder import (  # type: ignore[attr-defined]  # not in typeshed
+    c_make_encoder,
+    encode_basestring,
+)
 from typing import Any
 
 import attrs
@@ -29,7 +32,7 @@ import cattrs
 
 from .. import _serde
 from ..core._errors import CheckpointError
-from ..core._items import Item
+from ..core._items import FinishReason, Item, ItemKind
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._checkpoint_memo import identical_prefix
 
@@ -119,12 +122,28 @@ _ENCODER = json.JSONEncoder(
 )
 """No cycle check here: :func:`encode_json` walks every value first (a cycle raises there)."""
 
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, False
+    )
+)
+"""What ``_ENCODER.encode`` calls for a list or dict, made once instead of per call."""
+
+
+def _encode(value: Any) -> str:
+    """``_ENCODER.encode(value)``, without its per-call setup (the same text: the same encoder)."""
+    if _C_ENCODE is None:
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
+
 
 def encode_json(value: Any, where: str) -> str:
     """``value`` as compact JSON text; ``ValueError`` naming the path of a non-JSON value."""
     if not _is_plain_json(value):
         _check_json(value, where)  # names the offending path, or accepts subclasses
-    return _ENCODER.encode(value)
+    return _encode(value)
 
 
 def _is_plain_json(value: Any) -> bool:
@@ -244,7 +263,7 @@ def encode_checkpoint(
             plain = _is_plain_json(item)  # then the item is its text's very data
             if not plain:
                 _check_json(item, where)
-            encoded.append(_ENCODER.encode(item))
+            encoded.append(_encode(item))
             fresh_items.append((index, item if plain else None))
         # This save's new items, by identity: the turn's list of items holds them too.
         fresh = {id(transcript[shared + index]): text for index, text in enumerate(encoded)}
@@ -276,6 +295,10 @@ def _check_items(
     """Check that the items encoded afresh are agentloop items; the call ids each answers."""
     answers: dict[int, frozenset[str]] = {}
     for position, plain in fresh_items:
+        found = None if plain is None else _usual_item_answers(plain)
+        if found is not None:
+            answers[position] = found
+            continue
         data = json.loads(encoded[position - shared]) if plain is None else plain
         try:
             _serde.structure(data, Item)
@@ -287,6 +310,98 @@ def _check_items(
         answered = answered_call_ids((data,))
         answers[position] = frozenset(answered) if answered else _NO_ANSWERS
     return answers
+
+
+_ITEM_KEYS = frozenset({"kind", "parts", "id", "metadata", "usage", "finish_reason", "created_at"})
+_ITEM_KINDS = frozenset(kind.value for kind in ItemKind)
+_FINISH_REASONS = frozenset(reason.value for reason in FinishReason)
+_USAGE_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
+_USAGE_KEYS = frozenset({*_USAGE_COUNTS, "cost"})
+_TEXT_KEYS = frozenset({"type", "text", "metadata"})
+_CALL_KEYS = frozenset({"type", "id", "name", "input", "metadata"})
+_RESULT_KEYS = frozenset({"type", "call_id", "output_type", "output", "is_error", "metadata"})
+
+
+def _usual_item_answers(data: dict[str, Any]) -> frozenset[str] | None:
+    """The call ids a plain item answers, if it has a shape that surely structures as an ``Item``.
+
+    ``data`` is exact JSON (``_is_plain_json``). Decided here: the shapes the
+    driver writes (text, tool-call and tool-result parts; exact types; no
+    unknown key), which ``_serde.structure(data, Item)`` accepts. ``None``
+    for anything else: structuring decides it (and words the refusal).
+    """
+    kind = data.get("kind")
+    if not data.keys() <= _ITEM_KEYS or type(kind) is not str or kind not in _ITEM_KINDS:
+        return None
+    optional = data.get("id")
+    if optional is not None and type(optional) is not str:
+        return None
+    if type(data.get("metadata", _NO_METADATA)) is not dict:
+        return None
+    usage = data.get("usage")
+    if usage is not None and not _usual_usage(usage):
+        return None
+    reason = data.get("finish_reason")
+    if reason is not None and (type(reason) is not str or reason not in _FINISH_REASONS):
+        return None
+    created = data.get("created_at")
+    if created is not None and type(created) is not float and type(created) is not int:
+        return None
+    parts = data.get("parts")
+    if type(parts) is not list:
+        return None
+    answered: list[str] | None = None
+    for part in parts:
+        if type(part) is not dict or type(part.get("metadata", _NO_METADATA)) is not dict:
+            return None
+        tag = part.get("type")
+        if tag == "text":
+            if not part.keys() <= _TEXT_KEYS or type(part.get("text")) is not str:
+                return None
+        elif tag == "tool_call":
+            if (
+                not part.keys() <= _CALL_KEYS
+                or type(part.get("id")) is not str
+                or type(part.get("name")) is not str
+                or "input" not in part
+            ):
+                return None
+        elif tag == "tool_result":
+            call_id = part.get("call_id")
+            output_type = part.get("output_type")
+            if (
+                not part.keys() <= _RESULT_KEYS
+                or type(call_id) is not str
+                or type(part.get("is_error", False)) is not bool
+                or "output" not in part
+                or not (
+                    output_type == "json" or (output_type == "text" and type(part["output"]) is str)
+                )
+            ):
+                return None
+            answered = [call_id] if answered is None else [*answered, call_id]
+        else:
+            return None
+    return _NO_ANSWERS if answered is None else frozenset(answered)
+
+
+_NO_METADATA: dict[str, Any] = {}
+
+
+def _usual_usage(usage: Any) -> bool:
+    if type(usage) is not dict or not usage.keys() <= _USAGE_KEYS:
+        return False
+    for key in _USAGE_COUNTS:
+        if type(usage.get(key, 0)) is not int:
+            return False
+    cost = usage.get("cost")
+    return cost is None or type(cost) is float or type(cost) is int
 
 
 @lru_cache(maxsize=1024)

@@ -16,16 +16,23 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``)::
               input_digest, approved, decided_at, reason given and the edited input
               reason, edited_input)           (JSON text; NULL: the call's own input)
 
-``last_sequence`` grows with every save and is never reused (not even after a
-delete), so a session's ``sequence`` orders ``list_sessions``, tells a store
-whether its cached copy of the items is current, and serves as the version
-optimistic saves compare. ``last_token`` does the same for fencing tokens.
+A save numbers the session's row one past every sequence ever given: past
+the greatest ``sequence`` of the rows (read per status from the
+``sessions_by_status`` index, the only index on ``sessions``) and past
+``last_sequence``, which a delete raises to the deleted row's sequence. So
+a save writes no ``meta`` row and one index entry, and a sequence is never
+reused (not even after a delete or by a recreated session): it orders
+``list_sessions``, tells a store whether its cached copy of the items is
+current, and serves as the version optimistic saves compare. ``last_token``
+is a counter bumped per lease: a fencing token is never reused either.
 ``status`` and ``pending_approvals`` (a JSON list of call ids) are derived
 from the head at each save (``summarize``) so the inbox queries read no
-documents. Version 1 and 2 files are migrated in place when opened (version 3
-added the approvals' ``reason`` and ``edited_input``, NULL in older rows). The callers
-hold the connection's lock; these functions never run concurrently on one
-connection.
+documents. Older files are migrated in place when opened (version 3 added
+the approvals' ``reason`` and ``edited_input``, NULL in older rows; version 4
+dropped the index on ``sequence`` and maps any status outside
+``SessionStatus`` to ``awaiting_input``, as reading it always did). The
+callers hold the connection's lock; these functions never run concurrently
+on one connection.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from ..core._errors import CheckpointError
-from ..loop._session_store import summarize
+from ..loop._session_store import SessionStatus, summarize
 from ._rules import LeaseRow
 
 __all__ = [
@@ -65,7 +72,7 @@ __all__ = [
     "write_lease",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema this module writes; a file with a newer one is refused, older ones migrated."""
 
 _SCHEMA = """
@@ -121,6 +128,21 @@ _MIGRATION_TO_3 = """
 ALTER TABLE approvals ADD COLUMN reason TEXT;
 ALTER TABLE approvals ADD COLUMN edited_input TEXT;
 UPDATE meta SET value = '3' WHERE key = 'schema_version';
+"""
+
+_STATUSES = tuple(status.value for status in SessionStatus)
+"""Every status a save writes: the greatest sequence is the greatest of each one's.
+
+A new ``SessionStatus`` value needs a new schema version (and a migration):
+an agentloop that does not know it would not look at its rows, and could
+number a save below one of them.
+"""
+
+_MIGRATION_TO_4 = f"""
+DROP INDEX sessions_by_sequence;
+UPDATE sessions SET status = 'awaiting_input'
+    WHERE status NOT IN ({", ".join(f"'{status}'" for status in _STATUSES)});
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
 """
 
 
@@ -192,6 +214,9 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
     if found == 2:
         _run_script(connection, _MIGRATION_TO_3)
         found = 3
+    if found == 3:
+        _run_script(connection, _MIGRATION_TO_4)
+        found = 4
     if found != SCHEMA_VERSION:
         raise CheckpointError(
             f"cannot open session store {path!r}: expected schema version {SCHEMA_VERSION}, "
@@ -221,20 +246,33 @@ def _migrate_to_2(connection: sqlite3.Connection) -> None:
     connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
+_NEXT_SEQUENCE = (
+    "max((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'last_sequence'), "
+    + ", ".join(
+        f"coalesce((SELECT max(sequence) FROM sessions WHERE status = '{status}'), 0)"
+        for status in _STATUSES
+    )
+    + ") + 1"
+)
+
+_READ_SAVE_STATE = (
+    "SELECT l.owner, l.token, l.expires_at, l.released, s.sequence, "
+    + _NEXT_SEQUENCE
+    + " FROM (SELECT ? AS id) AS k "
+    "LEFT JOIN leases AS l ON l.session_id = k.id "
+    "LEFT JOIN sessions AS s ON s.session_id = k.id"
+)
+
+
 def read_save_state(
     connection: sqlite3.Connection, session_id: str
-) -> tuple[LeaseRow | None, int | None]:
-    """The session's lease and ``sequence`` (``None`` each when absent), in one statement."""
-    row = connection.execute(
-        "SELECT l.owner, l.token, l.expires_at, l.released, s.sequence FROM (SELECT ? AS id) AS k "
-        "LEFT JOIN leases AS l ON l.session_id = k.id "
-        "LEFT JOIN sessions AS s ON s.session_id = k.id",
-        (session_id,),
-    ).fetchone()
+) -> tuple[LeaseRow | None, int | None, int]:
+    """The session's lease and ``sequence`` (``None`` each when absent), and the next sequence."""
+    row = connection.execute(_READ_SAVE_STATE, (session_id,)).fetchone()
     lease = (
         None if row[1] is None else LeaseRow(str(row[0]), int(row[1]), float(row[2]), bool(row[3]))
     )
-    return lease, None if row[4] is None else int(row[4])
+    return lease, None if row[4] is None else int(row[4]), int(row[5])
 
 
 def read_items(
@@ -387,6 +425,7 @@ def write_checkpoint(
     updated_at: str,
     status: str,
     pending_approvals: str,
+    sequence: int,
     stored_rows: int | None = None,
 ) -> int:
     """Replace the session's document, rewriting items from ``start``; return its sequence.
@@ -405,7 +444,6 @@ def write_checkpoint(
             "INSERT INTO items (session_id, position, item) VALUES (?, ?, ?)",
             [(session_id, position, items[position]) for position in range(start, len(items))],
         )
-    sequence = _next_sequence(connection)
     connection.execute(
         "INSERT INTO sessions (session_id, head, item_count, sequence, updated_at, status, "
         "pending_approvals) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
@@ -416,21 +454,6 @@ def write_checkpoint(
     )
     answer_calls(connection, session_id, answered)
     return sequence
-
-
-_BUMP_SEQUENCE = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'last_sequence'"
-_RETURNING = sqlite3.sqlite_version_info >= (3, 35)
-"""Whether this SQLite has ``RETURNING`` (3.35+): one statement to bump and read a counter."""
-
-
-def _next_sequence(connection: sqlite3.Connection) -> int:
-    if _RETURNING:
-        # fetchall: a RETURNING statement is finished only once its rows are read.
-        return int(connection.execute(_BUMP_SEQUENCE + " RETURNING value").fetchall()[0][0])
-    connection.execute(_BUMP_SEQUENCE)
-    return int(
-        connection.execute("SELECT value FROM meta WHERE key = 'last_sequence'").fetchone()[0]
-    )
 
 
 def answer_calls(connection: sqlite3.Connection, session_id: str, call_ids: Iterable[str]) -> None:
@@ -498,6 +521,13 @@ def list_session_rows(connection: sqlite3.Connection) -> list[SessionRow]:
 
 def delete_session(connection: sqlite3.Connection, session_id: str) -> bool:
     """Delete the session's document, items, claims, lease and approvals; ``True`` if saved."""
+    # Its sequence stays used: the next save of any session is numbered past it.
+    connection.execute(
+        "UPDATE meta SET value = max(CAST(value AS INTEGER), "
+        "(SELECT sequence FROM sessions WHERE session_id = ?)) "
+        "WHERE key = 'last_sequence' AND EXISTS (SELECT 1 FROM sessions WHERE session_id = ?)",
+        (session_id, session_id),
+    )
     for table in ("items", "started_calls", "leases", "approvals"):
         connection.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
     deleted = connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))

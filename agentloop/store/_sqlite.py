@@ -399,7 +399,7 @@ class SqliteSessionStore:
     ) -> int:
         session_id = encoded.session_id
         with _sql.transaction(connection, write=True):
-            lease, sequence = _sql.read_save_state(connection, session_id)
+            lease, sequence, next_sequence = _sql.read_save_state(connection, session_id)
             check_fence(session_id, fencing_token, lease, time.time(), operation)
             check_version(session_id, expected_version, sequence)
             cached = self._cache.get(session_id)
@@ -421,6 +421,7 @@ class SqliteSessionStore:
                 updated_at=_now(),
                 status=status.value,
                 pending_approvals=json.dumps(list(pending)) if pending else "[]",
+                sequence=next_sequence,
                 stored_rows=stored_rows,
             )
         return sequence

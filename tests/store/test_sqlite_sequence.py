@@ -1,0 +1,198 @@
+"""SQLite versions: one past every sequence ever given, with no counter row written per save."""
+
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentloop import Item, ItemKind
+from agentloop.store import SessionStatus, SqliteSessionStore
+from agentloop.testing.store_conformance import sample_checkpoint
+
+pytestmark = pytest.mark.anyio
+
+
+def _document(session_id: str, count: int = 1, **fields: object) -> dict[str, object]:
+    items = [Item.text(ItemKind.USER, f"item {n}") for n in range(count)]
+    return sample_checkpoint(session_id, items, **fields)
+
+
+def _waiting(session_id: str) -> dict[str, object]:
+    return _document(
+        session_id,
+        state="AWAITING_APPROVAL",
+        turn={"round": {"calls": [{"call": {"id": "c1"}, "status": "awaiting_approval"}]}},
+    )
+
+
+def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        with connection:  # commits
+            return connection.execute(sql).fetchall()
+    finally:
+        connection.close()
+
+
+def _log_writes_to_meta(path: Path) -> None:
+    connection = sqlite3.connect(path)
+    connection.executescript(
+        "CREATE TABLE meta_writes (key TEXT, value TEXT);"
+        "CREATE TRIGGER log_meta AFTER UPDATE ON meta "
+        "BEGIN INSERT INTO meta_writes VALUES (new.key, new.value); END;"
+    )
+    connection.close()
+
+
+async def test_a_recreated_session_is_numbered_past_its_deleted_versions(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as store:
+        assert await store.save_checkpoint("old", _document("old")) == 1
+        assert await store.save_checkpoint("s", _document("s")) == 2
+        assert await store.save_checkpoint("s", _document("s", 2)) == 3
+        assert await store.delete("s") is True
+        # The deleted row held the greatest sequence: the next save of any session passes it.
+        assert await store.save_checkpoint("s", _document("s")) == 4
+        assert await store.delete("s") is True
+        assert await store.delete("old") is True
+        assert await store.save_checkpoint("s", _document("s")) == 5
+        assert await store.delete("missing") is False
+        assert await store.save_checkpoint("t", _document("t")) == 6
+        loaded = await store.load("s")
+        assert loaded is not None
+        assert loaded.version == 5
+    async with SqliteSessionStore(path) as reopened:
+        assert await reopened.save_checkpoint("s", _document("s", 3), expected_version=5) == 7
+
+
+async def test_a_save_writes_no_meta_row_and_a_delete_raises_the_floor(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as store:
+        await store.open()
+        _log_writes_to_meta(path)
+        waiting = _waiting("w")
+        versions = [
+            await store.save_checkpoint("a", _document("a")),
+            await store.save_checkpoint("w", waiting),
+            await store.save_checkpoint("a", _document("a", 2)),
+        ]
+        assert versions == [1, 2, 3]
+        assert _query(path, "SELECT key, value FROM meta_writes") == []
+        assert await store.delete("w") is True
+        assert _query(path, "SELECT key, value FROM meta_writes") == [("last_sequence", "2")]
+        assert await store.delete("a") is True
+        assert _query(path, "SELECT key, value FROM meta_writes") == [
+            ("last_sequence", "2"),
+            ("last_sequence", "3"),
+        ]
+        assert await store.save_checkpoint("w", waiting) == 4
+
+
+@st.composite
+def _operations(draw: st.DrawFn) -> list[tuple[str, str]]:
+    names = st.sampled_from(["a", "b", "c"])
+    kinds = st.sampled_from(["save", "save", "save-approval", "delete", "reopen"])
+    return draw(st.lists(st.tuples(kinds, names), min_size=1, max_size=25))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(operations=_operations())
+def test_every_save_is_numbered_past_every_version_given_before(
+    backend: str, operations: list[tuple[str, str]]
+) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="agentloop-sequence-"))
+    try:
+        anyio.run(_check_versions, folder / "sessions.db", operations, backend=backend)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _check_versions(path: Path, operations: list[tuple[str, str]]) -> None:
+    given_versions: list[int] = []
+    versions: dict[str, int] = {}
+    store = SqliteSessionStore(path)
+    try:
+        for kind, session_id in operations:
+            if kind == "reopen":
+                await store.aclose()
+                store = SqliteSessionStore(path)
+            elif kind == "delete":
+                assert await store.delete(session_id) is (session_id in versions)
+                versions.pop(session_id, None)
+            else:
+                document = (
+                    _waiting(session_id) if kind == "save-approval" else _document(session_id)
+                )
+                version = await store.save_checkpoint(
+                    session_id, document, expected_version=versions.get(session_id)
+                )
+                assert version == max(given_versions, default=0) + 1
+                given_versions.append(version)
+                versions[session_id] = version
+        listed = await store.list_sessions()
+        assert [info.session_id for info in listed] == sorted(
+            versions, key=versions.__getitem__, reverse=True
+        )
+        for session_id, version in versions.items():
+            loaded = await store.load(session_id)
+            assert loaded is not None
+            assert loaded.version == version
+    finally:
+        await store.aclose()
+
+
+async def test_a_version_3_file_is_migrated_keeping_its_counter(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    async with SqliteSessionStore(path) as store:
+        assert await store.save_checkpoint("a", _document("a")) == 1
+        assert await store.save_checkpoint("b", _document("b")) == 2
+    # As version 3 left it: an index on sequence, the counter bumped per save (here
+    # past the rows: saves of deleted sessions), and a status this agentloop never wrote.
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("CREATE INDEX sessions_by_sequence ON sessions (sequence)")
+        connection.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        connection.execute("UPDATE meta SET value = '9' WHERE key = 'last_sequence'")
+        connection.execute("UPDATE sessions SET status = 'thinking' WHERE session_id = 'b'")
+    connection.close()
+    async with SqliteSessionStore(path) as store:
+        loaded = await store.load("b")
+        assert loaded is not None
+        assert (loaded.version, loaded.status) == (2, SessionStatus.AWAITING_INPUT)
+        assert await store.save_checkpoint("a", _document("a", 2), expected_version=1) == 10
+        assert await store.save_checkpoint("c", _document("c")) == 11
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
+    assert _query(path, "SELECT status FROM sessions WHERE session_id = 'b'") == [
+        ("awaiting_input",)
+    ]
+    assert _query(path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name") == [
+        ("sessions_by_status",),
+        ("sqlite_autoindex_sessions_1",),
+    ]
+
+
+async def test_two_stores_on_one_file_never_give_one_version_twice(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as first, SqliteSessionStore(path) as second:
+        assert await first.save_checkpoint("a", _document("a")) == 1
+        assert await second.save_checkpoint("b", _document("b")) == 2
+        assert await first.delete("b") is True
+        assert await second.save_checkpoint("b", _document("b")) == 3
+        assert await first.save_checkpoint("a", _document("a", 2), expected_version=1) == 4
+
+
+def test_the_statuses_a_save_numbers_past_are_pinned_to_the_schema_version() -> None:
+    from agentloop.store._sql import SCHEMA_VERSION
+
+    # A save numbers itself past the greatest sequence of each known status: a
+    # new status needs a new schema version, or an older agentloop would miss it.
+    assert (SCHEMA_VERSION, sorted(status.value for status in SessionStatus)) == (
+        4,
+        ["awaiting_approval", "awaiting_input", "ready"],
+    )
