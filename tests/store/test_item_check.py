@@ -12,11 +12,11 @@ from agentloop._serde import structure
 from agentloop.store._documents import (
     _ENCODER,
     _encode,
-    _usual_item_answers,
     answered_call_ids,
     describe_item_error,
     encode_checkpoint,
 )
+from agentloop.store._item_check import usual_item_answers
 from agentloop.testing import items, json_values
 from agentloop.testing.store_conformance import sample_checkpoint
 
@@ -99,7 +99,7 @@ def _expected_decision(data: dict[str, Any]) -> str | None:
 @given(item=items())
 def test_every_item_the_fast_path_decides_structures_and_answers_the_same(item: Item) -> None:
     data = _plain(item)
-    found = _usual_item_answers(data)
+    found = usual_item_answers(data)
     if found is not None:
         assert _structures(data) is None
         assert found == answered_call_ids((data,))
@@ -109,7 +109,7 @@ def test_every_item_the_fast_path_decides_structures_and_answers_the_same(item: 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=damaged())
 def test_a_damaged_item_gets_the_decision_structuring_gives(data: dict[str, Any]) -> None:
-    found = _usual_item_answers(data)
+    found = usual_item_answers(data)
     if found is not None:
         assert _structures(data) is None
         assert found == answered_call_ids((data,))
@@ -140,7 +140,7 @@ def test_a_damaged_item_gets_the_decision_structuring_gives(data: dict[str, Any]
 )
 def test_the_usual_shapes_take_the_fast_path(data: dict[str, Any]) -> None:
     assert _structures(data) is None
-    assert _usual_item_answers(data) == answered_call_ids((data,))
+    assert usual_item_answers(data) == answered_call_ids((data,))
 
 
 @pytest.mark.parametrize(
@@ -157,7 +157,7 @@ def test_the_usual_shapes_take_the_fast_path(data: dict[str, Any]) -> None:
     ],
 )
 def test_other_shapes_are_left_to_structuring(data: dict[str, Any]) -> None:
-    assert _usual_item_answers(data) is None
+    assert usual_item_answers(data) is None
 
 
 @settings(max_examples=300, deadline=None)
