@@ -6,6 +6,12 @@ median time of ``driver.checkpoint()`` and of ``agent.resume(document)``
 the median time of a step of a driver bound to a ``SqliteSessionStore``: the
 first (its save writes the whole transcript) vs. the next (its save encodes
 and writes only the new items), against the same step without a store.
+
+Then one long turn (400 tool rounds of the echo tool, a store-bound driver
+stepped with ``next()``): a step's time and the head's size early (rounds
+6-15) and late (rounds 391-400). Issue 22 asks a save per step to be O(new
+items): the check is late / early <= 1.5. ``--json PATH`` writes it for
+``run_all.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any
 
 import anyio
 import attrs
+from _fixtures import Echo, FastModel
+from _report import Check, json_path, report
 
 import agentloop as al
 from agentloop.store import SqliteSessionStore
@@ -27,6 +35,8 @@ from agentloop.store import SqliteSessionStore
 ITEMS = 1_000
 REPEATS = 30
 SESSIONS = 8
+LONG_TURN = 400
+GROWTH_TARGET = 1.5
 
 
 def history(count: int) -> list[al.Item]:
@@ -109,6 +119,34 @@ async def measure_saves(agent: al.Agent, path: Path) -> tuple[float, float, floa
     return median_ms(first), median_ms(later), median_ms(bare)
 
 
+async def measure_long_turn(path: Path) -> tuple[float, float, int, int]:
+    """Median ms of a store-bound step early and late in one long turn, and the head's
+    size (bytes of JSON) at those points."""
+    async with SqliteSessionStore(path) as store:
+        agent = (
+            al.Agent.builder()
+            .model(FastModel(10**6))
+            .add_tool_source(al.ToolRegistry().with_tool(Echo()))
+            .store(store)
+            .build()
+        )
+        limits = al.LoopLimits(max_model_calls_per_turn=LONG_TURN + 2)
+        driver = await agent.start(al.SessionConfig("long-turn", limits=limits))
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "echo x, again and again")])
+        times = []
+        heads = []
+        for number in range(1, LONG_TURN + 1):
+            start = time.perf_counter()
+            step = await driver.next()
+            times.append(time.perf_counter() - start)
+            assert isinstance(step, al.AfterToolResult), step
+            if number in (10, LONG_TURN):  # the head a save wrote, measured untimed
+                document = driver.checkpoint()
+                heads.append(len(json.dumps({**document, "transcript": []})))
+    early, late = times[5:15], times[-10:]
+    return median_ms(early), median_ms(late), heads[0], heads[1]
+
+
 async def run() -> None:
     agent = make_agent()
     size, dumps, capture, restore = await measure_documents(agent)
@@ -124,6 +162,26 @@ async def run() -> None:
     print(f"  next step (saves +2 items):   {later:10.2f} ms  {later / first:6.2f}x first")
     print(f"  same step without a store:    {bare:10.2f} ms")
     print(f"  cost of the save per step:    {later - bare:10.2f} ms")
+    with tempfile.TemporaryDirectory() as directory:
+        early, late, head_early, head_late = await measure_long_turn(Path(directory) / "long.db")
+    print(f"one turn of {LONG_TURN} tool rounds, a store-bound step (median of 10)")
+    print(f"  rounds 6-15:                  {early:10.2f} ms  head {head_early:>9,} bytes")
+    print(
+        f"  rounds {LONG_TURN - 9}-{LONG_TURN}:              {late:10.2f} ms  "
+        f"head {head_late:>9,} bytes"
+    )
+    report(
+        "checkpoint",
+        [
+            Check(
+                f"store-bound step, round ~{LONG_TURN} / round ~10 of one turn",
+                late / early,
+                GROWTH_TARGET,
+                "x",
+            )
+        ],
+        json_path(),
+    )
 
 
 def main() -> None:
