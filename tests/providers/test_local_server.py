@@ -233,8 +233,11 @@ async def test_cancelling_mid_stream_closes_it_and_the_server_carries_on(
             on_text=lambda: open_while_streaming.append(client_connections(server.port)),
         )
         assert seen[0] == BeginPart("part-0", PartKind.TEXT)
-        assert [type(event) for event in seen[1:]] == [AppendText]
-        assert open_while_streaming == [1]
+        # The cancel takes effect at the stream's next read: text already read with
+        # the first token (a busy server sends several per chunk) still arrives, and
+        # nothing else does (no part end, no result).
+        assert {type(event) for event in seen[1:]} == {AppendText}
+        assert open_while_streaming == [1] * (len(seen) - 1)  # open at each text seen
         assert client_connections(server.port) == 0  # the cancelled stream's socket is closed
         # and the server carries on: the next request is answered
         events = await collect(server.model(max_tokens=16), turn([user("Say hi.")]))
