@@ -437,7 +437,11 @@ def capture(
     (default: a fresh memo, every document is new).
     """
     memo = memo or CaptureMemo()
-    written: dict[str, Any] = _CONVERTER.unstructure(CheckpointDocument.of(core, state, config))
+    shell = CheckpointDocument.of(core, state, config)
+    if shell.turn is not None:  # the turn's lists are written below, from the memo
+        empty = attrs.evolve(shell.turn, items=[], tool_calls=[], model_calls_made=[])
+        shell = attrs.evolve(shell, turn=empty)
+    written: dict[str, Any] = _CONVERTER.unstructure(shell)
     transcript, shared = memo.documents("transcript", core.transcript, _write_item)
     written["config"] = memo.document("config", config, _write_config)
     turn = core.turn
