@@ -13,6 +13,14 @@ calls grow append-only within a turn) and of the head's objects (the
 session's config) is kept with the very object it was encoded from, and an
 object handed to the next save again keeps its text (see
 :func:`encode_checkpoint`).
+
+The turn in progress has three lists that grow append-only within the turn
+(:data:`TURN_LISTS`: its items, tool calls and model call records). A store
+keeps their elements as rows, like transcript items, so a save within a
+long turn writes only what the turn added: the head's text holds an empty
+list at those places, :attr:`EncodedCheckpoint.turn` the element texts, and
+:func:`decode_stored` puts the rows back. A head written before (the lists
+inline, no rows) loads as it always did.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from ._item_check import NO_ANSWERS, usual_item_answers
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "TURN_LISTS",
     "EncodedCheckpoint",
     "ItemTexts",
     "answered_call_ids",
@@ -51,6 +60,8 @@ __all__ = [
     "encode_checkpoint",
     "encode_json",
     "first_change",
+    "turn_counts",
+    "turn_starts",
 ]
 
 _FIX = "save the document driver.checkpoint() returns, unchanged"
@@ -64,6 +75,14 @@ HeadTexts = dict[Path, tuple[object, str]]
 
 ListTexts = dict[Path, tuple[tuple[object, ...], tuple[str, ...]]]
 """The head's lists (one and two levels down): their elements, and each element's text."""
+
+TURN_LISTS = ("items", "model_calls_made", "tool_calls")
+"""The lists of the head's ``turn`` a store keeps as rows (sorted: the rows' order)."""
+
+_TURN_PATHS = frozenset(("turn", name) for name in TURN_LISTS)
+
+TurnTexts = dict[str, tuple[str, ...]]
+"""The element texts of the turn's lists kept as rows, by list name (non-empty lists only)."""
 
 
 @attrs.frozen
@@ -87,6 +106,8 @@ class EncodedCheckpoint:
     lists: ListTexts = attrs.field(factory=dict, eq=False, repr=False)
     answers: dict[int, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
     """The call ids each item encoded afresh answers, by position (all checked to be items)."""
+    turn: TurnTexts = attrs.field(factory=dict)
+    """The element texts of the turn's lists (:data:`TURN_LISTS`) that are rows, not in ``head``."""
 
 
 class ItemTexts:
@@ -284,6 +305,7 @@ def encode_checkpoint(
         head.parts,
         head.lists,
         answers,
+        head.turn(),
     )
 
 
@@ -327,7 +349,8 @@ class _HeadEncoder:
     there last time (``reuse.lists``, compared at C speed against a copy, so
     a list grown in place is seen); an element that is one of this save's
     new transcript items (``fresh``, by identity) takes that item's text.
-    Only the rest is checked and encoded.
+    Only the rest is checked and encoded. The turn's lists (:data:`TURN_LISTS`)
+    are written as ``[]``: their texts are rows (:meth:`turn`).
     """
 
     def __init__(self, reuse: EncodedCheckpoint | None, fresh: dict[int, str]) -> None:
@@ -343,6 +366,8 @@ class _HeadEncoder:
         for key, value in checkpoint.items():
             if type(key) is not str:  # named (or, for a str subclass, accepted) there
                 head = {k: v for k, v in checkpoint.items() if k != "transcript"}
+                self.parts.clear()  # the text is written whole: no part of it is reused
+                self.lists.clear()
                 return encode_json(head, "checkpoint")
             if key != "transcript":
                 members.append(_key_text(key) + self._member(value, (key,), "checkpoint"))
@@ -387,6 +412,8 @@ class _HeadEncoder:
         members: list[str] = []
         for key, element in value.items():
             if type(key) is not str:
+                for inner in [inner for inner in self.lists if inner[: len(path)] == path]:
+                    del self.lists[inner]  # written inline below, not as rows
                 return encode_json(value, where)
             members.append(_key_text(key) + self._member(element, (*path, key), where))
         return "{" + ",".join(members) + "}"
@@ -403,7 +430,32 @@ class _HeadEncoder:
             found = fresh.get(id(element)) if type(element) is dict else None
             texts.append(found if found is not None else encode_json(element, f"{where}[{index}]"))
         self.lists[path] = (tuple(values), tuple(texts))
+        if path in _TURN_PATHS:
+            return "[]"  # rows of their own (see ``turn``)
         return "[" + ",".join(texts) + "]"
+
+    def turn(self) -> TurnTexts:
+        """The element texts of the turn's non-empty lists, which the head holds as ``[]``."""
+        lists = self.lists
+        return {name: lists["turn", name][1] for name in TURN_LISTS if ("turn", name) in lists}
+
+
+def turn_counts(turn: TurnTexts) -> str | None:
+    """How many rows each of the turn's lists has, as stored beside the head (``None``: none)."""
+    if not turn:
+        return None
+    return _encode({name: len(texts) for name, texts in turn.items()})
+
+
+def turn_starts(stored: TurnTexts, encoded: EncodedCheckpoint) -> dict[str, int]:
+    """For every turn list, the first position a save of ``encoded`` rewrites over ``stored``.
+
+    A list that is no longer there (a new turn, or none) starts at 0: its rows go.
+    """
+    return {
+        name: common_prefix_length(stored.get(name, ()), encoded.turn.get(name, ()))
+        for name in TURN_LISTS
+    }
 
 
 def first_change(stored: Sequence[str], encoded: EncodedCheckpoint) -> int:
@@ -478,14 +530,20 @@ def decode_stored(
     head: object,
     rows: Sequence[tuple[object, object]],
     item_count: int | None = None,
+    turn_rows: Sequence[tuple[object, object, object]] = (),
+    counts: object = None,
 ) -> tuple[dict[str, Any], list[Item]]:
     """Validate and decode a session's stored head and ``(position, item)`` rows.
 
-    Returns the document and its items. Raises ``CheckpointError`` naming the
-    session and the row when the head is not a JSON checkpoint head of this
-    session, an item row is not JSON or not an agentloop item, a position is
-    missing or out of order, or fewer/more rows than ``item_count`` exist.
-    Nothing is returned then, so nothing half-restores.
+    ``turn_rows`` are the ``(list, position, element)`` rows of the turn's
+    lists, ordered by list and position, and ``counts`` the text
+    :func:`turn_counts` gave (``None``: no rows, as in a head written before
+    they existed, which holds its lists inline). Returns the document and its
+    items. Raises ``CheckpointError`` naming the session and the row when the
+    head is not a JSON checkpoint head of this session, an item row is not
+    JSON or not an agentloop item, a turn row is not JSON, a position is
+    missing or out of order, or fewer/more rows than ``item_count`` or
+    ``counts`` say exist. Nothing is returned then, so nothing half-restores.
     """
     prefix = f"cannot load session {session_id!r}"
     fix = "the store is damaged: restore it from a backup or delete the session"
@@ -513,8 +571,73 @@ def decode_stored(
             f"{'missing' if item_count > len(transcript) else 'extra'} (its head row counts "
             f"{item_count} items, {len(transcript)} item rows exist); {fix}"
         )
+    _put_turn_rows(document, turn_rows, counts, prefix, fix)
     document["transcript"] = transcript
     return document, items
+
+
+def _put_turn_rows(
+    document: dict[str, Any],
+    rows: Sequence[tuple[object, object, object]],
+    counts: object,
+    prefix: str,
+    fix: str,
+) -> None:
+    """Put the turn's list rows back into ``document``'s head (see :func:`decode_stored`)."""
+    expected = _decode_counts(counts, f"{prefix}: its head row's turn counts", fix)
+    grouped: dict[object, list[tuple[object, object]]] = {}
+    for name, position, text in rows:
+        grouped.setdefault(name, []).append((position, text))
+    for name, found in grouped.items():
+        if name not in expected:
+            raise CheckpointError(
+                f"{prefix}: turn row {name!r}[{found[0][0]!r}] is extra (its head row counts no "
+                f"{name!r} rows); {fix}"
+            )
+    if not expected:
+        return
+    turn = document.get("turn")
+    for name, count in expected.items():
+        if not isinstance(turn, dict) or turn.get(name) != []:
+            raise CheckpointError(
+                f"{prefix}: its head row holds no empty turn[{name!r}] list for its {count} "
+                f"turn rows; {fix}"
+            )
+        values: list[Any] = []
+        for index, (position, text) in enumerate(grouped.get(name, ())):
+            if position != index:
+                raise CheckpointError(
+                    f"{prefix}: turn row {name!r}[{index}] is missing (the next row is at "
+                    f"position {position!r}); {fix}"
+                )
+            values.append(_decode_json(text, f"{prefix}: turn row {name!r}[{index}]", fix))
+        if len(values) != count:
+            raise CheckpointError(
+                f"{prefix}: turn row {name!r}[{min(count, len(values))}] is "
+                f"{'missing' if count > len(values) else 'extra'} (its head row counts {count} "
+                f"{name!r} rows, {len(values)} exist); {fix}"
+            )
+        turn[name] = values
+
+
+def _decode_counts(counts: object, where: str, fix: str) -> dict[str, int]:
+    """The row count of each turn list, from the stored text (``None``: no rows)."""
+    if counts is None:
+        return {}
+    data = _decode_json(counts, where, fix)
+    if not isinstance(data, dict) or not all(
+        name in TURN_LISTS and type(count) is int and count > 0 for name, count in data.items()
+    ):
+        raise CheckpointError(
+            f"{where} are {_short(data)}, expected an object of row counts > 0 for "
+            f"{', '.join(TURN_LISTS)}; {fix}"
+        )
+    return data
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _decode_json(text: object, where: str, fix: str) -> Any:

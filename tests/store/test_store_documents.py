@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import agentloop.store
 from agentloop import CheckpointError, Item, ItemKind, unstructure
 from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
-from agentloop.store._documents import encode_checkpoint
+from agentloop.store._documents import TURN_LISTS, encode_checkpoint
 from agentloop.testing import json_values, transcripts
 from agentloop.testing.store_conformance import sample_checkpoint
 
@@ -164,9 +164,25 @@ def test_reused_texts_encode_every_document_exactly(data: st.DataObject) -> None
         document = sample_checkpoint("s", [], config=config, turn=turn, extra=extra, queue=[])
         document["transcript"] = list(transcript)
         encoded = encode_checkpoint("s", document, last)
-        assert encoded.head == _compact({k: v for k, v in document.items() if k != "transcript"})
+        head, rows = _split_turn(document)
+        assert encoded.head == _compact(head)
+        assert encoded.turn == rows
         assert encoded.items == tuple(_compact(item) for item in transcript)
         last = encoded
+
+
+def _split_turn(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
+    """The head a store writes (the turn's non-empty lists as ``[]``) and those lists' rows."""
+    head = {k: v for k, v in document.items() if k != "transcript"}
+    turn = head.get("turn")
+    if not isinstance(turn, dict):
+        return head, {}
+    rows = {
+        name: tuple(_compact(value) for value in turn[name])
+        for name in TURN_LISTS
+        if isinstance(turn.get(name), list) and turn[name]
+    }
+    return {**head, "turn": {k: [] if k in rows else v for k, v in turn.items()}}, rows
 
 
 @pytest.mark.parametrize(
