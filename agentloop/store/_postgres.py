@@ -49,6 +49,7 @@ from ._rules import (
     is_ready,
     stored_approval,
 )
+from ._stored import intact_turn_texts
 
 __all__ = ["PostgresSessionStore"]
 
@@ -550,15 +551,7 @@ class PostgresSessionStore:
             if position != len(texts) or not isinstance(text, str):
                 break
             texts.append(text)
-        turn_texts: dict[str, list[str]] = {}
-        broken: set[object] = set()
-        for name, position, text in sql.read_turn_rows(connection, session_id):
-            found = turn_texts.setdefault(str(name), [])
-            if name in broken or position != len(found) or not isinstance(text, str):
-                broken.add(name)
-                continue
-            found.append(text)
-        stored_turn = {name: tuple(found) for name, found in turn_texts.items() if found}
+        stored_turn = intact_turn_texts(sql.read_turn_rows(connection, session_id))
         return tuple(texts), None, stored_turn, None
 
     def _remember(self, encoded: EncodedCheckpoint, version: int) -> None:

@@ -54,6 +54,7 @@ from ._rules import (
     is_ready,
     stored_approval,
 )
+from ._stored import intact_turn_texts
 
 __all__ = ["SqliteSessionStore"]
 
@@ -417,7 +418,9 @@ class SqliteSessionStore:
                 stored = () if sequence is None else self._texts_of(connection, session_id)
                 stored_rows = None
                 stored_turn = (
-                    {} if sequence is None else self._turn_texts_of(connection, session_id)
+                    {}
+                    if sequence is None
+                    else intact_turn_texts(_sql.read_turn_rows(connection, session_id))
                 )
                 turn_rows = None
             start = first_change(stored, encoded)
@@ -500,18 +503,6 @@ class SqliteSessionStore:
                 break
             texts.append(text)
         return tuple(texts)
-
-    def _turn_texts_of(self, connection: sqlite3.Connection, session_id: str) -> TurnTexts:
-        """The stored turn texts of each list up to its first damaged or missing row."""
-        texts: dict[str, list[str]] = {}
-        broken: set[object] = set()
-        for name, position, text in _sql.read_turn_rows(connection, session_id):
-            found = texts.setdefault(str(name), [])
-            if name in broken or position != len(found) or not isinstance(text, str):
-                broken.add(name)
-                continue
-            found.append(text)
-        return {name: tuple(found) for name, found in texts.items() if found}
 
     def _remember(
         self, session_id: str, sequence: int, items: tuple[str, ...], turn: TurnTexts

@@ -79,17 +79,33 @@ async def test_a_bad_document_gets_an_exact_error(document: Any, message: str) -
 
 @st.composite
 def _save_sequences(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Documents saved one after another: appends, rewrites, shrinks, fresh transcripts."""
+    """Documents saved one after another: appends, rewrites, shrinks, fresh transcripts; a
+    turn whose lists grow, are cut, start again or go (the turn's lists are rows)."""
     versions: list[list[Item]] = []
     for _ in range(draw(st.integers(1, 5))):
         fresh = draw(transcripts(max_turns=2))
         previous = versions[-1] if versions else []
         cut = draw(st.integers(0, len(previous)))
         versions.append(draw(st.sampled_from([fresh, previous + fresh, previous[:cut] + fresh])))
-    return [
-        sample_checkpoint("s", items, extra=draw(json_values()), step=step)
-        for step, items in enumerate(versions)
-    ]
+    documents = []
+    lists: dict[str, list[Any]] = {"tool_calls": [], "model_calls_made": []}
+    for step, items in enumerate(versions):
+        document = sample_checkpoint("s", items, extra=draw(json_values()), step=step)
+        change = draw(st.sampled_from(["grow", "grow", "new turn", "no turn", "cut"]))
+        for name in lists:  # new lists (saved ones are never changed), sharing elements
+            if change == "new turn":
+                lists[name] = []
+            elif change == "cut":
+                lists[name] = lists[name][: draw(st.integers(0, len(lists[name])))]
+            more = draw(st.lists(json_values(max_leaves=3), max_size=3))
+            lists[name] = [*lists[name], *more]
+        if change == "no turn":
+            document["turn"] = None
+        else:
+            tail = document["transcript"][len(document["transcript"]) // 2 :]
+            document["turn"] = {"items": tail, **lists, "step": step}
+        documents.append(document)
+    return documents
 
 
 async def _save_and_load_each(store: SessionStore, documents: list[dict[str, Any]]) -> None:
