@@ -15,7 +15,14 @@ import psycopg
 import pytest
 
 from agentloop import CheckpointError, Item, ItemKind, unstructure
-from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore, _pg_sql, _sql
+from agentloop.store import (
+    PostgresSessionStore,
+    SessionStore,
+    SqliteSessionStore,
+    StaleSessionError,
+    _pg_sql,
+    _sql,
+)
 from agentloop.testing.store_conformance import sample_checkpoint
 
 pytestmark = pytest.mark.anyio
@@ -315,3 +322,38 @@ async def test_a_version_2_postgres_schema_is_migrated_and_its_inline_heads_load
         await store.save_checkpoint(SESSION, _turn_document(4), expected_version=loaded.version)
         assert (await store.load(SESSION)).checkpoint == _turn_document(4)  # type: ignore[union-attr]
     assert raw.query("SELECT count(*) FROM agentloop_turn_rows") == [(12,)]
+
+
+async def test_the_very_same_document_saved_again_keeps_its_turn_rows(raw: Raw) -> None:
+    """The turn object kept whole (the same object as the last save) keeps its rows."""
+    document = _turn_document(4)
+    async with opened(raw) as store:
+        await store.save_checkpoint(SESSION, document)
+        await store.save_checkpoint(SESSION, document)
+        assert (await store.load(SESSION)).checkpoint == document  # type: ignore[union-attr]
+        again = {**document, "note": "the turn object is the last save's"}
+        await store.save_checkpoint(SESSION, again)
+        assert (await store.load(SESSION)).checkpoint == again  # type: ignore[union-attr]
+    assert raw.query("SELECT count(*) FROM {t}turn_rows") == [(12,)]
+
+
+async def test_a_refused_save_changes_no_turn_row(raw: Raw) -> None:
+    async with opened(raw) as store:
+        version = await store.save_checkpoint(SESSION, _turn_document(3))
+        before = raw.query("SELECT list, position, element FROM {t}turn_rows ORDER BY 1, 2")
+        for rounds in (4, 1):  # an appending save and a rewriting one, both stale
+            with pytest.raises(StaleSessionError) as raised:
+                await store.save_checkpoint(
+                    SESSION, _turn_document(rounds), expected_version=version + 100
+                )
+            assert str(raised.value) == (
+                f"cannot save checkpoint for session {SESSION!r}: the save was based on "
+                f"version {version + 100}, but the store holds version {version}; another "
+                "writer saved it since: load the session again and redo the step"
+            )
+        assert raw.query("SELECT list, position, element FROM {t}turn_rows ORDER BY 1, 2") == (
+            before
+        )
+        assert (await store.load(SESSION)).checkpoint == _turn_document(3)  # type: ignore[union-attr]
+        await store.save_checkpoint(SESSION, _turn_document(4), expected_version=version)
+        assert (await store.load(SESSION)).checkpoint == _turn_document(4)  # type: ignore[union-attr]
