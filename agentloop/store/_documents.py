@@ -13,6 +13,14 @@ calls grow append-only within a turn) and of the head's objects (the
 session's config) is kept with the very object it was encoded from, and an
 object handed to the next save again keeps its text (see
 :func:`encode_checkpoint`).
+
+The turn in progress has three lists that grow append-only within the turn
+(:data:`TURN_LISTS`: its items, tool calls and model call records). A store
+keeps their elements as rows, like transcript items, so a save within a
+long turn writes only what the turn added: the head's text holds an empty
+list at those places, :attr:`EncodedCheckpoint.turn` the element texts, and
+:func:`decode_stored` puts the rows back. A head written before (the lists
+inline, no rows) loads as it always did.
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ from json.encoder import (  # type: ignore[attr-defined]  # not in typeshed
 from typing import Any
 
 import attrs
-import cattrs
 
 from .. import _serde
 from ..core._errors import CheckpointError
@@ -36,11 +43,21 @@ from ..core._items import Item
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._checkpoint_memo import identical_prefix
 from ._item_check import NO_ANSWERS, usual_item_answers
+from ._stored import (
+    TURN_LISTS,
+    TurnTexts,
+    decode_checkpoint,
+    decode_items,
+    decode_stored,
+    describe_item_error,
+)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "TURN_LISTS",
     "EncodedCheckpoint",
     "ItemTexts",
+    "TurnTexts",
     "answered_call_ids",
     "answered_from",
     "common_prefix_length",
@@ -51,6 +68,8 @@ __all__ = [
     "encode_checkpoint",
     "encode_json",
     "first_change",
+    "turn_counts",
+    "turn_starts",
 ]
 
 _FIX = "save the document driver.checkpoint() returns, unchanged"
@@ -64,6 +83,8 @@ HeadTexts = dict[Path, tuple[object, str]]
 
 ListTexts = dict[Path, tuple[tuple[object, ...], tuple[str, ...]]]
 """The head's lists (one and two levels down): their elements, and each element's text."""
+
+_TURN_PATHS = frozenset(("turn", name) for name in TURN_LISTS)
 
 
 @attrs.frozen
@@ -87,6 +108,8 @@ class EncodedCheckpoint:
     lists: ListTexts = attrs.field(factory=dict, eq=False, repr=False)
     answers: dict[int, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
     """The call ids each item encoded afresh answers, by position (all checked to be items)."""
+    turn: TurnTexts = attrs.field(factory=dict)
+    """The element texts of the turn's lists (:data:`TURN_LISTS`) that are rows, not in ``head``."""
 
 
 class ItemTexts:
@@ -284,6 +307,7 @@ def encode_checkpoint(
         head.parts,
         head.lists,
         answers,
+        head.turn(),
     )
 
 
@@ -327,7 +351,8 @@ class _HeadEncoder:
     there last time (``reuse.lists``, compared at C speed against a copy, so
     a list grown in place is seen); an element that is one of this save's
     new transcript items (``fresh``, by identity) takes that item's text.
-    Only the rest is checked and encoded.
+    Only the rest is checked and encoded. The turn's lists (:data:`TURN_LISTS`)
+    are written as ``[]``: their texts are rows (:meth:`turn`).
     """
 
     def __init__(self, reuse: EncodedCheckpoint | None, fresh: dict[int, str]) -> None:
@@ -343,6 +368,8 @@ class _HeadEncoder:
         for key, value in checkpoint.items():
             if type(key) is not str:  # named (or, for a str subclass, accepted) there
                 head = {k: v for k, v in checkpoint.items() if k != "transcript"}
+                self.parts.clear()  # the text is written whole: no part of it is reused
+                self.lists.clear()
                 return encode_json(head, "checkpoint")
             if key != "transcript":
                 members.append(_key_text(key) + self._member(value, (key,), "checkpoint"))
@@ -387,6 +414,8 @@ class _HeadEncoder:
         members: list[str] = []
         for key, element in value.items():
             if type(key) is not str:
+                for inner in [inner for inner in self.lists if inner[: len(path)] == path]:
+                    del self.lists[inner]  # written inline below, not as rows
                 return encode_json(value, where)
             members.append(_key_text(key) + self._member(element, (*path, key), where))
         return "{" + ",".join(members) + "}"
@@ -403,7 +432,32 @@ class _HeadEncoder:
             found = fresh.get(id(element)) if type(element) is dict else None
             texts.append(found if found is not None else encode_json(element, f"{where}[{index}]"))
         self.lists[path] = (tuple(values), tuple(texts))
+        if path in _TURN_PATHS:
+            return "[]"  # rows of their own (see ``turn``)
         return "[" + ",".join(texts) + "]"
+
+    def turn(self) -> TurnTexts:
+        """The element texts of the turn's non-empty lists, which the head holds as ``[]``."""
+        lists = self.lists
+        return {name: lists["turn", name][1] for name in TURN_LISTS if ("turn", name) in lists}
+
+
+def turn_counts(turn: TurnTexts) -> str | None:
+    """How many rows each of the turn's lists has, as stored beside the head (``None``: none)."""
+    if not turn:
+        return None
+    return _encode({name: len(texts) for name, texts in turn.items()})
+
+
+def turn_starts(stored: TurnTexts, encoded: EncodedCheckpoint) -> dict[str, int]:
+    """For every turn list, the first position a save of ``encoded`` rewrites over ``stored``.
+
+    A list that is no longer there (a new turn, or none) starts at 0: its rows go.
+    """
+    return {
+        name: common_prefix_length(stored.get(name, ()), encoded.turn.get(name, ()))
+        for name in TURN_LISTS
+    }
 
 
 def first_change(stored: Sequence[str], encoded: EncodedCheckpoint) -> int:
@@ -426,13 +480,6 @@ def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:
             break
         shared += 1
     return shared
-
-
-def describe_item_error(error: Exception) -> str:
-    """A one-line reason why structuring an item failed."""
-    if isinstance(error, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(error))
-    return f"{type(error).__name__}: {error}"
 
 
 def answered_from(encoded: EncodedCheckpoint, start: int) -> frozenset[str]:
@@ -459,101 +506,3 @@ def answered_call_ids(items: Iterable[Mapping[str, Any]]) -> set[str]:
         for part in item.get("parts", ())
         if isinstance(part, Mapping) and part.get("type") == "tool_result"
     }
-
-
-def decode_checkpoint(head: str, items: Sequence[str]) -> dict[str, Any]:
-    """Reassemble the document that was encoded as ``head`` and ``items``."""
-    document: dict[str, Any] = json.loads(head)
-    document["transcript"] = [json.loads(item) for item in items]
-    return document
-
-
-def decode_items(items: Sequence[str]) -> list[Item]:
-    """Structure stored item texts into :class:`Item` values."""
-    return [_serde.structure(json.loads(item), Item) for item in items]
-
-
-def decode_stored(
-    session_id: str,
-    head: object,
-    rows: Sequence[tuple[object, object]],
-    item_count: int | None = None,
-) -> tuple[dict[str, Any], list[Item]]:
-    """Validate and decode a session's stored head and ``(position, item)`` rows.
-
-    Returns the document and its items. Raises ``CheckpointError`` naming the
-    session and the row when the head is not a JSON checkpoint head of this
-    session, an item row is not JSON or not an agentloop item, a position is
-    missing or out of order, or fewer/more rows than ``item_count`` exist.
-    Nothing is returned then, so nothing half-restores.
-    """
-    prefix = f"cannot load session {session_id!r}"
-    fix = "the store is damaged: restore it from a backup or delete the session"
-    document = _decode_head(session_id, head, f"{prefix}: its head row", fix)
-    transcript: list[Any] = []
-    items: list[Item] = []
-    for expected, (position, text) in enumerate(rows):
-        if position != expected:
-            raise CheckpointError(
-                f"{prefix}: item row {expected} is missing (the next row is at position "
-                f"{position!r}); {fix}"
-            )
-        where = f"{prefix}: item row {expected}"
-        data = _decode_json(text, where, fix)
-        try:
-            items.append(_serde.structure(data, Item))
-        except Exception as error:
-            raise CheckpointError(
-                f"{where} is not an agentloop item ({describe_item_error(error)}); {fix}"
-            ) from None
-        transcript.append(data)
-    if item_count is not None and item_count != len(transcript):
-        raise CheckpointError(
-            f"{prefix}: item row {min(item_count, len(transcript))} is "
-            f"{'missing' if item_count > len(transcript) else 'extra'} (its head row counts "
-            f"{item_count} items, {len(transcript)} item rows exist); {fix}"
-        )
-    document["transcript"] = transcript
-    return document, items
-
-
-def _decode_json(text: object, where: str, fix: str) -> Any:
-    if isinstance(text, bytes | bytearray | memoryview):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CheckpointError(f"{where} is not UTF-8 text; {fix}") from None
-    if not isinstance(text, str):
-        raise CheckpointError(f"{where} holds {type(text).__name__}, expected JSON text; {fix}")
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as error:
-        reason = (
-            f"{error.msg} at column {error.colno}"
-            if isinstance(error, json.JSONDecodeError)
-            else str(error)
-        )
-        raise CheckpointError(f"{where} is not JSON ({reason}); {fix}") from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decode_head(session_id: str, head: object, where: str, fix: str) -> dict[str, Any]:
-    data = _decode_json(head, where, fix)
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{where} holds {type(data).__name__}, expected an object; {fix}")
-    problem: str | None = None
-    version = data.get("version")
-    if data.get("format") != CHECKPOINT_FORMAT:
-        problem = f"format {data.get('format')!r}, expected {CHECKPOINT_FORMAT!r}"
-    elif not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        problem = f"version {version!r}, expected an integer >= 1"
-    elif data.get("session_id") != session_id:
-        problem = f"session_id {data.get('session_id')!r}, expected {session_id!r}"
-    elif "transcript" in data:
-        problem = "a 'transcript' key, which belongs in item rows"
-    if problem is not None:
-        raise CheckpointError(f"{where} has {problem}; {fix}")
-    return data

@@ -26,11 +26,13 @@ from ..loop._session_store import (
 )
 from ._documents import (
     ItemTexts,
+    TurnTexts,
     answered_call_ids,
     answered_from,
     decode_stored,
     encode_checkpoint,
     first_change,
+    turn_counts,
 )
 from ._rules import (
     LeaseRow,
@@ -69,6 +71,23 @@ class _Record:
     sequence: int
     status: SessionStatus
     pending: tuple[str, ...]
+    turn: TurnTexts
+
+    def decode(self, session_id: str) -> tuple[dict[str, Any], list[Item]]:
+        """The stored document and its items (see ``decode_stored``)."""
+        rows = [
+            (name, position, text)
+            for name, texts in sorted(self.turn.items())
+            for position, text in enumerate(texts)
+        ]
+        return decode_stored(
+            session_id,
+            self.head,
+            list(enumerate(self.items)),
+            None,
+            rows,
+            turn_counts(self.turn),
+        )
 
 
 @attrs.define
@@ -143,6 +162,7 @@ class MemorySessionStore:
                 self._sequence,
                 status,
                 pending,
+                encoded.turn,
             )
             self._texts.remember(encoded)
             claims = self._claims.get(session_id, {})
@@ -343,7 +363,7 @@ class MemorySessionStore:
             open_claims = frozenset(c for c, entry in claims.items() if not entry.answered)
             stored = self._approvals.get(session_id, {})
             approvals = {call_id: _public(a) for call_id, a in stored.items()}
-        document, _items = decode_stored(session_id, record.head, list(enumerate(record.items)))
+        document, _items = record.decode(session_id)
         return StoredSession(
             session_id=session_id,
             checkpoint=document,
@@ -383,4 +403,4 @@ class MemorySessionStore:
             record = self._records.get(session_id)
         if record is None:
             return None
-        return decode_stored(session_id, record.head, list(enumerate(record.items)))[1]
+        return record.decode(session_id)[1]

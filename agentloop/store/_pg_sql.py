@@ -3,8 +3,13 @@
 Schema (versions in ``agentloop_schema``, one row per applied migration)::
 
     agentloop_sessions(session_id, head, item_count,   one row per saved session; version
-        version, updated_at, status, pending_approvals)  comes from agentloop_versions
+        version, updated_at, status, pending_approvals,  comes from agentloop_versions;
+        turn_counts)                                     the head holds [] for the turn's
+                                                         lists kept as rows, turn_counts
+                                                         how many per list (JSON or NULL)
     agentloop_items(session_id, position, item)       the transcript, one JSON text per row
+    agentloop_turn_rows(session_id, list, position,   the turn's growing lists (its items,
+        element)                                      tool calls, model calls), one per row
     agentloop_claims(session_id, call_id, tool_name,  calls claimed or recorded as started;
         input_digest, claimed_at, answered)           kept after their result is saved
     agentloop_leases(session_id, owner, token,        the last lease granted per session;
@@ -24,7 +29,7 @@ functions over a psycopg connection; the store runs them in worker threads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -33,10 +38,12 @@ from ._rules import LeaseRow
 
 __all__ = [
     "MIGRATIONS",
+    "NO_TURN",
     "ApprovalRow",
     "SaveState",
     "SessionRow",
     "SummaryRow",
+    "TurnWrite",
     "delete_session",
     "ensure_schema",
     "insert_approval",
@@ -55,6 +62,7 @@ __all__ = [
     "read_session",
     "read_started_calls",
     "read_summaries",
+    "read_turn_rows",
     "try_lock_session",
     "write_checkpoint",
     "write_lease",
@@ -110,8 +118,19 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE agentloop_approvals ADD COLUMN reason text;
     ALTER TABLE agentloop_approvals ADD COLUMN edited_input text;
     """,
+    """
+    ALTER TABLE agentloop_sessions ADD COLUMN turn_counts text;
+    CREATE TABLE agentloop_turn_rows (
+        session_id text NOT NULL,
+        list text NOT NULL,
+        position integer NOT NULL,
+        element text NOT NULL,
+        PRIMARY KEY (session_id, list, position)
+    );
+    """,
 )
-"""Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
+"""Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n`` (version 3:
+the turn's lists as rows; older heads hold them inline, with ``turn_counts`` NULL)."""
 
 _MIGRATION_LOCK = 0x6167_6C6F_6F70  # "agloop": serializes concurrent migrators
 
@@ -175,13 +194,24 @@ _ROW = "session_id, item_count, version, updated_at, status, pending_approvals"
 
 
 def read_session(connection: Any, session_id: str) -> Any:
-    """``(head, SessionRow)`` for the session, or ``None`` if it has no document."""
+    """``(head, turn_counts, SessionRow)`` for the session, or ``None`` if it has no document."""
     row = connection.execute(
-        f"SELECT head, {_ROW} FROM agentloop_sessions WHERE session_id = %s", (session_id,)
+        f"SELECT head, turn_counts, {_ROW} FROM agentloop_sessions WHERE session_id = %s",
+        (session_id,),
     ).fetchone()
     if row is None:
         return None
-    return row[0], SessionRow(*row[1:])
+    return row[0], row[1], SessionRow(*row[2:])
+
+
+def read_turn_rows(connection: Any, session_id: str) -> list[tuple[object, object, object]]:
+    """The session's ``(list, position, element)`` turn rows, by list and position."""
+    rows = connection.execute(
+        "SELECT list, position, element FROM agentloop_turn_rows WHERE session_id = %s "
+        'ORDER BY list COLLATE "C", position',
+        (session_id,),
+    ).fetchall()
+    return [(row[0], row[1], row[2]) for row in rows]
 
 
 def read_items(connection: Any, session_id: str) -> list[tuple[object, object]]:
@@ -235,16 +265,33 @@ _WRITE_CHECKPOINT = (
     "WITH new_items AS (INSERT INTO agentloop_items (session_id, position, item) "
     "SELECT %(id)s, position, item FROM unnest(%(positions)s::integer[], %(items)s::text[]) "
     "AS new (position, item)), "
+    "new_turn_rows AS (INSERT INTO agentloop_turn_rows (session_id, list, position, element) "
+    "SELECT %(id)s, list, position, element FROM unnest(%(turn_lists)s::text[], "
+    "%(turn_positions)s::integer[], %(turn_texts)s::text[]) AS new (list, position, element)), "
     "answered AS (UPDATE agentloop_claims SET answered = true "
     "WHERE session_id = %(id)s AND call_id = ANY(%(answered)s::text[])) "
     "INSERT INTO agentloop_sessions (session_id, head, item_count, version, updated_at, "
-    "status, pending_approvals) VALUES (%(id)s, %(head)s, %(count)s, "
-    "nextval('agentloop_versions'), clock_timestamp(), %(status)s, %(pending)s::jsonb) "
+    "status, pending_approvals, turn_counts) VALUES (%(id)s, %(head)s, %(count)s, "
+    "nextval('agentloop_versions'), clock_timestamp(), %(status)s, %(pending)s::jsonb, "
+    "%(turn_counts)s) "
     "ON CONFLICT (session_id) DO UPDATE SET head = excluded.head, "
     "item_count = excluded.item_count, version = excluded.version, "
     "updated_at = excluded.updated_at, status = excluded.status, "
-    "pending_approvals = excluded.pending_approvals RETURNING version, updated_at"
+    "pending_approvals = excluded.pending_approvals, turn_counts = excluded.turn_counts "
+    "RETURNING version, updated_at"
 )
+
+
+class TurnWrite(NamedTuple):
+    """What a save writes of the turn's list rows: the element texts of each list, where
+    each list's rows are rewritten from, and the counts stored beside the head."""
+
+    texts: Mapping[str, tuple[str, ...]]
+    starts: Mapping[str, int]
+    counts: str | None
+
+
+NO_TURN = TurnWrite({}, {}, None)
 
 
 def write_checkpoint(
@@ -258,23 +305,49 @@ def write_checkpoint(
     status: str,
     pending_approvals: str,
     stored_rows: int | None = None,
+    turn: TurnWrite = NO_TURN,
+    stored_turn: Mapping[str, int] | None = None,
 ) -> Any:
     """Replace the session's document from item ``start`` on, mark the claims of
-    ``answered`` answered; one statement (two when old rows must go first).
+    ``answered`` answered; one statement (more when old rows must go first).
 
     ``stored_rows``, when known, is how many item rows the session has (none
-    past it): rows from ``start`` on are deleted only if some exist. Returns
-    the cursor whose row is the new ``(version, updated_at)``: in pipeline
-    mode it is there once the pipeline syncs.
+    past it): rows from ``start`` on are deleted only if some exist. The turn
+    rows of each list are rewritten from ``turn.starts`` the same way
+    (``stored_turn``: how many rows each list has, when known; unknown, rows
+    of no known list go too). Returns the cursor whose row is the new
+    ``(version, updated_at)``: in pipeline mode it is there once the pipeline
+    syncs.
     """
     if stored_rows is None or start < stored_rows:
         connection.execute(
             "DELETE FROM agentloop_items WHERE session_id = %s AND position >= %s",
             (session_id, start),
         )
+    if stored_turn is None:
+        connection.execute(
+            "DELETE FROM agentloop_turn_rows WHERE session_id = %s AND list <> ALL(%s::text[])",
+            (session_id, _text_array(turn.starts)),
+        )
+    gone = [
+        (name, start)
+        for name, start in turn.starts.items()
+        if stored_turn is None or start < stored_turn.get(name, 0)
+    ]
+    if gone:
+        connection.execute(
+            "DELETE FROM agentloop_turn_rows AS t USING unnest(%s::text[], %s::integer[]) "
+            "AS gone (list, start) WHERE t.session_id = %s AND t.list = gone.list "
+            "AND t.position >= gone.start",
+            (
+                _text_array(name for name, _ in gone),
+                _integer_array(start for _, start in gone),
+                session_id,
+            ),
+        )
     return connection.execute(
         _WRITE_CHECKPOINT,
-        _written(session_id, head, items, start, answered, status, pending_approvals),
+        _written(session_id, head, items, start, answered, status, pending_approvals, turn),
     )
 
 
@@ -286,9 +359,22 @@ def _written(
     answered: Iterable[str],
     status: str,
     pending_approvals: str,
+    turn: TurnWrite,
 ) -> dict[str, Any]:
     """The parameters both checkpoint writes share: the rows from ``start`` on and the head."""
+    names: list[str] = []
+    positions: list[int] = []
+    texts: list[str] = []
+    for name, start_at in turn.starts.items():
+        found = turn.texts.get(name, ())
+        names += [name] * max(0, len(found) - start_at)
+        positions += range(start_at, len(found))
+        texts += found[start_at:]
     return {
+        "turn_lists": _text_array(names),
+        "turn_positions": _integer_array(positions),
+        "turn_texts": _text_array(texts),
+        "turn_counts": turn.counts,
         "id": session_id,
         "positions": _integer_array(range(start, len(items))),
         "items": _text_array(items[start:]),
@@ -333,17 +419,22 @@ _APPEND_CHECKPOINT = (
     "new_items AS (INSERT INTO agentloop_items (session_id, position, item) "
     "SELECT %(id)s, position, item FROM unnest(%(positions)s::integer[], %(items)s::text[]) "
     "AS new (position, item) WHERE (SELECT ok FROM guard)), "
+    "new_turn_rows AS (INSERT INTO agentloop_turn_rows (session_id, list, position, element) "
+    "SELECT %(id)s, list, position, element FROM unnest(%(turn_lists)s::text[], "
+    "%(turn_positions)s::integer[], %(turn_texts)s::text[]) AS new (list, position, element) "
+    "WHERE (SELECT ok FROM guard)), "
     "answered AS (UPDATE agentloop_claims SET answered = true "
     "WHERE session_id = %(id)s AND call_id = ANY(%(answered)s::text[]) "
     "AND (SELECT ok FROM guard)) "
     "INSERT INTO agentloop_sessions (session_id, head, item_count, version, updated_at, "
-    "status, pending_approvals) SELECT %(id)s, %(head)s, %(count)s, "
-    "nextval('agentloop_versions'), clock_timestamp(), %(status)s, %(pending)s::jsonb "
-    "WHERE (SELECT ok FROM guard) "
+    "status, pending_approvals, turn_counts) SELECT %(id)s, %(head)s, %(count)s, "
+    "nextval('agentloop_versions'), clock_timestamp(), %(status)s, %(pending)s::jsonb, "
+    "%(turn_counts)s WHERE (SELECT ok FROM guard) "
     "ON CONFLICT (session_id) DO UPDATE SET head = excluded.head, "
     "item_count = excluded.item_count, version = excluded.version, "
     "updated_at = excluded.updated_at, status = excluded.status, "
-    "pending_approvals = excluded.pending_approvals RETURNING version, updated_at"
+    "pending_approvals = excluded.pending_approvals, turn_counts = excluded.turn_counts "
+    "RETURNING version, updated_at"
 )
 
 
@@ -360,10 +451,12 @@ def append_checkpoint(
     answered: Iterable[str],
     status: str,
     pending_approvals: str,
+    turn: TurnWrite = NO_TURN,
 ) -> Any:
-    """Append ``items[start:]`` and replace the head, in one statement, only if the session
-    is at version ``based_on`` (holding exactly ``start`` item rows, as the caller knows)
-    and the version and fence checks pass; nothing is written otherwise.
+    """Append ``items[start:]`` (and each turn list's texts from its start) and replace the
+    head, in one statement, only if the session is at version ``based_on`` (holding
+    exactly ``start`` item rows and each turn list's start rows, as the caller knows) and
+    the version and fence checks pass; nothing is written otherwise.
 
     Returns the cursor whose row is the new ``(version, updated_at)``; no row when
     nothing was written (the caller then saves the long way, which says why).
@@ -372,7 +465,7 @@ def append_checkpoint(
     return connection.execute(
         _APPEND_CHECKPOINT,
         {
-            **_written(session_id, head, items, start, answered, status, pending_approvals),
+            **_written(session_id, head, items, start, answered, status, pending_approvals, turn),
             "based_on": based_on,
             "expected": expected_version,
             "token": fencing_token,
@@ -545,7 +638,13 @@ def list_session_rows(connection: Any) -> list[SessionRow]:
 
 def delete_session(connection: Any, session_id: str) -> bool:
     """Delete the session's document, items, claims, lease and approvals; ``True`` if saved."""
-    for table in ("agentloop_items", "agentloop_claims", "agentloop_leases", "agentloop_approvals"):
+    for table in (
+        "agentloop_items",
+        "agentloop_turn_rows",
+        "agentloop_claims",
+        "agentloop_leases",
+        "agentloop_approvals",
+    ):
         connection.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
     deleted = connection.execute(
         "DELETE FROM agentloop_sessions WHERE session_id = %s", (session_id,)

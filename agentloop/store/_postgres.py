@@ -27,11 +27,14 @@ from . import _pg_sql as sql
 from ._documents import (
     EncodedCheckpoint,
     ItemTexts,
+    TurnTexts,
     answered_call_ids,
     answered_from,
     decode_stored,
     encode_checkpoint,
     first_change,
+    turn_counts,
+    turn_starts,
 )
 from ._pg_pool import ConnectionPool, pipelined_transaction, transaction
 from ._rules import (
@@ -46,6 +49,7 @@ from ._rules import (
     is_ready,
     stored_approval,
 )
+from ._stored import intact_turn_texts
 
 __all__ = ["PostgresSessionStore"]
 
@@ -103,7 +107,8 @@ class PostgresSessionStore:
             ) from None
         self._pool = ConnectionPool(conninfo, pool_size)
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[int, tuple[str, ...]]] = {}
+        # session id -> (version, item texts, turn texts) as last written by this store.
+        self._cache: dict[str, tuple[int, tuple[str, ...], TurnTexts]] = {}
         self._texts = ItemTexts()
 
     def __repr__(self) -> str:
@@ -192,9 +197,14 @@ class PostgresSessionStore:
                 lease, now, version = read()
                 check_fence(session_id, fencing_token, lease, now, operation)
                 check_version(session_id, expected_version, version)
-                stored, stored_rows = self._stored(connection, session_id, version)
+                stored, stored_rows, stored_turn, turn_rows = self._stored(
+                    connection, session_id, version
+                )
                 start = first_change(stored, encoded)
                 answered = answered_from(encoded, start)
+                turn = sql.TurnWrite(
+                    encoded.turn, turn_starts(stored_turn, encoded), turn_counts(encoded.turn)
+                )
                 written = sql.write_checkpoint(
                     connection,
                     session_id,
@@ -205,6 +215,8 @@ class PostgresSessionStore:
                     status=status.value,
                     pending_approvals=json.dumps(list(pending)) if pending else "[]",
                     stored_rows=stored_rows,
+                    turn=turn,
+                    stored_turn=turn_rows,
                 )
             saved = int(written.fetchone()[0])
             self._remember(encoded, saved)
@@ -469,11 +481,12 @@ class PostgresSessionStore:
             found = sql.read_session(connection, session_id)
             if found is None:
                 return None
-            head, row = found
+            head, counts, row = found
             rows = sql.read_items(connection, session_id)
+            turn_rows = sql.read_turn_rows(connection, session_id)
             started = sql.read_started_calls(connection, session_id)
             approvals = _approvals(session_id, sql.read_approvals(connection, session_id))
-        document, items = decode_stored(session_id, head, rows, row.item_count)
+        document, items = decode_stored(session_id, head, rows, row.item_count, turn_rows, counts)
         return document, items, row, started, approvals
 
     def _append(
@@ -481,17 +494,21 @@ class PostgresSessionStore:
         connection: Any,
         encoded: EncodedCheckpoint,
         checkpoint: Mapping[str, Any],
-        cached: tuple[int, tuple[str, ...]],
+        cached: tuple[int, tuple[str, ...], TurnTexts],
         expected_version: int | None,
         fencing_token: int | None,
     ) -> int | None:
         """Save ``encoded`` in one round trip if it appends to the rows this store last
-        wrote or read (version ``cached[0]``) and the checks pass on the server; the new
-        version, or ``None`` when nothing was written (the long way says why)."""
-        based_on, stored = cached
+        wrote (version ``cached[0]``: its items and each turn list) and the checks pass on
+        the server; the new version, or ``None`` when nothing was written (the long way
+        says why)."""
+        based_on, stored, stored_turn = cached
         start = first_change(stored, encoded)
         if start != len(stored):
             return None  # a rewrite: the long way deletes the rows past the shared prefix
+        starts = turn_starts(stored_turn, encoded)
+        if any(start_at != len(stored_turn.get(name, ())) for name, start_at in starts.items()):
+            return None  # a turn list rewritten (a new turn, or none): the long way too
         status, pending = summarize(checkpoint)
         with pipelined_transaction(connection):
             sql.lock_session(connection, encoded.session_id)
@@ -507,6 +524,7 @@ class PostgresSessionStore:
                 answered=sorted(answered_from(encoded, start)),
                 status=status.value,
                 pending_approvals=json.dumps(list(pending)) if pending else "[]",
+                turn=sql.TurnWrite(encoded.turn, starts, turn_counts(encoded.turn)),
             )
         row = written.fetchone()
         if row is None:
@@ -517,26 +535,29 @@ class PostgresSessionStore:
 
     def _stored(
         self, connection: Any, session_id: str, version: int | None
-    ) -> tuple[tuple[str, ...], int | None]:
+    ) -> tuple[tuple[str, ...], int | None, TurnTexts, dict[str, int] | None]:
         """The stored item texts up to the first damaged or missing row (a save rewrites
-        those), and how many rows exist if that is known (the cached copy is current)."""
+        those) and how many rows exist if that is known (the cached copy is current); the
+        same for each turn list."""
         if version is None:
-            return (), None
+            return (), None, {}, None
         with self._lock:
             cached = self._cache.get(session_id)
         if cached is not None and cached[0] == version:
-            return cached[1], len(cached[1])  # every row, none past them
+            turn = cached[2]  # every row, none past them
+            return cached[1], len(cached[1]), turn, {n: len(t) for n, t in turn.items()}
         texts: list[str] = []
         for position, text in sql.read_items(connection, session_id):
             if position != len(texts) or not isinstance(text, str):
                 break
             texts.append(text)
-        return tuple(texts), None
+        stored_turn = intact_turn_texts(sql.read_turn_rows(connection, session_id))
+        return tuple(texts), None, stored_turn, None
 
     def _remember(self, encoded: EncodedCheckpoint, version: int) -> None:
         with self._lock:
             self._cache.pop(encoded.session_id, None)
-            self._cache[encoded.session_id] = (version, encoded.items)
+            self._cache[encoded.session_id] = (version, encoded.items, encoded.turn)
             while len(self._cache) > _CACHED_SESSIONS:
                 del self._cache[next(iter(self._cache))]
             self._texts.remember(encoded)

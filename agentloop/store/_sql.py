@@ -4,9 +4,13 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``)::
 
     meta(key, value)                          schema_version, last_sequence, last_token
     sessions(session_id, head, item_count,    one row per saved session: the document
-             sequence, updated_at, status,    without its transcript; sequence orders saves
-             pending_approvals)               and is the session's version
+             sequence, updated_at, status,    without its transcript (and with [] for the
+             pending_approvals, turn_counts)  turn's lists kept as rows; turn_counts: how
+                                              many per list, JSON or NULL); sequence
+                                              orders saves and is the session's version
     items(session_id, position, item)         the transcript, one JSON item per row
+    turn_rows(session_id, list, position,     the turn's growing lists (its items, tool
+              element)                        calls, model calls), one JSON value per row
     started_calls(session_id, call_id,        claims: calls claimed or recorded as started;
                   tool_name, started_at,      answered once a saved transcript held their
                   input_digest, answered)     result (kept, so a call is never claimed twice)
@@ -30,7 +34,9 @@ from the head at each save (``summarize``) so the inbox queries read no
 documents. Older files are migrated in place when opened (version 3 added
 the approvals' ``reason`` and ``edited_input``, NULL in older rows; version 4
 dropped the index on ``sequence`` and maps any status outside
-``SessionStatus`` to ``awaiting_input``, as reading it always did). The
+``SessionStatus`` to ``awaiting_input``, as reading it always did; version 5
+added ``turn_rows`` and ``turn_counts``, NULL in older rows: their heads hold
+the turn's lists inline and load as they are). The
 callers hold the connection's lock; these functions never run concurrently
 on one connection.
 """
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -67,12 +73,13 @@ __all__ = [
     "read_session",
     "read_started_calls",
     "read_summaries",
+    "read_turn_rows",
     "transaction",
     "write_checkpoint",
     "write_lease",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema this module writes; a file with a newer one is refused, older ones migrated."""
 
 _SCHEMA = """
@@ -143,6 +150,18 @@ DROP INDEX sessions_by_sequence;
 UPDATE sessions SET status = 'awaiting_input'
     WHERE status NOT IN ({", ".join(f"'{status}'" for status in _STATUSES)});
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
+"""
+
+_MIGRATION_TO_5 = """
+ALTER TABLE sessions ADD COLUMN turn_counts TEXT;
+CREATE TABLE turn_rows (
+    session_id TEXT NOT NULL,
+    list TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    element TEXT NOT NULL,
+    PRIMARY KEY (session_id, list, position)
+) WITHOUT ROWID;
+UPDATE meta SET value = '5' WHERE key = 'schema_version';
 """
 
 
@@ -217,6 +236,9 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
     if found == 3:
         _run_script(connection, _MIGRATION_TO_4)
         found = 4
+    if found == 4:
+        _run_script(connection, _MIGRATION_TO_5)
+        found = 5
     if found != SCHEMA_VERSION:
         raise CheckpointError(
             f"cannot open session store {path!r}: expected schema version {SCHEMA_VERSION}, "
@@ -285,6 +307,18 @@ def read_items(
     return tuple((row[0], row[1]) for row in rows)
 
 
+def read_turn_rows(
+    connection: sqlite3.Connection, session_id: str
+) -> tuple[tuple[object, object, object], ...]:
+    """The session's ``(list, position, element)`` turn rows, by list and position, as stored."""
+    rows = connection.execute(
+        "SELECT list, position, element FROM turn_rows WHERE session_id = ? "
+        "ORDER BY list, position",
+        (session_id,),
+    ).fetchall()
+    return tuple((row[0], row[1], row[2]) for row in rows)
+
+
 class SessionRow(NamedTuple):
     """A ``sessions`` row, without its head."""
 
@@ -307,14 +341,14 @@ def _session_row(row: tuple[object, ...]) -> SessionRow:
 
 def read_session(
     connection: sqlite3.Connection, session_id: str
-) -> tuple[object, SessionRow] | None:
-    """The session's head (as stored) and row, or ``None`` if it has no document."""
+) -> tuple[object, object, SessionRow] | None:
+    """The session's head and turn counts (as stored) and row, or ``None`` if it has none."""
     row = connection.execute(
-        f"SELECT head, {_ROW} FROM sessions WHERE session_id = ?", (session_id,)
+        f"SELECT head, turn_counts, {_ROW} FROM sessions WHERE session_id = ?", (session_id,)
     ).fetchone()
     if row is None:
         return None
-    return row[0], _session_row(row[1:])
+    return row[0], row[1], _session_row(row[2:])
 
 
 def read_started_calls(connection: sqlite3.Connection, session_id: str) -> frozenset[str]:
@@ -427,14 +461,22 @@ def write_checkpoint(
     pending_approvals: str,
     sequence: int,
     stored_rows: int | None = None,
+    turn: Mapping[str, tuple[str, ...]] | None = None,
+    turn_starts: Mapping[str, int] | None = None,
+    stored_turn: Mapping[str, int] | None = None,
+    turn_counts: str | None = None,
 ) -> int:
     """Replace the session's document, rewriting items from ``start``; return its sequence.
 
     Items before ``start`` are the ones already stored; ``stored_rows``, when
     known, is how many item rows the session has (none past it): rows from
-    ``start`` on are deleted only if some exist. Claims of the ``answered``
-    call ids are marked answered. Run inside a write transaction.
+    ``start`` on are deleted only if some exist. The turn rows of each list in
+    ``turn_starts`` are rewritten from its start the same way (``turn``: the
+    element texts, ``stored_turn``: how many rows each list has, when known;
+    unknown, rows of no known list go too). Claims of the ``answered`` call
+    ids are marked answered. Run inside a write transaction.
     """
+    _write_turn_rows(connection, session_id, turn or {}, turn_starts or {}, stored_turn)
     if stored_rows is None or start < stored_rows:
         connection.execute(
             "DELETE FROM items WHERE session_id = ? AND position >= ?", (session_id, start)
@@ -446,14 +488,56 @@ def write_checkpoint(
         )
     connection.execute(
         "INSERT INTO sessions (session_id, head, item_count, sequence, updated_at, status, "
-        "pending_approvals) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
+        "pending_approvals, turn_counts) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id) DO UPDATE "
         "SET head = excluded.head, item_count = excluded.item_count, "
         "sequence = excluded.sequence, updated_at = excluded.updated_at, "
-        "status = excluded.status, pending_approvals = excluded.pending_approvals",
-        (session_id, head, len(items), sequence, updated_at, status, pending_approvals),
+        "status = excluded.status, pending_approvals = excluded.pending_approvals, "
+        "turn_counts = excluded.turn_counts",
+        (
+            session_id,
+            head,
+            len(items),
+            sequence,
+            updated_at,
+            status,
+            pending_approvals,
+            turn_counts,
+        ),
     )
     answer_calls(connection, session_id, answered)
     return sequence
+
+
+def _write_turn_rows(
+    connection: sqlite3.Connection,
+    session_id: str,
+    turn: Mapping[str, tuple[str, ...]],
+    starts: Mapping[str, int],
+    stored: Mapping[str, int] | None,
+) -> None:
+    """Rewrite each turn list's rows from its start (see :func:`write_checkpoint`)."""
+    if stored is None and starts:
+        names = ", ".join("?" * len(starts))
+        connection.execute(
+            f"DELETE FROM turn_rows WHERE session_id = ? AND list NOT IN ({names})",
+            (session_id, *starts),
+        )
+    for name, start in starts.items():
+        if stored is None or start < stored.get(name, 0):
+            connection.execute(
+                "DELETE FROM turn_rows WHERE session_id = ? AND list = ? AND position >= ?",
+                (session_id, name, start),
+            )
+        texts = turn.get(name, ())
+        if start < len(texts):
+            connection.executemany(
+                "INSERT INTO turn_rows (session_id, list, position, element) VALUES (?, ?, ?, ?)",
+                [
+                    (session_id, name, position, texts[position])
+                    for position in range(start, len(texts))
+                ],
+            )
 
 
 def answer_calls(connection: sqlite3.Connection, session_id: str, call_ids: Iterable[str]) -> None:
@@ -520,7 +604,8 @@ def list_session_rows(connection: sqlite3.Connection) -> list[SessionRow]:
 
 
 def delete_session(connection: sqlite3.Connection, session_id: str) -> bool:
-    """Delete the session's document, items, claims, lease and approvals; ``True`` if saved."""
+    """Delete the session's document, items, turn rows, claims, lease and approvals; ``True``
+    if saved."""
     # Its sequence stays used: the next save of any session is numbered past it.
     connection.execute(
         "UPDATE meta SET value = max(CAST(value AS INTEGER), "
@@ -528,7 +613,7 @@ def delete_session(connection: sqlite3.Connection, session_id: str) -> bool:
         "WHERE key = 'last_sequence' AND EXISTS (SELECT 1 FROM sessions WHERE session_id = ?)",
         (session_id, session_id),
     )
-    for table in ("items", "started_calls", "leases", "approvals"):
+    for table in ("items", "turn_rows", "started_calls", "leases", "approvals"):
         connection.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
     deleted = connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
     return deleted.rowcount > 0

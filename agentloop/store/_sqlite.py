@@ -32,11 +32,14 @@ from . import _sql
 from ._documents import (
     EncodedCheckpoint,
     ItemTexts,
+    TurnTexts,
     answered_call_ids,
     answered_from,
     decode_stored,
     encode_checkpoint,
     first_change,
+    turn_counts,
+    turn_starts,
 )
 from ._offload import WorkerThread
 from ._rules import (
@@ -51,6 +54,7 @@ from ._rules import (
     is_ready,
     stored_approval,
 )
+from ._stored import intact_turn_texts
 
 __all__ = ["SqliteSessionStore"]
 
@@ -73,7 +77,9 @@ class SqliteSessionStore:
     A transcript is stored one item per row: a save writes only the items
     that changed since the last save (usually an appended tail; after a
     compaction, everything from the first differing position), in the same
-    transaction as the rest of the document.
+    transaction as the rest of the document. The turn in progress's items,
+    tool calls and model calls are rows the same way, so a save within a long
+    turn writes what the turn added, not the whole turn.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -81,8 +87,8 @@ class SqliteSessionStore:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._closed = False
-        # session id -> (sequence, item texts) as last read or written by this store.
-        self._cache: dict[str, tuple[int, tuple[str, ...]]] = {}
+        # session id -> (sequence, item texts, turn texts) as last read or written by this store.
+        self._cache: dict[str, tuple[int, tuple[str, ...], TurnTexts]] = {}
         self._texts = ItemTexts()
         self._worker = WorkerThread(f"agentloop SqliteSessionStore {self._path}")
 
@@ -384,7 +390,7 @@ class SqliteSessionStore:
             # The next save reads the rows again (and rewrites from the first damaged one).
             self._cache.pop(session_id, None)
             raise
-        self._remember(session_id, sequence, encoded.items)
+        self._remember(session_id, sequence, encoded.items, encoded.turn)
         self._texts.remember(encoded)
         return sequence
 
@@ -403,11 +409,20 @@ class SqliteSessionStore:
             check_fence(session_id, fencing_token, lease, time.time(), operation)
             check_version(session_id, expected_version, sequence)
             cached = self._cache.get(session_id)
+            stored_turn: TurnTexts
             if cached is not None and cached[0] == sequence:
                 stored, stored_rows = cached[1], len(cached[1])  # every row, none past them
+                stored_turn = cached[2]
+                turn_rows: dict[str, int] | None = {n: len(t) for n, t in stored_turn.items()}
             else:
                 stored = () if sequence is None else self._texts_of(connection, session_id)
                 stored_rows = None
+                stored_turn = (
+                    {}
+                    if sequence is None
+                    else intact_turn_texts(_sql.read_turn_rows(connection, session_id))
+                )
+                turn_rows = None
             start = first_change(stored, encoded)
             answered = answered_from(encoded, start)
             status, pending = summary
@@ -423,6 +438,10 @@ class SqliteSessionStore:
                 pending_approvals=json.dumps(list(pending)) if pending else "[]",
                 sequence=next_sequence,
                 stored_rows=stored_rows,
+                turn=encoded.turn,
+                turn_starts=turn_starts(stored_turn, encoded),
+                stored_turn=turn_rows,
+                turn_counts=turn_counts(encoded.turn),
             )
         return sequence
 
@@ -431,17 +450,23 @@ class SqliteSessionStore:
             found = _sql.read_session(connection, session_id)
             if found is None:
                 return None
-            head, row = found
+            head, counts, row = found
             cached = self._cache.get(session_id)
-            rows = (
-                tuple(enumerate(cached[1]))
-                if cached is not None and cached[0] == row.sequence
-                else _sql.read_items(connection, session_id)
-            )
+            if cached is not None and cached[0] == row.sequence:
+                rows: tuple[tuple[object, object], ...] = tuple(enumerate(cached[1]))
+                turn_rows = _turn_rows(cached[2])
+            else:
+                rows = _sql.read_items(connection, session_id)
+                turn_rows = _sql.read_turn_rows(connection, session_id)
             started = _sql.read_started_calls(connection, session_id)
             approvals = _sql.read_approvals(connection, session_id)
-        document, items = decode_stored(session_id, head, rows, row.item_count)
-        self._remember(session_id, row.sequence, tuple(str(text) for _p, text in rows))
+        document, items = decode_stored(session_id, head, rows, row.item_count, turn_rows, counts)
+        self._remember(
+            session_id,
+            row.sequence,
+            tuple(str(text) for _p, text in rows),
+            _turn_texts(turn_rows),
+        )
         return _Loaded(document, items, row, started, _approvals(session_id, approvals))
 
     def _load(self, session_id: str, connection: sqlite3.Connection) -> StoredSession | None:
@@ -479,11 +504,30 @@ class SqliteSessionStore:
             texts.append(text)
         return tuple(texts)
 
-    def _remember(self, session_id: str, sequence: int, items: tuple[str, ...]) -> None:
+    def _remember(
+        self, session_id: str, sequence: int, items: tuple[str, ...], turn: TurnTexts
+    ) -> None:
         self._cache.pop(session_id, None)
-        self._cache[session_id] = (sequence, items)
+        self._cache[session_id] = (sequence, items, turn)
         while len(self._cache) > _CACHED_SESSIONS:
             del self._cache[next(iter(self._cache))]
+
+
+def _turn_rows(turn: TurnTexts) -> tuple[tuple[object, object, object], ...]:
+    """``turn`` as the rows :func:`_sql.read_turn_rows` reads (by list and position)."""
+    return tuple(
+        (name, position, text)
+        for name, texts in sorted(turn.items())
+        for position, text in enumerate(texts)
+    )
+
+
+def _turn_texts(rows: tuple[tuple[object, object, object], ...]) -> TurnTexts:
+    """The texts of validated turn rows, by list."""
+    texts: dict[str, list[str]] = {}
+    for name, _position, text in rows:
+        texts.setdefault(str(name), []).append(str(text))
+    return {name: tuple(found) for name, found in texts.items()}
 
 
 class _Loaded(NamedTuple):

@@ -42,6 +42,7 @@ from ._store_checks import (
     check_lease_takeover,
     check_leases,
     check_list_order,
+    check_long_turn,
     check_prefix_rewrite,
     check_refused_appends,
     check_rejects_bad_documents,
@@ -75,6 +76,7 @@ __all__ = [
     "check_documents_are_copied",
     "check_large_transcript",
     "check_list_order",
+    "check_long_turn",
     "check_prefix_rewrite",
     "check_refused_appends",
     "check_rejects_bad_documents",
@@ -102,6 +104,7 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
     check_large_transcript,
     check_prefix_rewrite,
     check_shared_values,
+    check_long_turn,
     check_versions,
     check_two_writers,
     check_append_after_another_writer,
@@ -190,6 +193,9 @@ class StoreConformance:
 
     async def test_shared_values(self, open_store: OpenStore) -> None:
         await check_shared_values(open_store)
+
+    async def test_long_turn(self, open_store: OpenStore) -> None:
+        await check_long_turn(open_store)
 
     async def test_versions(self, open_store: OpenStore) -> None:
         await check_versions(open_store)

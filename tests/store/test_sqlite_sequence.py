@@ -156,6 +156,8 @@ async def test_a_version_3_file_is_migrated_keeping_its_counter(tmp_path: Path) 
     # past the rows: saves of deleted sessions), and a status this agentloop never wrote.
     connection = sqlite3.connect(path)
     with connection:
+        connection.execute("DROP TABLE turn_rows")  # what version 5 added
+        connection.execute("ALTER TABLE sessions DROP COLUMN turn_counts")
         connection.execute("CREATE INDEX sessions_by_sequence ON sessions (sequence)")
         connection.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
         connection.execute("UPDATE meta SET value = '9' WHERE key = 'last_sequence'")
@@ -167,7 +169,7 @@ async def test_a_version_3_file_is_migrated_keeping_its_counter(tmp_path: Path) 
         assert (loaded.version, loaded.status) == (2, SessionStatus.AWAITING_INPUT)
         assert await store.save_checkpoint("a", _document("a", 2), expected_version=1) == 10
         assert await store.save_checkpoint("c", _document("c")) == 11
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
     assert _query(path, "SELECT status FROM sessions WHERE session_id = 'b'") == [
         ("awaiting_input",)
     ]
@@ -193,6 +195,6 @@ def test_the_statuses_a_save_numbers_past_are_pinned_to_the_schema_version() -> 
     # A save numbers itself past the greatest sequence of each known status: a
     # new status needs a new schema version, or an older agentloop would miss it.
     assert (SCHEMA_VERSION, sorted(status.value for status in SessionStatus)) == (
-        4,
+        5,
         ["awaiting_approval", "awaiting_input", "ready"],
     )

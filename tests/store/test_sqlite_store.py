@@ -35,7 +35,7 @@ async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) 
     assert _query(path, "SELECT key, value FROM meta ORDER BY key") == [
         ("last_sequence", "0"),
         ("last_token", "0"),
-        ("schema_version", "4"),
+        ("schema_version", "5"),
     ]
     assert _query(path, "PRAGMA journal_mode") == [("wal",)]
     assert repr(store) == f"SqliteSessionStore({str(path)!r}, closed)"
@@ -120,7 +120,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 4, found 7; "
+        f"cannot open session store {str(path)!r}: expected schema version 5, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
@@ -136,7 +136,7 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
         async with SqliteSessionStore(path):
             pass
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 4, found none; "
+        f"cannot open session store {str(path)!r}: expected schema version 5, found none; "
         "the file is not an agentloop session store, open another path"
     )
     assert _query(path, "SELECT name FROM sqlite_master") == [("notes",)]
@@ -233,7 +233,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert plain_loaded is not None
         assert plain_loaded.started_calls == frozenset({"c9"})
         assert await store.save_checkpoint("plain", plain, expected_version=2) == 3
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
 
 
 async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
@@ -299,4 +299,4 @@ async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
         assert again is not None
         assert again.approvals["c2"] == recorded
         assert again.approvals["c1"].reason is None
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
+    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import agentloop.store
 from agentloop import CheckpointError, Item, ItemKind, unstructure
 from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
-from agentloop.store._documents import encode_checkpoint
+from agentloop.store._documents import TURN_LISTS, encode_checkpoint
 from agentloop.testing import json_values, transcripts
 from agentloop.testing.store_conformance import sample_checkpoint
 
@@ -79,17 +79,33 @@ async def test_a_bad_document_gets_an_exact_error(document: Any, message: str) -
 
 @st.composite
 def _save_sequences(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Documents saved one after another: appends, rewrites, shrinks, fresh transcripts."""
+    """Documents saved one after another: appends, rewrites, shrinks, fresh transcripts; a
+    turn whose lists grow, are cut, start again or go (the turn's lists are rows)."""
     versions: list[list[Item]] = []
     for _ in range(draw(st.integers(1, 5))):
         fresh = draw(transcripts(max_turns=2))
         previous = versions[-1] if versions else []
         cut = draw(st.integers(0, len(previous)))
         versions.append(draw(st.sampled_from([fresh, previous + fresh, previous[:cut] + fresh])))
-    return [
-        sample_checkpoint("s", items, extra=draw(json_values()), step=step)
-        for step, items in enumerate(versions)
-    ]
+    documents = []
+    lists: dict[str, list[Any]] = {"tool_calls": [], "model_calls_made": []}
+    for step, items in enumerate(versions):
+        document = sample_checkpoint("s", items, extra=draw(json_values()), step=step)
+        change = draw(st.sampled_from(["grow", "grow", "new turn", "no turn", "cut"]))
+        for name in lists:  # new lists (saved ones are never changed), sharing elements
+            if change == "new turn":
+                lists[name] = []
+            elif change == "cut":
+                lists[name] = lists[name][: draw(st.integers(0, len(lists[name])))]
+            more = draw(st.lists(json_values(max_leaves=3), max_size=3))
+            lists[name] = [*lists[name], *more]
+        if change == "no turn":
+            document["turn"] = None
+        else:
+            tail = document["transcript"][len(document["transcript"]) // 2 :]
+            document["turn"] = {"items": tail, **lists, "step": step}
+        documents.append(document)
+    return documents
 
 
 async def _save_and_load_each(store: SessionStore, documents: list[dict[str, Any]]) -> None:
@@ -164,9 +180,25 @@ def test_reused_texts_encode_every_document_exactly(data: st.DataObject) -> None
         document = sample_checkpoint("s", [], config=config, turn=turn, extra=extra, queue=[])
         document["transcript"] = list(transcript)
         encoded = encode_checkpoint("s", document, last)
-        assert encoded.head == _compact({k: v for k, v in document.items() if k != "transcript"})
+        head, rows = _split_turn(document)
+        assert encoded.head == _compact(head)
+        assert encoded.turn == rows
         assert encoded.items == tuple(_compact(item) for item in transcript)
         last = encoded
+
+
+def _split_turn(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
+    """The head a store writes (the turn's non-empty lists as ``[]``) and those lists' rows."""
+    head = {k: v for k, v in document.items() if k != "transcript"}
+    turn = head.get("turn")
+    if not isinstance(turn, dict):
+        return head, {}
+    rows = {
+        name: tuple(_compact(value) for value in turn[name])
+        for name in TURN_LISTS
+        if isinstance(turn.get(name), list) and turn[name]
+    }
+    return {**head, "turn": {k: [] if k in rows else v for k, v in turn.items()}}, rows
 
 
 @pytest.mark.parametrize(
