@@ -20,7 +20,8 @@ with the row's timestamp and status; found by encoding the document as the
 store does, reusing the last save's texts, so finding them costs O(new items)
 and does not flush the caches between the two timings) inserted with
 ``executemany`` into a
-plain table without an index, in one transaction, with the store's
+plain table without an index (the turn's rows too: its items, tool calls
+and model calls, from each list's first change), in one transaction, with the store's
 durability settings: for SQLite a file of its own in the same folder, WAL,
 ``synchronous=FULL``, ``BEGIN IMMEDIATE`` ... ``COMMIT`` on the calling
 thread; for PostgreSQL a connection with the same connection string and
@@ -67,6 +68,7 @@ from agentloop.store._documents import (
     EncodedCheckpoint,
     common_prefix_length,
     encode_checkpoint,
+    turn_starts,
 )
 
 SIZES = (100, 1_000)
@@ -168,6 +170,12 @@ class Recorder:
         status, pending = summarize(checkpoint)
         extra = f"{len(encoded.items)} {datetime.now(UTC).isoformat()} {status.value} {pending}"
         rows = [(session_id, p, encoded.items[p], "") for p in range(start, len(encoded.items))]
+        # The turn's items, tool calls and model calls are rows too, from each list's
+        # first change (the store writes them beside the transcript's).
+        starts = turn_starts({} if last is None else last.turn, encoded)
+        for name, first in starts.items():
+            texts = encoded.turn.get(name, ())
+            rows += [(session_id, p, texts[p], name) for p in range(first, len(texts))]
         return [*rows, (session_id, -1, encoded.head, extra)]
 
 

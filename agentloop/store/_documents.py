@@ -295,6 +295,10 @@ def encode_checkpoint(
         head_text = head.encode(checkpoint)
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_FIX}") from None
+    except RecursionError:
+        raise CheckpointError(
+            f"{prefix}: a value holds itself (a cycle) or is nested too deeply for JSON; {_FIX}"
+        ) from None
     answers = _check_items(prefix, fresh_items, encoded, shared)
     base = () if reuse is None else reuse.items
     return EncodedCheckpoint(

@@ -1,5 +1,6 @@
 """A save's item check: the fast path for the usual shapes decides exactly as structuring does."""
 
+import copy
 import json
 from typing import Any
 
@@ -29,7 +30,7 @@ ODD_VALUES = st.sampled_from(
         *(None, True, False, 0, 1, -1, 1.5, 2**70, [], {}, [1], {"a": 1}, ["x"]),
         *("", "text", "user", "tool_call", "tool_result", "json", "parts", "stop"),
     ]
-)
+).map(copy.deepcopy)  # a fresh container each time: the tests change what they draw
 VALUES = ODD_VALUES | json_values()
 
 

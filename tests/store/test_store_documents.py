@@ -77,6 +77,47 @@ async def test_a_bad_document_gets_an_exact_error(document: Any, message: str) -
     assert await store.list_sessions() == []
 
 
+def _cyclic() -> dict[str, Any]:
+    value: dict[str, Any] = {"a": 1}
+    value["self"] = value
+    return value
+
+
+def _deep(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {**GOOD, "x": _cyclic()},
+        {**GOOD, "x": [_cyclic()]},
+        {**GOOD, "transcript": [*GOOD["transcript"], {**GOOD["transcript"][0], "x": _cyclic()}]},
+        {**GOOD, "x": _deep(5_000)},
+        {**GOOD, "transcript": [*GOOD["transcript"], {"kind": "user", "parts": _deep(5_000)}]},
+    ],
+    ids=["cycle in the head", "cycle in a list", "cycle in an item", "deep head", "deep item"],
+)
+@pytest.mark.anyio
+async def test_a_cyclic_or_too_deep_document_gets_a_checkpoint_error_and_keeps_the_last(
+    bad: dict[str, Any], tmp_path: Path
+) -> None:
+    message = f"{PREFIX}: a value holds itself (a cycle) or is nested too deeply for JSON; {FIX}"
+    for store in (MemorySessionStore(), SqliteSessionStore(tmp_path / "s.db")):
+        await store.save_checkpoint("s", GOOD)
+        with pytest.raises(CheckpointError) as raised:
+            await store.save_checkpoint("s", bad)
+        assert str(raised.value) == message
+        loaded = await store.load("s")
+        assert loaded is not None
+        assert loaded.checkpoint == json.loads(json.dumps(GOOD))
+        if isinstance(store, SqliteSessionStore):
+            await store.aclose()
+
+
 @st.composite
 def _save_sequences(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Documents saved one after another: appends, rewrites, shrinks, fresh transcripts; a
