@@ -1,5 +1,7 @@
 """Documents the kill test's writer saves, and the check that one loaded whole."""
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 from agentloop import Item, ItemKind, unstructure
@@ -31,3 +33,13 @@ def counted_document(counter: int) -> dict[str, Any]:
 def started_calls_between(first: int, last: int) -> frozenset[str]:
     """The calls the writer records as started after saves ``first``..``last``."""
     return frozenset(f"call-{number}" for number in range(first, last + 1))
+
+
+def rows_of(path: Path, sql: str) -> list[tuple[object, ...]]:
+    """The rows ``sql`` reads from the SQLite file at ``path`` (its own connection)."""
+    connection = sqlite3.connect(path)
+    try:
+        with connection:  # commits
+            return connection.execute(sql).fetchall()
+    finally:
+        connection.close()

@@ -9,6 +9,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from store_support import rows_of
 
 from agentloop import Item, ItemKind
 from agentloop.store import SessionStatus, SqliteSessionStore
@@ -28,15 +29,6 @@ def _waiting(session_id: str) -> dict[str, object]:
         state="AWAITING_APPROVAL",
         turn={"round": {"calls": [{"call": {"id": "c1"}, "status": "awaiting_approval"}]}},
     )
-
-
-def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
-    connection = sqlite3.connect(path)
-    try:
-        with connection:  # commits
-            return connection.execute(sql).fetchall()
-    finally:
-        connection.close()
 
 
 def _log_writes_to_meta(path: Path) -> None:
@@ -82,11 +74,11 @@ async def test_a_save_writes_no_meta_row_and_a_delete_raises_the_floor(tmp_path:
             await store.save_checkpoint("a", _document("a", 2)),
         ]
         assert versions == [1, 2, 3]
-        assert _query(path, "SELECT key, value FROM meta_writes") == []
+        assert rows_of(path, "SELECT key, value FROM meta_writes") == []
         assert await store.delete("w") is True
-        assert _query(path, "SELECT key, value FROM meta_writes") == [("last_sequence", "2")]
+        assert rows_of(path, "SELECT key, value FROM meta_writes") == [("last_sequence", "2")]
         assert await store.delete("a") is True
-        assert _query(path, "SELECT key, value FROM meta_writes") == [
+        assert rows_of(path, "SELECT key, value FROM meta_writes") == [
             ("last_sequence", "2"),
             ("last_sequence", "3"),
         ]
@@ -169,11 +161,11 @@ async def test_a_version_3_file_is_migrated_keeping_its_counter(tmp_path: Path) 
         assert (loaded.version, loaded.status) == (2, SessionStatus.AWAITING_INPUT)
         assert await store.save_checkpoint("a", _document("a", 2), expected_version=1) == 10
         assert await store.save_checkpoint("c", _document("c")) == 11
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
-    assert _query(path, "SELECT status FROM sessions WHERE session_id = 'b'") == [
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
+    assert rows_of(path, "SELECT status FROM sessions WHERE session_id = 'b'") == [
         ("awaiting_input",)
     ]
-    assert _query(path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name") == [
+    assert rows_of(path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name") == [
         ("sessions_by_status",),
         ("sqlite_autoindex_sessions_1",),
     ]

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_support import rows_of
 
 from agentloop import CheckpointError, InvalidStateError, Item, ItemKind
 from agentloop.store import SqliteSessionStore
@@ -18,26 +19,17 @@ def _users(count: int, label: str = "item") -> list[Item]:
     return [Item.text(ItemKind.USER, f"{label} {n}") for n in range(count)]
 
 
-def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
-    connection = sqlite3.connect(path)
-    try:
-        with connection:  # commits
-            return connection.execute(sql).fetchall()
-    finally:
-        connection.close()
-
-
 async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
     async with SqliteSessionStore(path) as store:
         assert store.path == str(path)
         assert repr(store) == f"SqliteSessionStore({str(path)!r}, open)"
-    assert _query(path, "SELECT key, value FROM meta ORDER BY key") == [
+    assert rows_of(path, "SELECT key, value FROM meta ORDER BY key") == [
         ("last_sequence", "0"),
         ("last_token", "0"),
         ("schema_version", "5"),
     ]
-    assert _query(path, "PRAGMA journal_mode") == [("wal",)]
+    assert rows_of(path, "PRAGMA journal_mode") == [("wal",)]
     assert repr(store) == f"SqliteSessionStore({str(path)!r}, closed)"
 
 
@@ -55,8 +47,8 @@ async def test_a_save_writes_only_the_items_that_changed(tmp_path: Path) -> None
 
         async def save_and_collect(items: list[Item]) -> list[int]:
             await store.save_checkpoint("s", sample_checkpoint("s", items))
-            written = [int(str(row[0])) for row in _query(path, "SELECT position FROM written")]
-            _query(path, "DELETE FROM written")
+            written = [int(str(row[0])) for row in rows_of(path, "SELECT position FROM written")]
+            rows_of(path, "DELETE FROM written")
             return written
 
         assert await save_and_collect([*_users(100), *_users(2, "new")]) == [100, 101]
@@ -76,7 +68,7 @@ async def test_a_row_written_behind_the_stores_back_fails_one_save_and_the_next_
     async with SqliteSessionStore(path) as store:
         first = await store.save_checkpoint("s", sample_checkpoint("s", _users(3)))
         # Another program writes a row past the end; the store knows the rows it wrote.
-        _query(path, "INSERT INTO items (session_id, position, item) VALUES ('s', 3, 'stray')")
+        rows_of(path, "INSERT INTO items (session_id, position, item) VALUES ('s', 3, 'stray')")
         grown = sample_checkpoint("s", _users(4))
         with pytest.raises(CheckpointError) as raised:
             await store.save_checkpoint("s", grown, expected_version=first)
@@ -88,7 +80,7 @@ async def test_a_row_written_behind_the_stores_back_fails_one_save_and_the_next_
         loaded = await store.load("s")
     assert loaded is not None
     assert (loaded.version, loaded.checkpoint) == (second, grown)
-    assert _query(path, "SELECT position, item FROM items WHERE position = 3") == [
+    assert rows_of(path, "SELECT position, item FROM items WHERE position = 3") == [
         (3, json.dumps(grown["transcript"][3], ensure_ascii=False, separators=(",", ":")))
     ]
 
@@ -123,7 +115,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
         f"cannot open session store {str(path)!r}: expected schema version 5, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
     await store.aclose()
 
 
@@ -139,7 +131,7 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
         f"cannot open session store {str(path)!r}: expected schema version 5, found none; "
         "the file is not an agentloop session store, open another path"
     )
-    assert _query(path, "SELECT name FROM sqlite_master") == [("notes",)]
+    assert rows_of(path, "SELECT name FROM sqlite_master") == [("notes",)]
 
 
 async def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
@@ -233,7 +225,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert plain_loaded is not None
         assert plain_loaded.started_calls == frozenset({"c9"})
         assert await store.save_checkpoint("plain", plain, expected_version=2) == 3
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
 
 
 async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
@@ -299,4 +291,4 @@ async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
         assert again is not None
         assert again.approvals["c2"] == recorded
         assert again.approvals["c1"].reason is None
-    assert _query(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
