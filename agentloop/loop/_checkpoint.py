@@ -376,16 +376,7 @@ def configure_checkpoint(target: cattrs.Converter) -> None:
             ResultDocument, target, _cattrs_omit_if_default=False, result=tagged
         ),
     )
-    target.register_unstructure_hook(
-        CheckpointDocument,
-        make_dict_unstructure_fn(
-            CheckpointDocument,
-            target,
-            _cattrs_omit_if_default=False,
-            config=override(omit=True),
-            transcript=override(omit=True),
-        ),
-    )
+    # Before the document's hook: a generated hook binds its fields' hooks when made.
     target.register_unstructure_hook(
         TurnDocument,
         make_dict_unstructure_fn(
@@ -395,6 +386,16 @@ def configure_checkpoint(target: cattrs.Converter) -> None:
             items=override(omit=True),
             tool_calls=override(omit=True),
             model_calls_made=override(omit=True),
+        ),
+    )
+    target.register_unstructure_hook(
+        CheckpointDocument,
+        make_dict_unstructure_fn(
+            CheckpointDocument,
+            target,
+            _cattrs_omit_if_default=False,
+            config=override(omit=True),
+            transcript=override(omit=True),
         ),
     )
 
@@ -437,11 +438,7 @@ def capture(
     (default: a fresh memo, every document is new).
     """
     memo = memo or CaptureMemo()
-    shell = CheckpointDocument.of(core, state, config)
-    if shell.turn is not None:  # the turn's lists are written below, from the memo
-        empty = attrs.evolve(shell.turn, items=[], tool_calls=[], model_calls_made=[])
-        shell = attrs.evolve(shell, turn=empty)
-    written: dict[str, Any] = _CONVERTER.unstructure(shell)
+    written: dict[str, Any] = _CONVERTER.unstructure(CheckpointDocument.of(core, state, config))
     transcript, shared = memo.documents("transcript", core.transcript, _write_item)
     written["config"] = memo.document("config", config, _write_config)
     turn = core.turn
