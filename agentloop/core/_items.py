@@ -107,7 +107,7 @@ class ResultOutcome(StrEnum):
     LIMIT_REACHED = "limit_reached"
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class TextPart:
     """Plain text."""
 
@@ -115,7 +115,7 @@ class TextPart:
     metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ReasoningPart:
     """Model reasoning ("thinking") text; ``redacted`` when the provider hid it."""
 
@@ -124,7 +124,7 @@ class ReasoningPart:
     metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolCallPart:
     """The model asks for tool ``name`` to run with ``input`` (a JSON value)."""
 
@@ -134,7 +134,7 @@ class ToolCallPart:
     metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class StructuredPart:
     """A JSON value, optionally with the JSON Schema it follows."""
 
@@ -143,7 +143,7 @@ class StructuredPart:
     metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class MediaPart:
     """Image, audio or video, inline (``data``, base64) or by ``uri``."""
 
@@ -153,7 +153,7 @@ class MediaPart:
     metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class FilePart:
     """A file, inline (``data``, base64) or by ``uri``."""
 
@@ -164,7 +164,7 @@ class FilePart:
     metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class CustomPart:
     """A provider- or host-specific part that agentloop carries through untouched."""
 
@@ -177,7 +177,7 @@ ToolResultOutput: TypeAlias = Any
 """A tool's output: ``str`` for text, a list of parts, or any other JSON value."""
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolResultPart:
     """The one answer to tool call ``call_id``.
 
@@ -210,7 +210,7 @@ def result_outcome(result: ToolResultPart) -> ResultOutcome | None:
     return ResultOutcome(value) if value is not None else None
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class Usage:
     """Token counts and cost reported by a model call. Instances add up with ``+``."""
 
@@ -246,7 +246,7 @@ def _to_parts(parts: Sequence[Part]) -> tuple[Part, ...]:
     return tuple(parts)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class Item:
     """One transcript entry: a kind and its parts.
 

@@ -86,7 +86,7 @@ class LoopCore:
         config: SessionConfig,
         transcript: Sequence[Item],
         pending: Sequence[Item],
-        on_append: Callable[[Item], None],
+        on_append: Callable[[Item], None] | None,
     ) -> None:
         self.session_id = config.session_id
         self.steering_mode = config.steering_mode
@@ -231,7 +231,8 @@ class LoopCore:
         for part in item.parts:
             if isinstance(part, ToolCallPart):
                 self.call_ids[part.id] = None
-        self._on_append(item)
+        if self._on_append is not None:
+            self._on_append(item)
 
     def replace_transcript(self, items: Sequence[Item]) -> None:
         """Take a mutator pass's (already checked) transcript."""

@@ -99,7 +99,7 @@ class LoopDriver:
         self._config = parts.config
         self._tasks = parts.task_manager
         self._cancellation = parts.cancellation
-        self._core = LoopCore(parts.config, transcript, pending, self._fx.appended)
+        self._core = LoopCore(parts.config, transcript, pending, self._fx.on_append())
         self._persistence = Persistence(parts.store, self._fx)
         self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
         self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)

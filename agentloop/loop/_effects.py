@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import attrs
@@ -22,8 +23,29 @@ from ._state import TurnState
 
 __all__ = ["CLEANUP_SECONDS", "DriverParts", "Effects"]
 
-_NO_SCOPE = nullcontext()
-"""Reusable: ``nullcontext`` keeps no state between uses."""
+
+class _Unguarded(AbstractContextManager[None]):
+    """A shared context manager that does nothing (no cancel scope, no deadline).
+
+    Its ``__enter__`` and ``__exit__`` are static: a ``with`` block keeps the
+    looked-up ``__exit__`` for as long as it is suspended, and a static one is
+    the shared function itself, where ``nullcontext`` would give a new bound
+    method (80 bytes held per waiting session for each such block).
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def __enter__() -> None:
+        return None
+
+    @staticmethod
+    def __exit__(*exc_info: object) -> None:
+        return None
+
+
+UNGUARDED = _Unguarded()
+_NO_SCOPE = UNGUARDED
 
 log = get_logger()
 
@@ -71,6 +93,11 @@ class Effects:
                 observer.handle_event(event)
             except Exception:
                 log.exception("observer raised", observer=type(observer).__name__)
+
+    def on_append(self) -> Callable[[Item], None] | None:
+        """What the core calls for each appended item: nothing without transcript
+        observers (no call per item, and no bound method kept per session)."""
+        return self.appended if self._transcript_observers else None
 
     def appended(self, item: Item) -> None:
         """Tell the transcript observers about an appended item."""

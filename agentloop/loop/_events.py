@@ -69,7 +69,7 @@ def _to_records(records: Sequence[ModelCallRecord]) -> tuple[ModelCallRecord, ..
     return tuple(records)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ExecutedToolCall:
     """One tool call of a turn and its one result (seed 001's ``ExecutedToolCall``).
 
@@ -103,7 +103,7 @@ class ExecutedToolCall:
         return result_outcome(self.result)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ModelCallRecord:
     """One model call of a turn: its 1-based ``index`` in the turn, usage, reason, duration.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from contextlib import nullcontext
 
 import anyio
 
@@ -23,7 +22,7 @@ from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
 from ..tools._tool import ToolRequest
 from ._core import LoopCore
-from ._effects import CLEANUP_SECONDS, Effects
+from ._effects import CLEANUP_SECONDS, UNGUARDED, Effects
 from ._events import (
     ContentDelta,
     LoopWarning,
@@ -56,8 +55,6 @@ from ._steps import (
 )
 
 __all__ = ["ModelCaller", "ready"]
-
-_NO_DEADLINE = nullcontext()
 
 
 class _Steered:
@@ -100,8 +97,9 @@ class ModelCaller:
         self._mutators = effects.parts.mutators
         self._prices = effects.config.price_table or DEFAULT_PRICES
         self._model_name = effects.parts.model_name
-        # BasicToolExecutor drains catalog changes and lists specs in one pass.
-        self._drain_with_specs = getattr(self._executor, "_drain_with_specs", None)
+        # BasicToolExecutor drains catalog changes and lists specs in one pass. The
+        # class's function, not a bound method: one object less per session (W3).
+        self._drain_with_specs = getattr(type(self._executor), "_drain_with_specs", None)
 
     def call_model(
         self,
@@ -154,7 +152,10 @@ class ModelCaller:
             return self._pipeline.finish(turn, FinishReason.COMPLETED, {NO_MODEL_CALL_KEY: reason})
         return None
 
-    async def _call_model_handling_limits(self, turn: TurnState, point: MutationPoint) -> Step:
+    def _next_request(self, turn: TurnState) -> TurnRequest | Step:
+        """The next model call's request (counted, catalog changes told), or the step
+        that ends the turn at a limit. Apart from the read: fewer locals in the frame
+        a turn waiting for its model holds (W3)."""
         limits = self._fx.config.limits
         withhold_tools = False
         if (limit := self._core.limit_reached(turn, limits)) is not None:
@@ -169,10 +170,9 @@ class ModelCaller:
             else:
                 return self._pipeline.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit})
         turn.model_calls += 1
-        index = turn.model_calls
         drain_with_specs = self._drain_with_specs
         if drain_with_specs is not None:  # BasicToolExecutor: one listing for both
-            changes, specs = drain_with_specs()
+            changes, specs = drain_with_specs(self._executor)
         else:
             changes, specs = self._executor.drain_catalog_events(), None
         if self._fx.observed:
@@ -185,14 +185,21 @@ class ModelCaller:
             self._fx.emit(
                 ModelCallStarted(
                     turn.turn_id,
-                    index,
+                    turn.model_calls,
                     len(request.transcript),
                     len(request.available_tools),
                     withhold_tools,
                 )
             )
+        return request
+
+    async def _call_model_handling_limits(self, turn: TurnState, point: MutationPoint) -> Step:
+        request = self._next_request(turn)
+        if not isinstance(request, TurnRequest):
+            return request
+        index = turn.model_calls
         started = time.monotonic()
-        timeout = limits.request_timeout
+        timeout = self._fx.config.limits.request_timeout
         outcome: tuple[ModelTurnResult, Usage | None] | str | None = None
         try:
             # Read here, not in a coroutine of its own: a turn waiting for its model
@@ -200,7 +207,7 @@ class ModelCaller:
             # timeout both blocks are shared null contexts.
             with self._fx.cancel_scope(turn):  # cancelled: ``outcome`` stays None
                 try:
-                    with anyio.fail_after(timeout) if timeout is not None else _NO_DEADLINE:
+                    with anyio.fail_after(timeout) if timeout is not None else UNGUARDED:
                         stream = await self._session.begin_turn(request, turn.cancellation)
                         streamed_usage: Usage | None = None
                         # The calls already announced one by one (observers only).

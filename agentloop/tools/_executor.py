@@ -186,6 +186,42 @@ def _same_specs(now: Sequence[ToolSpec], before: Sequence[ToolSpec]) -> bool:
     return True
 
 
+_Seen = tuple[tuple[ToolSource, tuple[ToolSpec, ...]], ...]
+"""An executor's listings as last seen: (source, listing) pairs."""
+
+
+def _seen_pairs(sources: Sequence[ToolSource], listed: Sequence[Sequence[ToolSpec]]) -> _Seen:
+    """The pairs for a first look: each source (once) with its listing."""
+    pairs: list[tuple[ToolSource, tuple[ToolSpec, ...]]] = []
+    for source, specs in zip(sources, listed, strict=True):
+        if _listing_of(pairs, source) is None:
+            pairs.append((source, tuple(specs)))
+    return tuple(pairs)
+
+
+def _listing_of(
+    pairs: Sequence[tuple[ToolSource, tuple[ToolSpec, ...]]], source: ToolSource
+) -> tuple[ToolSpec, ...] | None:
+    """``source``'s listing among ``pairs`` (by identity), or ``None``."""
+    for seen_source, listing in pairs:
+        if seen_source is source:
+            return listing
+    return None
+
+
+def _same_pairs(
+    now: Sequence[tuple[ToolSource, tuple[ToolSpec, ...]]],
+    before: Sequence[tuple[ToolSource, tuple[ToolSpec, ...]]],
+) -> bool:
+    """Whether both hold the very same sources and listing objects, in the same order."""
+    if len(now) != len(before):
+        return False
+    for index, (source, listing) in enumerate(now):
+        if before[index][0] is not source or before[index][1] is not listing:
+            return False
+    return True
+
+
 def _is_plain_json(value: Any) -> bool:
     """Whether ``value`` is built only of dict (str keys), list, str, int, float, bool, None."""
     kind = type(value)
@@ -261,19 +297,19 @@ class BasicToolExecutor:
         self.sources = list(sources)
         # What this executor (one per session) last advertised, per source: catalog
         # changes are computed per session, so sessions sharing a source all see them.
-        # Each source's listing as it was last seen (as listed, not by name: the
-        # usual drain compares it object by object, without building a mapping).
-        self._seen: dict[int, tuple[ToolSpec, ...]] = {
-            id(source): tuple(source.specs()) for source in self.sources
-        }
+        # Pairs of a source and its listing as last seen (as listed, not by name: the
+        # usual drain compares it object by object, without building a mapping), in
+        # the order of ``sources``, then any source no longer among them. A tuple of
+        # pairs, not a dict: a third of the memory for the usual one or two sources.
+        self._seen: _Seen = _seen_pairs(self.sources, [source.specs() for source in self.sources])
         self.collision = collision
         self.max_output_chars = max_output_chars
         self.tool_timeout = tool_timeout
         self.thread_grace = float(thread_grace)
-        self._interrupted: dict[str, ToolResultPart] = {}
-        self._specs_memo: tuple[tuple[ToolSource, ...], tuple[ToolSpec, ...], str] | None = None
-        """``_drain_with_specs``: the sources, the specs chosen from what they listed (as
-        in ``_seen``; dropped whenever ``_seen`` changes) and the collision rule."""
+        self._interrupted: dict[str, ToolResultPart] | None = None  # made when needed
+        self._specs_memo: tuple[_Seen, tuple[ToolSpec, ...], str] | None = None
+        """``_drain_with_specs``: the ``_seen`` the specs were chosen from, those specs
+        and the collision rule."""
 
     # -- catalog ---------------------------------------------------------------
 
@@ -325,8 +361,7 @@ class BasicToolExecutor:
         tells observers first, then asks ``specs()`` (an observer may change a
         catalog).
         """
-        sources = self.sources
-        listed = [source.specs() for source in sources]
+        listed = [source.specs() for source in self.sources]
         memo = self._specs_memo
         if memo is not None and memo[2] == self.collision and self._as_seen(memo[0], listed):
             # The very objects the memo's specs were chosen from: no change, same specs.
@@ -335,34 +370,36 @@ class BasicToolExecutor:
         if events:
             return events, None
         specs = tuple(self._chosen(listed))
-        self._specs_memo = (tuple(sources), specs, self.collision)
+        self._specs_memo = (self._seen, specs, self.collision)
         return events, specs
 
-    def _as_seen(self, memo_sources: tuple[ToolSource, ...], listed: list[list[ToolSpec]]) -> bool:
-        """Whether the memo's very sources listed the very spec objects last seen."""
-        sources = self.sources
-        if len(memo_sources) != len(sources):
-            return False
+    def _as_seen(self, memo_seen: _Seen, listed: list[list[ToolSpec]]) -> bool:
+        """Whether ``_seen`` is still ``memo_seen``, in the order of ``sources``, and
+        every source listed the very spec objects seen."""
         seen = self._seen
+        sources = self.sources
+        if memo_seen is not seen or len(sources) > len(seen):
+            return False
         for index, source in enumerate(sources):
-            if memo_sources[index] is not source:
-                return False
-            before = seen.get(id(source))
-            if before is None or not _same_specs(listed[index], before):
+            pair = seen[index]
+            if pair[0] is not source or not _same_specs(listed[index], pair[1]):
                 return False
         return True
 
     def _drain(self, listed: list[list[ToolSpec]]) -> list[ToolCatalogEvent]:
         events: list[ToolCatalogEvent] = []
         seen = self._seen
+        pairs: list[tuple[ToolSource, tuple[ToolSpec, ...]]] = []
         for source, specs in zip(self.sources, listed, strict=True):
-            before_specs = seen.get(id(source))
-            if before_specs is not None and _same_specs(specs, before_specs):
-                continue  # the usual case: the very objects, in the same order
-            seen[id(source)] = tuple(specs)
-            self._specs_memo = None  # chosen from a listing no longer the one seen
+            before_specs = _listing_of(pairs, source)  # a source listed twice: once
             if before_specs is None:
-                continue  # a source added later starts as seen
+                before_specs = _listing_of(seen, source)
+            if before_specs is None or _same_specs(specs, before_specs):
+                # The usual case (the very objects, in the same order), or a source
+                # added later: it starts as seen.
+                pairs.append((source, tuple(specs) if before_specs is None else before_specs))
+                continue
+            pairs.append((source, tuple(specs)))
             now = {spec.name: spec for spec in specs}
             before = {spec.name: spec for spec in before_specs}
             if _same_objects(now, before):  # listed in another order: no change
@@ -372,6 +409,11 @@ class BasicToolExecutor:
             )
             if change is not None:
                 events.append(change)
+        # Sources no longer listed keep their last listing (one may come back).
+        pairs.extend(pair for pair in seen if _listing_of(pairs, pair[0]) is None)
+        if not _same_pairs(pairs, seen):
+            self._seen = tuple(pairs)
+            self._specs_memo = None  # chosen from a listing no longer the one seen
         return events
 
     # -- prepare ---------------------------------------------------------------
@@ -498,7 +540,7 @@ class BasicToolExecutor:
         with anyio.move_on_after(call.timeout) as deadline:
             return await self._run(call, ctx, deadline)
         request = call.request
-        settled = self._interrupted.pop(request.call_id, None)
+        settled = self.take_interrupted_result(request.call_id)
         if settled is not None:
             return settled
         return synthesized_result(
@@ -516,7 +558,8 @@ class BasicToolExecutor:
         result saying its work may still complete. ``None`` when the call ran
         no thread (its cancellation was real). Each result is taken once.
         """
-        return self._interrupted.pop(call_id, None)
+        interrupted = self._interrupted
+        return None if interrupted is None else interrupted.pop(call_id, None)
 
     async def _run(
         self, call: PreparedCall, ctx: ToolContext, deadline: anyio.CancelScope | None
@@ -578,9 +621,12 @@ class BasicToolExecutor:
                 f"not be reported (waited {_seconds(self.thread_grace)} s for it)",
                 ResultOutcome.IN_DOUBT,
             )
-        if len(self._interrupted) >= _MAX_INTERRUPTED:
-            self._interrupted.pop(next(iter(self._interrupted)))
-        self._interrupted[request.call_id] = settled
+        interrupted = self._interrupted
+        if interrupted is None:
+            interrupted = self._interrupted = {}
+        elif len(interrupted) >= _MAX_INTERRUPTED:
+            interrupted.pop(next(iter(interrupted)))
+        interrupted[request.call_id] = settled
 
     def _output_limit(self, tool: Tool) -> int | None:
         own = getattr(tool, "max_output_chars", None)
