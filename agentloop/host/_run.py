@@ -362,7 +362,7 @@ async def drive_run(
     through_pauses = hooks is None
     hooks = hooks or DriveHooks()
     usage_before = driver.usage
-    turns: list[TurnResult] = []
+    turns: tuple[TurnResult, ...] = ()  # a tuple per turn: no list held while waiting
     steps = 0
     retries = 0
     advance: Callable[[], Awaitable[Step]] | None = first  # else driver.next
@@ -379,7 +379,7 @@ async def drive_run(
         steps += 1
         await hooks.after_step(step)
         if isinstance(step, Finished):
-            turns.append(step.result)
+            turns = (*turns, step.result)
             error = step.result.error
             if retry is not None and retry.allows(error, retries):
                 assert error is not None
@@ -427,7 +427,7 @@ def _run_result(
     driver: LoopDriver,
     agent: Agent | None,
     config: SessionConfig,
-    turns: list[TurnResult],
+    turns: tuple[TurnResult, ...],
     usage_before: Usage | None,
     steps: int,
     pending: ApprovalRequest | None = None,
@@ -436,7 +436,7 @@ def _run_result(
     ``drive_run`` holds no cells for it)."""
     return RunResult(
         final_text=_final_text(turns),
-        turns=tuple(turns),
+        turns=turns,
         usage=_usage_since(usage_before, driver.usage),
         stop_reason=reason,
         transcript=driver.snapshot().transcript,

@@ -269,8 +269,8 @@ class CheckpointDocument:
             detached=sorted(core.detached),
             session_usage=core.session_usage,
             turn=None if core.turn is None else TurnDocument.of(core.turn),
-            steering=core.steering,
-            follow_ups=core.follow_ups,
+            steering=list(core.steering),
+            follow_ups=list(core.follow_ups),
             retry_point=core.retry_point,
             session_tool_calls=core.session_tool_calls,
         )

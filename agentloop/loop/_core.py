@@ -95,8 +95,10 @@ class LoopCore:
         # Every call id of the transcript: a dict as an ordered set (a third of a set's size).
         self.call_ids: dict[str, None] = _call_ids(self.transcript)
         self.pending_input: list[Item] = list(pending)
-        self.steering: list[QueuedMessage] = []
-        self.follow_ups: list[QueuedMessage] = []
+        # Queued messages, oldest first: tuples (usually empty, so shared; a list
+        # each would cost every session ~140 bytes).
+        self.steering: tuple[QueuedMessage, ...] = ()
+        self.follow_ups: tuple[QueuedMessage, ...] = ()
         self.turn: TurnState | None = None
         self.turn_counter = 0
         self.next_turn_cache: PromptCacheRequest | None = None
@@ -125,8 +127,8 @@ class LoopCore:
         self.next_turn_cache = restored.next_turn_cache
         self.detached = frozenset(restored.detached)
         self.session_usage = restored.session_usage
-        self.steering = list(restored.steering)
-        self.follow_ups = list(restored.follow_ups)
+        self.steering = tuple(restored.steering)
+        self.follow_ups = tuple(restored.follow_ups)
         self.retry_point = restored.retry_point
         self.session_tool_calls = restored.session_tool_calls
         self.turn = turn
@@ -177,13 +179,15 @@ class LoopCore:
         self.turn = None
         if reason not in (FinishReason.CANCELLED, FinishReason.ERROR) and self.follow_ups:
             # The next next() starts the follow-up as a new turn.
-            self.pending_input.extend(take(self.follow_ups, self.follow_up_mode))
+            taken, self.follow_ups = take(self.follow_ups, self.follow_up_mode)
+            self.pending_input.extend(taken)
         return result
 
     def deliver_steering(self) -> None:
         """Move queued steering messages into the pending input (a model call is next)."""
         if self.steering:
-            self.pending_input.extend(take(self.steering, self.steering_mode))
+            taken, self.steering = take(self.steering, self.steering_mode)
+            self.pending_input.extend(taken)
 
     def add_session_usage(self, usage: Usage | None) -> None:
         """Add one model call's usage to the session's total."""
@@ -336,11 +340,13 @@ def event_after(step: Step) -> DriverEvent:
     return DriverEvent.FINISH
 
 
-def take(queue: list[QueuedMessage], mode: QueueMode) -> list[Item]:
-    """Remove the next message (``ONE_AT_A_TIME``) or all of them; their items."""
-    taken = queue[:] if mode is QueueMode.ALL else queue[:1]
-    del queue[: len(taken)]
-    return [item for message in taken for item in message.items]
+def take(
+    queue: tuple[QueuedMessage, ...], mode: QueueMode
+) -> tuple[list[Item], tuple[QueuedMessage, ...]]:
+    """The items of the next message (``ONE_AT_A_TIME``) or of all of them, and the
+    messages left."""
+    count = len(queue) if mode is QueueMode.ALL else 1
+    return [item for message in queue[:count] for item in message.items], queue[count:]
 
 
 def _is_placeholder(result: ToolResultPart) -> bool:

@@ -320,7 +320,8 @@ class LoopDriver:
         "skipped: <label> sent a new message", and the message goes to the
         model in the continuation call. Queued messages survive a cancelled turn.
         """
-        self._queue(self._core.steering, "steer", items, label)
+        message = self._queued("steer", items, label)
+        self._core.steering = (*self._core.steering, message)
 
     def follow_up(self, items: Sequence[Item], *, label: str = "the user") -> None:
         """Queue a message that starts a new turn when the current one finishes.
@@ -328,24 +329,24 @@ class LoopDriver:
         Callable at any time, even while ``next()`` runs; a cancelled turn
         leaves it queued for the next turn that finishes.
         """
-        self._queue(self._core.follow_ups, "follow_up", items, label)
+        message = self._queued("follow_up", items, label)
+        self._core.follow_ups = (*self._core.follow_ups, message)
 
     @property
     def queued_steering(self) -> tuple[QueuedMessage, ...]:
         """Steering messages not yet delivered, oldest first."""
-        return tuple(self._core.steering)
+        return self._core.steering
 
     @property
     def queued_follow_ups(self) -> tuple[QueuedMessage, ...]:
         """Follow-up messages not yet started, oldest first."""
-        return tuple(self._core.follow_ups)
+        return self._core.follow_ups
 
     def clear_queues(self) -> tuple[QueuedMessage, ...]:
         """Drop every queued steering and follow-up message; return them."""
         core = self._core
         dropped = (*core.steering, *core.follow_ups)
-        core.steering.clear()
-        core.follow_ups.clear()
+        core.steering = core.follow_ups = ()
         return dropped
 
     def resolve_approval(self, decision: ApprovalAnswer) -> None:
@@ -437,9 +438,8 @@ class LoopDriver:
     def _require_input_state(self, operation: str) -> None:
         self._core.require_state(operation, DriverState.IDLE, DriverState.AFTER_TOOL_RESULT)
 
-    def _queue(
-        self, queue: list[QueuedMessage], operation: str, items: Sequence[Item], label: str
-    ) -> None:
+    def _queued(self, operation: str, items: Sequence[Item], label: str) -> QueuedMessage:
+        """``items`` checked as a message to queue (``operation`` names the call)."""
         core = self._core
         if core.state is DriverState.FAILED:
             raise InvalidStateError(
@@ -451,7 +451,7 @@ class LoopDriver:
         checked = checked_input(items, operation)
         if not checked:
             raise InvalidInputError(f"{operation} expects at least one Item, got none")
-        queue.append(QueuedMessage(checked, label))
+        return QueuedMessage(checked, label)
 
     def _undecided_calls(self, operation: str) -> list[RoundCall]:
         core = self._core

@@ -79,8 +79,10 @@ class ToolRegistry:
             )
         self.name = name
         self._tools: dict[str, Tool] = {}
-        self._sorted: list[Tool] | None = None  # the tools by name; None after a change
-        self._reported: dict[str, ToolSpec] = {}
+        self._sorted: tuple[Tool, ...] | None = None  # the tools by name; None after a change
+        # The specs last reported (or added by with_tool), by name: a tuple, not a
+        # dict (a dict costs ~200 bytes per registry, a tuple ~70).
+        self._reported: tuple[ToolSpec, ...] = ()
 
     def __repr__(self) -> str:
         return f"<ToolRegistry {self.name!r}: {', '.join(self.names()) or 'no tools'}>"
@@ -90,11 +92,13 @@ class ToolRegistry:
         name = tool.spec.name
         self._tools[name] = tool
         self._sorted = None
+        reported = {spec.name: spec for spec in self._reported}
         spec = current_spec(tool)
         if spec is None:
-            self._reported.pop(name, None)
+            reported.pop(name, None)
         else:
-            self._reported[name] = spec
+            reported[name] = spec
+        self._reported = tuple(reported[name] for name in sorted(reported))
         return self
 
     def add(self, tool: Tool) -> None:
@@ -124,7 +128,7 @@ class ToolRegistry:
     def specs(self) -> list[ToolSpec]:
         """Current specs of the visible tools, sorted by name."""
         if self._sorted is None:
-            self._sorted = [self._tools[name] for name in sorted(self._tools)]
+            self._sorted = tuple(self._tools[name] for name in sorted(self._tools))
         # Asked on every model call: the order is cached, the specs are not
         # (a tool's current_spec() may change at any time).
         specs = []
@@ -136,14 +140,14 @@ class ToolRegistry:
 
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
         """The net change of the advertised specs since the last drain (none or one event)."""
-        now = {spec.name: spec for spec in self.specs()}
-        if _same_objects(now, self._reported):  # the usual case, decided without comparing
+        specs = self.specs()  # sorted by name, as ``_reported`` is
+        reported = self._reported
+        if len(specs) == len(reported) and all(
+            spec is reported[index] for index, spec in enumerate(specs)
+        ):  # the usual case, decided without comparing
             return []
-        change = catalog_change(self.name, self._reported, now)
-        self._reported = now
+        change = catalog_change(
+            self.name, {spec.name: spec for spec in reported}, {spec.name: spec for spec in specs}
+        )
+        self._reported = tuple(specs)
         return [] if change is None else [change]
-
-
-def _same_objects(now: Mapping[str, ToolSpec], before: Mapping[str, ToolSpec]) -> bool:
-    """Whether both map the same names to the very same spec objects."""
-    return len(now) == len(before) and all(before.get(name) is spec for name, spec in now.items())
