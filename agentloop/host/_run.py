@@ -198,6 +198,10 @@ class DriveHooks:
         return False
 
 
+_NO_HOOKS = DriveHooks()
+"""Shared: the base hooks keep no state."""
+
+
 def prompt_items(operation: str, prompt: str | Sequence[Item]) -> tuple[Item, ...]:
     """A prompt as input items: a string becomes one user item."""
     if isinstance(prompt, str):
@@ -360,7 +364,7 @@ async def drive_run(
     # Without hooks nobody sees an AfterToolResult pause: the driver goes on
     # through them within one call (each still counts as a step).
     through_pauses = hooks is None
-    hooks = hooks or DriveHooks()
+    hooks = hooks or _NO_HOOKS
     usage_before = driver.usage
     turns: tuple[TurnResult, ...] = ()  # a tuple per turn: no list held while waiting
     steps = 0

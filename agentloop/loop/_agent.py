@@ -13,7 +13,7 @@ from ..core._items import Item
 from ..core._transcript import find_violation
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
-from ..permissions._requests import AllowAll, PermissionChecker
+from ..permissions._requests import ALLOW_ALL, PermissionChecker
 from ..tasks._protocol import TaskManager
 from ..tasks._simple import SimpleTaskManager
 from ..tools._executor import BasicToolExecutor, ToolExecutor
@@ -41,7 +41,7 @@ class Agent:
     tool_sources: tuple[ToolSource, ...] = ()
     tool_executor: ToolExecutor | None = None
     task_manager: TaskManager | None = None
-    permissions: PermissionChecker = attrs.field(factory=AllowAll)
+    permissions: PermissionChecker = ALLOW_ALL
     resources: Any = None
     cancellation: CancellationHandle | None = None
     mutators: tuple[LoopMutator, ...] = ()
@@ -178,7 +178,7 @@ class AgentBuilder:
         self._sources: list[ToolSource] = []
         self._executor: ToolExecutor | None = None
         self._task_manager: TaskManager | None = None
-        self._permissions: PermissionChecker = AllowAll()
+        self._permissions: PermissionChecker = ALLOW_ALL
         self._resources: Any = None
         self._cancellation: CancellationHandle | None = None
         self._mutators: list[LoopMutator] = []

@@ -263,7 +263,7 @@ class CheckpointDocument:
             state=state,
             config=config,
             transcript=[],
-            pending_input=core.pending_input,
+            pending_input=list(core.pending_input),
             turn_counter=core.turn_counter,
             next_turn_cache=core.next_turn_cache,
             detached=sorted(core.detached),

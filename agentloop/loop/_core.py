@@ -94,7 +94,7 @@ class LoopCore:
         self.transcript: list[Item] = list(transcript)
         # Every call id of the transcript: a dict as an ordered set (a third of a set's size).
         self.call_ids: dict[str, None] = _call_ids(self.transcript)
-        self.pending_input: list[Item] = list(pending)
+        self.pending_input: tuple[Item, ...] = tuple(pending)  # usually the shared ()
         # Queued messages, oldest first: tuples (usually empty, so shared; a list
         # each would cost every session ~140 bytes).
         self.steering: tuple[QueuedMessage, ...] = ()
@@ -180,14 +180,14 @@ class LoopCore:
         if reason not in (FinishReason.CANCELLED, FinishReason.ERROR) and self.follow_ups:
             # The next next() starts the follow-up as a new turn.
             taken, self.follow_ups = take(self.follow_ups, self.follow_up_mode)
-            self.pending_input.extend(taken)
+            self.pending_input = (*self.pending_input, *taken)
         return result
 
     def deliver_steering(self) -> None:
         """Move queued steering messages into the pending input (a model call is next)."""
         if self.steering:
             taken, self.steering = take(self.steering, self.steering_mode)
-            self.pending_input.extend(taken)
+            self.pending_input = (*self.pending_input, *taken)
 
     def add_session_usage(self, usage: Usage | None) -> None:
         """Add one model call's usage to the session's total."""
@@ -245,7 +245,10 @@ class LoopCore:
 
     def fold_pending_input(self) -> None:
         """Append the pending input (stamped with the time if it has none)."""
-        pending, self.pending_input = self.pending_input, []
+        pending = self.pending_input
+        if not pending:  # every model call of a turn but the first
+            return
+        self.pending_input = ()
         now = time.time()
         for item in pending:
             self.append(item if item.created_at is not None else attrs.evolve(item, created_at=now))

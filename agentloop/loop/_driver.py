@@ -299,7 +299,7 @@ class LoopDriver:
         """Queue ``items`` for the next model call (a new turn, or after a pause)."""
         self._require_input_state("submit input")
         checked = checked_input(items)
-        self._core.pending_input.extend(checked)
+        self._core.pending_input = (*self._core.pending_input, *checked)
         if self._fx.observed:
             self._fx.emit(InputAccepted(self.session_id, checked))
 

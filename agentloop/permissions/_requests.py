@@ -315,9 +315,15 @@ _ALLOW = Allow()  # frozen and without fields: one is as good as another
 class AllowAll:
     """A checker that allows everything (the default)."""
 
+    __slots__ = ()
+
     def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
         """Always :class:`Allow`."""
         return _ALLOW
+
+
+ALLOW_ALL = AllowAll()
+"""The shared default checker (it keeps no state)."""
 
 
 class DenyAll:

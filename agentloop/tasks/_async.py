@@ -163,7 +163,8 @@ class AsyncTaskManager:
         # Per turn, a short list (a deque's empty block alone is ~0.6 KiB).
         self._turn_results: dict[tuple[object, str], list[TaskFinished]] = {}
         # By the session that started the task: any driver of it may take them.
-        self._background_results: list[tuple[str, TaskFinished]] = []
+        # Made by the first one (most sessions never run a call in the background).
+        self._background_results: list[tuple[str, TaskFinished]] | None = None
         # Made by the first handle() call: until then nobody can read events.
         self._events: deque[TaskEvent] | None = None
         self._dropped_events = False
@@ -331,17 +332,17 @@ class AsyncTaskManager:
     def take_background_results(self) -> list[TaskFinished]:
         """Results of background tasks that finished since the last call, in finish order:
         every session's (a driver's view takes only its own session's)."""
-        done, self._background_results = self._background_results, []
-        return [result for _, result in done]
+        done, self._background_results = self._background_results, None
+        return [] if done is None else [result for _, result in done]
 
     def _take_background_results(self, session_id: str) -> list[TaskFinished]:
-        if not self._background_results:
+        results = self._background_results
+        if not results:
             return []
-        mine = [result for who, result in self._background_results if who == session_id]
+        mine = [result for who, result in results if who == session_id]
         if mine:
-            self._background_results = [
-                (who, result) for who, result in self._background_results if who != session_id
-            ]
+            others = [(who, result) for who, result in results if who != session_id]
+            self._background_results = others or None
         return mine
 
     async def on_turn_interrupted(self, turn_id: str) -> None:
@@ -479,6 +480,8 @@ class AsyncTaskManager:
                 queued = self._turn_results[key] = []
             queued.append(done)
         else:
+            if self._background_results is None:
+                self._background_results = []
             self._background_results.append((task.snapshot.session_id, done))
 
     def _detach(self, task: _Task) -> TaskDetached:
