@@ -9,16 +9,15 @@ ends, and a second turn.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
 from loop_support import EchoTool, user
 
 import agentloop as al
-from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
+from agentloop.store import MemorySessionStore, SessionStore
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -71,15 +70,6 @@ class Recording(MemorySessionStore):
     ) -> int:
         self.saved.append(checkpoint)
         return await super().save_checkpoint(session_id, checkpoint, **options)
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    if request.param == "memory":
-        yield MemorySessionStore()
-        return
-    async with SqliteSessionStore(tmp_path / "sessions.db") as opened:
-        yield opened
 
 
 def make_agent(store: SessionStore, mutator: DropFirstRound) -> al.Agent:

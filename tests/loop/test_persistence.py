@@ -7,8 +7,7 @@ memory and SQLite stores (``store`` fixture), on both anyio backends.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -19,9 +18,7 @@ import agentloop as al
 from agentloop.store import (
     ClaimError,
     LeaseLostError,
-    MemorySessionStore,
     SessionStore,
-    SqliteSessionStore,
     StaleSessionError,
     input_digest,
 )
@@ -68,15 +65,6 @@ def make_agent(store: SessionStore, tool: Pay, *, ask: bool = True, **extra: Any
     for observer in extra.get("observers", ()):
         builder = builder.observer(observer)
     return builder.build()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    if request.param == "memory":
-        yield MemorySessionStore()
-        return
-    async with SqliteSessionStore(tmp_path / "sessions.db") as opened:
-        yield opened
 
 
 async def waiting_for_approval(store: SessionStore, tool: Pay, session_id: str = "s") -> None:
