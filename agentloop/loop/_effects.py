@@ -45,7 +45,6 @@ class _Unguarded(AbstractContextManager[None]):
 
 
 UNGUARDED = _Unguarded()
-_NO_SCOPE = UNGUARDED
 
 log = get_logger()
 
@@ -110,5 +109,5 @@ class Effects:
     def cancel_scope(self, turn: TurnState) -> AbstractContextManager[Any]:
         """The turn's cancel scope (none without a cancellation handle)."""
         if turn.cancellation is None:
-            return _NO_SCOPE
+            return UNGUARDED
         return turn.cancellation.scope()

@@ -190,15 +190,6 @@ _Seen = tuple[tuple[ToolSource, tuple[ToolSpec, ...]], ...]
 """An executor's listings as last seen: (source, listing) pairs."""
 
 
-def _seen_pairs(sources: Sequence[ToolSource], listed: Sequence[Sequence[ToolSpec]]) -> _Seen:
-    """The pairs for a first look: each source (once) with its listing."""
-    pairs: list[tuple[ToolSource, tuple[ToolSpec, ...]]] = []
-    for source, specs in zip(sources, listed, strict=True):
-        if _listing_of(pairs, source) is None:
-            pairs.append((source, tuple(specs)))
-    return tuple(pairs)
-
-
 def _listing_of(
     pairs: Sequence[tuple[ToolSource, tuple[ToolSpec, ...]]], source: ToolSource
 ) -> tuple[ToolSpec, ...] | None:
@@ -301,7 +292,7 @@ class BasicToolExecutor:
         # usual drain compares it object by object, without building a mapping), in
         # the order of ``sources``, then any source no longer among them. A tuple of
         # pairs, not a dict: a third of the memory for the usual one or two sources.
-        self._seen: _Seen = _seen_pairs(self.sources, [source.specs() for source in self.sources])
+        self._seen: _Seen = ()  # filled below: a first look starts every source as seen
         self.collision = collision
         self.max_output_chars = max_output_chars
         self.tool_timeout = tool_timeout
@@ -310,6 +301,7 @@ class BasicToolExecutor:
         self._specs_memo: tuple[_Seen, tuple[ToolSpec, ...], str] | None = None
         """``_drain_with_specs``: the ``_seen`` the specs were chosen from, those specs
         and the collision rule."""
+        self._drain([source.specs() for source in self.sources])
 
     # -- catalog ---------------------------------------------------------------
 
