@@ -376,11 +376,11 @@ class _HeadEncoder:
                 self.lists.clear()
                 return encode_json(head, "checkpoint")
             if key != "transcript":
-                members.append(_key_text(key) + self._member(value, (key,), "checkpoint"))
+                members.append(_key_text(key) + self._member(value, (key,)))
         return "{" + ",".join(members) + "}"
 
-    def _member(self, value: Any, path: Path, where: str) -> str:
-        """The text of ``value``, at ``path`` inside the object at ``where``."""
+    def _member(self, value: Any, path: Path) -> str:
+        """The text of ``value``, at ``path`` in the document."""
         kind = type(value)
         if kind is str:
             return encode_basestring(value)
@@ -389,17 +389,17 @@ class _HeadEncoder:
         if kind is bool or value is None:
             return "true" if value is True else "false" if value is False else "null"
         if kind is list:  # element by element (a list grown in place is seen)
-            return self._list(value, path, f"{where}[{path[-1]!r}]")
+            return self._list(value, path)
         if kind is not dict:  # a float, or what is not JSON
-            return encode_json(value, f"{where}[{path[-1]!r}]")
+            return _encode_at(value, path)
         old = self._old_parts.get(path)
         if old is not None and old[0] is value:
             self._keep_below(path)
             text = old[1]
         elif len(path) == 1:
-            text = self._object(value, path, f"{where}[{path[-1]!r}]")
+            text = self._object(value, path)
         else:
-            text = encode_json(value, f"{where}[{path[-1]!r}]")
+            text = _encode_at(value, path)
         self.parts[path] = (value, text)
         return text
 
@@ -414,17 +414,17 @@ class _HeadEncoder:
                 if len(inner) > 1 and inner[0] == path[0]:
                     self.parts[inner] = part
 
-    def _object(self, value: dict[Any, Any], path: Path, where: str) -> str:
+    def _object(self, value: dict[Any, Any], path: Path) -> str:
         members: list[str] = []
         for key, element in value.items():
             if type(key) is not str:
                 for inner in [inner for inner in self.lists if inner[: len(path)] == path]:
                     del self.lists[inner]  # written inline below, not as rows
-                return encode_json(value, where)
-            members.append(_key_text(key) + self._member(element, (*path, key), where))
+                return encode_json(value, _where(path))
+            members.append(_key_text(key) + self._member(element, (*path, key)))
         return "{" + ",".join(members) + "}"
 
-    def _list(self, values: list[Any], path: Path, where: str) -> str:
+    def _list(self, values: list[Any], path: Path) -> str:
         if not values:
             return "[]"
         old_values, old_texts = self._old_lists.get(path, ((), ()))
@@ -434,7 +434,7 @@ class _HeadEncoder:
         for index in range(shared, len(values)):
             element = values[index]
             found = fresh.get(id(element)) if type(element) is dict else None
-            texts.append(found if found is not None else encode_json(element, f"{where}[{index}]"))
+            texts.append(found if found is not None else _encode_at(element, (*path, index)))
         self.lists[path] = (tuple(values), tuple(texts))
         if path in _TURN_PATHS:
             return "[]"  # rows of their own (see ``turn``)
@@ -444,6 +444,18 @@ class _HeadEncoder:
         """The element texts of the turn's non-empty lists, which the head holds as ``[]``."""
         lists = self.lists
         return {name: lists["turn", name][1] for name in TURN_LISTS if ("turn", name) in lists}
+
+
+def _where(path: tuple[object, ...]) -> str:
+    """Where ``path`` is in the document, as an error names it: ``checkpoint['turn'][0]``."""
+    return "checkpoint" + "".join(f"[{step!r}]" for step in path)
+
+
+def _encode_at(value: Any, path: tuple[object, ...]) -> str:
+    """``encode_json`` of the value at ``path``, naming the path only when it fails."""
+    if _is_plain_json(value):
+        return _encode(value)
+    return encode_json(value, _where(path))
 
 
 def turn_counts(turn: TurnTexts) -> str | None:

@@ -523,6 +523,7 @@ def _write_turn_rows(
             f"DELETE FROM turn_rows WHERE session_id = ? AND list NOT IN ({names})",
             (session_id, *starts),
         )
+    rows: list[tuple[str, str, int, str]] = []  # every list's new rows: one statement
     for name, start in starts.items():
         if stored is None or start < stored.get(name, 0):
             connection.execute(
@@ -530,14 +531,13 @@ def _write_turn_rows(
                 (session_id, name, start),
             )
         texts = turn.get(name, ())
-        if start < len(texts):
-            connection.executemany(
-                "INSERT INTO turn_rows (session_id, list, position, element) VALUES (?, ?, ?, ?)",
-                [
-                    (session_id, name, position, texts[position])
-                    for position in range(start, len(texts))
-                ],
-            )
+        rows += [
+            (session_id, name, position, texts[position]) for position in range(start, len(texts))
+        ]
+    if rows:
+        connection.executemany(
+            "INSERT INTO turn_rows (session_id, list, position, element) VALUES (?, ?, ?, ?)", rows
+        )
 
 
 def answer_calls(connection: sqlite3.Connection, session_id: str, call_ids: Iterable[str]) -> None:
