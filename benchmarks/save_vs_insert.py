@@ -7,9 +7,10 @@ wheel, default durability, that this script starts and stops), it drives
 real sessions: an agent with a zero-latency model and an echo tool
 (``_fixtures``), bound to the store, each session under a lease and starting
 from a transcript of 100 or 1,000 items. Every tool round (one ``next()``)
-saves three times: the model's response before the call starts (+1 item),
-the claimed call's result (+1 item) and the step (the head only), and claims
-the call once (a claim is not a save and is not timed here).
+saves twice: the model's response before the call starts (+1 item) and the
+step, which holds the claimed call's result (+1 item), and claims the call
+once (a claim is not a save and is not timed here). Each save also writes
+the turn's new rows (its items, tool calls and model calls).
 
 Each save the driver makes is timed around ``store.save_checkpoint`` (so
 it includes what the store does for it: encoding the new items, checking
@@ -339,7 +340,7 @@ async def main() -> None:
     try:
         load = os.getloadavg()
         print(
-            f"one tool round per step, 3 saves per round; {SESSIONS} sessions x {ROUNDS} rounds "
+            f"one tool round per step, 2 saves per round; {SESSIONS} sessions x {ROUNDS} rounds "
             f"per size (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})"
         )
         print(

@@ -20,6 +20,7 @@ Only ``LoopCore.handle`` changes the state.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -266,11 +267,22 @@ class LoopDriver:
             raise
         self._core.handle(event_after(step))
         if self._persistence.enabled:
-            await self._persistence.save_step(self._core, step)
+            try:
+                await self._persistence.save_step(self._core, step)
+            except anyio.get_cancelled_exc_class():
+                # Cancelled before the step's save started: a round's results no save
+                # holds yet are saved all the same, by the step's save (shielded).
+                if self._persistence.results_unsaved:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await self._persistence.save_step(self._core, step)
+                raise
         return step
 
     async def _step_raised(self, error: BaseException) -> None:
         """What a step that raised ``error`` leaves behind (the caller re-raises it)."""
+        if self._persistence.results_unsaved:  # what a save of their own would have held
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._persistence.save_results_after_fault(self._core)
         if isinstance(error, anyio.get_cancelled_exc_class()):
             # The host cancelled the task awaiting next(): close the turn so the
             # transcript stays provider-valid, then let the cancellation go on.

@@ -197,6 +197,8 @@ class ModelCaller:
         request = self._next_request(turn)
         if not isinstance(request, TurnRequest):
             return request
+        if self._persistence.enabled:  # a round's results before the model is waited for
+            await self._persistence.save_results(self._core)
         index = turn.model_calls
         started = time.monotonic()
         timeout = self._fx.config.limits.request_timeout

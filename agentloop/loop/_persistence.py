@@ -12,8 +12,11 @@ What is written when (see ``docs/store.md``, "Running many workers"):
 - :meth:`Persistence.claim` — just before a non-idempotent call starts: the
   call is claimed once, for the input that will run (a refused claim answers
   the call instead of running it);
-- :meth:`Persistence.save_finished_calls` — once a claimed call has its result
-  (a restore keeps that result instead of answering "in doubt");
+- :meth:`Persistence.note_finished_calls` / :meth:`Persistence.save_results` —
+  once a claimed call has its result, that result is saved before anything
+  else is waited for (another call, the model, the calls still running) or,
+  when nothing is, by the step's own save right after (one commit instead of
+  two per round; a restore keeps that result instead of answering "in doubt");
 - :meth:`Persistence.save_step` — after every step ``next()`` returns;
 - :func:`load` — ``Agent.resume(session_id=...)`` reads the latest session.
 
@@ -36,7 +39,7 @@ from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
 from ..tools._tool import ToolRequest
-from ._checkpoint import capture
+from ._checkpoint import capture, parse
 from ._checkpoint_memo import CaptureMemo
 from ._core import LoopCore
 from ._effects import Effects
@@ -73,6 +76,7 @@ class Persistence:
         "_item_documents",
         "_journaled",
         "_recorded",
+        "_results_unsaved",
         "_saved_queues",
         "_saving_input",
         "_store",
@@ -93,6 +97,8 @@ class Persistence:
         self._recorded: set[str] = set() if store is not None else _NONE
         """Calls whose approval decision the store holds already."""
         self._saved_queues: tuple[object, ...] | None = None
+        self._results_unsaved = False
+        """A claimed call has its result and no save since holds it (``save_results``)."""
         self._saving_input = False
         self.version: int | None = None
         """The store version this driver's state is based on (``None``: not tracked)."""
@@ -188,21 +194,56 @@ class Persistence:
         if self._store is not None:
             await self._journal(core)
 
-    async def save_finished_calls(self, core: LoopCore, tool_round: ToolRound) -> None:
-        """Save the round once a claimed call has its result.
+    def note_finished_calls(self, tool_round: ToolRound) -> None:
+        """Note the claimed calls of ``tool_round`` that have their result now.
 
-        A restore then keeps that result instead of answering the call as in
-        doubt; calls still running are saved as not started (and answered in
-        doubt if they were claimed).
+        Their results are saved by the next save: :meth:`save_results` before
+        the step waits for anything, or the step's own save when it ends
+        first (nothing suspends in between, so a crash loses no more than
+        with a save of its own, and the round commits once instead of twice).
+        A restore then keeps those results instead of answering the calls as
+        in doubt; calls still running are saved as not started (and answered
+        in doubt if they were claimed).
         """
-        if self._store is None or not self._journaled:
+        if not self._journaled:
             return
         finished = [c for c in tool_round.calls if c.call.id in self._journaled and c.answered]
-        if not finished:
-            return
         for call in finished:
             self._journaled.discard(call.call.id)
+            self._results_unsaved = True
+
+    @property
+    def results_unsaved(self) -> bool:
+        """Whether a claimed call has a result that no save holds yet."""
+        return self._results_unsaved
+
+    async def save_results_after_fault(self, core: LoopCore) -> None:
+        """After a step raised: journal the results no save holds yet, if a restore
+        accepts the state the fault left (one raised while a result was being
+        appended leaves one it refuses: then nothing is saved, and a restore
+        answers those calls as in doubt, never running them again)."""
+        if not self._results_unsaved:
+            return
+        try:
+            parse(capture(core, DriverState.AFTER_TOOL_RESULT, self._effects.config))
+        except CheckpointError as refused:
+            log.warning(
+                "a step failed while a call's result was being appended; its result is "
+                "not saved (a restore answers the call as in doubt)",
+                session_id=self._effects.session_id,
+                error=str(refused),
+            )
+            return
         await self._journal(core)
+
+    async def save_results(self, core: LoopCore) -> None:
+        """Journal the results :meth:`note_finished_calls` noted, if no save holds them yet.
+
+        Called before the step waits for anything (another call, the calls
+        still running, the model) and when it ends without its own save.
+        """
+        if self._results_unsaved:
+            await self._journal(core)
 
     async def _journal(self, core: LoopCore) -> None:
         """A save inside a step: a storage fault is logged; the step's own save retries."""
@@ -242,6 +283,7 @@ class Persistence:
         if isinstance(version, int) and not isinstance(version, bool):
             self.version = version
         self._saved_queues = self._queues(core)
+        self._results_unsaved = False  # every save holds every result the driver has
 
     @staticmethod
     def _queues(core: LoopCore) -> tuple[object, ...]:

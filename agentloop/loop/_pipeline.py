@@ -130,9 +130,11 @@ class ToolPipeline:
             if self._core.steering:  # the tool-call boundary a steering message waits for
                 self._skip(call, tool_round)
             else:
+                if self._persistence.enabled:  # the results so far, before this call runs
+                    await self._persistence.save_results(self._core)
                 await self._prepare_and_execute(turn, call, tool_round)
                 if self._persistence.enabled:
-                    await self._persistence.save_finished_calls(self._core, tool_round)
+                    self._persistence.note_finished_calls(tool_round)
         if not turn.is_cancelled and (fresh := _surface_new_approval(tool_round)) is not None:
             # Approvals surface one by one while the other calls keep running;
             # their results are collected when the round resumes.
@@ -142,12 +144,14 @@ class ToolPipeline:
     async def _collect(self, turn: TurnState, tool_round: ToolRound) -> None:
         """Wait for the round's foreground calls still running."""
         while tool_round.running():
+            if self._persistence.enabled:  # the results so far, before waiting for more
+                await self._persistence.save_results(self._core)
             update = await self._tasks.wait_for_turn(turn.turn_id)
             if update is None:
                 break
             self._on_turn_update(tool_round, update)
             if self._persistence.enabled:
-                await self._persistence.save_finished_calls(self._core, tool_round)
+                self._persistence.note_finished_calls(tool_round)
 
     async def _after_round(self, turn: TurnState, tool_round: ToolRound) -> Step:
         turn.round = None

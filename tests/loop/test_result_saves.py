@@ -1,0 +1,290 @@
+"""When a claimed call's result is saved: with the step, or before the step waits for more.
+
+A round's result is saved by the step's own save when nothing is waited for
+in between (one commit per round instead of two), and before the step waits
+for anything else: another call, the calls still running, the model. A step
+that raises, or is cancelled as its save starts, still saves the results it
+has. Every test drives real drivers through the public API against the
+memory and SQLite stores (``store`` fixture), on both anyio backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from loop_support import user
+
+import agentloop as al
+from agentloop.store import SessionStore
+from agentloop.testing import call, tool_calls
+
+pytestmark = pytest.mark.anyio
+
+
+class Pay:
+    """Not idempotent (each run is claimed first); counts its runs."""
+
+    spec = al.ToolSpec("pay", "Pay a bill.", {"type": "object"})
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        self.runs += 1
+        return "paid"
+
+
+class Slow:
+    """Not idempotent; answers once ``release`` is set."""
+
+    spec = al.ToolSpec("slow", "Wait, then answer.", {"type": "object"})
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.started = anyio.Event()
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        self.started.set()
+        await self.release.wait()
+        return "slow done"
+
+
+def answered(document: Mapping[str, Any]) -> set[str]:
+    """The call ids a saved document has a result for (transcript or the active round)."""
+    found = {
+        part["call_id"]
+        for item in document["transcript"]
+        for part in item["parts"]
+        if part.get("type") == "tool_result"
+    }
+    turn = document["turn"]
+    if turn is not None and turn["round"] is not None:
+        found |= {entry["result"]["call_id"] for entry in turn["round"]["results"]}
+    return found
+
+
+Hook = Callable[[int, Mapping[str, Any]], Awaitable[None]]
+
+
+def record_saves(store: SessionStore, before: Hook | None = None) -> list[set[str]]:
+    """The answered calls of each document ``store`` saves from now on, in order.
+
+    ``before(number, document)`` runs before each save is passed on (numbered from 0).
+    """
+    saves: list[set[str]] = []
+    save = store.save_checkpoint
+
+    async def recording(session_id: str, checkpoint: Mapping[str, Any], **options: Any) -> int:
+        if before is not None:
+            await before(len(saves), checkpoint)
+        version = await save(session_id, checkpoint, **options)
+        saves.append(answered(checkpoint))
+        return version
+
+    store.save_checkpoint = recording  # type: ignore[method-assign]
+    return saves
+
+
+def agent(store: SessionStore, script: Any, *tools: Any, **options: Any) -> al.Agent:
+    registry = al.ToolRegistry()
+    for tool in tools:
+        registry = registry.with_tool(tool)
+    builder = al.Agent.builder().model(al.ScriptedModel(script)).add_tool_source(registry)
+    builder = builder.store(store)
+    if "manager" in options:
+        builder = builder.task_manager(options["manager"])
+    if "transcript_observer" in options:
+        builder = builder.transcript_observer(options["transcript_observer"])
+    return builder.build()
+
+
+def pay_once(request: al.TurnRequest) -> Any:
+    if request.transcript[-1].kind is al.ItemKind.USER:
+        return tool_calls(call("pay", {}, id="call-pay"))
+    return "done"
+
+
+async def stored_answers(store: SessionStore) -> set[str]:
+    stored = await store.load("s")
+    assert stored is not None
+    return answered(stored.checkpoint)
+
+
+async def test_a_rounds_only_call_is_saved_with_the_step(store: SessionStore) -> None:
+    tool = Pay()
+    saves = record_saves(store)
+    driver = await agent(store, pay_once, tool).start("s")
+    driver.submit_input([user("pay")])
+    assert isinstance(await driver.next(), al.AfterToolResult)
+    # The input, the model's response (before the call starts), and the step,
+    # which holds the result: no save of the result alone.
+    assert saves == [set(), set(), {"call-pay"}]
+    assert tool.runs == 1
+    assert isinstance(await driver.next(), al.Finished)
+    assert saves[3:] == [{"call-pay"}]
+    assert await stored_answers(store) == {"call-pay"}
+
+
+async def test_a_finished_result_is_saved_before_the_round_waits_for_another_call(
+    store: SessionStore,
+) -> None:
+    pay, slow = Pay(), Slow()
+
+    def both(request: al.TurnRequest) -> Any:
+        if request.transcript[-1].kind is al.ItemKind.USER:
+            return tool_calls(call("pay", {}, id="call-pay"), call("slow", {}, id="call-slow"))
+        return "done"
+
+    saves = record_saves(store)
+    steps: list[al.Step] = []
+    async with al.AsyncTaskManager() as manager:
+        driver = await agent(store, both, pay, slow, manager=manager).start("s")
+        driver.submit_input([user("pay, and wait")])
+        async with anyio.create_task_group() as group:
+
+            async def step() -> None:
+                steps.append(await driver.next())
+
+            group.start_soon(step)
+            with anyio.fail_after(10):
+                await slow.started.wait()
+                while "call-pay" not in await stored_answers(store):  # noqa: ASYNC110
+                    await anyio.sleep(0.005)  # the store has no change notification
+            # pay's result is durable while slow still runs.
+            assert steps == []
+            assert await stored_answers(store) == {"call-pay"}
+            slow.release.set()
+    assert isinstance(steps[0], al.AfterToolResult)
+    assert saves == [set(), set(), {"call-pay"}, {"call-pay", "call-slow"}]
+    assert await stored_answers(store) == {"call-pay", "call-slow"}
+
+
+async def test_a_result_is_saved_before_the_model_is_called_again_in_the_same_step(
+    store: SessionStore,
+) -> None:
+    tool = Pay()
+    saves: list[set[str]] = []
+
+    async def check_before_model(request: al.TurnRequest) -> Any:
+        # The host answered the approval: the step calls the model again at
+        # once. The result is saved before that call.
+        if request.transcript[-1].kind is al.ItemKind.USER:
+            return tool_calls(call("pay", {}, id="call-pay"))
+        saves.append(await stored_answers(store))
+        return "done"
+
+    class AskFirst:
+        def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+            return al.AskApproval("confirm", request.summary)
+
+    built = (
+        al.Agent.builder()
+        .model(al.ScriptedModel(check_before_model))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .permissions(AskFirst())
+        .store(store)
+        .build()
+    )
+    driver = await built.start("s")
+    driver.submit_input([user("pay")])
+    asked = await driver.next()
+    assert isinstance(asked, al.ApprovalRequest)
+    asked.approve()
+    assert isinstance(await driver.next(), al.Finished)
+    assert tool.runs == 1
+    assert saves == [{"call-pay"}]
+
+
+class Boom(BaseException):
+    """What a hook raises past the observers' guard (it catches ``Exception`` only)."""
+
+
+class RaiseAtToolFinished:
+    def handle_event(self, event: al.AgentEvent) -> None:
+        if isinstance(event, al.ToolExecutionFinished):
+            raise Boom
+
+
+class RaiseOnResultItem:
+    def on_item_appended(self, item: al.Item) -> None:
+        if item.kind is al.ItemKind.TOOL:
+            raise Boom
+
+
+def outputs(driver: al.LoopDriver) -> list[Any]:
+    return [
+        part.output
+        for item in driver.snapshot().transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]
+
+
+async def test_a_step_that_raises_after_a_result_still_saves_it(store: SessionStore) -> None:
+    tool = Pay()
+    saves = record_saves(store)
+    built = (
+        al.Agent.builder()
+        .model(al.ScriptedModel(pay_once))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .observer(RaiseAtToolFinished())
+        .store(store)
+        .build()
+    )
+    driver = await built.start("s")
+    driver.submit_input([user("pay")])
+    with pytest.raises(Boom):
+        await driver.next()
+    assert tool.runs == 1
+    assert saves == [set(), set(), {"call-pay"}]
+    # A restore keeps the result: the call is neither answered in doubt nor run again.
+    resumed = await agent(store, pay_once, tool).resume(session_id="s")
+    assert isinstance(await resumed.run_until_blocked(), al.Finished)
+    assert tool.runs == 1
+    assert outputs(resumed) == ["paid"]
+
+
+async def test_a_step_that_raises_while_appending_a_result_saves_no_half_state(
+    store: SessionStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    tool = Pay()
+    saves = record_saves(store)
+    driver = await agent(store, pay_once, tool, transcript_observer=RaiseOnResultItem()).start("s")
+    driver.submit_input([user("pay")])
+    with pytest.raises(Boom):
+        await driver.next()
+    assert tool.runs == 1
+    # The result was half appended (in the transcript and still in the round): a
+    # restore would refuse that state, so it is not saved.
+    assert saves == [set(), set()]
+    assert "its result is not saved" in caplog.text
+    resumed = await agent(store, pay_once, tool).resume(session_id="s")
+    assert isinstance(await resumed.run_until_blocked(), al.Finished)
+    assert tool.runs == 1  # in doubt: never run twice
+    [output] = outputs(resumed)
+    assert output.startswith("in doubt: pay started before the session was restored")
+
+
+async def test_a_step_cancelled_as_its_save_starts_still_saves_its_results(
+    store: SessionStore,
+) -> None:
+    tool = Pay()
+    with anyio.CancelScope() as scope:
+
+        async def cancel_the_step_save(number: int, document: Mapping[str, Any]) -> None:
+            if number == 2:  # input, response, then the step's own save
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()
+
+        saves = record_saves(store, cancel_the_step_save)
+        driver = await agent(store, pay_once, tool).start("s")
+        driver.submit_input([user("pay")])
+        await driver.next()
+    assert scope.cancelled_caught
+    assert tool.runs == 1
+    assert saves == [set(), set(), {"call-pay"}]  # the third: the results, saved shielded
+    assert await stored_answers(store) == {"call-pay"}
