@@ -12,7 +12,12 @@ and floor interleaved, median of several repeats after a warm-up:
 - W1: microseconds per tool round at R = 10, 100 and 400 rounds, against a
   hand-written loop *without* schema validation (the work a loop cannot skip:
   build a request, call the model, look the tool up, run it, append two
-  items); and R400/R10 (flat in transcript length).
+  items); and R400/R10 (flat in transcript length). For information, also
+  the least a loop with agentloop's guarantees costs (``least_rounds``):
+  the same typed model, typed items, one compiled schema check and one anyio
+  cancel scope per call, and nothing else (no permissions, events, limits,
+  records, steps or task bookkeeping). What it costs over the floor is
+  spent before any of agentloop's own logic runs.
 - W3: 1,000 concurrent sessions of 5 rounds each: wall time, and peak traced
   memory per session (``tracemalloc``; the sessions are alive together).
 
@@ -46,6 +51,8 @@ import anyio.lowlevel
 from _report import Check, json_path, report
 
 import agentloop as al
+from agentloop.core._transcript import TranscriptView
+from agentloop.tools._fast_check import compile_fast_check
 
 CLOCK = time.process_time if "--cpu" in sys.argv else time.perf_counter
 """W1's clock: ``--cpu`` counts this process's CPU time only (on a loaded machine
@@ -199,30 +206,72 @@ async def floor_rounds(rounds: int) -> float:
     return elapsed
 
 
+async def least_rounds(rounds: int) -> float:
+    """The documented workload with only what a loop with agentloop's guarantees cannot skip.
+
+    The same typed fake model (one event-loop pass per request), a typed
+    request, the tool's compiled input check, a start checkpoint and one
+    anyio cancel scope per call (``AsyncTaskManager`` cancels each call on its
+    own), and a typed result item. Nothing else: no permissions, events,
+    limits, usage, records, steps, task ids or snapshots.
+    """
+    echo = OURS.echo
+    check = compile_fast_check(echo.spec.input_schema)
+    assert check is not None
+    tools = {"echo": (echo.function, check)}
+    session = await OURS.model(rounds).start_session(None)
+    transcript: list[Any] = [al.Item.text(al.ItemKind.USER, "go")]
+    start = CLOCK()
+    while True:
+        request = al.TurnRequest("bench", "turn-1", TranscriptView(transcript))
+        events = [event async for event in await session.begin_turn(request, None)]
+        result = events[-1]  # the stream's closing ModelTurnResult
+        transcript += result.output_items
+        calls = [p for i in result.output_items for p in i.parts if type(p) is al.ToolCallPart]
+        if not calls:
+            break
+        for call in calls:
+            function, valid = tools[call.name]
+            if not valid(call.input):
+                raise ValueError(call.input)
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            with anyio.CancelScope():
+                output = await function(**call.input)
+            transcript.append(al.Item(al.ItemKind.TOOL, (al.ToolResultPart(call.id, output),)))
+    elapsed = CLOCK() - start
+    assert len(transcript) == 2 * rounds + 2
+    return elapsed
+
+
 def repeats_for(rounds: int) -> int:
     return max(REPEATS, ROUNDS_PER_SIZE // rounds)
 
 
 async def w1(
     setups: tuple[Setup, ...] = (OURS,),
-) -> tuple[list[dict[int, float]], dict[int, float]]:
-    """Median microseconds per round for each setup and the floor, for each size."""
+) -> tuple[list[dict[int, float]], dict[int, float], dict[int, float]]:
+    """Median microseconds per round for each setup, the floor and ``least_rounds``."""
     for setup in setups:
         await agentloop_rounds(10, setup)  # warm-up: imports, compiled validators
     await floor_rounds(10)
+    await least_rounds(10)
     ours: list[dict[int, float]] = [{} for _ in setups]
     floor: dict[int, float] = {}
+    least: dict[int, float] = {}
     for rounds in ROUND_COUNTS:
         a: list[list[float]] = [[] for _ in setups]
         f: list[float] = []
+        m: list[float] = []
         for _ in range(repeats_for(rounds)):
             for index, setup in enumerate(setups):
                 a[index].append(await agentloop_rounds(rounds, setup))
             f.append(await floor_rounds(rounds))
+            m.append(await least_rounds(rounds))
         for index in range(len(setups)):
             ours[index][rounds] = statistics.median(a[index]) / rounds * 1e6
         floor[rounds] = statistics.median(f) / rounds * 1e6
-    return ours, floor
+        least[rounds] = statistics.median(m) / rounds * 1e6
+    return ours, floor, least
 
 
 async def w3(setup: Setup = OURS, *, shared: bool = False) -> tuple[float, float]:
@@ -294,14 +343,16 @@ def main() -> int:
         return 0
     if "--against" in sys.argv:
         return compare(sys.argv[sys.argv.index("--against") + 1])
-    (ours,), floor = anyio.run(w1)
+    (ours,), floor, least = anyio.run(w1)
     print("W1, documented setup (@tool, AsyncTaskManager, yielding model, run()):")
     checks: list[Check] = []
     for rounds in ROUND_COUNTS:
         ratio = ours[rounds] / floor[rounds]
         print(
             f"  R={rounds:>3}: agentloop {ours[rounds]:7.1f} us/round, "
-            f"floor (no validation) {floor[rounds]:5.1f} us, ratio {ratio:5.1f}x"
+            f"floor (no validation) {floor[rounds]:5.1f} us, ratio {ratio:5.1f}x; "
+            f"least loop with the same guarantees {least[rounds]:5.1f} us "
+            f"({least[rounds] / floor[rounds]:3.1f}x)"
         )
         checks.append(Check(f"documented setup, R={rounds}, vs floor", ratio, RATIO_TARGET, "x"))
     growth = ours[400] / ours[10]
@@ -327,7 +378,7 @@ def main() -> int:
 def compare(ref: str) -> int:
     """Before (the package at ``ref``) and after (this tree), interleaved in one process."""
     before = Setup(baseline_package(ref))
-    (after_w1, before_w1), floor = anyio.run(w1, (OURS, before))
+    (after_w1, before_w1), floor, _least = anyio.run(w1, (OURS, before))
     print(f"W1 per round, median of repeats; before = {ref}, interleaved with after and floor:")
     for rounds in ROUND_COUNTS:
         b, a = before_w1[rounds], after_w1[rounds]
