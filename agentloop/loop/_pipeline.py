@@ -453,6 +453,8 @@ class ToolPipeline:
             self._append_results(turn, tool_round)
             if tool_round.running():
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
+                    if self._persistence.enabled:  # the results so far, before waiting
+                        await self._persistence.save_results(self._core)
                     await self._tasks.on_turn_interrupted(turn.turn_id)
             for call in tool_round.calls:
                 if not call.answered:

@@ -109,9 +109,9 @@ def pay_once(request: al.TurnRequest) -> Any:
 
 
 async def stored_answers(store: SessionStore) -> set[str]:
+    """The calls session "s" has a result for in the store (none before its first save)."""
     stored = await store.load("s")
-    assert stored is not None
-    return answered(stored.checkpoint)
+    return set() if stored is None else answered(stored.checkpoint)
 
 
 async def test_a_rounds_only_call_is_saved_with_the_step(store: SessionStore) -> None:
@@ -150,14 +150,16 @@ async def test_a_finished_result_is_saved_before_the_round_waits_for_another_cal
                 steps.append(await driver.next())
 
             group.start_soon(step)
-            with anyio.fail_after(10):
-                await slow.started.wait()
-                while "call-pay" not in await stored_answers(store):  # noqa: ASYNC110
-                    await anyio.sleep(0.005)  # the store has no change notification
-            # pay's result is durable while slow still runs.
-            assert steps == []
-            assert await stored_answers(store) == {"call-pay"}
-            slow.release.set()
+            try:
+                with anyio.fail_after(10):
+                    await slow.started.wait()
+                    while "call-pay" not in await stored_answers(store):  # noqa: ASYNC110
+                        await anyio.sleep(0.005)  # the store has no change notification
+                # pay's result is durable while slow still runs.
+                assert steps == []
+                assert await stored_answers(store) == {"call-pay"}
+            finally:
+                slow.release.set()
     assert isinstance(steps[0], al.AfterToolResult)
     assert saves == [set(), set(), {"call-pay"}, {"call-pay", "call-slow"}]
     assert await stored_answers(store) == {"call-pay", "call-slow"}
@@ -288,3 +290,70 @@ async def test_a_step_cancelled_as_its_save_starts_still_saves_its_results(
     assert tool.runs == 1
     assert saves == [set(), set(), {"call-pay"}]  # the third: the results, saved shielded
     assert await stored_answers(store) == {"call-pay"}
+
+
+class SlowToStop(Slow):
+    """Like ``Slow``, but once cancelled it takes until ``release`` to stop."""
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        try:
+            return await super().invoke(request, ctx)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self.release.wait()
+            raise
+
+
+async def test_a_turn_interrupted_as_a_result_is_saved_saves_it_before_waiting_for_the_rest(
+    store: SessionStore,
+) -> None:
+    pay, slow = Pay(), SlowToStop()
+    controller = al.CancellationController()
+
+    def both(request: al.TurnRequest) -> Any:
+        if request.transcript[-1].kind is al.ItemKind.USER:
+            return tool_calls(call("pay", {}, id="call-pay"), call("slow", {}, id="call-slow"))
+        return "done"
+
+    attempts = 0
+
+    async def interrupt_at_the_result_save(number: int, document: Mapping[str, Any]) -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 3:  # input, response, then pay's result: the turn is interrupted
+            controller.interrupt()
+            await anyio.lowlevel.checkpoint()  # and this save never starts
+
+    saves = record_saves(store, interrupt_at_the_result_save)
+    steps: list[al.Step] = []
+    async with al.AsyncTaskManager() as manager:
+        built = (
+            al.Agent.builder()
+            .model(al.ScriptedModel(both))
+            .add_tool_source(al.ToolRegistry().with_tool(pay).with_tool(slow))
+            .task_manager(manager)
+            .cancellation(controller.handle())
+            .store(store)
+            .build()
+        )
+        driver = await built.start("s")
+        driver.submit_input([user("pay, and wait")])
+        async with anyio.create_task_group() as group:
+
+            async def step() -> None:
+                steps.append(await driver.next())
+
+            group.start_soon(step)
+            try:
+                with anyio.fail_after(10):
+                    while "call-pay" not in await stored_answers(store):  # noqa: ASYNC110
+                        await anyio.sleep(0.005)  # the store has no change notification
+                # pay's result is durable while the interrupted turn waits for slow to stop.
+                assert steps == []
+            finally:
+                slow.release.set()  # a failure above must not leave slow waiting forever
+    [finished] = steps
+    assert isinstance(finished, al.Finished)
+    assert finished.result.finish_reason is al.FinishReason.CANCELLED
+    assert pay.runs == 1
+    assert saves == [set(), set(), {"call-pay"}, {"call-pay", "call-slow"}]
