@@ -239,8 +239,8 @@ class Persistence:
     async def save_results(self, core: LoopCore) -> None:
         """Journal the results :meth:`note_finished_calls` noted, if no save holds them yet.
 
-        Called before the step waits for anything (another call, the calls
-        still running, the model) and when it ends without its own save.
+        Called before the step waits for anything: another call, the calls
+        still running, the model, or an interrupted turn's other calls.
         """
         if self._results_unsaved:
             await self._journal(core)
