@@ -4,18 +4,24 @@ A round's result is saved by the step's own save when nothing is waited for
 in between (one commit per round instead of two), and before the step waits
 for anything else: another call, the calls still running, the model. A step
 that raises, or is cancelled as its save starts, still saves the results it
-has. Every test drives real drivers through the public API against the
+has. A hypothesis test draws plans of rounds (claimed, idempotent and
+approved calls, in place or in parallel) and checks that neither the model
+nor a call run after another ever acts on a claimed result the store does
+not hold. Every test drives real drivers through the public API against the
 memory and SQLite stores (``store`` fixture), on both anyio backends.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from loop_support import user
 
 import agentloop as al
@@ -108,9 +114,9 @@ def pay_once(request: al.TurnRequest) -> Any:
     return "done"
 
 
-async def stored_answers(store: SessionStore) -> set[str]:
-    """The calls session "s" has a result for in the store (none before its first save)."""
-    stored = await store.load("s")
+async def stored_answers(store: SessionStore, session_id: str = "s") -> set[str]:
+    """The calls a session has a result for in the store (none before its first save)."""
+    stored = await store.load(session_id)
     return set() if stored is None else answered(stored.checkpoint)
 
 
@@ -357,3 +363,132 @@ async def test_a_turn_interrupted_as_a_result_is_saved_saves_it_before_waiting_f
     assert finished.result.finish_reason is al.FinishReason.CANCELLED
     assert pay.runs == 1
     assert saves == [set(), set(), {"call-pay"}, {"call-pay", "call-slow"}]
+
+
+class PlanTool:
+    """A tool of the property test: claimed unless ``idempotent``; yields ``pauses`` times.
+
+    ``on_start`` runs first (the test checks the store there).
+    """
+
+    def __init__(
+        self, name: str, idempotent: bool, on_start: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.spec = al.ToolSpec(
+            name,
+            "One step.",
+            {"type": "object"},
+            annotations=al.ToolAnnotations(idempotent=idempotent),
+        )
+        self.idempotent = idempotent
+        self.on_start = on_start
+        self.runs: list[str] = []
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        await self.on_start()
+        for _ in range(request.input.get("pauses", 0)):
+            await anyio.lowlevel.checkpoint()
+        self.runs.append(request.call_id)
+        return f"done {request.call_id}"
+
+
+class AskFor:
+    """Asks the host to approve the calls of the tools named ``asked``."""
+
+    def __init__(self, asked: frozenset[str]) -> None:
+        self.asked = asked
+
+    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+        if isinstance(request, al.ToolInvocation) and request.tool_name in self.asked:
+            return al.AskApproval("confirm", request.summary)
+        return al.Allow()
+
+
+CALL = st.tuples(
+    st.sampled_from(["claimed", "free", "asked"]),  # which tool
+    st.integers(0, 2),  # how often it yields before it answers
+)
+PLANS = st.lists(st.lists(CALL, min_size=1, max_size=3), min_size=1, max_size=3)
+SESSIONS = itertools.count()
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(plan=PLANS, parallel=st.booleans())
+async def test_no_claimed_result_is_acted_on_before_the_store_holds_it(
+    store: SessionStore, plan: list[list[tuple[str, int]]], parallel: bool
+) -> None:
+    session_id = f"plan-{next(SESSIONS)}"
+    claimed = {"claimed", "asked"}
+    unsaved_seen: list[set[str]] = []  # by the model, or by a call run after them in turn
+
+    async def check_earlier_calls() -> None:
+        # Run one after another (no AsyncTaskManager): every claimed call that
+        # answered before this one started has its result in the store.
+        if not parallel:
+            finished = {c for name in claimed for c in tools[name].runs}
+            missing = finished - await stored_answers(store, session_id)
+            if missing:
+                unsaved_seen.append(missing)
+
+    tools = {
+        "claimed": PlanTool("claimed", False, check_earlier_calls),
+        "free": PlanTool("free", True, check_earlier_calls),
+        "asked": PlanTool("asked", False, check_earlier_calls),  # claimed once approved
+    }
+    calls = 0
+
+    async def model(request: al.TurnRequest) -> Any:
+        nonlocal calls
+        # Every claimed call's result the model is about to see is in the store.
+        shown = {
+            part.call_id
+            for item in request.transcript
+            for part in item.parts
+            if isinstance(part, al.ToolResultPart) and part.call_id.split("-")[0] in claimed
+        }
+        missing = shown - await stored_answers(store, session_id)
+        if missing:
+            unsaved_seen.append(missing)
+        calls += 1
+        if calls > len(plan):
+            return "done"
+        return tool_calls(
+            *(
+                call(name, {"pauses": pauses}, id=f"{name}-{calls}-{index}")
+                for index, (name, pauses) in enumerate(plan[calls - 1])
+            )
+        )
+
+    registry = al.ToolRegistry()
+    for tool in tools.values():
+        registry = registry.with_tool(tool)
+    async with al.AsyncTaskManager() as manager:
+        builder = (
+            al.Agent.builder()
+            .model(al.ScriptedModel(model))
+            .add_tool_source(registry)
+            .permissions(AskFor(frozenset({"asked"})))
+            .store(store)
+        )
+        if parallel:
+            builder = builder.task_manager(manager)
+        driver = await builder.build().start(
+            al.SessionConfig(session_id, limits=al.LoopLimits(max_model_calls_per_turn=10))
+        )
+        driver.submit_input([user("go")])
+        step = await driver.next()
+        while not isinstance(step, al.Finished):
+            if isinstance(step, al.ApprovalRequest):
+                step.approve()
+            step = await driver.next()
+    assert step.result.finish_reason is al.FinishReason.COMPLETED
+    assert unsaved_seen == []
+    every_call = {
+        f"{name}-{n + 1}-{i}" for n, r in enumerate(plan) for i, (name, _) in enumerate(r)
+    }
+    assert {c for tool in tools.values() for c in tool.runs} == every_call  # each ran once
+    assert sum(len(tool.runs) for tool in tools.values()) == len(every_call)
+    # The store holds the session as the driver has it.
+    assert await stored_answers(store, session_id) == every_call
