@@ -95,16 +95,31 @@ def record_saves(store: SessionStore, before: Hook | None = None) -> list[set[st
     return saves
 
 
-def agent(store: SessionStore, script: Any, *tools: Any, **options: Any) -> al.Agent:
+def agent(
+    store: SessionStore,
+    script: Any,
+    *tools: Any,
+    manager: al.AsyncTaskManager | None = None,
+    permissions: Any = None,
+    observer: Any = None,
+    transcript_observer: Any = None,
+    cancellation: al.CancellationHandle | None = None,
+) -> al.Agent:
     registry = al.ToolRegistry()
     for tool in tools:
         registry = registry.with_tool(tool)
     builder = al.Agent.builder().model(al.ScriptedModel(script)).add_tool_source(registry)
     builder = builder.store(store)
-    if "manager" in options:
-        builder = builder.task_manager(options["manager"])
-    if "transcript_observer" in options:
-        builder = builder.transcript_observer(options["transcript_observer"])
+    if manager is not None:
+        builder = builder.task_manager(manager)
+    if permissions is not None:
+        builder = builder.permissions(permissions)
+    if observer is not None:
+        builder = builder.observer(observer)
+    if transcript_observer is not None:
+        builder = builder.transcript_observer(transcript_observer)
+    if cancellation is not None:
+        builder = builder.cancellation(cancellation)
     return builder.build()
 
 
@@ -118,6 +133,36 @@ async def stored_answers(store: SessionStore, session_id: str = "s") -> set[str]
     """The calls a session has a result for in the store (none before its first save)."""
     stored = await store.load(session_id)
     return set() if stored is None else answered(stored.checkpoint)
+
+
+def pay_and_slow(request: al.TurnRequest) -> Any:
+    if request.transcript[-1].kind is al.ItemKind.USER:
+        return tool_calls(call("pay", {}, id="call-pay"), call("slow", {}, id="call-slow"))
+    return "done"
+
+
+async def step_seeing_pay_stored_while_slow_runs(
+    driver: al.LoopDriver, store: SessionStore, slow: Slow
+) -> al.Step:
+    """``driver.next()``, checking that pay's result is in the store before slow answers."""
+    steps: list[al.Step] = []
+    async with anyio.create_task_group() as group:
+
+        async def step() -> None:
+            steps.append(await driver.next())
+
+        group.start_soon(step)
+        try:
+            with anyio.fail_after(10):
+                await slow.started.wait()
+                while "call-pay" not in await stored_answers(store):  # noqa: ASYNC110
+                    await anyio.sleep(0.005)  # the store has no change notification
+            assert steps == []  # the step still waits for slow
+            assert await stored_answers(store) == {"call-pay"}
+        finally:
+            slow.release.set()  # a failure above must not leave slow waiting forever
+    [stepped] = steps
+    return stepped
 
 
 async def test_a_rounds_only_call_is_saved_with_the_step(store: SessionStore) -> None:
@@ -140,33 +185,12 @@ async def test_a_finished_result_is_saved_before_the_round_waits_for_another_cal
 ) -> None:
     pay, slow = Pay(), Slow()
 
-    def both(request: al.TurnRequest) -> Any:
-        if request.transcript[-1].kind is al.ItemKind.USER:
-            return tool_calls(call("pay", {}, id="call-pay"), call("slow", {}, id="call-slow"))
-        return "done"
-
     saves = record_saves(store)
-    steps: list[al.Step] = []
     async with al.AsyncTaskManager() as manager:
-        driver = await agent(store, both, pay, slow, manager=manager).start("s")
+        driver = await agent(store, pay_and_slow, pay, slow, manager=manager).start("s")
         driver.submit_input([user("pay, and wait")])
-        async with anyio.create_task_group() as group:
-
-            async def step() -> None:
-                steps.append(await driver.next())
-
-            group.start_soon(step)
-            try:
-                with anyio.fail_after(10):
-                    await slow.started.wait()
-                    while "call-pay" not in await stored_answers(store):  # noqa: ASYNC110
-                        await anyio.sleep(0.005)  # the store has no change notification
-                # pay's result is durable while slow still runs.
-                assert steps == []
-                assert await stored_answers(store) == {"call-pay"}
-            finally:
-                slow.release.set()
-    assert isinstance(steps[0], al.AfterToolResult)
+        stepped = await step_seeing_pay_stored_while_slow_runs(driver, store, slow)
+    assert isinstance(stepped, al.AfterToolResult)
     assert saves == [set(), set(), {"call-pay"}, {"call-pay", "call-slow"}]
     assert await stored_answers(store) == {"call-pay", "call-slow"}
 
@@ -189,15 +213,7 @@ async def test_a_result_is_saved_before_the_model_is_called_again_in_the_same_st
         def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
             return al.AskApproval("confirm", request.summary)
 
-    built = (
-        al.Agent.builder()
-        .model(al.ScriptedModel(check_before_model))
-        .add_tool_source(al.ToolRegistry().with_tool(tool))
-        .permissions(AskFirst())
-        .store(store)
-        .build()
-    )
-    driver = await built.start("s")
+    driver = await agent(store, check_before_model, tool, permissions=AskFirst()).start("s")
     driver.submit_input([user("pay")])
     asked = await driver.next()
     assert isinstance(asked, al.ApprovalRequest)
@@ -235,15 +251,7 @@ def outputs(driver: al.LoopDriver) -> list[Any]:
 async def test_a_step_that_raises_after_a_result_still_saves_it(store: SessionStore) -> None:
     tool = Pay()
     saves = record_saves(store)
-    built = (
-        al.Agent.builder()
-        .model(al.ScriptedModel(pay_once))
-        .add_tool_source(al.ToolRegistry().with_tool(tool))
-        .observer(RaiseAtToolFinished())
-        .store(store)
-        .build()
-    )
-    driver = await built.start("s")
+    driver = await agent(store, pay_once, tool, observer=RaiseAtToolFinished()).start("s")
     driver.submit_input([user("pay")])
     with pytest.raises(Boom):
         await driver.next()
@@ -316,11 +324,6 @@ async def test_a_turn_interrupted_as_a_result_is_saved_saves_it_before_waiting_f
     pay, slow = Pay(), SlowToStop()
     controller = al.CancellationController()
 
-    def both(request: al.TurnRequest) -> Any:
-        if request.transcript[-1].kind is al.ItemKind.USER:
-            return tool_calls(call("pay", {}, id="call-pay"), call("slow", {}, id="call-slow"))
-        return "done"
-
     attempts = 0
 
     async def interrupt_at_the_result_save(number: int, document: Mapping[str, Any]) -> None:
@@ -331,34 +334,13 @@ async def test_a_turn_interrupted_as_a_result_is_saved_saves_it_before_waiting_f
             await anyio.lowlevel.checkpoint()  # and this save never starts
 
     saves = record_saves(store, interrupt_at_the_result_save)
-    steps: list[al.Step] = []
     async with al.AsyncTaskManager() as manager:
-        built = (
-            al.Agent.builder()
-            .model(al.ScriptedModel(both))
-            .add_tool_source(al.ToolRegistry().with_tool(pay).with_tool(slow))
-            .task_manager(manager)
-            .cancellation(controller.handle())
-            .store(store)
-            .build()
-        )
+        handle = controller.handle()
+        built = agent(store, pay_and_slow, pay, slow, manager=manager, cancellation=handle)
         driver = await built.start("s")
         driver.submit_input([user("pay, and wait")])
-        async with anyio.create_task_group() as group:
-
-            async def step() -> None:
-                steps.append(await driver.next())
-
-            group.start_soon(step)
-            try:
-                with anyio.fail_after(10):
-                    while "call-pay" not in await stored_answers(store):  # noqa: ASYNC110
-                        await anyio.sleep(0.005)  # the store has no change notification
-                # pay's result is durable while the interrupted turn waits for slow to stop.
-                assert steps == []
-            finally:
-                slow.release.set()  # a failure above must not leave slow waiting forever
-    [finished] = steps
+        # pay's result is durable while the interrupted turn waits for slow to stop.
+        finished = await step_seeing_pay_stored_while_slow_runs(driver, store, slow)
     assert isinstance(finished, al.Finished)
     assert finished.result.finish_reason is al.FinishReason.CANCELLED
     assert pay.runs == 1
@@ -461,22 +443,16 @@ async def test_no_claimed_result_is_acted_on_before_the_store_holds_it(
             )
         )
 
-    registry = al.ToolRegistry()
-    for tool in tools.values():
-        registry = registry.with_tool(tool)
     async with al.AsyncTaskManager() as manager:
-        builder = (
-            al.Agent.builder()
-            .model(al.ScriptedModel(model))
-            .add_tool_source(registry)
-            .permissions(AskFor(frozenset({"asked"})))
-            .store(store)
+        built = agent(
+            store,
+            model,
+            *tools.values(),
+            manager=manager if parallel else None,
+            permissions=AskFor(frozenset({"asked"})),
         )
-        if parallel:
-            builder = builder.task_manager(manager)
-        driver = await builder.build().start(
-            al.SessionConfig(session_id, limits=al.LoopLimits(max_model_calls_per_turn=10))
-        )
+        limits = al.LoopLimits(max_model_calls_per_turn=10)
+        driver = await built.start(al.SessionConfig(session_id, limits=limits))
         driver.submit_input([user("go")])
         step = await driver.next()
         while not isinstance(step, al.Finished):
