@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import signal
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -108,3 +109,15 @@ def _tools() -> list[object]:
 
 TOOLS = _tools()
 """``--tools cli_support:TOOLS``."""
+
+
+def as_in_a_terminal() -> None:
+    """Reset Ctrl-C and Ctrl-\\ to their default action, as a shell in a terminal has them
+    (``preexec_fn`` of a command spawned under a pseudo-terminal).
+
+    A suite started as a background job of a shell without job control (``cmd &``
+    in a script) inherits SIGINT and SIGQUIT ignored, and so would the command
+    under test: a person's Ctrl-C would never reach it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)

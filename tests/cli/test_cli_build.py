@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 import pexpect
 import pytest
+from cli_support import as_in_a_terminal
 
 from agentloop.local._build import group_alive
 
@@ -57,6 +58,7 @@ class Sandbox:
             encoding="utf-8",
             timeout=TIMEOUT,
             dimensions=(40, 200),
+            preexec_fn=as_in_a_terminal,
         )
         child.logfile_read = io.StringIO()  # the whole terminal output, for after the fact
         return child

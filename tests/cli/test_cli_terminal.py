@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from cli_support import as_in_a_terminal
 
 from agentloop.local import local_server_available
 
@@ -45,6 +46,7 @@ def spawn(*argv: str, timeout: float = TIMEOUT, term: str = "dumb") -> pexpect.s
         encoding="utf-8",
         timeout=timeout,
         dimensions=(40, 200),
+        preexec_fn=as_in_a_terminal,
     )
     return child
 
