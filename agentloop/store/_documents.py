@@ -452,10 +452,11 @@ def _where(path: tuple[object, ...]) -> str:
 
 
 def _encode_at(value: Any, path: tuple[object, ...]) -> str:
-    """``encode_json`` of the value at ``path``, naming the path only when it fails."""
-    if _is_plain_json(value):
-        return _encode(value)
-    return encode_json(value, _where(path))
+    """``encode_json`` of the value at ``path``, building the path's name only to check
+    a value that is not plain JSON (once, not twice)."""
+    if not _is_plain_json(value):
+        _check_json(value, _where(path))
+    return _encode(value)
 
 
 def turn_counts(turn: TurnTexts) -> str | None:
