@@ -23,6 +23,7 @@ import structlog
 from ..loop._session_store import ClaimError, SessionStore, input_digest
 from ._audit import AuditEntry, AuditLog, DecisionAction
 from ._inbox import pending_approvals
+from ._limits import depth_problem
 from ._redact import Redactor
 
 __all__ = ["DecisionRefused", "Decider", "validate_input"]
@@ -138,15 +139,16 @@ class Decider:
             redactor=self._redactor,
         )
         row = next((r for r in rows if r.call_id == call_id), None)
+        shown_id = self._redactor.text(call_id)
         if row is None:
             raise DecisionRefused(
-                f"session {session_id!r} moved on: call {call_id!r} no longer waits for an "
+                f"session {session_id!r} moved on: call {shown_id!r} no longer waits for an "
                 f"approval (the session is {stored.status.value}); nothing was recorded",
                 status=409,
             )
         if shown_digest != row.digest:
             raise DecisionRefused(
-                f"the arguments of call {call_id!r} changed since this page was loaded; "
+                f"the arguments of call {shown_id!r} changed since this page was loaded; "
                 "reload and decide again",
                 status=409,
             )
@@ -211,6 +213,9 @@ class Decider:
     def _parse_edit(text: str | None, schema: Any) -> Any:
         if text is None or not text.strip():
             raise DecisionRefused("the edited arguments are empty; enter a JSON value", status=422)
+        too_deep = depth_problem(text, "the edited arguments")
+        if too_deep is not None:
+            raise DecisionRefused(f"refused: {too_deep}", status=400)
         try:
             value = json.loads(text)
         except json.JSONDecodeError as error:

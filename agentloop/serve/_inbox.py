@@ -33,7 +33,9 @@ __all__ = [
     "TranscriptEntry",
     "pending_approvals",
     "pretty",
+    "round_call_ids",
     "session_view",
+    "waiting_calls",
 ]
 
 
@@ -134,6 +136,26 @@ def find_call(document: Mapping[str, Any], call_id: str) -> Mapping[str, Any] | 
     return None
 
 
+def round_call_ids(document: Mapping[str, Any]) -> list[str]:
+    """The ids of the calls in the document's current tool round."""
+    ids = []
+    for call in _round_calls(document):
+        inner = call.get("call")
+        if isinstance(inner, Mapping) and isinstance(inner.get("id"), str):
+            ids.append(inner["id"])
+    return ids
+
+
+def waiting_calls(document: Mapping[str, Any]) -> dict[str, str]:
+    """The round's calls waiting on an approval (decided or not): call id -> tool name."""
+    waiting: dict[str, str] = {}
+    for call in _round_calls(document):
+        inner = call.get("call")
+        if call.get("status") == "awaiting_approval" and isinstance(inner, Mapping):
+            waiting[str(inner.get("id"))] = str(inner.get("name"))
+    return waiting
+
+
 def _round_calls(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     turn = document.get("turn")
     tool_round = turn.get("round") if isinstance(turn, Mapping) else None
@@ -199,8 +221,11 @@ class TranscriptEntry:
     """One block of the rendered transcript.
 
     ``kind`` is the item kind, or ``"tool_call"`` for a call with its
-    ``result`` text, ``outcome`` (``denied``, ``cancelled``, ``in_doubt``...,
-    ``error``, ``ok`` or ``pending``) and ``decision`` (from the audit log).
+    ``result`` text and ``outcome`` (``denied``, ``cancelled``, ``in_doubt``...,
+    ``error``, ``ok``; ``waiting_for_approval`` or ``waiting_for_a_worker``
+    while its round waits). ``edited_arguments`` are the arguments the call
+    was approved with when a person edited them (``arguments`` stay the
+    model's).
     """
 
     kind: str
@@ -210,11 +235,16 @@ class TranscriptEntry:
     arguments: str = ""
     result: str = ""
     outcome: str = ""
+    edited_arguments: str = ""
 
 
 @attrs.frozen(kw_only=True)
 class SessionView:
-    """The read-only session page: transcript, usage, cost and state."""
+    """The read-only session page: transcript, usage, cost and state.
+
+    ``waiting`` says, per call of a round waiting on approvals, what it
+    waits for ("waiting for approval of call call-1 (publish_report)").
+    """
 
     session_id: str
     state: str
@@ -226,10 +256,43 @@ class SessionView:
     pending: tuple[str, ...]
     decided: Mapping[str, bool]
     in_doubt: tuple[str, ...]
+    waiting: tuple[str, ...] = ()
 
 
 def session_view(stored: StoredSession, items: Sequence[Item], redactor: Redactor) -> SessionView:
     """The view of ``stored`` whose transcript is ``items``."""
+    document = stored.checkpoint
+    waiting = waiting_calls(document)
+    usage = document.get("session_usage")
+    return SessionView(
+        session_id=stored.session_id,
+        state=str(document.get("state", "")),
+        status=stored.status.value,
+        version=stored.version,
+        updated_at=stored.updated_at,
+        entries=tuple(_entries(stored, items, waiting, redactor)),
+        usage=usage if isinstance(usage, Mapping) else {},
+        pending=tuple(redactor.text(call_id) for call_id in waiting),
+        decided={redactor.text(c): a.approved for c, a in stored.approvals.items()},
+        in_doubt=tuple(sorted(redactor.text(c) for c in stored.started_calls)),
+        waiting=tuple(_waiting_line(stored, c, t, redactor) for c, t in waiting.items()),
+    )
+
+
+def _waiting_line(stored: StoredSession, call_id: str, tool: str, redactor: Redactor) -> str:
+    shown = f"call {redactor.text(call_id)} ({redactor.text(tool)})"
+    decision = stored.approvals.get(call_id)
+    if decision is None:
+        return f"waiting for approval of {shown}"
+    verdict = "approved" if decision.approved else "denied"
+    if decision.edited_input is not None:
+        verdict += " with edited arguments"
+    return f"{shown} {verdict}; waiting for a worker to resume the session"
+
+
+def _entries(
+    stored: StoredSession, items: Sequence[Item], waiting: Mapping[str, str], redactor: Redactor
+) -> list[TranscriptEntry]:
     results: dict[str, ToolResultPart] = {}
     for item in items:
         for part in item.parts:
@@ -249,49 +312,45 @@ def session_view(stored: StoredSession, items: Sequence[Item], redactor: Redacto
             )
         for part in item.parts:
             if isinstance(part, ToolCallPart):
-                result = results.get(part.id)
                 shown.add(part.id)
-                entries.append(_call_entry(part, result, redactor))
+                outcome = _open_outcome(stored, part.id, waiting)
+                entries.append(_call_entry(part, results.get(part.id), outcome, stored, redactor))
             elif isinstance(part, ToolResultPart) and part.call_id not in shown:
                 entries.append(
                     TranscriptEntry(
                         kind="tool_result",
-                        call_id=part.call_id,
+                        call_id=redactor.text(part.call_id),
                         result=redactor.text(_output_text(part.output)),
                         outcome=_outcome(part),
                     )
                 )
-    document = stored.checkpoint
-    usage = document.get("session_usage")
-    pending = tuple(
-        str(call["call"]["id"])
-        for call in _round_calls(document)
-        if call.get("status") == "awaiting_approval" and isinstance(call.get("call"), Mapping)
-    )
-    return SessionView(
-        session_id=stored.session_id,
-        state=str(document.get("state", "")),
-        status=stored.status.value,
-        version=stored.version,
-        updated_at=stored.updated_at,
-        entries=tuple(entries),
-        usage=usage if isinstance(usage, Mapping) else {},
-        pending=pending,
-        decided={call_id: a.approved for call_id, a in stored.approvals.items()},
-        in_doubt=tuple(sorted(stored.started_calls)),
-    )
+    return entries
+
+
+def _open_outcome(stored: StoredSession, call_id: str, waiting: Mapping[str, str]) -> str:
+    """The outcome shown for a call that has no result yet."""
+    if call_id not in waiting:
+        return "pending"
+    return "waiting_for_a_worker" if call_id in stored.approvals else "waiting_for_approval"
 
 
 def _call_entry(
-    part: ToolCallPart, result: ToolResultPart | None, redactor: Redactor
+    part: ToolCallPart,
+    result: ToolResultPart | None,
+    open_outcome: str,
+    stored: StoredSession,
+    redactor: Redactor,
 ) -> TranscriptEntry:
+    decision = stored.approvals.get(part.id)
+    edited = None if decision is None else decision.edited_input
     return TranscriptEntry(
         kind="tool_call",
         tool_name=redactor.text(part.name),
-        call_id=part.id,
+        call_id=redactor.text(part.id),
         arguments=pretty(redactor.json(part.input)),
         result="" if result is None else redactor.text(_output_text(result.output)),
-        outcome="pending" if result is None else _outcome(result),
+        outcome=open_outcome if result is None else _outcome(result),
+        edited_arguments="" if edited is None else pretty(redactor.json(edited)),
     )
 
 

@@ -81,12 +81,16 @@ async def test_every_path_needs_the_token(inbox: Inbox) -> None:
     assert response.status_code == 401
 
 
-async def test_the_token_in_the_url_becomes_a_strict_http_only_cookie(inbox: Inbox) -> None:
+async def test_the_token_in_the_url_becomes_a_strict_http_only_session_cookie(
+    inbox: Inbox,
+) -> None:
     response = await inbox.client.get(f"/audit?x=1&token={TOKEN}")
     assert response.status_code == 303
     assert response.headers["location"] == "/audit?x=1"
     cookie = response.headers["set-cookie"]
-    assert cookie.startswith(f"agentloop_serve_token={TOKEN};")
+    shape = r"agentloop_session_8765=[0-9]+\.[0-9a-f]{64}; HttpOnly; Max-Age=43200;"
+    assert re.match(shape, cookie)
+    assert TOKEN not in cookie
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie
     page = await inbox.client.get("/audit")
@@ -207,11 +211,13 @@ async def test_refusals_say_why_and_record_nothing(inbox: Inbox) -> None:
         422,
         "the reason is not valid Unicode text",
     )
-    for bad in ([], "x", {"session_id": 1}, {"session_id": "s1"}):
+    both = {**body, "call_ref": "ref-0"}
+    for bad in ([], "x", {"session_id": 1}, {"session_id": "s1"}, both):
         response = await inbox.client.post("/api/decide", json=bad, headers={"x-csrf-token": csrf})
         assert response.status_code == 400
         assert response.json()["error"] == (
-            "expected a JSON object with session_id, call_id, action and digest strings"
+            "expected a JSON object with session_id, call_id (or the page's call_ref), action "
+            "and digest strings"
         )
     stored = await inbox.store.load("s1")
     assert stored is not None

@@ -71,9 +71,11 @@ def test_a_click_approves_and_the_session_finishes_without_reload(
     screenshot(page, tmp_path, "inbox.png")
 
     first.locator("button.approve").click()
-    expect(first.locator(".result")).to_have_text(
-        "Approved by alice; a worker resumes the session."
+    expect(page.locator("#notice")).to_have_text(
+        "report-q3 · publish_report: Approved by alice; a worker resumes the session."
     )
+    expect(first).to_have_count(0)  # decided: it left the list
+    expect(page.locator(".card")).to_have_count(1)
     row = page.locator('#recent tr[data-session="report-q3"]')
     expect(row.locator(".status")).to_have_text("awaiting input")  # finished: the turn ended
     expect(page.locator("#pending-count")).to_have_text("1")
@@ -113,9 +115,10 @@ def test_deny_with_a_reason(context: Any, server: ServerThread, database: Path) 
     expect(decision.locator("input.reason")).to_have_value("not outside /reports")
     expect(decision.locator(".editor")).to_be_visible()
     decision.locator("button.deny").click()
-    expect(decision.locator(".result")).to_have_text(
-        "Denied by alice; a worker resumes the session."
+    expect(page.locator("#notice")).to_have_text(
+        "s1 · publish_report: Denied by alice; a worker resumes the session."
     )
+    expect(decision).to_have_count(0)
     expect(page.locator('#recent tr[data-session="s1"] .status')).to_have_text("awaiting input")
     assert transcript_text(database, "s1")[-1] == "Done: not outside /reports"
     page.goto(f"{server.base}/sessions/s1")
@@ -151,8 +154,9 @@ def test_edited_arguments_are_validated_inline_then_approved(
 
     editor.fill('{"path": "/reports/final.txt"}')
     decision.locator("button.approve-edited").click()
-    expect(decision.locator(".result")).to_have_text(
-        "Approved with edited arguments by alice; a worker resumes the session."
+    expect(page.locator("#notice")).to_have_text(
+        "s1 · publish_report: Approved with edited arguments by alice; "
+        "a worker resumes the session."
     )
     expect(page.locator('#recent tr[data-session="s1"] .status')).to_have_text("awaiting input")
     assert transcript_text(database, "s1")[-1] == "Done: published /reports/final.txt"
@@ -175,13 +179,15 @@ def test_two_tabs_decide_the_same_approval_one_wins(
     second.goto(f"{server.base}/")
     expect(card(second, "s1")).to_be_visible()
     card(first, "s1").locator("button.approve").click()
-    expect(card(first, "s1").locator(".result")).to_contain_text("Approved by alice")
+    expect(first.locator("#notice")).to_contain_text("Approved by alice")
     card(second, "s1").locator("input.reason").fill("no")
     card(second, "s1").locator("button.deny").click()
-    expect(card(second, "s1").locator(".error")).to_contain_text(
-        "this approval was already answered: approved at"
-    )
-    expect(card(second, "s1").locator(".error")).to_contain_text("nothing was changed")
+    notice = second.locator("#notice")
+    expect(notice).to_contain_text("s1 · publish_report: this approval was already answered")
+    expect(notice).to_contain_text("nothing was changed")
+    # Not decidable any more: it left the second tab's list too, and the count agrees.
+    expect(card(second, "s1")).to_have_count(0)
+    expect(second.locator("#pending-count")).to_have_text("0")
     expect(first.locator('#recent tr[data-session="s1"] .status')).to_have_text("awaiting input")
     assert transcript_text(database, "s1")[-1] == "Done: published /reports/q3.txt"
     assert load(database, "s1").approvals["call-1"].approved is True

@@ -11,6 +11,6 @@ def test_the_serve_docs_snippet_runs() -> None:
     assert len(snippets) == 1
     namespace: dict[str, object] = {"__name__": "serve_docs"}
     exec(compile(snippets[0], "docs/serve.md snippet 1", "exec"), namespace)
-    assert 'data-call="call-1"' in str(namespace["page"])
+    assert '<code class="call-id">call-1</code>' in str(namespace["page"])
     for image in re.findall(r"\]\((img/[a-z]+\.png)\)", DOC.read_text(encoding="utf-8")):
         assert (DOC.parent / image).is_file(), image

@@ -69,7 +69,7 @@ function show(card, selector, text) {
 async function decide(card, action) {
   const body = {
     session_id: card.dataset.session,
-    call_id: card.dataset.call,
+    call_ref: card.dataset.callRef,
     digest: card.dataset.digest,
     action: action,
   };
@@ -106,14 +106,28 @@ async function decide(card, action) {
     answer = { ok: false, error: "The server did not answer: " + error.message };
   }
   card.classList.remove("pending");
+  const label = card.dataset.session + " · " + card.querySelector(".tool-name").textContent + ": ";
   if (answer.ok) {
     card.classList.add("decided");
     show(card, ".result", answer.message);
+    notify(label + answer.message, "ok");
   } else {
     card.classList.add("refused");
     show(card, ".error", answer.error);
-    if (answer.status !== 409) card.querySelectorAll("button").forEach((b) => (b.disabled = false));
+    if (answer.status === 409) notify(label + answer.error, "error");
+    else card.querySelectorAll("button").forEach((b) => (b.disabled = false));
   }
+  // Decided, or no longer decidable: the server's list (and its count) no longer has it.
+  if (answer.ok || answer.status === 409) queueRefresh();
+}
+
+// The last decision's outcome, above the list (a decided card leaves the list).
+function notify(text, kind) {
+  const notice = document.getElementById("notice");
+  const line = document.createElement("p");
+  line.className = kind;
+  line.textContent = text;
+  notice.replaceChildren(line);
 }
 
 document.addEventListener("click", (event) => {
@@ -130,7 +144,7 @@ document.addEventListener("click", (event) => {
 let refreshing = null;
 
 function cardKey(card) {
-  return [card.dataset.session, card.dataset.call, card.dataset.digest].join("\n");
+  return [card.dataset.session, card.dataset.callRef, card.dataset.digest].join("\n");
 }
 
 // What the person was doing on each card: kept across a live refresh.
@@ -175,27 +189,28 @@ async function refresh() {
   if (!response.ok) return;
   const html = await response.text(); // escaped by the server's templates
   const content = document.getElementById("content");
-  // Cards answered (or being answered) here stay, so their message stays visible.
-  const kept = Array.from(content.querySelectorAll(".card.pending, .card.decided, .card.refused"));
+  // A card whose decision is on its way stays as it is while the server still lists it.
+  const pending = Array.from(content.querySelectorAll(".card.pending"));
   const saved = saveState(content);
   content.innerHTML = html;
   restoreState(content, saved);
   const inbox = document.getElementById("inbox");
-  for (const card of kept) {
+  for (const card of pending) {
     const same = inbox && Array.from(inbox.children).find((c) => cardKey(c) === cardKey(card));
     if (same) same.replaceWith(card);
-    else if (inbox) { card.classList.add("gone"); inbox.appendChild(card); }
   }
   document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
+}
+
+function queueRefresh() {
+  refreshing = (refreshing || Promise.resolve()).then(refresh, refresh);
 }
 
 function connect() {
   const live = document.getElementById("live");
   const source = new EventSource("/events");
   source.addEventListener("open", () => { live.textContent = "● live"; live.classList.add("on"); });
-  source.addEventListener("changed", () => {
-    refreshing = (refreshing || Promise.resolve()).then(refresh, refresh);
-  });
+  source.addEventListener("changed", queueRefresh);
   source.addEventListener("error", () => { live.textContent = "○ reconnecting"; live.classList.remove("on"); });
 }
 
