@@ -42,6 +42,14 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--approval-ttl", type=float, help="approvals expire this many seconds after the call"
     )
     serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="another Host the inbox answers for (e.g. the name a reverse proxy forwards); "
+        "repeatable; by default only the bound address, 127.0.0.1, localhost and [::1]",
+    )
+    serve.add_argument(
         "--no-worker",
         action="store_true",
         help="only record decisions; external workers advance the sessions",
@@ -71,14 +79,10 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
     if arguments.approval_ttl is not None and not arguments.approval_ttl > 0:
         raise InvalidInputError(f"--approval-ttl must be > 0 seconds, got {arguments.approval_ttl}")
     factory = load_agent_factory(arguments.agent) if arguments.agent else None
-    config = ServeConfig(
-        token=token,
-        identity=arguments.identity or os.environ.get("USER") or "operator",
-        identity_header=arguments.identity_header,
-        approval_ttl=arguments.approval_ttl,
-        worker=not arguments.no_worker,
-        secrets=tuple(v for k in _SECRET_VARIABLES if (v := os.environ.get(k))),
-    )
+    try:
+        config = _config(arguments, token)
+    except ValueError as error:
+        raise InvalidInputError(f"--allowed-host: {error}") from None
     async with open_store(arguments.store) as (store, audit):
         agent = load_agent(factory, store) if factory is not None else None
         app = create_app(store, config=config, audit=audit, agent=agent)
@@ -96,3 +100,16 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
         except anyio.get_cancelled_exc_class():
             raise
     return 0
+
+
+def _config(arguments: argparse.Namespace, token: str) -> ServeConfig:
+    """The server's settings from the command line (``ValueError`` for a bad value)."""
+    return ServeConfig(
+        token=token,
+        identity=arguments.identity or os.environ.get("USER") or "operator",
+        identity_header=arguments.identity_header,
+        approval_ttl=arguments.approval_ttl,
+        worker=not arguments.no_worker,
+        allowed_hosts=tuple(arguments.allowed_host),
+        secrets=tuple(v for k in _SECRET_VARIABLES if (v := os.environ.get(k))),
+    )

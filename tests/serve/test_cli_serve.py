@@ -58,6 +58,11 @@ def run_cli(arguments: list[str]) -> tuple[int, str]:
             ["--store", "sqlite:///x.db", "--approval-ttl", "0"],
             "agentloop serve: --approval-ttl must be > 0 seconds, got 0.0",
         ),
+        (
+            ["--store", "sqlite:///x.db", "--allowed-host", "a b"],
+            "agentloop serve: --allowed-host: allowed_hosts: expected names like "
+            "'inbox.example.com' or 'inbox.example.com:8443', got 'a b'",
+        ),
     ],
 )
 def test_bad_arguments_are_refused(
@@ -102,6 +107,8 @@ def test_a_server_process_records_a_decision_and_resumes_the_session(tmp_path: P
             "python:serve_support:build_agent",
             "--identity",
             "carol",
+            "--allowed-host",
+            "inbox.test",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -132,9 +139,17 @@ def test_a_server_process_records_a_decision_and_resumes_the_session(tmp_path: P
         assert url is not None, f"no URL printed within 60 s: {seen}"
         assert seen[0].strip() == f"agentloop inbox on sqlite:///{database}"
         base, token = url.group(1), url.group(2)
+        port = base.rsplit(":", 1)[1]
         with httpx.Client(base_url=base, timeout=10) as client:
             assert client.get("/").status_code == 401
+            bearer = {"authorization": f"Bearer {token}"}
+            foreign = client.get("/", headers={**bearer, "host": "evil.example"})
+            assert foreign.status_code == 421
+            assert "not for Host 'evil.example'" in foreign.text
+            assert client.get("/", headers={**bearer, "host": "inbox.test"}).status_code == 200
             assert client.get(f"/?token={token}").status_code == 303
+            assert list(client.cookies) == [f"agentloop_session_{port}"]
+            assert token not in str(client.cookies.get(f"agentloop_session_{port}"))
             page = client.get("/")
             assert page.status_code == 200
             assert "signed in as carol" in page.text
