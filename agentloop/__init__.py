@@ -15,6 +15,7 @@ from .core._delta import AppendText, BeginPart, CommitPart, Delta
 from .core._errors import (
     AgentLoopError,
     CheckpointError,
+    IdleLoopWarning,
     InvalidInputError,
     InvalidStateError,
     ModelProtocolError,
@@ -66,6 +67,7 @@ from .host._run import (
     run,
 )
 from .host._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
+from .host._sync import run_sync
 from .loop._agent import Agent, AgentBuilder
 from .loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from .loop._driver import LoopDriver, LoopSnapshot
@@ -263,6 +265,7 @@ __all__ = [
     "FinishReason",
     "Finished",
     "FunctionTool",
+    "IdleLoopWarning",
     "InputAccepted",
     "Interrupt",
     "InvalidInputError",
@@ -406,6 +409,7 @@ __all__ = [
     "json_schema_for",
     "result_outcome",
     "run",
+    "run_sync",
     "stream",
     "structure",
     "tool",

@@ -14,6 +14,11 @@
     └── SaveError               a driver could not save its session to its store
 
 A cancelled turn is a result (``FinishReason.CANCELLED``), never an exception.
+
+Warnings (``warnings.warn``)::
+
+    UserWarning
+    └── IdleLoopWarning         a host keeps calling next() on AwaitingInput, submitting nothing
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import enum
 __all__ = [
     "AgentLoopError",
     "CheckpointError",
+    "IdleLoopWarning",
     "InvalidInputError",
     "InvalidStateError",
     "ModelProtocolError",
@@ -153,3 +159,11 @@ class SaveError(AgentLoopError):
         super().__init__(message)
         self.session_id = session_id
         self.step = step
+
+
+class IdleLoopWarning(UserWarning):
+    """Warned when a host calls ``next()`` on ``AwaitingInput`` again and again without
+    submitting input (a loop that spins at full CPU); once per run of idle steps.
+
+    Submit input (``step.submit(...)``) or end the host loop on ``AwaitingInput``.
+    """

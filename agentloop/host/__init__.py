@@ -15,6 +15,7 @@ from ._run import (
     run,
 )
 from ._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
+from ._sync import run_sync
 
 __all__ = [
     "DEFAULT_BUFFER_SIZE",
@@ -29,5 +30,6 @@ __all__ = [
     "StreamItem",
     "continue_from",
     "run",
+    "run_sync",
     "stream",
 ]

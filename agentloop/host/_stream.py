@@ -14,7 +14,7 @@ them and awaits until the whole queue is in the channel before it calls
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import TypeAlias
 
@@ -23,11 +23,12 @@ import attrs
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..core._delta import AppendText, BeginPart, CommitPart
 from ..core._errors import InvalidInputError, InvalidStateError
-from ..core._items import Item
+from ..core._items import Item, PartKind
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._events import AgentEvent, ApprovalAnswered
+from ..loop._events import AgentEvent, ApprovalAnswered, ContentDelta
 from ..loop._steps import ApprovalRequest, Step
 from ..model._config import SessionConfig
 from ._run import (
@@ -215,6 +216,28 @@ class EventStream:
                 self._error_seen = True
                 raise self._error from None
             raise StopAsyncIteration from None
+
+    async def text_deltas(self) -> AsyncIterator[str]:
+        """The answer's text as it streams: each ``AppendText`` of a text part, in order.
+
+        ``async for text in events.text_deltas(): print(text, end="")``. It
+        consumes the stream: the other events and steps are read and skipped
+        (reasoning, tool-call arguments, approvals -- answer those with
+        ``approve=``); ``await events.result()`` afterwards returns the result.
+        """
+        text_parts: set[str] = set()
+        async for item in self:
+            if not isinstance(item, ContentDelta):
+                continue
+            delta = item.delta
+            if isinstance(delta, BeginPart):
+                if delta.kind is PartKind.TEXT:
+                    text_parts.add(delta.part_id)
+            elif isinstance(delta, AppendText):
+                if delta.part_id in text_parts:
+                    yield delta.text
+            elif isinstance(delta, CommitPart):
+                text_parts.discard(delta.part_id)
 
     async def result(self) -> RunResult:
         """The run's result; events not consumed yet are read and discarded first."""

@@ -29,8 +29,8 @@ import anyio
 import attrs
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError, InvalidStateError
-from ..core._items import Item, Usage
+from ..core._errors import IdleLoopWarning, InvalidInputError, InvalidStateError
+from ..core._items import Item, ItemKind, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
 from ._checkpoint import Restored, capture, check_checkpointable, restore_turn
 from ._core import LoopCore, checked_input, event_after
@@ -64,6 +64,14 @@ __all__ = ["LoopDriver", "LoopSnapshot"]
 
 log = get_logger()
 
+IDLE_STEPS_BEFORE_WARNING = 5
+"""How many ``AwaitingInput`` steps in a row, with no input submitted, make a warning."""
+
+_IDLE_HINT = (
+    "the driver is idle and next() returns AwaitingInput at once: submit input "
+    "(step.submit(...) or driver.submit_input(...)) or end the host loop on AwaitingInput"
+)
+
 
 def _to_items(items: Sequence[Item]) -> tuple[Item, ...]:
     return tuple(items)
@@ -87,6 +95,7 @@ class LoopDriver:
         "_config",
         "_core",
         "_fx",
+        "_idle_steps",
         "_model",
         "_persistence",
         "_pipeline",
@@ -104,6 +113,7 @@ class LoopDriver:
         self._persistence = Persistence(parts.store, self._fx)
         self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
         self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)
+        self._idle_steps = 0  # AwaitingInput steps in a row with nothing submitted
 
     @classmethod
     def _restore(
@@ -191,6 +201,7 @@ class LoopDriver:
             await self._step_raised(error)
             raise
         self._core.handle(event_after(step))
+        self._count_idle(step)
         return step, passed
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
@@ -266,6 +277,7 @@ class LoopDriver:
             await self._step_raised(error)
             raise
         self._core.handle(event_after(step))
+        self._count_idle(step)
         if self._persistence.enabled:
             try:
                 await self._persistence.save_step(self._core, step)
@@ -277,6 +289,27 @@ class LoopDriver:
                         await self._persistence.save_step(self._core, step)
                 raise
         return step
+
+    def _count_idle(self, step: Step) -> None:
+        """Warn once when a host keeps calling ``next()`` on ``AwaitingInput`` (a spin)."""
+        if not isinstance(step, AwaitingInput):
+            self._idle_steps = 0
+            return
+        self._idle_steps += 1
+        if self._idle_steps != IDLE_STEPS_BEFORE_WARNING:
+            return
+        message = (
+            f"session {self.session_id!r}: next() returned AwaitingInput "
+            f"{IDLE_STEPS_BEFORE_WARNING} times in a row with no input submitted; {_IDLE_HINT}"
+        )
+        warnings.warn(message, IdleLoopWarning, stacklevel=4)
+        log.warning(
+            "idle loop",
+            session_id=self.session_id,
+            awaiting_input=IDLE_STEPS_BEFORE_WARNING,
+            hint=_IDLE_HINT,
+        )
+        self._warn(message)
 
     async def _step_raised(self, error: BaseException) -> None:
         """What a step that raised ``error`` leaves behind (the caller re-raises it)."""
@@ -307,11 +340,30 @@ class LoopDriver:
             if not isinstance(step, AfterToolResult):
                 return step
 
-    def submit_input(self, items: Sequence[Item]) -> None:
-        """Queue ``items`` for the next model call (a new turn, or after a pause)."""
+    def submit_input(self, items: str | Sequence[Item]) -> None:
+        """Queue ``items`` for the next model call (a new turn, or after a pause).
+
+        A string is one user message: ``submit_input("hi")`` is
+        ``submit_input([Item.text(ItemKind.USER, "hi")])``.
+        """
         self._require_input_state("submit input")
+        if isinstance(items, str):
+            if not items:
+                raise InvalidInputError(
+                    "submit_input: the message is an empty string; give some text or a list "
+                    "of Items"
+                )
+            items = (Item.text(ItemKind.USER, items),)
+        elif not isinstance(items, Item) and (
+            isinstance(items, bytes | bytearray) or not hasattr(items, "__iter__")
+        ):
+            raise InvalidInputError(
+                "submit_input expects a str (one user message) or a sequence of Items, "
+                f"got {type(items).__name__}"
+            )
         checked = checked_input(items)
         self._core.pending_input = (*self._core.pending_input, *checked)
+        self._idle_steps = 0
         if self._fx.observed:
             self._fx.emit(InputAccepted(self.session_id, checked))
 

@@ -97,8 +97,8 @@ class AwaitingInput(Interrupt):
     reason: str = "the driver is waiting for input"
     _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 
-    def submit(self, items: Sequence[Item]) -> None:
-        """Queue ``items`` as the next turn's input."""
+    def submit(self, items: str | Sequence[Item]) -> None:
+        """Queue ``items`` as the next turn's input (a string is one user message)."""
         self._bound().submit_input(items)
 
 
@@ -114,8 +114,9 @@ class AfterToolResult(Interrupt):
     transcript_len: int
     _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 
-    def submit(self, items: Sequence[Item]) -> None:
-        """Interject ``items``: they land after the tool results, before the next model call."""
+    def submit(self, items: str | Sequence[Item]) -> None:
+        """Interject ``items`` (a string is one user message): they land after the tool
+        results, before the next model call."""
         self._bound().submit_input(items)
 
 
