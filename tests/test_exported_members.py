@@ -166,10 +166,12 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "LeaseError",
         "LeaseHeldError",
         "LeaseLostError",
+        "PendingCall",
         "PostgresSessionStore",
         "SessionStatus",
         "SessionSummary",
         "StaleSessionError",
+        "enqueue_input",
         "input_digest",
     },
     "agentloop.tasks": {

@@ -31,6 +31,7 @@ __all__ = [
     "LeaseError",
     "LeaseHeldError",
     "LeaseLostError",
+    "PendingCall",
     "SessionInfo",
     "SessionStatus",
     "SessionStore",
@@ -39,6 +40,7 @@ __all__ = [
     "StoredSession",
     "check_ttl",
     "input_digest",
+    "pending_calls",
     "summarize",
 ]
 
@@ -151,6 +153,11 @@ class Approval:
     call runs with its own input. A driver resuming the session applies the
     decision exactly (``Agent.resume(session_id=...)``). Decisions recorded
     before the store kept these two fields load with both ``None``.
+
+    ``newly_recorded`` is ``True`` on the value ``record_approval`` returns
+    when that call wrote the decision, ``False`` when it found the same
+    decision recorded already (and on every loaded decision). It takes no
+    part in equality: a recorded decision equals the same one loaded back.
     """
 
     session_id: str
@@ -160,6 +167,7 @@ class Approval:
     decided_at: datetime
     reason: str | None = None
     edited_input: Any = None
+    newly_recorded: bool = attrs.field(default=False, eq=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -192,11 +200,28 @@ class SessionInfo:
 
 
 @attrs.frozen(kw_only=True)
+class PendingCall:
+    """A call of a saved round that waits for a decision: what an approver is shown.
+
+    ``input_digest`` is ``input_digest(tool_name, input)``: pass it to
+    ``record_approval`` to approve or deny exactly this input.
+    """
+
+    call_id: str
+    tool_name: str
+    input: Any
+    input_digest: str
+
+
+@attrs.frozen(kw_only=True)
 class SessionSummary:
     """One row of the inbox queries: a session, its status and what it waits for.
 
     ``pending_approvals`` are the calls of the saved round that wait for a
     decision; ``undecided`` those of them with no decision recorded yet.
+    ``undecided_calls`` gives each undecided call's tool, input and digest,
+    in the same order; ``sessions_awaiting_approval`` fills it (the rows of
+    ``sessions_ready`` have no undecided call).
     """
 
     session_id: str
@@ -205,6 +230,7 @@ class SessionSummary:
     updated_at: datetime
     pending_approvals: tuple[str, ...]
     undecided: tuple[str, ...]
+    undecided_calls: tuple[PendingCall, ...] = ()
 
 
 # -- pure helpers ----------------------------------------------------------------------
@@ -279,6 +305,35 @@ def _pending_approvals(document: Mapping[str, Any]) -> tuple[str, ...]:
         if isinstance(call_id, str):
             pending.append(call_id)
     return tuple(pending)
+
+
+def pending_calls(
+    document: Mapping[str, Any], call_ids: tuple[str, ...]
+) -> tuple[PendingCall, ...]:
+    """The calls ``call_ids`` of the document's saved round, with tool, input and digest.
+
+    In the order of ``call_ids``; a call the round does not hold, or whose
+    input is not JSON, is left out. Never raises on odd documents.
+    """
+    turn = document.get("turn")
+    tool_round = turn.get("round") if isinstance(turn, Mapping) else None
+    calls = tool_round.get("calls") if isinstance(tool_round, Mapping) else None
+    found: dict[str, PendingCall] = {}
+    for entry in calls if isinstance(calls, list) else ():
+        inner = entry.get("call") if isinstance(entry, Mapping) else None
+        if not isinstance(inner, Mapping):
+            continue
+        call_id, name, arguments = inner.get("id"), inner.get("name"), inner.get("input")
+        if not isinstance(call_id, str) or call_id not in call_ids or not isinstance(name, str):
+            continue
+        try:
+            digest = input_digest(name, arguments)
+        except InvalidInputError:
+            continue
+        found[call_id] = PendingCall(
+            call_id=call_id, tool_name=name, input=arguments, input_digest=digest
+        )
+    return tuple(found[call_id] for call_id in call_ids if call_id in found)
 
 
 def check_ttl(ttl: float, operation: str) -> float:
@@ -372,8 +427,9 @@ class SessionStore(Protocol):
         arguments of an approval, whose digest is ``input_digest``) are kept
         with the decision, so whichever process resumes the session applies
         it exactly. Needs no lease (an approval UI answers from another
-        process). The same decision (``approved`` and ``input_digest``) again
-        returns the stored one; a different one raises ``ClaimError`` (reason
+        process). Returns the decision with ``newly_recorded=True``. The same
+        decision (``approved`` and ``input_digest``) again returns the stored
+        one, with ``newly_recorded=False``; a different one raises ``ClaimError`` (reason
         ``"decided"``), and so does a decision on a call already claimed
         (``"claimed"``). ``InvalidInputError`` for a reason that is not a str,
         or an ``edited_input`` with a denial or that is not JSON.
@@ -401,7 +457,10 @@ class SessionStore(Protocol):
         ...
 
     async def sessions_awaiting_approval(self) -> list[SessionSummary]:
-        """Sessions whose saved round has a call with no recorded decision, oldest first."""
+        """Sessions whose saved round has a call with no recorded decision, oldest first.
+
+        Each row's ``undecided_calls`` gives those calls' tool, input and digest.
+        """
         ...
 
     async def sessions_ready(self) -> list[SessionSummary]:

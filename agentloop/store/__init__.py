@@ -16,6 +16,7 @@ from ..loop._session_store import (
     LeaseError,
     LeaseHeldError,
     LeaseLostError,
+    PendingCall,
     SessionInfo,
     SessionStatus,
     SessionStore,
@@ -25,6 +26,7 @@ from ..loop._session_store import (
     input_digest,
 )
 from ._documents import CHECKPOINT_FORMAT
+from ._input import enqueue_input
 from ._jsonl import export_jsonl, import_jsonl
 from ._memory import MemorySessionStore
 from ._postgres import PostgresSessionStore
@@ -40,6 +42,7 @@ __all__ = [
     "LeaseHeldError",
     "LeaseLostError",
     "MemorySessionStore",
+    "PendingCall",
     "PostgresSessionStore",
     "SessionInfo",
     "SessionStatus",
@@ -48,6 +51,7 @@ __all__ = [
     "SqliteSessionStore",
     "StaleSessionError",
     "StoredSession",
+    "enqueue_input",
     "export_jsonl",
     "import_jsonl",
     "input_digest",

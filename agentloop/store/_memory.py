@@ -45,12 +45,13 @@ from ._rules import (
     decision_details,
     is_ready,
     stored_approval,
+    with_undecided_calls,
 )
 
 __all__ = ["MemorySessionStore"]
 
 
-def _public(stored: Approval) -> Approval:
+def _public(stored: Approval, *, newly_recorded: bool = False) -> Approval:
     """A stored decision as callers see it: the edited input decoded, shared with nobody."""
     return stored_approval(
         stored.session_id,
@@ -60,6 +61,7 @@ def _public(stored: Approval) -> Approval:
         stored.decided_at,
         stored.reason,
         stored.edited_input,
+        newly_recorded=newly_recorded,
     )
 
 
@@ -259,7 +261,7 @@ class MemorySessionStore:
                 edited_input=edited,
             )
             approvals[call_id] = approval
-            return _public(approval)
+            return _public(approval, newly_recorded=True)
 
     async def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
         """Lease the session to ``owner`` (see :meth:`SessionStore.acquire`)."""
@@ -314,7 +316,11 @@ class MemorySessionStore:
         """Sessions with a pending call and no decision for it, oldest first."""
         await anyio.lowlevel.checkpoint()
         with self._lock:
-            return [summary for summary in self._summaries() if summary.undecided]
+            return [
+                with_undecided_calls(summary, self._records[summary.session_id].head)
+                for summary in self._summaries()
+                if summary.undecided
+            ]
 
     async def sessions_ready(self) -> list[SessionSummary]:
         """Sessions a worker can advance now, not under a live lease, oldest first."""

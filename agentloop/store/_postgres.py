@@ -48,6 +48,7 @@ from ._rules import (
     decision_details,
     is_ready,
     stored_approval,
+    with_undecided_calls,
 )
 from ._stored import intact_turn_texts
 
@@ -307,7 +308,14 @@ class PostgresSessionStore:
                     connection, session_id, call_id, input_digest, approved, text, edited
                 )
             return stored_approval(
-                session_id, call_id, input_digest, approved, decided_at, text, edited
+                session_id,
+                call_id,
+                input_digest,
+                approved,
+                decided_at,
+                text,
+                edited,
+                newly_recorded=True,
             )
 
         return await self._run(operation, work)
@@ -392,7 +400,11 @@ class PostgresSessionStore:
         def work(connection: Any) -> list[SessionSummary]:
             with transaction(connection):
                 rows = sql.read_summaries(connection)
-            return [summary for summary in map(_summary, rows) if summary.undecided]
+                return [
+                    with_undecided_calls(summary, _head(connection, summary.session_id))
+                    for summary in map(_summary, rows)
+                    if summary.undecided
+                ]
 
         return await self._run("list sessions awaiting approval", work)
 
@@ -586,6 +598,12 @@ def _approvals(session_id: str, rows: list[sql.ApprovalRow]) -> dict[str, Approv
         )
         for row in rows
     }
+
+
+def _head(connection: Any, session_id: str) -> object:
+    """The session's stored head text (``None`` if it has none)."""
+    found = sql.read_session(connection, session_id)
+    return None if found is None else found[0]
 
 
 def _summary(row: sql.SummaryRow) -> SessionSummary:

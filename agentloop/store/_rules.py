@@ -11,6 +11,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+import attrs
+
 from ..core._errors import CheckpointError, InvalidInputError
 from ..loop._session_store import (
     Approval,
@@ -19,8 +21,10 @@ from ..loop._session_store import (
     LeaseHeldError,
     LeaseLostError,
     SessionStatus,
+    SessionSummary,
     StaleSessionError,
     input_digest,
+    pending_calls,
 )
 
 __all__ = [
@@ -35,6 +39,7 @@ __all__ = [
     "is_ready",
     "stored_approval",
     "timestamp",
+    "with_undecided_calls",
 ]
 
 
@@ -262,6 +267,8 @@ def stored_approval(
     decided_at: datetime,
     reason: str | None,
     edited_text: str | None,
+    *,
+    newly_recorded: bool = False,
 ) -> Approval:
     """An ``Approval`` from what a store keeps (the edited input as JSON text, or ``None``).
 
@@ -285,7 +292,23 @@ def stored_approval(
         decided_at=decided_at,
         reason=reason,
         edited_input=edited,
+        newly_recorded=newly_recorded,
     )
+
+
+def with_undecided_calls(summary: SessionSummary, head: object) -> SessionSummary:
+    """``summary`` with its undecided calls' tool, input and digest, read from its stored head.
+
+    The head is the JSON text a store keeps (the saved round is in it); a
+    head that is not JSON leaves ``undecided_calls`` empty.
+    """
+    try:
+        document = json.loads(head) if isinstance(head, str) else None
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
+        return summary
+    return attrs.evolve(summary, undecided_calls=pending_calls(document, summary.undecided))
 
 
 def is_ready(status: SessionStatus, pending: tuple[str, ...], undecided: tuple[str, ...]) -> bool:

@@ -53,6 +53,7 @@ from ._rules import (
     decision_details,
     is_ready,
     stored_approval,
+    with_undecided_calls,
 )
 from ._stored import intact_turn_texts
 
@@ -241,6 +242,7 @@ class SqliteSessionStore:
                 datetime.fromisoformat(decided_at),
                 text,
                 edited,
+                newly_recorded=True,
             )
 
         return await self._run(operation, work)
@@ -309,8 +311,12 @@ class SqliteSessionStore:
         def work(connection: sqlite3.Connection) -> list[SessionSummary]:
             with _sql.transaction(connection, write=False):
                 rows = _sql.read_summaries(connection)
-            summaries = [_summary(row, decided) for row, decided, _lease in rows]
-            return [summary for summary in summaries if summary.undecided]
+                summaries = [_summary(row, decided) for row, decided, _lease in rows]
+                return [
+                    with_undecided_calls(summary, _head(connection, summary.session_id))
+                    for summary in summaries
+                    if summary.undecided
+                ]
 
         return await self._run("list sessions awaiting approval", work)
 
@@ -564,6 +570,12 @@ def _approvals(session_id: str, rows: list[_sql.ApprovalRow]) -> dict[str, Appro
         )
         for row in rows
     }
+
+
+def _head(connection: sqlite3.Connection, session_id: str) -> object:
+    """The session's stored head text (``None`` if it has none)."""
+    found = _sql.read_session(connection, session_id)
+    return None if found is None else found[0]
 
 
 def _pending(text: str) -> tuple[str, ...]:

@@ -19,8 +19,12 @@ leases and their takeover after expiry, single-use claims under task and
 thread concurrency, a crash between claim and result, the inbox queries)
 open the storage twice at once and from other threads: ``open_store`` must
 give a store usable from the thread that opened it. The takeover and crash
-checks sleep 0.4 s each, to let a 0.2 s lease expire. Failures raise ``AssertionError`` saying what
-was expected and what was found. Needs neither pytest nor hypothesis.
+checks sleep 0.4 s each, to let a 0.2 s lease expire. What a fleet's host
+relies on is checked too: the inbox's undecided calls with tool, input and
+digest, whether ``record_approval`` recorded the decision, and
+``enqueue_input`` (queued durably; bad calls refused, nothing changed).
+Failures raise ``AssertionError`` saying what was expected and what was found.
+Needs neither pytest nor hypothesis.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
+from ._fleet_checks import check_approval_records, check_enqueue_input, check_inbox_details
 from ._store_checks import (
     OpenStore,
     check_append_after_another_writer,
@@ -63,6 +68,9 @@ __all__ = [
     "OpenStore",
     "StoreConformance",
     "check_append_after_another_writer",
+    "check_approval_records",
+    "check_enqueue_input",
+    "check_inbox_details",
     "check_versions",
     "check_two_writers",
     "check_leases",
@@ -115,6 +123,9 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
     check_concurrent_claims,
     check_claim_survives_crash,
     check_inbox_queries,
+    check_inbox_details,
+    check_approval_records,
+    check_enqueue_input,
 )
 """Every check, in the order :func:`check_store` runs them."""
 
@@ -230,3 +241,12 @@ class StoreConformance:
 
     async def test_inbox_queries(self, open_store: OpenStore) -> None:
         await check_inbox_queries(open_store)
+
+    async def test_inbox_details(self, open_store: OpenStore) -> None:
+        await check_inbox_details(open_store)
+
+    async def test_approval_records(self, open_store: OpenStore) -> None:
+        await check_approval_records(open_store)
+
+    async def test_enqueue_input(self, open_store: OpenStore) -> None:
+        await check_enqueue_input(open_store)
