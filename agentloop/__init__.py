@@ -68,6 +68,7 @@ from .host._run import (
 )
 from .host._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
 from .host._sync import run_sync
+from .host._worker import AdvancedSession, SessionWorker
 from .loop._agent import Agent, AgentBuilder
 from .loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from .loop._driver import LoopDriver, LoopSnapshot
@@ -215,6 +216,7 @@ __all__ = [
     "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
     "Abstain",
+    "AdvancedSession",
     "AfterToolResult",
     "Agent",
     "AgentBuilder",
@@ -336,6 +338,7 @@ __all__ = [
     "SessionId",
     "SessionInfo",
     "SessionStore",
+    "SessionWorker",
     "ShellCommand",
     "SimpleTaskManager",
     "SqliteSessionStore",

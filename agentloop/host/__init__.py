@@ -1,6 +1,7 @@
-"""Host conveniences over the step driver: ``run()``, ``stream()`` and ``continue_from()``.
+"""Host conveniences over the step driver: ``run()``, ``stream()``, ``continue_from()``,
+and ``SessionWorker``, which advances a store's sessions under leases.
 
-They only call ``driver.next()``; see ``docs/host.md``.
+They only call ``driver.next()``; see ``docs/host.md`` and ``docs/store.md``.
 """
 
 from ._run import (
@@ -16,17 +17,20 @@ from ._run import (
 )
 from ._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
 from ._sync import run_sync
+from ._worker import AdvancedSession, SessionWorker
 
 __all__ = [
     "DEFAULT_BUFFER_SIZE",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_SESSION_ID",
+    "AdvancedSession",
     "ApproverReply",
     "Approver",
     "EventStream",
     "TurnRetryPolicy",
     "RunResult",
     "RunStopReason",
+    "SessionWorker",
     "StreamItem",
     "continue_from",
     "run",

@@ -1,11 +1,12 @@
 """The in-process worker: advances a session once its approvals are decided.
 
-For each session it leases the session in the store, resumes it with the
-configured agent under that lease (``Agent.resume(session_id=..., lease=...)``:
-every save and claim is fenced with the lease's token, and the decisions the
-store holds are applied exactly, with their deny reasons and edited
-arguments), drives it until it blocks or finishes, and releases the lease. A
-session leased by another worker is left alone. ``run`` also polls
+For each session it runs ``agentloop.SessionWorker.advance``: lease the
+session in the store, resume it with the configured agent under that lease
+(``Agent.resume(session_id=..., lease=...)``: every save and claim is fenced
+with the lease's token, and the decisions the store holds are applied
+exactly, with their deny reasons and edited arguments), drive it until it
+rests while the lease is renewed, and release the lease. A session leased by
+another worker is left alone. ``run`` also polls
 ``sessions_ready()`` so decisions recorded by other processes, and sessions
 left decided by a restart, advance; it only takes sessions whose approvals
 were all decided (a session ready for another reason, such as queued input,
@@ -22,18 +23,9 @@ import anyio
 import attrs
 import structlog
 
-from ..core._errors import InvalidStateError
+from ..host._worker import SessionWorker
 from ..loop._agent import Agent
-from ..loop._session_store import (
-    Approval,
-    Lease,
-    LeaseError,
-    LeaseHeldError,
-    SessionStatus,
-    SessionStore,
-    input_digest,
-)
-from ..loop._steps import ApprovalRequest
+from ..loop._session_store import LeaseHeldError, SessionStatus, SessionStore
 
 __all__ = ["Worker", "load_agent"]
 
@@ -90,24 +82,28 @@ class Worker:
                 await self._wake.wait()
 
     async def advance(self, session_id: str) -> bool:
-        """Lease, resume (applying the recorded decisions), drive, release; ``True`` if it ran."""
-        try:
-            lease = await self.store.acquire(session_id, self.owner, self.lease_ttl)
-        except LeaseHeldError as held:
-            log.info("session leased by another worker", session_id=session_id, holder=held.holder)
-            return False
+        """Lease, resume (applying the recorded decisions), drive, release; ``True`` if it ran.
+
+        One use of :class:`agentloop.SessionWorker` (``advance``): the lease is
+        renewed while the session is driven and released afterwards.
+        """
+        worker = SessionWorker(
+            store=self.store,
+            agent=self.agent,
+            owner=self.owner,
+            ttl=self.lease_ttl,
+            step_timeout=self.step_timeout,
+        )
         stored = None
         try:
             stored = await self.store.load(session_id)
             if stored is None:
                 return False
-            agent = attrs.evolve(self.agent, store=self.store)
-            async with anyio.create_task_group() as group:
-                group.start_soon(self._renew, lease, group.cancel_scope)
-                with anyio.fail_after(self.step_timeout):
-                    await self._drive(agent, lease)
-                group.cancel_scope.cancel()
+            await worker.advance(session_id)
             return True
+        except LeaseHeldError as held:
+            log.info("session leased by another worker", session_id=session_id, holder=held.holder)
+            return False
         except Exception:
             log.exception("advancing the session failed", session_id=session_id)
             if stored is not None:
@@ -119,48 +115,6 @@ class Worker:
                 self._failed[session_id] = (now or stored).version
             return False
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                try:
-                    await self.store.release(lease)
-                except Exception:
-                    log.exception("releasing the lease failed", session_id=session_id)
-                if self.on_change is not None:
+            if self.on_change is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                     await self.on_change()
-
-    async def _renew(self, lease: Lease, scope: anyio.CancelScope) -> None:
-        interval = max(self.lease_ttl / 3, 0.05)
-        while True:
-            await anyio.sleep(interval)
-            try:
-                lease = await self.store.renew(lease, self.lease_ttl)
-            except LeaseError:
-                log.warning("lease lost; stopping", session_id=lease.session_id)
-                scope.cancel()
-                return
-
-    async def _drive(self, agent: Agent, lease: Lease) -> None:
-        session_id = lease.session_id
-        # Resuming applies every decision the store holds (deny reasons, edited input).
-        driver = await agent.resume(session_id=session_id, lease=lease)
-        step = await driver.run_until_blocked()
-        if isinstance(step, ApprovalRequest):
-            stored = await self.store.load(session_id)
-            recorded = stored.approvals.get(step.call_id) if stored is not None else None
-            if recorded is not None and not _applicable(recorded, step):
-                raise InvalidStateError(
-                    f"cannot apply the decision recorded for call {step.call_id} "
-                    f"({step.tool_name}) of session {session_id!r}: it approves input "
-                    f"{recorded.input_digest}, not the call's, and no edited input was "
-                    "recorded with it; decide the call in a host (Agent.resume) instead"
-                )
-            # A call waits for a person (or was decided since the resume: the next poll
-            # applies it); the driver saved the session.
-        log.info("session advanced", session_id=session_id, state=str(driver.state))
-
-
-def _applicable(recorded: Approval, step: ApprovalRequest) -> bool:
-    """Whether resuming applies ``recorded`` to the call (as ``Agent.resume`` decides)."""
-    if not recorded.approved or recorded.input_digest == input_digest(step.tool_name, step.input):
-        return True
-    edited = recorded.edited_input
-    return edited is not None and recorded.input_digest == input_digest(step.tool_name, edited)
