@@ -5,13 +5,15 @@
                                                      # or a SQLite path); side effects in WORKDIR
     python examples/workers.py STORE WORKDIR worker OWNER [--die-in-tool]   # one worker
 
-The demo queues input in ``SESSIONS`` sessions, starts one worker that will
-die inside its tool, SIGKILLs it there, then starts ``WORKERS`` workers. Each
-worker loops: lease a session that is ready to advance (``acquire_ready``),
-``Agent.resume(session_id=..., lease=lease)``, one ``next()``, release. The
-driver saves every step under the lease's fencing token and claims the tool
-call before it runs; the killed worker's session is taken over once its
-lease expires, and its claimed call is answered in doubt, never run again.
+The demo starts ``SESSIONS`` sessions and queues input in each with
+``enqueue_input`` (no agent needed), starts one worker that will die inside
+its tool, SIGKILLs it there, then starts ``WORKERS`` workers. Each worker is
+an ``agentloop.SessionWorker``: it leases the oldest ready session
+(``acquire_ready``), resumes it under the lease, calls ``next()`` until the
+session rests while renewing the lease, and releases it. The driver saves
+every step under the lease's fencing token and claims the tool call before
+it runs; the killed worker's session is taken over once its lease expires,
+and its claimed call is answered in doubt, never run again.
 The tool's side effect is a line in ``WORKDIR/<call id>``: the demo checks
 each ran at most once and prints what every session ended with.
 """
@@ -30,13 +32,7 @@ from typing import Any
 import anyio
 
 import agentloop as al
-from agentloop.store import (
-    LeaseLostError,
-    SessionStatus,
-    SessionStore,
-    SqliteSessionStore,
-    StaleSessionError,
-)
+from agentloop.store import SessionStatus, SessionStore, SqliteSessionStore, enqueue_input
 from agentloop.testing import call, tool_calls
 
 SESSIONS = [f"job-{n}" for n in range(6)]
@@ -113,22 +109,16 @@ async def all_finished(store: SessionStore) -> bool:
 
 
 async def work(target: str, workdir: Path, owner: str, die: bool) -> None:
-    """One worker: lease a ready session, advance it one step, release; until all finished."""
+    """One worker: advance ready sessions, one lease at a time, until all finished."""
     async with open_store(target) as store:
-        agent = make_agent(store, workdir, owner, die)
-        while not await all_finished(store):
-            lease = await store.acquire_ready(owner, DOOMED_TTL if die else TTL)
-            if lease is None:
-                await anyio.sleep(0.05)
-                continue
-            try:
-                driver = await agent.resume(session_id=lease.session_id, lease=lease)
-                step = await driver.next()
-                print(f"{owner}: {lease.session_id}: {type(step).__name__}", flush=True)
-            except (LeaseLostError, StaleSessionError) as error:
-                print(f"{owner}: {lease.session_id}: gave up: {error}", flush=True)
-            finally:
-                await store.release(lease)
+        worker = al.SessionWorker(
+            store=store,
+            agent=make_agent(store, workdir, owner, die),
+            owner=owner,
+            ttl=DOOMED_TTL if die else TTL,
+            poll_interval=0.05,
+        )
+        await worker.run(stop=lambda: all_finished(store))
 
 
 def start_worker(target: str, workdir: Path, owner: str, *flags: str) -> subprocess.Popen[str]:
@@ -144,9 +134,11 @@ async def seed(target: str, workdir: Path) -> None:
     async with open_store(target) as store:
         agent = make_agent(store, workdir, "seed")
         for session_id in SESSIONS:
-            driver = await agent.start(session_id)
-            driver.submit_input([al.Item.text(al.ItemKind.USER, f"run {session_id}")])
-            await driver.save()  # queued input: the session is ready to advance
+            await (await agent.start(session_id)).save()  # a new session, awaiting input
+            # Queued without an agent (a web process could do this): the session is ready.
+            await enqueue_input(
+                store, session_id, [al.Item.text(al.ItemKind.USER, f"run {session_id}")]
+            )
 
 
 def run_fleet(target: str, workdir: Path) -> str:
