@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -65,7 +66,7 @@ class SessionCookies:
     def issue(self, port: int | None) -> tuple[str, int]:
         """A new cookie value for ``port`` and its lifetime in whole seconds."""
         lifetime = max(1, int(self._ttl))
-        expires = int(self._clock()) + lifetime
+        expires = math.ceil(self._clock() + self._ttl)  # valid at least ``ttl`` seconds
         return f"{expires}.{self._mac(port, expires)}", lifetime
 
     def check(self, port: int | None, value: str) -> CookieVerdict:

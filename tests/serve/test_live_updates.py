@@ -84,6 +84,9 @@ async def test_live_updates_arrive_as_decisions_and_the_worker_move_sessions(
             assert found is not None
             async with aconnect_sse(client, "GET", "/events") as source:
                 assert source.response.headers["content-type"].startswith("text/event-stream")
+                assert source.response.headers["x-frame-options"] == "DENY"
+                csp = source.response.headers["content-security-policy"]
+                assert "frame-ancestors 'none'" in csp
                 events = source.aiter_sse()
                 hello = await anext(events)
                 assert (hello.event, hello.data) == ("hello", "0")
