@@ -354,3 +354,45 @@ async def test_bad_worker_arguments_are_refused(arguments: dict[str, Any], messa
     given: dict[str, Any] = {"store": store, "agent": make_agent(store, Effect()), "owner": "w1"}
     with pytest.raises(al.InvalidInputError, match=message.replace("(", r"\(")):
         al.SessionWorker(**{**given, **arguments})
+
+
+async def test_a_decision_recorded_while_the_worker_drives_is_applied_in_the_same_lease(
+    store: SessionStore,
+) -> None:
+    effect = Effect()
+    agent = make_agent(store, effect, ask=True)
+    await idle_session(store, agent, "s1")
+    await enqueue_input(store, "s1", [user("deploy")])
+    # Decided before the model even asked (as an approver racing the worker can):
+    # the resume finds no pending call to apply it to, the step surfaces the request.
+    digest = input_digest("effect", {"job": "deploy"})
+    await store.record_approval("s1", "call-1", input_digest=digest, approved=True)
+    worker = al.SessionWorker(store=store, agent=agent, owner="w1")
+    advanced = await worker.run_once()
+    assert advanced is not None
+    assert isinstance(advanced.step, al.Finished)
+    assert effect.ran == ["call-1"]
+    assert texts(await store.transcript("s1")) == [
+        "deploy",
+        "call call-1",
+        "call-1: done",
+        "finished",
+    ]
+
+
+async def test_a_failed_drive_keeps_its_lease_until_it_expires(store: SessionStore) -> None:
+    effect = Effect(gate=anyio.Event())  # never set: the drive outlives step_timeout
+    agent = make_agent(store, effect)
+    for name in ("slow", "next"):
+        await idle_session(store, agent, name)
+        await enqueue_input(store, name, [user(f"job {name}")])
+    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.6, step_timeout=0.3)
+    with pytest.raises(TimeoutError) as caught:
+        await worker.run_once()
+    assert type(caught.value) is TimeoutError
+    with pytest.raises(LeaseHeldError, match="it is leased to 'w1'"):
+        await store.acquire("slow", "another-worker", 5)  # kept: not retried at once
+    assert [s.session_id for s in await store.sessions_ready()] == ["next"]
+    await anyio.sleep(0.7)  # the lease expires: the session is ready again
+    # (its drive saved the model's response: it is now the more recently saved one)
+    assert [s.session_id for s in await store.sessions_ready()] == ["next", "slow"]
