@@ -4,6 +4,12 @@ The file's first bytes decide: SQLite's header means a session store (what
 ``chat --store`` writes), anything else is read as JSONL (what
 ``agentloop.store.export_jsonl`` and chat's ``/export`` write). Anything that
 is neither is refused with one line and status 2.
+
+From a store, the decisions recorded with the session are shown too: a call
+approved with edited arguments gets an ``[approval]`` line with the edit next
+to the model's call, and a session parked on an approval ends with what it
+waits for ("waiting for approval of call call-1 (publish_report)") instead of
+a note that its transcript is not provider-valid.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from pathlib import Path
 
 from ..core._errors import AgentLoopError
 from ..core._items import Item
-from ..core._transcript import find_violation
-from ._render import Renderer
+from ..core._transcript import TranscriptViolation, find_violation
+from ..loop._session_store import SessionStatus, StoredSession, summarize
+from ._render import Renderer, format_arguments, short_id
 
 __all__ = ["EXIT_USAGE", "replay"]
 
@@ -31,17 +38,72 @@ async def replay(renderer: Renderer, path: str, session: str | None) -> int:
             f"agentloop replay: no file {path!r}; expected a JSONL transcript or a session store"
         )
         return EXIT_USAGE
+    stored: StoredSession | None = None
     if head == _SQLITE_HEADER:
-        items = await _from_store(renderer, path, session)
+        found = await _from_store(renderer, path, session)
+        items, stored = found if found is not None else (None, None)
     else:
         items = _from_jsonl(renderer, path, session)
     if items is None:
         return EXIT_USAGE
-    renderer.transcript(items)
-    violation = find_violation(items)
-    if violation is not None:
-        renderer.error(f"note: the transcript is not provider-valid: {violation.message}")
+    _render(renderer, items, stored)
     return 0
+
+
+def _render(renderer: Renderer, items: list[Item], stored: StoredSession | None) -> None:
+    """The transcript, each call approved with edited arguments followed by its edit, then
+    what a parked session waits for (or why the transcript is not provider-valid)."""
+    for item in items:
+        renderer.transcript_item(item)
+        if stored is not None:
+            _edited_calls(renderer, item, stored)
+    violation = find_violation(items)
+    waiting = _waiting(stored, items, violation)
+    for line in waiting:
+        renderer.note(line)
+    if violation is not None and not waiting:
+        renderer.error(f"note: the transcript is not provider-valid: {violation.message}")
+
+
+def _edited_calls(renderer: Renderer, item: Item, stored: StoredSession) -> None:
+    """An ``[approval]`` line under each call of ``item`` approved with edited arguments."""
+    for call in item.tool_calls():
+        decision = stored.approvals.get(call.id)
+        if decision is None or decision.edited_input is None:
+            continue
+        renderer.line(
+            f"[approval] {short_id(call.id)} approved with edited arguments: "
+            f"{call.name}({format_arguments(decision.edited_input)}) "
+            f"(the model's: {format_arguments(call.input)})",
+            "yellow",
+        )
+
+
+def _waiting(
+    stored: StoredSession | None, items: list[Item], violation: TranscriptViolation | None
+) -> list[str]:
+    """What a session parked on approvals waits for; empty when it is not parked there.
+
+    Its calls still open at the end of the transcript are then expected, not a flaw.
+    """
+    if stored is None or violation is None or violation.item_index is not None:
+        return []
+    status, pending = summarize(stored.checkpoint)
+    if status is not SessionStatus.AWAITING_APPROVAL or not pending:
+        return []
+    names = {call.id: call.name for item in items for call in item.tool_calls()}
+    lines = []
+    for call_id in pending:
+        shown = f"call {call_id} ({names.get(call_id, 'unknown tool')})"
+        decision = stored.approvals.get(call_id)
+        if decision is None:
+            lines.append(f"waiting for approval of {shown}")
+            continue
+        verdict = "approved" if decision.approved else "denied"
+        if decision.edited_input is not None:
+            verdict += " with edited arguments"
+        lines.append(f"{shown} {verdict}; waiting for a worker to resume the session")
+    return lines
 
 
 def _head(path: str) -> bytes | None:
@@ -80,7 +142,9 @@ def _from_jsonl(renderer: Renderer, path: str, session: str | None) -> list[Item
     return items
 
 
-async def _from_store(renderer: Renderer, path: str, session: str | None) -> list[Item] | None:
+async def _from_store(
+    renderer: Renderer, path: str, session: str | None
+) -> tuple[list[Item], StoredSession | None] | None:
     from ..store import SqliteSessionStore
 
     try:
@@ -96,6 +160,7 @@ async def _from_store(renderer: Renderer, path: str, session: str | None) -> lis
                     return None
                 session = sessions[0]
             items = await store.transcript(session)
+            stored = await store.load(session)
     except AgentLoopError as error:
         renderer.error(f"agentloop replay: cannot read the session store {path!r}: {error}")
         return None
@@ -106,4 +171,4 @@ async def _from_store(renderer: Renderer, path: str, session: str | None) -> lis
         )
         return None
     renderer.note(f"replaying session {session!r} from {path} ({len(items)} items)")
-    return items
+    return items, stored
