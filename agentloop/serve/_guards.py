@@ -80,25 +80,24 @@ class SecurityHeaders:
         await self._app(scope, receive, send_secured)
 
 
-def allowed_hosts(scope: Scope, configured: Iterable[str]) -> set[str]:
+def allowed_hosts(scope: Scope, configured: Iterable[str]) -> list[str]:
     """The ``Host`` values the server answers for on the port the request came in on."""
     port = server_port(scope)
-    names = set(_LOOPBACK)
+    names = list(_LOOPBACK)
     server = scope.get("server")
     if isinstance(server, list | tuple) and server and isinstance(server[0], str):
-        names.add(f"[{server[0]}]" if ":" in server[0] else server[0])
-    hosts = {f"{name}:{port}" for name in names} if port is not None else set()
+        names.append(f"[{server[0]}]" if ":" in server[0] else server[0])
+    hosts = [f"{name}:{port}" for name in names] if port is not None else []
     if port in (None, 80):
-        hosts |= names
-    for entry in configured:
-        hosts.add(entry.lower())
-    return hosts
+        hosts.extend(names)
+    hosts.extend(entry.lower() for entry in configured)
+    return list(dict.fromkeys(hosts))
 
 
 _WITH_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*):(\d+)")
 
 
-def _host_matches(host: str, allowed: set[str], configured: Iterable[str]) -> bool:
+def _host_matches(host: str, allowed: list[str], configured: Iterable[str]) -> bool:
     """Whether ``host`` is allowed; a configured name without a port allows any port."""
     if host in allowed:
         return True
@@ -123,7 +122,7 @@ class HostCheck:
         if host and _host_matches(host, allowed, self._configured):
             await self._app(scope, receive, send)
             return
-        listed = ", ".join(sorted(allowed))
+        listed = ", ".join(allowed)
         response = PlainTextResponse(
             f"421: this agentloop inbox answers for {listed}, not for Host {host!r}; open it "
             "by one of those addresses, or start it with --allowed-host NAME "

@@ -28,7 +28,7 @@ def depth_problem(text: str, what: str) -> str | None:
             depth += 1
             if depth > MAX_DEPTH:
                 return (
-                    f"{what} nests JSON more than {MAX_DEPTH} levels deep; "
+                    f"JSON nested more than {MAX_DEPTH} levels deep in {what}; "
                     f"send at most {MAX_DEPTH} levels of arrays and objects"
                 )
         elif token in "]}":
