@@ -396,3 +396,30 @@ async def test_a_failed_drive_keeps_its_lease_until_it_expires(store: SessionSto
     await anyio.sleep(0.7)  # the lease expires: the session is ready again
     # (its drive saved the model's response: it is now the more recently saved one)
     assert [s.session_id for s in await store.sessions_ready()] == ["next", "slow"]
+
+
+async def test_input_queued_during_a_pause_reaches_the_next_model_call(
+    store: SessionStore,
+) -> None:
+    effect = Effect()
+    agent = make_agent(store, effect)
+    driver = await agent.start("s1")
+    driver.submit_input([user("first")])
+    assert isinstance(await driver.next(), al.AfterToolResult)  # saved, paused
+    await enqueue_input(store, "s1", [user("second")])
+    stored = await store.load("s1")
+    assert stored is not None
+    assert (stored.checkpoint["state"], stored.status) == ("AFTER_TOOL_RESULT", SessionStatus.READY)
+    advanced = await al.SessionWorker(store=store, agent=agent, owner="w1").run_once()
+    assert advanced is not None
+    assert isinstance(advanced.step, al.Finished)
+    assert texts(await store.transcript("s1")) == [
+        "first",
+        "call call-1",
+        "call-1: done",
+        "second",
+        "call call-4",
+        "call-4: done",
+        "finished",
+    ]
+    assert effect.ran == ["call-1", "call-4"]
