@@ -22,7 +22,7 @@ import structlog
 
 from ..loop._session_store import ClaimError, SessionStore, input_digest
 from ._audit import AuditEntry, AuditLog, DecisionAction
-from ._inbox import pending_approvals
+from ._inbox import PendingApproval, pending_approvals
 from ._limits import depth_problem
 from ._redact import Redactor
 
@@ -119,6 +119,36 @@ class Decider:
         reason: str | None,
         edited_input: str | None,
     ) -> AuditEntry:
+        row = await self._waiting_row(session_id, call_id, shown_digest)
+        approved_input: Any = row.input
+        if kind is DecisionAction.APPROVE_WITH:
+            approved_input = self._parse_edit(edited_input, row.schema)
+        entry = AuditEntry(
+            session_id=session_id,
+            call_id=call_id,
+            tool_name=row.tool_name,
+            action=kind,
+            input_digest=input_digest(row.tool_name, approved_input),
+            decided_by=who,
+            decided_at=self._clock(),
+            reason=reason if kind is DecisionAction.DENY else None,
+            input=approved_input if kind is DecisionAction.APPROVE_WITH else None,
+        )
+        await self._record(entry)
+        log.info(
+            "approval decided",
+            session_id=session_id,
+            call_id=call_id,
+            action=kind.value,
+            decided_by=who,
+            input_digest=entry.input_digest,
+        )
+        return entry
+
+    async def _waiting_row(
+        self, session_id: str, call_id: str, shown_digest: str
+    ) -> PendingApproval:
+        """The inbox row of the call, still undecided, unexpired and as shown; else refused."""
         stored = await self._store.load(session_id)
         if stored is None:
             raise DecisionRefused(f"session {session_id!r} no longer exists", status=404)
@@ -130,10 +160,9 @@ class Decider:
                 f"{earlier.decided_at:%Y-%m-%d %H:%M:%S} UTC; nothing was changed",
                 status=409,
             )
-        schemas = self._schemas()
         rows = pending_approvals(
             stored,
-            schemas=schemas,
+            schemas=self._schemas(),
             agent_name=self._agent_name,
             ttl=self._ttl,
             redactor=self._redactor,
@@ -152,38 +181,28 @@ class Decider:
                 "reload and decide again",
                 status=409,
             )
-        if row.expired(self._clock()):
-            assert row.deadline is not None
+        if row.deadline is not None and row.expired(self._clock()):
             raise DecisionRefused(
                 f"this approval expired at {row.deadline:%Y-%m-%d %H:%M:%S} UTC; "
                 "nothing was recorded",
                 status=409,
             )
-        approved_input: Any = row.input
-        if kind is DecisionAction.APPROVE_WITH:
-            approved_input = self._parse_edit(edited_input, row.schema)
-        digest = input_digest(row.tool_name, approved_input)
-        entry = AuditEntry(
-            session_id=session_id,
-            call_id=call_id,
-            tool_name=row.tool_name,
-            action=kind,
-            input_digest=digest,
-            decided_by=who,
-            decided_at=self._clock(),
-            reason=reason if kind is DecisionAction.DENY else None,
-            input=approved_input if kind is DecisionAction.APPROVE_WITH else None,
-        )
-        # The audit entry first, so no decision is ever in the store without it; the
-        # reason and the edited input go with the store's record, where every worker
-        # resuming the session reads them.
+        return row
+
+    async def _record(self, entry: AuditEntry) -> None:
+        """The audit entry, then the store's record; the entry is removed if the store refuses.
+
+        The audit entry comes first, so no decision is ever in the store without
+        it; the reason and the edited input go with the store's record, where
+        every worker resuming the session reads them.
+        """
         await self._audit.add(entry)
         try:
             await self._store.record_approval(
-                session_id,
-                call_id,
-                input_digest=digest,
-                approved=kind is not DecisionAction.DENY,
+                entry.session_id,
+                entry.call_id,
+                input_digest=entry.input_digest,
+                approved=entry.action is not DecisionAction.DENY,
                 reason=entry.reason,
                 edited_input=entry.input,
             )
@@ -199,15 +218,6 @@ class Decider:
                 "nothing was changed"
             )
             raise DecisionRefused(message, status=409) from None
-        log.info(
-            "approval decided",
-            session_id=session_id,
-            call_id=call_id,
-            action=kind.value,
-            decided_by=who,
-            input_digest=digest,
-        )
-        return entry
 
     @staticmethod
     def _parse_edit(text: str | None, schema: Any) -> Any:
