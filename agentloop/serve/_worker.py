@@ -95,6 +95,7 @@ class Worker:
             step_timeout=self.step_timeout,
         )
         stored = None
+        leased = True
         try:
             stored = await self.store.load(session_id)
             if stored is None:
@@ -102,6 +103,7 @@ class Worker:
             await worker.advance(session_id)
             return True
         except LeaseHeldError as held:
+            leased = False
             log.info("session leased by another worker", session_id=session_id, holder=held.holder)
             return False
         except Exception:
@@ -115,6 +117,6 @@ class Worker:
                 self._failed[session_id] = (now or stored).version
             return False
         finally:
-            if self.on_change is not None:
+            if leased and self.on_change is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                     await self.on_change()
