@@ -64,7 +64,7 @@ def _check_seconds(value: float | None, name: str, *, optional: bool = False) ->
         raise InvalidInputError(f"SessionWorker: {name} must be seconds > 0, got {value!r}")
 
 
-@attrs.define(kw_only=True)
+@attrs.frozen(kw_only=True)
 class SessionWorker:
     """Advances the sessions of ``store``, one lease at a time, with ``agent``.
 
@@ -165,8 +165,7 @@ class SessionWorker:
             raise
         finally:
             if release:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                    await self.store.release(lease)
+                await self._release(lease)
         log.info(
             "session advanced",
             session_id=lease.session_id,
@@ -174,6 +173,16 @@ class SessionWorker:
             step=type(step).__name__,
         )
         return AdvancedSession(session_id=lease.session_id, step=step)
+
+    async def _release(self, lease: Lease) -> None:
+        """Release, shielded and bounded; a failure is logged (the lease expires anyway)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            try:
+                await self.store.release(lease)
+            except Exception:
+                log.exception(
+                    "releasing the lease failed", session_id=lease.session_id, owner=self.owner
+                )
 
     async def _drive_renewing(self, lease: Lease) -> RestingStep:
         """Drive the session while a sibling task renews the lease; one error, never a group."""

@@ -423,3 +423,30 @@ async def test_input_queued_during_a_pause_reaches_the_next_model_call(
         "finished",
     ]
     assert effect.ran == ["call-1", "call-4"]
+
+
+class RenewFails(MemorySessionStore):
+    """A memory store whose renewals fail as a storage fault would."""
+
+    async def renew(self, lease: Any, ttl: float) -> Any:
+        raise al.CheckpointError("the database went away")
+
+
+async def test_a_renewal_that_fails_for_any_reason_is_a_lost_lease() -> None:
+    store = RenewFails()
+    effect = Effect(gate=anyio.Event())
+    agent = make_agent(store, effect)
+    await idle_session(store, agent, "s1")
+    await enqueue_input(store, "s1", [user("job")])
+    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.3)
+    with anyio.fail_after(30), pytest.raises(LeaseLostError) as caught:
+        await worker.run_once()
+    assert type(caught.value) is LeaseLostError
+    assert str(caught.value).startswith(
+        "cannot renew the lease of session 's1' (token 2): CheckpointError: the database "
+        "went away; stopped driving the session"
+    )
+    assert isinstance(caught.value.__cause__, al.CheckpointError)
+    assert effect.ran == ["call-1"]
+    lease = await store.acquire("s1", "another-worker", 5)  # released on the way out
+    assert lease.owner == "another-worker"
