@@ -1,4 +1,4 @@
-"""The ``agentloop`` command (needs the ``[cli]`` extra: ``pip install 'agentloop[cli]'``).
+"""The ``agentloop`` command (needs the ``[cli]`` extra: ``pip install 'agentloop-runtime[cli]'``).
 
 ``agentloop demo [--scripted] [--yes]``, ``agentloop chat [...]`` and
 ``agentloop replay FILE``; see ``docs/cli.md``. Only this package imports
@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-MISSING_EXTRA = "agentloop: the command needs the [cli] extra: pip install 'agentloop[cli]'"
+MISSING_EXTRA = (
+    "agentloop: the command needs the cli extra: pip install 'agentloop-runtime[cli]' "
+    "(in a clone: pip install '.[cli]')"
+)
 
 
 def main(

@@ -9,7 +9,6 @@ prompt and the running turn through the agent's
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,6 +16,7 @@ from typing import Any, cast
 
 import attrs
 
+from .._imports import import_attribute
 from ..compaction import SqliteResultArchive, default_compactor
 from ..core._cancellation import CancellationController
 from ..core._delta import AppendText
@@ -134,15 +134,7 @@ def auto_approver(renderer: Renderer) -> Callable[[ApprovalRequest], ApprovalAns
 
 def load_tools(spec: str) -> ToolSource:
     """``module:attr`` -> a tool source: a ToolSource, one Tool, or a list of Tools."""
-    module_name, colon, attribute = spec.partition(":")
-    if not colon or not module_name or not attribute:
-        raise InvalidInputError(
-            f"--tools {spec!r}: expected MODULE:ATTRIBUTE (e.g. mytools:registry)"
-        )
-    try:
-        value: Any = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise InvalidInputError(f"--tools {spec!r}: cannot import it: {error}") from None
+    value: Any = import_attribute("--tools", spec, prefix="", example="mytools:registry")
     if hasattr(value, "specs") and hasattr(value, "get"):
         source: ToolSource = value
         return source
@@ -179,14 +171,7 @@ async def open_model(
             yield server.model(max_tokens=max_tokens)
         return
     if spec.startswith("python:"):
-        module_name, colon, attribute = spec.removeprefix("python:").partition(":")
-        if not colon:
-            raise InvalidInputError(f"--model {spec!r}: expected python:MODULE:ATTRIBUTE")
-        try:
-            value: Any = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as error:
-            raise InvalidInputError(f"--model {spec!r}: cannot import it: {error}") from None
-        yield _python_model(spec, value)
+        yield _python_model(spec, import_attribute("--model", spec))
         return
     from ..providers import from_string
 

@@ -242,7 +242,10 @@ async def run_demo(
 
 def _inbox_hint(renderer: Renderer, path: Path, session_id: str) -> None:
     renderer.line(f"session {session_id!r} saved in {path}")
-    renderer.note("Open it in the approval inbox (needs agentloop[serve]):")
+    renderer.note(
+        "Open it in the approval inbox (needs the serve extra: "
+        "pip install 'agentloop-runtime[serve]'):"
+    )
     renderer.line(f"  {serve_command(path)}")
     renderer.note(
         f"then open the URL it prints; this session is at /sessions/{session_id} "

@@ -21,6 +21,7 @@ import anyio
 import structlog
 from rich.console import Console
 
+from .._extras import missing_extra_message
 from ..core._cancellation import CancellationController
 from ..core._errors import AgentLoopError, InvalidInputError
 from ..core._items import ItemKind
@@ -42,6 +43,7 @@ from ._chat import (
 from ._demo import run_demo
 from ._render import Renderer, format_arguments
 from ._replay import EXIT_USAGE, replay
+from ._store import open_session_store, sqlite_argument
 from ._terminal import EXIT_INTERRUPTED, CtrlC, TerminalReader
 
 __all__ = ["main"]
@@ -67,14 +69,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--store",
         metavar="PATH.db",
-        help="save the session in this SQLite file (default: demo.db in agentloop's cache "
-        "directory, $AGENTLOOP_CACHE_DIR or ~/.cache/agentloop)",
+        help="save the session in this SQLite file, a path or sqlite:///PATH.db (default: "
+        "demo.db in agentloop's cache directory, $AGENTLOOP_CACHE_DIR or ~/.cache/agentloop)",
     )
     chat = commands.add_parser("chat", parents=[common], help="an interactive chat with an agent")
     chat.add_argument("--model", default="local", help=MODEL_HELP)
     chat.add_argument("--tools", metavar="MODULE:ATTR", help="a ToolSource, Tool or list of Tools")
     chat.add_argument("--session", default="chat", help="the session id (default: chat)")
-    chat.add_argument("--store", metavar="PATH.db", help="persist the session in this SQLite file")
+    chat.add_argument("--store", metavar="STORE", help=STORE_HELP)
     chat.add_argument("--yes", action="store_true", help="approve every tool call")
     chat.add_argument(
         "--max-tokens",
@@ -100,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
 
     add_serve_parser(commands)
     return parser
+
+
+STORE_HELP = (
+    "persist the session in this store: a SQLite file (PATH.db or sqlite:///PATH.db) or "
+    "postgresql://USER@HOST/DB (the postgres extra)"
+)
 
 
 def _positive_int(text: str) -> int:
@@ -151,6 +159,12 @@ def main(
     except (LocalServerNotInstalledError, InvalidInputError) as error:
         renderer.error(f"agentloop {arguments.command}: {error}")
         return EXIT_USAGE
+    except ModuleNotFoundError as error:
+        message = missing_extra_message(error, f"agentloop {arguments.command}")
+        if message is None:
+            raise
+        renderer.error(message)
+        return EXIT_USAGE
     except AgentLoopError as error:
         renderer.error(f"agentloop {arguments.command}: {error}")
         if arguments.verbose:
@@ -166,8 +180,11 @@ async def _run_unwrapped(
     try:
         return await _run(arguments, renderer, reader, ctrl_c)
     except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], AgentLoopError):
-            raise group.exceptions[0] from group
+        alone: BaseException = group
+        while isinstance(alone, BaseExceptionGroup) and len(alone.exceptions) == 1:
+            alone = alone.exceptions[0]
+        if isinstance(alone, AgentLoopError) or missing_extra_message(alone) is not None:
+            raise alone from group
         raise
 
 
@@ -205,7 +222,8 @@ async def _dispatch(
 ) -> int:
     if arguments.command == "demo":
         approve = _approver(renderer, read_line, arguments.yes)
-        store = Path(arguments.store) if arguments.store else None
+        given = arguments.store
+        store = Path(sqlite_argument(given, "demo")) if given is not None else None
         return await run_demo(
             renderer, approve, scripted=arguments.scripted, store_path=store, ctrl_c=ctrl_c
         )
@@ -232,6 +250,26 @@ async def _chat(
     arguments: argparse.Namespace, renderer: Renderer, read_line: ReadLine, ctrl_c: CtrlC | None
 ) -> int:
     tools = load_tools(arguments.tools) if arguments.tools else None
+    if arguments.store is None:
+        return await _chat_with(arguments, renderer, read_line, ctrl_c, tools, None, None)
+    store, location = open_session_store(arguments.store)  # a bad value is refused here
+    try:
+        await store.open()  # and an unreadable store now, before a model starts
+        archive_path = location.target if location.kind == "sqlite" else None
+        return await _chat_with(arguments, renderer, read_line, ctrl_c, tools, store, archive_path)
+    finally:
+        await store.aclose()
+
+
+async def _chat_with(
+    arguments: argparse.Namespace,
+    renderer: Renderer,
+    read_line: ReadLine,
+    ctrl_c: CtrlC | None,
+    tools: Any,
+    store: Any,
+    archive_path: str | None,
+) -> int:
     controller = CancellationController()
     if ctrl_c is not None:
         ctrl_c.controller = controller
@@ -241,13 +279,9 @@ async def _chat(
             tools,
             controller,
             max_context_tokens=arguments.max_context_tokens,
-            archive_path=arguments.store,
+            archive_path=archive_path,
         )
-        store: Any = None
-        if arguments.store:
-            from ..store import SqliteSessionStore
-
-            store = SqliteSessionStore(arguments.store)
+        if store is not None:
             agent = _with_store(agent, store)
         session = ChatSession(
             agent,
@@ -258,13 +292,9 @@ async def _chat(
             approve_all=arguments.yes,
             ctrl_c=ctrl_c,
         )
-        try:
-            if store is not None and not await _load_session(store, session, renderer):
-                return EXIT_USAGE
-            return await session.loop()
-        finally:
-            if store is not None:
-                await store.aclose()
+        if store is not None and not await _load_session(store, arguments.store, session, renderer):
+            return EXIT_USAGE
+        return await session.loop()
 
 
 def _with_store(agent: Any, store: Any) -> Any:
@@ -273,11 +303,11 @@ def _with_store(agent: Any, store: Any) -> Any:
     return attrs.evolve(agent, store=store)
 
 
-async def _load_session(store: Any, session: ChatSession, renderer: Renderer) -> bool:
+async def _load_session(store: Any, where: str, session: ChatSession, renderer: Renderer) -> bool:
     session_id = session.config.session_id
     transcript = await store.transcript(session_id)
     if transcript is None:
-        renderer.note(f"new session {session_id!r} in {store.path}")
+        renderer.note(f"new session {session_id!r} in {where}")
         return True
     if find_violation(transcript) is not None:
         # It stopped inside a turn (killed, or quit at an approval): finish that

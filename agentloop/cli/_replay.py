@@ -31,19 +31,24 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 async def replay(renderer: Renderer, path: str, session: str | None) -> int:
-    """Render the transcript at ``path``; the exit status."""
-    head = _head(path)
-    if head is None:
-        renderer.error(
-            f"agentloop replay: no file {path!r}; expected a JSONL transcript or a session store"
-        )
-        return EXIT_USAGE
+    """Render the transcript at ``path`` (or in the store a URL names); the exit status."""
     stored: StoredSession | None = None
-    if head == _SQLITE_HEADER:
-        found = await _from_store(renderer, path, session)
+    if "://" in path:  # a store URL, as --store takes: sqlite:///PATH.db, postgresql://...
+        found = await _from_url(renderer, path, session)
         items, stored = found if found is not None else (None, None)
     else:
-        items = _from_jsonl(renderer, path, session)
+        head = _head(path)
+        if head is None:
+            renderer.error(
+                f"agentloop replay: no file {path!r}; expected a JSONL transcript or a session "
+                "store"
+            )
+            return EXIT_USAGE
+        if head == _SQLITE_HEADER:
+            found = await _from_store(renderer, path, session)
+            items, stored = found if found is not None else (None, None)
+        else:
+            items = _from_jsonl(renderer, path, session)
     if items is None:
         return EXIT_USAGE
     _render(renderer, items, stored)
@@ -106,6 +111,18 @@ def _waiting(
     return lines
 
 
+async def _from_url(
+    renderer: Renderer, url: str, session: str | None
+) -> tuple[list[Item], StoredSession | None] | None:
+    from ..store._location import parse_store_location
+
+    location = parse_store_location(url, "agentloop replay")  # a bad URL: one line, status 2
+    if location.kind == "sqlite" and _head(location.target) is None:
+        renderer.error(f"agentloop replay: no file {location.target!r} (from {url!r})")
+        return None
+    return await _from_store(renderer, url, session)
+
+
 def _head(path: str) -> bytes | None:
     """The file's first bytes (enough to tell SQLite); ``None`` if it is not a file."""
     file = Path(path)
@@ -145,10 +162,11 @@ def _from_jsonl(renderer: Renderer, path: str, session: str | None) -> list[Item
 async def _from_store(
     renderer: Renderer, path: str, session: str | None
 ) -> tuple[list[Item], StoredSession | None] | None:
-    from ..store import SqliteSessionStore
+    from ._store import open_session_store
 
     try:
-        async with SqliteSessionStore(path) as store:
+        store, _location = open_session_store(path)
+        async with store:
             sessions = sorted(info.session_id for info in await store.list_sessions())
             if session is None:
                 if len(sessions) != 1:

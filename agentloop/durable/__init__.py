@@ -1,7 +1,7 @@
 """Durable execution of agentloop sessions on an existing engine.
 
 One sub-package per engine: :mod:`agentloop.durable.dbos` (DBOS Transact,
-``pip install agentloop[dbos]``). See ``docs/durable.md``.
+``pip install 'agentloop-runtime[dbos]'``). See ``docs/durable.md``.
 """
 
 __all__: list[str] = []

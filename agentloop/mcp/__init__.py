@@ -1,9 +1,15 @@
-"""MCP tool sources: an MCP server's tools in an agent's catalog (``pip install agentloop[mcp]``).
+"""MCP tool sources: an MCP server's tools in an agent's catalog (the mcp extra).
+
+Install: ``pip install 'agentloop-runtime[mcp]'``.
 
 :class:`McpToolSource` connects to one server, over stdio (:class:`StdioServer`,
 a child process it starts and stops) or streamable HTTP (:class:`HttpServer`),
 and offers its tools as ``mcp__<server>__<tool>``. See ``docs/mcp.md``.
 """
+
+from .._extras import require_extra as _require_extra
+
+_require_extra("mcp", "agentloop.mcp", "mcp", "mcp_types", "httpx2")
 
 from ._config import HttpServer, McpServer, StdioServer, tool_names
 from ._convert import MCP_NAME_KEY, MCP_SERVER_KEY, STRUCTURED_KEY, URI_KEY

@@ -1,6 +1,6 @@
 """Observers for operations: OpenTelemetry GenAI spans, structlog lines, JSON Lines, usage.
 
-:class:`OtelObserver` needs ``pip install agentloop[otel]`` and is imported on
+:class:`OtelObserver` needs ``pip install 'agentloop-runtime[otel]'`` and is imported on
 first use; the rest needs nothing extra. See ``docs/observability.md``.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._extras import install_command
 from ._logging import JsonlEventReporter, StructlogObserver, event_fields
 from ._usage import SessionUsage, UsageTotals
 
@@ -35,7 +36,7 @@ def __getattr__(name: str) -> Any:
             from . import _otel
         except ImportError as error:  # pragma: no cover (the dev extra installs it)
             raise ImportError(
-                f"agentloop.observe.{name} needs OpenTelemetry: pip install 'agentloop[otel]'"
+                f"agentloop.observe.{name} needs OpenTelemetry: {install_command('otel')}"
             ) from error
         return getattr(_otel, name)
     raise AttributeError(f"module 'agentloop.observe' has no attribute {name!r}")

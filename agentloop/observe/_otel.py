@@ -1,4 +1,4 @@
-"""OpenTelemetry GenAI spans from the driver's events (``pip install agentloop[otel]``).
+"""OpenTelemetry GenAI spans from the driver's events (``pip install 'agentloop-runtime[otel]'``).
 
 Span tree per turn (names and attributes from the GenAI semantic conventions)::
 

@@ -2,7 +2,7 @@
 
 ``create_app(store, config=..., audit=..., agent=...)`` returns the ASGI app
 (Starlette); ``agentloop serve --store sqlite:///PATH.db`` runs it with
-uvicorn. Needs the ``agentloop[serve]`` extra. See ``docs/serve.md``.
+uvicorn. Needs the serve extra (``pip install 'agentloop-runtime[serve]'``). See ``docs/serve.md``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def create_app(
     ``audit`` to a ``MemoryAuditLog``. With ``agent`` (and ``config.worker``)
     a decision is followed by an in-process worker resuming the session;
     without, decisions are only recorded for external workers. Raises
-    ``ModuleNotFoundError`` naming the extra when ``agentloop[serve]`` is
+    ``ModuleNotFoundError`` naming the extra when the serve extra is
     not installed.
     """
     try:
@@ -61,7 +61,7 @@ def create_app(
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
             f"agentloop serve needs the serve extra ({error.name} is missing): "
-            "pip install 'agentloop[serve]'",
+            "pip install 'agentloop-runtime[serve]'",
             name=error.name,
         ) from None
     return build(store, config=config, audit=audit, agent=agent)

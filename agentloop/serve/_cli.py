@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import anyio
 
+from .._extras import install_command
+from .._imports import current_directory_on_path, not_found_hint
 from ..core._errors import InvalidInputError
 from ._config import ServeConfig, new_token
 
@@ -21,7 +23,10 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     """Register ``serve`` and its options on the CLI's subcommands."""
     serve = commands.add_parser("serve", help="the approval inbox: a web UI over a session store")
     serve.add_argument(
-        "--store", required=True, help="sqlite:///PATH.db or postgresql://USER@HOST/DB"
+        "--store",
+        required=True,
+        help="a SQLite file (PATH.db or sqlite:///PATH.db) or postgresql://USER@HOST/DB "
+        "(the postgres extra)",
     )
     serve.add_argument(
         "--agent",
@@ -66,9 +71,10 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
         except ModuleNotFoundError:
             line(
                 f"agentloop serve needs the serve extra ({module} is missing): "
-                "pip install 'agentloop[serve]'"
+                f"{install_command('serve')} (in a clone: pip install '.[serve]')"
             )
             return 2
+    store_url = _store_url(arguments.store)
     from . import create_app
     from ._run import load_agent_factory, open_store, run_server
     from ._worker import load_agent
@@ -78,12 +84,12 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
         raise InvalidInputError("--token must be at least 16 characters")
     if arguments.approval_ttl is not None and not arguments.approval_ttl > 0:
         raise InvalidInputError(f"--approval-ttl must be > 0 seconds, got {arguments.approval_ttl}")
-    factory = load_agent_factory(arguments.agent) if arguments.agent else None
+    factory = _agent_factory(arguments.agent, load_agent_factory) if arguments.agent else None
     try:
         config = _config(arguments, token)
     except ValueError as error:
         raise InvalidInputError(f"--allowed-host: {error}") from None
-    async with open_store(arguments.store) as (store, audit):
+    async with open_store(store_url) as (store, audit):
         agent = load_agent(factory, store) if factory is not None else None
         app = create_app(store, config=config, audit=audit, agent=agent)
         if agent is None:
@@ -113,3 +119,29 @@ def _config(arguments: argparse.Namespace, token: str) -> ServeConfig:
         allowed_hosts=tuple(arguments.allowed_host),
         secrets=tuple(v for k in _SECRET_VARIABLES if (v := os.environ.get(k))),
     )
+
+
+def _store_url(value: str) -> str:
+    """``--store`` (a path or URL, checked now) as the URL ``open_store`` takes."""
+    from ..cli._store import require_postgres
+    from ..store._location import parse_store_location
+
+    location = parse_store_location(value)
+    if location.kind == "postgres":
+        require_postgres()
+        return location.target
+    return "sqlite:///" + os.path.abspath(location.target)
+
+
+def _agent_factory(
+    spec: str, load: Callable[[str], Callable[..., object]]
+) -> Callable[..., object]:
+    """``--agent python:MODULE:ATTR``, its MODULE found from the current directory first."""
+    current_directory_on_path()
+    try:
+        return load(spec)
+    except InvalidInputError as error:
+        module_name = spec.removeprefix("python:").partition(":")[0]
+        if f"No module named {module_name.partition('.')[0]!r}" not in str(error):
+            raise
+        raise InvalidInputError(f"{error}; {not_found_hint(module_name)}") from None

@@ -5,7 +5,7 @@ with a version, the session's lease, the tool calls claimed before they ran
 and the approval decisions recorded for its calls, so a restarted host (or
 another worker) can resume a session and answer calls that may have run as
 in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
-``agentloop[postgres]`` extra (psycopg 3).
+``postgres`` extra (psycopg 3: ``pip install 'agentloop-runtime[postgres]'``).
 """
 
 from ..loop._session_store import (

@@ -103,7 +103,7 @@ class PostgresSessionStore:
             import psycopg  # noqa: F401
         except ImportError:
             raise ModuleNotFoundError(
-                "PostgresSessionStore needs psycopg 3: pip install 'agentloop[postgres]'",
+                "PostgresSessionStore needs psycopg 3: pip install 'agentloop-runtime[postgres]'",
                 name="psycopg",
             ) from None
         self._pool = ConnectionPool(conninfo, pool_size)

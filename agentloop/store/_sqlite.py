@@ -41,6 +41,7 @@ from ._documents import (
     turn_counts,
     turn_starts,
 )
+from ._location import sqlite_file
 from ._offload import WorkerThread
 from ._rules import (
     LeaseRow,
@@ -67,6 +68,11 @@ _CACHED_SESSIONS = 16
 class SqliteSessionStore:
     """A :class:`SessionStore` in the SQLite file at ``path`` (created if missing).
 
+    ``path`` is a file path or a ``sqlite:///PATH`` URL (``sqlite:////ABS`` for
+    an absolute one), the same value ``agentloop chat --store`` and ``agentloop
+    serve --store`` take. One that cannot be opened (a directory, a missing
+    parent directory, another URL) is refused at once with ``InvalidInputError``.
+
     One connection, opened on first use (or by ``async with``/:meth:`open`),
     is shared by every call and guarded by a lock; each call runs in the
     store's worker thread (the calling task waits for it, shielded from
@@ -84,7 +90,7 @@ class SqliteSessionStore:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = os.fspath(path)
+        self._path = sqlite_file(path)
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._closed = False

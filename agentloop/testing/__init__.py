@@ -4,7 +4,7 @@ Always available (no hypothesis needed): :class:`ScriptedModel` and its reply
 builders, :func:`assert_transcript_valid`, :func:`format_transcript`, and the
 host-action values.
 
-Needs hypothesis (a dev dependency; ``pip install hypothesis``), imported
+Needs hypothesis (the testing extra: ``pip install 'agentloop-runtime[testing]'``), imported
 lazily on first use of the name: the strategies (:func:`items`,
 :func:`transcripts`, :func:`invalid_transcripts`, :func:`tool_specs`,
 :func:`tool_inputs`, :func:`model_replies`, :func:`model_scripts`,
@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._extras import install_command
 from ._actions import (
     Approve,
     ApproveWith,
@@ -169,7 +170,7 @@ def __getattr__(name: str) -> Any:
             raise
         raise ImportError(
             f"agentloop.testing.{name} needs hypothesis, which is not installed; "
-            "install it with `pip install hypothesis` (it is in agentloop's [dev] extra)"
+            f"install it with {install_command('testing')} (or pip install hypothesis)"
         ) from error
     value = getattr(module, name)
     globals()[name] = value

@@ -104,7 +104,8 @@ def test_chat_sessions_persist_and_resume_in_the_store(tmp_path: Path) -> None:
     [
         (
             ["chat", "--model", MODEL, "--tools", "nocolon"],
-            "agentloop chat: --tools 'nocolon': expected MODULE:ATTRIBUTE (e.g. mytools:registry)",
+            "agentloop chat: --tools 'nocolon': expected MODULE:ATTR (e.g. mytools:registry); "
+            "the ':ATTR' is missing",
         ),
         (
             ["chat", "--model", "nowhere:model"],
@@ -220,7 +221,8 @@ def test_local_demo_forces_the_tool_on_the_first_call(
         "transcript: 9 items, every tool call answered",
         "usage: not reported",
         f"session 'demo' saved in {demo_store}",
-        "Open it in the approval inbox (needs agentloop[serve]):",
+        "Open it in the approval inbox (needs the serve extra: "
+        "pip install 'agentloop-runtime[serve]'):",
         f"  {serve_command(demo_store)}",
         "then open the URL it prints; this session is at /sessions/demo (Ctrl-C stops the server)",
     ]

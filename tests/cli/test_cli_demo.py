@@ -51,7 +51,8 @@ def inbox_hint(path: Path, session_id: str = "demo-scripted") -> list[str]:
     """The demo's closing lines: where the session is and how to open the inbox on it."""
     return [
         f"session {session_id!r} saved in {path}",
-        "Open it in the approval inbox (needs agentloop[serve]):",
+        "Open it in the approval inbox (needs the serve extra: "
+        "pip install 'agentloop-runtime[serve]'):",
         f"  {serve_command(path)}",
         f"then open the URL it prints; this session is at /sessions/{session_id} "
         "(Ctrl-C stops the server)",
@@ -209,7 +210,8 @@ def test_without_rich_the_command_says_what_to_install_in_one_line(argv: list[st
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "agentloop: the command needs the [cli] extra: pip install 'agentloop[cli]'\n"
+        "agentloop: the command needs the cli extra: pip install 'agentloop-runtime[cli]' "
+        "(in a clone: pip install '.[cli]')\n"
     )
 
 

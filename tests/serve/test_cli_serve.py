@@ -38,8 +38,8 @@ def run_cli(arguments: list[str]) -> tuple[int, str]:
     [
         (
             ["--store", "mysql://x"],
-            "agentloop serve: --store 'mysql://x': expected sqlite:///PATH.db or "
-            "postgresql://USER@HOST/DB",
+            "agentloop serve: --store 'mysql://x': unknown scheme 'mysql'; expected a file "
+            "path (sessions.db), sqlite:///PATH.db or postgresql://USER@HOST/DB",
         ),
         (
             ["--store", "sqlite:///x.db", "--agent", "serve_support"],
@@ -48,7 +48,10 @@ def run_cli(arguments: list[str]) -> tuple[int, str]:
         (
             ["--store", "sqlite:///x.db", "--agent", "python:no_such_module_17:build"],
             "agentloop serve: --agent 'python:no_such_module_17:build': "
-            "No module named 'no_such_module_17'",
+            "No module named 'no_such_module_17'; MODULE is imported as `python -m` would: "
+            "from the current directory (TMP), then sys.path; run agentloop from the "
+            "directory that holds no_such_module_17.py (or the package no_such_module_17/), "
+            "or add that directory to PYTHONPATH",
         ),
         (
             ["--store", "sqlite:///x.db", "--token", "short"],
@@ -71,7 +74,7 @@ def test_bad_arguments_are_refused(
     monkeypatch.chdir(tmp_path)
     status, output = run_cli(["serve", *arguments])
     assert status == 2  # bad arguments (docs/cli.md)
-    assert output.strip() == message
+    assert output.strip() == message.replace("TMP", str(tmp_path))
     assert not (tmp_path / "x.db").exists()
 
 
@@ -84,7 +87,7 @@ def test_without_the_serve_extra_the_command_names_it(
     assert status == 2
     assert output.strip() == (
         f"agentloop serve needs the serve extra ({module} is missing): "
-        "pip install 'agentloop[serve]'"
+        "pip install 'agentloop-runtime[serve]' (in a clone: pip install '.[serve]')"
     )
 
 

@@ -149,7 +149,7 @@ def test_without_psycopg_the_store_says_which_extra_to_install(
     with pytest.raises(ModuleNotFoundError) as raised:
         PostgresSessionStore("postgresql://x")
     assert str(raised.value) == (
-        "PostgresSessionStore needs psycopg 3: pip install 'agentloop[postgres]'"
+        "PostgresSessionStore needs psycopg 3: pip install 'agentloop-runtime[postgres]'"
     )
 
 

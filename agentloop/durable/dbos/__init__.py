@@ -1,4 +1,4 @@
-"""Sessions as chains of DBOS Transact workflows (``pip install agentloop[dbos]``).
+"""Sessions as chains of DBOS Transact workflows (``pip install 'agentloop-runtime[dbos]'``).
 
 Each input of a session is one run, the DBOS workflow :data:`SESSION_WORKFLOW`
 with id ``<session_id>#<run>``: it continues from the previous run's
@@ -10,6 +10,10 @@ again after a crash answers in doubt. A model failure ends the turn
 (``FinishReason.ERROR``), not the session. Approvals wait durably
 (``DBOS.recv``) and expire denied. See ``docs/durable.md``.
 """
+
+from ..._extras import require_extra as _require_extra
+
+_require_extra("dbos", "agentloop.durable.dbos", "dbos")
 
 from ._agent import DurableAgent, dbos_config, run_workflow_id
 from ._host import (
