@@ -135,6 +135,7 @@ class TokenGate:
             max_age=lifetime,
             httponly=True,
             samesite="strict",
+            secure=request.url.scheme == "https",  # behind a TLS proxy that says so
             path="/",
         )
         return response

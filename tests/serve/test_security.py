@@ -122,6 +122,7 @@ async def test_the_cookie_is_derived_port_named_and_no_token(guarded: Guarded) -
         assert "Max-Age=43200" in cookie
         assert "HttpOnly" in cookie
         assert "SameSite=strict" in cookie
+        assert "Secure" not in cookie  # plain HTTP on loopback: a Secure cookie is never sent
         assert (await client.get("/audit")).status_code == 200
         # Stolen, the cookie's value is no bearer token.
         client.cookies.clear()
@@ -144,6 +145,14 @@ async def test_the_cookie_is_derived_port_named_and_no_token(guarded: Guarded) -
         # The token still works as a bearer for API clients.
         answer = await client.get("/audit", headers={"authorization": f"Bearer {TOKEN}"})
         assert answer.status_code == 200
+
+
+async def test_over_https_the_cookie_is_secure() -> None:
+    guarded = await Guarded().start()
+    async with guarded.client("https://127.0.0.1:8765") as client:
+        response = await client.get(f"/?token={TOKEN}")
+    assert response.status_code == 303
+    assert "; Secure" in response.headers["set-cookie"]
 
 
 async def test_a_cookie_of_another_port_is_refused(guarded: Guarded) -> None:
