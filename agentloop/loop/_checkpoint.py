@@ -124,14 +124,17 @@ class CallDocument:
     def live(self, session_id: str, turn_id: str) -> RoundCall:
         """The live call this document describes."""
         call = self.call
+        status = self._status(call.id)
         return RoundCall(
             self.index,
             call,
             ToolRequest(call.id, call.name, call.input, session_id, turn_id, call.metadata),
-            status=self._status(call.id),
+            status=status,
             approval=self.approval,
             decision=self.decision,
-            task_id=self.task_id,
+            # A call saved while it ran restores as not started: the task that ran it
+            # was another process's, and its id may be the next one this process gives.
+            task_id=None if status is CallStatus.PREPARED else self.task_id,
         )
 
     def _status(self, call_id: str) -> CallStatus:

@@ -131,6 +131,11 @@ class LoopCore:
         self.follow_ups = tuple(restored.follow_ups)
         self.retry_point = restored.retry_point
         self.session_tool_calls = restored.session_tool_calls
+        if turn is not None and turn.round is None and not turn.is_cancelled:
+            # Saved between a round and the model call after it (a journal made
+            # just before the model was waited for): the model is next, as after
+            # a pause. Restored as anything else, the turn would never continue.
+            turn.phase = TurnPhase.PAUSED
         self.turn = turn
         return self.handle(self.restore_event())
 

@@ -194,11 +194,13 @@ class ModelCaller:
         return request
 
     async def _call_model_handling_limits(self, turn: TurnState, point: MutationPoint) -> Step:
+        if self._persistence.enabled:
+            # A round's results before the model is waited for, and before the call
+            # is counted: a restore from this save makes the same call, counted once.
+            await self._persistence.save_results(self._core)
         request = self._next_request(turn)
         if not isinstance(request, TurnRequest):
             return request
-        if self._persistence.enabled:  # a round's results before the model is waited for
-            await self._persistence.save_results(self._core)
         index = turn.model_calls
         started = time.monotonic()
         timeout = self._fx.config.limits.request_timeout
