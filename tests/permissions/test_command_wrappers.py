@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import stat
@@ -227,8 +228,14 @@ def test_wrappers_are_looked_through(argv: list[str], decision: al.PermissionVer
         ),
         (
             ["watch", "-n", "1", "/bin/rm", "x"],
-            "it may run '/bin/rm', which is on the deny list (watch runs commands that cannot be "
-            "looked through)",
+            "it may run '/bin/rm', which is on the deny list (watch runs its command through sh -c "
+            "unless given -x)",
+        ),
+        (["watch", "-x", "-n", "1", "/bin/rm", "x"], "'/bin/rm' is on the deny list (it runs it)"),
+        (
+            ["chroot", "/srv", "rm", "x"],
+            "it may run 'rm', which is on the deny list (chroot runs its command from another "
+            "root directory, where a name may be any file)",
         ),
     ],
 )
@@ -248,9 +255,15 @@ def test_allowing_env_does_not_allow_what_env_runs() -> None:
         "command 'env curl x' is not allowed: 'curl' is not on the allow list (env)"
     )
     assert policy.evaluate(al.ShellCommand(["env", "sh", "-c", "curl x"])) == denied(
-        "command \"env sh -c 'curl x'\" is not allowed: 'sh', 'curl' are not on the allow list "
-        "(env)"
+        "command \"env sh -c 'curl x'\" is not allowed: 'sh' is not on the allow list (env)"
     )
+    # a shell a wrapper runs is not looked through, even when it and its script are allowed
+    everything = al.CommandPolicy(allow=["env", "sh", "curl"], unknown="deny")
+    assert everything.evaluate(al.ShellCommand(["env", "sh", "-c", "curl x"])) == denied(
+        "command \"env sh -c 'curl x'\" is not allowed: sh is a shell or interpreter run by env, "
+        "and what a wrapper runs through one is not looked into"
+    )
+    assert everything.evaluate(al.ShellCommand(["sh", "-c", "env curl x"])) == al.Allow()
 
 
 @pytest.fixture
@@ -366,4 +379,8 @@ def test_wrapping_an_allowed_program_in_allowed_wrappers_without_variables_is_al
     argv = _wrapped(stack, ["ls", "-la"])
     decision = policy.evaluate(al.ShellCommand(argv))
     sets_variables = any("=" in word and "--" not in word for _, form in stack for word in form)
-    assert (decision == al.Allow()) != sets_variables, (argv, decision)
+    # a shell run by a wrapper is never looked through
+    wrapped_shell = any(
+        outer == "wrap" and inner == "shell" for (outer, _), (inner, _) in itertools.pairwise(stack)
+    )
+    assert (decision == al.Allow()) != (sets_variables or wrapped_shell), (argv, decision)
