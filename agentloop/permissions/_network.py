@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
 from typing import Literal
 
 import attrs
 
+from ._addresses import canonical_host, canonical_pattern, host_matches
 from ._base import Abstain, PolicyVerdict, _names
 from ._requests import (
     Allow,
@@ -23,7 +23,7 @@ __all__ = ["NetworkPolicy"]
 
 
 def _host_patterns(values: Iterable[str]) -> frozenset[str]:
-    return frozenset(pattern.lower().rstrip(".") for pattern in _names(values))
+    return frozenset(canonical_pattern(pattern) for pattern in _names(values))
 
 
 def _schemes(values: Iterable[str]) -> frozenset[str]:
@@ -36,7 +36,14 @@ class NetworkPolicy:
 
     Host patterns are ``fnmatch`` style and case-insensitive:
     ``"example.com"`` is that host only, ``"*.example.com"`` its subdomains
-    (not ``example.com`` itself), ``"*"`` any host. Ports are not looked at.
+    (not ``example.com`` itself), ``"*"`` any host; an address may also be
+    given as a network (``"127.0.0.0/8"``, ``"fe80::/10"``). Ports are not
+    looked at. Hosts and patterns are compared in one canonical form: an
+    address in any spelling the C library accepts (``127.1``,
+    ``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``[::ffff:127.0.0.1]``,
+    ``[0:0:0:0:0:0:0:1]``) is the address a connection reaches, written the
+    standard way, and ``0``/``0.0.0.0`` and ``::`` are the loopback address a
+    connection to them reaches.
     In order: a URL whose scheme is not in ``schemes`` (a bare
     ``host[:port]`` has none and passes) or that names no host is denied; a host on
     ``deny`` is denied; a host on ``allow`` is allowed; any other asks for
@@ -70,26 +77,29 @@ class NetworkPolicy:
                 f"cannot access {url!r}: it names no host; give a URL such as "
                 "https://example.com/path",
             )
-        if (pattern := _match(host, self.deny)) is not None:
+        address = canonical_host(host)
+        shown = f"host {host!r}" if address == host else f"host {host!r} (address {address})"
+        if (pattern := _match(address, self.deny)) is not None:
             return Deny(
                 DenyCode.NETWORK_NOT_ALLOWED,
-                f"cannot access {url!r}: host {host!r} matches {pattern!r} on the deny list",
+                f"cannot access {url!r}: {shown} matches {pattern!r} on the deny list",
             )
-        if _match(host, self.allow) is not None:
+        if _match(address, self.allow) is not None:
             return Allow()
         if self.unknown == "approve":
-            summary = f"Access {url} (host {host} is not on the allow list)"
+            shown_plain = host if address == host else f"{host} (address {address})"
+            summary = f"Access {url} (host {shown_plain} is not on the allow list)"
             return AskApproval(ApprovalReason.UNKNOWN_TARGET, summary)
         allowed = ", ".join(sorted(self.allow)) or "none"
         return Deny(
             DenyCode.NETWORK_NOT_ALLOWED,
-            f"cannot access {url!r}: host {host!r} is not on the allow list ({allowed})",
+            f"cannot access {url!r}: {shown} is not on the allow list ({allowed})",
         )
 
 
 def _match(host: str, patterns: frozenset[str]) -> str | None:
     """The first pattern (sorted) ``host`` matches, or ``None``."""
     for pattern in sorted(patterns):
-        if fnmatch.fnmatchcase(host, pattern):
+        if host_matches(host, pattern):
             return pattern
     return None
