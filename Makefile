@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo demo-scripted lint typecheck docs bench clean
+.PHONY: test demo demo-scripted lint typecheck deps user-venvs docs docs-serve bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,28 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy
 
-# The documentation site, checked strictly (broken links, bad API references fail).
-docs: $(STAMP_DEV)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+# Every import of the library is declared and every declared dependency imported, each in
+# the right extra ([tool.deptry] in pyproject.toml).
+deps: $(STAMP_DEV)
+	$(BIN)/deptry agentloop
+
+# The venvs a user gets, for tests/test_user_install.py (tests never run pip): .venv-user/
+# (this clone alone, no extra) and .venv-user-extras/EXTRA/ (the clone with one extra).
+# A rerun with nothing changed is a no-op; see scripts/user_venvs.sh.
+user-venvs:
+	PYTHON=$(PYTHON) sh scripts/user_venvs.sh
+
+# The documentation site with its API reference, built from the docs extra alone (its own
+# venv, .venv-user-extras/docs) and checked strictly (broken links, bad API references fail).
+# Open site/index.html, or `make docs-serve` for http://127.0.0.1:8000.
+DOCS_BIN := .venv-user-extras/docs/bin
+docs:
+	PYTHON=$(PYTHON) sh scripts/user_venvs.sh docs
+	NO_MKDOCS_2_WARNING=1 $(DOCS_BIN)/mkdocs build --strict --quiet --site-dir site
+
+docs-serve:
+	PYTHON=$(PYTHON) sh scripts/user_venvs.sh docs
+	NO_MKDOCS_2_WARNING=1 $(DOCS_BIN)/mkdocs serve
 
 # The embedded local model (llama-cpp-python[server] + SmolLM2-135M). The first build on a
 # machine compiles llama.cpp (see README for the measured time) and keeps the wheel in
@@ -48,7 +67,7 @@ llama-server: $(STAMP_LLAMA_SERVER)
 $(STAMP_LLAMA_SERVER): $(STAMP) scripts/build_local_server.sh agentloop/local/_install.py
 	VENV=$(VENV) bash scripts/build_local_server.sh --llama-server
 
-test: lint typecheck docs local-server llama-server
+test: lint typecheck docs local-server llama-server deps user-venvs
 	sh scripts/install_browser.sh
 	$(BIN)/pytest
 
