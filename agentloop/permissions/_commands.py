@@ -51,13 +51,18 @@ class CommandPolicy:
     """Decides :class:`ShellCommand` requests by every program they run, and by directory.
 
     The command is looked through first: wrappers (``env``, ``nice``,
-    ``timeout``, ``nohup``, ``stdbuf``, ``xargs``, ``sudo``, ``doas``,
-    ``time``, ``setsid``, ``ionice``) and ``sh -c``/``bash -c`` scripts that
-    are one plain command give the program they run, which is decided too.
-    What cannot be looked through (a script with pipes, ``;``, ``$``,
-    redirections or quoting tricks; ``su``, ``chroot``, ``watch``, ``strace``
-    and other runners; an option the wrapper table does not know) is never
-    allowed outright.
+    ``timeout``, ``nohup``, ``stdbuf``, ``xargs``, ``flock``, ``watch -x``,
+    ``sudo``, ``doas``, ``time``, ``setsid``, ``ionice``; options read as the
+    program reads them), ``find``'s ``-exec``/``-execdir``/``-ok``/``-okdir``
+    commands and ``sh -c``/``bash -c`` scripts that are one plain command give
+    the programs they run, which are decided too. What cannot be looked
+    through is never allowed outright: a script with pipes, ``;``, ``$``,
+    redirections or quoting tricks; ``su``, ``chroot``, ``ssh``, ``strace``
+    and other runners; a shell or interpreter that a wrapper runs
+    (``xargs -I X sh -c X``); ``git`` with ``-c`` settings that may run
+    programs, ``--exec-path``, aliases or subcommands that run what they are
+    given; an option the wrapper table does not know, an ambiguous one or a
+    missing value.
 
     In order: any program of the chain on ``deny`` is denied (an entry and a
     program match by exact text or by base name either way, so ``rm`` and
