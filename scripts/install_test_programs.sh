@@ -4,11 +4,12 @@
 # A no-op when the packages are installed; otherwise needs root (apt-get).
 #   coreutils: env nice timeout nohup stdbuf chroot    findutils: xargs find
 #   util-linux: flock setsid ionice                    time: /usr/bin/time
-#   git, bash, dash
-# sudo, doas and watch (procps) are read by CommandPolicy but not run by the tests
-# (sudo and doas reset PATH, watch needs a terminal), so they are not installed.
+#   procps: watch (its option table is checked against watch --help; it is not run:
+#   it needs a terminal)                               git, bash, dash
+# sudo and doas are read by CommandPolicy but not run by the tests (they reset PATH,
+# so the tests' stand-ins cannot see what they run), so they are not installed.
 set -eu
-PACKAGES="coreutils findutils util-linux time git bash dash"
+PACKAGES="coreutils findutils util-linux time procps git bash dash"
 missing=""
 for package in $PACKAGES; do
     if ! dpkg -s "$package" >/dev/null 2>&1; then

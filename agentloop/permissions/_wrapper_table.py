@@ -46,7 +46,7 @@ WRAPPERS: dict[str, Options] = {
         short="+i:o:e:", long="input=:i output=:o error=:e" + _STANDARD, opaque=_EXITS
     ),
     "xargs": Options(
-        short="+0a:E:e::i::I:l::L:n:prP:xs:d:tS",
+        short="+0a:E:e::i::I:l::L:n:oprP:xs:d:t",
         long="null:0 arg-file=:a delimiter=:d eof=?:e replace=?:i max-lines=?:l max-args=:n "
         "open-tty:o interactive:p no-run-if-empty:r max-chars=:s verbose:t show-limits:S "
         "exit:x max-procs=:P process-slot-var=" + _STANDARD,
@@ -68,8 +68,8 @@ WRAPPERS: dict[str, Options] = {
         opaque="h v",
     ),
     "sudo": Options(
-        short="+Aa:BbC:c:D:Eeg:Hh::iKklNnPp:R:r:SsT:t:U:u:Vv",
-        long="askpass:A auth-type=:a background:b bell:B close-from=:C login-class=:c "
+        short="+ABbC:D:Eeg:Hh::iKklNnPp:R:r:SsT:t:U:u:Vv",
+        long="askpass:A background:b bell:B close-from=:C "
         "chdir=:D preserve-env=?:E edit:e group=:g set-home:H help:h host=:host login:i "
         "remove-timestamp:K reset-timestamp:k list:l no-update:N non-interactive:n "
         "preserve-groups:P prompt=:p chroot=:R role=:r stdin:S shell:s type=:t "
@@ -93,7 +93,10 @@ WRAPPERS: dict[str, Options] = {
     "exec": Options(short="+cla:"),
     "builtin": Options(),
 }
-"""Programs that run another command given in their arguments, with the options they take."""
+"""Programs that run another command given in their arguments, with the options they take.
+
+``sudo`` is the Linux build: no ``-a``/``--auth-type`` (BSD auth) nor ``-c``/``--login-class``
+(BSD login classes), so those are unknown options here."""
 
 
 def _flock_command(parsed: Parsed) -> str | None:

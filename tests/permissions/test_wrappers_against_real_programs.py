@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -32,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+from agentloop.permissions._wrapper_table import WRAPPERS
 from agentloop.permissions._wrappers import unwrap
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the wrappers are GNU/Linux's")
@@ -213,6 +215,29 @@ def test_each_wrapper_is_run_for_real(name: str) -> None:
     if name == "chroot" and os.geteuid() != 0:
         pytest.skip("chroot is left out of the real runs: it needs root")
     assert _usable(name)
+
+
+# options the programs accept but their --help does not list
+UNDOCUMENTED = {"flock": {"-e", "--nonblocking", "--wait"}}
+
+
+@pytest.mark.parametrize("name", sorted(set(WRAPPERS) & set(PACKAGES)))
+def test_each_option_table_names_only_options_the_program_has(name: str) -> None:
+    """A typo in a table would read an option the program refuses (or another one)."""
+    if REAL[name] is None:
+        pytest.skip(f"{name} is not installed (Debian package {PACKAGES[name]})")
+    shown = subprocess.run(
+        [REAL[name], "--help"], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    text = shown.stdout + shown.stderr
+    documented = {f"-{letter}" for letter in re.findall(r"(?<![\w-])-([A-Za-z0-9])\b", text)}
+    documented |= {f"--{long}" for long in re.findall(r"--([a-z][a-z0-9-]*)", text)}
+    for cluster in re.findall(r"\[-([A-Za-z0-9]+)\]", text):  # usage: doas [-Lns]
+        documented |= {f"-{letter}" for letter in cluster}
+    options = WRAPPERS[name]
+    ours = {f"-{letter}" for letter in options.short.lstrip("+") if letter != ":"}
+    ours |= {"--" + spec.partition(":")[0].rstrip("=?") for spec in options.long.split()}
+    assert ours - documented - UNDOCUMENTED.get(name, set()) == set()
 
 
 # -- hypothesis: generated wrapper chains and option spellings ---------------------------
