@@ -8,7 +8,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "host.md"
 
 def test_the_host_docs_snippets_run() -> None:
     snippets = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
-    assert len(snippets) == 4
+    assert len(snippets) == 6
     namespace: dict[str, object] = {"__name__": "host_docs"}
     for number, snippet in enumerate(snippets, start=1):
         exec(compile(snippet, f"docs/host.md snippet {number}", "exec"), namespace)
