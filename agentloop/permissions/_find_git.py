@@ -154,8 +154,9 @@ _GIT_RUNNING_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "grep": ("O", ("open-files-in-pager",)),
     "fetch": ("", ("upload-pack",)),
     "pull": ("", ("upload-pack",)),
-    "clone": ("u", ("upload-pack",)),
-    "ls-remote": ("", ("upload-pack",)),
+    # clone -c core.sshCommand=... takes effect before the fetch; --template brings hooks
+    "clone": ("uc", ("upload-pack", "config", "template")),
+    "ls-remote": ("u", ("upload-pack",)),
     "archive": ("", ("exec",)),
     "push": ("", ("receive-pack", "exec")),
 }

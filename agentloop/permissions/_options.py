@@ -36,6 +36,7 @@ class Options:
     opaque: str = ""  # keys (short letters, long names) after which what runs is not read
     positional: int = 0  # arguments before the command (``timeout DURATION``, ``flock FILE``)
     assignments: bool = False  # ``NAME=VALUE`` words before the command (``env``, ``sudo``)
+    lone_dash: bool = False  # ``-`` alone is an option (``env -``: the same as ``-i``)
     numeric: bool = False  # ``-5`` style options (``nice -5``)
     default: tuple[str, ...] = ()  # what runs when no command is given (``xargs``: echo)
     feeds: str | None = None  # how it adds words read at run time to what it runs
@@ -174,7 +175,7 @@ def read_options(args: Sequence[str], options: Options) -> Parsed | Unreadable:
         if arg == "--":
             index += 1
             break
-        if arg == "-" and options.assignments:  # env -: the same as -i
+        if arg == "-" and options.lone_dash:
             index += 1
             continue
         if not arg.startswith("-") or arg == "-":

@@ -33,6 +33,7 @@ WRAPPERS: dict[str, Options] = {
         "default-signal=? ignore-signal=? block-signal=? list-signal-handling" + _STANDARD,
         opaque="C S" + _EXITS,
         assignments=True,
+        lone_dash=True,
     ),
     "nice": Options(short="+n:", long="adjustment=:n" + _STANDARD, opaque=_EXITS, numeric=True),
     "nohup": Options(short="+", long=_STANDARD.strip(), opaque=_EXITS),

@@ -163,6 +163,19 @@ CASES: list[tuple[list[str], object]] = [
     ),
     (["git", "log", "--help"], "git log --help runs man or a web browser"),
     (
+        ["git", "clone", "-c", "core.sshCommand=rm", "ssh://host/repo"],
+        "may run rm: git clone option '-c' may name a program for git to run",
+    ),
+    (
+        ["git", "clone", "--templ=/tmp/hooks", "url"],
+        "git clone option '--templ=/tmp/hooks' may name a program for git to run",
+    ),
+    (
+        ["git", "ls-remote", "-u", "rm", "url"],
+        "may run rm: git ls-remote option '-u' may name a program for git to run",
+    ),
+    (["git", "clone", "--depth", "1", "url"], al.Allow()),
+    (
         ["git", "difftool"],
         "git difftool runs the diff tool named in its arguments or configuration",
     ),
@@ -190,6 +203,8 @@ CASES: list[tuple[list[str], object]] = [
     (["watch", "-x", "-n", "rm", "ls"], al.Allow()),
     (["watch", "-d", "ls"], "watch runs its command through sh -c unless given -x"),
     (["sudo", "-u", "rm", "--preserve-env=PATH", "ls"], al.Allow()),
+    (["env", "-", "ls"], al.Allow()),
+    (["sudo", "-", "ls"], "'-' is not on the allow list (" + ", ".join(sorted(ALLOWED)) + ")"),
     (["sudo", "-D", "/", "ls"], "sudo option -D changes what runs in a way not looked into"),
     (["doas", "-L"], "doas option -L changes what runs in a way not looked into"),
     (["ionice", "-p", "1"], "ionice option -p changes what runs in a way not looked into"),
