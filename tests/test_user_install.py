@@ -197,6 +197,22 @@ def test_the_cli_extra_runs_the_scripted_demo(tmp_path: Path) -> None:
     assert (tmp_path / "demo.db").is_file()
 
 
+def test_the_installed_command_reports_the_distributions_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    _venv(EXTRAS / "cli")
+    done = subprocess.run(
+        [str(EXTRAS / "cli" / "bin" / "agentloop"), "--version"],
+        cwd=tmp_path,
+        env=_clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, f"agentloop {version('agentloop-runtime')}\n")
+
+
 def test_the_docs_extra_has_what_make_docs_runs(tmp_path: Path) -> None:
     python = _venv(EXTRAS / "docs")
     done = subprocess.run(

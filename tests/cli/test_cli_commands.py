@@ -123,7 +123,7 @@ def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
 def test_version_comes_from_the_package_metadata() -> None:
     from importlib.metadata import version
 
-    assert agentloop.__version__ == version("agentloop")
+    assert agentloop.__version__ == version("agentloop-runtime")
 
 
 def test_python_dash_m_agentloop_is_the_command() -> None:
