@@ -35,6 +35,7 @@ from ..loop._session_store import (
     input_digest,
 )
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
+from ..store._consistency import session_problems
 
 __all__ = ["AdvancedSession", "RestingStep", "SessionWorker"]
 
@@ -53,6 +54,9 @@ class AdvancedSession:
 
     session_id: str
     step: RestingStep
+    problems: tuple[str, ...] = ()
+    """How the session as stored after the drive disagrees with its transcript
+    (``agentloop.store.session_problems``; logged as a warning): empty when consistent."""
 
 
 def _check_seconds(value: float | None, name: str, *, optional: bool = False) -> None:
@@ -172,7 +176,21 @@ class SessionWorker:
             owner=self.owner,
             step=type(step).__name__,
         )
-        return AdvancedSession(session_id=lease.session_id, step=step)
+        problems = await self._problems(lease.session_id)
+        return AdvancedSession(session_id=lease.session_id, step=step, problems=problems)
+
+    async def _problems(self, session_id: str) -> tuple[str, ...]:
+        """What the store's consistency check finds in the session as the drive left it."""
+        stored = await self.store.load(session_id)
+        problems = () if stored is None else session_problems(stored)
+        if problems:
+            log.warning(
+                "the stored session disagrees with its transcript",
+                session_id=session_id,
+                owner=self.owner,
+                problems=list(problems),
+            )
+        return problems
 
     async def _release(self, lease: Lease) -> None:
         """Release, shielded and bounded; a failure is logged (the lease expires anyway)."""

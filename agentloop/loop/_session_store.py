@@ -276,7 +276,8 @@ def summarize(document: Mapping[str, Any]) -> tuple[SessionStatus, tuple[str, ..
 
     ``state`` ``AWAITING_APPROVAL`` -> awaiting approval (the round's calls
     with status ``awaiting_approval``); ``AFTER_TOOL_RESULT``, or ``IDLE``
-    with queued ``pending_input``/``steering``/``follow_ups`` -> ready;
+    with queued ``pending_input``/``steering``/``follow_ups`` or a turn still
+    open (saved by an older agentloop before its next model call) -> ready;
     anything else -> awaiting input. Never raises on odd documents.
     """
     state = document.get("state")
@@ -284,7 +285,9 @@ def summarize(document: Mapping[str, Any]) -> tuple[SessionStatus, tuple[str, ..
         return SessionStatus.AWAITING_APPROVAL, _pending_approvals(document)
     if state == "AFTER_TOOL_RESULT":
         return SessionStatus.READY, ()
-    if state == "IDLE" and any(document.get(key) for key in _QUEUES):
+    if state == "IDLE" and (
+        isinstance(document.get("turn"), Mapping) or any(document.get(key) for key in _QUEUES)
+    ):
         return SessionStatus.READY, ()
     return SessionStatus.AWAITING_INPUT, ()
 

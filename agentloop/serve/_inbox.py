@@ -24,6 +24,7 @@ from ..core._items import (
     result_outcome,
 )
 from ..loop._session_store import StoredSession, input_digest
+from ..store._consistency import session_problems
 from ._redact import Redactor
 
 __all__ = [
@@ -257,6 +258,8 @@ class SessionView:
     decided: Mapping[str, bool]
     in_doubt: tuple[str, ...]
     waiting: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    """How the stored status disagrees with the transcript (``session_problems``)."""
 
 
 def session_view(stored: StoredSession, items: Sequence[Item], redactor: Redactor) -> SessionView:
@@ -276,6 +279,7 @@ def session_view(stored: StoredSession, items: Sequence[Item], redactor: Redacto
         decided={redactor.text(c): a.approved for c, a in stored.approvals.items()},
         in_doubt=tuple(sorted(redactor.text(c) for c in stored.started_calls)),
         waiting=tuple(_waiting_line(stored, c, t, redactor) for c, t in waiting.items()),
+        problems=tuple(redactor.text(problem) for problem in session_problems(stored)),
     )
 
 

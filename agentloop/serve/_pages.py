@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..loop._session_store import SessionStore
+from ._attention import AttentionList
 from ._audit import AuditLog
 from ._config import ServeConfig
 from ._inbox import PendingApproval, pending_approvals, session_view
@@ -58,6 +59,7 @@ class Pages:
         self._csrf = csrf
         self._schemas = schemas
         self._who = identity(config, redactor)
+        self._attention = AttentionList(store, redactor)
         self._templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_TEMPLATES), autoescape=True
         )
@@ -97,7 +99,7 @@ class Pages:
                     "status": decision_status(stored, entry, self._redactor),
                 }
             )
-        return {"rows": rows, "recent": recent}
+        return {"rows": rows, "recent": recent, "attention": await self._attention.rows()}
 
     async def inbox(self, request: Request) -> Response:
         values = await self._inbox_values()

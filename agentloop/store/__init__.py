@@ -25,6 +25,7 @@ from ..loop._session_store import (
     StoredSession,
     input_digest,
 )
+from ._consistency import SessionProblem, find_session_problems, session_problems
 from ._documents import CHECKPOINT_FORMAT
 from ._input import enqueue_input
 from ._jsonl import export_jsonl, import_jsonl
@@ -45,6 +46,7 @@ __all__ = [
     "PendingCall",
     "PostgresSessionStore",
     "SessionInfo",
+    "SessionProblem",
     "SessionStatus",
     "SessionStore",
     "SessionSummary",
@@ -53,6 +55,8 @@ __all__ = [
     "StoredSession",
     "enqueue_input",
     "export_jsonl",
+    "find_session_problems",
     "import_jsonl",
     "input_digest",
+    "session_problems",
 ]
