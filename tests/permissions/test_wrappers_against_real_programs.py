@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
@@ -139,13 +139,18 @@ def run(sandbox: Path, argv: list[str]) -> tuple[int, list[str]]:
 def check(sandbox: Path, argv: list[str]) -> tuple[al.PolicyVerdict, list[str]]:
     """Run ``argv`` and check the policy against what really ran."""
     decision = POLICY.evaluate(al.ShellCommand(argv))
-    _, ran = run(sandbox, argv)
+    status, ran = run(sandbox, argv)
     if decision == al.Allow():
         assert set(ran) <= ALLOWED, (argv, ran)
     chain = unwrap(argv)
     if chain.opaque is None:
         said = {os.path.basename(program) for program in chain.programs}
         assert set(ran) <= said, (argv, ran, chain.programs)
+        # and, when it succeeds, all of them (find -ok asks first, xargs -r may run nothing,
+        # and a shell runs echo itself)
+        builtin = {"echo"} if said & {"sh", "bash", "dash"} else set()
+        if status == 0 and not {"-ok", "-r", "--no-run"} & set(argv):
+            assert set(ran) >= said - builtin, (argv, ran, chain.programs)
     return decision, ran
 
 
@@ -381,7 +386,8 @@ def wrapped(layers: list[tuple[object, ...]], argv: list[str]) -> list[str]:
 def test_what_the_policy_allows_runs_only_allowed_programs(
     sandbox: Path, layers: list[tuple[object, ...]], command: list[str]
 ) -> None:
-    check(sandbox, wrapped(layers, command))
+    decision, ran = check(sandbox, wrapped(layers, command))
+    event(f"policy: {type(decision).__name__}; ran rm: {'rm' in ran}")
 
 
 FEEDING_FORMS = [
@@ -417,7 +423,8 @@ def test_a_shell_or_wrapper_that_xargs_or_find_feeds_is_never_allowed(
     argv = [*feeder, *runner, *words]
     if feeder[0] == "find":
         argv.append(";")
-    decision, _ = check(sandbox, argv)
+    decision, ran = check(sandbox, argv)
+    event(f"policy: {type(decision).__name__}; ran rm: {'rm' in ran}")
     fed = feeder[0] == "xargs" or any("{}" in word for word in words)
     if fed or "sh" in runner or "bash" in runner:  # find adds nothing without {}
         assert decision != al.Allow(), argv
