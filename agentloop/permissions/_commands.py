@@ -24,6 +24,8 @@ from ._wrappers import CommandChain, unwrap
 
 __all__ = ["CommandPolicy"]
 
+_ENVIRONMENT = "a wrapper sets environment variables, which can change what runs"
+
 
 def _denied_by(program: str, entries: frozenset[str]) -> str | None:
     """The deny entry naming ``program``: same text, or same base name either way."""
@@ -140,13 +142,14 @@ class CommandPolicy:
                     f"command {request.command!r} is not allowed: {program!r} is on the deny "
                     f"list{runs}",
                 )
-        if chain.opaque is not None:
+        why = chain.opaque if chain.opaque is not None else _ENVIRONMENT
+        if chain.opaque is not None or chain.changes_environment:
             for word in chain.words:
                 if _denied_by(word, self.deny) is not None:
                     return Deny(
                         DenyCode.COMMAND_NOT_ALLOWED,
                         f"command {request.command!r} is not allowed: it may run {word!r}, "
-                        f"which is on the deny list ({chain.opaque})",
+                        f"which is on the deny list ({why})",
                     )
         return None
 
@@ -161,7 +164,7 @@ class CommandPolicy:
         if chain.opaque is not None:
             return chain.opaque
         if chain.changes_environment:
-            return "a wrapper sets environment variables, which can change what runs"
+            return _ENVIRONMENT
         return None
 
     def _allowed(self, program: str, request: ShellCommand) -> bool:

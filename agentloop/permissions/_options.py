@@ -44,12 +44,12 @@ class Options:
 
 @attrs.frozen
 class Parsed:
-    """The options read (``(key, value)``, in order), the words after them, and whether
-    ``NAME=VALUE`` assignments were among them."""
+    """The options read (``(key, value)``, in order), the words after them, and the
+    ``NAME=VALUE`` assignments before the command."""
 
     options: tuple[tuple[str, str | None], ...]
     rest: tuple[str, ...]
-    assigned: bool
+    assignments: tuple[str, ...] = ()
 
     def has(self, key: str) -> bool:
         """Whether the option ``key`` (a short letter or a long name) was given."""
@@ -188,13 +188,13 @@ def read_options(args: Sequence[str], options: Options) -> Parsed | Unreadable:
         if isinstance(step, Unreadable):
             return step
         index = step
-    assigned = False
+    first = index
     if options.assignments:
         while index < len(args) and is_assignment(args[index]):
-            assigned = True
             index += 1
+    assignments = tuple(args[first:index])
     index += options.positional
-    return Parsed(tuple(found), tuple(args[index:]), assigned)
+    return Parsed(tuple(found), tuple(args[index:]), assignments)
 
 
 def is_assignment(word: str) -> bool:

@@ -78,9 +78,9 @@ class CommandChain:
 
     ``opaque`` says why a part of the command could not be looked through
     (``None``: every program is known); ``words`` are the words of the
-    unreadable parts, for a deny list to scan; ``changes_environment`` says a
-    wrapper sets variables (``env PATH=...``), which can change what a name
-    runs.
+    unreadable parts and of the variables wrappers set, for a deny list to
+    scan; ``changes_environment`` says a wrapper sets variables
+    (``env PATH=...``), which can change what a name runs.
     """
 
     programs: tuple[str, ...]
@@ -149,10 +149,10 @@ def _wrapper(argv: tuple[str, ...], depth: int) -> CommandChain:
         return _opaque(program, f"{name} {parsed.reason}", argv)
     reader = COMMAND_READERS.get(name)
     if reader is not None and (reason := reader(parsed)) is not None:
-        return _opaque(program, reason, argv, assigned=parsed.assigned)
+        return _opaque(program, reason, argv, assigned=bool(parsed.assignments))
     command = parsed.rest or options.default
     inner = _unwrap(command, _Under(name, options.feeds), depth - 1)
-    return _prefixed(program, inner, assigned=parsed.assigned)
+    return _prefixed(program, inner, assignments=parsed.assignments)
 
 
 def _find(argv: tuple[str, ...], depth: int) -> CommandChain:
@@ -189,11 +189,16 @@ def _shell(argv: tuple[str, ...], depth: int) -> CommandChain:
     return _prefixed(program, _unwrap(tuple(inner), _Under(), depth - 1))
 
 
-def _prefixed(program: str, inner: CommandChain, *, assigned: bool = False) -> CommandChain:
+def _prefixed(
+    program: str, inner: CommandChain, *, assignments: Sequence[str] = ()
+) -> CommandChain:
+    """``inner`` run by ``program``, which sets the variables ``assignments``; their
+    values join the words a deny list scans (``env GIT_PAGER=rm git log``)."""
     return attrs.evolve(
         inner,
         programs=(program, *inner.programs),
-        changes_environment=inner.changes_environment or assigned,
+        words=(*_words(assignments), *inner.words),
+        changes_environment=inner.changes_environment or bool(assignments),
     )
 
 
@@ -210,8 +215,11 @@ def _joined(first: CommandChain, second: CommandChain) -> CommandChain:
 def _opaque(
     program: str, reason: str, rest: Sequence[str], *, assigned: bool = False
 ) -> CommandChain:
-    words = tuple(word for text in rest for word in _WORD.split(text) if word)
-    return CommandChain((program,), reason, words, assigned)
+    return CommandChain((program,), reason, _words(rest), assigned)
+
+
+def _words(texts: Sequence[str]) -> tuple[str, ...]:
+    return tuple(word for text in texts for word in _WORD.split(text) if word)
 
 
 def _shell_script(args: list[str]) -> str | Unreadable | None:

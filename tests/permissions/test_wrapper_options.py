@@ -18,6 +18,7 @@ ALLOWED = [
     *["ls", "echo", "sh", "python3", "awk"],
 ]
 POLICY = al.CommandPolicy(allow=ALLOWED, deny=["rm"])
+ENVIRONMENT = "a wrapper sets environment variables, which can change what runs"
 INTERPRETED = "and what a wrapper runs through one is not looked into"
 GIT_SETTING = (
     "sets a configuration value that may run a program (core.pager, alias.*, "
@@ -179,6 +180,10 @@ CASES: list[tuple[list[str], object]] = [
         ["git", "difftool"],
         "git difftool runs the diff tool named in its arguments or configuration",
     ),
+    # variables a wrapper sets may name a program (GIT_PAGER, GIT_SSH_COMMAND, EDITOR...)
+    (["env", "GIT_PAGER=rm", "git", "log"], "may run rm: " + ENVIRONMENT),
+    (["sudo", "GIT_SSH_COMMAND=rm -rf /", "git", "fetch"], "may run rm: " + ENVIRONMENT),
+    (["env", "GIT_PAGER=cat", "git", "log"], ENVIRONMENT),
     # the other wrappers' tables
     (["env", "--ignore-signal", "rm", "ls"], "runs rm"),
     (["env", "--unset", "rm", "--default-signal=INT", "ls"], al.Allow()),
