@@ -68,7 +68,7 @@ for name in $names; do
         pip_quiet "$venv/bin/python" install "$file$spec"
         echo "$deps_key" >"$venv/.deps-key"
     else
-        pip_quiet "$venv/bin/python" install --no-deps --force-reinstall "$file"
+        pip_quiet "$venv/bin/python" install --no-deps --force-reinstall --no-compile "$file"
     fi
     "$venv/bin/python" -I -c 'import agentloop' # -I: the installed one, not ./agentloop
     echo "$code_key" >"$venv/.code-key"
