@@ -22,6 +22,12 @@ EXPECTED = "a file path (sessions.db), sqlite:///PATH.db or postgresql://USER@HO
 MODEL = "python:cli_support:make_model"
 
 
+@pytest.fixture(autouse=True)
+def _sys_path_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() puts the current directory on sys.path (a python:MODULE spec): undo it."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+
 def run(argv: list[str], answers: list[str] | None = None) -> tuple[int, list[str]]:
     buffer = io.StringIO()
     target = Console(file=buffer, force_terminal=False, width=300, highlight=False)
@@ -236,9 +242,26 @@ def test_bad_python_specs_say_what_is_wrong(
     (tmp_path / "brokenbot.py").write_text("import not_installed_anywhere\n")
     (tmp_path / "raisingbot.py").write_text("raise RuntimeError('no key')\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
     for name in ("mybot", "brokenbot", "raisingbot"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     target, buffer = console()
     assert main(["chat", "--model", spec], console=target, read_line=Answers(target, [])) == 2
     assert lines(buffer) == [f"agentloop chat: {message.replace('TMP', str(tmp_path))}"]
+
+
+def test_serve_agent_module_resolves_from_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "myinbox.py").write_text("AGENTS = {}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", ".")])
+    monkeypatch.delitem(sys.modules, "myinbox", raising=False)
+    status, out = run(["serve", "--store", "s.db", "--agent", "python:myinbox:build"])
+    assert (status, out) == (
+        2,
+        [
+            "agentloop serve: --agent 'python:myinbox:build': module 'myinbox' has no attribute "
+            "'build'"  # found in the current directory, imported, then ATTR looked up
+        ],
+    )
+    assert str(tmp_path) == sys.path[0]
