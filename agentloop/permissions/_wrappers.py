@@ -162,12 +162,9 @@ def _find(argv: tuple[str, ...], depth: int) -> CommandChain:
         return _opaque(program, f"find {commands.reason}", argv)
     chain = CommandChain((program,))
     for command in commands:
-        feeds = (
-            f"{command.primary} puts the names of the files it finds into"
-            if (command.gets_names)
-            else None
-        )
-        inner = _unwrap(command.argv, _Under("find", feeds), depth - 1)
+        feeds = f"{command.primary} puts the names of the files it finds into"
+        under = _Under("find", feeds if command.gets_names else None)
+        inner = _unwrap(command.argv, under, depth - 1)
         chain = _joined(chain, inner)
     return chain
 
