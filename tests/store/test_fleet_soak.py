@@ -13,6 +13,7 @@ workers with it) if it outlives its bound.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -64,7 +65,7 @@ async def run_soak(workdir: Path, *arguments: str) -> tuple[int, str]:
     """Run the script (at most 60 s); its exit code and output. Its process group dies after."""
     out = workdir.parent / f"{workdir.name}.out"
     with out.open("wb") as file:
-        process = subprocess.Popen(
+        process = await anyio.open_process(
             [sys.executable, str(SCRIPT), *SOAK, "--workdir", str(workdir), *arguments],
             stdout=file,
             stderr=subprocess.STDOUT,
@@ -73,15 +74,13 @@ async def run_soak(workdir: Path, *arguments: str) -> tuple[int, str]:
         )
     try:
         with anyio.fail_after(60):
-            while process.poll() is None:
-                await anyio.sleep(0.2)
+            code = await process.wait()
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # the script, and any worker it left
-        except ProcessLookupError:
-            pass
-        process.wait()
-    return process.returncode, out.read_text()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+    return code, out.read_text()
 
 
 def check(code: int, output: str, backend: str) -> None:
