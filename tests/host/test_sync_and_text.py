@@ -181,3 +181,11 @@ async def test_text_deltas_across_tool_rounds_in_order() -> None:
     async with al.stream(agent, "1 + 1?") as events:
         texts = [text async for text in events.text_deltas()]
     assert texts == ["1 + 1 ", "= 2"]  # tool_calls' text is not streamed, only committed
+
+
+def test_run_sync_is_exported_from_both_namespaces() -> None:
+    import agentloop.host
+
+    assert agentloop.host.run_sync is al.run_sync
+    assert "run_sync" in al.__all__
+    assert "run_sync" in agentloop.host.__all__

@@ -92,3 +92,27 @@ async def test_run_and_a_host_that_stops_on_awaiting_input_are_never_warned() ->
         driver = await agent.start(al.SessionConfig("t"))
         for _ in range(4):
             await driver.next()
+
+
+async def test_a_host_that_configured_structlog_gets_the_record_there() -> None:
+    from structlog.testing import capture_logs
+
+    driver = await _driver(Recorder())
+    with warnings.catch_warnings(), capture_logs() as logs:
+        warnings.simplefilter("ignore", al.IdleLoopWarning)
+        await _spin(driver, 6)
+    assert logs == [
+        {
+            "event": "idle loop",
+            "log_level": "warning",
+            "session_id": "s",
+            "awaiting_input": 5,
+            "hint": HINT,
+        }
+    ]
+
+
+def test_the_warning_is_a_user_warning_not_an_error() -> None:
+    assert issubclass(al.IdleLoopWarning, UserWarning)
+    assert not issubclass(al.IdleLoopWarning, al.AgentLoopError)
+    assert "IdleLoopWarning" in al.__all__
