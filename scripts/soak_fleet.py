@@ -81,6 +81,13 @@ def parse(arguments: list[str]) -> argparse.Namespace:
     parser.add_argument("--tool-latency", type=seconds_range, default=(0.05, 0.3))
     parser.add_argument("--ttl", type=float, default=1.0, help="the workers' lease ttl")
     parser.add_argument("--kill-every", type=seconds_range, default=(1.0, 3.0))
+    parser.add_argument(
+        "--aim",
+        type=float,
+        default=0.5,
+        help="the share of kills aimed at a worker inside a model call after a tool round "
+        "(waiting up to 1 s for one; the others hit a random worker at a random moment)",
+    )
     parser.add_argument("--stop-every", type=seconds_range, default=(4.0, 8.0))
     parser.add_argument("--stop-for", type=float, default=None, help="default: 2.5 x ttl")
     parser.add_argument(
@@ -121,6 +128,7 @@ class Fleet:
     workdir: Path
     slots: list[Slot] = attrs.Factory(list)
     kills: int = 0
+    aimed_kills: int = 0
     exits: list[str] = attrs.Factory(list)  # workers that exited without being killed
     stops: list[Stop] = attrs.Factory(list)
     stopped: Slot | None = None
@@ -143,16 +151,28 @@ class Fleet:
                 self.exits.append(f"{slot.owner} exited with {slot.process.returncode}")
                 self.start(slot)
 
-    def kill_one(self, rng: random.Random) -> None:
+    def candidates(self) -> list[Slot]:
         now = time.monotonic()
-        candidates = [s for s in self.slots if s is not self.stopped and s.quiet_until <= now]
+        return [s for s in self.slots if s is not self.stopped and s.quiet_until <= now]
+
+    def in_model_call(self) -> Slot | None:
+        """A worker inside a model call after a tool round (its marker file exists)."""
+        for slot in self.candidates():
+            if (self.workdir / "in_model" / slot.owner).exists():
+                return slot
+        return None
+
+    def kill_one(self, rng: random.Random, aimed: Slot | None = None) -> None:
+        candidates = self.candidates()
         if not candidates:
             return
-        slot = rng.choice(candidates)
+        slot = aimed or rng.choice(candidates)
         assert slot.process is not None
         slot.process.send_signal(signal.SIGKILL)
         slot.process.wait()
         self.kills += 1
+        self.aimed_kills += aimed is not None
+        (self.workdir / "in_model" / slot.owner).unlink(missing_ok=True)
         self.start(slot)
 
     def stop_one(self, rng: random.Random) -> None:
@@ -218,18 +238,23 @@ async def chaos(fleet: Fleet, rng: random.Random, until: float) -> None:
     next_kill = now + rng.uniform(*args.kill_every)
     next_stop = now + rng.uniform(*args.stop_every)
     continue_at = 0.0
+    aim_until: float | None = None  # aiming this kill at a model call after a tool round
     while (now := time.monotonic()) < until:
         fleet.reap()
-        if now >= next_kill:
-            fleet.kill_one(rng)
-            next_kill = now + rng.uniform(*args.kill_every)
+        if now >= next_kill and aim_until is None and rng.random() < args.aim:
+            aim_until = now + 1.0
+        aimed = fleet.in_model_call() if aim_until is not None else None
+        if aimed is not None or (now >= next_kill and (aim_until is None or now >= aim_until)):
+            fleet.kill_one(rng, aimed)
+            next_kill = time.monotonic() + rng.uniform(*args.kill_every)
+            aim_until = None
         if fleet.stopped is None and now >= next_stop and now + stop_for < until:
             fleet.stop_one(rng)
             continue_at = now + stop_for
         if fleet.stopped is not None and now >= continue_at:
             fleet.continue_stopped()
             next_stop = now + rng.uniform(*args.stop_every)
-        await anyio.sleep(0.02)
+        await anyio.sleep(0.005 if aim_until is not None else 0.02)
     fleet.continue_stopped()
 
 
@@ -399,7 +424,7 @@ async def soak(args: argparse.Namespace, target: str, workdir: Path) -> int:
         sessions=sessions,
         attempts=attempts,
         queued=queued,
-        kills=fleet.kills,
+        kills=(fleet.kills, fleet.aimed_kills),
         stops=fleet.stops,
         exits=fleet.exits,
         drained_in=drained_in,
@@ -454,7 +479,7 @@ def main(arguments: list[str]) -> int:
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up workers on SIGTERM
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agentloop-soak-"))
-    for folder in ("effects", "leases", "logs"):
+    for folder in ("effects", "leases", "logs", "in_model"):
         (workdir / folder).mkdir(parents=True, exist_ok=True)
     configure_logging(workdir / "logs" / "soak.log")
     try:

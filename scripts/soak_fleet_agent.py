@@ -17,7 +17,6 @@ answer: the effects log, where a call that ran twice would show twice.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -103,16 +102,34 @@ def conflicting(seed: int, call: str) -> bool:
     return decision(seed, call, 0) != decision(seed, call, 1)
 
 
-def model_script(seed: int, latency: tuple[float, float]) -> Any:
-    """The model: the planned rounds of the request's turn, then the turn's answer."""
+def _mark(marker: Path, present: bool) -> None:
+    if present:
+        marker.touch()
+    else:
+        marker.unlink(missing_ok=True)
+
+
+def model_script(seed: int, latency: tuple[float, float], marker: Path | None) -> Any:
+    """The model: the planned rounds of the request's turn, then the turn's answer.
+
+    While it answers a request that ends with tool results (the model call after a
+    tool round), the file ``marker`` exists: the chaos loop aims some kills there.
+    """
 
     async def reply(request: al.TurnRequest) -> Any:
         transcript = request.transcript
         users = [n for n, item in enumerate(transcript) if item.kind is al.ItemKind.USER]
         turn = len(users)
         done = sum(1 for item in transcript[users[-1] :] if any(item.tool_calls()))
-        digest = hashlib.sha256(repr(len(transcript)).encode()).hexdigest()[:8]
-        await anyio.sleep(uniform(latency, seed, "model", request.session_id, digest))
+        seconds = uniform(latency, seed, "model", request.session_id, len(transcript))
+        if marker is not None and transcript[-1].kind is al.ItemKind.TOOL:
+            _mark(marker, True)
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                _mark(marker, False)
+        else:
+            await anyio.sleep(seconds)
         rounds = turn_plan(seed, str(request.session_id), turn)
         if done >= len(rounds):
             return answer_text(turn)
@@ -175,13 +192,14 @@ def build_agent(
     seed: int,
     latency: tuple[float, float],
     tool_latency: tuple[float, float],
+    marker: Path | None = None,
 ) -> al.Agent:
     registry = al.ToolRegistry()
     for name in (EFFECT, READ, TRANSFER):
         registry = registry.with_tool(SoakTool(name, effects, owner, seed, tool_latency))
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(model_script(seed, latency)))
+        .model(al.ScriptedModel(model_script(seed, latency, marker)))
         .add_tool_source(registry)
         .permissions(TransfersNeedApproval())
         .store(store)
@@ -377,7 +395,8 @@ async def run_worker(
 
     async with open_store(target) as inner:
         store = RecordingStore(inner, LeaseLog(workdir / "leases" / f"{owner}.jsonl"))
-        agent = build_agent(store, workdir / "effects", owner, seed, latency, tool_latency)
+        marker = workdir / "in_model" / owner
+        agent = build_agent(store, workdir / "effects", owner, seed, latency, tool_latency, marker)
         worker = al.SessionWorker(
             store=store, agent=agent, owner=owner, ttl=ttl, poll_interval=0.05
         )

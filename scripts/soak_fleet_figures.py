@@ -358,7 +358,7 @@ async def figures(
     sessions: list[str],
     attempts: list[Attempt],
     queued: list[tuple[str, int]],
-    kills: int,
+    kills: tuple[int, int],
     stops: list[Stop],
     exits: list[str],
     drained_in: float | None,
@@ -379,7 +379,7 @@ async def figures(
     tally.add("tool results", dict(sorted(found.outcomes.items())))
     effect_figures(found, runs, tally)
     tally.add("in-doubt results", found.outcomes.get(al.ResultOutcome.IN_DOUBT.value, 0))
-    tally.add("kills", kills)
+    tally.add("kills", f"{kills[0]} ({kills[1]} aimed at a model call after a tool round)")
     stop_figures(stops, leases, tally)
     tally.add("takeovers", takeovers(leases))
     busy = busy_seconds(leases)
