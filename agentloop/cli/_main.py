@@ -96,7 +96,11 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="render a transcript: a JSONL file or a session store (chat --store)",
     )
-    replay.add_argument("path", help="a JSONL transcript (export_jsonl, /export) or a store .db")
+    replay.add_argument(
+        "path",
+        help="a JSONL transcript (export_jsonl, /export), a store .db, or a store URL "
+        "(sqlite:///PATH.db, postgresql://USER@HOST/DB)",
+    )
     replay.add_argument("--session", help="which session of a store (needed if it holds several)")
     from ..serve._cli import add_serve_parser
 
