@@ -57,7 +57,13 @@ from soak_fleet_agent import (
 from soak_fleet_figures import Attempt, Stop, figures
 
 import agentloop as al
-from agentloop.store import ClaimError, LeaseHeldError, SessionStatus, enqueue_input
+from agentloop.store import (
+    ClaimError,
+    LeaseHeldError,
+    SessionStatus,
+    enqueue_input,
+    session_problems,
+)
 
 
 def seconds_range(text: str) -> tuple[float, float]:
@@ -329,17 +335,22 @@ async def feeder(
     think: tuple[float, float],
     seed: int,
     queued: list[tuple[str, int]],
+    problems: set[tuple[str, str]],
     done: Callable[[], bool],
 ) -> None:
     """Queue each session's next message with ``enqueue_input`` once its last is answered
-    and the user thought it over (``--think`` seconds, drawn per session and turn)."""
+    and the user thought it over (``--think`` seconds, drawn per session and turn). Every
+    document it loads goes through the store's consistency check (``problems``)."""
     log = LeaseLog(workdir / "leases" / "feeder.jsonl")
     due: dict[tuple[str, int], float] = {}
     async with open_store(target, pool_size=1) as inner:
         store = RecordingStore(inner, log)
         while not done():
             for session_id in sessions:
-                turn = next_turn(await store.load(session_id), turns)
+                stored = await store.load(session_id)
+                if stored is not None:
+                    problems.update((session_id, p) for p in session_problems(stored))
+                turn = next_turn(stored, turns)
                 if turn is None:
                     continue
                 at = due.setdefault(
@@ -387,6 +398,7 @@ async def soak(args: argparse.Namespace, target: str, workdir: Path) -> int:
     fleet = Fleet(args, target, workdir, [Slot(n) for n in range(args.workers)])
     attempts: list[Attempt] = []
     queued: list[tuple[str, int]] = []
+    problems: set[tuple[str, str]] = set()
     finished = False
     rng = random.Random(f"{args.seed}:chaos")
     started = time.monotonic()
@@ -401,7 +413,7 @@ async def soak(args: argparse.Namespace, target: str, workdir: Path) -> int:
             think = args.think or (0.0, 0.6 * args.seconds / args.turns)
             group.start_soon(
                 feeder,
-                *(target, workdir, sessions, args.turns, think, args.seed, queued),
+                *(target, workdir, sessions, args.turns, think, args.seed, queued, problems),
                 lambda: finished,
             )
             await chaos(fleet, rng, started + args.seconds)
@@ -424,6 +436,7 @@ async def soak(args: argparse.Namespace, target: str, workdir: Path) -> int:
         sessions=sessions,
         attempts=attempts,
         queued=queued,
+        problems_seen=problems,
         kills=(fleet.kills, fleet.aimed_kills),
         stops=fleet.stops,
         exits=fleet.exits,

@@ -19,6 +19,7 @@ import attrs
 from soak_fleet_agent import READ, TRANSFER, answer_text, deny_reason, open_store, user_text
 
 import agentloop as al
+from agentloop.store import find_session_problems
 from agentloop.testing import assert_transcript_valid
 
 
@@ -226,6 +227,7 @@ class Sessions:
     invalid: list[str] = attrs.Factory(list)
     answered_turns: set[tuple[str, int]] = attrs.Factory(set)
     repeated_input: list[str] = attrs.Factory(list)
+    problems: list[str] = attrs.Factory(list)
 
 
 def describe(stored: al.StoredSession, transcript: list[al.Item]) -> str:
@@ -274,6 +276,8 @@ async def read_sessions(target: str, sessions: list[str], turns: int) -> Session
                 found.finished += 1
             else:
                 found.stranded.append(describe(stored, transcript))
+        for problem in await find_session_problems(store):
+            found.problems.append(f"{problem.session_id}: {'; '.join(problem.problems)}")
     return found
 
 
@@ -358,6 +362,7 @@ async def figures(
     sessions: list[str],
     attempts: list[Attempt],
     queued: list[tuple[str, int]],
+    problems_seen: set[tuple[str, str]],
     kills: tuple[int, int],
     stops: list[Stop],
     exits: list[str],
@@ -390,6 +395,9 @@ async def figures(
     tally.add("input queued", len(queued))
     tally.must_be_zero("input answered twice", len(found.repeated_input), found.repeated_input)
     tally.must_be_zero("stranded sessions", len(found.stranded), found.stranded)
+    seen = [f"{session_id}: {problem}" for session_id, problem in sorted(problems_seen)]
+    tally.must_be_zero("consistency problems seen during the run", len(seen), seen)
+    tally.must_be_zero("consistency problems at the end", len(found.problems), found.problems)
     winners = race_figures(attempts, found.approvals, tally)
     decided_figures(found, winners, tally)
     tally.must_be_zero("invalid transcripts", len(found.invalid), found.invalid)

@@ -39,6 +39,8 @@ ZERO = (
     "lost input",
     "input answered twice",
     "stranded sessions",
+    "consistency problems seen during the run",
+    "consistency problems at the end",
     "decisions without exactly one winner",
     "inbox queries failed",
     "transfers not answered as decided",
