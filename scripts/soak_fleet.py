@@ -6,18 +6,21 @@
 
 ``--workers`` worker processes (each ``agentloop.SessionWorker(...).run()`` on
 the shared store, see ``soak_fleet_agent.py``) advance ``--sessions`` sessions
-of ``--turns`` turns each. Each turn asks for one or two tool rounds of a side
-effect (claimed before it runs), an idempotent read and a transfer that needs
-approval; the model answers in ``--latency`` seconds. Two approver tasks race
-on ``sessions_awaiting_approval()`` and ``record_approval`` (they agree, or
-conflict: one approves, the other denies); a feeder queues each session's next
-message with ``enqueue_input`` once its last turn is answered. For
-``--seconds``, a chaos loop SIGKILLs a random worker every ``--kill-every``
-seconds (and restarts it) and, every ``--stop-every`` seconds, SIGSTOPs one
-for ``--stop-for`` seconds (past its lease's ``--ttl``) and SIGCONTs it. Then
-the fleet drains, unharmed, until every session finished (or
-``--drain-timeout``), and the figures are printed as one block. The exit code
-is 1 when an invariant failed (the block's last lines say which), 0 otherwise.
+of ``--turns`` turns each. Each turn asks for one to three tool rounds of a
+side effect (claimed before it runs), an idempotent read and a transfer that
+needs approval; the model answers in ``--latency`` seconds, a tool in
+``--tool-latency``. Two approver tasks race on ``sessions_awaiting_approval()``
+and ``record_approval`` (they agree, or conflict: one approves, the other
+denies); a feeder queues each session's next message with ``enqueue_input``
+once its last turn is answered. For ``--seconds``, a chaos loop SIGKILLs a
+worker every ``--kill-every`` seconds and restarts it (a share ``--aim`` of
+the kills waits, up to 1 s, for a worker inside the model call after a tool
+round; the others hit a random worker at a random moment), and every
+``--stop-every`` seconds SIGSTOPs one for ``--stop-for`` seconds (past its
+lease's ``--ttl``) and SIGCONTs it. Then the fleet drains, unharmed, until
+every session finished (or ``--drain-timeout``), and the figures are printed
+as one block. The exit code is 1 when an invariant failed (the block's last
+lines say which), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -363,7 +366,7 @@ async def feeder(
                 try:
                     await enqueue_input(store, session_id, [item], wait=2.0)
                 except LeaseHeldError:
-                    continue  # a worker holds it (leased while idle: an inbox worker): later
+                    continue  # leased for longer than wait: nothing was queued; next poll
                 queued.append((session_id, turn))
             await anyio.sleep(0.05)
 
