@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import PermissionRequest
 from ..tools._tool import ToolContext, ToolOutput, ToolRequest
 from ._permissions import McpInvoke
 
-if TYPE_CHECKING:
-    from ._source import McpToolSource
+__all__ = ["McpTool", "ToolServer"]
 
-__all__ = ["McpTool"]
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class ToolServer(Protocol):
+    """What an :class:`McpTool` needs of its source (an ``McpToolSource``)."""
+
+    @property
+    def server(self) -> _Named: ...
+
+    def get(self, name: str) -> McpTool | None: ...
+
+    async def call_tool(self, mcp_name: str, arguments: dict[str, Any]) -> ToolOutput: ...
 
 
 class McpTool:
@@ -24,7 +37,7 @@ class McpTool:
     server's input schema, like any tool's.
     """
 
-    def __init__(self, source: McpToolSource, mcp_name: str, spec: ToolSpec) -> None:
+    def __init__(self, source: ToolServer, mcp_name: str, spec: ToolSpec) -> None:
         self.source = source
         self.mcp_name = mcp_name
         self.spec = spec
@@ -42,6 +55,6 @@ class McpTool:
         return (McpInvoke(self.source.server.name, self.mcp_name, self.spec.annotations),)
 
     async def invoke(self, request: ToolRequest, ctx: ToolContext) -> ToolOutput:
-        """Call the tool on the server (see :meth:`McpToolSource.call_tool`)."""
+        """Call the tool on the server (see ``McpToolSource.call_tool``)."""
         arguments = request.input if isinstance(request.input, dict) else {}
         return await self.source.call_tool(self.mcp_name, arguments)

@@ -30,12 +30,14 @@ from ._actions import (
     Interject,
     Submit,
 )
-from ._assertions import assert_transcript_valid, check_mutator, format_transcript
+from ._assertions import assert_transcript_valid, format_transcript
+from ._mutator_checks import check_mutator
 from ._replay import ReplayDriftError, ReplayScript, request_digest
 from ._scripted import Reply, ScriptedModel, call, chunked, fail, hang, reasoning, text, tool_calls
 
 if TYPE_CHECKING:
-    from ._assertions import bounded_shrinking
+    from ._json_strategies import json_values
+    from ._mutator_checks import bounded_shrinking
     from ._policy_strategies import (
         LAUNCHERS,
         CommandCase,
@@ -58,7 +60,6 @@ if TYPE_CHECKING:
         continuations,
         invalid_transcripts,
         items,
-        json_values,
         parts,
         transcripts,
     )
@@ -134,7 +135,7 @@ _LAZY = {
     "adversarial_commands": "_policy_strategies",
     "adversarial_paths": "_policy_strategies",
     "adversarial_urls": "_policy_strategies",
-    "bounded_shrinking": "_assertions",
+    "bounded_shrinking": "_mutator_checks",
     "check_command_policy": "_policy_strategies",
     "check_path_policy": "_policy_strategies",
     "check_url_policy": "_policy_strategies",
@@ -148,7 +149,7 @@ _LAZY = {
     "continuations": "_strategies",
     "invalid_transcripts": "_strategies",
     "items": "_strategies",
-    "json_values": "_strategies",
+    "json_values": "_json_strategies",
     "parts": "_strategies",
     "transcripts": "_strategies",
     "host_actions": "_tool_strategies",

@@ -393,7 +393,7 @@ def _run(
     import hypothesis
     from hypothesis import given
 
-    from ._assertions import bounded_shrinking, kit_settings
+    from ._mutator_checks import bounded_shrinking, kit_settings
 
     test_settings = kit_settings(settings, max_examples=max_examples, default_examples=200)
     test = test_settings(given(strategy)(check))

@@ -14,7 +14,6 @@ import difflib
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -22,9 +21,7 @@ from .._serde import unstructure
 from ..core._items import FinishReason, Item, ItemKind, ToolCallPart
 from ..loop._session_store import SessionStore
 from ..model._protocol import ModelTurnResult, TurnRequest
-
-if TYPE_CHECKING:
-    from ._scripted import Reply
+from ._replies import Reply
 
 __all__ = ["ReplayDriftError", "ReplayScript", "request_digest"]
 
@@ -147,8 +144,6 @@ class ReplayScript:
 
     def reply_for(self, request: TurnRequest) -> Reply | None:
         """The recorded reply to ``request``, or ``None`` if the recording lacks it."""
-        from ._scripted import Reply
-
         found = list(request.transcript)
         digest = request_digest(found)
         turn = self._by_digest.get(digest)

@@ -62,7 +62,8 @@ from ._actions import (
     Interject,
     Submit,
 )
-from ._assertions import _violation_report, bounded_shrinking, format_transcript
+from ._assertions import format_transcript, violation_report
+from ._mutator_checks import bounded_shrinking
 from ._probes import (
     PROBE_TOOL_NAME,
     _is_interrupted,
@@ -244,7 +245,7 @@ class AgentStateMachine(RuleBasedStateMachine):
         if violation is not None:
             self._bad_requests.append(
                 f"model request {len(self.model.requests)} ({request.turn_id}) broke the "
-                "transcript invariant: " + _violation_report(transcript, violation)
+                "transcript invariant: " + violation_report(transcript, violation)
             )
         elif not has_pending_input(transcript):
             self._bad_requests.append(
@@ -440,7 +441,7 @@ class AgentStateMachine(RuleBasedStateMachine):
             violation = find_violation(transcript)
             if violation is not None:
                 raise AssertionError(
-                    f"in state {state}: " + _violation_report(transcript, violation)
+                    f"in state {state}: " + violation_report(transcript, violation)
                 )
             return
         last_round = next((item for item in reversed(transcript) if any(item.tool_calls())), None)
@@ -459,7 +460,7 @@ class AgentStateMachine(RuleBasedStateMachine):
         violation = find_violation(ended)
         if violation is not None:
             raise AssertionError(
-                f"in state {state}, once the round ends: " + _violation_report(ended, violation)
+                f"in state {state}, once the round ends: " + violation_report(ended, violation)
             )
 
     @invariant()

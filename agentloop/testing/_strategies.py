@@ -37,6 +37,7 @@ from ..core._items import (
 )
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import VIOLATION_KINDS
+from ._json_strategies import json_values
 
 __all__ = [
     "VIOLATION_KINDS",
@@ -46,7 +47,6 @@ __all__ = [
     "continuations",
     "invalid_transcripts",
     "items",
-    "json_values",
     "parts",
     "transcripts",
 ]
@@ -68,23 +68,6 @@ _stock_inputs = st.sampled_from([{}, {"path": "src/app.py"}, {"query": "status"}
 """Cheap stand-ins for long transcripts: one choice per text instead of one per character."""
 _keys = st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=8)
 _ids = st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=1, max_size=10)
-
-
-@functools.cache
-def json_values(*, max_leaves: int = 6) -> st.SearchStrategy[Any]:
-    """JSON-compatible values (no NaN or infinities), nested lists and objects."""
-    scalars = (
-        st.none()
-        | st.booleans()
-        | st.integers(-(2**31), 2**31)
-        | st.floats(allow_nan=False, allow_infinity=False)
-        | st.text(max_size=12)
-    )
-    return st.recursive(
-        scalars,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
-        max_leaves=max_leaves,
-    )
 
 
 @functools.cache

@@ -32,8 +32,8 @@ from ._actions import (
     Interject,
     Submit,
 )
+from ._json_strategies import json_values
 from ._scripted import Reply, call, chunked, reasoning, text, tool_calls
-from ._strategies import json_values
 
 __all__ = [
     "host_actions",

@@ -30,7 +30,6 @@ from ..core._items import (
 from ..core._results import RAW_ARGUMENTS_KEY, synthesized_result
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
-    AskApproval,
     PendingPermission,
     PermissionChecker,
     PermissionRequest,
@@ -39,7 +38,7 @@ from ..permissions._requests import (
 from ._errors import ToolInDoubtError, describe_error
 from ._fast_check import FastCheck, compile_fast_check
 from ._outputs import OutputProblem, stored_result
-from ._permission_check import evaluate_requests
+from ._permission_check import PendingApproval, evaluate_requests
 from ._registry import ToolCatalogEvent, ToolSource, catalog_change
 from ._threads import (
     ThreadCall,
@@ -72,21 +71,6 @@ class PreparedCall:
     tool: Tool
     request: ToolRequest
     timeout: float | None
-
-
-@attrs.frozen
-class PendingApproval:
-    """A call a checker wants a human to approve before it runs.
-
-    ``pending`` lists every request of the call that needs approval (the
-    host must be shown all of them); ``permission`` and ``decision`` are the
-    first of them.
-    """
-
-    request: ToolRequest
-    permission: PermissionRequest
-    decision: AskApproval
-    pending: tuple[PendingPermission, ...] = ()
 
 
 PrepareOutcome: TypeAlias = PreparedCall | PendingApproval | ToolResultPart

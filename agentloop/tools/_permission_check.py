@@ -8,7 +8,9 @@ never the session.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
+
+import attrs
 
 from .._log import get_logger
 from ..core._items import ResultOutcome, ToolResultPart
@@ -25,8 +27,20 @@ from ..permissions._requests import (
 from ._errors import describe_error, synthesized_result
 from ._tool import ToolRequest
 
-if TYPE_CHECKING:
-    from ._executor import PendingApproval
+
+@attrs.frozen
+class PendingApproval:
+    """A call a checker wants a human to approve before it runs.
+
+    ``pending`` lists every request of the call that needs approval (the
+    host must be shown all of them); ``permission`` and ``decision`` are the
+    first of them.
+    """
+
+    request: ToolRequest
+    permission: PermissionRequest
+    decision: AskApproval
+    pending: tuple[PendingPermission, ...] = ()
 
 
 class _Decision(Protocol):
