@@ -118,14 +118,19 @@ def check_mutator(
 def kit_settings(settings: Any, *, max_examples: int | None, default_examples: int) -> Any:
     """The hypothesis settings a kit entry point runs with.
 
-    Without ``settings``: ``default_examples`` examples, no deadline and no
-    example database. With them, the user's settings as given; an explicit
-    ``max_examples`` wins over both.
+    Without ``settings``: ``default_examples`` examples, no deadline, no
+    example database and no explain phase (on transcripts it re-runs a failure
+    hundreds of times to annotate it: a minute for a failure found in seconds).
+    With them, the user's settings as given; an explicit ``max_examples`` wins
+    over both.
     """
     import hypothesis
 
     if settings is None:
-        settings = hypothesis.settings(max_examples=default_examples, deadline=None, database=None)
+        phases = [phase for phase in hypothesis.Phase if phase is not hypothesis.Phase.explain]
+        settings = hypothesis.settings(
+            max_examples=default_examples, deadline=None, database=None, phases=phases
+        )
     elif not isinstance(settings, hypothesis.settings):
         raise TypeError(f"settings must be a hypothesis.settings, got {settings!r}")
     if max_examples is not None:

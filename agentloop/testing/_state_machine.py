@@ -17,6 +17,7 @@ Hypothesis draws happen on the test thread only.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack
 from functools import partial
@@ -39,7 +40,7 @@ from hypothesis.stateful import (
 
 from ..core._cancellation import CancellationController
 from ..core._delta import AppendText, BeginPart
-from ..core._errors import InvalidStateError
+from ..core._errors import IdleLoopWarning, InvalidStateError
 from ..core._items import FinishReason, Item, ItemKind, PartKind, ToolResultPart
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import find_violation, has_pending_input
@@ -362,7 +363,13 @@ class AgentStateMachine(RuleBasedStateMachine):
             await self.settle()
         self._probes.stepping = True
         try:
-            with anyio.fail_after(self.step_timeout), anyio.CancelScope() as scope:
+            with (
+                anyio.fail_after(self.step_timeout),
+                anyio.CancelScope() as scope,
+                warnings.catch_warnings(),
+            ):
+                # Stepping an idle driver is one of the host's drawn actions, not a bug.
+                warnings.simplefilter("ignore", IdleLoopWarning)
                 self._probes.host_scope = scope
                 return await self.driver.next()
             return None

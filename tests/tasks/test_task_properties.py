@@ -192,6 +192,7 @@ actions = st.lists(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.filterwarnings("ignore::agentloop.IdleLoopWarning")  # idle steps are drawn
 @given(script=actions)
 async def test_random_hosts_keep_the_transcript_valid_and_end_every_task_once(
     script: list[tuple[int, int, list[tuple[str, bool]], bool]],
