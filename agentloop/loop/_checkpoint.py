@@ -37,6 +37,7 @@ from ._state import (
     CallStatus,
     DriverState,
     QueuedMessage,
+    Restored,
     RetryPoint,
     RoundCall,
     ToolRound,
@@ -508,26 +509,6 @@ def check_checkpointable(core: LoopCore) -> None:
 
 
 # -- reading -------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Restored:
-    """Everything a driver needs to continue where a checkpoint left off."""
-
-    config: SessionConfig
-    state: DriverState
-    transcript: list[Item]
-    pending_input: list[Item]
-    turn_counter: int
-    next_turn_cache: PromptCacheRequest | None
-    detached: set[str]
-    session_usage: Usage | None
-    turn: TurnState | None
-    """The live turn, not yet bound to a driver (see :func:`restore_turn`)."""
-    steering: list[QueuedMessage]
-    follow_ups: list[QueuedMessage]
-    retry_point: RetryPoint | None = None
-    session_tool_calls: int = 0
 
 
 def parse(document: Any) -> Restored:

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..core._errors import CheckpointError
 from ..core._transcript import find_violation, has_pending_input
-from ._state import WAITING_FOR_APPROVAL, CallStatus, DriverState, RoundCall, ToolRound
-
-if TYPE_CHECKING:
-    from ._checkpoint import Restored
+from ._state import WAITING_FOR_APPROVAL, CallStatus, DriverState, Restored, RoundCall, ToolRound
 
 __all__ = ["check_consistency"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -38,6 +38,7 @@ from ._state import (
     DriverEvent,
     DriverState,
     QueuedMessage,
+    Restored,
     RetryPoint,
     RoundCall,
     TurnPhase,
@@ -46,9 +47,6 @@ from ._state import (
     tool_result_item,
 )
 from ._steps import AfterToolResult, ApprovalRequest, Step
-
-if TYPE_CHECKING:
-    from ._checkpoint import Restored
 
 __all__ = ["LoopCore", "checked_input", "event_after"]
 

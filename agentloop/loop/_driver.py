@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -32,7 +32,7 @@ from .._log import get_logger
 from ..core._errors import IdleLoopWarning, InvalidInputError, InvalidStateError
 from ..core._items import Item, ItemKind, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
-from ._checkpoint import Restored, capture, check_checkpointable, restore_turn
+from ._checkpoint import capture, check_checkpointable, restore_turn
 from ._core import LoopCore, checked_input, event_after
 from ._effects import DriverParts, Effects
 from ._events import ApprovalAnswered, InputAccepted, LoopWarning, RunFailed, TurnStarted
@@ -46,6 +46,7 @@ from ._state import (
     DriverEvent,
     DriverState,
     QueuedMessage,
+    Restored,
     RetryPoint,
     RoundCall,
     TurnPhase,
@@ -57,6 +58,7 @@ from ._steps import (
     ApprovalRequest,
     AwaitingInput,
     Finished,
+    Resolver,
     Step,
 )
 
@@ -628,3 +630,7 @@ def _deprecated(old: str, new: str) -> None:
     warnings.warn(
         f"LoopDriver.{old} is deprecated; use LoopDriver.{new}", DeprecationWarning, stacklevel=3
     )
+
+
+if TYPE_CHECKING:  # the interrupts resolve through the driver: it must stay a Resolver
+    _RESOLVER: type[Resolver] = LoopDriver

@@ -14,6 +14,7 @@ import attrs
 from ..core._cancellation import TurnCancellation
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart, Usage
+from ..model._config import PromptCacheRequest, SessionConfig
 from ..tools._tool import ToolRequest
 from ._events import ExecutedToolCall, ModelCallRecord
 from ._steps import ApprovalAnswer, ApprovalRequest
@@ -28,6 +29,7 @@ __all__ = [
     "DriverState",
     "next_state",
     "QueuedMessage",
+    "Restored",
     "RetryPoint",
     "RoundCall",
     "ToolRound",
@@ -358,3 +360,23 @@ def interrupted_assistant_item(stage: str, created_at: float) -> Item:
 def tool_result_item(result: ToolResultPart, created_at: float) -> Item:
     """A tool item holding one result."""
     return Item(ItemKind.TOOL, (result,), created_at=created_at)
+
+
+@attrs.frozen(kw_only=True)
+class Restored:
+    """Everything a driver needs to continue where a checkpoint left off."""
+
+    config: SessionConfig
+    state: DriverState
+    transcript: list[Item]
+    pending_input: list[Item]
+    turn_counter: int
+    next_turn_cache: PromptCacheRequest | None
+    detached: set[str]
+    session_usage: Usage | None
+    turn: TurnState | None
+    """The live turn, not yet bound to a driver (see :func:`restore_turn`)."""
+    steering: list[QueuedMessage]
+    follow_ups: list[QueuedMessage]
+    retry_point: RetryPoint | None = None
+    session_tool_calls: int = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
@@ -14,9 +14,6 @@ from ..core._items import _empty_metadata as _empty
 from ..permissions._requests import PendingPermission
 from ._events import TurnResult
 
-if TYPE_CHECKING:
-    from ._driver import LoopDriver
-
 __all__ = [
     "AfterToolResult",
     "AnswerKind",
@@ -25,6 +22,7 @@ __all__ = [
     "AwaitingInput",
     "Finished",
     "Interrupt",
+    "Resolver",
     "Step",
 ]
 
@@ -66,6 +64,19 @@ class ApprovalAnswer:
         return self.kind is not AnswerKind.DENY
 
 
+class Resolver(Protocol):
+    """What an interrupt's ``submit()``, ``approve()`` and friends call: the driver
+    that returned it (declared here, so the steps need nothing of the driver)."""
+
+    def submit_input(self, items: str | Sequence[Item]) -> None:
+        """Queue ``items`` (a string is one user message)."""
+        ...
+
+    def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
+        """Answer the approval of ``call_id``."""
+        ...
+
+
 @attrs.frozen
 class Finished:
     """The turn ended; ``result`` says how."""
@@ -79,8 +90,8 @@ class Interrupt:
     is_blocking: ClassVar[bool] = False
     _driver: Any
 
-    def _bound(self) -> LoopDriver:
-        driver: LoopDriver | None = self._driver
+    def _bound(self) -> Resolver:
+        driver: Resolver | None = self._driver
         if driver is None:
             raise InvalidStateError(
                 f"cannot resolve {type(self).__name__}: it is not bound to a driver "
