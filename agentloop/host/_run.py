@@ -12,7 +12,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, assert_never
 
 import anyio
 import attrs
@@ -421,8 +421,8 @@ async def drive_run(
                     steps,
                     step,
                 )
-        else:
-            assert isinstance(step, AfterToolResult)
+        elif not isinstance(step, AfterToolResult):
+            assert_never(step)
     return _run_result(RunStopReason.MAX_STEPS, driver, agent, config, turns, usage_before, steps)
 
 

@@ -34,6 +34,7 @@ from ._results import answer
 from ._serde import configure_loop, structure, unstructure
 from ._state import (
     ANSWERED,
+    RESTING,
     CallStatus,
     DriverState,
     QueuedMessage,
@@ -70,7 +71,6 @@ Version 2 adds ``retry_point`` (a turn that ended because a model call failed),
 ``model_calls`` and ``final_answer``; version-1 documents restore with none.
 """
 
-_RESTING = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT)
 _RETRY_POINTS = ("after_turn_ended", "after_tool_result")
 
 
@@ -595,7 +595,7 @@ def _restored(document: CheckpointDocument) -> Restored:
             f"cannot restore a checkpoint: session_id {document.session_id!r} does not "
             f"match its config's {config.session_id!r}"
         )
-    if document.state not in _RESTING:
+    if document.state not in RESTING:
         raise CheckpointError(
             f"cannot restore a checkpoint in state {document.state}: only IDLE, "
             "AWAITING_APPROVAL and AFTER_TOOL_RESULT are checkpointed"

@@ -34,6 +34,7 @@ from ..core._transcript import has_pending_input
 from ..model._config import LoopLimits, PromptCacheRequest, QueueMode, SessionConfig
 from ._events import TurnResult
 from ._state import (
+    STEP_EVENTS,
     WAITING_FOR_APPROVAL,
     DriverEvent,
     DriverState,
@@ -46,7 +47,7 @@ from ._state import (
     next_state,
     tool_result_item,
 )
-from ._steps import AfterToolResult, ApprovalRequest, Step
+from ._steps import Step
 
 __all__ = ["LoopCore", "checked_input", "event_after"]
 
@@ -338,12 +339,8 @@ class LoopCore:
 
 
 def event_after(step: Step) -> DriverEvent:
-    """The event a step's return is."""
-    if isinstance(step, ApprovalRequest):
-        return DriverEvent.ASK_APPROVAL
-    if isinstance(step, AfterToolResult):
-        return DriverEvent.PAUSE
-    return DriverEvent.FINISH
+    """The event a step's return is (declared with its kind in ``STEP_KINDS``)."""
+    return STEP_EVENTS[type(step)]
 
 
 def take(

@@ -26,7 +26,8 @@ from ..core._serde import (
 )
 from ..model._serde import configure_model
 from . import _events as events
-from ._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished, Step
+from ._state import STEP_KINDS
+from ._steps import ApprovalRequest, Interrupt, Step
 
 __all__ = [
     "configure_loop",
@@ -62,12 +63,7 @@ _EVENT_TAGS: dict[type, str] = {
     events.ModelCallFailed: "model_call_failed",
     events.AgentEnded: "agent_ended",
 }
-_STEP_TAGS: dict[type, str] = {
-    Finished: "finished",
-    AwaitingInput: "awaiting_input",
-    AfterToolResult: "after_tool_result",
-    ApprovalRequest: "approval_request",
-}
+_STEP_TAGS: dict[type, str] = {kind.step: kind.tag for kind in STEP_KINDS}
 _EVENT_UNION = union_of(_EVENT_TAGS)
 _STEP_UNION = union_of(_STEP_TAGS)
 
@@ -106,7 +102,7 @@ def configure_loop(converter: cattrs.Converter) -> None:
     """Tag events and steps; interrupts are written without their driver reference."""
     converter.register_unstructure_hook(ProviderError, provider_error_document)
     converter.register_structure_hook(ProviderError, structure_provider_error)
-    for cls in (AwaitingInput, AfterToolResult, ApprovalRequest):
+    for cls in (kind.step for kind in STEP_KINDS if issubclass(kind.step, Interrupt)):
         converter.register_unstructure_hook(
             cls,
             cattrs.gen.make_dict_unstructure_fn(

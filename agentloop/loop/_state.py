@@ -17,11 +17,21 @@ from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart
 from ..model._config import PromptCacheRequest, SessionConfig
 from ..tools._tool import ToolRequest
 from ._events import ExecutedToolCall, ModelCallRecord
-from ._steps import ApprovalAnswer, ApprovalRequest
+from ._steps import (
+    AfterToolResult,
+    ApprovalAnswer,
+    ApprovalRequest,
+    AwaitingInput,
+    Finished,
+    Step,
+)
 
 __all__ = [
     "ANSWERED",
     "CALL_TRANSITIONS",
+    "RESTING",
+    "STEP_EVENTS",
+    "STEP_KINDS",
     "TRANSITIONS",
     "WAITING_FOR_APPROVAL",
     "CallStatus",
@@ -32,6 +42,7 @@ __all__ = [
     "Restored",
     "RetryPoint",
     "RoundCall",
+    "StepKind",
     "ToolRound",
     "TurnPhase",
     "TurnState",
@@ -90,20 +101,60 @@ class DriverEvent(StrEnum):
     """A checkpoint paused inside a turn (a pause, or a round to finish) was restored."""
 
 
-_RESTING = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT)
+@attrs.frozen
+class StepKind:
+    """One kind of step ``next()`` returns, declared once: the tables derive from it.
+
+    ``event`` is what returning it does to the driver (``FINISH``, ``PAUSE``,
+    ``ASK_APPROVAL``), ``state`` where the driver rests after it, ``tag`` its
+    serialized name, and ``restore`` the event that restores a checkpoint saved
+    in that state.
+    """
+
+    step: type[Step]
+    tag: str
+    event: DriverEvent
+    state: DriverState
+    restore: DriverEvent
+
+
+STEP_KINDS: tuple[StepKind, ...] = (
+    StepKind(Finished, "finished", DriverEvent.FINISH, DriverState.IDLE, DriverEvent.RESTORE),
+    StepKind(
+        AwaitingInput, "awaiting_input", DriverEvent.FINISH, DriverState.IDLE, DriverEvent.RESTORE
+    ),
+    StepKind(
+        AfterToolResult,
+        "after_tool_result",
+        DriverEvent.PAUSE,
+        DriverState.AFTER_TOOL_RESULT,
+        DriverEvent.RESTORE_PAUSE,
+    ),
+    StepKind(
+        ApprovalRequest,
+        "approval_request",
+        DriverEvent.ASK_APPROVAL,
+        DriverState.AWAITING_APPROVAL,
+        DriverEvent.RESTORE_APPROVAL,
+    ),
+)
+"""Every step kind (a new kind is one entry here, its class in ``_steps`` and the hosts
+that match on ``Step``)."""
+
+RESTING: tuple[DriverState, ...] = tuple(dict.fromkeys(kind.state for kind in STEP_KINDS))
+"""The states a driver rests in between steps: the only ones a checkpoint holds."""
+
+STEP_EVENTS: dict[type, DriverEvent] = {kind.step: kind.event for kind in STEP_KINDS}
+"""The event returning each step kind is (``event_after``)."""
 
 TRANSITIONS: dict[tuple[DriverState, DriverEvent], DriverState] = {
-    **{(state, DriverEvent.STEP): DriverState.STEPPING for state in _RESTING},
+    **{(state, DriverEvent.STEP): DriverState.STEPPING for state in RESTING},
     (DriverState.IDLE, DriverEvent.RETRY): DriverState.STEPPING,
     (DriverState.IDLE, DriverEvent.CONTINUE): DriverState.STEPPING,
-    (DriverState.STEPPING, DriverEvent.FINISH): DriverState.IDLE,
-    (DriverState.STEPPING, DriverEvent.ASK_APPROVAL): DriverState.AWAITING_APPROVAL,
-    (DriverState.STEPPING, DriverEvent.PAUSE): DriverState.AFTER_TOOL_RESULT,
+    **{(DriverState.STEPPING, kind.event): kind.state for kind in STEP_KINDS},
     (DriverState.STEPPING, DriverEvent.FAIL): DriverState.FAILED,
     (DriverState.STEPPING, DriverEvent.HOST_CANCEL): DriverState.IDLE,
-    (DriverState.IDLE, DriverEvent.RESTORE): DriverState.IDLE,
-    (DriverState.IDLE, DriverEvent.RESTORE_APPROVAL): DriverState.AWAITING_APPROVAL,
-    (DriverState.IDLE, DriverEvent.RESTORE_PAUSE): DriverState.AFTER_TOOL_RESULT,
+    **{(DriverState.IDLE, kind.restore): kind.state for kind in STEP_KINDS},
 }
 """Every transition the driver makes, keyed by (state, event); any other pair is refused."""
 

@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from dbos import DBOS
 
@@ -119,8 +119,8 @@ async def _run_turn(driver: LoopDriver, durable: DurableAgent) -> dict[str, Any]
                 f"workflow {DBOS.workflow_id}: the driver awaits input before the turn "
                 f"finished ({step.reason})"
             )
-        else:
-            assert isinstance(step, AfterToolResult)
+        elif not isinstance(step, AfterToolResult):
+            assert_never(step)
         step = await driver.next()
     raise DurableError(f"workflow {DBOS.workflow_id}: no finish after {MAX_STEPS} steps")
 
