@@ -40,7 +40,8 @@ from ..model._protocol import ModelAdapter, ModelEvent, ModelSession, TurnReques
 from ..permissions._policies import PathPolicy, PolicyChain
 from ..permissions._requests import FileSystemRead, PermissionRequest
 from ..store._sqlite import SqliteSessionStore
-from ..testing._scripted import Reply, ScriptedModel, call, chunked, hang, tool_calls
+from ..testing._replies import Reply, call, chunked, hang, tool_calls
+from ..testing._scripted import ScriptedModel
 from ..tools._registry import ToolRegistry
 from ..tools._tool import ToolContext, ToolRequest
 from ._render import Renderer, format_usage

@@ -33,7 +33,8 @@ from ._actions import (
 from ._assertions import assert_transcript_valid, format_transcript
 from ._mutator_checks import check_mutator
 from ._replay import ReplayDriftError, ReplayScript, request_digest
-from ._scripted import Reply, ScriptedModel, call, chunked, fail, hang, reasoning, text, tool_calls
+from ._replies import Reply, call, chunked, fail, hang, reasoning, text, tool_calls
+from ._scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from ._json_strategies import json_values

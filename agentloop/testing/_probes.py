@@ -20,7 +20,7 @@ from ..loop._mutators import MutationContext, TranscriptCursor
 from ..loop._state import INTERRUPTED_KEY
 from ..tools._tool import ToolContext, ToolRequest
 from ._actions import CancelPoint
-from ._scripted import Reply, call, tool_calls
+from ._replies import Reply, call, tool_calls
 
 __all__ = ["PROBE_TOOL_NAME"]
 

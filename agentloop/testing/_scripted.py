@@ -24,26 +24,10 @@ from ._replies import (
     ScriptStep,
     _Raise,
     _Sleep,
-    call,
-    chunked,
-    fail,
-    hang,
-    reasoning,
     text,
-    tool_calls,
 )
 
-__all__ = [
-    "Reply",
-    "ScriptedModel",
-    "call",
-    "chunked",
-    "fail",
-    "hang",
-    "reasoning",
-    "text",
-    "tool_calls",
-]
+__all__ = ["ScriptedModel"]
 
 
 Script: TypeAlias = (

@@ -75,7 +75,8 @@ from ._probes import (
     _with_probe_call,
 )
 from ._replay import ReplayScript
-from ._scripted import Reply, ScriptedModel, call, hang, text
+from ._replies import Reply, call, hang, text
+from ._scripted import ScriptedModel
 from ._tool_strategies import (
     _call_replies,
     _choices,

@@ -33,7 +33,7 @@ from ._actions import (
     Submit,
 )
 from ._json_strategies import json_values
-from ._scripted import Reply, call, chunked, reasoning, text, tool_calls
+from ._replies import Reply, call, chunked, reasoning, text, tool_calls
 
 __all__ = [
     "host_actions",
