@@ -459,7 +459,10 @@ class GeminiStreamTranslator:
         if self._blocked is not None and self._finish is None:
             metadata = {PROVIDER_FINISH_KEY: self._blocked}
             return self._accumulator.result(
-                FinishReason.BLOCKED, model=self._model, metadata=metadata
+                FinishReason.BLOCKED,
+                model=self._model,
+                response_id=self._response_id,
+                metadata=metadata,
             )
         if self._finish is None:
             raise ProviderError(

@@ -164,6 +164,22 @@ async def test_prompt_blocked_without_candidates() -> None:
     assert result.output_items == ()
 
 
+async def test_a_blocked_prompt_keeps_the_response_id_and_model() -> None:
+    # the shape Gemini sends for a blocked prompt: no candidates, the block reason,
+    # usage, modelVersion and responseId in one chunk
+    blocked = streams.gemini_events(
+        'data: {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": '
+        '{"promptTokenCount": 7, "totalTokenCount": 7}, "modelVersion": "gemini-2.5-flash", '
+        '"responseId": "bWQtaN-blocked"}'
+    )
+    result = result_of(await run([sse(blocked)]))
+    assert result.finish_reason is FinishReason.BLOCKED
+    assert result.response_id == "bWQtaN-blocked"
+    assert result.model == "gemini-2.5-flash"
+    assert result.metadata == {"agentloop.provider_finish_reason": "PROHIBITED_CONTENT"}
+    assert result.output_items == ()
+
+
 async def test_429_with_retry_after_then_success() -> None:
     recorder = SleepRecorder()
     limited = json_error(
