@@ -38,6 +38,11 @@ _AUTH_CODES = frozenset(
     }
 )
 _AUTH_PHRASES = ("api key not valid", "incorrect api key", "invalid x-api-key", "invalid api key")
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_error"})
+_QUOTA_PHRASES = (
+    "exceeded your current quota",
+    "check your plan and billing",
+)
 _OVERFLOW_CODES = frozenset(
     {"context_length_exceeded", "exceed_context_size_error", "request_too_large"}
 )
@@ -175,14 +180,20 @@ def _dumps(value: Any) -> str:
 def classify(status: int | None, codes: Iterable[str], message: str) -> ProviderErrorKind:
     """The kind of an error from its HTTP status, its codes and its message.
 
-    In order: 401/403 or an auth code -> ``AUTH``; a context-length code or
-    message (not on 429/5xx) -> ``CONTEXT_OVERFLOW``; a content-filter code ->
-    ``CONTENT_FILTER``; 408/409/425/429/5xx or a rate-limit/overload/network
-    code -> ``RETRYABLE``; another 4xx or an invalid-request code ->
-    ``INVALID_REQUEST``; else ``OTHER``.
+    In order: a 429 is ``AUTH`` when its body says the quota is exhausted
+    (``insufficient_quota``, ``billing_error``, "exceeded your current quota")
+    and ``RETRYABLE`` whatever else it says (the status decides); 401/403 or an
+    auth code -> ``AUTH``; a context-length code or message (not on 429/5xx) ->
+    ``CONTEXT_OVERFLOW``; a content-filter code -> ``CONTENT_FILTER``;
+    408/409/425/5xx or a rate-limit/overload/network code -> ``RETRYABLE``;
+    another 4xx or an invalid-request code -> ``INVALID_REQUEST``; else ``OTHER``.
     """
     found = {code.lower() for code in codes}
     text = message.lower()
+    if status == 429:
+        if found & _QUOTA_CODES or any(phrase in text for phrase in _QUOTA_PHRASES):
+            return ProviderErrorKind.AUTH
+        return ProviderErrorKind.RETRYABLE
     if status in (401, 403) or found & _AUTH_CODES or any(p in text for p in _AUTH_PHRASES):
         return ProviderErrorKind.AUTH
     transient_status = status is not None and (status in _RETRYABLE_STATUSES or status >= 500)

@@ -267,6 +267,31 @@ CASES = [
         K.INVALID_REQUEST,
     ),
     (gemini, 500, gemini_body(500, "INTERNAL", "An internal error has occurred."), K.RETRYABLE),
+    # -- a 429: the status decides, whatever auth-like type the body names ...
+    (openai, 429, openai_body("Too many requests", "authentication_error", None), K.RETRYABLE),
+    (anthropic, 429, anthropic_body("permission_error", "Slow down"), K.RETRYABLE),
+    (
+        openai,
+        429,
+        openai_body("Rate limited: invalid api key rotation", "invalid_api_key", "invalid_api_key"),
+        K.RETRYABLE,
+    ),
+    (gemini, 429, gemini_body(429, "UNAUTHENTICATED", "Too many requests"), K.RETRYABLE),
+    # ... but a body whose type is not a string (or no body shape at all) still retries
+    (openai, 429, {"error": {"message": "slow", "type": 7, "code": ["x"]}}, K.RETRYABLE),
+    (openai, 429, {"error": None}, K.RETRYABLE),
+    # ... except a quota that is used up: that is not retried
+    (
+        gemini,
+        429,
+        gemini_body(
+            429,
+            "RESOURCE_EXHAUSTED",
+            "You exceeded your current quota, please check your plan and billing details.",
+        ),
+        K.AUTH,
+    ),
+    (anthropic, 429, anthropic_body("billing_error", "Your credit balance is too low"), K.AUTH),
 ]
 
 
