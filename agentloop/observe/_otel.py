@@ -23,6 +23,8 @@ from typing import Any
 import attrs
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from ..core._items import FinishReason, Item, ItemKind, ToolResultPart, Usage, result_outcome
@@ -41,40 +43,47 @@ from ..loop._events import (
     TurnStarted,
     UsageUpdated,
 )
+from ..model._protocol import ModelTurnResult, TurnRequest
 from ._content import item_message, json_text
+from ._watch import AdapterLabels, WatchedModel, adapter_labels
 
 __all__ = ["MODEL_KEY", "OtelObserver", "PROVIDER_KEY", "RESPONSE_ID_KEY"]
 
 PROVIDER_KEY = "agentloop.provider"
 """Assistant item metadata: the provider that answered (stamped by provider adapters)."""
 MODEL_KEY = "agentloop.model"
-"""Assistant item metadata: the model that answered."""
+"""Assistant item metadata: the model the request asked for."""
 RESPONSE_ID_KEY = "agentloop.response_id"
 """Assistant item metadata: the provider's response id."""
 
-# GenAI semantic-convention attribute names (opentelemetry-semantic-conventions 0.66b2).
-OPERATION = "gen_ai.operation.name"
-PROVIDER = "gen_ai.provider.name"
-SYSTEM = "gen_ai.system"
-REQUEST_MODEL = "gen_ai.request.model"
-RESPONSE_MODEL = "gen_ai.response.model"
-RESPONSE_ID = "gen_ai.response.id"
-FINISH_REASONS = "gen_ai.response.finish_reasons"
-INPUT_TOKENS = "gen_ai.usage.input_tokens"
-OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
-CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
-REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
-AGENT_NAME = "gen_ai.agent.name"
-CONVERSATION_ID = "gen_ai.conversation.id"
-TOOL_NAME = "gen_ai.tool.name"
-TOOL_CALL_ID = "gen_ai.tool.call.id"
-TOOL_TYPE = "gen_ai.tool.type"
-TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
-TOOL_RESULT = "gen_ai.tool.call.result"
-INPUT_MESSAGES = "gen_ai.input.messages"
-OUTPUT_MESSAGES = "gen_ai.output.messages"
-ERROR_TYPE = "error.type"
+RESPONSE_MODEL_KEY = "agentloop.response_model"
+"""Assistant item metadata: the model the response reported (e.g. a dated snapshot)."""
+
+# The attribute names, from the semantic-conventions package itself.
+OPERATION = gen_ai.GEN_AI_OPERATION_NAME
+PROVIDER = gen_ai.GEN_AI_PROVIDER_NAME
+REQUEST_MODEL = gen_ai.GEN_AI_REQUEST_MODEL
+RESPONSE_MODEL = gen_ai.GEN_AI_RESPONSE_MODEL
+RESPONSE_ID = gen_ai.GEN_AI_RESPONSE_ID
+FINISH_REASONS = gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+INPUT_TOKENS = gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+OUTPUT_TOKENS = gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+CACHE_READ_TOKENS = gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+CACHE_CREATION_TOKENS = gen_ai.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+REASONING_TOKENS = gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
+AGENT_NAME = gen_ai.GEN_AI_AGENT_NAME
+CONVERSATION_ID = gen_ai.GEN_AI_CONVERSATION_ID
+TOOL_NAME = gen_ai.GEN_AI_TOOL_NAME
+TOOL_DESCRIPTION = gen_ai.GEN_AI_TOOL_DESCRIPTION
+TOOL_CALL_ID = gen_ai.GEN_AI_TOOL_CALL_ID
+TOOL_TYPE = gen_ai.GEN_AI_TOOL_TYPE
+TOOL_ARGUMENTS = gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
+TOOL_RESULT = gen_ai.GEN_AI_TOOL_CALL_RESULT
+INPUT_MESSAGES = gen_ai.GEN_AI_INPUT_MESSAGES
+OUTPUT_MESSAGES = gen_ai.GEN_AI_OUTPUT_MESSAGES
+SERVER_ADDRESS = server_attributes.SERVER_ADDRESS
+SERVER_PORT = server_attributes.SERVER_PORT
+ERROR_TYPE = error_attributes.ERROR_TYPE
 
 _FINISH = {
     FinishReason.COMPLETED: "stop",
@@ -96,17 +105,24 @@ class _Session:
     model_wait_since: int | None = None  # ns: when the next model call could have begun
     tools: dict[str, Span] = attrs.field(factory=dict)
     seen: list[Item] = attrs.field(factory=list)  # for content capture
+    tool_descriptions: dict[str, str] = attrs.field(factory=dict)  # of the tools last offered
+    answer: ModelTurnResult | None = None  # the last model call's closing result
 
 
 class OtelObserver:
     """Emits GenAI semantic-convention spans for turns, model calls and tool calls.
 
-    Register it as both observers: ``OtelObserver().attach(builder)``, or
-    ``builder.observer(o).transcript_observer(o)``. ``provider`` and
-    ``model`` label chat spans when the assistant items carry no
-    ``agentloop.provider`` / ``agentloop.model`` metadata (adapters stamp
-    them). ``capture_content=True`` adds messages, tool arguments and tool
-    results (off by default: they may hold personal data).
+    Register it with ``OtelObserver().attach(builder)`` after ``.model(adapter)``:
+    it registers the observer for events and items and wraps the adapter to
+    read its labels (``provider_name``, ``model_name``, ``base_url``), the
+    tools each call offers and each call's closing ``ModelTurnResult``
+    (``model``, ``response_id``). Registered by hand
+    (``builder.observer(o).transcript_observer(o)``) it sees only what
+    HTTP adapters stamp on assistant items (``agentloop.provider``,
+    ``agentloop.model``, ``agentloop.response_model``,
+    ``agentloop.response_id``). ``provider`` and ``model`` override the
+    adapter's labels. ``capture_content=True`` adds messages, tool arguments
+    and tool results (off by default: they may hold personal data).
 
     Events do not carry their session id, so one observer follows the
     session it last saw start (``RunStarted`` / ``TurnStarted``): give each
@@ -131,10 +147,42 @@ class OtelObserver:
         self._clock = clock
         self._sessions: dict[str, _Session] = {}
         self._current: _Session | None = None
+        self._labels = AdapterLabels()
 
     def attach(self, builder: AgentBuilder) -> AgentBuilder:
-        """Register this observer on an ``AgentBuilder`` for events and items; returns it."""
+        """Register this observer on ``builder`` for events and items and watch its model.
+
+        Call it after ``builder.model(adapter)``: the adapter is wrapped (it
+        behaves as before) so its labels and answers reach the spans. Returns
+        the builder.
+        """
+        adapter = builder._model
+        if adapter is not None and not isinstance(adapter, WatchedModel):
+            self._labels = adapter_labels(adapter)
+            builder.model(WatchedModel(adapter, self))
         return builder.observer(self).transcript_observer(self)
+
+    @property
+    def _provider(self) -> str | None:
+        return self.provider or self._labels.provider
+
+    @property
+    def _model(self) -> str | None:
+        return self.model or self._labels.model
+
+    # -- the model seam (called by the watched adapter) --------------------------
+
+    def model_called(self, request: TurnRequest) -> None:
+        """Remember the descriptions of the tools a model call offers."""
+        session = self._session_named(request.session_id)
+        session.tool_descriptions = {
+            spec.name: spec.description for spec in request.available_tools if spec.description
+        }
+        session.answer = None
+
+    def model_answered(self, session_id: str, result: ModelTurnResult) -> None:
+        """Remember the call's result: the answering model and response id label its span."""
+        self._session_named(session_id).answer = result
 
     # -- events ----------------------------------------------------------------
 
@@ -203,10 +251,13 @@ class OtelObserver:
     # -- turns -----------------------------------------------------------------
 
     def _session(self, session_id: str) -> _Session:
+        self._current = session = self._session_named(session_id)
+        return session
+
+    def _session_named(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = _Session(session_id)
-        self._current = session
         return session
 
     def _turn_started(self, session: _Session, turn_id: str) -> None:
@@ -218,8 +269,10 @@ class OtelObserver:
             CONVERSATION_ID: session.session_id,
             "agentloop.turn.id": turn_id,
         }
-        if self.provider is not None:
-            attributes[PROVIDER] = self.provider
+        if self._provider is not None:
+            attributes[PROVIDER] = self._provider
+        if self._model is not None:
+            attributes[REQUEST_MODEL] = self._model
         session.turn = self.tracer.start_span(
             f"invoke_agent {self.agent_name}",
             context=otel_context.get_current(),
@@ -280,15 +333,19 @@ class OtelObserver:
         if session.chat is None:
             assert session.turn is not None
             attributes: dict[str, Any] = {OPERATION: "chat", CONVERSATION_ID: session.session_id}
-            if self.provider is not None:
-                attributes[PROVIDER] = attributes[SYSTEM] = self.provider
-            if self.model is not None:
-                attributes[REQUEST_MODEL] = self.model
+            if self._provider is not None:
+                attributes[PROVIDER] = self._provider
+            if self._model is not None:
+                attributes[REQUEST_MODEL] = self._model
+            if self._labels.server_address is not None:
+                attributes[SERVER_ADDRESS] = self._labels.server_address
+                if self._labels.server_port is not None:
+                    attributes[SERVER_PORT] = self._labels.server_port
             if self.capture_content:
                 attributes[INPUT_MESSAGES] = json_text([item_message(i) for i in session.seen])
             start = session.model_wait_since or self._clock()
             session.chat = self.tracer.start_span(
-                f"chat {self.model}" if self.model else "chat",
+                f"chat {self._model}" if self._model else "chat",
                 context=trace.set_span_in_context(session.turn),
                 kind=SpanKind.CLIENT,
                 attributes=attributes,
@@ -298,35 +355,27 @@ class OtelObserver:
 
     def _chat_finished(self, session: _Session, item: Item) -> None:
         chat = self._chat(session)
-        metadata = item.metadata
-        provider = metadata.get(PROVIDER_KEY) or self.provider
-        model = metadata.get(MODEL_KEY)
-        if provider:
-            chat.set_attribute(PROVIDER, str(provider))
-            chat.set_attribute(SYSTEM, str(provider))
-            if session.turn is not None:
-                session.turn.set_attribute(PROVIDER, str(provider))
-        if model:
-            chat.set_attribute(RESPONSE_MODEL, str(model))
-            if self.model is None:
-                chat.set_attribute(REQUEST_MODEL, str(model))
-                chat.update_name(f"chat {model}")
-        if metadata.get(RESPONSE_ID_KEY):
-            chat.set_attribute(RESPONSE_ID, str(metadata[RESPONSE_ID_KEY]))
+        self._label_answer(session, chat, item)
+        reason: str | None = None
         if item.finish_reason is not None:
             reason = _FINISH.get(item.finish_reason, item.finish_reason.value)
             chat.set_attribute(FINISH_REASONS, [reason])
-        elif metadata.get("agentloop.interrupted"):
-            chat.set_attribute(FINISH_REASONS, [FinishReason.CANCELLED.value])
+        elif item.metadata.get("agentloop.interrupted"):
+            reason = FinishReason.CANCELLED.value
+            chat.set_attribute(FINISH_REASONS, [reason])
             chat.set_attribute(ERROR_TYPE, "cancelled")
         if item.usage is not None:
             _set_usage(chat, item.usage)
         if self.capture_content:
-            chat.set_attribute(OUTPUT_MESSAGES, json_text([item_message(item)]))
+            message = item_message(item)
+            if reason is not None:
+                message["finish_reason"] = reason
+            chat.set_attribute(OUTPUT_MESSAGES, json_text([message]))
         now = self._clock()
         chat.end(end_time=now)
         session.chat = None
         session.model_wait_since = None
+        session.answer = None
         assert session.turn is not None
         for call in item.tool_calls():
             attributes: dict[str, Any] = {
@@ -335,6 +384,9 @@ class OtelObserver:
                 TOOL_CALL_ID: call.id,
                 TOOL_TYPE: "function",
             }
+            description = session.tool_descriptions.get(call.name)
+            if description is not None:
+                attributes[TOOL_DESCRIPTION] = description
             if self.capture_content:
                 attributes[TOOL_ARGUMENTS] = json_text(call.input)
             session.tools[call.id] = self.tracer.start_span(
@@ -344,6 +396,27 @@ class OtelObserver:
                 attributes=attributes,
                 start_time=now,
             )
+
+    def _label_answer(self, session: _Session, chat: Span, item: Item) -> None:
+        """Provider, requested and answering model and response id: stamped metadata
+        first, then the call's ``ModelTurnResult``, then the adapter's labels."""
+        metadata = item.metadata
+        answer = session.answer
+        provider = _text(metadata.get(PROVIDER_KEY)) or self._provider
+        if provider:
+            chat.set_attribute(PROVIDER, provider)
+            if session.turn is not None:
+                session.turn.set_attribute(PROVIDER, provider)
+        requested = _text(metadata.get(MODEL_KEY))
+        if requested and self.model is None:
+            chat.set_attribute(REQUEST_MODEL, requested)
+            chat.update_name(f"chat {requested}")
+        answered = _text(metadata.get(RESPONSE_MODEL_KEY)) or _text(answer and answer.model)
+        if answered:
+            chat.set_attribute(RESPONSE_MODEL, answered)
+        response_id = _text(metadata.get(RESPONSE_ID_KEY)) or _text(answer and answer.response_id)
+        if response_id:
+            chat.set_attribute(RESPONSE_ID, response_id)
 
     # -- tool calls ------------------------------------------------------------
 
@@ -385,6 +458,11 @@ def _set_usage(span: Span, usage: Usage) -> None:
 def _fail(span: Span, error_type: str, message: str) -> None:
     span.set_attribute(ERROR_TYPE, error_type)
     span.set_status(Status(StatusCode.ERROR, message))
+
+
+def _text(value: Any) -> str | None:
+    """``value`` if it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
 
 
 def _short(output: Any) -> str:

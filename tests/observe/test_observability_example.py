@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = """\
-invoke_agent notes-agent  provider.name=scripted usage.input_tokens=240 usage.output_tokens=60 usage.cache_read.input_tokens=200
+invoke_agent notes-agent  provider.name=scripted request.model=demo-1 usage.input_tokens=240 usage.output_tokens=60 usage.cache_read.input_tokens=200
   chat demo-1  provider.name=scripted request.model=demo-1 response.finish_reasons=tool_call usage.input_tokens=120 usage.output_tokens=30 usage.cache_read.input_tokens=100
   execute_tool add  tool.call.id=call-1
     * agentloop.tool.started

@@ -8,6 +8,8 @@ from typing import Any
 import anyio
 import pytest
 from opentelemetry import trace
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes import error_attributes as error
 from otel_support import pipeline, tree
 
 import agentloop as al
@@ -55,13 +57,14 @@ class AskForReads:
 
 
 def stamped(reply_text: str) -> Reply:
-    """A reply whose assistant item carries the metadata provider adapters stamp."""
+    """A reply whose assistant item carries the metadata HTTP provider adapters stamp."""
     item = al.Item(
         al.ItemKind.ASSISTANT,
         (al.TextPart(reply_text),),
         metadata={
             "agentloop.provider": "anthropic",
-            "agentloop.model": "claude-x-2026",
+            "agentloop.model": "claude-x",
+            "agentloop.response_model": "claude-x-20261201",
             "agentloop.response_id": "msg_01",
         },
     )
@@ -78,21 +81,19 @@ def agent(model: al.ScriptedModel, observer: OtelObserver, **extra: Any) -> al.A
 
 
 def chat(name: str, extra: dict[str, Any], status: str = "UNSET") -> Any:
-    attributes = {"gen_ai.operation.name": "chat", "gen_ai.conversation.id": "s1"}
+    attributes = {gen_ai.GEN_AI_OPERATION_NAME: "chat", gen_ai.GEN_AI_CONVERSATION_ID: "s1"}
     attributes.update(extra)
     return (name, attributes, [], status, [])
 
 
-CONFIGURED = {
-    "gen_ai.provider.name": "scripted",
-    "gen_ai.system": "scripted",
-    "gen_ai.request.model": "script-1",
-}
+CONFIGURED = {gen_ai.GEN_AI_PROVIDER_NAME: "scripted", gen_ai.GEN_AI_REQUEST_MODEL: "script-1"}
+ADAPTER = {gen_ai.GEN_AI_PROVIDER_NAME: "scripted", gen_ai.GEN_AI_REQUEST_MODEL: "scripted-model"}
+"""What a ScriptedModel declares (``provider_name``, ``model_name``), read by ``attach``."""
 TOKENS = {
-    "gen_ai.usage.input_tokens": 100,
-    "gen_ai.usage.output_tokens": 20,
-    "gen_ai.usage.cache_read.input_tokens": 60,
-    "gen_ai.usage.reasoning.output_tokens": 5,
+    gen_ai.GEN_AI_USAGE_INPUT_TOKENS: 100,
+    gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: 20,
+    gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 60,
+    gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 5,
 }
 
 
@@ -121,51 +122,68 @@ async def test_span_tree_of_a_tool_round_an_approval_and_failures() -> None:
     assert isinstance(failed, al.Finished)
     assert failed.result.finish_reason is al.FinishReason.ERROR
 
-    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.type": "function"}
+    tool = {gen_ai.GEN_AI_OPERATION_NAME: "execute_tool", gen_ai.GEN_AI_TOOL_TYPE: "function"}
     assert tree(exporter.get_finished_spans()) == [
         (
             "invoke_agent helper",
             {
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": "helper",
-                "gen_ai.conversation.id": "s1",
+                gen_ai.GEN_AI_OPERATION_NAME: "invoke_agent",
+                gen_ai.GEN_AI_AGENT_NAME: "helper",
+                gen_ai.GEN_AI_CONVERSATION_ID: "s1",
                 "agentloop.turn.id": "turn-1",
-                "gen_ai.provider.name": "anthropic",
+                gen_ai.GEN_AI_REQUEST_MODEL: "script-1",
+                gen_ai.GEN_AI_PROVIDER_NAME: "anthropic",
                 "agentloop.finish_reason": "completed",
-                "gen_ai.usage.input_tokens": 200,
-                "gen_ai.usage.output_tokens": 40,
-                "gen_ai.usage.cache_read.input_tokens": 120,
-                "gen_ai.usage.reasoning.output_tokens": 10,
+                gen_ai.GEN_AI_USAGE_INPUT_TOKENS: 200,
+                gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: 40,
+                gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 120,
+                gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 10,
             },
             [],
             "UNSET",
             [
                 chat(
                     "chat script-1",
-                    {**CONFIGURED, **TOKENS, "gen_ai.response.finish_reasons": ("tool_call",)},
+                    {**CONFIGURED, **TOKENS, gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_call",)},
                 ),
                 (
                     "execute_tool add",
-                    {**tool, "gen_ai.tool.name": "add", "gen_ai.tool.call.id": "c1",
-                     "agentloop.tool.outcome": "completed"},
+                    {
+                        **tool,
+                        gen_ai.GEN_AI_TOOL_NAME: "add",
+                        gen_ai.GEN_AI_TOOL_CALL_ID: "c1",
+                        gen_ai.GEN_AI_TOOL_DESCRIPTION: "Add two integers.",
+                        "agentloop.tool.outcome": "completed",
+                    },
                     [("agentloop.tool.started", {})],
                     "UNSET",
                     [],
                 ),
                 (
                     "execute_tool read_note",
-                    {**tool, "gen_ai.tool.name": "read_note", "gen_ai.tool.call.id": "c2",
-                     "agentloop.tool.outcome": "completed"},
+                    {
+                        **tool,
+                        gen_ai.GEN_AI_TOOL_NAME: "read_note",
+                        gen_ai.GEN_AI_TOOL_CALL_ID: "c2",
+                        gen_ai.GEN_AI_TOOL_DESCRIPTION: "Read a note.",
+                        "agentloop.tool.outcome": "completed",
+                    },
                     [
-                        ("agentloop.approval.required", {
-                            "agentloop.approval.kind": "filesystem.read",
-                            "agentloop.approval.reason": "sensitive_path",
-                            "agentloop.approval.summary": "Read /notes/todo",
-                        }),
-                        ("agentloop.approval.resolved", {
-                            "agentloop.approval.approved": True,
-                            "agentloop.approval.patched": False,
-                        }),
+                        (
+                            "agentloop.approval.required",
+                            {
+                                "agentloop.approval.kind": "filesystem.read",
+                                "agentloop.approval.reason": "sensitive_path",
+                                "agentloop.approval.summary": "Read /notes/todo",
+                            },
+                        ),
+                        (
+                            "agentloop.approval.resolved",
+                            {
+                                "agentloop.approval.approved": True,
+                                "agentloop.approval.patched": False,
+                            },
+                        ),
                         ("agentloop.tool.started", {}),
                     ],
                     "UNSET",
@@ -173,8 +191,14 @@ async def test_span_tree_of_a_tool_round_an_approval_and_failures() -> None:
                 ),
                 (
                     "execute_tool boom",
-                    {**tool, "gen_ai.tool.name": "boom", "gen_ai.tool.call.id": "c3",
-                     "agentloop.tool.outcome": "failed", "error.type": "failed"},
+                    {
+                        **tool,
+                        gen_ai.GEN_AI_TOOL_NAME: "boom",
+                        gen_ai.GEN_AI_TOOL_CALL_ID: "c3",
+                        gen_ai.GEN_AI_TOOL_DESCRIPTION: "Always fails.",
+                        "agentloop.tool.outcome": "failed",
+                        error.ERROR_TYPE: "failed",
+                    },
                     [("agentloop.tool.started", {})],
                     "ERROR",
                     [],
@@ -184,11 +208,10 @@ async def test_span_tree_of_a_tool_round_an_approval_and_failures() -> None:
                     {
                         **CONFIGURED,
                         **TOKENS,
-                        "gen_ai.provider.name": "anthropic",
-                        "gen_ai.system": "anthropic",
-                        "gen_ai.response.model": "claude-x-2026",
-                        "gen_ai.response.id": "msg_01",
-                        "gen_ai.response.finish_reasons": ("stop",),
+                        gen_ai.GEN_AI_PROVIDER_NAME: "anthropic",
+                        gen_ai.GEN_AI_RESPONSE_MODEL: "claude-x-20261201",
+                        gen_ai.GEN_AI_RESPONSE_ID: "msg_01",
+                        gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: ("stop",),
                     },
                 ),
             ],
@@ -196,18 +219,19 @@ async def test_span_tree_of_a_tool_round_an_approval_and_failures() -> None:
         (
             "invoke_agent helper",
             {
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": "helper",
-                "gen_ai.conversation.id": "s1",
+                gen_ai.GEN_AI_OPERATION_NAME: "invoke_agent",
+                gen_ai.GEN_AI_AGENT_NAME: "helper",
+                gen_ai.GEN_AI_CONVERSATION_ID: "s1",
                 "agentloop.turn.id": "turn-2",
-                "gen_ai.provider.name": "scripted",
-                "error.type": "ProviderError",
+                gen_ai.GEN_AI_PROVIDER_NAME: "scripted",
+                gen_ai.GEN_AI_REQUEST_MODEL: "script-1",
+                error.ERROR_TYPE: "ProviderError",
             },
             [],
             "ERROR",
-            [chat("chat script-1", {**CONFIGURED, "error.type": "ProviderError"}, "ERROR")],
+            [chat("chat script-1", {**CONFIGURED, error.ERROR_TYPE: "ProviderError"}, "ERROR")],
         ),
-    ]  # fmt: skip
+    ]
     spans = {span.name: span for span in exporter.get_finished_spans()}
     assert spans["execute_tool boom"].status.description == (
         "tool 'boom' failed: RuntimeError: kaput"
@@ -276,8 +300,9 @@ async def test_cancelled_model_call_and_cancelled_tool_call() -> None:
     step = await interrupt_when(driver, controller, blocking.entered)
     assert isinstance(step, al.Finished)
 
-    turn = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "agentloop",
-            "gen_ai.conversation.id": "s1", "agentloop.finish_reason": "cancelled"}  # fmt: skip
+    turn = {gen_ai.GEN_AI_OPERATION_NAME: "invoke_agent", gen_ai.GEN_AI_AGENT_NAME: "agentloop",
+            gen_ai.GEN_AI_CONVERSATION_ID: "s1", "agentloop.finish_reason": "cancelled",
+            **ADAPTER}  # fmt: skip
     assert tree(exporter.get_finished_spans()) == [
         (
             "invoke_agent agentloop",
@@ -286,9 +311,14 @@ async def test_cancelled_model_call_and_cancelled_tool_call() -> None:
             "UNSET",
             [
                 (
-                    "chat",
-                    {"gen_ai.operation.name": "chat", "gen_ai.conversation.id": "s1",
-                     "gen_ai.response.finish_reasons": ("cancelled",), "error.type": "cancelled"},
+                    "chat scripted-model",
+                    {
+                        gen_ai.GEN_AI_OPERATION_NAME: "chat",
+                        gen_ai.GEN_AI_CONVERSATION_ID: "s1",
+                        **ADAPTER,
+                        gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: ("cancelled",),
+                        error.ERROR_TYPE: "cancelled",
+                    },
                     [],
                     "UNSET",
                     [],
@@ -301,19 +331,28 @@ async def test_cancelled_model_call_and_cancelled_tool_call() -> None:
             [],
             "UNSET",
             [
-                chat("chat", {"gen_ai.response.finish_reasons": ("tool_call",)}),
+                chat(
+                    "chat scripted-model",
+                    {**ADAPTER, gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_call",)},
+                ),
                 (
                     "execute_tool wait",
-                    {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.type": "function",
-                     "gen_ai.tool.name": "wait", "gen_ai.tool.call.id": "w1",
-                     "agentloop.tool.outcome": "cancelled", "error.type": "cancelled"},
+                    {
+                        gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
+                        gen_ai.GEN_AI_TOOL_TYPE: "function",
+                        gen_ai.GEN_AI_TOOL_NAME: "wait",
+                        gen_ai.GEN_AI_TOOL_CALL_ID: "w1",
+                        gen_ai.GEN_AI_TOOL_DESCRIPTION: "Wait forever.",
+                        "agentloop.tool.outcome": "cancelled",
+                        error.ERROR_TYPE: "cancelled",
+                    },
                     [("agentloop.tool.started", {})],
                     "ERROR",
                     [],
                 ),
             ],
         ),
-    ]  # fmt: skip
+    ]
 
 
 async def test_host_span_parents_turns_and_tool_tasks_keep_their_parents() -> None:
@@ -353,12 +392,21 @@ async def test_host_span_parents_turns_and_tool_tasks_keep_their_parents() -> No
     assert [names(root) for root in tree(exporter.get_finished_spans())] == [
         (
             "host request",
-            [("invoke_agent agentloop", [("chat m", []), ("execute_tool add", []),
-                                         ("execute_tool add", []), ("chat m", [])])],
+            [
+                (
+                    "invoke_agent agentloop",
+                    [
+                        ("chat m", []),
+                        ("execute_tool add", []),
+                        ("execute_tool add", []),
+                        ("chat m", []),
+                    ],
+                )
+            ],
         )
-    ]  # fmt: skip
+    ]
     tool_spans = [s for s in exporter.get_finished_spans() if s.name == "execute_tool add"]
-    assert sorted(s.attributes["gen_ai.tool.call.id"] for s in tool_spans) == ["c1", "c2"]  # type: ignore[index]
+    assert sorted(s.attributes[gen_ai.GEN_AI_TOOL_CALL_ID] for s in tool_spans) == ["c1", "c2"]  # type: ignore[index]
 
 
 async def test_content_is_captured_only_when_asked() -> None:
@@ -372,8 +420,8 @@ async def test_content_is_captured_only_when_asked() -> None:
             key
             for span in exporter.get_finished_spans()
             for key in (span.attributes or {})
-            if key in {"gen_ai.input.messages", "gen_ai.output.messages",
-                       "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"}
+            if key in {gen_ai.GEN_AI_INPUT_MESSAGES, gen_ai.GEN_AI_OUTPUT_MESSAGES,
+                       gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS, gen_ai.GEN_AI_TOOL_CALL_RESULT}
         }  # fmt: skip
         if not capture:
             assert content_keys == set()
@@ -382,46 +430,56 @@ async def test_content_is_captured_only_when_asked() -> None:
         chats = [
             attributes
             for (name, _), attributes in sorted(spans.items(), key=lambda kv: kv[0][1] or 0)
-            if name == "chat"
+            if name == "chat scripted-model"
         ]
         tool = next(a for (name, _), a in spans.items() if name == "execute_tool add")
-        assert tool["gen_ai.tool.call.arguments"] == '{"a":1,"b":2}'
-        assert tool["gen_ai.tool.call.result"] == '"3"'
-        assert chats[0]["gen_ai.input.messages"] == (
+        assert tool[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS] == '{"a":1,"b":2}'
+        assert tool[gen_ai.GEN_AI_TOOL_CALL_RESULT] == '"3"'
+        assert chats[0][gen_ai.GEN_AI_INPUT_MESSAGES] == (
             '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]'
         )
-        assert chats[0]["gen_ai.output.messages"] == (
+        assert chats[0][gen_ai.GEN_AI_OUTPUT_MESSAGES] == (
             '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"add",'
-            '"arguments":{"a":1,"b":2}}]}]'
+            '"arguments":{"a":1,"b":2}}],"finish_reason":"tool_call"}]'
         )
-        assert chats[1]["gen_ai.output.messages"] == (
-            '[{"role":"assistant","parts":[{"type":"text","content":"3!"}]}]'
+        assert chats[1][gen_ai.GEN_AI_OUTPUT_MESSAGES] == (
+            '[{"role":"assistant","parts":[{"type":"text","content":"3!"}],"finish_reason":"stop"}]'
         )
         assert '"type":"tool_call_response","id":"c1","response":"3"' in str(
-            chats[1]["gen_ai.input.messages"]
+            chats[1][gen_ai.GEN_AI_INPUT_MESSAGES]
         )
 
 
-def test_attribute_names_are_the_semantic_conventions() -> None:
-    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+def test_attribute_names_are_the_semantic_conventions_packages() -> None:
+    from opentelemetry.semconv.attributes import server_attributes as server
 
     from agentloop.observe import _otel
 
-    for name in ("OPERATION_NAME", "PROVIDER_NAME", "SYSTEM", "REQUEST_MODEL", "RESPONSE_MODEL",
-                 "RESPONSE_ID", "RESPONSE_FINISH_REASONS", "USAGE_INPUT_TOKENS",
-                 "USAGE_OUTPUT_TOKENS", "USAGE_CACHE_READ_INPUT_TOKENS",
-                 "USAGE_CACHE_CREATION_INPUT_TOKENS", "USAGE_REASONING_OUTPUT_TOKENS",
-                 "AGENT_NAME", "CONVERSATION_ID", "TOOL_NAME", "TOOL_CALL_ID", "TOOL_TYPE",
-                 "TOOL_CALL_ARGUMENTS", "TOOL_CALL_RESULT", "INPUT_MESSAGES",
-                 "OUTPUT_MESSAGES"):  # fmt: skip
-        ours = {
-            "OPERATION_NAME": "OPERATION", "PROVIDER_NAME": "PROVIDER",
-            "RESPONSE_FINISH_REASONS": "FINISH_REASONS", "USAGE_INPUT_TOKENS": "INPUT_TOKENS",
-            "USAGE_OUTPUT_TOKENS": "OUTPUT_TOKENS",
-            "USAGE_CACHE_READ_INPUT_TOKENS": "CACHE_READ_TOKENS",
-            "USAGE_CACHE_CREATION_INPUT_TOKENS": "CACHE_CREATION_TOKENS",
-            "USAGE_REASONING_OUTPUT_TOKENS": "REASONING_TOKENS",
-            "TOOL_CALL_ARGUMENTS": "TOOL_ARGUMENTS",
-            "TOOL_CALL_RESULT": "TOOL_RESULT",
-        }.get(name, name)  # fmt: skip
-        assert getattr(_otel, ours) == getattr(gen_ai, "GEN_AI_" + name), name
+    pairs = [
+        (_otel.OPERATION, gen_ai.GEN_AI_OPERATION_NAME),
+        (_otel.PROVIDER, gen_ai.GEN_AI_PROVIDER_NAME),
+        (_otel.REQUEST_MODEL, gen_ai.GEN_AI_REQUEST_MODEL),
+        (_otel.RESPONSE_MODEL, gen_ai.GEN_AI_RESPONSE_MODEL),
+        (_otel.RESPONSE_ID, gen_ai.GEN_AI_RESPONSE_ID),
+        (_otel.FINISH_REASONS, gen_ai.GEN_AI_RESPONSE_FINISH_REASONS),
+        (_otel.INPUT_TOKENS, gen_ai.GEN_AI_USAGE_INPUT_TOKENS),
+        (_otel.OUTPUT_TOKENS, gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS),
+        (_otel.CACHE_READ_TOKENS, gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        (_otel.CACHE_CREATION_TOKENS, gen_ai.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+        (_otel.REASONING_TOKENS, gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+        (_otel.AGENT_NAME, gen_ai.GEN_AI_AGENT_NAME),
+        (_otel.CONVERSATION_ID, gen_ai.GEN_AI_CONVERSATION_ID),
+        (_otel.TOOL_NAME, gen_ai.GEN_AI_TOOL_NAME),
+        (_otel.TOOL_DESCRIPTION, gen_ai.GEN_AI_TOOL_DESCRIPTION),
+        (_otel.TOOL_CALL_ID, gen_ai.GEN_AI_TOOL_CALL_ID),
+        (_otel.TOOL_TYPE, gen_ai.GEN_AI_TOOL_TYPE),
+        (_otel.TOOL_ARGUMENTS, gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS),
+        (_otel.TOOL_RESULT, gen_ai.GEN_AI_TOOL_CALL_RESULT),
+        (_otel.INPUT_MESSAGES, gen_ai.GEN_AI_INPUT_MESSAGES),
+        (_otel.OUTPUT_MESSAGES, gen_ai.GEN_AI_OUTPUT_MESSAGES),
+        (_otel.SERVER_ADDRESS, server.SERVER_ADDRESS),
+        (_otel.SERVER_PORT, server.SERVER_PORT),
+        (_otel.ERROR_TYPE, error.ERROR_TYPE),
+    ]
+    assert [ours for ours, _ in pairs] == [theirs for _, theirs in pairs]
+    assert not hasattr(_otel, "SYSTEM")  # the deprecated gen_ai.system is not set
