@@ -27,6 +27,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ge
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
+from ..core._errors import InvalidStateError
 from ..core._items import FinishReason, Item, ItemKind, ToolResultPart, Usage, result_outcome
 from ..loop._agent import AgentBuilder
 from ..loop._events import (
@@ -152,12 +153,17 @@ class OtelObserver:
     def attach(self, builder: AgentBuilder) -> AgentBuilder:
         """Register this observer on ``builder`` for events and items and watch its model.
 
-        Call it after ``builder.model(adapter)``: the adapter is wrapped (it
-        behaves as before) so its labels and answers reach the spans. Returns
-        the builder.
+        Call it after ``builder.model(adapter)`` (``InvalidStateError`` before):
+        the adapter is wrapped (it behaves as before) so its labels and answers
+        reach the spans. Returns the builder.
         """
         adapter = builder._model
-        if adapter is not None and not isinstance(adapter, WatchedModel):
+        if adapter is None:
+            raise InvalidStateError(
+                "cannot attach OtelObserver: the builder has no model adapter yet; call "
+                ".model(adapter) first, then attach(builder)"
+            )
+        if not isinstance(adapter, WatchedModel):
             self._labels = adapter_labels(adapter)
             builder.model(WatchedModel(adapter, self))
         return builder.observer(self).transcript_observer(self)
