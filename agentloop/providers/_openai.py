@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from ..core._errors import InvalidInputError, ProviderError, ProviderErrorKind
-from ..core._items import FinishReason, Usage
+from ..core._items import FinishReason, PartKind, Usage
 from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, TurnRequest
 from ._accumulator import StreamAccumulator
@@ -29,6 +29,9 @@ from ._config import (
     resolve_api_key,
 )
 from ._openai_render import (
+    GOOGLE_SIGNATURE_KEY,
+    REASONING_FORMAT_KEY,
+    REASONING_SIGNATURE_KEY,
     cache_fields,
     check_tool_choice,
     merge_same_role,
@@ -269,25 +272,53 @@ class OpenAIStreamTranslator:
         )
         if reasoning:
             events.extend(accumulator.reasoning("reasoning", reasoning))
+        events.extend(self._reasoning_signatures(delta, where))
         content = get_str(delta, "content", where, _P)
         if content:
             events.extend(accumulator.text("content", content))
+        signature = _google_signature(delta, where)
+        if signature:
+            key = "reasoning" if accumulator.is_open("reasoning") else "content"
+            kind = PartKind.REASONING if key == "reasoning" else PartKind.TEXT
+            events.extend(accumulator.begin(key, kind))
+            accumulator.update_metadata(key, {GOOGLE_SIGNATURE_KEY: signature})
         for position, call in enumerate(get_list(delta, "tool_calls", where, _P)):
             call_where = f"{where}.tool_calls[{position}]"
             call = require_mapping(call, call_where, _P)
             function = get_mapping(call, "function", call_where, _P)
+            key = f"tool-{get_index(call, 'index', call_where, _P, default=position)}"
             events.extend(
                 accumulator.tool_call(
-                    f"tool-{get_index(call, 'index', call_where, _P, default=position)}",
+                    key,
                     id=get_str(call, "id", call_where, _P),
                     name=get_str(function, "name", f"{call_where}.function", _P),
                     arguments=_arguments(function, f"{call_where}.function"),
                 )
             )
+            signature = _google_signature(call, call_where)
+            if signature:
+                accumulator.update_metadata(key, {GOOGLE_SIGNATURE_KEY: signature})
         reason = get_str(choice, "finish_reason", where.removesuffix(".delta"), _P)
         if reason:
             self._finish = reason
             events.extend(accumulator.commit_all())
+        return events
+
+    def _reasoning_signatures(self, delta: dict[str, Any], where: str) -> list[ModelEvent]:
+        """Keep ``reasoning_details[].signature`` (and ``format``) on the reasoning part."""
+        events: list[ModelEvent] = []
+        for position, detail in enumerate(get_list(delta, "reasoning_details", where, _P)):
+            detail_where = f"{where}.reasoning_details[{position}]"
+            detail = require_mapping(detail, detail_where, _P)
+            signature = get_str(detail, "signature", detail_where, _P)
+            if not signature:
+                continue
+            metadata = {REASONING_SIGNATURE_KEY: signature}
+            format_ = get_str(detail, "format", detail_where, _P)
+            if format_:
+                metadata[REASONING_FORMAT_KEY] = format_
+            events.extend(self._accumulator.begin("reasoning", PartKind.REASONING))
+            self._accumulator.update_metadata("reasoning", metadata)
         return events
 
     def finish(self) -> list[ModelEvent]:
@@ -361,6 +392,13 @@ def _choice_as_delta(value: Any, position: int) -> dict[str, Any]:
         "delta": message,
         "finish_reason": choice.get("finish_reason"),
     }
+
+
+def _google_signature(value: dict[str, Any], where: str) -> str | None:
+    """``extra_content.google.thought_signature`` of a delta or a tool call, if any."""
+    extra = get_mapping(value, "extra_content", where, _P)
+    google = get_mapping(extra, "google", f"{where}.extra_content", _P)
+    return get_str(google, "thought_signature", f"{where}.extra_content.google", _P)
 
 
 def _arguments(function: dict[str, Any], where: str) -> str:

@@ -36,6 +36,9 @@ from ._render import (
 )
 
 __all__ = [
+    "GOOGLE_SIGNATURE_KEY",
+    "REASONING_FORMAT_KEY",
+    "REASONING_SIGNATURE_KEY",
     "TOOL_CHOICE_MODES",
     "cache_fields",
     "check_tool_choice",
@@ -46,6 +49,12 @@ __all__ = [
 ]
 
 TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
+REASONING_SIGNATURE_KEY = "openai.reasoning_signature"
+"""ReasoningPart metadata: ``delta.reasoning_details[].signature`` (OpenRouter)."""
+REASONING_FORMAT_KEY = "openai.reasoning_format"
+"""ReasoningPart metadata: that detail's ``format`` (e.g. ``anthropic-claude-v1``)."""
+GOOGLE_SIGNATURE_KEY = "openai.google_thought_signature"
+"""Part metadata: ``extra_content.google.thought_signature`` (Gemini's OpenAI endpoint)."""
 _MERGEABLE_ROLES = frozenset({"system", "developer", "user", "assistant"})
 
 
@@ -90,8 +99,9 @@ def merge_same_role(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             merged.append(dict(message))
             continue
         previous["content"] = _join_content(previous["content"], message["content"])
-        if message.get("tool_calls"):
-            previous["tool_calls"] = [*previous.get("tool_calls", ()), *message["tool_calls"]]
+        for field in ("tool_calls", "reasoning_details"):
+            if message.get(field):
+                previous[field] = [*previous.get(field, ()), *message[field]]
     return merged
 
 
@@ -201,22 +211,54 @@ def _assistant_message(index: int, item: Item, wire_ids: dict[str, str]) -> list
     for part in item.parts:
         if isinstance(part, ToolCallPart):
             wire_ids[part.id] = call_wire_id(part)
-            calls.append(
-                {
-                    "id": wire_ids[part.id],
-                    "type": "function",
-                    "function": {"name": part.name, "arguments": raw_arguments(part)},
-                }
-            )
+            call: dict[str, Any] = {
+                "id": wire_ids[part.id],
+                "type": "function",
+                "function": {"name": part.name, "arguments": raw_arguments(part)},
+            }
+            calls.append(_with_google_signature(call, part.metadata))
         elif not isinstance(part, TextPart | StructuredPart | ReasoningPart):
             raise unsupported_part("OpenAI", item, index, part)
     text = "\n".join(text_parts(item.parts))
-    if not text and not calls:
+    details = _reasoning_details(item)
+    if not text and not calls and not details:
         return []
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         message["tool_calls"] = calls
+    if details:
+        message["reasoning_details"] = details
+    for part in item.parts:
+        if isinstance(part, TextPart | ReasoningPart) and "extra_content" not in message:
+            _with_google_signature(message, part.metadata)
     return [message]
+
+
+def _with_google_signature(target: dict[str, Any], metadata: Any) -> dict[str, Any]:
+    """``target`` with ``extra_content.google.thought_signature`` if ``metadata`` holds one."""
+    signature = metadata.get(GOOGLE_SIGNATURE_KEY)
+    if isinstance(signature, str) and signature:
+        target["extra_content"] = {"google": {"thought_signature": signature}}
+    return target
+
+
+def _reasoning_details(item: Item) -> list[dict[str, Any]]:
+    """OpenRouter's ``reasoning_details`` for the item's signed reasoning parts."""
+    details: list[dict[str, Any]] = []
+    for part in item.parts:
+        if not isinstance(part, ReasoningPart):
+            continue
+        signature = part.metadata.get(REASONING_SIGNATURE_KEY)
+        if not isinstance(signature, str) or not signature:
+            continue  # unsigned reasoning is not sent back
+        detail: dict[str, Any] = {"type": "reasoning.text", "text": part.text}
+        detail["signature"] = signature
+        format_ = part.metadata.get(REASONING_FORMAT_KEY)
+        if isinstance(format_, str) and format_:
+            detail["format"] = format_
+        detail["index"] = len(details)
+        details.append(detail)
+    return details
 
 
 def _tool_messages(index: int, item: Item, wire_ids: dict[str, str]) -> list[dict[str, Any]]:
