@@ -16,7 +16,10 @@ from ._sse import ServerSentEvent, parse_json_data
 from ._transport import PROVIDER_FINISH_KEY, compact_json
 from ._wire import get_index, get_mapping, get_str, malformed, require_mapping, usage_count
 
-__all__ = ["AnthropicStreamTranslator"]
+__all__ = ["DELTAS_KEY", "AnthropicStreamTranslator"]
+
+DELTAS_KEY = "anthropic.deltas"
+"""CustomPart metadata: the deltas of an unknown block that could not be folded into it."""
 
 _P = "Anthropic"
 _USAGE_FIELDS = (
@@ -47,7 +50,7 @@ class AnthropicStreamTranslator:
         self._response_id: str | None = None
         self._usage: dict[str, int] = {}
         self._signatures: dict[str, str] = {}
-        self._custom: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        self._custom: dict[str, _CustomBlock] = {}
 
     @property
     def done(self) -> bool:
@@ -103,7 +106,7 @@ class AnthropicStreamTranslator:
                 name=get_str(block, "name", where, _P),
                 arguments=arguments,
             )
-        self._custom[key] = (dict(block), [])
+        self._custom[key] = _CustomBlock(dict(block))
         return []
 
     def _block_delta(self, payload: dict[str, Any]) -> list[ModelEvent]:
@@ -113,8 +116,7 @@ class AnthropicStreamTranslator:
         kind = get_str(delta, "type", where, _P)
         accumulator = self._accumulator
         if key in self._custom:
-            if kind == "input_json_delta":
-                self._custom[key][1].append(get_str(delta, "partial_json", where, _P) or "")
+            self._custom[key].add(delta, kind, where)
             return []
         if kind == "text_delta":
             return accumulator.text(key, get_str(delta, "text", where, _P) or "")
@@ -131,11 +133,7 @@ class AnthropicStreamTranslator:
     def _block_stop(self, payload: dict[str, Any]) -> list[ModelEvent]:
         key = f"block-{get_index(payload, 'index', 'content_block_stop', _P)}"
         if key in self._custom:
-            block, chunks = self._custom.pop(key)
-            if chunks:
-                block["input"] = _json_or_text("".join(chunks))
-            kind = f"anthropic.{block.get('type', 'block')}"
-            return self._accumulator.complete_part(key, CustomPart(kind, block))
+            return self._accumulator.complete_part(key, self._custom.pop(key).part())
         return self._accumulator.commit(key)
 
     def _message_delta(self, payload: dict[str, Any]) -> list[ModelEvent]:
@@ -198,6 +196,45 @@ class AnthropicStreamTranslator:
     def cancel(self) -> list[ModelEvent]:
         """A cancelled result keeping the text so far."""
         return self._accumulator.cancelled(model=self._model, response_id=self._response_id)
+
+
+class _CustomBlock:
+    """A content block of a type agentloop does not model, and every delta it got.
+
+    ``input_json_delta`` pieces become the block's ``input``; each string field
+    of another delta (``compaction_delta``'s ``content``, a ``text_delta``'s
+    ``text``) is appended to the block's field of that name, so the finished
+    block can be sent back as it was streamed; deltas whose fields cannot be
+    folded in (not text, or the block holds a non-string there) are kept whole
+    in the part's metadata (``anthropic.deltas``), never dropped.
+    """
+
+    def __init__(self, block: dict[str, Any]) -> None:
+        self.block = block
+        self.json_chunks: list[str] = []
+        self.unfolded: list[dict[str, Any]] = []
+
+    def add(self, delta: dict[str, Any], kind: str | None, where: str) -> None:
+        if kind == "input_json_delta":
+            self.json_chunks.append(get_str(delta, "partial_json", where, _P) or "")
+            return
+        fields = {name: value for name, value in delta.items() if name != "type"}
+        if fields and all(
+            isinstance(value, str) and isinstance(self.block.get(name, ""), str | None)
+            for name, value in fields.items()
+        ):
+            for name, value in fields.items():
+                self.block[name] = (self.block.get(name) or "") + value
+        elif fields:
+            self.unfolded.append(dict(delta))
+
+    def part(self) -> CustomPart:
+        block = self.block
+        if self.json_chunks:
+            block["input"] = _json_or_text("".join(self.json_chunks))
+        kind = f"anthropic.{block.get('type', 'block')}"
+        metadata = {DELTAS_KEY: list(self.unfolded)} if self.unfolded else {}
+        return CustomPart(kind, block, metadata=metadata)
 
 
 def _json_or_text(text: str) -> Any:
