@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import hypothesis
@@ -107,6 +107,17 @@ class Sleep:
         return f"slept:{request.call_id}"
 
 
+class FarFromTheDetachLimit(Sleep):
+    """Sleeps no time or 250 ms, never near ``AsyncDetachAfterMachine``'s 50 ms limit:
+    whether a call detaches then depends on what hypothesis drew, not on the scheduler
+    (a sleep near the limit detached or not with the machine's load, and hypothesis
+    replaying the same draws saw other steps: ``FlakyStrategyDefinition``)."""
+
+    async def invoke(self, request: ToolRequest, ctx: ToolContext) -> Any:
+        await anyio.sleep(0 if request.input.get("ms", 1) <= 4 else 0.25)
+        return f"slept:{request.call_id}"
+
+
 class SlowWriteNote(WriteNote):
     """A write that needs approval and then takes a while (runs beside other calls)."""
 
@@ -141,11 +152,13 @@ class AsyncTaskManagerMachine(AgentStateMachine):
         }
         return AsyncTaskManager(routing=RouteByName(routes))
 
+    sleep_tool: ClassVar[type[Sleep]] = Sleep
+
     def configure_agent(self, builder: AgentBuilder) -> AgentBuilder:
         self.manager = self.enter_async_context(self.task_manager())
         registry = ToolRegistry().with_tool(Echo()).with_tool(SlowWriteNote())
         for name in ("sleep", "background_sleep", "detaching_sleep"):
-            registry.add(Sleep(name))
+            registry.add(self.sleep_tool(name))
         return (
             builder.add_tool_source(registry)
             .permissions(AskBeforeWriting())
@@ -172,13 +185,15 @@ class AsyncTaskManagerMachine(AgentStateMachine):
 class AsyncDetachAfterMachine(AsyncTaskManagerMachine):
     """AsyncTaskManager with a global ``detach_after``: any foreground call may detach."""
 
+    sleep_tool: ClassVar[type[Sleep]] = FarFromTheDetachLimit
+
     def task_manager(self) -> AsyncTaskManager:
         # The probe must not detach: an interrupt it fires would then land between steps.
         routes: dict[str, RouteChoice] = {
             "background_sleep": TaskKind.BACKGROUND,
             PROBE_TOOL_NAME: DetachAfter(60),
         }
-        return AsyncTaskManager(routing=RouteByName(routes), detach_after=0.004)
+        return AsyncTaskManager(routing=RouteByName(routes), detach_after=0.05)
 
 
 # Every configuration runs on both backends.
