@@ -9,20 +9,4 @@
 # sudo and doas are read by CommandPolicy but not run by the tests (they reset PATH,
 # so the tests' stand-ins cannot see what they run), so they are not installed.
 set -eu
-PACKAGES="coreutils findutils util-linux time procps git bash dash"
-missing=""
-for package in $PACKAGES; do
-    if ! dpkg -s "$package" >/dev/null 2>&1; then
-        missing="$missing $package"
-    fi
-done
-if [ -z "$missing" ]; then
-    exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "install_test_programs.sh: missing$missing; run as root: sudo $0" >&2
-    exit 1
-fi
-echo "install_test_programs.sh: installing$missing"
-apt-get update
-DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+exec sh "$(dirname "$0")/install_debian_packages.sh" install_test_programs.sh coreutils findutils util-linux time procps git bash dash
