@@ -70,7 +70,7 @@ class Agent:
         if not isinstance(config, SessionConfig):
             raise InvalidInputError(f"Agent.start expects a SessionConfig or a str, got {config!r}")
         driver = LoopDriver(await self._parts(config), self.transcript, self.input)
-        driver._persistence.attach(version=None, lease=lease)
+        driver._journal.attach(version=None, lease=lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(config.session_id))
         return driver
@@ -121,7 +121,7 @@ class Agent:
         ):
             turn = driver._core.turn
             decisions = recorded_decisions(turn.round if turn else None, stored.approvals)
-        driver._persistence.attach(
+        driver._journal.attach(
             version=stored.version if stored is not None else None,
             lease=lease,
             recorded=[call_id for call_id, _ in decisions],

@@ -1,28 +1,20 @@
-"""The ``LoopDriver``: a thin async shell around the synchronous ``LoopCore``.
+"""The ``LoopDriver``: one loop performing what the core decides.
 
-The core (``_core.py``) holds the state and the transition table; the shell
-performs the effects: the model call (``_model_calls.py``), the tool-call
-pipeline (``_pipeline.py``), store saves (``_persistence.py``) and observer
-events (``_effects.py``). ``next()`` is a dispatcher over an ordered tuple of
-``_try_<phase>()`` methods; the first that returns a step wins (see
-``docs/loop.md``):
-
-1. finish a turn an interrupt cancelled while it waited on the host;
-2. run (or deny) calls whose approvals were answered;
-3. surface the next unsurfaced approval, else re-surface the first unresolved one;
-4. continue a tool round with calls not yet started;
-5. drain finished background results into the transcript; then, after an
-   ``AfterToolResult`` pause, call the model; else with input (or drained
-   results) start a new turn; without, return ``AwaitingInput``.
-
-Only ``LoopCore.handle`` changes the state.
+The core (``_machine.py`` and ``_rounds.py`` over the state in ``_core.py``)
+decides every step synchronously and answers each fact with an action
+(``_actions.py``); the driver performs it through two effect modules, model
+I/O (``_model_io.py``) and tool I/O (``_tool_io.py``), inside two layers set
+when the driver is made: durability (``_persistence.py``: a store's saves,
+claims and recorded decisions, or ``NoStore``) and observation
+(``_observer.py``: the observers, or ``NOBODY``). See ``docs/loop.md`` for the
+core's decision table. Only ``LoopCore.handle`` changes the state.
 """
 
 from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,18 +22,27 @@ import attrs
 
 from .._log import get_logger
 from ..core._errors import IdleLoopWarning, InvalidInputError, InvalidStateError
-from ..core._items import Item, ItemKind, Usage
+from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
+from ..model._protocol import TurnRequest
+from ._actions import Action, CallModel, FinishCancelled, Hand, RecordDecisions, RunRound
 from ._checkpoint import capture, check_checkpointable, restore_turn
-from ._core import LoopCore, checked_input, event_after
-from ._effects import DriverParts, Effects
-from ._events import ApprovalAnswered, InputAccepted, LoopWarning, RunFailed, TurnStarted
-from ._model_calls import ModelCaller, ready
+from ._core import LoopCore, event_after
+from ._effects import CLEANUP_SECONDS, DriverParts, cancel_scope, transcript_listener
+from ._host_calls import (
+    answer_approval,
+    begin_step,
+    input_items,
+    queued_message,
+    refuse_outside_idle,
+    sole_undecided,
+)
+from ._machine import LoopMachine
+from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator, MutationPoint
-from ._persistence import Persistence
-from ._pipeline import ToolPipeline
+from ._observer import observers_of
+from ._persistence import journal_for
 from ._state import (
-    WAITING_FOR_APPROVAL,
     CallStatus,
     DriverEvent,
     DriverState,
@@ -49,11 +50,9 @@ from ._state import (
     Restored,
     RetryPoint,
     RoundCall,
-    TurnPhase,
 )
 from ._steps import (
     AfterToolResult,
-    AnswerKind,
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
@@ -61,6 +60,7 @@ from ._steps import (
     Resolver,
     Step,
 )
+from ._tool_io import ToolIO
 
 __all__ = ["LoopDriver", "LoopSnapshot"]
 
@@ -89,32 +89,41 @@ class LoopSnapshot:
 
 
 class LoopDriver:
-    """Advances one session a step at a time; see the module docstring for the order."""
+    """Advances one session a step at a time (see the module docstring)."""
 
     __slots__ = (
         "__weakref__",
-        "_cancellation",
-        "_config",
         "_core",
-        "_fx",
         "_idle_steps",
-        "_model",
-        "_persistence",
-        "_pipeline",
-        "_tasks",
+        "_journal",
+        "_machine",
+        "_model_io",
+        "_mutators",
+        "_tools",
     )
 
     def __init__(
         self, parts: DriverParts, transcript: Sequence[Item], pending: Sequence[Item]
     ) -> None:
-        self._fx = Effects(parts)
-        self._config = parts.config
-        self._tasks = parts.task_manager
-        self._cancellation = parts.cancellation
-        self._core = LoopCore(parts.config, transcript, pending, self._fx.on_append())
-        self._persistence = Persistence(parts.store, self._fx)
-        self._pipeline = ToolPipeline(self._core, self._fx, self._persistence, self)
-        self._model = ModelCaller(self._core, self._fx, self._persistence, self._pipeline)
+        config = parts.config
+        observer = observers_of(parts.observers)
+        self._core = core = LoopCore(
+            config, transcript, pending, transcript_listener(parts.transcript_observers)
+        )
+        self._machine = LoopMachine(
+            core,
+            config,
+            observer,
+            cancellation=parts.cancellation,
+            model_name=parts.model_name,
+            tasks_name=type(parts.task_manager).__name__,
+        )
+        self._journal = journal_for(parts.store, config, observer)
+        self._model_io = ModelIO(
+            parts.session, config.session_id, config.limits.request_timeout, observer
+        )
+        self._tools = ToolIO(parts)
+        self._mutators = parts.mutators
         self._idle_steps = 0  # AwaitingInput steps in a row with nothing submitted
 
     @classmethod
@@ -123,35 +132,32 @@ class LoopDriver:
     ) -> LoopDriver:
         """A driver continuing from a parsed checkpoint (see ``Agent.resume``)."""
         driver = cls(parts, restored.transcript, restored.pending_input)
+        core, observer = driver._core, driver._machine.observer
         turn = restored.turn
-        doubted: list[RoundCall] = []
+        doubted = []
         if turn is not None:
-            snapshot = driver._cancellation.snapshot() if driver._cancellation else None
+            snapshot = parts.cancellation.snapshot() if parts.cancellation else None
             doubted = restore_turn(turn, snapshot, started_calls, driver)
-        driver._core.restore(restored, turn)
+        core.restore(restored, turn)
         for call in doubted:
-            driver._warn(
+            observer.warning(
                 f"call {call.call.id} ({call.call.name}) started before the restore and "
                 "has no result; answered as in doubt instead of running it again"
             )
-        if driver._core.detached:
-            driver._warn(
+        if core.detached:
+            observer.warning(
                 "restored with background calls "
-                f"{', '.join(sorted(driver._core.detached))} outstanding: their results arrive "
+                f"{', '.join(sorted(core.detached))} outstanding: their results arrive "
                 "only if this process's task manager still runs them"
             )
         return driver
 
-    def _warn(self, message: str) -> None:
-        if self._fx.observed:
-            self._fx.emit(LoopWarning(message))
-
-    # -- public surface ------------------------------------------------------
+    # -- reading -------------------------------------------------------------
 
     @property
     def session_id(self) -> str:
         """The session this driver advances."""
-        return self._config.session_id
+        return self._machine.session_id
 
     @property
     def state(self) -> DriverState:
@@ -161,50 +167,52 @@ class LoopDriver:
     @property
     def config(self) -> SessionConfig:
         """The session configuration."""
-        return self._config
+        return self._machine.config
 
     @property
     def usage(self) -> Usage | None:
         """Usage summed over every model call of this driver."""
         return self._core.session_usage
 
+    @property
+    def retry_point(self) -> RetryPoint | None:
+        """Where the last turn ended because a model call failed (``retry()`` resumes
+        there), or ``None``. ``retry_point.error.kind`` says what failed."""
+        return self._core.retry_point
+
+    @property
+    def queued_steering(self) -> tuple[QueuedMessage, ...]:
+        """Steering messages not yet delivered, oldest first."""
+        return self._core.steering
+
+    @property
+    def queued_follow_ups(self) -> tuple[QueuedMessage, ...]:
+        """Follow-up messages not yet started, oldest first."""
+        return self._core.follow_ups
+
+    def snapshot(self) -> LoopSnapshot:
+        """A copy of the transcript and the queued input."""
+        return LoopSnapshot(self.session_id, self._core.transcript, self._core.pending_input)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The driver's whole state as a versioned, JSON-compatible document.
+
+        Works between steps; ``Agent.resume(document)`` continues from it.
+        Raises ``InvalidStateError`` while a step runs, after the driver
+        FAILED, or while calls of the round still execute beside a pending
+        approval. A turn that failed (``FinishReason.ERROR``) is checkpointed
+        with its retry point.
+        """
+        check_checkpointable(self._core)
+        return capture(self._core, self._core.state, self.config)
+
+    # -- steps ---------------------------------------------------------------
+
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        if self._persistence.enabled:
-            await self._persistence.save_input(self._core)  # queued input is durable first
-        self._begin_step(DriverEvent.STEP, "call next()")
-        return await self._run_step(self._step)
-
-    async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
-        """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
-        the same step; returns the step and how many pauses it went through (internal).
-
-        For a host that answers every pause with ``next()`` and nothing else
-        (``run()`` without hooks): between such a pause and that ``next()``
-        nothing suspends, so nobody can see the pause or interject, and the
-        result is the same as calling ``next()`` for each (the same state
-        transitions, in the same order). A driver with a store takes every
-        step (each pause is saved).
-        """
-        if self._persistence.enabled or pauses < 1:
-            return await self.next(), 0
-        self._begin_step(DriverEvent.STEP, "call next()")
-        passed = 0
-        # _run_step's work, inline: one coroutine frame less per suspended step.
-        try:
-            step = await self._step()
-            while passed < pauses and isinstance(step, AfterToolResult):
-                passed += 1
-                self._core.handle(DriverEvent.PAUSE)  # what returning the pause does
-                self._core.handle(DriverEvent.STEP)  # and what the next next() does
-                del step  # not held while the next step runs (many waiting sessions)
-                step = await self._step()
-        except BaseException as error:
-            await self._step_raised(error)
-            raise
-        self._core.handle(event_after(step))
-        self._count_idle(step)
-        return step, passed
+        await self._journal.save_input(self._core)  # queued input is durable first
+        begin_step(self._core, DriverEvent.STEP, "call next()")
+        return await self._run_step(None)
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
@@ -224,15 +232,16 @@ class LoopDriver:
                     "LoopMutator (it needs an async mutate(cursor, ctx) method)"
                 )
         if core.retry_point is None:
-            self._refuse_outside_idle("retry()")
+            refuse_outside_idle(core, "retry()")
             raise InvalidStateError(
                 "cannot retry(): no model call failed since the last turn started; "
                 "use continue_turn() to call the model on the transcript as it is, "
                 "or submit input and call next()"
             )
-        self._begin_step(DriverEvent.RETRY, "retry()")
+        begin_step(core, DriverEvent.RETRY, "retry()")
         point = MutationPoint(core.retry_point.point)
-        return await self._run_step(lambda: self._start_model_turn(point, tuple(mutators)))
+        turn = self._machine.start_turn()
+        return await self._run_step(CallModel(turn, point, False, tuple(mutators)))
 
     async def continue_turn(self) -> Step:
         """Call the model on the transcript as it is, in a new turn (seed 003's continue).
@@ -243,54 +252,198 @@ class LoopDriver:
         Use it for a driver rebuilt from a transcript whose last model call
         never answered.
         """
-        self._refuse_outside_idle("continue_turn()")
+        refuse_outside_idle(self._core, "continue_turn()")
         point = MutationPoint(self._core.continue_point("continue_turn()"))
-        self._begin_step(DriverEvent.CONTINUE, "continue_turn()")
-        return await self._run_step(lambda: self._start_model_turn(point))
+        begin_step(self._core, DriverEvent.CONTINUE, "continue_turn()")
+        return await self._run_step(CallModel(self._machine.start_turn(), point, False))
 
-    @property
-    def retry_point(self) -> RetryPoint | None:
-        """Where the last turn ended because a model call failed (``retry()`` resumes
-        there), or ``None``. ``retry_point.error.kind`` says what failed."""
-        return self._core.retry_point
+    async def run_until_blocked(self) -> Finished | AwaitingInput | ApprovalRequest:
+        """Call ``next()`` through ``AfterToolResult`` pauses; return the first other step."""
+        while True:
+            step = await self.next()
+            if not isinstance(step, AfterToolResult):
+                return step
 
-    async def _start_model_turn(
-        self, point: MutationPoint, mutators: tuple[LoopMutator, ...] = ()
-    ) -> Step:
-        turn = self._core.start_turn(self._cancellation.snapshot() if self._cancellation else None)
-        if self._fx.observed:
-            self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
-        return await self._model.call_model(turn, point, fold_input=False, extra_mutators=mutators)
+    async def save(self) -> None:
+        """Save the session to the agent's store now (retry after a ``SaveError``)."""
+        await self._journal.save_now(self._core)
 
-    def _refuse_outside_idle(self, operation: str) -> None:
+    async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
+        """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
+        the same step; returns the step and how many pauses it went through (internal).
+
+        For a host that answers every pause with ``next()`` and nothing else
+        (``run()`` without hooks): between such a pause and that ``next()``
+        nothing suspends, so nobody can see the pause or interject, and the
+        result is the same as calling ``next()`` for each (the same state
+        transitions, in the same order). A driver with a store takes every
+        step (each pause is saved).
+        """
+        if self._journal.saves_steps or pauses < 1:
+            return await self.next(), 0
         core = self._core
-        if core.state is DriverState.AFTER_TOOL_RESULT:
-            turn_id = core.turn.turn_id if core.turn is not None else "the turn"
-            raise InvalidStateError(
-                f"cannot {operation} in state AFTER_TOOL_RESULT: {turn_id} is paused after a "
-                "tool round and calls the model on the next next(); call next() instead"
-            )
-        core.require_state(operation, DriverState.IDLE)
-
-    async def _run_step(self, body: Callable[..., Awaitable[Step]], *args: Any) -> Step:
+        begin_step(core, DriverEvent.STEP, "call next()")
+        passed = 0
         try:
-            step = await body(*args)
+            step = await self._perform(None)
+            while passed < pauses and isinstance(step, AfterToolResult):
+                passed += 1
+                core.handle(DriverEvent.PAUSE)  # what returning the pause does
+                core.handle(DriverEvent.STEP)  # and what the next next() does
+                del step  # not held while the next step runs (many waiting sessions)
+                step = await self._perform(None)
         except BaseException as error:
             await self._step_raised(error)
             raise
-        self._core.handle(event_after(step))
+        core.handle(event_after(step))
         self._count_idle(step)
-        if self._persistence.enabled:
-            try:
-                await self._persistence.save_step(self._core, step)
-            except anyio.get_cancelled_exc_class():
-                # Cancelled before the step's save started: a round's results no save
-                # holds yet are saved all the same, by the step's save (shielded).
-                if self._persistence.results_unsaved:
-                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                        await self._persistence.save_step(self._core, step)
-                raise
+        return step, passed
+
+    async def _run_step(self, action: Action | None) -> Step:
+        try:
+            step = await self._perform(action)
+        except BaseException as error:
+            await self._step_raised(error)
+            raise
+        core, journal = self._core, self._journal
+        core.handle(event_after(step))
+        self._count_idle(step)
+        try:
+            await journal.save_step(core, step)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled before the step's save started: a round's results no save
+            # holds yet are saved all the same, by the step's save (shielded).
+            if journal.results_unsaved:
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await journal.save_step(core, step)
+            raise
         return step
+
+    # -- the loop ------------------------------------------------------------
+
+    async def _perform(self, action: Action | None) -> Step:
+        """Perform ``action`` (``None``: the step's first, from ``LoopMachine.begin``) and
+        each one the core answers with, until it hands the host a step."""
+        machine, journal, tools = self._machine, self._journal, self._tools
+        if action is None:
+            action = machine.begin(self)
+        while True:
+            if isinstance(action, CallModel):
+                prepared = await self._prepare_model_call(action)
+                if not isinstance(prepared, TurnRequest):
+                    action = prepared
+                    continue
+                # The stream is read right here: a session waiting for its model holds
+                # one frame of this loop and one of the model I/O.
+                answer = await self._model_io.stream(action.turn, prepared)
+                action = machine.model_answered(action.turn, action.point, answer, self)
+            elif isinstance(action, RunRound):
+                action = await self._run_round(action)
+            elif isinstance(action, Hand):
+                return action.step
+            elif isinstance(action, RecordDecisions):
+                await journal.record_decisions(action.round)
+                action = machine.after_decisions(action.turn, action.round, self)
+            elif isinstance(action, FinishCancelled):
+                return await self._finish_cancelled(action)
+            else:
+                action = machine.background_taken(tools.take_background(), self)
+
+    async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
+        """Deliver the input, run the mutators, save, and make the request (or the action
+        that ends the turn instead)."""
+        machine, core, turn = self._machine, self._core, action.turn
+        if action.fold_input:
+            core.deliver_steering()
+            core.fold_pending_input()
+        mutators = (*action.mutators, *self._mutators) if action.mutators else self._mutators
+        if mutators:
+            point = action.point
+            changed = await self._model_io.run_mutators(turn, point, mutators, core.transcript)
+            if isinstance(changed, MutatorsCancelled):
+                return FinishCancelled(turn, "mutator")
+            if changed is not None:
+                core.replace_transcript(changed)
+        if (done := machine.nothing_to_answer(turn)) is not None:
+            return done
+        # A round's results before the model is waited for, and before the call is
+        # counted: a restore from this save makes the same call, counted once.
+        await self._journal.save_results(core)
+        return machine.next_request(turn, self._tools)
+
+    async def _run_round(self, action: RunRound) -> Action:
+        """Start every startable call, wait for the foreground ones; the core says what's
+        next (results are appended in the model's call order)."""
+        machine, journal, core = self._machine, self._journal, self._core
+        turn, tool_round = action.turn, action.round
+        if action.fresh:
+            await journal.save_response(core)
+        with cancel_scope(turn):
+            for call in tool_round.calls:
+                if call.status is not CallStatus.PREPARED:
+                    continue
+                if machine.skip_at_steering(call, tool_round):
+                    continue
+                await journal.save_results(core)  # the results so far, before this call runs
+                await self._start_call(action, call)
+                journal.note_finished_calls(tool_round)
+            if (approval := machine.new_approval(turn, tool_round)) is not None:
+                # Approvals surface one by one while the other calls keep running;
+                # their results are collected when the round resumes.
+                return Hand(approval)
+            while tool_round.running():
+                await journal.save_results(core)  # the results so far, before waiting
+                update = await self._tools.wait(turn.turn_id)
+                if update is None:
+                    break
+                machine.turn_update(tool_round, update)
+                journal.note_finished_calls(tool_round)
+        return machine.round_collected(turn, tool_round, self)
+
+    async def _start_call(self, action: RunRound, call: RoundCall) -> None:
+        machine, turn, tool_round = self._machine, action.turn, action.round
+        prepared = machine.call_prepared(turn, call, tool_round, self._tools.prepare(call), self)
+        if prepared is None:
+            return
+        idempotent = prepared.tool.spec.annotations.idempotent
+        refusal = await self._journal.claim(call, prepared.request, idempotent=idempotent)
+        if refusal is not None:  # claimed before, or denied in the store: not run
+            machine.finalize(call, tool_round, *refusal)
+            return
+        machine.call_running(call)
+        sole = len(tool_round.calls) == 1
+        started = await self._tools.start(turn, call, prepared, sole=sole)
+        machine.call_started(call, tool_round, started)
+
+    async def _finish_cancelled(self, action: FinishCancelled) -> Step:
+        """Stop the cancelled turn's running calls (bounded, shielded); the core closes it."""
+        machine, turn = self._machine, action.turn
+        tool_round = turn.round
+        if tool_round is not None:
+            machine.append_results(turn, tool_round)
+            if tool_round.running():
+                with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
+                    await self._journal.save_results(self._core)  # the results so far
+                    await self._tools.tasks.on_turn_interrupted(turn.turn_id)
+        return machine.close_cancelled(turn, action.stage, self._tools.interrupted)
+
+    async def _step_raised(self, error: BaseException) -> None:
+        """What a step that raised ``error`` leaves behind (the caller re-raises it)."""
+        core, journal = self._core, self._journal
+        if journal.results_unsaved:  # what a save of their own would have held
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await journal.save_results_after_fault(core)
+        if isinstance(error, anyio.get_cancelled_exc_class()):
+            # The host cancelled the task awaiting next(): close the turn so the
+            # transcript stays provider-valid, then let the cancellation go on.
+            with anyio.CancelScope(shield=True):
+                if core.turn is not None:
+                    await self._finish_cancelled(FinishCancelled(core.turn, "host"))
+            core.handle(DriverEvent.HOST_CANCEL)
+            return
+        core.failure = error
+        core.handle(DriverEvent.FAIL)
+        self._machine.observer.run_failed(error)
 
     def _count_idle(self, step: Step) -> None:
         """Warn once when a host keeps calling ``next()`` on ``AwaitingInput`` (a spin)."""
@@ -311,36 +464,9 @@ class LoopDriver:
             awaiting_input=IDLE_STEPS_BEFORE_WARNING,
             hint=_IDLE_HINT,
         )
-        self._warn(message)
+        self._machine.observer.warning(message)
 
-    async def _step_raised(self, error: BaseException) -> None:
-        """What a step that raised ``error`` leaves behind (the caller re-raises it)."""
-        if self._persistence.results_unsaved:  # what a save of their own would have held
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await self._persistence.save_results_after_fault(self._core)
-        if isinstance(error, anyio.get_cancelled_exc_class()):
-            # The host cancelled the task awaiting next(): close the turn so the
-            # transcript stays provider-valid, then let the cancellation go on.
-            with anyio.CancelScope(shield=True):
-                if self._core.turn is not None:
-                    await self._pipeline.finish_cancelled(self._core.turn, "host")
-            self._core.handle(DriverEvent.HOST_CANCEL)
-            return
-        self._core.failure = error
-        self._core.handle(DriverEvent.FAIL)
-        if self._fx.observed:
-            self._fx.emit(RunFailed(f"{type(error).__name__}: {error}"))
-
-    async def save(self) -> None:
-        """Save the session to the agent's store now (retry after a ``SaveError``)."""
-        await self._persistence.save_now(self._core)
-
-    async def run_until_blocked(self) -> Finished | AwaitingInput | ApprovalRequest:
-        """Call ``next()`` through ``AfterToolResult`` pauses; return the first other step."""
-        while True:
-            step = await self.next()
-            if not isinstance(step, AfterToolResult):
-                return step
+    # -- the host's input and answers ------------------------------------------
 
     def submit_input(self, items: str | Sequence[Item]) -> None:
         """Queue ``items`` for the next model call (a new turn, or after a pause).
@@ -348,30 +474,16 @@ class LoopDriver:
         A string is one user message: ``submit_input("hi")`` is
         ``submit_input([Item.text(ItemKind.USER, "hi")])``.
         """
-        self._require_input_state("submit input")
-        if isinstance(items, str):
-            if not items:
-                raise InvalidInputError(
-                    "submit_input: the message is an empty string; give some text or a list "
-                    "of Items"
-                )
-            items = (Item.text(ItemKind.USER, items),)
-        elif not isinstance(items, Item) and (
-            isinstance(items, bytes | bytearray) or not hasattr(items, "__iter__")
-        ):
-            raise InvalidInputError(
-                "submit_input expects a str (one user message) or a sequence of Items, "
-                f"got {type(items).__name__}"
-            )
-        checked = checked_input(items)
+        checked = input_items(self._core, items)
         self._core.pending_input = (*self._core.pending_input, *checked)
         self._idle_steps = 0
-        if self._fx.observed:
-            self._fx.emit(InputAccepted(self.session_id, checked))
+        self._machine.observer.input_accepted(self.session_id, checked)
 
     def set_next_turn_cache(self, request: PromptCacheRequest | None) -> None:
         """Use ``request`` for the next model call only (then the session default again)."""
-        self._require_input_state("set the next turn's cache request")
+        self._core.require_state(
+            "set the next turn's cache request", DriverState.IDLE, DriverState.AFTER_TOOL_RESULT
+        )
         if request is not None and not isinstance(request, PromptCacheRequest):
             raise InvalidInputError(
                 f"set_next_turn_cache expects a PromptCacheRequest or None, got {request!r}"
@@ -386,7 +498,7 @@ class LoopDriver:
         "skipped: <label> sent a new message", and the message goes to the
         model in the continuation call. Queued messages survive a cancelled turn.
         """
-        message = self._queued("steer", items, label)
+        message = queued_message(self._core, "steer", items, label)
         self._core.steering = (*self._core.steering, message)
 
     def follow_up(self, items: Sequence[Item], *, label: str = "the user") -> None:
@@ -395,18 +507,8 @@ class LoopDriver:
         Callable at any time, even while ``next()`` runs; a cancelled turn
         leaves it queued for the next turn that finishes.
         """
-        message = self._queued("follow_up", items, label)
+        message = queued_message(self._core, "follow_up", items, label)
         self._core.follow_ups = (*self._core.follow_ups, message)
-
-    @property
-    def queued_steering(self) -> tuple[QueuedMessage, ...]:
-        """Steering messages not yet delivered, oldest first."""
-        return self._core.steering
-
-    @property
-    def queued_follow_ups(self) -> tuple[QueuedMessage, ...]:
-        """Follow-up messages not yet started, oldest first."""
-        return self._core.follow_ups
 
     def clear_queues(self) -> tuple[QueuedMessage, ...]:
         """Drop every queued steering and follow-up message; return them."""
@@ -414,6 +516,14 @@ class LoopDriver:
         dropped = (*core.steering, *core.follow_ups)
         core.steering = core.follow_ups = ()
         return dropped
+
+    def answer_approval(self, decision: ApprovalAnswer) -> None:
+        """Answer the one pending approval (raises if there are none or several)."""
+        self.answer_approval_for(sole_undecided(self._core), decision)
+
+    def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
+        """Answer the approval for ``call_id``; ``next()`` then runs or denies the call."""
+        answer_approval(self._core, call_id, decision, self._machine.observer)
 
     def resolve_approval(self, decision: ApprovalAnswer) -> None:
         """Deprecated name of :meth:`answer_approval` (kept for one release)."""
@@ -424,206 +534,6 @@ class LoopDriver:
         """Deprecated name of :meth:`answer_approval_for` (kept for one release)."""
         _deprecated("resolve_approval_for", "answer_approval_for")
         self.answer_approval_for(call_id, decision)
-
-    def answer_approval(self, decision: ApprovalAnswer) -> None:
-        """Answer the one pending approval (raises if there are none or several)."""
-        undecided = self._undecided_calls("answer an approval")
-        if len(undecided) > 1:
-            ids = ", ".join(call.call.id for call in undecided)
-            raise InvalidStateError(
-                f"cannot answer an approval: {len(undecided)} are pending ({ids}); "
-                "use answer_approval_for(call_id, decision)"
-            )
-        self.answer_approval_for(undecided[0].call.id, decision)
-
-    def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
-        """Answer the approval for ``call_id``; ``next()`` then runs or denies the call."""
-        if not isinstance(decision, ApprovalAnswer):
-            raise InvalidInputError(
-                f"answer_approval_for expects an ApprovalAnswer, got {decision!r}; "
-                "use ApprovalAnswer.approve(), .approve_with(input) or .deny(reason)"
-            )
-        undecided = self._undecided_calls(f"answer the approval for {call_id}")
-        turn = self._core.turn
-        assert turn is not None
-        assert turn.round is not None
-        call = turn.round.by_id(call_id)
-        if call is None or call.status not in WAITING_FOR_APPROVAL:
-            pending = ", ".join(c.call.id for c in undecided)
-            raise InvalidStateError(
-                f"cannot answer the approval for {call_id}: no approval is pending for it "
-                f"(pending: {pending})"
-            )
-        if call.status is CallStatus.DECIDED:
-            assert call.decision is not None
-            raise InvalidStateError(
-                f"cannot answer the approval for {call_id}: it was already answered "
-                f"({call.decision.kind}); call next() to continue"
-            )
-        call.decision = decision
-        call.move(CallStatus.DECIDED)
-        if self._fx.observed:
-            self._fx.emit(
-                ApprovalAnswered(
-                    call_id, decision.approved, decision.kind is AnswerKind.APPROVE_WITH
-                )
-            )
-
-    def snapshot(self) -> LoopSnapshot:
-        """A copy of the transcript and the queued input."""
-        return LoopSnapshot(self.session_id, self._core.transcript, self._core.pending_input)
-
-    def checkpoint(self) -> dict[str, Any]:
-        """The driver's whole state as a versioned, JSON-compatible document.
-
-        Works between steps; ``Agent.resume(document)`` continues from it.
-        Raises ``InvalidStateError`` while a step runs, after the driver
-        FAILED, or while calls of the round still execute beside a pending
-        approval. A turn that failed (``FinishReason.ERROR``) is checkpointed
-        with its retry point.
-        """
-        check_checkpointable(self._core)
-        return capture(self._core, self._core.state, self._config)
-
-    # -- state checks ------------------------------------------------------
-
-    def _begin_step(self, event: DriverEvent, operation: str) -> None:
-        core = self._core
-        if core.state is DriverState.FAILED:
-            raise InvalidStateError(
-                f"cannot {operation} in state FAILED: an earlier step raised "
-                f"{type(core.failure).__name__}: {core.failure}; start or resume a new driver"
-            )
-        if core.state is DriverState.STEPPING:
-            raise InvalidStateError(
-                f"cannot {operation} in state STEPPING: another step is still running; "
-                "await it first"
-            )
-        core.handle(event)
-
-    def _require_input_state(self, operation: str) -> None:
-        self._core.require_state(operation, DriverState.IDLE, DriverState.AFTER_TOOL_RESULT)
-
-    def _queued(self, operation: str, items: Sequence[Item], label: str) -> QueuedMessage:
-        """``items`` checked as a message to queue (``operation`` names the call)."""
-        core = self._core
-        if core.state is DriverState.FAILED:
-            raise InvalidStateError(
-                f"cannot {operation} in state FAILED: an earlier step raised "
-                f"{type(core.failure).__name__}: {core.failure}"
-            )
-        if not isinstance(label, str) or not label:
-            raise InvalidInputError(f"{operation}: label must be a non-empty str, got {label!r}")
-        checked = checked_input(items, operation)
-        if not checked:
-            raise InvalidInputError(f"{operation} expects at least one Item, got none")
-        return QueuedMessage(checked, label)
-
-    def _undecided_calls(self, operation: str) -> list[RoundCall]:
-        core = self._core
-        if core.state is not DriverState.AWAITING_APPROVAL:
-            raise InvalidStateError(
-                f"cannot {operation} in state {core.state}: no approval request is pending"
-            )
-        turn = core.turn
-        assert turn is not None
-        if turn.is_cancelled:
-            raise InvalidStateError(
-                f"cannot {operation}: turn {turn.turn_id} was cancelled; call next() to finish it"
-            )
-        undecided = core.undecided_calls()
-        if not undecided:
-            raise InvalidStateError(
-                f"cannot {operation}: every pending approval is answered; call next()"
-            )
-        return undecided
-
-    def _step(self) -> Awaitable[Step]:
-        turn = self._core.turn
-        if turn is None or (turn.round is None and not turn.is_cancelled):
-            # The first four phases have nothing to do without a round or an
-            # interrupt (and no coroutine of its own: one frame less to resume).
-            return self._try_call_model()
-        return self._step_through_phases()
-
-    async def _step_through_phases(self) -> Step:
-        for phase in _PHASES:
-            step = await phase(self)
-            if step is not None:
-                return step
-        raise AssertionError("the last phase always returns a step")  # pragma: no cover
-
-    # -- phases --------------------------------------------------------------
-
-    async def _try_cancelled_turn(self) -> Step | None:
-        turn = self._core.turn
-        if turn is None or not turn.is_cancelled:
-            return None
-        stage = "pause" if turn.phase is TurnPhase.PAUSED else "approval"
-        return await self._pipeline.finish_cancelled(turn, stage)
-
-    async def _try_resolved_approvals(self) -> Step | None:
-        turn = self._core.turn
-        if turn is None or turn.round is None:
-            return None
-        await self._persistence.record_decisions(turn.round)
-        if not self._pipeline.apply_decisions(turn.round):
-            return None
-        return await self._pipeline.advance(turn, turn.round)
-
-    async def _try_surface_approval(self) -> Step | None:
-        turn = self._core.turn
-        if turn is None or turn.round is None:
-            return None
-        return self._pipeline.surface_approval(turn.round)
-
-    async def _try_continue_round(self) -> Step | None:
-        # A round no approval holds up: calls to start, calls still running,
-        # or (after a restore) results not yet appended.
-        turn = self._core.turn
-        if turn is None or turn.round is None:
-            return None
-        return await self._pipeline.advance(turn, turn.round)
-
-    def _try_call_model(self) -> Awaitable[Step]:
-        """Drain background results; resume a paused turn, or start one, or wait for input.
-
-        Returns what to await (no coroutine of its own: one frame less per step).
-        """
-        done = self._tasks.take_background_results()
-        for update in done:
-            self._pipeline.append_result(update.result, background=True)
-        core = self._core
-        turn = core.turn
-        if turn is not None and turn.phase is TurnPhase.PAUSED:
-            turn.phase = TurnPhase.ACTIVE
-            return self._model.call_model(turn, MutationPoint.AFTER_TOOL_RESULT)
-        if not core.pending_input and not done:
-            if core.retry_point is not None:
-                error = core.retry_point.error
-                return ready(
-                    AwaitingInput(
-                        self.session_id,
-                        f"{core.retry_point.turn_id} ended because a model call failed "
-                        f"({error.kind.value}: {error}); call retry() or submit input",
-                        driver=self,
-                    )
-                )
-            return ready(AwaitingInput(self.session_id, driver=self))
-        turn = core.start_turn(self._cancellation.snapshot() if self._cancellation else None)
-        if self._fx.observed:
-            self._fx.emit(TurnStarted(self.session_id, turn.turn_id))
-        return self._model.call_model(turn, MutationPoint.AFTER_TURN_ENDED)
-
-
-_PHASES: tuple[Callable[[LoopDriver], Awaitable[Step | None]], ...] = (
-    LoopDriver._try_cancelled_turn,
-    LoopDriver._try_resolved_approvals,
-    LoopDriver._try_surface_approval,
-    LoopDriver._try_continue_round,
-    LoopDriver._try_call_model,
-)
-"""A step's phases in order (see the module docstring); the first that returns a step ends it."""
 
 
 def _deprecated(old: str, new: str) -> None:

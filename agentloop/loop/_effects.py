@@ -1,4 +1,4 @@
-"""The parts a driver performs its effects with, and how it tells observers."""
+"""The parts a driver performs its effects with (model, executor, task manager, store)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from ..model._protocol import ModelSession
 from ..permissions._requests import PermissionChecker
 from ..tasks._protocol import TaskManager
 from ..tools._executor import ToolExecutor
-from ._events import AgentEvent, LoopObserver, TranscriptObserver
+from ._events import LoopObserver, TranscriptObserver
 from ._mutators import LoopMutator
 from ._session_store import SessionStore
 from ._state import TurnState
 
-__all__ = ["CLEANUP_SECONDS", "DriverParts", "Effects"]
+__all__ = ["CLEANUP_SECONDS", "UNGUARDED", "DriverParts", "cancel_scope", "transcript_listener"]
 
 
 class _Unguarded(AbstractContextManager[None]):
@@ -71,43 +71,26 @@ class DriverParts:
     """The adapter's ``model_name`` (prices a response that names no model)."""
 
 
-class Effects:
-    """The parts of one driver, and the observer calls every layer of it makes."""
+def cancel_scope(turn: TurnState) -> AbstractContextManager[Any]:
+    """The turn's cancel scope (none without a cancellation handle)."""
+    if turn.cancellation is None:
+        return UNGUARDED
+    return turn.cancellation.scope()
 
-    __slots__ = ("_observers", "_transcript_observers", "config", "observed", "parts", "session_id")
 
-    def __init__(self, parts: DriverParts) -> None:
-        self.parts = parts
-        self.config = parts.config
-        self.session_id = parts.config.session_id
-        self.observed = bool(parts.observers)
-        """Whether any observer listens (events are not built otherwise)."""
-        self._observers = parts.observers
-        self._transcript_observers = parts.transcript_observers
+def transcript_listener(
+    observers: tuple[TranscriptObserver, ...],
+) -> Callable[[Item], None] | None:
+    """What the core calls for each appended item: nothing without transcript observers
+    (no call per item, and no bound method kept per session)."""
+    if not observers:
+        return None
 
-    def emit(self, event: AgentEvent) -> None:
-        """Hand ``event`` to every observer; an observer's error is logged, never raised."""
-        for observer in self._observers:
-            try:
-                observer.handle_event(event)
-            except Exception:
-                log.exception("observer raised", observer=type(observer).__name__)
-
-    def on_append(self) -> Callable[[Item], None] | None:
-        """What the core calls for each appended item: nothing without transcript
-        observers (no call per item, and no bound method kept per session)."""
-        return self.appended if self._transcript_observers else None
-
-    def appended(self, item: Item) -> None:
-        """Tell the transcript observers about an appended item."""
-        for observer in self._transcript_observers:
+    def appended(item: Item) -> None:
+        for observer in observers:
             try:
                 observer.on_item_appended(item)
             except Exception:
                 log.exception("transcript observer raised", observer=type(observer).__name__)
 
-    def cancel_scope(self, turn: TurnState) -> AbstractContextManager[Any]:
-        """The turn's cancel scope (none without a cancellation handle)."""
-        if turn.cancellation is None:
-            return UNGUARDED
-        return turn.cancellation.scope()
+    return appended

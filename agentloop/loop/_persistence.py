@@ -38,12 +38,12 @@ from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
 from ..core._items import ResultOutcome, ToolResultPart
 from ..core._results import synthesized_result
+from ..model._config import SessionConfig
 from ..tools._tool import ToolRequest
 from ._checkpoint import capture, parse
 from ._checkpoint_memo import CaptureMemo
 from ._core import LoopCore
-from ._effects import Effects
-from ._events import LoopWarning
+from ._observer import Nobody
 from ._session_store import (
     Approval,
     ClaimError,
@@ -57,7 +57,7 @@ from ._session_store import (
 from ._state import CallStatus, DriverState, RoundCall, ToolRound
 from ._steps import AnswerKind, ApprovalAnswer
 
-__all__ = ["Persistence", "load"]
+__all__ = ["NoStore", "Persistence", "journal_for", "load"]
 
 log = get_logger()
 
@@ -72,21 +72,28 @@ class Persistence:
     """Saves one driver's state to its store (a no-op without a store)."""
 
     __slots__ = (
-        "_effects",
+        "_config",
         "_item_documents",
         "_journaled",
+        "_observer",
         "_recorded",
         "_results_unsaved",
         "_saved_queues",
         "_saving_input",
+        "_session_id",
         "_store",
         "lease",
         "version",
     )
 
-    def __init__(self, store: SessionStore | None, effects: Effects) -> None:
+    saves_steps = True
+    """Whether every step is saved (then ``run()`` takes each pause as a step)."""
+
+    def __init__(self, store: SessionStore | None, config: SessionConfig, observer: Nobody) -> None:
         self._store = store
-        self._effects = effects
+        self._config = config
+        self._session_id = config.session_id
+        self._observer = observer
         self._item_documents: CaptureMemo | None = None
         """The documents of the last save's items and other values: unchanged ones keep
         theirs (and the store its texts for them). Made at the first save."""
@@ -120,7 +127,7 @@ class Persistence:
 
         ``recorded``: calls whose decision the store holds and the driver applied.
         """
-        session_id = self._effects.session_id
+        session_id = self._session_id
         if lease is not None:
             if not isinstance(lease, Lease):
                 raise InvalidInputError(f"lease must be a Lease from store.acquire, got {lease!r}")
@@ -172,7 +179,7 @@ class Persistence:
 
     async def save_now(self, core: LoopCore) -> None:
         """Save the driver's state now (``driver.save()``: retry after a ``SaveError``)."""
-        session_id = self._effects.session_id
+        session_id = self._session_id
         if self._store is None:
             raise InvalidStateError(
                 f"cannot save session {session_id!r}: this agent has no store; "
@@ -225,12 +232,12 @@ class Persistence:
         if not self._results_unsaved:
             return
         try:
-            parse(capture(core, DriverState.AFTER_TOOL_RESULT, self._effects.config))
+            parse(capture(core, DriverState.AFTER_TOOL_RESULT, self._config))
         except CheckpointError as refused:
             log.warning(
                 "a step failed while a call's result was being appended; its result is "
                 "not saved (a restore answers the call as in doubt)",
-                session_id=self._effects.session_id,
+                session_id=self._session_id,
                 error=str(refused),
             )
             return
@@ -252,19 +259,18 @@ class Persistence:
         except SaveError as error:
             log.warning(
                 "journaling the step failed; the step's own save retries",
-                session_id=self._effects.session_id,
+                session_id=self._session_id,
                 error=str(error.__cause__),
             )
-            if self._effects.observed:
-                self._effects.emit(LoopWarning(f"{error}; the save at the end of the step retries"))
+            self._observer.warning(f"{error}; the save at the end of the step retries")
 
     async def _save(self, core: LoopCore, state: DriverState, *, step: object) -> None:
         assert self._store is not None
-        session_id = self._effects.session_id
+        session_id = self._session_id
         try:
             if self._item_documents is None:
                 self._item_documents = CaptureMemo()
-            document = capture(core, state, self._effects.config, self._item_documents)
+            document = capture(core, state, self._config, self._item_documents)
             version = await self._store.save_checkpoint(
                 session_id, document, expected_version=self.version, fencing_token=self._token
             )
@@ -314,7 +320,7 @@ class Persistence:
         """
         if self._store is None or idempotent:
             return None
-        session_id, call_id, name = self._effects.session_id, call.call.id, call.call.name
+        session_id, call_id, name = self._session_id, call.call.id, call.call.name
         try:
             digest = input_digest(name, request.input)
             await self._store.claim(
@@ -328,8 +334,7 @@ class Persistence:
             log.warning(
                 "claim refused", session_id=session_id, call_id=call_id, reason=error.reason
             )
-            if self._effects.observed:
-                self._effects.emit(LoopWarning(f"call {call_id} ({name}) not run: {error}"))
+            self._observer.warning(f"call {call_id} ({name}) not run: {error}")
             return _refusal(call, error.reason)
         except _OWNED_ELSEWHERE:
             raise
@@ -351,7 +356,7 @@ class Persistence:
         """
         if self._store is None:
             return
-        session_id = self._effects.session_id
+        session_id = self._session_id
         for call in tool_round.calls:
             call_id = call.call.id
             if call.status is not CallStatus.DECIDED or call_id in self._recorded:
@@ -392,6 +397,49 @@ class Persistence:
                     session_id=session_id,
                 ) from error
             self._recorded.add(call_id)
+
+
+class NoStore(Persistence):
+    """The durable layer of a driver without a store: nothing is saved, claimed or
+    recorded, and nothing is checked to find that out (``driver.save()`` and a lease
+    are refused by :class:`Persistence` itself)."""
+
+    __slots__ = ()
+
+    saves_steps = False
+
+    async def save_input(self, core: LoopCore) -> None:
+        return None
+
+    async def save_step(self, core: LoopCore, step: object = None) -> None:
+        return None
+
+    async def save_response(self, core: LoopCore) -> None:
+        return None
+
+    def note_finished_calls(self, tool_round: ToolRound) -> None:
+        return None
+
+    async def save_results(self, core: LoopCore) -> None:
+        return None
+
+    async def save_results_after_fault(self, core: LoopCore) -> None:
+        return None
+
+    async def claim(
+        self, call: RoundCall, request: ToolRequest, *, idempotent: bool
+    ) -> tuple[ToolResultPart, CallStatus] | None:
+        return None
+
+    async def record_decisions(self, tool_round: ToolRound) -> None:
+        return None
+
+
+def journal_for(store: SessionStore | None, config: SessionConfig, observer: Nobody) -> Persistence:
+    """The durable layer for ``store``: :class:`NoStore` without one."""
+    if store is None:
+        return NoStore(None, config, observer)
+    return Persistence(store, config, observer)
 
 
 def _refusal(call: RoundCall, reason: str) -> tuple[ToolResultPart, CallStatus]:

@@ -8,7 +8,7 @@ import pytest
 from loop_support import ApproveFsReads, EchoTool, Recorder, user
 
 import agentloop as al
-from agentloop.loop import _driver, _model_calls, _pipeline
+from agentloop.loop import _driver, _machine, _model_io, _observer, _rounds, _tool_io
 from agentloop.testing import call, fail, text, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -191,7 +191,7 @@ async def test_no_event_is_built_without_observers(monkeypatch: pytest.MonkeyPat
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("an event was built with no observer listening")
 
-    for module in (_driver, _model_calls, _pipeline):
+    for module in (_driver, _machine, _model_io, _observer, _rounds, _tool_io):
         for name in dir(module):
             value = getattr(module, name)
             if isinstance(value, type) and issubclass(value, al.AgentEvent):

@@ -1,0 +1,107 @@
+"""Tool I/O: what the driver does with the executor and the task manager.
+
+Reads the tool catalog, prepares a call (permission evaluation and input
+validation, synchronous), starts its task, waits for the turn's running tasks,
+and stops them at an interrupt. Every decision about what these outcomes mean
+is the core's (``_rounds.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from functools import partial
+from typing import Any
+
+import attrs
+
+from ..core._items import ToolResultPart
+from ..core._tool_spec import ToolSpec
+from ..tasks._protocol import TaskFinished, TaskLaunch, TaskLaunched, TurnUpdate
+from ..tools._executor import PendingApproval, PreparedCall, interrupted_result
+from ..tools._permission_check import granted_permissions
+from ..tools._tool import ToolContext
+from ._effects import DriverParts
+from ._state import RoundCall, TurnState
+from ._steps import AnswerKind
+
+__all__ = ["ToolIO"]
+
+
+class ToolIO:
+    """One driver's tool effects (see the module docstring)."""
+
+    __slots__ = (
+        "_drain_with_specs",
+        "_executor",
+        "_permissions",
+        "_resources",
+        "_session_id",
+        "tasks",
+    )
+
+    def __init__(self, parts: DriverParts) -> None:
+        self._executor = parts.executor
+        self.tasks = parts.task_manager
+        self._permissions = parts.permissions
+        self._resources = parts.resources
+        self._session_id = parts.config.session_id
+        # BasicToolExecutor drains catalog changes and lists specs in one pass. The
+        # class's function, not a bound method: one object less per session (W3).
+        self._drain_with_specs = getattr(type(self._executor), "_drain_with_specs", None)
+
+    # -- the catalog (the core's ``Catalog``) ---------------------------------
+
+    def changes(self) -> tuple[Sequence[Any], tuple[ToolSpec, ...] | None]:
+        """The catalog's changes since the last model call, and (with none) the specs."""
+        drain_with_specs = self._drain_with_specs
+        if drain_with_specs is not None:  # BasicToolExecutor: one listing for both
+            changes, specs = drain_with_specs(self._executor)
+            return changes, specs
+        return self._executor.drain_catalog_events(), None
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The specs to offer the model."""
+        return tuple(self._executor.specs())
+
+    # -- one call --------------------------------------------------------------
+
+    def prepare(self, call: RoundCall) -> ToolResultPart | PendingApproval | PreparedCall:
+        """Check ``call`` (with the host's edit, if any) against the permissions granted."""
+        decision = call.decision
+        request = call.request
+        if decision is not None and decision.kind is AnswerKind.APPROVE_WITH:
+            request = attrs.evolve(request, input=decision.input)
+        return self._executor.prepare(
+            request, self._permissions, approved=granted_permissions(call)
+        )
+
+    async def start(
+        self, turn: TurnState, call: RoundCall, prepared: PreparedCall, *, sole: bool
+    ) -> TaskFinished | TaskLaunched:
+        """Start ``call``'s task (``sole``: the only call of its round)."""
+        if turn.cancellation is not None:
+            call.cancellation = turn.cancellation.for_call()
+        ctx = ToolContext(
+            self._session_id,
+            turn.turn_id,
+            call.call.id,
+            call.cancellation,
+            self._resources,
+            call.call.metadata,
+        )
+        launch = TaskLaunch(
+            prepared.request, partial(self._executor.invoke, prepared, ctx), call.task_id, sole=sole
+        )
+        return await self.tasks.start_task(launch, turn.turn_id)
+
+    def wait(self, turn_id: str) -> Awaitable[TurnUpdate | None]:
+        """The next update of the turn's running tasks (``None``: none runs)."""
+        return self.tasks.wait_for_turn(turn_id)
+
+    def interrupted(self, call_id: str) -> ToolResultPart | None:
+        """What the executor saw a running call's worker do at an interrupt, if anything."""
+        return interrupted_result(self._executor, call_id)
+
+    def take_background(self) -> list[TaskFinished]:
+        """The background results that finished since the last look."""
+        return self.tasks.take_background_results()
