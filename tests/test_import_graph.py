@@ -112,3 +112,48 @@ def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
     # A function-level import and a TYPE_CHECKING import, both read.
     assert "agentloop.testing._strategies" in edges["agentloop.testing._mutator_checks"]
     assert "agentloop.store._postgres" in edges["agentloop.cli._store"]
+
+
+LOOP_FLOORS: dict[str, int] = {
+    # 0: values (steps, state, events, actions, mutators, the results the core writes,
+    # response admission, the store protocol, the observer layer's interface)
+    **dict.fromkeys(
+        [
+            "_actions",
+            "_events",
+            "_mutators",
+            "_observer",
+            "_responses",
+            "_results",
+            "_session_store",
+            "_state",
+            "_steps",
+        ],
+        0,
+    ),
+    # 1: the codec (one checkpoint module with its checks, the converter)
+    **dict.fromkeys(["_checkpoint", "_checkpoint_checks", "_checkpoint_memo", "_serde"], 1),
+    # 2: the core that decides
+    **dict.fromkeys(["_core", "_machine", "_rounds", "_host_calls"], 2),
+    # 3: the effects and the durable layer
+    **dict.fromkeys(["_effects", "_model_io", "_tool_io", "_persistence"], 3),
+    # 4: the step loop and the driver; 5: the agent
+    "_step_runner": 4,
+    "_driver": 4,
+    "_agent": 5,
+}
+"""Each ``agentloop.loop`` module's floor: a module imports only from its floor or below."""
+
+
+def test_the_loop_imports_go_down_its_floors() -> None:
+    edges = graph()
+    loop = {name for name in edges if name.startswith("agentloop.loop.")}
+    assert {name.rpartition(".")[2] for name in loop} == set(LOOP_FLOORS)
+    upward = [
+        f"{name} (floor {LOOP_FLOORS[name.rpartition('.')[2]]}) imports {target} "
+        f"(floor {LOOP_FLOORS[target.rpartition('.')[2]]})"
+        for name in sorted(loop)
+        for target in sorted(edges[name] & loop)
+        if LOOP_FLOORS[target.rpartition(".")[2]] > LOOP_FLOORS[name.rpartition(".")[2]]
+    ]
+    assert upward == []

@@ -70,7 +70,7 @@ class Agent:
         if not isinstance(config, SessionConfig):
             raise InvalidInputError(f"Agent.start expects a SessionConfig or a str, got {config!r}")
         driver = LoopDriver(await self._parts(config), self.transcript, self.input)
-        driver._journal.attach(version=None, lease=lease)
+        driver._runner.journal.attach(version=None, lease=lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(config.session_id))
         return driver
@@ -113,21 +113,7 @@ class Agent:
             started |= stored.started_calls
         restored = parse(checkpoint)
         driver = LoopDriver._restore(await self._parts(restored.config), restored, started)
-        decisions = []
-        if (
-            stored is not None
-            and stored.approvals
-            and driver.state is DriverState.AWAITING_APPROVAL
-        ):
-            turn = driver._core.turn
-            decisions = recorded_decisions(turn.round if turn else None, stored.approvals)
-        driver._journal.attach(
-            version=stored.version if stored is not None else None,
-            lease=lease,
-            recorded=[call_id for call_id, _ in decisions],
-        )
-        for call_id, decision in decisions:
-            driver.answer_approval_for(call_id, decision)
+        _attach_stored(driver, stored, lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(restored.config.session_id))
         return driver
@@ -292,3 +278,19 @@ def _for_session(manager: TaskManager | None, session_id: str) -> TaskManager:
         return SimpleTaskManager()
     view = getattr(manager, "for_session", None)
     return view(session_id) if callable(view) else manager
+
+
+def _attach_stored(driver: LoopDriver, stored: StoredSession | None, lease: Lease | None) -> None:
+    """Base ``driver``'s saves on the stored version and apply the decisions the store
+    holds for its pending approvals (recorded by another process)."""
+    decisions = []
+    if stored is not None and stored.approvals and driver.state is DriverState.AWAITING_APPROVAL:
+        turn = driver._core.turn
+        decisions = recorded_decisions(turn.round if turn else None, stored.approvals)
+    driver._runner.journal.attach(
+        version=stored.version if stored is not None else None,
+        lease=lease,
+        recorded=[call_id for call_id, _ in decisions],
+    )
+    for call_id, decision in decisions:
+        driver.answer_approval_for(call_id, decision)

@@ -12,8 +12,8 @@ closed). Version 1 documents are upgraded to version 2 before structuring.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import cattrs
@@ -28,7 +28,6 @@ from ..model._serde import configure_model
 from ..tools._tool import ToolRequest
 from ._checkpoint_checks import check_consistency
 from ._checkpoint_memo import CaptureMemo
-from ._core import LoopCore
 from ._events import ExecutedToolCall, ModelCallRecord
 from ._results import answer
 from ._serde import configure_loop, structure, unstructure
@@ -90,6 +89,37 @@ _STATUS_WORD: dict[CallStatus, str] = {
     CallStatus.DECIDED: "awaiting_approval",
     **dict.fromkeys(ANSWERED, "done"),
 }
+
+
+class SessionState(Protocol):
+    """What a checkpoint is written from: a session's state (``LoopCore`` is one)."""
+
+    @property
+    def state(self) -> DriverState: ...
+    @property
+    def failure(self) -> BaseException | None: ...
+    @property
+    def transcript(self) -> Sequence[Item]: ...
+    @property
+    def pending_input(self) -> Sequence[Item]: ...
+    @property
+    def turn(self) -> TurnState | None: ...
+    @property
+    def turn_counter(self) -> int: ...
+    @property
+    def next_turn_cache(self) -> PromptCacheRequest | None: ...
+    @property
+    def detached(self) -> frozenset[str]: ...
+    @property
+    def session_usage(self) -> Usage | None: ...
+    @property
+    def steering(self) -> Sequence[QueuedMessage]: ...
+    @property
+    def follow_ups(self) -> Sequence[QueuedMessage]: ...
+    @property
+    def retry_point(self) -> RetryPoint | None: ...
+    @property
+    def session_tool_calls(self) -> int: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -258,7 +288,9 @@ class CheckpointDocument:
     session_tool_calls: int = attrs.field(validator=_count)
 
     @classmethod
-    def of(cls, core: LoopCore, state: DriverState, config: SessionConfig) -> CheckpointDocument:
+    def of(
+        cls, core: SessionState, state: DriverState, config: SessionConfig
+    ) -> CheckpointDocument:
         """The document of ``core`` (its transcript is written by :func:`capture`)."""
         return cls(
             format=CHECKPOINT_FORMAT,
@@ -350,7 +382,34 @@ def configure_checkpoint(target: cattrs.Converter) -> None:
     reusing the documents of unchanged values)."""
     target.register_structure_hook(QueuedMessage, _structure_message)
     target.register_structure_hook(RetryPoint, _structure_retry)
-    tagged = override(unstruct_hook=unstructure)  # with its union's ``type`` tag
+    _configure_round(target)
+    # Before the document's hook: a generated hook binds its fields' hooks when made.
+    target.register_unstructure_hook(
+        TurnDocument,
+        make_dict_unstructure_fn(
+            TurnDocument,
+            target,
+            _cattrs_omit_if_default=False,
+            items=override(omit=True),
+            tool_calls=override(omit=True),
+            model_calls_made=override(omit=True),
+        ),
+    )
+    target.register_unstructure_hook(
+        CheckpointDocument,
+        make_dict_unstructure_fn(
+            CheckpointDocument,
+            target,
+            _cattrs_omit_if_default=False,
+            config=override(omit=True),
+            transcript=override(omit=True),
+        ),
+    )
+
+
+def _configure_round(target: cattrs.Converter) -> None:
+    """A round's calls and results, each with its union's ``type`` tag."""
+    tagged = override(unstruct_hook=unstructure)
     target.register_structure_hook(
         CallDocument,
         make_dict_structure_fn(
@@ -380,28 +439,6 @@ def configure_checkpoint(target: cattrs.Converter) -> None:
             ResultDocument, target, _cattrs_omit_if_default=False, result=tagged
         ),
     )
-    # Before the document's hook: a generated hook binds its fields' hooks when made.
-    target.register_unstructure_hook(
-        TurnDocument,
-        make_dict_unstructure_fn(
-            TurnDocument,
-            target,
-            _cattrs_omit_if_default=False,
-            items=override(omit=True),
-            tool_calls=override(omit=True),
-            model_calls_made=override(omit=True),
-        ),
-    )
-    target.register_unstructure_hook(
-        CheckpointDocument,
-        make_dict_unstructure_fn(
-            CheckpointDocument,
-            target,
-            _cattrs_omit_if_default=False,
-            config=override(omit=True),
-            transcript=override(omit=True),
-        ),
-    )
 
 
 _DOCUMENT_KEYS = tuple(a.name for a in attrs.fields(CheckpointDocument) if a.name != "transcript")
@@ -426,7 +463,7 @@ _CONVERTER = _make_converter()
 
 
 def capture(
-    core: LoopCore,
+    core: SessionState,
     state: DriverState,
     config: SessionConfig,
     memo: CaptureMemo | None = None,
@@ -484,7 +521,7 @@ def _write_record(record: ModelCallRecord) -> Any:
     return _CONVERTER.unstructure(record, ModelCallRecord)
 
 
-def check_checkpointable(core: LoopCore) -> None:
+def check_checkpointable(core: SessionState) -> None:
     """Raise ``InvalidStateError`` unless ``core`` rests where a checkpoint can be taken."""
     state, failure = core.state, core.failure
     if state in (DriverState.STEPPING, DriverState.FAILED):

@@ -19,16 +19,7 @@ def check_consistency(restored: Restored) -> None:
     retry point needs a closed turn and a transcript the model can answer."""
     transcript = restored.transcript
     if restored.retry_point is not None:
-        if restored.turn is not None or restored.state is not DriverState.IDLE:
-            raise CheckpointError(
-                "cannot restore a checkpoint: it holds a retry point but also an open turn "
-                f"(state {restored.state}); a failed turn is closed"
-            )
-        if not has_pending_input(transcript):
-            raise CheckpointError(
-                "cannot restore a checkpoint: it holds a retry point but its transcript does "
-                "not end in a user, tool or notification item for the model to answer"
-            )
+        _check_retry_point(restored)
     violation = find_violation(transcript)
     open_calls: set[str] = set()
     if violation is not None:
@@ -66,6 +57,20 @@ def check_consistency(restored: Restored) -> None:
         raise CheckpointError(
             "cannot restore a checkpoint: its state is AWAITING_APPROVAL but no call of the "
             "active round awaits approval"
+        )
+
+
+def _check_retry_point(restored: Restored) -> None:
+    """A retry point needs a closed turn and a transcript the model can answer."""
+    if restored.turn is not None or restored.state is not DriverState.IDLE:
+        raise CheckpointError(
+            "cannot restore a checkpoint: it holds a retry point but also an open turn "
+            f"(state {restored.state}); a failed turn is closed"
+        )
+    if not has_pending_input(restored.transcript):
+        raise CheckpointError(
+            "cannot restore a checkpoint: it holds a retry point but its transcript does "
+            "not end in a user, tool or notification item for the model to answer"
         )
 
 

@@ -12,23 +12,20 @@ core's decision table. Only ``LoopCore.handle`` changes the state.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import attrs
 
 from .._log import get_logger
-from ..core._errors import IdleLoopWarning, InvalidInputError, InvalidStateError
+from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
-from ..model._protocol import TurnRequest
-from ._actions import Action, CallModel, FinishCancelled, Hand, RecordDecisions, RunRound
+from ._actions import CallModel
 from ._checkpoint import capture, check_checkpointable, restore_turn
-from ._core import LoopCore, event_after
-from ._effects import CLEANUP_SECONDS, DriverParts, cancel_scope, transcript_listener
+from ._core import LoopCore
+from ._effects import DriverParts, transcript_listener
 from ._host_calls import (
     answer_approval,
     begin_step,
@@ -38,25 +35,22 @@ from ._host_calls import (
     sole_undecided,
 )
 from ._machine import LoopMachine
-from ._model_io import ModelIO, MutatorsCancelled
+from ._model_io import ModelIO
 from ._mutators import LoopMutator, MutationPoint
 from ._observer import observers_of
 from ._persistence import journal_for
 from ._state import (
-    CallStatus,
     DriverEvent,
     DriverState,
     QueuedMessage,
     Restored,
     RetryPoint,
-    RoundCall,
 )
+from ._step_runner import StepRunner
 from ._steps import (
     AfterToolResult,
     ApprovalAnswer,
-    ApprovalRequest,
-    AwaitingInput,
-    Finished,
+    Blocked,
     Resolver,
     Step,
 )
@@ -65,14 +59,6 @@ from ._tool_io import ToolIO
 __all__ = ["LoopDriver", "LoopSnapshot"]
 
 log = get_logger()
-
-IDLE_STEPS_BEFORE_WARNING = 5
-"""How many ``AwaitingInput`` steps in a row, with no input submitted, make a warning."""
-
-_IDLE_HINT = (
-    "the driver is idle and next() returns AwaitingInput at once: submit input "
-    "(step.submit(...) or driver.submit_input(...)) or end the host loop on AwaitingInput"
-)
 
 
 def _to_items(items: Sequence[Item]) -> tuple[Item, ...]:
@@ -91,16 +77,7 @@ class LoopSnapshot:
 class LoopDriver:
     """Advances one session a step at a time (see the module docstring)."""
 
-    __slots__ = (
-        "__weakref__",
-        "_core",
-        "_idle_steps",
-        "_journal",
-        "_machine",
-        "_model_io",
-        "_mutators",
-        "_tools",
-    )
+    __slots__ = ("__weakref__", "_core", "_machine", "_runner")
 
     def __init__(
         self, parts: DriverParts, transcript: Sequence[Item], pending: Sequence[Item]
@@ -118,13 +95,16 @@ class LoopDriver:
             model_name=parts.model_name,
             tasks_name=type(parts.task_manager).__name__,
         )
-        self._journal = journal_for(parts.store, config, observer)
-        self._model_io = ModelIO(
+        model_io = ModelIO(
             parts.session, config.session_id, config.limits.request_timeout, observer
         )
-        self._tools = ToolIO(parts)
-        self._mutators = parts.mutators
-        self._idle_steps = 0  # AwaitingInput steps in a row with nothing submitted
+        self._runner = StepRunner(
+            self._machine,
+            journal_for(parts.store, config, observer),
+            model_io,
+            ToolIO(parts),
+            parts.mutators,
+        )
 
     @classmethod
     def _restore(
@@ -210,9 +190,10 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        await self._journal.save_input(self._core)  # queued input is durable first
+        runner = self._runner
+        await runner.journal.save_input(self._core)  # queued input is durable first
         begin_step(self._core, DriverEvent.STEP, "call next()")
-        return await self._run_step(None)
+        return await runner.run_step(None, self)
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
@@ -241,7 +222,7 @@ class LoopDriver:
         begin_step(core, DriverEvent.RETRY, "retry()")
         point = MutationPoint(core.retry_point.point)
         turn = self._machine.start_turn()
-        return await self._run_step(CallModel(turn, point, False, tuple(mutators)))
+        return await self._runner.run_step(CallModel(turn, point, False, tuple(mutators)), self)
 
     async def continue_turn(self) -> Step:
         """Call the model on the transcript as it is, in a new turn (seed 003's continue).
@@ -255,9 +236,10 @@ class LoopDriver:
         refuse_outside_idle(self._core, "continue_turn()")
         point = MutationPoint(self._core.continue_point("continue_turn()"))
         begin_step(self._core, DriverEvent.CONTINUE, "continue_turn()")
-        return await self._run_step(CallModel(self._machine.start_turn(), point, False))
+        action = CallModel(self._machine.start_turn(), point, False)
+        return await self._runner.run_step(action, self)
 
-    async def run_until_blocked(self) -> Finished | AwaitingInput | ApprovalRequest:
+    async def run_until_blocked(self) -> Blocked:
         """Call ``next()`` through ``AfterToolResult`` pauses; return the first other step."""
         while True:
             step = await self.next()
@@ -266,205 +248,16 @@ class LoopDriver:
 
     async def save(self) -> None:
         """Save the session to the agent's store now (retry after a ``SaveError``)."""
-        await self._journal.save_now(self._core)
+        await self._runner.journal.save_now(self._core)
 
     async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
         """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
-        the same step; returns the step and how many pauses it went through (internal).
-
-        For a host that answers every pause with ``next()`` and nothing else
-        (``run()`` without hooks): between such a pause and that ``next()``
-        nothing suspends, so nobody can see the pause or interject, and the
-        result is the same as calling ``next()`` for each (the same state
-        transitions, in the same order). A driver with a store takes every
-        step (each pause is saved).
-        """
-        if self._journal.saves_steps or pauses < 1:
+        the same step (``run()`` without hooks; see ``StepRunner.next_through_pauses``).
+        A driver with a store takes every step (each pause is saved)."""
+        runner = self._runner
+        if runner.journal.saves_steps or pauses < 1:
             return await self.next(), 0
-        core = self._core
-        begin_step(core, DriverEvent.STEP, "call next()")
-        passed = 0
-        try:
-            step = await self._perform(None)
-            while passed < pauses and isinstance(step, AfterToolResult):
-                passed += 1
-                core.handle(DriverEvent.PAUSE)  # what returning the pause does
-                core.handle(DriverEvent.STEP)  # and what the next next() does
-                del step  # not held while the next step runs (many waiting sessions)
-                step = await self._perform(None)
-        except BaseException as error:
-            await self._step_raised(error)
-            raise
-        core.handle(event_after(step))
-        self._count_idle(step)
-        return step, passed
-
-    async def _run_step(self, action: Action | None) -> Step:
-        try:
-            step = await self._perform(action)
-        except BaseException as error:
-            await self._step_raised(error)
-            raise
-        core, journal = self._core, self._journal
-        core.handle(event_after(step))
-        self._count_idle(step)
-        try:
-            await journal.save_step(core, step)
-        except anyio.get_cancelled_exc_class():
-            # Cancelled before the step's save started: a round's results no save
-            # holds yet are saved all the same, by the step's save (shielded).
-            if journal.results_unsaved:
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await journal.save_step(core, step)
-            raise
-        return step
-
-    # -- the loop ------------------------------------------------------------
-
-    async def _perform(self, action: Action | None) -> Step:
-        """Perform ``action`` (``None``: the step's first, from ``LoopMachine.begin``) and
-        each one the core answers with, until it hands the host a step."""
-        machine, journal, tools = self._machine, self._journal, self._tools
-        if action is None:
-            action = machine.begin(self)
-        while True:
-            if isinstance(action, CallModel):
-                prepared = await self._prepare_model_call(action)
-                if not isinstance(prepared, TurnRequest):
-                    action = prepared
-                    continue
-                # The stream is read right here: a session waiting for its model holds
-                # one frame of this loop and one of the model I/O.
-                answer = await self._model_io.stream(action.turn, prepared)
-                action = machine.model_answered(action.turn, action.point, answer, self)
-            elif isinstance(action, RunRound):
-                action = await self._run_round(action)
-            elif isinstance(action, Hand):
-                return action.step
-            elif isinstance(action, RecordDecisions):
-                await journal.record_decisions(action.round)
-                action = machine.after_decisions(action.turn, action.round, self)
-            elif isinstance(action, FinishCancelled):
-                return await self._finish_cancelled(action)
-            else:
-                action = machine.background_taken(tools.take_background(), self)
-
-    async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
-        """Deliver the input, run the mutators, save, and make the request (or the action
-        that ends the turn instead)."""
-        machine, core, turn = self._machine, self._core, action.turn
-        if action.fold_input:
-            core.deliver_steering()
-            core.fold_pending_input()
-        mutators = (*action.mutators, *self._mutators) if action.mutators else self._mutators
-        if mutators:
-            point = action.point
-            changed = await self._model_io.run_mutators(turn, point, mutators, core.transcript)
-            if isinstance(changed, MutatorsCancelled):
-                return FinishCancelled(turn, "mutator")
-            if changed is not None:
-                core.replace_transcript(changed)
-        if (done := machine.nothing_to_answer(turn)) is not None:
-            return done
-        # A round's results before the model is waited for, and before the call is
-        # counted: a restore from this save makes the same call, counted once.
-        await self._journal.save_results(core)
-        return machine.next_request(turn, self._tools)
-
-    async def _run_round(self, action: RunRound) -> Action:
-        """Start every startable call, wait for the foreground ones; the core says what's
-        next (results are appended in the model's call order)."""
-        machine, journal, core = self._machine, self._journal, self._core
-        turn, tool_round = action.turn, action.round
-        if action.fresh:
-            await journal.save_response(core)
-        with cancel_scope(turn):
-            for call in tool_round.calls:
-                if call.status is not CallStatus.PREPARED:
-                    continue
-                if machine.skip_at_steering(call, tool_round):
-                    continue
-                await journal.save_results(core)  # the results so far, before this call runs
-                await self._start_call(action, call)
-                journal.note_finished_calls(tool_round)
-            if (approval := machine.new_approval(turn, tool_round)) is not None:
-                # Approvals surface one by one while the other calls keep running;
-                # their results are collected when the round resumes.
-                return Hand(approval)
-            while tool_round.running():
-                await journal.save_results(core)  # the results so far, before waiting
-                update = await self._tools.wait(turn.turn_id)
-                if update is None:
-                    break
-                machine.turn_update(tool_round, update)
-                journal.note_finished_calls(tool_round)
-        return machine.round_collected(turn, tool_round, self)
-
-    async def _start_call(self, action: RunRound, call: RoundCall) -> None:
-        machine, turn, tool_round = self._machine, action.turn, action.round
-        prepared = machine.call_prepared(turn, call, tool_round, self._tools.prepare(call), self)
-        if prepared is None:
-            return
-        idempotent = prepared.tool.spec.annotations.idempotent
-        refusal = await self._journal.claim(call, prepared.request, idempotent=idempotent)
-        if refusal is not None:  # claimed before, or denied in the store: not run
-            machine.finalize(call, tool_round, *refusal)
-            return
-        machine.call_running(call)
-        sole = len(tool_round.calls) == 1
-        started = await self._tools.start(turn, call, prepared, sole=sole)
-        machine.call_started(call, tool_round, started)
-
-    async def _finish_cancelled(self, action: FinishCancelled) -> Step:
-        """Stop the cancelled turn's running calls (bounded, shielded); the core closes it."""
-        machine, turn = self._machine, action.turn
-        tool_round = turn.round
-        if tool_round is not None:
-            machine.append_results(turn, tool_round)
-            if tool_round.running():
-                with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
-                    await self._journal.save_results(self._core)  # the results so far
-                    await self._tools.tasks.on_turn_interrupted(turn.turn_id)
-        return machine.close_cancelled(turn, action.stage, self._tools.interrupted)
-
-    async def _step_raised(self, error: BaseException) -> None:
-        """What a step that raised ``error`` leaves behind (the caller re-raises it)."""
-        core, journal = self._core, self._journal
-        if journal.results_unsaved:  # what a save of their own would have held
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await journal.save_results_after_fault(core)
-        if isinstance(error, anyio.get_cancelled_exc_class()):
-            # The host cancelled the task awaiting next(): close the turn so the
-            # transcript stays provider-valid, then let the cancellation go on.
-            with anyio.CancelScope(shield=True):
-                if core.turn is not None:
-                    await self._finish_cancelled(FinishCancelled(core.turn, "host"))
-            core.handle(DriverEvent.HOST_CANCEL)
-            return
-        core.failure = error
-        core.handle(DriverEvent.FAIL)
-        self._machine.observer.run_failed(error)
-
-    def _count_idle(self, step: Step) -> None:
-        """Warn once when a host keeps calling ``next()`` on ``AwaitingInput`` (a spin)."""
-        if not isinstance(step, AwaitingInput):
-            self._idle_steps = 0
-            return
-        self._idle_steps += 1
-        if self._idle_steps != IDLE_STEPS_BEFORE_WARNING:
-            return
-        message = (
-            f"session {self.session_id!r}: next() returned AwaitingInput "
-            f"{IDLE_STEPS_BEFORE_WARNING} times in a row with no input submitted; {_IDLE_HINT}"
-        )
-        warnings.warn(message, IdleLoopWarning, stacklevel=4)
-        log.warning(
-            "idle loop",
-            session_id=self.session_id,
-            awaiting_input=IDLE_STEPS_BEFORE_WARNING,
-            hint=_IDLE_HINT,
-        )
-        self._machine.observer.warning(message)
+        return await runner.next_through_pauses(pauses, self)
 
     # -- the host's input and answers ------------------------------------------
 
@@ -476,7 +269,7 @@ class LoopDriver:
         """
         checked = input_items(self._core, items)
         self._core.pending_input = (*self._core.pending_input, *checked)
-        self._idle_steps = 0
+        self._runner.idle_steps = 0
         self._machine.observer.input_accepted(self.session_id, checked)
 
     def set_next_turn_cache(self, request: PromptCacheRequest | None) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "ApprovalAnswer",
     "ApprovalRequest",
     "AwaitingInput",
+    "Blocked",
     "Finished",
     "Interrupt",
     "Resolver",
@@ -175,3 +176,6 @@ class ApprovalRequest(Interrupt):
 
 Step = Finished | AwaitingInput | AfterToolResult | ApprovalRequest
 """Anything ``driver.next()`` can return."""
+
+Blocked = Finished | AwaitingInput | ApprovalRequest
+"""The steps ``run_until_blocked()`` returns: every kind but ``AfterToolResult``."""
