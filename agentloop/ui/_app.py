@@ -150,6 +150,8 @@ class _EventStream(Response):
             media_type=self._encoder.get_content_type(),
             headers={"x-accel-buffering": "no"},
         )
+        # A stream has no length: drop the ``content-length: 0`` of the empty body.
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
         self._run = run
         self._input = run_input
         self._who = who
