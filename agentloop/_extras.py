@@ -36,6 +36,8 @@ EXTRA_OF_MODULE = {
     "opentelemetry": "otel",
     "dbos": "dbos",
     "hypothesis": "testing",
+    "ag_ui": "agui",
+    "pydantic": "agui",
 }
 """Top-level module -> the extra of ``agentloop-runtime`` that installs it."""
 

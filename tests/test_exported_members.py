@@ -245,6 +245,10 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "structure_value",
         "synthesized_result",
     },
+    "agentloop.ui": {
+        "AguiConfig",
+        "create_agui_app",
+    },
 }
 
 

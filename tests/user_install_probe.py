@@ -83,6 +83,9 @@ ENTRY_POINTS = {
     "dbos": "import agentloop.durable.dbos",
     "serve": "from agentloop.serve import create_app; "
     "from agentloop.store import MemorySessionStore; create_app(MemorySessionStore())",
+    "agui": "import agentloop as al; from agentloop.store import MemorySessionStore; "
+    "from agentloop.ui import create_agui_app; create_agui_app(al.Agent.builder()"
+    ".model(al.ScriptedModel(['hi'])).store(MemorySessionStore()).build())",
 }
 
 

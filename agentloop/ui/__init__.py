@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._extras import require_extra
 from ..loop._agent import Agent
 from ..serve._audit import AuditLog
 from ._config import AguiConfig
@@ -33,12 +34,7 @@ def create_agui_app(
     naming the extra when the agui extra is not installed, and
     ``ValueError`` for an agent without a store.
     """
-    try:
-        from ._app import build_agui_app
-    except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            f"agentloop.ui needs the agui extra ({error.name} is missing): "
-            "pip install 'agentloop-runtime[agui]'",
-            name=error.name,
-        ) from None
+    require_extra("agui", "agentloop.ui", "ag_ui", "pydantic", "starlette")
+    from ._app import build_agui_app
+
     return build_agui_app(agent, config=config, audit=audit)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
-from ..serve._config import new_token
+from ..serve._config import ServeConfig, new_token
 
-__all__ = ["AguiConfig"]
+__all__ = ["AguiConfig", "agui_config"]
+
+
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
 
 
 def _check_token(instance: object, attribute: object, value: str) -> None:
@@ -50,10 +56,23 @@ class AguiConfig:
     identity_header: str | None = None
     agent_name: str = "agent"
     approval_ttl: float | None = None
-    allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     allowed_origins: tuple[str, ...] = attrs.field(
-        default=(), converter=tuple, validator=_check_origins
+        default=(), converter=_strings, validator=_check_origins
     )
     lease_ttl: float = attrs.field(default=60.0, validator=_check_seconds)
     max_steps: int = 100
-    secrets: tuple[str, ...] = attrs.field(default=(), converter=tuple, repr=False)
+    secrets: tuple[str, ...] = attrs.field(default=(), converter=_strings, repr=False)
+
+
+def agui_config(serve: ServeConfig) -> AguiConfig:
+    """The AG-UI endpoint's settings inside ``agentloop serve``: the inbox's own."""
+    return AguiConfig(
+        token=serve.token,
+        identity=serve.identity,
+        identity_header=serve.identity_header,
+        agent_name=serve.agent_name,
+        approval_ttl=serve.approval_ttl,
+        allowed_hosts=serve.allowed_hosts,
+        secrets=serve.secrets,
+    )
