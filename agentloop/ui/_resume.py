@@ -93,18 +93,23 @@ class Answer:
 
 
 def read_resume(
-    entries: Sequence[ResumeEntry], rows: Sequence[PendingApproval], *, now: datetime
+    entries: Sequence[ResumeEntry],
+    rows: Sequence[PendingApproval],
+    *,
+    now: datetime,
+    label: str = "resume",
 ) -> list[Answer]:
     """Every entry checked against the open interrupts ``rows`` at ``now``.
 
-    ``RunRefused`` names the first bad entry; nothing is recorded here.
+    ``RunRefused`` names the first bad entry (as ``label[N]``); nothing is
+    recorded here.
     """
     open_ids = {interrupt_id(row.call_id): row for row in rows}
     listed = ", ".join(open_ids) or "none"
     answers: list[Answer] = []
     seen: set[str] = set()
     for position, entry in enumerate(entries):
-        where = f"resume[{position}]"
+        where = f"{label}[{position}]"
         row = open_ids.get(entry.interrupt_id)
         if row is None:
             raise RunRefused(

@@ -12,12 +12,10 @@ after a restart. Then the driver runs until it rests.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-import anyio
 import attrs
 from ag_ui.core import (
     PROTOCOL_VERSION,
@@ -37,13 +35,14 @@ from .._log import get_logger
 from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._session_store import Lease, LeaseHeldError, SessionStore
+from ..loop._session_store import Lease, SessionStore
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import PendingApproval, pending_approvals
 from ..serve._redact import Redactor
 from ._config import AguiConfig
 from ._events import EventTranslator
+from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
 from ._problems import RunRefused
 from ._resume import interrupt_id, interrupts, read_resume, response_schema
@@ -102,51 +101,10 @@ class AguiRunner:
     async def _run_leased(
         self, run_input: RunAgentInput, who: str, emit: Emit, translator: EventTranslator
     ) -> None:
-        thread = run_input.thread_id
-        owner = f"agentloop-ui:{uuid.uuid4().hex}"
-        ttl = self._config.lease_ttl
-        try:
-            lease = await self._store.acquire(thread, owner, ttl)
-        except LeaseHeldError as held:
-            raise RunRefused(
-                f"thread {thread!r} is busy: {held.holder} holds its session until "
-                f"{held.expires_at:%H:%M:%S} UTC; wait for that run to finish and send again. "
-                "Nothing was changed",
-                code="thread_busy",
-            ) from None
-        lost: list[bool] = []
-        failure: Exception | None = None
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(self._renew, lease, group.cancel_scope, lost)
-                try:
-                    await self._run_on(run_input, who, emit, translator, lease)
-                except Exception as error:  # raised as itself, not in an ExceptionGroup
-                    failure = error
-                group.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await self._store.release(lease)
-        if failure is not None:
-            raise failure
-        if lost:
-            raise RunRefused(
-                f"the run lost the lease of thread {thread!r} (renewing it failed) and stopped; "
-                "send another run to go on from what the session saved",
-                code="lease_lost",
-            )
+        async def work(lease: Lease) -> None:
+            await self._run_on(run_input, who, emit, translator, lease)
 
-    async def _renew(self, lease: Lease, scope: anyio.CancelScope, lost: list[bool]) -> None:
-        ttl = self._config.lease_ttl
-        while True:
-            await anyio.sleep(ttl / 3)
-            try:
-                lease = await self._store.renew(lease, ttl)
-            except Exception:
-                log.exception("renewing the AG-UI run's lease failed", session_id=lease.session_id)
-                lost.append(True)
-                scope.cancel()
-                return
+        await run_leased(self._store, run_input.thread_id, self._config.lease_ttl, work)
 
     async def _run_on(
         self,
