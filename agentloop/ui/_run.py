@@ -40,12 +40,13 @@ from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finis
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import PendingApproval, pending_approvals
 from ..serve._redact import Redactor
+from ._answers import interrupt_id, read_resume, response_schema
 from ._config import AguiConfig
 from ._events import EventTranslator
 from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
 from ._problems import RunRefused
-from ._resume import interrupt_id, interrupts, read_resume, response_schema
+from ._resume import interrupts
 
 __all__ = ["AguiRunner"]
 
