@@ -67,6 +67,13 @@ class OutputItems:
     def __contains__(self, index: object) -> bool:
         return index in self._items
 
+    def index_of(self, item_id: str | None) -> int:
+        """The index of the item with ``item_id``, or (``None``, unknown) the next free one."""
+        for index, state in self._items.items():
+            if item_id is not None and state.id == item_id:
+                return index
+        return max(self._items, default=-1) + 1
+
     def append_arguments(self, index: int, delta: str) -> list[ModelEvent]:
         """Stream a piece of function call ``index``'s arguments."""
         key = f"item-{index}"
@@ -172,8 +179,7 @@ class OutputItems:
     def locate(self, payload: dict[str, Any], where: str, kind: str) -> tuple[int, OutputItem]:
         """The announced, unfinished output item of ``kind`` the event addresses."""
         if payload.get("output_index") is None and isinstance(payload.get("item_id"), str):
-            found = [i for i, state in self._items.items() if state.id == payload["item_id"]]
-            index = found[0] if found else -1
+            index = self.index_of(payload["item_id"])
         else:
             index = get_index(payload, "output_index", where, _P)
         state = self._items.get(index)

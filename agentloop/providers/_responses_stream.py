@@ -121,15 +121,25 @@ class OpenAIResponsesStreamTranslator:
 
     def _item_added(self, payload: dict[str, Any]) -> list[ModelEvent]:
         where = "response.output_item.added"
-        index = get_index(payload, "output_index", where, _P)
-        return self._items.add(index, get_mapping(payload, "item", where, _P), f"{where}.item")
+        item = get_mapping(payload, "item", where, _P)
+        index = self._index(payload, item, where, announcing=True)
+        return self._items.add(index, item, f"{where}.item")
 
     def _item_done(self, payload: dict[str, Any]) -> list[ModelEvent]:
         where = "response.output_item.done"
-        index = get_index(payload, "output_index", where, _P)
         item = require_mapping(payload.get("item"), f"{where}.item", _P)
+        index = self._index(payload, item, where, announcing=False)
         events = [] if index in self._items else self._items.add(index, item, f"{where}.item")
         return events + self._items.finish(index, item, f"{where}.item")
+
+    def _index(
+        self, payload: dict[str, Any], item: dict[str, Any], where: str, *, announcing: bool
+    ) -> int:
+        """The event's ``output_index``; without one (llama.cpp sends none), the item's id."""
+        if payload.get("output_index") is not None:
+            return get_index(payload, "output_index", where, _P)
+        item_id = get_str(item, "id", f"{where}.item", _P)
+        return self._items.index_of(None if announcing else item_id)
 
     def _content_delta(self, payload: dict[str, Any]) -> list[ModelEvent]:
         where = str(payload.get("type"))

@@ -287,3 +287,23 @@ def test_event_soup_ends_in_a_result_or_a_provider_error(records: list[Any]) -> 
     except ProviderError:
         return
     assert isinstance(events[-1], ModelTurnResult)
+
+
+def test_items_addressed_by_id_alone_as_llama_cpp_sends_them() -> None:
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    records = [
+        ("response.output_item.added", {"item": reasoning}),
+        ("response.reasoning_text.delta", {"item_id": "rs_1", "delta": "Think."}),
+        ("response.output_item.added", {"item": {**MESSAGE, "content": []}}),
+        ("response.output_text.delta", {"item_id": "msg_1", "delta": "Hi"}),
+        ("response.output_text.done", {"item_id": "msg_1", "text": "Hi!"}),
+        ("response.output_item.done", {"item": {**MESSAGE, "content": []}}),
+        ("response.output_item.done", {"item": reasoning}),
+        completed(),
+    ]
+    result = result_of(translate(*records))
+    assert [part.text for part in result.output_items[0].parts] == ["Think.", "Hi!"]  # type: ignore[union-attr]
+    assert invalid(("response.output_text.delta", {"item_id": "msg_x", "delta": "?"})) == (
+        "OpenAI: malformed response: response.output_text.delta for output item 'msg_x', which "
+        "the stream never announced with response.output_item.added"
+    )
