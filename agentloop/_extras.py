@@ -38,6 +38,7 @@ EXTRA_OF_MODULE = {
     "hypothesis": "testing",
     "ag_ui": "agui",
     "pydantic": "agui",
+    "a2a": "a2a",
 }
 """Top-level module -> the extra of ``agentloop-runtime`` that installs it."""
 

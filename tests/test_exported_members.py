@@ -18,6 +18,10 @@ import agentloop
 # Per subpackage, the names its ``__all__`` exports that ``agentloop`` does not:
 # the tools of a layer (providers, local servers, the testing kit, the CLI).
 SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
+    "agentloop.a2a": {
+        "A2AConfig",
+        "create_a2a_app",
+    },
     "agentloop.cli": {
         "main",
     },
