@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentloop import ProviderError, ProviderErrorKind
 from agentloop.providers import OpenAIResponsesModel
@@ -19,6 +21,7 @@ from agentloop.providers import OpenAIResponsesModel
 from . import _responses_streams as streams
 from ._helpers import SleepRecorder, collect, fast_retry, turn, user
 from ._server import ReplayServer, json_error, sse
+from .test_secrets import assert_no_leak, echoes, exception_texts, failing_turn, keys
 
 pytestmark = pytest.mark.anyio
 
@@ -240,3 +243,31 @@ async def test_the_api_key_is_redacted_from_errors_and_the_repr() -> None:
         "OpenAI request failed with status 401 (invalid_request_error): "
         "Incorrect API key provided: [REDACTED]"
     )
+
+
+def responses(server: ReplayServer, key: str) -> OpenAIResponsesModel:
+    return OpenAIResponsesModel(
+        "gpt-5", base_url=f"{server.url}/v1", api_key=key, retry=fast_retry()
+    )
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(key=keys, echo=st.integers(0, 3), status=st.sampled_from([400, 401, 503]))
+async def test_a_key_echoed_in_an_error_or_a_failed_response_never_leaks(
+    key: str, echo: int, status: int
+) -> None:
+    message = echoes(key)[echo]
+    body = {"error": {"message": message, "type": "invalid_request_error", "echo": key}}
+    error, lines, server = await failing_turn(responses, key, [json_error(status, body)] * 3)
+    assert "[REDACTED]" in str(error)
+    assert_no_leak(key, exception_texts(error), *lines)
+    assert server.requests[0].headers["authorization"] == f"Bearer {key}"
+    error, lines, _ = await failing_turn(
+        responses, key, [sse(failed({"code": "server_error", "message": message}))]
+    )
+    assert "[REDACTED]" in str(error)
+    assert_no_leak(key, exception_texts(error), *lines)
