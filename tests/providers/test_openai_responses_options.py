@@ -17,6 +17,8 @@ from agentloop import (
     ProviderError,
     StructuredPart,
     TextPart,
+    ToolCallPart,
+    ToolResultPart,
     ToolsEnd,
     ToolSpec,
 )
@@ -221,3 +223,27 @@ async def test_a_part_a_message_cannot_carry_is_refused_before_sending() -> None
         "OpenAI: cannot send transcript item 0 (user): it holds a MediaPart, which a user "
         "message cannot carry for this provider; drop or convert the part with a mutator"
     )
+
+
+async def test_a_call_renamed_by_admission_goes_back_under_the_providers_id() -> None:
+    call = ToolCallPart(
+        "call_1_2",
+        "get_weather",
+        {"city": "Oslo"},
+        metadata={"agentloop.provider_call_id": "call_1"},
+    )
+    transcript = [
+        user("x"),
+        Item(ItemKind.ASSISTANT, (call,)),
+        Item(ItemKind.TOOL, (ToolResultPart("call_1_2", "3°C"),)),
+    ]
+    body = await body_for(turn(transcript, [WEATHER]))
+    assert body["input"][1:] == [
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city":"Oslo"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "3°C"},
+    ]
