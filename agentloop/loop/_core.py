@@ -179,6 +179,7 @@ class LoopCore:
             tool_calls=turn.tool_calls,
             model_calls=turn.model_call_records,
             error=error,
+            output=turn.output,
         )
         self.turn = None
         if reason not in (FinishReason.CANCELLED, FinishReason.ERROR) and self.follow_ups:

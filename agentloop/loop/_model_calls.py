@@ -20,6 +20,7 @@ from ..core._transcript import TranscriptView, find_violation, has_pending_input
 from ..model._config import LimitAction
 from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
+from ..output._answer import Accepted, Exhausted, judge, offered_tools
 from ..tools._tool import ToolRequest
 from ._core import LoopCore
 from ._effects import CLEANUP_SECONDS, UNGUARDED, Effects
@@ -37,6 +38,7 @@ from ._events import (
     UsageUpdated,
 )
 from ._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
+from ._output import OUTPUT_ACCEPTED_KEY, unrun_answer
 from ._persistence import Persistence
 from ._pipeline import ToolPipeline
 from ._responses import admit_response, empty_reason, response_model, stamp_output
@@ -296,13 +298,16 @@ class ModelCaller:
         core = self._core
         cache = core.next_turn_cache or self._fx.config.cache
         core.next_turn_cache = None
+        output = self._fx.config.output
+        tools = () if withhold_tools else specs if specs is not None else self._executor.specs()
         return TurnRequest(
             self._fx.session_id,
             turn.turn_id,
             TranscriptView(core.transcript),
-            () if withhold_tools else specs if specs is not None else tuple(self._executor.specs()),
+            offered_tools(output, tuple(tools)),
             cache,
             self._fx.config.metadata,
+            output=output,
         )
 
     def _handle_response(
@@ -344,6 +349,10 @@ class ModelCaller:
             return self._failed(
                 turn, index, started, point, empty_error, {EMPTY_RESPONSE_KEY: empty}, usage
             )
+        spec = self._fx.config.output  # structured output: judge the answer (agentloop.output)
+        verdict = judge(spec, output, calls, turn.items) if spec is not None else None
+        if isinstance(verdict, Exhausted):
+            return self._failed(turn, index, started, point, verdict.error, usage=usage)
         turn.model_call_records.append(
             ModelCallRecord(
                 index=index,
@@ -359,6 +368,14 @@ class ModelCaller:
             )
         for item in output:
             core.append(item)
+        if verdict is not None:
+            for item in verdict.items:
+                core.append(item)
+            if not isinstance(verdict, Accepted):
+                return _STEERED  # the problems went back to the model: it answers again
+            turn.output = verdict.value
+            metadata = {**result.metadata, OUTPUT_ACCEPTED_KEY: True}
+            return self._pipeline.finish(turn, FinishReason.COMPLETED, metadata)
         if not calls:
             if turn.final_answer:
                 metadata = {**result.metadata, LIMIT_KEY: "max_model_calls_per_turn",
@@ -393,10 +410,13 @@ class ModelCaller:
         refusal = self._core.tool_call_limit(turn, len(calls), self._fx.config.limits)
         if refusal is not None:
             return self._pipeline.refuse(turn, turn.round, refusal)
+        spec = self._fx.config.output
         for call in turn.round.calls:
             if call.call.id in duplicates:
                 result = duplicate(call, duplicates[call.call.id])
                 turn.round.results[call.index] = result
+            elif (unrun := unrun_answer(spec, call)) is not None:
+                turn.round.results[call.index] = unrun
         return turn.round
 
     def _streamed(
