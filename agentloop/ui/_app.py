@@ -11,6 +11,7 @@ events, framed by the ``ag-ui-protocol`` package's encoder.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -161,17 +162,34 @@ class _EventStream(Response):
         # Unbounded: one run's events, produced between the driver's awaits.
         sender, receiver = anyio.create_memory_object_stream[BaseEvent](math.inf)
 
+        def emit(event: BaseEvent) -> None:
+            # After a disconnect the turn closes (cancelled) with nobody reading.
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                sender.send_nowait(event)
+
         async def produce() -> None:
             with sender:
-                await self._run(self._input, self._who, sender.send_nowait)
+                await self._run(self._input, self._who, emit)
+
+        gone: list[bool] = []
+
+        async def watch(scope: anyio.CancelScope) -> None:
+            # A client that goes away cancels the run: its step closes the turn.
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.append(True)
+            scope.cancel()
 
         async with anyio.create_task_group() as group:
             group.start_soon(produce)
+            group.start_soon(watch, group.cancel_scope)
             with receiver:
                 async for event in receiver:
                     frame = self._encoder.encode(event).encode("utf-8")
                     await send({"type": "http.response.body", "body": frame, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            group.cancel_scope.cancel()  # the run ended: stop watching
+        if not gone:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class _AguiApp(Starlette):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+import anyio
 import attrs
 from ag_ui.core import (
     PROTOCOL_VERSION,
@@ -189,7 +190,7 @@ class AguiRunner:
     ) -> None:
         thread, run_id = run_input.thread_id, run_input.run_id
         for _ in range(self._config.max_steps):
-            step = await driver.next()
+            step = await _next_saving_on_cancel(driver)
             match step:
                 case AfterToolResult():
                     continue
@@ -278,6 +279,23 @@ class AguiRunner:
     @staticmethod
     def _now() -> datetime:
         return datetime.now(UTC)
+
+
+async def _next_saving_on_cancel(
+    driver: LoopDriver,
+) -> AfterToolResult | ApprovalRequest | AwaitingInput | Finished:
+    """``driver.next()``; when the run is cancelled (the client left), the driver closes
+    the turn (every open call answered ``cancelled``), and that is saved before the
+    cancellation goes on, so the next run finds the turn closed, not calls in doubt."""
+    try:
+        return await driver.next()
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            try:
+                await driver.save()
+            except Exception:
+                log.exception("saving the cancelled AG-UI run failed", session_id=driver.session_id)
+        raise
 
 
 def _ids(rows: list[PendingApproval]) -> str:

@@ -25,7 +25,8 @@ from hypercorn.config import Config
 from pydantic import TypeAdapter
 
 import agentloop as al
-from agentloop.testing import call, chunked, reasoning, tool_calls
+from agentloop import AppendText, BeginPart, PartKind
+from agentloop.testing import call, chunked, fail, reasoning, tool_calls
 
 TOKEN = "agui-test-token-of-at-least-16-characters"
 HEADERS = {"authorization": f"Bearer {TOKEN}"}
@@ -73,6 +74,10 @@ def answer(request: al.TurnRequest) -> Any:
         )
     if words[:1] == ["deploy"]:
         return tool_calls(call("deploy", {"service": words[1]}, id="call-1"), text="Deploying.")
+    if words[:1] == ["fail"]:
+        overloaded = al.ProviderError("503: overloaded", status=503, retryable=True)
+        begun = (BeginPart("text-0", PartKind.TEXT), AppendText("text-0", "Partial"))
+        return fail(overloaded, *begun)
     if words[:1] == ["think"]:
         return reasoning("The user wants a thought.", "Thought about it.")
     return chunked("Hello", " there.")
