@@ -179,6 +179,8 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "MemoryBackend",
         "PendingCall",
         "PostgresSessionStore",
+        "RedisBackend",
+        "RedisSessionStore",
         "SessionProblem",
         "SessionStatus",
         "SessionSummary",

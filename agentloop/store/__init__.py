@@ -33,6 +33,7 @@ from ._input import enqueue_input
 from ._jsonl import export_jsonl, import_jsonl
 from ._memory import MemoryBackend, MemorySessionStore
 from ._postgres import PostgresSessionStore
+from ._redis import RedisBackend, RedisSessionStore
 from ._sqlite import SqliteSessionStore
 
 __all__ = [
@@ -51,6 +52,8 @@ __all__ = [
     "MemorySessionStore",
     "PendingCall",
     "PostgresSessionStore",
+    "RedisBackend",
+    "RedisSessionStore",
     "SessionInfo",
     "SessionProblem",
     "SessionStatus",
