@@ -70,6 +70,7 @@ $(STAMP_LLAMA_SERVER): $(STAMP) scripts/build_local_server.sh agentloop/local/_i
 test: lint typecheck docs local-server llama-server deps user-venvs
 	sh scripts/install_browser.sh
 	sh scripts/install_test_programs.sh
+	sh scripts/install_node_clients.sh
 	$(BIN)/pytest -n 3 --durations=10
 
 # The main job: an agent on the embedded 135M model, real HTTP, real tool calls.

@@ -130,6 +130,8 @@ from .model._config import (
 )
 from .model._pricing import DEFAULT_PRICES, ModelPrice, PriceTable
 from .model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
+from .output._errors import OutputValidationError
+from .output._spec import OutputMode, OutputProblems, OutputSpec, output_spec
 from .permissions._network import NetworkPolicy
 from .permissions._policies import (
     Abstain,
@@ -302,6 +304,10 @@ __all__ = [
     "MutatorError",
     "NetworkAccess",
     "NetworkPolicy",
+    "OutputMode",
+    "OutputProblems",
+    "OutputSpec",
+    "OutputValidationError",
     "Part",
     "PartKind",
     "PathPolicy",
@@ -410,6 +416,7 @@ __all__ = [
     "has_pending_input",
     "import_jsonl",
     "json_schema_for",
+    "output_spec",
     "result_outcome",
     "run",
     "run_sync",

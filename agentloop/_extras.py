@@ -36,6 +36,9 @@ EXTRA_OF_MODULE = {
     "opentelemetry": "otel",
     "dbos": "dbos",
     "hypothesis": "testing",
+    "ag_ui": "agui",
+    "pydantic": "agui",
+    "a2a": "a2a",
 }
 """Top-level module -> the extra of ``agentloop-runtime`` that installs it."""
 

@@ -18,6 +18,10 @@ import agentloop
 # Per subpackage, the names its ``__all__`` exports that ``agentloop`` does not:
 # the tools of a layer (providers, local servers, the testing kit, the CLI).
 SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
+    "agentloop.a2a": {
+        "A2AConfig",
+        "create_a2a_app",
+    },
     "agentloop.cli": {
         "main",
     },
@@ -135,6 +139,9 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "OpenAIChatModel",
         "OpenAIChatSession",
         "OpenAICompletionTranslator",
+        "OpenAIResponsesModel",
+        "OpenAIResponsesSession",
+        "OpenAIResponsesStreamTranslator",
         "OpenAIStreamTranslator",
         "PROVIDER_FINISH_KEY",
         "PROVIDER_KEY",
@@ -160,18 +167,25 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
     },
     "agentloop.store": {
         "Approval",
+        "BackendHead",
+        "BackendSessionStore",
+        "BackendWrite",
         "Claim",
         "ClaimError",
         "Lease",
         "LeaseError",
         "LeaseHeldError",
         "LeaseLostError",
+        "MemoryBackend",
         "PendingCall",
         "PostgresSessionStore",
+        "RedisBackend",
+        "RedisSessionStore",
         "SessionProblem",
         "SessionStatus",
         "SessionSummary",
         "StaleSessionError",
+        "StorageBackend",
         "enqueue_input",
         "find_session_problems",
         "input_digest",
@@ -241,6 +255,10 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "argument_converter",
         "structure_value",
         "synthesized_result",
+    },
+    "agentloop.ui": {
+        "AguiConfig",
+        "create_agui_app",
     },
 }
 

@@ -28,6 +28,8 @@ PROBE = ROOT / "tests" / "user_install_probe.py"
 
 # The modules each extra's imports are for (every other module imports without extras).
 EXTRA_MODULES = {
+    "a2a": ("agentloop.a2a._",),
+    "agui": ("agentloop.ui._",),
     "cli": ("agentloop.cli._",),
     "dbos": ("agentloop.durable.dbos",),
     "mcp": ("agentloop.mcp",),
@@ -37,6 +39,8 @@ EXTRA_MODULES = {
 }
 # One module per extra that cannot import without it (the extra is really needed).
 NEEDS_EXTRA = {
+    "a2a": "agentloop.a2a._app",
+    "agui": "agentloop.ui._app",
     "cli": "agentloop.cli._main",
     "dbos": "agentloop.durable.dbos",
     "mcp": "agentloop.mcp",
@@ -66,6 +70,10 @@ CORE_ENTRY_POINTS = {
     "installed): " + _in_clone("dbos"),
     "serve": "ModuleNotFoundError: agentloop serve needs the serve extra (starlette is "
     "missing): pip install 'agentloop-runtime[serve]'",
+    "agui": "ModuleNotFoundError: agentloop.ui needs the agui extra (ag_ui is not "
+    "installed): " + _in_clone("agui"),
+    "a2a": "ModuleNotFoundError: agentloop.a2a needs the a2a extra (a2a is not "
+    "installed): " + _in_clone("a2a"),
 }
 
 
@@ -111,6 +119,8 @@ def _extra_of(module: str) -> str | None:
 
 def test_every_extra_is_covered_here() -> None:
     assert _declared_extras() == [
+        "a2a",
+        "agui",
         "cli",
         "dbos",
         "docs",

@@ -83,6 +83,13 @@ ENTRY_POINTS = {
     "dbos": "import agentloop.durable.dbos",
     "serve": "from agentloop.serve import create_app; "
     "from agentloop.store import MemorySessionStore; create_app(MemorySessionStore())",
+    "agui": "import agentloop as al; from agentloop.store import MemorySessionStore; "
+    "from agentloop.ui import create_agui_app; create_agui_app(al.Agent.builder()"
+    ".model(al.ScriptedModel(['hi'])).store(MemorySessionStore()).build())",
+    "a2a": "import agentloop as al; from agentloop.store import MemorySessionStore; "
+    "from agentloop.a2a import A2AConfig, create_a2a_app; create_a2a_app(al.Agent.builder()"
+    ".model(al.ScriptedModel(['hi'])).store(MemorySessionStore()).build(), "
+    "config=A2AConfig(url='http://127.0.0.1:1/'))",
 }
 
 

@@ -6,7 +6,8 @@
     ├── InvalidStateError       an operation does not fit the driver's current state
     ├── InvalidInputError       an argument is malformed (also a ValueError)
     ├── ProviderError           the model adapter or its stream failed
-    │   └── ModelProtocolError  a model's output broke the protocol (e.g. a non-assistant item)
+    │   ├── ModelProtocolError  a model's output broke the protocol (e.g. a non-assistant item)
+    │   └── OutputValidationError  (agentloop.output) the answer never matched the output schema
     ├── ToolError               a tool source, executor or task manager broke its contract
     ├── MutatorError            a loop mutator failed or broke the transcript invariant
     ├── TranscriptError         a transcript violates the tool_call/tool_result invariant

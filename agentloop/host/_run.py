@@ -12,10 +12,11 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
-from typing import Any, TypeAlias, assert_never
+from typing import Any, Generic, TypeAlias, assert_never, cast
 
 import anyio
 import attrs
+from typing_extensions import TypeVar
 
 from .._log import get_logger
 from ..core._cancellation import CancellationHandle
@@ -25,6 +26,7 @@ from ..core._transcript import find_violation
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._events import TurnResult
+from ..loop._output import OUTPUT_ACCEPTED_KEY
 from ..loop._steps import (
     AfterToolResult,
     ApprovalAnswer,
@@ -48,6 +50,8 @@ __all__ = [
 ]
 
 log = get_logger()
+
+OutT = TypeVar("OutT", default=Any)
 
 DEFAULT_MAX_STEPS = 100
 """How many ``driver.next()`` calls one ``run()`` makes at most by default."""
@@ -127,14 +131,15 @@ class RunStopReason(StrEnum):
 
 
 @attrs.frozen
-class RunResult:
+class RunResult(Generic[OutT]):
     """The outcome of :func:`run` or :func:`~agentloop.stream`.
 
     ``turns`` are the turns that finished during the run, ``usage`` is summed
     over every model call of the run, ``transcript`` is the whole session
     history afterwards. ``pending_approval`` is set when the run stopped at an
     approval: answer it (``approve()`` / ``deny()``) and call
-    :func:`continue_from`, or pass ``approve=`` there.
+    :func:`continue_from`, or pass ``approve=`` there. ``output`` is the typed
+    answer of an agent built with ``.output(T)``.
     """
 
     final_text: str
@@ -147,6 +152,30 @@ class RunResult:
     pending_approval: ApprovalRequest | None = None
     agent: Agent | None = attrs.field(default=None, eq=False, repr=False)
     driver: LoopDriver | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def output(self) -> OutT:
+        """The last turn's validated structured output (``None`` for an agent built
+        without ``.output()``). Raises ``InvalidStateError`` when the run did not end
+        with one (it stopped at an approval, or the turn failed: see ``error``)."""
+        spec = self.driver.config.output if self.driver is not None else None
+        if spec is None and self.agent is not None:
+            spec = self.agent.output
+        if spec is None:
+            return cast(OutT, None)
+        last = self.turns[-1] if self.turns else None
+        if last is None or last.metadata.get(OUTPUT_ACCEPTED_KEY) is not True:
+            ended = (
+                "no turn finished"
+                if last is None
+                else f"the last turn ended {last.finish_reason.value}"
+            )
+            why = f": {last.error}" if last is not None and last.error is not None else ""
+            raise InvalidStateError(
+                f"cannot read the output {spec.name!r}: the run stopped with "
+                f"{self.stop_reason.value} and {ended}{why}; no validated output exists"
+            )
+        return cast(OutT, last.output)
 
     @property
     def finish_reason(self) -> FinishReason | None:
@@ -247,14 +276,14 @@ def check_max_steps(operation: str, max_steps: int) -> None:
 
 
 async def run(
-    agent: Agent,
+    agent: Agent[Any, OutT],
     prompt: str | Sequence[Item],
     *,
     approve: Approver | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     config: SessionConfig | str | None = None,
     retry: TurnRetryPolicy | None = None,
-) -> RunResult:
+) -> RunResult[OutT]:
     """Start a driver for ``agent`` with ``prompt`` as input and drive it until the turn ends.
 
     ``approve`` answers approval requests; without it the run stops with
@@ -277,14 +306,14 @@ async def run(
 
 
 async def continue_from(
-    result: RunResult,
+    result: RunResult[OutT],
     prompt: str | Sequence[Item] | None = None,
     *,
-    agent: Agent | None = None,
+    agent: Agent[Any, OutT] | None = None,
     approve: Approver | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     retry: TurnRetryPolicy | None = None,
-) -> RunResult:
+) -> RunResult[OutT]:
     """Ask again after ``result``.
 
     A finished run: starts a new driver on ``result.continuation(agent)`` (the

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import TypeAlias
+from typing import Any, Generic, TypeAlias
 
 import anyio
 import attrs
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from typing_extensions import TypeVar
 
 from ..core._delta import AppendText, BeginPart, CommitPart
 from ..core._errors import InvalidInputError, InvalidStateError
@@ -117,7 +118,10 @@ class _StreamHooks(DriveHooks):
         return False
 
 
-class EventStream:
+OutT = TypeVar("OutT", default=Any)
+
+
+class EventStream(Generic[OutT]):
     """An async context manager and async iterator over a run's events and steps.
 
     Use it through :func:`stream`. Leaving the ``async with`` block early
@@ -148,7 +152,7 @@ class EventStream:
         self._receive: MemoryObjectReceiveStream[StreamItem] | None = None
         self._driver: LoopDriver | None = None
         self._forwarder: _Forwarder | None = None
-        self._result: RunResult | None = None
+        self._result: RunResult[OutT] | None = None
         self._error: Exception | None = None
         self._error_seen = False
         self._requested = 0
@@ -239,7 +243,7 @@ class EventStream:
             elif isinstance(delta, CommitPart):
                 text_parts.discard(delta.part_id)
 
-    async def result(self) -> RunResult:
+    async def result(self) -> RunResult[OutT]:
         """The run's result; events not consumed yet are read and discarded first."""
         if self._result is None and self._receive is not None:
             async for _item in self:
@@ -285,7 +289,7 @@ class EventStream:
 
 
 def stream(
-    agent: Agent,
+    agent: Agent[Any, OutT],
     prompt: str | Sequence[Item],
     *,
     approve: Approver | None = None,
@@ -293,7 +297,7 @@ def stream(
     config: SessionConfig | str | None = None,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     retry: TurnRetryPolicy | None = None,
-) -> EventStream:
+) -> EventStream[OutT]:
     """Run ``agent`` on ``prompt`` and yield every event and step as it happens.
 
     ``async with agentloop.stream(agent, "hi") as events: async for item in events``;

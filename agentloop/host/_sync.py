@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 import anyio
 import sniffio
+from typing_extensions import TypeVar
 
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item
@@ -17,11 +19,13 @@ from ._run import DEFAULT_MAX_STEPS, Approver, RunResult, TurnRetryPolicy, promp
 
 __all__ = ["run_sync"]
 
+OutT = TypeVar("OutT")
+
 _BACKENDS = ("asyncio", "trio")
 
 
 def run_sync(
-    agent: Agent,
+    agent: Agent[Any, OutT],
     prompt: str | Sequence[Item],
     *,
     approve: Approver | None = None,
@@ -29,7 +33,7 @@ def run_sync(
     config: SessionConfig | str | None = None,
     retry: TurnRetryPolicy | None = None,
     backend: str = "asyncio",
-) -> RunResult:
+) -> RunResult[OutT]:
     """:func:`~agentloop.run`, started in an event loop of its own and waited for.
 
     For scripts and a REPL: ``result = agentloop.run_sync(agent, "Hi")``. It

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, cast, overload
 
 import attrs
+from typing_extensions import TypeVar
 
 from ..core._cancellation import CancellationHandle
 from ..core._errors import InvalidInputError, InvalidStateError
@@ -13,6 +14,7 @@ from ..core._items import Item
 from ..core._transcript import find_violation
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
+from ..output._spec import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ..permissions._requests import ALLOW_ALL, PermissionChecker
 from ..tasks._protocol import TaskManager
 from ..tasks._simple import SimpleTaskManager
@@ -23,18 +25,27 @@ from ._driver import LoopDriver
 from ._effects import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
+from ._output import session_config
 from ._persistence import load, recorded_decisions
 from ._session_store import Lease, SessionStore, StoredSession
 from ._state import DriverState
 
 __all__ = ["Agent", "AgentBuilder"]
 
+DepsT = TypeVar("DepsT", default=Any)
+OutT = TypeVar("OutT", default=Any)
+NewDepsT = TypeVar("NewDepsT")
+NewOutT = TypeVar("NewOutT")
+
 
 @attrs.frozen
-class Agent:
+class Agent(Generic[DepsT, OutT]):
     """What a session is made of: model, tools, policies, observers, starting transcript.
 
-    Build one with :meth:`builder`; start sessions with :meth:`start`.
+    Build one with :meth:`builder`; start sessions with :meth:`start`. The type
+    parameters are the dependencies tools receive (``resources``, read by tools as
+    ``ToolContext[DepsT].resources``) and the structured output every turn answers
+    with (``output``; ``None`` without one).
     """
 
     model: ModelAdapter
@@ -42,7 +53,7 @@ class Agent:
     tool_executor: ToolExecutor | None = None
     task_manager: TaskManager | None = None
     permissions: PermissionChecker = ALLOW_ALL
-    resources: Any = None
+    resources: DepsT = None  # type: ignore[assignment]
     cancellation: CancellationHandle | None = None
     mutators: tuple[LoopMutator, ...] = ()
     observers: tuple[LoopObserver, ...] = ()
@@ -50,9 +61,10 @@ class Agent:
     transcript: tuple[Item, ...] = ()
     input: tuple[Item, ...] = ()
     store: SessionStore | None = None
+    output: OutputSpec[OutT] | None = None
 
     @staticmethod
-    def builder() -> AgentBuilder:
+    def builder() -> AgentBuilder[Any, None]:
         """A fresh builder."""
         return AgentBuilder()
 
@@ -120,6 +132,7 @@ class Agent:
 
     async def _parts(self, config: SessionConfig) -> DriverParts:
         session = await self.model.start_session(config)
+        config = session_config(config, self.output, session)
         return DriverParts(
             config=config,
             session=session,
@@ -156,7 +169,7 @@ def _check_items(method: str, items: Sequence[Item]) -> tuple[Item, ...]:
     return checked
 
 
-class AgentBuilder:
+class AgentBuilder(Generic[DepsT, OutT]):
     """Fluent construction of an :class:`Agent`; ``build()`` checks it is complete."""
 
     def __init__(self) -> None:
@@ -173,68 +186,137 @@ class AgentBuilder:
         self._transcript: tuple[Item, ...] = ()
         self._input: tuple[Item, ...] = ()
         self._store: SessionStore | None = None
+        self._output: OutputSpec[Any] | None = None
 
-    def model(self, adapter: ModelAdapter) -> AgentBuilder:
+    def model(self, adapter: ModelAdapter) -> AgentBuilder[DepsT, OutT]:
         """The model adapter (required)."""
         self._model = adapter
         return self
 
-    def add_tool_source(self, source: ToolSource) -> AgentBuilder:
+    def add_tool_source(self, source: ToolSource) -> AgentBuilder[DepsT, OutT]:
         """Add a tool source; call again to federate (the first source wins a name)."""
         self._sources.append(source)
         return self
 
-    def tool_executor(self, executor: ToolExecutor) -> AgentBuilder:
+    def tool_executor(self, executor: ToolExecutor) -> AgentBuilder[DepsT, OutT]:
         """Replace the default executor (tool sources are then ignored)."""
         self._executor = executor
         return self
 
-    def task_manager(self, manager: TaskManager) -> AgentBuilder:
+    def task_manager(self, manager: TaskManager) -> AgentBuilder[DepsT, OutT]:
         """How tool calls run (default: a fresh ``SimpleTaskManager`` per driver)."""
         self._task_manager = manager
         return self
 
-    def permissions(self, checker: PermissionChecker) -> AgentBuilder:
+    def permissions(self, checker: PermissionChecker) -> AgentBuilder[DepsT, OutT]:
         """The permission checker (default: allow all)."""
         self._permissions = checker
         return self
 
-    def resources(self, resources: Any) -> AgentBuilder:
-        """A host object tools receive as ``ctx.resources``."""
+    def resources(self, resources: NewDepsT) -> AgentBuilder[NewDepsT, OutT]:
+        """A host object tools receive as ``ctx.resources`` (type them
+        ``ToolContext[type of resources]``)."""
         self._resources = resources
-        return self
+        return cast("AgentBuilder[NewDepsT, OutT]", self)
 
-    def cancellation(self, handle: CancellationHandle) -> AgentBuilder:
+    @overload
+    def output(
+        self,
+        target: OutputSpec[NewOutT],
+        *,
+        mode: OutputMode | str | None = None,
+        max_retries: int | None = None,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> AgentBuilder[DepsT, NewOutT]: ...
+    @overload
+    def output(
+        self,
+        target: type[NewOutT],
+        *,
+        mode: OutputMode | str | None = None,
+        max_retries: int | None = None,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> AgentBuilder[DepsT, NewOutT]: ...
+    @overload
+    def output(
+        self,
+        target: Any,
+        *,
+        mode: OutputMode | str | None = None,
+        max_retries: int | None = None,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> AgentBuilder[DepsT, Any]: ...
+    def output(
+        self,
+        target: Any,
+        *,
+        mode: OutputMode | str | None = None,
+        max_retries: int | None = None,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> AgentBuilder[DepsT, Any]:
+        """Every turn answers with a validated value of ``target``: an attrs class, a
+        dataclass, a ``TypedDict``, a plain type, a JSON schema (a ``dict``) or an
+        :class:`~agentloop.OutputSpec`. ``mode`` (``"auto"``, ``"native"``, ``"tool"``)
+        forces how the model is asked; ``max_retries`` is how many answers that do not
+        validate the model may follow with another (default 2). Raises
+        ``InvalidInputError`` for a target that cannot describe an output."""
+        if isinstance(target, OutputSpec):
+            spec: OutputSpec[Any] = target
+            if mode is not None:
+                spec = spec.with_mode(OutputMode(mode))
+            if max_retries is not None or name is not None or description is not None:
+                spec = attrs.evolve(
+                    spec,
+                    max_retries=spec.max_retries if max_retries is None else max_retries,
+                    name=name or spec.name,
+                    description=description or spec.description,
+                )
+        else:
+            spec = output_spec(
+                target,
+                name=name,
+                mode=mode if mode is not None else OutputMode.AUTO,
+                max_retries=DEFAULT_OUTPUT_RETRIES if max_retries is None else max_retries,
+                description=description,
+            )
+        self._output = spec
+        return cast("AgentBuilder[DepsT, Any]", self)
+
+    def cancellation(self, handle: CancellationHandle) -> AgentBuilder[DepsT, OutT]:
         """The handle whose controller's ``interrupt()`` cancels the current turn."""
         self._cancellation = handle
         return self
 
-    def mutator(self, mutator: LoopMutator) -> AgentBuilder:
+    def mutator(self, mutator: LoopMutator) -> AgentBuilder[DepsT, OutT]:
         """Add a transcript mutator (they run in the order added)."""
         self._mutators.append(mutator)
         return self
 
-    def observer(self, observer: LoopObserver) -> AgentBuilder:
+    def observer(self, observer: LoopObserver) -> AgentBuilder[DepsT, OutT]:
         """Add an event observer."""
         self._observers.append(observer)
         return self
 
-    def transcript_observer(self, observer: TranscriptObserver) -> AgentBuilder:
+    def transcript_observer(self, observer: TranscriptObserver) -> AgentBuilder[DepsT, OutT]:
         """Add an observer of appended transcript items."""
         self._transcript_observers.append(observer)
         return self
 
-    def transcript(self, items: Sequence[Item]) -> AgentBuilder:
+    def transcript(self, items: Sequence[Item]) -> AgentBuilder[DepsT, OutT]:
         """Passive prior history (system prompt, an earlier conversation)."""
         self._transcript = _check_items("transcript", items)
         return self
 
-    def input(self, items: Sequence[Item]) -> AgentBuilder:
+    def input(self, items: Sequence[Item]) -> AgentBuilder[DepsT, OutT]:
         """Input for the first turn, so the first ``next()`` calls the model."""
         self._input = _check_items("input", items)
         return self
 
-    def store(self, store: SessionStore) -> AgentBuilder:
+    def store(self, store: SessionStore) -> AgentBuilder[DepsT, OutT]:
         """Persist sessions: a checkpoint after every step, started calls before they run."""
         if not isinstance(store, SessionStore):
             raise InvalidInputError(
@@ -243,7 +325,7 @@ class AgentBuilder:
         self._store = store
         return self
 
-    def build(self) -> Agent:
+    def build(self) -> Agent[DepsT, OutT]:
         """The agent; raises ``InvalidStateError`` if no model was given."""
         if self._model is None:
             raise InvalidStateError(
@@ -268,6 +350,7 @@ class AgentBuilder:
             transcript=self._transcript,
             input=self._input,
             store=self._store,
+            output=self._output,
         )
 
 

@@ -5,8 +5,8 @@ transcript, pending input, the steering and follow-up queues, the turn, its
 round and each call's record, and the driver's :class:`DriverState`.
 :meth:`LoopCore.handle` is the one method that changes the state, through
 the :data:`TRANSITIONS` table (restoring a checkpoint goes through it too).
-The async shell (``_driver.py``, ``_model_calls.py``, ``_pipeline.py``)
-performs the effects and tells the core what happened.
+The decisions over this state are ``_machine.py`` and ``_rounds.py``; the
+driver's step loop (``_step_runner.py``) performs their actions.
 """
 
 from __future__ import annotations
@@ -179,6 +179,7 @@ class LoopCore:
             tool_calls=turn.tool_calls,
             model_calls=turn.model_call_records,
             error=error,
+            output=turn.output,
         )
         self.turn = None
         if reason not in (FinishReason.CANCELLED, FinishReason.ERROR) and self.follow_ups:

@@ -131,6 +131,9 @@ class TurnResult:
     :class:`~agentloop.ProviderError` of a turn that ended with
     ``FinishReason.ERROR`` (its ``kind`` says what to do: ``retry()`` a
     ``RETRYABLE`` one, compact then ``retry()`` a ``CONTEXT_OVERFLOW``).
+    ``output`` is the turn's validated structured output when the agent has one
+    (``AgentBuilder.output``); an answer that never validated ends the turn with
+    ``FinishReason.ERROR`` and an ``OutputValidationError`` instead.
     """
 
     turn_id: str
@@ -145,6 +148,7 @@ class TurnResult:
         default=(), converter=_to_records, kw_only=True
     )
     error: ProviderError | None = attrs.field(default=None, kw_only=True, eq=False)
+    output: Any = attrs.field(default=None, kw_only=True)
 
     @property
     def final_items(self) -> tuple[Item, ...]:

@@ -18,12 +18,13 @@ from typing import Any, Protocol
 
 from ..core._cancellation import CancellationHandle
 from ..core._errors import ModelProtocolError, ProviderError, ProviderErrorKind
-from ..core._items import FinishReason, Item, ToolCallPart, Usage
+from ..core._items import FinishReason, Item, Metadata, ToolCallPart, Usage
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import TranscriptView, has_pending_input
 from ..model._config import LimitAction, SessionConfig
 from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelTurnResult, TurnRequest
+from ..output._answer import Accepted, Exhausted, Rejected, judge, offered_tools
 from ..tasks._protocol import TaskFinished
 from ..tools._tool import ToolRequest
 from ._actions import (
@@ -39,6 +40,7 @@ from ._core import LoopCore
 from ._events import ModelCallRecord
 from ._mutators import MutationPoint
 from ._observer import Nobody
+from ._output import OUTPUT_ACCEPTED_KEY, unrun_answer
 from ._responses import admit_response, empty_reason, response_model, stamp_output
 from ._results import duplicate
 from ._rounds import RoundRules
@@ -229,6 +231,8 @@ class LoopMachine(RoundRules):
         cache = core.next_turn_cache or self.config.cache
         core.next_turn_cache = None
         tools = () if withhold_tools else listed if listed is not None else catalog.specs()
+        output = self.config.output
+        tools = offered_tools(output, tools)  # and the final-answer tool, in its mode
         request = TurnRequest(
             self.session_id,
             turn.turn_id,
@@ -236,6 +240,7 @@ class LoopMachine(RoundRules):
             tools,
             cache,
             self.config.metadata,
+            output=output,
         )
         self.observer.model_call_started(
             turn.turn_id, turn.model_calls, len(core.transcript), len(tools), withhold_tools
@@ -291,6 +296,11 @@ class LoopMachine(RoundRules):
             )
             metadata: dict[str, object] = {EMPTY_RESPONSE_KEY: empty}
             return Hand(self._failed(turn, index, answer.duration, point, error, metadata, usage))
+        spec = self.config.output  # structured output: judge the answer (agentloop.output)
+        verdict = judge(spec, output, calls, turn.items) if spec is not None else None
+        if isinstance(verdict, Exhausted):
+            failed = self._failed(turn, index, answer.duration, point, verdict.error, usage=usage)
+            return Hand(failed)
         turn.model_call_records.append(
             ModelCallRecord(
                 index=index,
@@ -304,6 +314,8 @@ class LoopMachine(RoundRules):
         self.observer.model_call_finished(turn.turn_id, index, reason, usage, answer.duration)
         for item in output:
             core.append(item)
+        if verdict is not None:
+            return self._judged(turn, verdict, result.metadata)
         if calls:
             return self._start_round(turn, calls, duplicates)
         if turn.final_answer:
@@ -313,6 +325,17 @@ class LoopMachine(RoundRules):
         if core.steering:  # a message arrived while the model answered: continue
             return CallModel(turn, MutationPoint.AFTER_TURN_ENDED)
         return Hand(self.finish(turn, reason, result.metadata))
+
+    def _judged(self, turn: TurnState, verdict: Accepted | Rejected, metadata: Metadata) -> Action:
+        """The turn's structured output was judged: accepted, it ends the turn; rejected,
+        the problems go back to the model and it answers again."""
+        for item in verdict.items:
+            self.core.append(item)
+        if not isinstance(verdict, Accepted):
+            return CallModel(turn, MutationPoint.AFTER_TURN_ENDED)
+        turn.output = verdict.value
+        accepted = {**metadata, OUTPUT_ACCEPTED_KEY: True}
+        return Hand(self.finish(turn, FinishReason.COMPLETED, accepted))
 
     def _start_round(
         self, turn: TurnState, calls: list[ToolCallPart], duplicates: dict[str, str]
@@ -339,9 +362,12 @@ class LoopMachine(RoundRules):
         refusal = self.core.tool_call_limit(turn, len(calls), limits)
         if refusal is not None:
             return Hand(self.refuse(turn, tool_round, refusal))
+        spec = self.config.output
         for call in tool_round.calls:
             if call.call.id in duplicates:
                 tool_round.results[call.index] = duplicate(call, duplicates[call.call.id])
+            elif (unrun := unrun_answer(spec, call)) is not None:
+                tool_round.results[call.index] = unrun
         return RunRound(turn, tool_round, fresh=True)
 
     def _failed(

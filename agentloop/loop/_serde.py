@@ -130,6 +130,16 @@ def configure_loop(converter: cattrs.Converter) -> None:
             requests=cattrs.gen.override(omit_if_default=True),
         ),
     )
+    # A turn without structured output is written as before ``output`` existed.
+    converter.register_unstructure_hook(
+        events.TurnResult,
+        cattrs.gen.make_dict_unstructure_fn(
+            events.TurnResult,
+            converter,
+            _cattrs_omit_if_default=False,
+            output=cattrs.gen.override(omit_if_default=True),
+        ),
+    )
     configure_tagged(converter, _EVENT_UNION, _EVENT_TAGS)
     configure_tagged(converter, _STEP_UNION, _STEP_TAGS)
 

@@ -354,6 +354,8 @@ class TurnState:
     """One record per model call that answered or failed."""
     final_answer: bool = False
     """The model-call limit was reached: the next call withholds tools (``on_limit``)."""
+    output: Any = None
+    """The validated structured output the turn ends with (``agentloop.output``)."""
 
     @property
     def is_cancelled(self) -> bool:

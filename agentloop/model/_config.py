@@ -9,6 +9,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from ..core._items import Metadata, _empty_metadata
+from ..output._spec import OutputSpec
 from ._pricing import PriceTable
 
 __all__ = [
@@ -242,6 +243,10 @@ class SessionConfig:
     price_table: PriceTable | None = attrs.field(default=None, kw_only=True)
     """Prices used to fill ``Usage.cost`` when a provider reports none (``None``: the
     built-in ``DEFAULT_PRICES``). Cost limits rely on it."""
+    output: OutputSpec[Any] | None = attrs.field(default=None, kw_only=True)
+    """The structured output every turn answers with (set by ``Agent.start`` from
+    ``AgentBuilder.output``); checkpoints keep it, so a restored session validates
+    the same way."""
 
     def with_cache(self, cache: PromptCacheRequest | None) -> SessionConfig:
         """A copy with a different default cache request."""

@@ -11,6 +11,7 @@ from ..core._cancellation import TurnCancellation
 from ..core._delta import Delta
 from ..core._items import FinishReason, Item, Metadata, ToolCallPart, Usage, _empty_metadata
 from ..core._tool_spec import ToolSpec
+from ..output._spec import OutputSpec
 from ._config import PromptCacheRequest, SessionConfig
 
 __all__ = ["ModelAdapter", "ModelEvent", "ModelSession", "ModelTurnResult", "TurnRequest"]
@@ -21,7 +22,9 @@ class TurnRequest:
     """Everything one model call needs.
 
     ``transcript`` is a read-only sequence; ``available_tools`` is sorted by
-    name so request bytes are stable across runs and resumes.
+    name so request bytes are stable across runs and resumes. ``output`` is the
+    agent's structured output: in ``OutputMode.NATIVE`` the adapter asks the
+    provider for it (in ``TOOL`` mode its final-answer tool is among the tools).
     """
 
     session_id: str
@@ -30,6 +33,7 @@ class TurnRequest:
     available_tools: tuple[ToolSpec, ...] = ()
     cache: PromptCacheRequest | None = None
     metadata: Metadata = attrs.field(default=_empty_metadata())
+    output: OutputSpec[Any] | None = attrs.field(default=None, kw_only=True)
 
 
 def _to_items(items: Sequence[Item]) -> tuple[Item, ...]:

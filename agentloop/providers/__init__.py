@@ -1,4 +1,4 @@
-"""Model adapters over httpx: OpenAI-compatible Chat Completions, Anthropic, Gemini.
+"""Model adapters over httpx: OpenAI Chat Completions and Responses, Anthropic, Gemini.
 
 Each adapter implements :class:`~agentloop.ModelAdapter` with streaming,
 retries on 408/409/429/5xx and connection errors (never once streaming has
@@ -11,6 +11,7 @@ reads whole responses instead)::
     from agentloop.providers import from_string
 
     model = from_string("anthropic:claude-sonnet-4-5")
+    model = from_string("openai-responses:gpt-5")
     model = from_string("openai-compatible:http://127.0.0.1:8080/v1#qwen2.5")
 """
 
@@ -25,6 +26,11 @@ from ._openai import (
     OpenAIChatSession,
     OpenAICompletionTranslator,
     OpenAIStreamTranslator,
+)
+from ._responses import (
+    OpenAIResponsesModel,
+    OpenAIResponsesSession,
+    OpenAIResponsesStreamTranslator,
 )
 from ._retry import RetryPolicy
 from ._transport import (
@@ -54,6 +60,9 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIChatSession",
     "OpenAICompletionTranslator",
+    "OpenAIResponsesModel",
+    "OpenAIResponsesSession",
+    "OpenAIResponsesStreamTranslator",
     "OpenAIStreamTranslator",
     "ProviderErrorKind",
     "RetryPolicy",

@@ -30,6 +30,7 @@ from ._config import (
 )
 from ._openai_render import (
     GOOGLE_SIGNATURE_KEY,
+    REASONING_ENCRYPTED_KEY,
     REASONING_FORMAT_KEY,
     REASONING_SIGNATURE_KEY,
     cache_fields,
@@ -230,6 +231,7 @@ class OpenAIStreamTranslator:
         self._finish: str | None = None
         self._model: str | None = None
         self._response_id: str | None = None
+        self._encrypted: list[dict[str, Any]] = []
 
     @property
     def done(self) -> bool:
@@ -305,11 +307,15 @@ class OpenAIStreamTranslator:
         return events
 
     def _reasoning_signatures(self, delta: dict[str, Any], where: str) -> list[ModelEvent]:
-        """Keep ``reasoning_details[].signature`` (and ``format``) on the reasoning part."""
+        """Keep ``reasoning_details[].signature`` (and ``format``) on the reasoning part,
+        and each ``reasoning.encrypted`` detail whole (its ``data``, ``id``, ``format``)."""
         events: list[ModelEvent] = []
         for position, detail in enumerate(get_list(delta, "reasoning_details", where, _P)):
             detail_where = f"{where}.reasoning_details[{position}]"
             detail = require_mapping(detail, detail_where, _P)
+            if get_str(detail, "type", detail_where, _P) == "reasoning.encrypted":
+                events.extend(self._encrypted_reasoning(detail, detail_where))
+                continue
             signature = get_str(detail, "signature", detail_where, _P)
             if not signature:
                 continue
@@ -319,6 +325,17 @@ class OpenAIStreamTranslator:
                 metadata[REASONING_FORMAT_KEY] = format_
             events.extend(self._accumulator.begin("reasoning", PartKind.REASONING))
             self._accumulator.update_metadata("reasoning", metadata)
+        return events
+
+    def _encrypted_reasoning(self, detail: dict[str, Any], where: str) -> list[ModelEvent]:
+        """A ``reasoning.encrypted`` detail, kept (without its ``index``) to be sent back."""
+        if not get_str(detail, "data", where, _P):
+            return []
+        self._encrypted.append({name: value for name, value in detail.items() if name != "index"})
+        events = self._accumulator.begin("reasoning", PartKind.REASONING)
+        self._accumulator.update_metadata(
+            "reasoning", {REASONING_ENCRYPTED_KEY: list(self._encrypted)}
+        )
         return events
 
     def finish(self) -> list[ModelEvent]:

@@ -37,6 +37,7 @@ from ._render import (
 
 __all__ = [
     "GOOGLE_SIGNATURE_KEY",
+    "REASONING_ENCRYPTED_KEY",
     "REASONING_FORMAT_KEY",
     "REASONING_SIGNATURE_KEY",
     "TOOL_CHOICE_MODES",
@@ -53,6 +54,9 @@ REASONING_SIGNATURE_KEY = "openai.reasoning_signature"
 """ReasoningPart metadata: ``delta.reasoning_details[].signature`` (OpenRouter)."""
 REASONING_FORMAT_KEY = "openai.reasoning_format"
 """ReasoningPart metadata: that detail's ``format`` (e.g. ``anthropic-claude-v1``)."""
+REASONING_ENCRYPTED_KEY = "openai.reasoning_encrypted"
+"""ReasoningPart metadata: ``reasoning_details[]`` of type ``reasoning.encrypted`` (OpenRouter),
+each kept whole but its ``index``."""
 GOOGLE_SIGNATURE_KEY = "openai.google_thought_signature"
 """Part metadata: ``extra_content.google.thought_signature`` (Gemini's OpenAI endpoint)."""
 _MERGEABLE_ROLES = frozenset({"system", "developer", "user", "assistant"})
@@ -243,21 +247,23 @@ def _with_google_signature(target: dict[str, Any], metadata: Any) -> dict[str, A
 
 
 def _reasoning_details(item: Item) -> list[dict[str, Any]]:
-    """OpenRouter's ``reasoning_details`` for the item's signed reasoning parts."""
+    """OpenRouter's ``reasoning_details`` for the item's signed or encrypted reasoning parts."""
     details: list[dict[str, Any]] = []
     for part in item.parts:
         if not isinstance(part, ReasoningPart):
             continue
         signature = part.metadata.get(REASONING_SIGNATURE_KEY)
-        if not isinstance(signature, str) or not signature:
-            continue  # unsigned reasoning is not sent back
-        detail: dict[str, Any] = {"type": "reasoning.text", "text": part.text}
-        detail["signature"] = signature
-        format_ = part.metadata.get(REASONING_FORMAT_KEY)
-        if isinstance(format_, str) and format_:
-            detail["format"] = format_
-        detail["index"] = len(details)
-        details.append(detail)
+        if isinstance(signature, str) and signature:  # unsigned reasoning text is not sent back
+            detail: dict[str, Any] = {"type": "reasoning.text", "text": part.text}
+            detail["signature"] = signature
+            format_ = part.metadata.get(REASONING_FORMAT_KEY)
+            if isinstance(format_, str) and format_:
+                detail["format"] = format_
+            details.append({**detail, "index": len(details)})
+        encrypted = part.metadata.get(REASONING_ENCRYPTED_KEY)
+        for kept in encrypted if isinstance(encrypted, list) else ():
+            if isinstance(kept, dict) and isinstance(kept.get("data"), str) and kept["data"]:
+                details.append({**kept, "type": "reasoning.encrypted", "index": len(details)})
     return details
 
 

@@ -8,6 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from ..core._cancellation import TurnCancellation
 from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, TurnRequest
+from ._output_modes import add_output_fields, has_native_output
 from ._transport import Endpoint, StreamTranslator, stream_turn
 
 __all__ = ["HttpModel", "HttpSession"]
@@ -39,10 +40,16 @@ class HttpSession(Generic[ModelT]):
         self.model = model
         self.config = config
 
+    @property
+    def native_output(self) -> bool:
+        """Whether the adapter has a native structured-output mode (``OutputMode.AUTO``
+        picks it)."""
+        return has_native_output(self.model)
+
     async def begin_turn(
         self, request: TurnRequest, cancellation: TurnCancellation | None
     ) -> AsyncIterator[ModelEvent]:
         """Build the request body now; the HTTP request starts when the stream is read."""
-        body = self.model.request_body(request)
+        body = add_output_fields(self.model, request, self.model.request_body(request))
         translator = self.model.stream_translator()
         return stream_turn(self.model.endpoint(), body, translator, cancellation)

@@ -46,13 +46,16 @@ def create_app(
     config: ServeConfig | None = None,
     audit: AuditLog | None = None,
     agent: Agent | None = None,
+    agui: bool = False,
 ) -> Starlette:
     """The inbox as an ASGI app (Starlette) over ``store``.
 
     ``config`` defaults to a generated token and in-process resumes;
     ``audit`` to a ``MemoryAuditLog``. With ``agent`` (and ``config.worker``)
     a decision is followed by an in-process worker resuming the session;
-    without, decisions are only recorded for external workers. Raises
+    without, decisions are only recorded for external workers. With
+    ``agui`` (and ``agent``), ``POST /agui`` is the AG-UI endpoint
+    (``docs/agui.md``; needs the agui extra). Raises
     ``ModuleNotFoundError`` naming the extra when the serve extra is
     not installed.
     """
@@ -64,4 +67,4 @@ def create_app(
             "pip install 'agentloop-runtime[serve]'",
             name=error.name,
         ) from None
-    return build(store, config=config, audit=audit, agent=agent)
+    return build(store, config=config, audit=audit, agent=agent, agui=agui)

@@ -55,13 +55,15 @@ def create_app(
     config: ServeConfig | None = None,
     audit: AuditLog | None = None,
     agent: Agent | None = None,
+    agui: bool = False,
 ) -> Starlette:
     """The inbox as an ASGI app over ``store``.
 
     With ``agent`` and ``config.worker`` (the default), a decision is
     followed by an in-process worker resuming the session with ``agent``;
     without, decisions are only recorded and external workers advance the
-    sessions (``store.sessions_ready()``).
+    sessions (``store.sessions_ready()``). With ``agui`` (and ``agent``), the
+    AG-UI endpoint answers ``POST /agui`` behind the same guards.
     """
     config = config or ServeConfig()
     audit = audit if audit is not None else MemoryAuditLog()
@@ -75,7 +77,11 @@ def create_app(
         if agent is not None and config.worker
         else None
     )
-    routes = _routes(store, audit, config, _schemas(agent), changes, worker)
+    if agui and agent is None:
+        raise ValueError("the AG-UI endpoint (agui=True) needs the agent that runs the threads")
+    routes = _routes(
+        store, audit, config, _schemas(agent), changes, worker, agent if agui else None
+    )
     middleware = [
         Middleware(HostCheck, configured=config.allowed_hosts),
         Middleware(
@@ -99,6 +105,7 @@ def _routes(
     schemas: Mapping[str, Any],
     changes: Changes,
     worker: Worker | None,
+    agui: Agent | None = None,
 ) -> list[BaseRoute]:
     redactor = Redactor((config.token, *config.secrets))
     refs = CallRefs(config.token)
@@ -123,7 +130,15 @@ def _routes(
         changes=changes,
         worker=worker,
     )
+    extra: list[BaseRoute] = []
+    if agui is not None:
+        from ..ui._app import AguiEndpoint
+        from ..ui._config import agui_config
+
+        endpoint = AguiEndpoint(agui, config=agui_config(config), decider=decider)
+        extra.append(Route("/agui", endpoint.handle, methods=["POST"]))
     return [
+        *extra,
         Route("/", pages.inbox),
         Route("/partials/inbox", pages.inbox_partial),
         Route("/sessions/{session_id:path}", pages.session),

@@ -59,6 +59,11 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         action="store_true",
         help="only record decisions; external workers advance the sessions",
     )
+    serve.add_argument(
+        "--agui",
+        action="store_true",
+        help="also answer AG-UI runs at POST /agui (needs --agent and the agui extra)",
+    )
 
 
 async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) -> int:
@@ -84,6 +89,8 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
         raise InvalidInputError("--token must be at least 16 characters")
     if arguments.approval_ttl is not None and not arguments.approval_ttl > 0:
         raise InvalidInputError(f"--approval-ttl must be > 0 seconds, got {arguments.approval_ttl}")
+    if arguments.agui and not arguments.agent:
+        raise InvalidInputError("--agui needs --agent: the agent that runs the AG-UI threads")
     factory = _agent_factory(arguments.agent, load_agent_factory) if arguments.agent else None
     try:
         config = _config(arguments, token)
@@ -91,7 +98,7 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
         raise InvalidInputError(f"--allowed-host: {error}") from None
     async with open_store(store_url) as (store, audit):
         agent = load_agent(factory, store) if factory is not None else None
-        app = create_app(store, config=config, audit=audit, agent=agent)
+        app = create_app(store, config=config, audit=audit, agent=agent, agui=arguments.agui)
         if agent is None:
             line("no --agent: decisions are recorded; external workers resume the sessions")
         elif arguments.no_worker:
@@ -100,6 +107,8 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
         def started(base: str) -> None:
             line(f"agentloop inbox on {arguments.store}")
             line(f"open {base}/?token={token}")
+            if arguments.agui:
+                line(f"AG-UI endpoint: POST {base}/agui (Authorization: Bearer TOKEN)")
 
         try:
             await run_server(app, host=arguments.host, port=arguments.port, started=started)

@@ -1,4 +1,4 @@
-"""Durable sessions: the ``SessionStore`` protocol, memory, SQLite and PostgreSQL stores, JSONL.
+"""Durable sessions: the ``SessionStore`` protocol, the storage protocol under it, stores, JSONL.
 
 A store keeps each session's last checkpoint document (``driver.checkpoint()``)
 with a version, the session's lease, the tool calls claimed before they ran
@@ -25,26 +25,35 @@ from ..loop._session_store import (
     StoredSession,
     input_digest,
 )
+from ._backed import BackendSessionStore
+from ._backend import BackendHead, BackendWrite, StorageBackend
 from ._consistency import SessionProblem, find_session_problems, session_problems
 from ._documents import CHECKPOINT_FORMAT
 from ._input import enqueue_input
 from ._jsonl import export_jsonl, import_jsonl
-from ._memory import MemorySessionStore
+from ._memory import MemoryBackend, MemorySessionStore
 from ._postgres import PostgresSessionStore
+from ._redis import RedisBackend, RedisSessionStore
 from ._sqlite import SqliteSessionStore
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "Approval",
+    "BackendHead",
+    "BackendSessionStore",
+    "BackendWrite",
     "Claim",
     "ClaimError",
     "Lease",
     "LeaseError",
     "LeaseHeldError",
     "LeaseLostError",
+    "MemoryBackend",
     "MemorySessionStore",
     "PendingCall",
     "PostgresSessionStore",
+    "RedisBackend",
+    "RedisSessionStore",
     "SessionInfo",
     "SessionProblem",
     "SessionStatus",
@@ -52,6 +61,7 @@ __all__ = [
     "SessionSummary",
     "SqliteSessionStore",
     "StaleSessionError",
+    "StorageBackend",
     "StoredSession",
     "enqueue_input",
     "export_jsonl",

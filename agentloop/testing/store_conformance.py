@@ -30,8 +30,10 @@ Needs neither pytest nor hypothesis.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from ..store._backed import BackendSessionStore
+from ._backend_checks import check_backend
 from ._fleet_checks import check_approval_records, check_enqueue_input, check_inbox_details
 from ._store_checks import (
     OpenStore,
@@ -67,6 +69,7 @@ __all__ = [
     "SHARED_STORAGE_CHECKS",
     "OpenStore",
     "StoreConformance",
+    "check_backend",
     "check_append_after_another_writer",
     "check_approval_records",
     "check_enqueue_input",
@@ -95,6 +98,7 @@ __all__ = [
     "check_shared_values",
     "check_started_calls",
     "check_store",
+    "run_check",
     "sample_checkpoint",
 ]
 
@@ -141,12 +145,61 @@ SHARED_STORAGE_CHECKS: frozenset[Callable[[OpenStore], Awaitable[None]]] = froze
 """Checks that open the storage more than once and need each opening to see the same data."""
 
 
+async def run_check(check: Callable[[OpenStore], Awaitable[None]], open_store: OpenStore) -> None:
+    """Run one check; when it fails on a :class:`~agentloop.store.BackendSessionStore`,
+    check the backend's primitives (:func:`check_backend`) and name the one that broke."""
+    try:
+        await check(open_store)
+    except Exception as error:
+        broken = await _broken_primitive(open_store)
+        if broken is None:
+            raise
+        raise AssertionError(
+            f"{check.__name__} failed ({type(error).__name__}: {error}); {broken}"
+        ) from error
+
+
+async def _broken_primitive(open_store: OpenStore) -> str | None:
+    """What :func:`check_backend` says of the store's backend (``None``: no backend, or sound)."""
+    async with open_store() as store:
+        if not isinstance(store, BackendSessionStore):
+            return None
+        try:
+            await check_backend(store.backend)
+        except AssertionError as error:
+            return str(error)
+    return None
+
+
 async def check_store(open_store: OpenStore, *, persistent: bool = True) -> None:
     """Run every check on ``open_store``; skip the shared-storage ones unless ``persistent``."""
+    await _check_primitives(open_store)
     for check in CHECKS:
         if check in SHARED_STORAGE_CHECKS and not persistent:
             continue
-        await check(open_store)
+        await run_check(check, open_store)
+
+
+def _test(check: Callable[[OpenStore], Awaitable[None]]) -> Any:
+    """The :class:`StoreConformance` test method that runs ``check``."""
+
+    async def test(self: StoreConformance, open_store: OpenStore) -> None:
+        if check in SHARED_STORAGE_CHECKS and not self.persistent:
+            import pytest
+
+            pytest.skip("the store is not persistent")
+        await run_check(check, open_store)
+
+    test.__name__ = test.__qualname__ = "test_" + check.__name__.removeprefix("check_")
+    test.__doc__ = check.__doc__
+    return test
+
+
+async def _check_primitives(open_store: OpenStore) -> None:
+    """The backend's primitives, when the store is a ``BackendSessionStore``."""
+    async with open_store() as store:
+        if isinstance(store, BackendSessionStore):
+            await check_backend(store.backend)
 
 
 class StoreConformance:
@@ -154,99 +207,37 @@ class StoreConformance:
 
     Set ``persistent = False`` for a store that forgets everything when
     reopened (the :data:`SHARED_STORAGE_CHECKS` are skipped then). The test
-    module needs ``pytestmark = pytest.mark.anyio``.
+    module needs ``pytestmark = pytest.mark.anyio``. A store built on a
+    backend also gets ``test_primitives`` (:func:`check_backend`).
     """
 
     persistent: ClassVar[bool] = True
 
-    async def test_round_trip(self, open_store: OpenStore) -> None:
-        await check_round_trip(open_store)
-
-    async def test_replace(self, open_store: OpenStore) -> None:
-        await check_replace(open_store)
-
-    async def test_list_order(self, open_store: OpenStore) -> None:
-        await check_list_order(open_store)
-
-    async def test_delete(self, open_store: OpenStore) -> None:
-        await check_delete(open_store)
-
-    async def test_started_calls(self, open_store: OpenStore) -> None:
-        await check_started_calls(open_store)
-
-    def _skip_unless_persistent(self) -> None:
-        if not self.persistent:
-            import pytest
-
-            pytest.skip("the store is not persistent")
-
-    async def test_reopen(self, open_store: OpenStore) -> None:
-        self._skip_unless_persistent()
-        await check_reopen(open_store)
-
-    async def test_rejects_bad_documents(self, open_store: OpenStore) -> None:
-        await check_rejects_bad_documents(open_store)
-
-    async def test_documents_are_copied(self, open_store: OpenStore) -> None:
-        await check_documents_are_copied(open_store)
-
-    async def test_sessions_isolated(self, open_store: OpenStore) -> None:
-        await check_sessions_isolated(open_store)
-
-    async def test_concurrent_saves(self, open_store: OpenStore) -> None:
-        await check_concurrent_saves(open_store)
-
-    async def test_large_transcript(self, open_store: OpenStore) -> None:
-        await check_large_transcript(open_store)
-
-    async def test_prefix_rewrite(self, open_store: OpenStore) -> None:
-        await check_prefix_rewrite(open_store)
-
-    async def test_shared_values(self, open_store: OpenStore) -> None:
-        await check_shared_values(open_store)
-
-    async def test_long_turn(self, open_store: OpenStore) -> None:
-        await check_long_turn(open_store)
-
-    async def test_versions(self, open_store: OpenStore) -> None:
-        await check_versions(open_store)
-
-    async def test_two_writers(self, open_store: OpenStore) -> None:
-        self._skip_unless_persistent()
-        await check_two_writers(open_store)
-
-    async def test_append_after_another_writer(self, open_store: OpenStore) -> None:
-        self._skip_unless_persistent()
-        await check_append_after_another_writer(open_store)
-
-    async def test_leases(self, open_store: OpenStore) -> None:
-        await check_leases(open_store)
-
-    async def test_refused_appends(self, open_store: OpenStore) -> None:
-        await check_refused_appends(open_store)
-
-    async def test_lease_takeover(self, open_store: OpenStore) -> None:
-        await check_lease_takeover(open_store)
-
-    async def test_claims(self, open_store: OpenStore) -> None:
-        await check_claims(open_store)
-
-    async def test_concurrent_claims(self, open_store: OpenStore) -> None:
-        self._skip_unless_persistent()
-        await check_concurrent_claims(open_store)
-
-    async def test_claim_survives_crash(self, open_store: OpenStore) -> None:
-        self._skip_unless_persistent()
-        await check_claim_survives_crash(open_store)
-
-    async def test_inbox_queries(self, open_store: OpenStore) -> None:
-        await check_inbox_queries(open_store)
-
-    async def test_inbox_details(self, open_store: OpenStore) -> None:
-        await check_inbox_details(open_store)
-
-    async def test_approval_records(self, open_store: OpenStore) -> None:
-        await check_approval_records(open_store)
-
-    async def test_enqueue_input(self, open_store: OpenStore) -> None:
-        await check_enqueue_input(open_store)
+    test_primitives = _test(_check_primitives)
+    test_round_trip = _test(check_round_trip)
+    test_replace = _test(check_replace)
+    test_list_order = _test(check_list_order)
+    test_delete = _test(check_delete)
+    test_started_calls = _test(check_started_calls)
+    test_reopen = _test(check_reopen)
+    test_rejects_bad_documents = _test(check_rejects_bad_documents)
+    test_documents_are_copied = _test(check_documents_are_copied)
+    test_sessions_isolated = _test(check_sessions_isolated)
+    test_concurrent_saves = _test(check_concurrent_saves)
+    test_large_transcript = _test(check_large_transcript)
+    test_prefix_rewrite = _test(check_prefix_rewrite)
+    test_shared_values = _test(check_shared_values)
+    test_long_turn = _test(check_long_turn)
+    test_versions = _test(check_versions)
+    test_two_writers = _test(check_two_writers)
+    test_append_after_another_writer = _test(check_append_after_another_writer)
+    test_leases = _test(check_leases)
+    test_refused_appends = _test(check_refused_appends)
+    test_lease_takeover = _test(check_lease_takeover)
+    test_claims = _test(check_claims)
+    test_concurrent_claims = _test(check_concurrent_claims)
+    test_claim_survives_crash = _test(check_claim_survives_crash)
+    test_inbox_queries = _test(check_inbox_queries)
+    test_inbox_details = _test(check_inbox_details)
+    test_approval_records = _test(check_approval_records)
+    test_enqueue_input = _test(check_enqueue_input)

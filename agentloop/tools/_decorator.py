@@ -238,7 +238,7 @@ def _parameters(
         if parameter.name not in hints:
             raise TypeError(f"{where} has no type hint; annotate it (e.g. `: str`)")
         hint = hints[parameter.name]
-        if _strip(hint) is ToolContext:
+        if _strip(hint) is ToolContext or get_origin(_strip(hint)) is ToolContext:
             context_name = parameter.name
             continue
         try:

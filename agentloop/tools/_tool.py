@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, runtime_checkable
 
 import attrs
+from typing_extensions import TypeVar
 
 from ..core._cancellation import TurnCancellation
 from ..core._items import Metadata, _empty_metadata
@@ -13,6 +14,8 @@ from ..core._tool_spec import ToolSpec
 from ..permissions._requests import PermissionRequest
 
 __all__ = ["Tool", "ToolContext", "ToolOutput", "ToolRequest"]
+
+DepsT = TypeVar("DepsT", default=Any)
 
 
 @attrs.frozen
@@ -28,14 +31,19 @@ class ToolRequest:
 
 
 @attrs.frozen
-class ToolContext:
-    """What a running tool may use: ids, the turn's cancellation snapshot, host resources."""
+class ToolContext(Generic[DepsT]):
+    """What a running tool may use: ids, the turn's cancellation snapshot, host resources.
+
+    ``resources`` is what the agent was given with ``AgentBuilder.resources``;
+    annotate a tool's context ``ToolContext[MyDeps]`` and the type checker checks
+    the tool's use of it.
+    """
 
     session_id: str
     turn_id: str
     call_id: str
     cancellation: TurnCancellation | None = None
-    resources: Any = None
+    resources: DepsT = None  # type: ignore[assignment]
     metadata: Metadata = attrs.field(default=_empty_metadata())
 
 

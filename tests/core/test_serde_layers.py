@@ -64,5 +64,10 @@ def test_the_core_imports_nothing_above_it() -> None:
 
 
 def test_the_model_layer_does_not_import_the_loop() -> None:
-    # model/_accumulator.py still reads RAW_ARGUMENTS_KEY through tools/ (moved as is).
-    assert imported_layers("model") <= {"core", "model", "tools"}
+    # model/_accumulator.py still reads RAW_ARGUMENTS_KEY through tools/ (moved as is);
+    # a turn request carries the output spec (output/ sits on core and tools).
+    assert imported_layers("model") <= {"core", "model", "output", "tools"}
+
+
+def test_the_output_layer_sits_on_core_and_tools() -> None:
+    assert imported_layers("output") <= {"core", "output", "tools"}

@@ -6,6 +6,9 @@ Stream shapes, as the endpoints document and send them:
   "format": "anthropic-claude-v1", "index": 0}``, the signature arriving in a later
   detail with empty text; the next request passes ``reasoning_details`` back on the
   assistant message: https://openrouter.ai/docs/use-cases/reasoning-tokens
+- OpenRouter, an OpenAI reasoning model: ``reasoning_details`` entries of type
+  ``reasoning.encrypted`` (``data``, ``id``, ``format``), sent back whole; checked on two
+  real recorded answers (``recordings/openrouter/``), one streamed and one not
 - Gemini's OpenAI-compatible endpoint: a function call carries
   ``extra_content.google.thought_signature``, to be sent back on that tool call:
   https://ai.google.dev/gemini-api/docs/openai#thinking (thought signatures)
@@ -13,6 +16,7 @@ Stream shapes, as the endpoints document and send them:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -32,7 +36,8 @@ from agentloop.providers import OpenAIChatModel
 
 from . import _openai_streams as streams
 from ._helpers import WEATHER, collect, fast_retry, result_of, turn, user
-from ._server import ReplayServer, events, sse
+from ._responses_streams import recorded
+from ._server import ReplayServer, Reply, events, sse
 
 pytestmark = pytest.mark.anyio
 
@@ -253,3 +258,132 @@ async def test_a_signature_only_answer_finishes() -> None:
         ),
         TextPart("done"),
     )
+
+
+# -- OpenRouter's encrypted reasoning, from real recorded traffic -----------------------------
+# (tests/providers/recordings/README.md names the recordings' origin)
+
+ROUTER_STREAM = "openrouter/test_openrouter_stream_with_reasoning.yaml"
+ROUTER_WHOLE = (
+    "openrouter/test_eager_input_streaming_sent_to_openrouter[non-anthropic-enabled].yaml"
+)
+
+
+def recorded_details(exchange: Any) -> list[dict[str, Any]]:
+    """The ``reasoning_details`` entries of a recorded Chat Completions answer."""
+    if exchange.request["stream"]:
+        chunks = [
+            json.loads(line.removeprefix("data: "))
+            for line in exchange.body.splitlines()
+            if line.startswith("data: {")
+        ]
+        deltas = [choice["delta"] for chunk in chunks for choice in chunk["choices"]]
+    else:
+        deltas = [choice["message"] for choice in json.loads(exchange.body)["choices"]]
+    return [detail for delta in deltas for detail in delta.get("reasoning_details") or []]
+
+
+async def replay_then_follow(name: str, stream: bool) -> tuple[Item, dict[str, Any]]:
+    """The recorded answer as the adapter reads it, and the next request it sends."""
+    (exchange,) = recorded(name)
+    reply = sse(exchange.body.encode()) if stream else json_reply(exchange.body)
+    async with ReplayServer([reply, reply]) as server:
+        model = OpenAIChatModel(
+            exchange.request["model"],
+            base_url=f"{server.url}/api/v1",
+            api_key="k",
+            retry=fast_retry(),
+            stream=stream,
+        )
+        prompt = [user(message["content"]) for message in exchange.request["messages"]]
+        answer = result_of(await collect(model, turn(prompt))).output_items[0]
+        await collect(model, turn([*prompt, answer, user("And in French?")]))
+        body = server.requests[1].json
+    return answer, body
+
+
+def json_reply(body: str) -> Reply:
+    return Reply(chunks=(body.encode(),), headers=(("Content-Type", "application/json"),))
+
+
+async def test_recorded_openrouter_stream_keeps_its_encrypted_reasoning_and_sends_it_back() -> None:
+    (exchange,) = recorded(ROUTER_STREAM)
+    (encrypted,) = recorded_details(exchange)
+    assert encrypted["type"] == "reasoning.encrypted"
+    answer, body = await replay_then_follow(ROUTER_STREAM, stream=True)
+    kept = {name: value for name, value in encrypted.items() if name != "index"}
+    reasoning, text = answer.parts
+    assert reasoning == ReasoningPart("", metadata={"openai.reasoning_encrypted": [kept]})
+    assert isinstance(text, TextPart)
+    assert text.text.startswith(
+        "I\u2019m ChatGPT, a large-language-model assistant created by OpenAI."
+    )
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": text.text,
+        "reasoning_details": [{**kept, "index": 0}],
+    }
+    assert body["messages"][1]["reasoning_details"][0]["data"] == encrypted["data"]
+
+
+async def test_recorded_openrouter_answer_not_streamed_sends_its_encrypted_detail_back() -> None:
+    (exchange,) = recorded(ROUTER_WHOLE)
+    summary, encrypted = recorded_details(exchange)
+    assert (summary["type"], encrypted["type"]) == ("reasoning.summary", "reasoning.encrypted")
+    answer, body = await replay_then_follow(ROUTER_WHOLE, stream=False)
+    kept = {name: value for name, value in encrypted.items() if name != "index"}
+    assert answer.parts == (
+        ReasoningPart(summary["summary"], metadata={"openai.reasoning_encrypted": [kept]}),
+        TextPart("Hello! How can I help you today?"),
+    )
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": "Hello! How can I help you today?",
+        "reasoning_details": [{**kept, "index": 0}],
+    }
+
+
+async def test_signed_text_and_encrypted_details_go_back_in_order() -> None:
+    encrypted = {"type": "reasoning.encrypted", "data": "gAAAA-1", "id": "rs_1", "format": "f"}
+    stream = events(
+        streams.chunk({"reasoning": "Hm.", "reasoning_details": [detail("Hm.")]}),
+        streams.chunk({"reasoning_details": [detail("", SIGNATURE)]}),
+        streams.chunk({"reasoning_details": [{**encrypted, "index": 1}]}),
+        streams.chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": ""}]}),
+        streams.chunk({"content": "4"}, finish="stop"),
+        streams.DONE,
+    )
+    answer, body = await first_and_second(stream)
+    assert answer.parts[0] == ReasoningPart(
+        "Hm.",
+        metadata={
+            "openai.reasoning_signature": SIGNATURE,
+            "openai.reasoning_format": "anthropic-claude-v1",
+            "openai.reasoning_encrypted": [encrypted],  # the empty one is dropped
+        },
+    )
+    assert body["messages"][1]["reasoning_details"] == [
+        {
+            "type": "reasoning.text",
+            "text": "Hm.",
+            "signature": SIGNATURE,
+            "format": "anthropic-claude-v1",
+            "index": 0,
+        },
+        {**encrypted, "index": 1},
+    ]
+
+
+async def test_encrypted_details_of_the_wrong_shape_in_metadata_are_not_sent() -> None:
+    kept = [{"data": 5}, "x", {"type": "reasoning.encrypted", "data": ""}, {"data": "ok"}]
+    item = Item(
+        ItemKind.ASSISTANT, [ReasoningPart("", metadata={"openai.reasoning_encrypted": kept})]
+    )
+    async with ReplayServer([sse(streams.text_stream())]) as server:
+        await collect(model_for(server), turn([user("a"), item, user("b")]))
+        body = server.requests[0].json
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": "",
+        "reasoning_details": [{"data": "ok", "type": "reasoning.encrypted", "index": 0}],
+    }

@@ -68,3 +68,52 @@ def new_postgres_schema(postgres_server: object) -> Callable[[], str]:
 def postgres_uri(new_postgres_schema: Callable[[], str]) -> str:
     """A URI whose tables and sequences are this test's own (its own schema)."""
     return new_postgres_schema()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """Start Debian's ``redis-server`` on a free loopback port, in a folder of its own.
+
+    No persistence (the tests restart nothing); the folder and the server go at the end.
+    Yields its URL.
+    """
+    import socket
+    import subprocess
+    import time
+
+    import redis
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = Path(tempfile.mkdtemp(prefix="agentloop-store-redis-"))
+    options = ["--save", "", "--appendonly", "no", "--protected-mode", "yes"]
+    server = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(base), *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert server.poll() is None, server.communicate()[1]
+                assert time.monotonic() < deadline, "redis-server did not start in 30 s"
+                time.sleep(0.05)
+        yield url
+    finally:
+        client.close()
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """A key prefix of this test's own: its keys are its own on the shared server."""
+    return f"test-{uuid.uuid4().hex[:12]}:"

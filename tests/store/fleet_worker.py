@@ -1,9 +1,9 @@
 """A worker of the store-only fleet test: lease a ready session, claim its call, run, save.
 
 Usage: ``fleet_worker.py STORE OWNER SIDE_EFFECTS SESSION_ID... [--die-in-tool]``.
-STORE is a ``postgresql://`` URI or a SQLite path. The "tool" appends a line
-to ``SIDE_EFFECTS/<call id>`` (the side effect that must happen at most
-once). With ``--die-in-tool`` the worker takes 1 s leases, writes
+STORE is a ``postgresql://`` URI, a ``redis://`` URL with ``#PREFIX`` or a SQLite
+path. The "tool" appends a line to ``SIDE_EFFECTS/<call id>`` (the side effect that must
+happen at most once). With ``--die-in-tool`` the worker takes 1 s leases, writes
 ``SIDE_EFFECTS/entered`` after its side effect and then waits to be SIGKILLed. It exits once every
 given session has its call answered.
 """
@@ -37,6 +37,11 @@ def open_store(target: str) -> SessionStore:
         from agentloop.store import PostgresSessionStore
 
         return PostgresSessionStore(target, pool_size=1)
+    if target.startswith("redis://"):  # redis://HOST:PORT/DB#PREFIX
+        from agentloop.store import RedisSessionStore
+
+        url, _, prefix = target.partition("#")
+        return RedisSessionStore(url, prefix=prefix)
     return SqliteSessionStore(target)
 
 

@@ -6,6 +6,7 @@ approval is what the inbox row shows, with its digest. On a memory store and
 SQLite.
 """
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import agentloop as al
 from agentloop.store import (
     MemorySessionStore,
     PendingCall,
+    RedisSessionStore,
     SessionStore,
     SqliteSessionStore,
     enqueue_input,
@@ -62,7 +64,7 @@ async def inbox_round_trip(store: SessionStore, tool_input: Any) -> None:
 )
 @given(queued=USER_INPUT, tool_input=json_values())
 def test_queued_input_and_inbox_calls_round_trip(
-    tmp_path: Path, queued: list[al.Item], tool_input: Any
+    tmp_path: Path, redis_server: str, queued: list[al.Item], tool_input: Any
 ) -> None:
     async def both() -> None:
         memory = MemorySessionStore()
@@ -71,5 +73,8 @@ def test_queued_input_and_inbox_calls_round_trip(
         async with SqliteSessionStore(tmp_path / "fleet.db") as sqlite:
             await input_round_trip(sqlite, queued)
             await inbox_round_trip(sqlite, tool_input)
+        async with RedisSessionStore(redis_server, prefix=f"{uuid.uuid4().hex}:") as redis:
+            await input_round_trip(redis, queued)
+            await inbox_round_trip(redis, tool_input)
 
     anyio.run(both)

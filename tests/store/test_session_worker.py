@@ -24,6 +24,7 @@ from agentloop.store import (
     MemorySessionStore,
     PendingCall,
     PostgresSessionStore,
+    RedisSessionStore,
     SessionStatus,
     SessionStore,
     SqliteSessionStore,
@@ -35,17 +36,24 @@ from agentloop.testing import call, tool_calls
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
     if request.param == "memory":
         yield MemorySessionStore()
     elif request.param == "sqlite":
         async with SqliteSessionStore(tmp_path / "sessions.db") as sqlite:
             yield sqlite
-    else:
+    elif request.param == "postgres":
         uri = request.getfixturevalue("postgres_uri")
         async with PostgresSessionStore(uri) as postgres:
             yield postgres
+    else:
+        url, prefix = (
+            request.getfixturevalue("redis_server"),
+            request.getfixturevalue("redis_prefix"),
+        )
+        async with RedisSessionStore(url, prefix=prefix) as redis:
+            yield redis
 
 
 class Effect:

@@ -20,7 +20,12 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
+from agentloop.store import (
+    PostgresSessionStore,
+    RedisSessionStore,
+    SessionStore,
+    SqliteSessionStore,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +108,10 @@ async def test_a_sqlite_fleet_survives_a_killed_worker(tmp_path: Path) -> None:
     effects.mkdir()
     async with SqliteSessionStore(path) as store:
         await _run_fleet(store, str(path), effects)
+
+
+async def test_a_redis_fleet_survives_a_killed_worker(
+    redis_server: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with RedisSessionStore(redis_server, prefix=redis_prefix) as store:
+        await _run_fleet(store, f"{redis_server}#{redis_prefix}", tmp_path)

@@ -1,0 +1,187 @@
+"""One A2A request against a session: check, record answers, drive until the session rests.
+
+The A2A context id is the session id. A new task brings user input; a message
+on a task waiting in ``input-required`` answers its approvals. Either way the
+session's lease is held for the whole request, nothing is changed before
+every check passed, and answers are recorded through the inbox's decider
+(single-use, bound to the input, audited), so the session resumes from the
+store with exactly those decisions, here or after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, assert_never
+
+import attrs
+
+from ..core._items import Item
+from ..loop._agent import Agent
+from ..loop._driver import LoopDriver
+from ..loop._session_store import Lease, SessionStore, StoredSession
+from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
+from ..serve._decide import Decider, DecisionRefused
+from ..serve._inbox import PendingApproval, pending_approvals
+from ..serve._redact import Redactor
+from ..ui._answers import interrupt_id, read_resume
+from ..ui._lease import run_leased
+from ..ui._problems import RunRefused
+
+__all__ = ["EVERY_CALL", "A2ARunner", "Rested"]
+
+EVERY_CALL = "*"
+"""The call id of an answer that applies to every waiting call (``approve`` / ``deny``)."""
+
+
+@attrs.frozen(kw_only=True)
+class _Entry:
+    """One answer to a waiting call, as ``read_resume`` takes it."""
+
+    interrupt_id: str
+    status: str
+    payload: Any
+
+
+@attrs.frozen(kw_only=True)
+class Rested:
+    """Where a request left the session: the step it rests at and the calls still waiting."""
+
+    step: Finished | AwaitingInput | ApprovalRequest
+    waiting: tuple[PendingApproval, ...] = ()
+
+
+class A2ARunner:
+    """Advances ``agent``'s sessions (one per A2A context) for the A2A executor."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: SessionStore,
+        *,
+        decider: Decider,
+        redactor: Redactor,
+        schemas: Callable[[], Any],
+        agent_name: str,
+        approval_ttl: float | None,
+        lease_ttl: float = 60.0,
+        max_steps: int = 100,
+    ) -> None:
+        self._agent = agent
+        self._store = store
+        self._decider = decider
+        self._redactor = redactor
+        self._schemas = schemas
+        self._agent_name = agent_name
+        self._approval_ttl = approval_ttl
+        self._lease_ttl = lease_ttl
+        self._max_steps = max_steps
+
+    def waiting(self, stored: StoredSession | None) -> list[PendingApproval]:
+        """The calls of ``stored``'s round waiting for a decision."""
+        if stored is None:
+            return []
+        return pending_approvals(
+            stored,
+            schemas=self._schemas(),
+            agent_name=self._agent_name,
+            ttl=self._approval_ttl,
+            redactor=self._redactor,
+        )
+
+    async def waiting_now(self, session_id: str) -> list[PendingApproval]:
+        """The calls of the session waiting for a decision, as the store has them now."""
+        return self.waiting(await self._store.load(session_id))
+
+    async def start(self, session_id: str, items: Sequence[Item]) -> Rested:
+        """A new task's input on the session; refused while approvals of another task wait."""
+
+        async def work(lease: Lease) -> Rested:
+            stored = await self._store.load(session_id)
+            open_calls = self.waiting(stored)
+            if open_calls:
+                listed = ", ".join(row.call_id for row in open_calls)
+                raise RunRefused(
+                    f"context {session_id!r} has calls waiting for approval ({listed}) on "
+                    "the task that asked for them; answer that task first. Nothing was changed",
+                    code="interrupt_open",
+                )
+            if stored is None:
+                driver = await self._agent.start(session_id, lease=lease)
+            else:
+                driver = await self._agent.resume(session_id=session_id, lease=lease)
+            driver.submit_input(list(items))
+            return await self._drive(session_id, driver)
+
+        return await run_leased(
+            self._store, session_id, self._lease_ttl, work, owner="agentloop-a2a"
+        )
+
+    async def answer(
+        self, session_id: str, answers: Sequence[tuple[str | None, Any]], who: str
+    ) -> Rested:
+        """Record ``(call_id or None, payload)`` answers on the waiting calls, then drive."""
+
+        async def work(lease: Lease) -> Rested:
+            rows = self.waiting(await self._store.load(session_id))
+            entries = [
+                self._entry(call, payload, rows)
+                for call_id, payload in answers
+                for call in ([r.call_id for r in rows] if call_id == EVERY_CALL else [call_id])
+            ]
+            checked = read_resume(entries, rows, now=datetime.now(UTC), label="answers")
+            if rows and not checked:
+                raise RunRefused("the message answers no waiting call", code="interrupt_open")
+            for answer in checked:
+                try:
+                    await self._decider.decide(
+                        session_id,
+                        answer.row.call_id,
+                        action=answer.action,
+                        shown_digest=answer.row.digest,
+                        who=who,
+                        reason=answer.reason,
+                        edited_input=answer.edited_input,
+                    )
+                except DecisionRefused as refused:
+                    raise RunRefused(
+                        f"call {answer.row.call_id!r}: {refused.message}", code="decision_refused"
+                    ) from None
+            driver = await self._agent.resume(session_id=session_id, lease=lease)
+            return await self._drive(session_id, driver)
+
+        return await run_leased(
+            self._store, session_id, self._lease_ttl, work, owner="agentloop-a2a"
+        )
+
+    @staticmethod
+    def _entry(call_id: str | None, payload: Any, rows: list[PendingApproval]) -> _Entry:
+        if call_id is None:
+            if len(rows) != 1:
+                listed = ", ".join(row.call_id for row in rows) or "none"
+                raise RunRefused(
+                    f"an answer without a callId is ambiguous: {len(rows)} calls wait "
+                    f"({listed}); name the call with callId. Nothing was recorded",
+                    code="bad_answer",
+                )
+            call_id = rows[0].call_id
+        return _Entry(interrupt_id=interrupt_id(call_id), status="resolved", payload=payload)
+
+    async def _drive(self, session_id: str, driver: LoopDriver) -> Rested:
+        for _ in range(self._max_steps):
+            step = await driver.next()
+            match step:
+                case AfterToolResult():
+                    continue
+                case ApprovalRequest():
+                    rows = self.waiting(await self._store.load(session_id))
+                    return Rested(step=step, waiting=tuple(rows))
+                case Finished() | AwaitingInput():
+                    return Rested(step=step)
+                case _:
+                    assert_never(step)
+        raise RunRefused(
+            f"the task took more than {self._max_steps} steps without resting; "
+            "the session is saved as it is",
+            code="max_steps",
+        )

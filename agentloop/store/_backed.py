@@ -1,0 +1,547 @@
+"""``BackendSessionStore``: the whole ``SessionStore`` contract over a ``StorageBackend``.
+
+Every rule lives here once: document validation and encoding (O(new items)),
+versions, leases and fencing, single-use claims, final decisions bound to a
+digest, inbox status and the queries. Each write reads the session's head,
+decides with the shared rules (:mod:`._rules`), and commits on the revision
+it read; when another writer committed first the commit is refused and the
+write starts over from a fresh read, so every decision is made on the state
+it changes. A read of several rows (a load) checks the head's revision did
+not move meanwhile, so it never mixes two commits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio.lowlevel
+import attrs
+
+from ..core._items import Item
+from ..loop._session_store import (
+    Approval,
+    Claim,
+    Lease,
+    SessionInfo,
+    SessionSummary,
+    StoredSession,
+    check_ttl,
+    summarize,
+)
+from ._backend import BackendHead, BackendWrite, StorageBackend
+from ._documents import (
+    TURN_LISTS,
+    EncodedCheckpoint,
+    answered_call_ids,
+    answered_from,
+    decode_stored,
+    encode_checkpoint,
+    first_change,
+    turn_counts,
+    turn_starts,
+)
+from ._records import (
+    ITEMS,
+    TURN_LIST_PREFIX,
+    ClaimRow,
+    DecisionRow,
+    LeaseRecord,
+    SessionMeta,
+    decode_record,
+    encode_record,
+)
+from ._rules import (
+    LeaseRow,
+    check_acquire,
+    check_claim,
+    check_decision,
+    check_fence,
+    check_owner,
+    check_version,
+    decision_details,
+    is_ready,
+    timestamp,
+    with_undecided_calls,
+)
+
+__all__ = ["CLAIMS", "DECISIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
+
+CLAIMS = "claims"
+"""The table of claimed (or started) calls, by call id."""
+DECISIONS = "decisions"
+"""The table of recorded decisions, by call id."""
+
+VERSIONS = "versions"
+"""The counter of document versions (never reused, not even after a delete)."""
+TOKENS = "tokens"
+"""The counter of fencing tokens."""
+
+_CACHED_SESSIONS = 64
+_R = TypeVar("_R")
+
+
+class BackendSessionStore:
+    """A :class:`~agentloop.store.SessionStore` built on a :class:`StorageBackend`.
+
+    ``backend`` provides the atomic primitives; this class keeps every rule
+    of the protocol. Leases expire by this process's clock. ``aclose`` (or
+    leaving ``async with``) closes the backend.
+    """
+
+    def __init__(self, backend: StorageBackend) -> None:
+        self.backend = backend
+        self._written: dict[str, tuple[int, EncodedCheckpoint]] = {}
+        """Each recent session's last save through this store: its version and encoding."""
+        self._lock = threading.Lock()
+        self._clock = time.time
+
+    async def __aenter__(self) -> BackendSessionStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the backend."""
+        await self.backend.aclose()
+
+    # -- heads and commits -----------------------------------------------------------
+
+    async def _head(self, session_id: str) -> tuple[BackendHead | None, SessionMeta]:
+        head = await self.backend.read(session_id)
+        if head is None:
+            return None, SessionMeta()
+        return head, decode_record(head.meta, SessionMeta, session_id, "its head's meta")
+
+    async def _commit(
+        self,
+        session_id: str,
+        head: BackendHead | None,
+        meta: SessionMeta,
+        *,
+        document: str | None = None,
+        lists: Mapping[str, tuple[int, tuple[str, ...]]] | None = None,
+        rows: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> bool:
+        """Commit ``meta`` (and a new ``document``) on the revision of ``head``."""
+        revision = 0 if head is None else head.revision
+        if document is None and head is not None:
+            document = head.document
+        new_head = BackendHead(revision=revision + 1, meta=encode_record(meta), document=document)
+        write = BackendWrite(head=new_head, lists=lists or {}, rows=rows or {})
+        return await self.backend.commit(session_id, revision, write)
+
+    async def _rows(
+        self, session_id: str, table: str, kind: type[_R], keys: Collection[str] | None = None
+    ) -> dict[str, _R]:
+        found = await self.backend.read_rows(session_id, table, keys)
+        return {
+            key: decode_record(text, kind, session_id, f"{table} row {key!r}")
+            for key, text in found.items()
+        }
+
+    def _live_lease(self, meta: SessionMeta) -> LeaseRow | None:
+        return None if meta.lease is None else meta.lease.row()
+
+    # -- saves -----------------------------------------------------------------------
+
+    async def save_checkpoint(
+        self,
+        session_id: str,
+        checkpoint: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+        fencing_token: int | None = None,
+    ) -> int:
+        """Replace the session's document (see :meth:`SessionStore.save_checkpoint`)."""
+        with self._lock:
+            last = self._written.get(session_id)
+        encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
+        status, pending = summarize(checkpoint)
+        operation = f"save checkpoint for session {session_id!r}"
+        await anyio.lowlevel.checkpoint()
+        while True:
+            head, meta = await self._head(session_id)
+            lease = self._live_lease(meta)
+            check_fence(session_id, fencing_token, lease, self._clock(), operation)
+            saved = head is not None and head.document is not None
+            check_version(session_id, expected_version, meta.version if saved else None)
+            lists = await self._list_writes(session_id, meta if saved else None, encoded)
+            answered = answered_from(encoded, lists[ITEMS][0])
+            rows = await self._answered(session_id, answered)
+            version = await self.backend.next_number(VERSIONS)
+            new_meta = attrs.evolve(
+                meta,
+                version=version,
+                updated_at=time.time(),
+                status=status,
+                pending=pending,
+                item_count=len(encoded.items),
+                turn_counts=turn_counts(encoded.turn),
+            )
+            if await self._commit(
+                session_id, head, new_meta, document=encoded.head, lists=lists, rows=rows
+            ):
+                self._remember(session_id, version, encoded)
+                return version
+
+    async def _list_writes(
+        self, session_id: str, meta: SessionMeta | None, encoded: EncodedCheckpoint
+    ) -> dict[str, tuple[int, tuple[str, ...]]]:
+        """The list rows a save of ``encoded`` writes over what is stored: only what changed."""
+        with self._lock:
+            last = self._written.get(session_id)
+        items: Any
+        if meta is None:
+            items, turn = (), {}
+        elif last is not None and last[0] == meta.version:
+            items, turn = last[1].items, last[1].turn
+        else:
+            items = await self.backend.read_list(session_id, ITEMS)
+            turn = {}
+            for name in TURN_LISTS:
+                turn[name] = tuple(
+                    await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
+                )
+        start = first_change(items, encoded)
+        lists = {ITEMS: (start, encoded.items[start:])}
+        for name, first in turn_starts(turn, encoded).items():
+            old, new = turn.get(name, ()), encoded.turn.get(name, ())
+            if first < len(old) or first < len(new):
+                lists[TURN_LIST_PREFIX + name] = (first, tuple(new[first:]))
+        return lists
+
+    async def _answered(
+        self, session_id: str, answered: frozenset[str]
+    ) -> dict[str, dict[str, str]]:
+        """The claim rows a save marks answered: its new results answer them."""
+        if not answered:
+            return {}
+        claims = await self._rows(session_id, CLAIMS, ClaimRow, answered)
+        marked = {
+            call_id: encode_record(attrs.evolve(row, answered=True))
+            for call_id, row in claims.items()
+            if not row.answered
+        }
+        return {CLAIMS: marked} if marked else {}
+
+    def _remember(self, session_id: str, version: int, encoded: EncodedCheckpoint) -> None:
+        with self._lock:
+            self._written.pop(session_id, None)
+            self._written[session_id] = (version, encoded)
+            while len(self._written) > _CACHED_SESSIONS:
+                del self._written[next(iter(self._written))]
+
+    # -- claims and decisions ----------------------------------------------------------
+
+    async def record_call_started(self, session_id: str, call_id: str, tool_name: str) -> None:
+        """Record that ``call_id`` is about to run (again, if it was)."""
+        operation = f"record call {call_id!r} of session {session_id!r} as started"
+        await anyio.lowlevel.checkpoint()
+        while True:
+            head, meta = await self._head(session_id)
+            check_fence(session_id, None, self._live_lease(meta), self._clock(), operation)
+            row = ClaimRow(tool_name=tool_name, input_digest=None, claimed_at=time.time())
+            if await self._commit(
+                session_id, head, meta, rows={CLAIMS: {call_id: encode_record(row)}}
+            ):
+                return
+
+    async def claim(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        tool_name: str,
+        input_digest: str,
+        fencing_token: int | None = None,
+    ) -> Claim:
+        """Claim ``call_id`` once (see :meth:`SessionStore.claim`)."""
+        operation = f"claim call {call_id!r} of session {session_id!r}"
+        await anyio.lowlevel.checkpoint()
+        while True:
+            head, meta = await self._head(session_id)
+            check_fence(session_id, fencing_token, self._live_lease(meta), self._clock(), operation)
+            claimed = await self.backend.read_rows(session_id, CLAIMS, (call_id,))
+            decisions = await self._rows(session_id, DECISIONS, DecisionRow, (call_id,))
+            decision = decisions.get(call_id)
+            check_claim(
+                session_id,
+                call_id,
+                input_digest,
+                call_id in claimed,
+                None if decision is None else (decision.input_digest, decision.approved),
+            )
+            row = ClaimRow(tool_name=tool_name, input_digest=input_digest, claimed_at=time.time())
+            if await self._commit(
+                session_id, head, meta, rows={CLAIMS: {call_id: encode_record(row)}}
+            ):
+                return row.claim(session_id, call_id)
+
+    async def record_approval(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        input_digest: str,
+        approved: bool,
+        reason: str | None = None,
+        edited_input: Any = None,
+    ) -> Approval:
+        """Record a decision on ``call_id`` (see :meth:`SessionStore.record_approval`)."""
+        await anyio.lowlevel.checkpoint()
+        while True:
+            head, meta = await self._head(session_id)
+            decisions = await self._rows(session_id, DECISIONS, DecisionRow, (call_id,))
+            found = decisions.get(call_id)
+            existing = None if found is None else found.approval(session_id, call_id)
+            claimed = bool(await self.backend.read_rows(session_id, CLAIMS, (call_id,)))
+            if not check_decision(session_id, call_id, input_digest, approved, existing, claimed):
+                assert existing is not None
+                return existing
+            text, edited = decision_details(session_id, call_id, approved, reason, edited_input)
+            row = DecisionRow(
+                input_digest=input_digest,
+                approved=approved,
+                decided_at=time.time(),
+                reason=text,
+                edited_input=edited,
+            )
+            if await self._commit(
+                session_id, head, meta, rows={DECISIONS: {call_id: encode_record(row)}}
+            ):
+                return row.approval(session_id, call_id, newly_recorded=True)
+
+    # -- leases -------------------------------------------------------------------------
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
+        """Lease the session to ``owner`` (see :meth:`SessionStore.acquire`)."""
+        check_owner(owner, f"acquire session {session_id!r}")
+        seconds = check_ttl(ttl, f"acquire session {session_id!r}")
+        await anyio.lowlevel.checkpoint()
+        while True:
+            head, meta = await self._head(session_id)
+            now = self._clock()
+            check_acquire(session_id, owner, self._live_lease(meta), now)
+            lease = await self._grant(session_id, head, meta, owner, now + seconds)
+            if lease is not None:
+                return lease
+
+    async def _grant(
+        self,
+        session_id: str,
+        head: BackendHead | None,
+        meta: SessionMeta,
+        owner: str,
+        expires: float,
+    ) -> Lease | None:
+        token = await self.backend.next_number(TOKENS)
+        record = LeaseRecord(owner=owner, token=token, expires_at=expires)
+        if await self._commit(session_id, head, attrs.evolve(meta, lease=record)):
+            return record.row().as_lease(session_id)
+        return None
+
+    async def acquire_ready(self, owner: str, ttl: float) -> Lease | None:
+        """Lease the oldest ready, unleased session to ``owner``, or return ``None``."""
+        check_owner(owner, "acquire a ready session")
+        seconds = check_ttl(ttl, "acquire a ready session")
+        await anyio.lowlevel.checkpoint()
+        for summary in await self.sessions_ready():
+            while True:
+                head, meta = await self._head(summary.session_id)
+                now = self._clock()
+                if not await self._is_ready(summary.session_id, head, meta, now):
+                    break
+                lease = await self._grant(summary.session_id, head, meta, owner, now + seconds)
+                if lease is not None:
+                    return lease
+        return None
+
+    async def _is_ready(
+        self, session_id: str, head: BackendHead | None, meta: SessionMeta, now: float
+    ) -> bool:
+        if head is None or head.document is None:
+            return False
+        lease = self._live_lease(meta)
+        if lease is not None and lease.live(now):
+            return False
+        undecided = await self._undecided(session_id, meta)
+        return is_ready(meta.status, meta.pending, undecided)
+
+    async def _undecided(self, session_id: str, meta: SessionMeta) -> tuple[str, ...]:
+        if not meta.pending:
+            return ()
+        decided = await self.backend.read_rows(session_id, DECISIONS, meta.pending)
+        return tuple(call_id for call_id in meta.pending if call_id not in decided)
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` (see :meth:`SessionStore.renew`)."""
+        operation = f"renew the lease of session {lease.session_id!r}"
+        seconds = check_ttl(ttl, operation)
+        await anyio.lowlevel.checkpoint()
+        while True:
+            head, meta = await self._head(lease.session_id)
+            now = self._clock()
+            check_fence(lease.session_id, lease.token, self._live_lease(meta), now, operation)
+            assert meta.lease is not None
+            renewed = attrs.evolve(meta.lease, expires_at=now + seconds)
+            if await self._commit(lease.session_id, head, attrs.evolve(meta, lease=renewed)):
+                return renewed.row().as_lease(lease.session_id)
+
+    async def release(self, lease: Lease) -> None:
+        """Give ``lease`` up; no-op if it is not current."""
+        await anyio.lowlevel.checkpoint()
+        while True:
+            head, meta = await self._head(lease.session_id)
+            held = meta.lease
+            if held is None or held.token != lease.token or held.released:
+                return
+            released = attrs.evolve(meta, lease=attrs.evolve(held, released=True))
+            if await self._commit(lease.session_id, head, released):
+                return
+
+    # -- queries -----------------------------------------------------------------------
+
+    async def _summaries(self) -> list[tuple[SessionSummary, BackendHead, SessionMeta]]:
+        """Every saved session's summary, head and meta, oldest first."""
+        found = []
+        for session_id, head in (await self.backend.heads()).items():
+            if head.document is None:
+                continue
+            meta = decode_record(head.meta, SessionMeta, session_id, "its head's meta")
+            summary = SessionSummary(
+                session_id=session_id,
+                status=meta.status,
+                version=meta.version,
+                updated_at=timestamp(meta.updated_at),
+                pending_approvals=meta.pending,
+                undecided=await self._undecided(session_id, meta),
+            )
+            found.append((summary, head, meta))
+        found.sort(key=lambda entry: entry[0].version)
+        return found
+
+    async def sessions_awaiting_approval(self) -> list[SessionSummary]:
+        """Sessions with a pending call and no decision for it, oldest first."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            with_undecided_calls(summary, head.document)
+            for summary, head, _meta in await self._summaries()
+            if summary.undecided
+        ]
+
+    async def sessions_ready(self) -> list[SessionSummary]:
+        """Sessions a worker can advance now, not under a live lease, oldest first."""
+        await anyio.lowlevel.checkpoint()
+        now = self._clock()
+        ready = []
+        for summary, _head, meta in await self._summaries():
+            lease = self._live_lease(meta)
+            if lease is not None and lease.live(now):
+                continue
+            if is_ready(summary.status, summary.pending_approvals, summary.undecided):
+                ready.append(summary)
+        return ready
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Every saved session, most recently updated first."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            SessionInfo(
+                session_id=summary.session_id,
+                updated_at=summary.updated_at,
+                item_count=meta.item_count,
+            )
+            for summary, _head, meta in reversed(await self._summaries())
+        ]
+
+    # -- loads -------------------------------------------------------------------------
+
+    async def _snapshot(
+        self, session_id: str, *, everything: bool
+    ) -> tuple[
+        BackendHead, SessionMeta, list[str], list[tuple[object, object, object]], dict[str, Any]
+    ]:
+        """The head and rows of one revision (read again while a commit moved it), or raise
+        ``LookupError`` when the session has no document."""
+        while True:
+            head, meta = await self._head(session_id)
+            if head is None or head.document is None:
+                raise LookupError(session_id)
+            items = await self.backend.read_list(session_id, ITEMS)
+            turn: list[tuple[object, object, object]] = []
+            rows: dict[str, Any] = {}
+            if meta.turn_counts is not None:
+                for name in TURN_LISTS:
+                    texts = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
+                    turn.extend((name, position, text) for position, text in enumerate(texts))
+            if everything:
+                rows[CLAIMS] = await self._rows(session_id, CLAIMS, ClaimRow)
+                rows[DECISIONS] = await self._rows(session_id, DECISIONS, DecisionRow)
+            again = await self.backend.read(session_id)
+            if again is not None and again.revision == head.revision:
+                return head, meta, items, turn, rows
+
+    async def load(self, session_id: str) -> StoredSession | None:
+        """The session's last document, version and calls in doubt, or ``None``."""
+        await anyio.lowlevel.checkpoint()
+        try:
+            head, meta, items, turn, rows = await self._snapshot(session_id, everything=True)
+        except LookupError:
+            return None
+        document, _items = decode_stored(
+            session_id,
+            head.document,
+            list(enumerate(items)),
+            meta.item_count,
+            turn,
+            meta.turn_counts,
+        )
+        claims: dict[str, ClaimRow] = rows[CLAIMS]
+        decisions: dict[str, DecisionRow] = rows[DECISIONS]
+        open_claims = {call_id for call_id, row in claims.items() if not row.answered}
+        return StoredSession(
+            session_id=session_id,
+            checkpoint=document,
+            started_calls=frozenset(open_claims - answered_call_ids(document["transcript"])),
+            updated_at=timestamp(meta.updated_at),
+            version=meta.version,
+            status=meta.status,
+            approvals={
+                call_id: row.approval(session_id, call_id) for call_id, row in decisions.items()
+            },
+        )
+
+    async def transcript(self, session_id: str) -> list[Item] | None:
+        """The items of the session's last document, or ``None``."""
+        await anyio.lowlevel.checkpoint()
+        try:
+            head, meta, items, turn, _rows = await self._snapshot(session_id, everything=False)
+        except LookupError:
+            return None
+        return decode_stored(
+            session_id,
+            head.document,
+            list(enumerate(items)),
+            meta.item_count,
+            turn,
+            meta.turn_counts,
+        )[1]
+
+    async def delete(self, session_id: str) -> bool:
+        """Forget the session, its lease, claims and approvals; ``True`` if it had a document."""
+        await anyio.lowlevel.checkpoint()
+        head = await self.backend.read(session_id)
+        await self.backend.delete(session_id)
+        with self._lock:
+            self._written.pop(session_id, None)
+        return head is not None and head.document is not None

@@ -1,0 +1,105 @@
+"""The storage protocol: the few atomic primitives a backend provides.
+
+A backend keeps, per session, one versioned *head* (a revision number and
+two texts), ordered *lists* of text rows (the transcript's items, the turn's
+growing lists) and keyed *tables* of text rows (claims, decisions). Its one
+write is :meth:`StorageBackend.commit`: a compare-and-set of the head on its
+revision that also replaces list rows and puts table rows, all or nothing.
+Every other rule (versions, leases and fencing, single-use claims, final
+decisions, digests, inbox status, queries) is written once, in
+:class:`~agentloop.store.BackendSessionStore`, on top of these primitives:
+each of its writes reads the head, decides, and commits on the revision it
+read, and starts over if another writer committed first.
+
+The texts are opaque to a backend: store them and give them back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+__all__ = ["BackendHead", "BackendWrite", "StorageBackend"]
+
+
+@attrs.frozen(kw_only=True)
+class BackendHead:
+    """A session's head as a backend stores it.
+
+    ``revision`` is ``1`` for a session's first commit and grows by one at
+    every commit; ``meta`` is the library's small record of the session
+    (version, status, lease, row counts); ``document`` the checkpoint
+    document without its transcript, ``None`` before the first save.
+    """
+
+    revision: int
+    meta: str
+    document: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BackendWrite:
+    """What one :meth:`StorageBackend.commit` applies, all or nothing.
+
+    ``lists`` maps a list's name to ``(start, rows)``: keep the list's first
+    ``start`` rows and replace all the rest by ``rows`` (so ``(len, new)``
+    appends and ``(0, ())`` empties it). ``rows`` maps a table's name to the
+    rows to put in it, by key (a new key is inserted, a known one replaced).
+    """
+
+    head: BackendHead
+    lists: Mapping[str, tuple[int, tuple[str, ...]]] = attrs.field(factory=dict)
+    rows: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class StorageBackend(Protocol):
+    """The primitives a session store is built on; each call is atomic.
+
+    Implement these and wrap the backend in
+    :class:`~agentloop.store.BackendSessionStore` to get a full
+    :class:`~agentloop.store.SessionStore`; run
+    :mod:`agentloop.testing.store_conformance` on it: a failure names the
+    primitive that broke.
+    """
+
+    async def read(self, session_id: str) -> BackendHead | None:
+        """The session's head, or ``None`` when it has none."""
+        ...
+
+    async def commit(self, session_id: str, expected_revision: int, write: BackendWrite) -> bool:
+        """Apply ``write`` iff the stored head's revision is ``expected_revision``.
+
+        ``0`` expects no head. When it matches, store ``write.head`` and
+        apply ``write.lists`` and ``write.rows`` in one atomic step and return
+        ``True``; otherwise change nothing and return ``False``.
+        """
+        ...
+
+    async def read_list(self, session_id: str, name: str) -> list[str]:
+        """The rows of the session's list ``name``, in order (``[]`` if none)."""
+        ...
+
+    async def read_rows(
+        self, session_id: str, table: str, keys: Collection[str] | None = None
+    ) -> dict[str, str]:
+        """The session's rows of ``table`` by key: all of them, or those of ``keys`` found."""
+        ...
+
+    async def heads(self) -> dict[str, BackendHead]:
+        """Every session's head, by session id."""
+        ...
+
+    async def delete(self, session_id: str) -> bool:
+        """Drop the session's head, lists and rows; ``True`` if it had a head."""
+        ...
+
+    async def next_number(self, counter: str) -> int:
+        """The store-wide ``counter``'s next value: ``1``, then one more than it last gave."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the stored data stays."""
+        ...

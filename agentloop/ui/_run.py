@@ -1,0 +1,313 @@
+"""One AG-UI run: lease the thread's session, check the input, record answers, drive, report.
+
+The thread id is the session id. A run takes the session's lease for its
+whole length (a second run on the thread meanwhile, from this process or
+another, ends in ``RUN_ERROR``), loads the session, and refuses before
+changing anything: an unknown or bad resume entry, new input on a thread
+with an open interrupt, or an open interrupt left unanswered. Answers are
+recorded through the inbox's decider (single-use, bound to the input,
+audited), so the session resumes with exactly those decisions, here or
+after a restart. Then the driver runs until it rests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, assert_never
+
+import anyio
+import attrs
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    Interrupt,
+    MessagesSnapshotEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    StateSnapshotEvent,
+)
+
+from .._log import get_logger
+from ..core._items import FinishReason
+from ..loop._agent import Agent
+from ..loop._driver import LoopDriver
+from ..loop._session_store import Lease, SessionStore
+from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
+from ..serve._decide import Decider, DecisionRefused
+from ..serve._inbox import PendingApproval, pending_approvals
+from ..serve._redact import Redactor
+from ._answers import interrupt_id, read_resume, response_schema
+from ._config import AguiConfig
+from ._events import EventTranslator
+from ._lease import run_leased
+from ._messages import new_input, snapshot_messages
+from ._problems import RunRefused
+from ._resume import interrupts
+
+__all__ = ["AguiRunner"]
+
+log = get_logger()
+
+Emit = Callable[[BaseEvent], None]
+
+
+@attrs.frozen(kw_only=True)
+class _Thread:
+    """What a run found and prepared on its thread before driving."""
+
+    driver: LoopDriver
+    resumed: bool
+
+
+class AguiRunner:
+    """Runs ``RunAgentInput``s against ``agent``'s store, emitting AG-UI events."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: SessionStore,
+        *,
+        config: AguiConfig,
+        decider: Decider,
+        redactor: Redactor,
+        schemas: Callable[[], Any],
+    ) -> None:
+        self._agent = agent
+        self._store = store
+        self._config = config
+        self._decider = decider
+        self._redactor = redactor
+        self._schemas = schemas
+
+    async def run(self, run_input: RunAgentInput, who: str, emit: Emit) -> None:
+        """One run, start to terminal event; never raises for a refused or failed run."""
+        thread, run_id = run_input.thread_id, run_input.run_id
+        emit(RunStartedEvent(thread_id=thread, run_id=run_id, protocol_version=PROTOCOL_VERSION))
+        translator = EventTranslator(emit)
+        try:
+            await self._run_leased(run_input, who, emit, translator)
+        except RunRefused as refused:
+            translator.close()
+            emit(RunErrorEvent(message=self._redactor.text(refused.message), code=refused.code))
+        except Exception as error:
+            log.exception("AG-UI run failed", thread_id=thread, run_id=run_id)
+            translator.close()
+            message = f"the run failed: {type(error).__name__}: {error}"
+            emit(RunErrorEvent(message=self._redactor.text(message), code=type(error).__name__))
+
+    async def _run_leased(
+        self, run_input: RunAgentInput, who: str, emit: Emit, translator: EventTranslator
+    ) -> None:
+        async def work(lease: Lease) -> None:
+            await self._run_on(run_input, who, emit, translator, lease)
+
+        await run_leased(self._store, run_input.thread_id, self._config.lease_ttl, work)
+
+    async def _run_on(
+        self,
+        run_input: RunAgentInput,
+        who: str,
+        emit: Emit,
+        translator: EventTranslator,
+        lease: Lease,
+    ) -> None:
+        agent = attrs.evolve(
+            self._agent,
+            observers=(*self._agent.observers, translator),
+            transcript_observers=(*self._agent.transcript_observers, translator),
+        )
+        prepared = await self._prepare(run_input, who, agent, lease)
+        transcript = prepared.driver.snapshot().transcript
+        if prepared.resumed:
+            emit(MessagesSnapshotEvent(messages=snapshot_messages(transcript)))
+        translator.begin(len(transcript))
+        await self._drive(run_input, prepared.driver, emit, translator)
+
+    async def _prepare(
+        self, run_input: RunAgentInput, who: str, agent: Agent, lease: Lease
+    ) -> _Thread:
+        """Check everything, record the answers, and return the thread's driver."""
+        thread = run_input.thread_id
+        stored = await self._store.load(thread)
+        resume = run_input.resume or []
+        if stored is None:
+            items = new_input(run_input.messages, [])
+            if resume:
+                read_resume(resume, [], now=self._now())
+            driver = await agent.start(thread, lease=lease)
+            if items:
+                driver.submit_input(items)
+            return _Thread(driver=driver, resumed=False)
+        transcript = await self._store.transcript(thread) or []
+        items = new_input(run_input.messages, transcript)
+        rows = self._rows(stored)
+        if rows and items:
+            raise RunRefused(
+                f"thread {thread!r} has open interrupts ({_ids(rows)}); new messages cannot "
+                "be sent until they are answered: send a run with resume entries for them "
+                "and no new messages. Nothing was changed",
+                code="interrupt_open",
+            )
+        answers = read_resume(resume, rows, now=self._now())
+        if rows and not answers:
+            raise RunRefused(
+                f"thread {thread!r} has open interrupts ({_ids(rows)}); answer them with "
+                "RunAgentInput.resume. Nothing was changed",
+                code="interrupt_open",
+            )
+        for answer in answers:
+            try:
+                await self._decider.decide(
+                    thread,
+                    answer.row.call_id,
+                    action=answer.action,
+                    shown_digest=answer.row.digest,
+                    who=who,
+                    reason=answer.reason,
+                    edited_input=answer.edited_input,
+                )
+            except DecisionRefused as refused:
+                raise RunRefused(
+                    f"interrupt {interrupt_id(answer.row.call_id)!r}: {refused.message}",
+                    code="decision_refused",
+                ) from None
+        driver = await agent.resume(session_id=thread, lease=lease)
+        if items:
+            driver.submit_input(items)
+        return _Thread(driver=driver, resumed=bool(answers))
+
+    async def _drive(
+        self,
+        run_input: RunAgentInput,
+        driver: LoopDriver,
+        emit: Emit,
+        translator: EventTranslator,
+    ) -> None:
+        thread, run_id = run_input.thread_id, run_input.run_id
+        for _ in range(self._config.max_steps):
+            step = await _next_saving_on_cancel(driver)
+            match step:
+                case AfterToolResult():
+                    continue
+                case ApprovalRequest():
+                    translator.close()
+                    rows = self._rows(await self._store.load(thread))
+                    found = interrupts(rows) if rows else [_step_interrupt(step)]
+                    await self._state(run_input, emit, found)
+                    emit(
+                        RunFinishedEvent(
+                            thread_id=thread,
+                            run_id=run_id,
+                            outcome=RunFinishedInterruptOutcome(interrupts=found),
+                            usage=translator.token_usage(),
+                        )
+                    )
+                    return
+                case Finished(result=result):
+                    translator.close()
+                    await self._state(run_input, emit, [])
+                    if result.finish_reason is FinishReason.ERROR:
+                        error = result.error
+                        message = str(error) if error is not None else "the model call failed"
+                        code = f"model_error:{error.kind.value}" if error is not None else None
+                        emit(
+                            RunErrorEvent(
+                                message=self._redactor.text(message),
+                                code=code,
+                                usage=translator.token_usage(),
+                            )
+                        )
+                        return
+                    outcome = (
+                        RunFinishedCancelledOutcome()
+                        if result.finish_reason is FinishReason.CANCELLED
+                        else None
+                    )
+                    emit(
+                        RunFinishedEvent(
+                            thread_id=thread,
+                            run_id=run_id,
+                            outcome=outcome,
+                            usage=translator.token_usage(),
+                        )
+                    )
+                    return
+                case AwaitingInput():
+                    translator.close()
+                    await self._state(run_input, emit, [])
+                    emit(
+                        RunFinishedEvent(
+                            thread_id=thread, run_id=run_id, usage=translator.token_usage()
+                        )
+                    )
+                    return
+                case _:
+                    assert_never(step)
+        raise RunRefused(
+            f"the run took more than {self._config.max_steps} steps without resting; "
+            "the session is saved as it is: send another run to go on",
+            code="max_steps",
+        )
+
+    async def _state(self, run_input: RunAgentInput, emit: Emit, found: list[Interrupt]) -> None:
+        """``STATE_SNAPSHOT``: the client's state with the session's status under ``agentloop``."""
+        stored = await self._store.load(run_input.thread_id)
+        state = dict(run_input.state) if isinstance(run_input.state, dict) else {}
+        state["agentloop"] = {
+            "sessionId": run_input.thread_id,
+            "status": stored.status.value if stored is not None else None,
+            "pendingInterrupts": [i.id for i in found],
+        }
+        emit(StateSnapshotEvent(snapshot=state))
+
+    def _rows(self, stored: Any) -> list[PendingApproval]:
+        if stored is None:
+            return []
+        return pending_approvals(
+            stored,
+            schemas=self._schemas(),
+            agent_name=self._config.agent_name,
+            ttl=self._config.approval_ttl,
+            redactor=self._redactor,
+        )
+
+    @staticmethod
+    def _now() -> datetime:
+        return datetime.now(UTC)
+
+
+async def _next_saving_on_cancel(
+    driver: LoopDriver,
+) -> AfterToolResult | ApprovalRequest | AwaitingInput | Finished:
+    """``driver.next()``; when the run is cancelled (the client left), the driver closes
+    the turn (every open call answered ``cancelled``), and that is saved before the
+    cancellation goes on, so the next run finds the turn closed, not calls in doubt."""
+    try:
+        return await driver.next()
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            try:
+                await driver.save()
+            except Exception:
+                log.exception("saving the cancelled AG-UI run failed", session_id=driver.session_id)
+        raise
+
+
+def _ids(rows: list[PendingApproval]) -> str:
+    return ", ".join(interrupt_id(row.call_id) for row in rows)
+
+
+def _step_interrupt(step: ApprovalRequest) -> Interrupt:
+    """The interrupt of the surfaced call, when the store lists none (decided meanwhile)."""
+    return Interrupt(
+        id=interrupt_id(step.call_id),
+        reason="tool_call",
+        message=step.reason or step.summary,
+        tool_call_id=step.call_id,
+        response_schema=response_schema(None),
+    )
