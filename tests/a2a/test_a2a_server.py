@@ -22,6 +22,8 @@ from a2a.client import ClientConfig, create_client
 from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new_data_part
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
+from agentloop.store import SqliteSessionStore
+
 pytestmark = pytest.mark.anyio
 
 TOKEN = "a2a-test-token-of-at-least-16-characters"
@@ -92,6 +94,14 @@ async def a2a_client(base: str, *, streaming: bool) -> AsyncIterator[Any]:
             await client.close()
 
 
+async def stored(tmp_path: Path, session_id: str) -> tuple[int, dict[str, Any]]:
+    """The session as the server's store holds it: its version and its decisions."""
+    async with SqliteSessionStore(tmp_path / "sessions.db") as store:
+        session = await store.load(session_id)
+    assert session is not None
+    return session.version, dict(session.approvals)
+
+
 def message(context: str, *parts: Part, task: str | None = None) -> SendMessageRequest:
     return SendMessageRequest(
         message=Message(
@@ -158,8 +168,10 @@ async def test_a_deny_and_a_bad_answer_on_the_same_task(tmp_path: Path) -> None:
     with server_process(tmp_path) as base:
         async with a2a_client(base, streaming=False) as client:
             task = final_task(await send(client, message("ctx-2", Part(text="deploy web"))))
+            before = await stored(tmp_path, "ctx-2")
             bad = message("ctx-2", new_data_part({"approved": "yes"}), task=task.id)
             still = final_task(await send(client, bad))
+            assert await stored(tmp_path, "ctx-2") == before  # nothing changed
             assert TaskState.Name(still.status.state) == "TASK_STATE_INPUT_REQUIRED"
             text = get_message_text(still.status.message)
             assert text.startswith("bad_resume: answers[0]: payload.approved must be true or false")
