@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, is_type
 
 import attrs
 
-__all__ = ["is_strict_schema", "schema_for_type"]
+__all__ = ["is_strict_schema", "schema_for_type", "strip_required", "typed_dict_hints"]
 
 _NONE = type(None)
 _SEQUENCES = (list, tuple, collections.abc.Sequence, collections.abc.MutableSequence)
@@ -99,7 +99,7 @@ def _enter(cls: type, stack: tuple[type, ...]) -> tuple[type, ...]:
 
 def _class(cls: type, stack: tuple[type, ...]) -> dict[str, Any]:
     inner = _enter(cls, stack)
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = typed_dict_hints(cls)
     if attrs.has(cls):
         names = [field.name for field in attrs.fields(cls) if field.init]
     else:
@@ -110,13 +110,34 @@ def _class(cls: type, stack: tuple[type, ...]) -> dict[str, Any]:
 
 def _typed_dict(cls: Any, stack: tuple[type, ...]) -> dict[str, Any]:
     inner = _enter(cls, stack)
-    hints = typing.get_type_hints(cls, include_extras=True)
-    properties = {name: _schema(_strip_required(hint), inner) for name, hint in hints.items()}
-    required = [name for name in hints if name in cls.__required_keys__]
+    hints = typed_dict_hints(cls)
+    properties = {name: _schema(strip_required(hint), inner) for name, hint in hints.items()}
+    required = [name for name, hint in hints.items() if _is_required(cls, name, hint)]
     return _object(cls, properties, required)
 
 
-def _strip_required(hint: Any) -> Any:
+def _is_required(cls: Any, name: str, hint: Any) -> bool:
+    # Under ``from __future__ import annotations`` Python 3.11 cannot see NotRequired
+    # when it builds ``__required_keys__``: the resolved hint says it.
+    origin = get_origin(hint)
+    if origin is typing.NotRequired:
+        return False
+    return origin is typing.Required or name in cls.__required_keys__
+
+
+def typed_dict_hints(cls: Any) -> dict[str, Any]:
+    """The resolved type hints of a class (``TypeError`` when one cannot be resolved)."""
+    try:
+        return typing.get_type_hints(cls, include_extras=True)
+    except NameError as error:
+        raise TypeError(
+            f"cannot resolve the type hints of {cls.__qualname__}: {error}; define the "
+            "types at module level"
+        ) from None
+
+
+def strip_required(hint: Any) -> Any:
+    """``hint`` without its ``Required``/``NotRequired`` wrapper."""
     origin = get_origin(hint)
     if origin is typing.Required or origin is typing.NotRequired:
         return get_args(hint)[0]

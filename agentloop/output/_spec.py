@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, is_typeddict
 
 import attrs
 import cattrs
@@ -14,7 +14,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 
 from ..core._errors import InvalidInputError
-from ._schema import is_strict_schema, schema_for_type
+from ._schema import is_strict_schema, schema_for_type, strip_required, typed_dict_hints
 
 __all__ = [
     "DEFAULT_OUTPUT_RETRIES",
@@ -48,7 +48,20 @@ class OutputMode(StrEnum):
     """A final-answer tool the model calls with the answer as its input (any model)."""
 
 
+def _typed_dict_hook(cls: Any) -> Any:
+    """TypedDicts structured key by key (cattrs reads ``__required_keys__``, which Python
+    3.11 gets wrong under ``from __future__ import annotations``; the schema check
+    already said which keys must be there)."""
+    hints = {name: strip_required(hint) for name, hint in typed_dict_hints(cls).items()}
+
+    def structure(value: Any, _cls: Any) -> Any:
+        return {key: _CONVERTER.structure(item, hints[key]) for key, item in value.items()}
+
+    return structure
+
+
 _CONVERTER = cattrs.Converter()
+_CONVERTER.register_structure_hook_factory(is_typeddict, _typed_dict_hook)
 
 
 class OutputProblems(InvalidInputError):
@@ -137,7 +150,7 @@ class OutputSpec(Generic[OutT]):
 
     def unstructure(self, value: OutT) -> Any:
         """``value`` (an output) as the JSON value the model sends for it."""
-        plain = _CONVERTER.unstructure(value)
+        plain = json.loads(json.dumps(_CONVERTER.unstructure(value)))  # tuples -> lists
         return {WRAPPED_KEY: plain} if self.wrapped else plain
 
 

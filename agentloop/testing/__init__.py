@@ -8,7 +8,8 @@ Needs hypothesis (the testing extra: ``pip install 'agentloop-runtime[testing]'`
 lazily on first use of the name: the strategies (:func:`items`,
 :func:`transcripts`, :func:`invalid_transcripts`, :func:`tool_specs`,
 :func:`tool_inputs`, :func:`model_replies`, :func:`model_scripts`,
-:func:`host_actions`), :func:`check_mutator` and :class:`AgentStateMachine`.
+:func:`host_actions`, :func:`outputs`, :func:`invalid_outputs`,
+:func:`output_reply`), :func:`check_mutator` and :class:`AgentStateMachine`.
 Without hypothesis those names raise ``ImportError`` saying so, and
 ``from agentloop.testing import *`` needs hypothesis too.
 """
@@ -39,6 +40,7 @@ from ._scripted import ScriptedModel
 if TYPE_CHECKING:
     from ._json_strategies import json_values
     from ._mutator_checks import bounded_shrinking
+    from ._output_strategies import invalid_outputs, output_reply, outputs
     from ._policy_strategies import (
         LAUNCHERS,
         CommandCase,
@@ -112,11 +114,14 @@ __all__ = [
     "format_transcript",
     "hang",
     "host_actions",
+    "invalid_outputs",
     "invalid_transcripts",
     "items",
     "json_values",
     "model_replies",
     "model_scripts",
+    "output_reply",
+    "outputs",
     "parts",
     "path_sandbox",
     "reasoning",
@@ -151,6 +156,9 @@ _LAZY = {
     "invalid_transcripts": "_strategies",
     "items": "_strategies",
     "json_values": "_json_strategies",
+    "invalid_outputs": "_output_strategies",
+    "output_reply": "_output_strategies",
+    "outputs": "_output_strategies",
     "parts": "_strategies",
     "transcripts": "_strategies",
     "host_actions": "_tool_strategies",

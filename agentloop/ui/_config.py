@@ -34,6 +34,11 @@ def _check_seconds(instance: object, attribute: attrs.Attribute[float], value: f
         raise ValueError(f"AguiConfig: {attribute.name} must be seconds > 0, got {value!r}")
 
 
+def _check_steps(instance: object, attribute: object, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"AguiConfig: max_steps must be an int >= 1, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class AguiConfig:
     """Settings of one AG-UI endpoint (:func:`agentloop.ui.create_agui_app`).
@@ -61,7 +66,7 @@ class AguiConfig:
         default=(), converter=_strings, validator=_check_origins
     )
     lease_ttl: float = attrs.field(default=60.0, validator=_check_seconds)
-    max_steps: int = 100
+    max_steps: int = attrs.field(default=100, validator=_check_steps)
     secrets: tuple[str, ...] = attrs.field(default=(), converter=_strings, repr=False)
 
 

@@ -188,63 +188,15 @@ class AguiRunner:
         emit: Emit,
         translator: EventTranslator,
     ) -> None:
-        thread, run_id = run_input.thread_id, run_input.run_id
+        """Step until the driver rests, then end the run with what it rests at."""
         for _ in range(self._config.max_steps):
             step = await _next_saving_on_cancel(driver)
             match step:
                 case AfterToolResult():
                     continue
-                case ApprovalRequest():
+                case ApprovalRequest() | Finished() | AwaitingInput():
                     translator.close()
-                    rows = self._rows(await self._store.load(thread))
-                    found = interrupts(rows) if rows else [_step_interrupt(step)]
-                    await self._state(run_input, emit, found)
-                    emit(
-                        RunFinishedEvent(
-                            thread_id=thread,
-                            run_id=run_id,
-                            outcome=RunFinishedInterruptOutcome(interrupts=found),
-                            usage=translator.token_usage(),
-                        )
-                    )
-                    return
-                case Finished(result=result):
-                    translator.close()
-                    await self._state(run_input, emit, [])
-                    if result.finish_reason is FinishReason.ERROR:
-                        error = result.error
-                        message = str(error) if error is not None else "the model call failed"
-                        code = f"model_error:{error.kind.value}" if error is not None else None
-                        emit(
-                            RunErrorEvent(
-                                message=self._redactor.text(message),
-                                code=code,
-                                usage=translator.token_usage(),
-                            )
-                        )
-                        return
-                    outcome = (
-                        RunFinishedCancelledOutcome()
-                        if result.finish_reason is FinishReason.CANCELLED
-                        else None
-                    )
-                    emit(
-                        RunFinishedEvent(
-                            thread_id=thread,
-                            run_id=run_id,
-                            outcome=outcome,
-                            usage=translator.token_usage(),
-                        )
-                    )
-                    return
-                case AwaitingInput():
-                    translator.close()
-                    await self._state(run_input, emit, [])
-                    emit(
-                        RunFinishedEvent(
-                            thread_id=thread, run_id=run_id, usage=translator.token_usage()
-                        )
-                    )
+                    emit(await self._terminal(run_input, step, emit, translator))
                     return
                 case _:
                     assert_never(step)
@@ -252,6 +204,38 @@ class AguiRunner:
             f"the run took more than {self._config.max_steps} steps without resting; "
             "the session is saved as it is: send another run to go on",
             code="max_steps",
+        )
+
+    async def _terminal(
+        self,
+        run_input: RunAgentInput,
+        step: ApprovalRequest | Finished | AwaitingInput,
+        emit: Emit,
+        translator: EventTranslator,
+    ) -> BaseEvent:
+        """The run's last event for the step it rests at (after its ``STATE_SNAPSHOT``)."""
+        thread, run_id, usage = run_input.thread_id, run_input.run_id, translator.token_usage()
+        found: list[Interrupt] = []
+        if isinstance(step, ApprovalRequest):
+            rows = self._rows(await self._store.load(thread))
+            found = interrupts(rows) if rows else [_step_interrupt(step)]
+        await self._state(run_input, emit, found)
+        if found:
+            outcome = RunFinishedInterruptOutcome(interrupts=found)
+            return RunFinishedEvent(thread_id=thread, run_id=run_id, outcome=outcome, usage=usage)
+        if isinstance(step, Finished) and step.result.finish_reason is FinishReason.ERROR:
+            error = step.result.error
+            message = str(error) if error is not None else "the model call failed"
+            code = f"model_error:{error.kind.value}" if error is not None else None
+            return RunErrorEvent(message=self._redactor.text(message), code=code, usage=usage)
+        cancelled = (
+            isinstance(step, Finished) and step.result.finish_reason is FinishReason.CANCELLED
+        )
+        return RunFinishedEvent(
+            thread_id=thread,
+            run_id=run_id,
+            outcome=RunFinishedCancelledOutcome() if cancelled else None,
+            usage=usage,
         )
 
     async def _state(self, run_input: RunAgentInput, emit: Emit, found: list[Interrupt]) -> None:

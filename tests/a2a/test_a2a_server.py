@@ -22,6 +22,8 @@ from a2a.client import ClientConfig, create_client
 from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new_data_part
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
+from agentloop.store import SqliteSessionStore
+
 pytestmark = pytest.mark.anyio
 
 TOKEN = "a2a-test-token-of-at-least-16-characters"
@@ -36,35 +38,48 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_process(tmp_path: Path, port: int) -> Iterator[str]:
-    """The A2A server in a child process, until the block ends; yields its URL."""
-    base = f"http://127.0.0.1:{port}"
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            str(SERVER),
-            str(tmp_path / "s.db"),
-            str(tmp_path / "t.db"),
-            str(port),
-            TOKEN,
-        ],
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(base + "/.well-known/agent-card.json", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the A2A server did not start")
-        yield base
-    finally:
-        child.terminate()
-        child.wait(20)
+def server_process(tmp_path: Path) -> Iterator[str]:
+    """The A2A server in a child process on a free port, until the block ends; its URL.
+
+    A child that dies before it answers (its port taken meanwhile) is started again
+    on another port, at most three times; its stderr is in the failure message.
+    """
+    for attempt in range(3):
+        port = free_port()
+        log = tmp_path / f"server-{port}.log"
+        with log.open("wb") as errors:
+            child = subprocess.Popen(
+                [sys.executable, str(SERVER), *_stores(tmp_path), str(port), TOKEN],
+                stderr=errors,
+            )
+        try:
+            if _answers(child, f"http://127.0.0.1:{port}"):
+                yield f"http://127.0.0.1:{port}"
+                return
+            if attempt == 2 or "address already in use" not in log.read_text():
+                raise AssertionError(f"the A2A server did not start:\n{log.read_text()}")
+        finally:
+            child.terminate()
+            child.wait(20)
+
+
+def _stores(tmp_path: Path) -> list[str]:
+    return [str(tmp_path / "sessions.db"), str(tmp_path / "tasks.db")]
+
+
+def _answers(child: subprocess.Popen[bytes], base: str) -> bool:
+    """Whether the child serves its agent card within 60 s (``False`` once it exited)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/.well-known/agent-card.json", timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        if child.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
 
 
 @asynccontextmanager
@@ -77,6 +92,14 @@ async def a2a_client(base: str, *, streaming: bool) -> AsyncIterator[Any]:
             yield client
         finally:
             await client.close()
+
+
+async def stored(tmp_path: Path, session_id: str) -> tuple[int, dict[str, Any]]:
+    """The session as the server's store holds it: its version and its decisions."""
+    async with SqliteSessionStore(tmp_path / "sessions.db") as store:
+        session = await store.load(session_id)
+    assert session is not None
+    return session.version, dict(session.approvals)
 
 
 def message(context: str, *parts: Part, task: str | None = None) -> SendMessageRequest:
@@ -111,8 +134,7 @@ def states(events: list[Any]) -> list[str]:
 
 
 async def test_a_task_waits_for_approval_and_resumes_after_a_restart(tmp_path: Path) -> None:
-    port = free_port()
-    with server_process(tmp_path, port) as base:
+    with server_process(tmp_path) as base:
         async with httpx.AsyncClient(base_url=base) as plain:  # no token
             card = (await plain.get("/.well-known/agent-card.json")).json()
             assert (await plain.post("/", json={})).status_code == 401
@@ -133,7 +155,7 @@ async def test_a_task_waits_for_approval_and_resumes_after_a_restart(tmp_path: P
             {"service": "api"},
         )
         assert approval["responseSchema"]["required"] == ["approved"]
-    with server_process(tmp_path, port) as base:  # a restart: a new process, the same stores
+    with server_process(tmp_path) as base:  # a restart: a new process, the same stores
         async with a2a_client(base, streaming=True) as client:
             answer = message("ctx-1", new_data_part({"approved": True}), task=task.id)
             events = await send(client, answer)
@@ -143,11 +165,13 @@ async def test_a_task_waits_for_approval_and_resumes_after_a_restart(tmp_path: P
 
 
 async def test_a_deny_and_a_bad_answer_on_the_same_task(tmp_path: Path) -> None:
-    with server_process(tmp_path, free_port()) as base:
+    with server_process(tmp_path) as base:
         async with a2a_client(base, streaming=False) as client:
             task = final_task(await send(client, message("ctx-2", Part(text="deploy web"))))
+            before = await stored(tmp_path, "ctx-2")
             bad = message("ctx-2", new_data_part({"approved": "yes"}), task=task.id)
             still = final_task(await send(client, bad))
+            assert await stored(tmp_path, "ctx-2") == before  # nothing changed
             assert TaskState.Name(still.status.state) == "TASK_STATE_INPUT_REQUIRED"
             text = get_message_text(still.status.message)
             assert text.startswith("bad_resume: answers[0]: payload.approved must be true or false")

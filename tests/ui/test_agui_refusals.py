@@ -227,3 +227,36 @@ async def test_of_two_resumes_of_one_interrupt_one_wins(parked: Parked) -> None:
     refused(await post_run(parked.client, late), "unknown_interrupt")
     [entry] = await parked.audit.entries()
     assert entry.action.value == "approve"
+
+
+async def test_an_expired_interrupt_says_when_and_refuses_its_answer() -> None:
+    store = MemorySessionStore()
+    app = create_agui_app(build_agent(store), config=AguiConfig(token=TOKEN, approval_ttl=0.2))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        parked = await post_run(client, run_input("t1", "r1", "deploy api"))
+        [interrupt] = parked[-1]["outcome"]["interrupts"]
+        assert interrupt["expiresAt"].endswith("+00:00")
+        before = await store.load("t1")
+        await anyio.sleep(0.3)
+        body = run_input("t1", "r2", resume=resume((OPEN, "resolved", {"approved": True})))
+        message = refused(await post_run(client, body), "interrupt_expired")
+        assert message.startswith("resume[0]: interrupt 'approval:call-1' expired at ")
+        after = await store.load("t1")
+    assert before is not None
+    assert after is not None
+    assert (after.version, dict(after.approvals)) == (before.version, {})
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"token": "short"}, "at least 16 characters"),
+        ({"allowed_origins": ("localhost:3000",)}, "expected origins like"),
+        ({"lease_ttl": 0}, "lease_ttl must be seconds > 0"),
+        ({"max_steps": 0}, "max_steps must be an int >= 1"),
+    ],
+)
+def test_a_bad_setting_is_refused(settings: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        AguiConfig(**settings)
