@@ -168,7 +168,7 @@ class EventStream(Generic[OutT]):
         """The most events ever queued behind the full channel (memory bound check)."""
         return self._forwarder.peak_overflow if self._forwarder is not None else 0
 
-    async def __aenter__(self) -> EventStream:
+    async def __aenter__(self) -> EventStream[OutT]:
         if self._task_group is not None:
             raise InvalidStateError(
                 "cannot enter a stream twice: it was already started; call stream() again"
@@ -201,7 +201,7 @@ class EventStream(Generic[OutT]):
             raise self._error
         return None
 
-    def __aiter__(self) -> EventStream:
+    def __aiter__(self) -> EventStream[OutT]:
         return self
 
     async def __anext__(self) -> StreamItem:
