@@ -13,8 +13,6 @@ action                        the driver
                               hands the round to ``LoopMachine.round_collected``
 :class:`RecordDecisions`      records the host's approval answers in the store, then
                               asks ``LoopMachine.after_decisions``
-:class:`TakeBackground`       takes finished background results from the task
-                              manager for ``LoopMachine.background_taken``
 :class:`FinishCancelled`      stops the turn's running calls (bounded, shielded), then
                               ``LoopMachine.close_cancelled``
 ============================  ======================================================
@@ -27,14 +25,12 @@ from ._state import ToolRound, TurnState
 from ._steps import Step
 
 __all__ = [
-    "TAKE_BACKGROUND",
     "Action",
     "CallModel",
     "FinishCancelled",
     "Hand",
     "RecordDecisions",
     "RunRound",
-    "TakeBackground",
 ]
 
 
@@ -88,15 +84,6 @@ class RecordDecisions:
         self.round = round
 
 
-class TakeBackground:
-    """Take the background results the task manager holds (the model phase is next)."""
-
-    __slots__ = ()
-
-
-TAKE_BACKGROUND = TakeBackground()
-
-
 class FinishCancelled:
     """An interrupt hit ``turn`` at ``stage``: stop its calls and close it."""
 
@@ -107,5 +94,5 @@ class FinishCancelled:
         self.stage = stage
 
 
-Action = Hand | CallModel | RunRound | RecordDecisions | TakeBackground | FinishCancelled
+Action = Hand | CallModel | RunRound | RecordDecisions | FinishCancelled
 """Anything the core can tell the driver to do."""

@@ -28,7 +28,6 @@ from ..output._answer import Accepted, Exhausted, Rejected, judge, offered_tools
 from ..tasks._protocol import TaskFinished
 from ..tools._tool import ToolRequest
 from ._actions import (
-    TAKE_BACKGROUND,
     Action,
     CallModel,
     FinishCancelled,
@@ -57,7 +56,15 @@ from ._state import (
 )
 from ._steps import AwaitingInput, Finished, Resolver
 
-__all__ = ["Catalog", "LoopMachine", "ModelAnswer"]
+__all__ = ["Background", "Catalog", "LoopMachine", "ModelAnswer"]
+
+
+class Background(Protocol):
+    """Where the background results come from (the tool I/O's task manager)."""
+
+    def take_background(self) -> list[TaskFinished]:
+        """The background results that finished since the last look."""
+        ...
 
 
 class Catalog(Protocol):
@@ -131,13 +138,14 @@ class LoopMachine(RoundRules):
 
     # -- a step's phases -------------------------------------------------------
 
-    def begin(self, resolver: Resolver) -> Action:
+    def begin(self, resolver: Resolver, background: Background) -> Action:
         """The first action of a step (``next()``), in this order: finish a turn an
         interrupt cancelled while it waited on the host; record and apply answered
-        approvals; surface an approval; continue the round; else the model phase."""
+        approvals; surface an approval; continue the round; else the model phase, with
+        the background results taken from ``background`` (only then)."""
         turn = self.core.turn
         if turn is None or (turn.round is None and not turn.is_cancelled):
-            return TAKE_BACKGROUND
+            return self.model_phase(background.take_background(), resolver)
         if turn.is_cancelled:
             return FinishCancelled(turn, "pause" if turn.phase is TurnPhase.PAUSED else "approval")
         tool_round = turn.round
@@ -157,9 +165,9 @@ class LoopMachine(RoundRules):
             return Hand(approval)
         return RunRound(turn, tool_round)
 
-    def background_taken(self, done: Sequence[TaskFinished], resolver: Resolver) -> Action:
-        """The model phase, with the background results just taken: resume a paused turn,
-        or start a turn for input (or those results), or wait for input."""
+    def model_phase(self, done: Sequence[TaskFinished], resolver: Resolver) -> Action:
+        """The model phase, with the background results ``done`` just taken: resume a
+        paused turn, or start a turn for input (or those results), or wait for input."""
         for update in done:
             self.append_result(update.result, background=True)
         core = self.core

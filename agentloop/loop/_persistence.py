@@ -31,8 +31,8 @@ own save, which raises if it fails too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Coroutine, Generator, Iterable, Mapping
+from typing import Any, cast
 
 from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
@@ -399,40 +399,64 @@ class Persistence:
             self._recorded.add(call_id)
 
 
+class _Done(Coroutine[Any, Any, Any]):
+    """An awaitable that is already done (``await`` gives ``None``): what the null
+    layer's methods return, so an unsaved driver makes no coroutine per save point."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return _EXHAUSTED  # an exhausted iterator: awaiting it ends at once
+
+    def send(self, value: Any) -> Any:
+        raise StopIteration
+
+    def throw(self, *args: Any) -> Any:
+        raise StopIteration
+
+    def close(self) -> None:
+        return None
+
+
+_EXHAUSTED = cast("Generator[Any, None, Any]", iter(()))
+_DONE = _Done()
+
+
 class NoStore(Persistence):
     """The durable layer of a driver without a store: nothing is saved, claimed or
     recorded, and nothing is checked to find that out (``driver.save()`` and a lease
-    are refused by :class:`Persistence` itself)."""
+    are refused by :class:`Persistence` itself). Each method returns a shared
+    awaitable that is already done."""
 
     __slots__ = ()
 
     saves_steps = False
 
-    async def save_input(self, core: LoopCore) -> None:
-        return None
+    def save_input(self, core: LoopCore) -> Coroutine[Any, Any, None]:
+        return _DONE
 
-    async def save_step(self, core: LoopCore, step: object = None) -> None:
-        return None
+    def save_step(self, core: LoopCore, step: object = None) -> Coroutine[Any, Any, None]:
+        return _DONE
 
-    async def save_response(self, core: LoopCore) -> None:
-        return None
+    def save_response(self, core: LoopCore) -> Coroutine[Any, Any, None]:
+        return _DONE
 
     def note_finished_calls(self, tool_round: ToolRound) -> None:
         return None
 
-    async def save_results(self, core: LoopCore) -> None:
-        return None
+    def save_results(self, core: LoopCore) -> Coroutine[Any, Any, None]:
+        return _DONE
 
-    async def save_results_after_fault(self, core: LoopCore) -> None:
-        return None
+    def save_results_after_fault(self, core: LoopCore) -> Coroutine[Any, Any, None]:
+        return _DONE
 
-    async def claim(
+    def claim(
         self, call: RoundCall, request: ToolRequest, *, idempotent: bool
-    ) -> tuple[ToolResultPart, CallStatus] | None:
-        return None
+    ) -> Coroutine[Any, Any, tuple[ToolResultPart, CallStatus] | None]:
+        return _DONE
 
-    async def record_decisions(self, tool_round: ToolRound) -> None:
-        return None
+    def record_decisions(self, tool_round: ToolRound) -> Coroutine[Any, Any, None]:
+        return _DONE
 
 
 def journal_for(store: SessionStore | None, config: SessionConfig, observer: Nobody) -> Persistence:

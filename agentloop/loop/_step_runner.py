@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from typing import cast
 
 import anyio
 
@@ -118,28 +119,29 @@ class StepRunner:
         each one the core answers with, until it hands the host a step."""
         machine, journal, tools = self.machine, self.journal, self.tools
         if action is None:
-            action = machine.begin(resolver)
+            action = machine.begin(resolver, tools)
         while True:
-            if isinstance(action, CallModel):
+            kind = type(action)  # identity, not isinstance: once per action of every step
+            if kind is CallModel:
+                action = cast(CallModel, action)
                 prepared = await self._prepare_model_call(action)
-                if not isinstance(prepared, TurnRequest):
-                    action = prepared
+                if type(prepared) is not TurnRequest:
+                    action = cast(Action, prepared)
                     continue
                 # The stream is read right here: a session waiting for its model holds
                 # one frame of this loop and one of the model I/O.
                 answer = await self.model_io.stream(action.turn, prepared)
                 action = machine.model_answered(action.turn, action.point, answer, resolver)
-            elif isinstance(action, RunRound):
-                action = await self._run_round(action, resolver)
-            elif isinstance(action, Hand):
-                return action.step
-            elif isinstance(action, RecordDecisions):
-                await journal.record_decisions(action.round)
-                action = machine.after_decisions(action.turn, action.round, resolver)
-            elif isinstance(action, FinishCancelled):
-                return await self.finish_cancelled(action)
+            elif kind is RunRound:
+                action = await self._run_round(cast(RunRound, action), resolver)
+            elif kind is Hand:
+                return cast(Hand, action).step
+            elif kind is RecordDecisions:
+                decisions = cast(RecordDecisions, action)
+                await journal.record_decisions(decisions.round)
+                action = machine.after_decisions(decisions.turn, decisions.round, resolver)
             else:
-                action = machine.background_taken(tools.take_background(), resolver)
+                return await self.finish_cancelled(cast(FinishCancelled, action))
 
     async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
         """Deliver the input, run the mutators, save, and make the request (or the action

@@ -15,7 +15,6 @@ import pytest
 import agentloop as al
 from agentloop.core._cancellation import CancellationController
 from agentloop.loop._actions import (
-    TAKE_BACKGROUND,
     CallModel,
     FinishCancelled,
     Hand,
@@ -50,6 +49,19 @@ class Host:
 
     def answer_approval_for(self, call_id: str, decision: al.ApprovalAnswer) -> None:
         self.calls.append((call_id, decision))
+
+
+class Background:
+    """A task manager's background results, taken once."""
+
+    def __init__(self, done: list[TaskFinished] | None = None) -> None:
+        self.done = done or []
+        self.taken = 0
+
+    def take_background(self) -> list[TaskFinished]:
+        self.taken += 1
+        done, self.done = self.done, []
+        return done
 
 
 class Tools:
@@ -132,8 +144,7 @@ def calls(*names: str) -> al.Item:
 
 def test_no_turn_and_no_input_waits_for_input() -> None:
     m, host = machine(), Host()
-    assert m.begin(host) is TAKE_BACKGROUND
-    action = m.background_taken([], host)
+    action = m.begin(host, Background())
     assert isinstance(action, Hand)
     assert isinstance(action.step, al.AwaitingInput)
     assert m.core.turn is None
@@ -142,7 +153,7 @@ def test_no_turn_and_no_input_waits_for_input() -> None:
 def test_input_starts_a_turn_that_calls_the_model() -> None:
     m, host = machine(), Host()
     m.core.pending_input = (user("hi"),)
-    action = m.background_taken([], host)
+    action = m.begin(host, Background())
     assert isinstance(action, CallModel)
     assert (action.point, action.fold_input, action.mutators) == (
         MutationPoint.AFTER_TURN_ENDED,
@@ -156,7 +167,7 @@ def test_input_starts_a_turn_that_calls_the_model() -> None:
 def test_background_results_start_a_turn_without_input() -> None:
     m, host = machine(), Host()
     result = al.ToolResultPart("bg", "done")
-    action = m.background_taken([TaskFinished("t1", result)], host)
+    action = m.begin(host, Background([TaskFinished("t1", result)]))
     assert isinstance(action, CallModel)
     assert [item.kind for item in m.core.transcript] == [al.ItemKind.NOTIFICATION]
 
@@ -165,8 +176,7 @@ def test_a_paused_turn_calls_the_model_after_the_tool_results() -> None:
     m, host = machine(), Host()
     turn = with_turn(m)
     turn.phase = TurnPhase.PAUSED
-    assert m.begin(host) is TAKE_BACKGROUND
-    action = m.background_taken([], host)
+    action = m.begin(host, Background())
     assert isinstance(action, CallModel)
     assert (action.turn, action.point) == (turn, MutationPoint.AFTER_TOOL_RESULT)
     assert turn.phase is TurnPhase.ACTIVE
@@ -186,8 +196,10 @@ def test_a_paused_turn_calls_the_model_after_the_tool_results() -> None:
 def test_a_round_in_progress(statuses: tuple[CallStatus, ...], expected: type) -> None:
     m, host = machine(), Host()
     turn, tool_round = with_round(m, *statuses)
-    action = m.begin(host)
+    background = Background()
+    action = m.begin(host, background)
     assert type(action) is expected
+    assert background.taken == 0  # taken in the model phase only
     if isinstance(action, Hand):
         assert isinstance(action.step, al.ApprovalRequest)
         assert tool_round.by_id(action.step.call_id).status is CallStatus.APPROVAL_SHOWN
@@ -223,7 +235,7 @@ def test_a_cancelled_turn_is_finished_first(
     turn, _ = with_round(m, CallStatus.APPROVAL_SHOWN) if with_a_round else (with_turn(m), None)
     turn.phase = phase
     cancel(m)
-    action = m.begin(host)
+    action = m.begin(host, Background())
     assert isinstance(action, FinishCancelled)
     assert (action.turn, action.stage) == (turn, stage)
 
