@@ -67,6 +67,8 @@ class ManagedServer:
     """
 
     label: ClassVar[str] = "server"
+    model_class: ClassVar[type[OpenAIChatModel]] = OpenAIChatModel
+    """The adapter class :meth:`model` makes (the server's dialect of the OpenAI API)."""
 
     def __init__(
         self,
@@ -129,7 +131,7 @@ class ManagedServer:
         """
         options.setdefault("temperature", 0.0)
         options.setdefault("max_tokens", 128)
-        return OpenAIChatModel(
+        return self.model_class(
             LOCAL_MODEL_ALIAS, base_url=self.base_url, api_key=self._api_key, **options
         )
 

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import httpx
 
 from ..providers import OpenAIChatModel
+from ..providers._output_modes import json_object_output, register_native_output
 from ._find import (
     LlamaServerInstall,
     LocalInstall,
@@ -30,6 +31,15 @@ from ._find import (
 from ._process import LOCAL_MODEL_ALIAS, ManagedServer
 
 __all__ = ["LOCAL_MODEL_ALIAS", "LlamaServer", "LocalServer", "local_model"]
+
+
+class LlamaCppPythonModel(OpenAIChatModel):
+    """An :class:`~agentloop.providers.OpenAIChatModel` for llama-cpp-python's server, whose
+    structured output is ``response_format: {type: json_object, schema}`` (it knows no
+    ``json_schema`` type); the grammar it builds from the schema enforces it."""
+
+
+register_native_output(LlamaCppPythonModel, json_object_output)
 
 
 class LocalServer(ManagedServer):
@@ -46,6 +56,7 @@ class LocalServer(ManagedServer):
     """
 
     label: ClassVar[str] = "local model server"
+    model_class: ClassVar[type[OpenAIChatModel]] = LlamaCppPythonModel
     install: LocalInstall
 
     def _locate(self) -> None:

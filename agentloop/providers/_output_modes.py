@@ -22,7 +22,13 @@ from typing import Any
 from ..model._protocol import TurnRequest
 from ..output._spec import OutputMode, OutputSpec
 
-__all__ = ["add_output_fields", "has_native_output"]
+__all__ = [
+    "Renderer",
+    "add_output_fields",
+    "has_native_output",
+    "json_object_output",
+    "register_native_output",
+]
 
 
 def _openai(spec: OutputSpec[Any], body: dict[str, Any]) -> None:
@@ -47,14 +53,27 @@ def _gemini(spec: OutputSpec[Any], body: dict[str, Any]) -> None:
         generation.setdefault("responseJsonSchema", dict(spec.schema))
 
 
-_RENDERERS: dict[str, Callable[[OutputSpec[Any], dict[str, Any]], None]] = {
+def json_object_output(spec: OutputSpec[Any], body: dict[str, Any]) -> None:
+    """llama-cpp-python's server form: ``response_format: {type: json_object, schema}``."""
+    body.setdefault("response_format", {"type": "json_object", "schema": dict(spec.schema)})
+
+
+Renderer = Callable[[OutputSpec[Any], dict[str, Any]], None]
+"""Adds an adapter's native output fields to a request body."""
+
+_RENDERERS: dict[str, Renderer] = {
     "agentloop.providers._openai.OpenAIChatModel": _openai,
     "agentloop.providers._anthropic.AnthropicModel": _anthropic,
     "agentloop.providers._gemini.GeminiModel": _gemini,
 }
 
 
-def _renderer(model: object) -> Callable[[OutputSpec[Any], dict[str, Any]], None] | None:
+def register_native_output(cls: type, render: Renderer) -> None:
+    """Give adapter class ``cls`` (and its subclasses) the native output mode ``render``."""
+    _RENDERERS[f"{cls.__module__}.{cls.__qualname__}"] = render
+
+
+def _renderer(model: object) -> Renderer | None:
     for cls in type(model).__mro__:
         found = _RENDERERS.get(f"{cls.__module__}.{cls.__qualname__}")
         if found is not None:
