@@ -81,6 +81,7 @@ TOKENS = "tokens"
 """The counter of fencing tokens."""
 
 _CACHED_SESSIONS = 64
+_CACHED_METAS = 1024
 _R = TypeVar("_R")
 
 
@@ -96,6 +97,8 @@ class BackendSessionStore:
         self.backend = backend
         self._written: dict[str, tuple[int, EncodedCheckpoint]] = {}
         """Each recent session's last save through this store: its version and encoding."""
+        self._metas: dict[str, tuple[str, SessionMeta]] = {}
+        """Each recent session's meta record as last written or read: its text and value."""
         self._lock = threading.Lock()
         self._clock = time.time
 
@@ -120,7 +123,24 @@ class BackendSessionStore:
         head = await self.backend.read(session_id)
         if head is None:
             return None, SessionMeta()
-        return head, decode_record(head.meta, SessionMeta, session_id, "its head's meta")
+        return head, self._meta(session_id, head.meta)
+
+    def _meta(self, session_id: str, text: str) -> SessionMeta:
+        """The meta record of ``text``: the one this store last wrote or read, or decoded."""
+        with self._lock:
+            known = self._metas.get(session_id)
+        if known is not None and known[0] == text:
+            return known[1]
+        meta = decode_record(text, SessionMeta, session_id, "its head's meta")
+        self._know_meta(session_id, text, meta)
+        return meta
+
+    def _know_meta(self, session_id: str, text: str, meta: SessionMeta) -> None:
+        with self._lock:
+            self._metas.pop(session_id, None)
+            self._metas[session_id] = (text, meta)
+            while len(self._metas) > _CACHED_METAS:
+                del self._metas[next(iter(self._metas))]
 
     async def _commit(
         self,
@@ -136,9 +156,13 @@ class BackendSessionStore:
         revision = 0 if head is None else head.revision
         if document is None and head is not None:
             document = head.document
-        new_head = BackendHead(revision=revision + 1, meta=encode_record(meta), document=document)
+        text = encode_record(meta)
+        new_head = BackendHead(revision=revision + 1, meta=text, document=document)
         write = BackendWrite(head=new_head, lists=lists or {}, rows=rows or {})
-        return await self.backend.commit(session_id, revision, write)
+        applied = await self.backend.commit(session_id, revision, write)
+        if applied:
+            self._know_meta(session_id, text, meta)
+        return applied
 
     async def _rows(
         self, session_id: str, table: str, kind: type[_R], keys: Collection[str] | None = None
@@ -179,14 +203,14 @@ class BackendSessionStore:
             answered = answered_from(encoded, lists[ITEMS][0])
             rows = await self._answered(session_id, answered)
             version = await self.backend.next_number(VERSIONS)
-            new_meta = attrs.evolve(
-                meta,
+            new_meta = SessionMeta(
                 version=version,
                 updated_at=time.time(),
                 status=status,
                 pending=pending,
                 item_count=len(encoded.items),
                 turn_counts=turn_counts(encoded.turn),
+                lease=meta.lease,
             )
             if await self._commit(
                 session_id, head, new_meta, document=encoded.head, lists=lists, rows=rows
@@ -208,12 +232,14 @@ class BackendSessionStore:
         else:
             items = await self.backend.read_list(session_id, ITEMS)
             turn = {}
-            for name in TURN_LISTS:
-                turn[name] = tuple(
-                    await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
-                )
+            for name in TURN_LISTS if meta.turn_counts is not None else ():
+                rows = tuple(await self.backend.read_list(session_id, TURN_LIST_PREFIX + name))
+                if rows:
+                    turn[name] = rows
         start = first_change(items, encoded)
         lists = {ITEMS: (start, encoded.items[start:])}
+        if not turn and not encoded.turn:
+            return lists  # no turn rows before or after: the usual save between turns
         for name, first in turn_starts(turn, encoded).items():
             old, new = turn.get(name, ()), encoded.turn.get(name, ())
             if first < len(old) or first < len(new):
@@ -417,7 +443,7 @@ class BackendSessionStore:
         for session_id, head in (await self.backend.heads()).items():
             if head.document is None:
                 continue
-            meta = decode_record(head.meta, SessionMeta, session_id, "its head's meta")
+            meta = self._meta(session_id, head.meta)
             summary = SessionSummary(
                 session_id=session_id,
                 status=meta.status,
@@ -468,15 +494,17 @@ class BackendSessionStore:
 
     async def _snapshot(
         self, session_id: str, *, everything: bool
-    ) -> tuple[
-        BackendHead, SessionMeta, list[str], list[tuple[object, object, object]], dict[str, Any]
-    ]:
-        """The head and rows of one revision (read again while a commit moved it), or raise
-        ``LookupError`` when the session has no document."""
+    ) -> tuple[SessionMeta, dict[str, Any], list[Item], dict[str, Any]] | None:
+        """The document, items and (``everything``) claim and decision rows of one revision,
+        decoded and checked; ``None`` when the session has no document.
+
+        The rows are read after the head, and read again while a commit moved the
+        head's revision meanwhile, so a load never mixes two commits.
+        """
         while True:
             head, meta = await self._head(session_id)
             if head is None or head.document is None:
-                raise LookupError(session_id)
+                return None
             items = await self.backend.read_list(session_id, ITEMS)
             turn: list[tuple[object, object, object]] = []
             rows: dict[str, Any] = {}
@@ -489,23 +517,20 @@ class BackendSessionStore:
                 rows[DECISIONS] = await self._rows(session_id, DECISIONS, DecisionRow)
             again = await self.backend.read(session_id)
             if again is not None and again.revision == head.revision:
-                return head, meta, items, turn, rows
+                break
+        rows_by_position = list(enumerate(items))
+        document, decoded = decode_stored(
+            session_id, head.document, rows_by_position, meta.item_count, turn, meta.turn_counts
+        )
+        return meta, document, decoded, rows
 
     async def load(self, session_id: str) -> StoredSession | None:
         """The session's last document, version and calls in doubt, or ``None``."""
         await anyio.lowlevel.checkpoint()
-        try:
-            head, meta, items, turn, rows = await self._snapshot(session_id, everything=True)
-        except LookupError:
+        found = await self._snapshot(session_id, everything=True)
+        if found is None:
             return None
-        document, _items = decode_stored(
-            session_id,
-            head.document,
-            list(enumerate(items)),
-            meta.item_count,
-            turn,
-            meta.turn_counts,
-        )
+        meta, document, _items, rows = found
         claims: dict[str, ClaimRow] = rows[CLAIMS]
         decisions: dict[str, DecisionRow] = rows[DECISIONS]
         open_claims = {call_id for call_id, row in claims.items() if not row.answered}
@@ -524,18 +549,8 @@ class BackendSessionStore:
     async def transcript(self, session_id: str) -> list[Item] | None:
         """The items of the session's last document, or ``None``."""
         await anyio.lowlevel.checkpoint()
-        try:
-            head, meta, items, turn, _rows = await self._snapshot(session_id, everything=False)
-        except LookupError:
-            return None
-        return decode_stored(
-            session_id,
-            head.document,
-            list(enumerate(items)),
-            meta.item_count,
-            turn,
-            meta.turn_counts,
-        )[1]
+        found = await self._snapshot(session_id, everything=False)
+        return None if found is None else found[2]
 
     async def delete(self, session_id: str) -> bool:
         """Forget the session, its lease, claims and approvals; ``True`` if it had a document."""

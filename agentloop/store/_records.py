@@ -10,6 +10,7 @@ session and the row, so a damaged backend fails closed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -17,6 +18,7 @@ import attrs
 from .. import _serde
 from ..core._errors import CheckpointError
 from ..loop._session_store import Approval, Claim, SessionStatus
+from ._documents import encode_json
 from ._rules import LeaseRow, stored_approval, timestamp
 from ._stored import describe_item_error
 
@@ -116,8 +118,16 @@ class DecisionRow:
 
 
 def encode_record(record: Any) -> str:
-    """A record as compact JSON text, through the converter."""
-    return json.dumps(_serde.unstructure(record), ensure_ascii=False, separators=(",", ":"))
+    """A record as compact JSON text, through the converter (its hook for the record's
+    class, looked up once)."""
+    kind = type(record)
+    hook = _HOOKS.get(kind)
+    if hook is None:
+        hook = _HOOKS[kind] = _serde.converter.get_unstructure_hook(kind)
+    return encode_json(hook(record), "a record")
+
+
+_HOOKS: dict[type, Callable[[Any], Any]] = {}
 
 
 _R = TypeVar("_R")
