@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
+import attrs
 from anyio.streams.text import TextReceiveStream
 
 from ..core._cancellation import CancellationController, TurnCancellation
@@ -37,6 +38,7 @@ from ..loop._agent import Agent
 from ..loop._events import ContentDelta
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter, ModelEvent, ModelSession, TurnRequest
+from ..output._spec import output_spec
 from ..permissions._policies import PathPolicy, PolicyChain
 from ..permissions._requests import FileSystemRead, PermissionRequest
 from ..store._sqlite import SqliteSessionStore
@@ -384,6 +386,35 @@ class _ToolChoiceSession:
 
 
 LOCAL_QUESTIONS = (("add", "What is 17 + 25?"), ("read_note", "What is on my grocery note?"))
+TYPED_QUESTION = "List the items on my grocery note."
+"""The local tour's last question, answered with a typed ``GroceryList``."""
+
+
+@attrs.frozen
+class GroceryList:
+    """The items on the grocery note."""
+
+    items: list[str]
+
+
+async def _ask_typed(
+    renderer: Renderer,
+    agent: Agent,
+    approve: Approver,
+    config: SessionConfig,
+    ctrl_c: CtrlC | None,
+) -> RunResult[GroceryList]:
+    """The tour's last turn: the answer is a validated ``GroceryList`` (structured output,
+    enforced by the server's grammar), or the typed error saying what was wrong."""
+    typed = attrs.evolve(agent, output=output_spec(GroceryList))
+    result: RunResult[GroceryList] = await _ask(
+        renderer, typed, TYPED_QUESTION, approve, config, ctrl_c
+    )
+    if result.error is not None:
+        renderer.line(f"typed answer: none ({result.error})", "bold red")
+    elif result.turns:
+        renderer.line(f"typed answer: {result.output!r}", "bold green")
+    return result
 
 
 BUILD_COMMAND = (sys.executable, "-m", "agentloop.local")
@@ -495,6 +526,11 @@ async def run_local_tour(
                 renderer.line(f"answer: {_answer(result)}", "bold green")
                 total = total + result.usage
             assert result is not None
+            agent = result.continuation(_agent(free, note, controller, store))
+            result = await _ask_typed(renderer, agent, approve, config, ctrl_c)
+            if _stopped_by_ctrl_c(renderer, ctrl_c, pressed_before):
+                return EXIT_INTERRUPTED
+            total = total + result.usage
             _summary(renderer, result, total)
             if result.finish_reason is not FinishReason.COMPLETED:
                 return 1

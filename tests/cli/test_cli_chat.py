@@ -185,7 +185,9 @@ class FakeServer:
         if choice == "read_note":
             reply = tool_calls(call("read_note", {"name": "groceries"}))
             return al.ScriptedModel([reply], call_id_prefix="note-")
-        return al.ScriptedModel([chunked("It is ", "3."), chunked("eggs, flour, milk")])
+        # The last turn's answer is typed (a scripted model has no native mode: the tool).
+        answer = tool_calls(call("final_answer", {"items": ["eggs", "flour", "milk"]}))
+        return al.ScriptedModel([chunked("It is ", "3."), chunked("eggs, flour, milk"), answer])
 
 
 def test_local_demo_forces_the_tool_on_the_first_call(
@@ -218,7 +220,11 @@ def test_local_demo_forces_the_tool_on_the_first_call(
         "eggs, flour, milk",
         "== turn completed (usage not reported)",
         "answer: eggs, flour, milk",
-        "transcript: 9 items, every tool call answered",
+        "you> List the items on my grocery note.",
+        '-> final_answer({"items": ["eggs", "flour", "milk"]}) [call-1]',
+        "== turn completed (usage not reported)",
+        "typed answer: GroceryList(items=['eggs', 'flour', 'milk'])",
+        "transcript: 12 items, every tool call answered",
         "usage: not reported",
         f"session 'demo' saved in {demo_store}",
         "Open it in the approval inbox (needs the serve extra: "
@@ -238,6 +244,7 @@ def test_local_demo_forces_the_tool_on_the_first_call(
     assert [item.text_content for item in items if item.kind is al.ItemKind.USER] == [
         "What is 17 + 25?",
         "What is on my grocery note?",
+        "List the items on my grocery note.",
     ]
 
 
