@@ -48,6 +48,11 @@ class OutputMode(StrEnum):
     """A final-answer tool the model calls with the answer as its input (any model)."""
 
 
+def _retries(_instance: Any, _attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"output max_retries must be an int >= 0, got {value!r}")
+
+
 def _typed_dict_hook(cls: Any) -> Any:
     """TypedDicts structured key by key (cattrs reads ``__required_keys__``, which Python
     3.11 gets wrong under ``from __future__ import annotations``; the schema check
@@ -90,7 +95,7 @@ class OutputSpec(Generic[OutT]):
     target: Any = attrs.field(default=None, eq=False)
     wrapped: bool = False
     mode: OutputMode = OutputMode.AUTO
-    max_retries: int = DEFAULT_OUTPUT_RETRIES
+    max_retries: int = attrs.field(default=DEFAULT_OUTPUT_RETRIES, validator=_retries)
     description: str | None = None
 
     @property

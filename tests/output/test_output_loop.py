@@ -261,5 +261,8 @@ def test_builder_refuses_what_cannot_be_an_output() -> None:
     with pytest.raises(al.InvalidInputError) as raised:
         builder.output({"type": "nonsense"})
     assert str(raised.value).startswith("the output schema is not a valid JSON Schema: ")
+    with pytest.raises(al.InvalidInputError) as raised:
+        builder.output(al.output_spec(City), max_retries=-2)
+    assert str(raised.value) == "output max_retries must be an int >= 0, got -2"
     # Nothing was set by the refused calls.
     assert builder.model(ScriptedModel([])).build().output is None
