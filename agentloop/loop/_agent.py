@@ -15,6 +15,7 @@ from ..core._transcript import find_violation
 from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
 from ..output._spec import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
+from ..permissions._checker import CheckerLike, as_checker
 from ..permissions._requests import ALLOW_ALL, PermissionChecker
 from ..tasks._protocol import TaskManager
 from ..tasks._simple import SimpleTaskManager
@@ -208,9 +209,10 @@ class AgentBuilder(Generic[DepsT, OutT]):
         self._task_manager = manager
         return self
 
-    def permissions(self, checker: PermissionChecker) -> AgentBuilder[DepsT, OutT]:
-        """The permission checker (default: allow all)."""
-        self._permissions = checker
+    def permissions(self, checker: CheckerLike) -> AgentBuilder[DepsT, OutT]:
+        """The permission checker (default: allow all); a built-in policy alone is used as
+        ``PolicyChain(policy)`` (what it abstains on is allowed)."""
+        self._permissions = as_checker(checker, operation="AgentBuilder.permissions")
         return self
 
     def resources(self, resources: NewDepsT) -> AgentBuilder[NewDepsT, OutT]:

@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from .._log import get_logger
 from ..core._tool_spec import ToolSpec
+from ..permissions._checker import CheckerLike, as_checker
 from ..permissions._requests import (
     Allow,
     AllowAll,
@@ -76,8 +77,9 @@ class McpToolSource:
     call sends MCP's ``notifications/cancelled``.
 
     ``permissions`` decides :class:`McpConnect` before every connection
-    (default: allow); when it asks for approval, ``approve_connect`` is asked,
-    and without one the connection is refused. ``protocol="legacy"`` forces
+    (default: allow; a built-in policy alone is used as ``PolicyChain(policy)``);
+    when it asks for approval, ``approve_connect`` is asked, and without one the
+    connection is refused. ``protocol="legacy"`` forces
     the 2025 initialize handshake (``"auto"`` negotiates the newest version
     the server speaks). ``stderr`` receives a stdio server's standard error
     (default: this process's).
@@ -87,7 +89,7 @@ class McpToolSource:
         self,
         server: McpServer,
         *,
-        permissions: PermissionChecker | None = None,
+        permissions: CheckerLike | None = None,
         approve_connect: ConnectApprover | None = None,
         connect_timeout: float = 10.0,
         call_timeout: float = 60.0,
@@ -107,7 +109,11 @@ class McpToolSource:
             )
         self.server = server
         self.name = f"mcp:{server.name}"
-        self.permissions: PermissionChecker = permissions or AllowAll()
+        self.permissions: PermissionChecker = (
+            AllowAll()
+            if permissions is None
+            else as_checker(permissions, operation="McpToolSource")
+        )
         self.approve_connect = approve_connect
         self.connect_timeout = float(connect_timeout)
         self.call_timeout = float(call_timeout)

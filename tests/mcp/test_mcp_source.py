@@ -43,7 +43,7 @@ async def run_session(
     source: McpToolSource,
     replies: list[Reply | str],
     *,
-    permissions: al.PermissionChecker | None = None,
+    permissions: Any = None,
     seen: list[list[str]] | None = None,
 ) -> tuple[al.LoopDriver, Events, al.Step]:
     """Run one turn whose model plays ``replies`` in order (recording the tools it is offered)."""
@@ -279,7 +279,7 @@ async def test_cancelling_a_call_sends_the_cancel_notification(tmp_path: Path) -
 
 
 async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) -> None:
-    ask = al.PolicyChain(al.KindPolicy(require_approval={"mcp.invoke_tool"}))
+    ask = al.KindPolicy(require_approval={"mcp.invoke_tool"})  # as docs/mcp.md writes it
     replies: list[Reply | str] = [
         tool_calls(call("mcp__srv__add", {"a": 1, "b": 2}, id="c1")),
         "ok",
@@ -318,7 +318,7 @@ async def test_connecting_is_a_permission_request(tmp_path: Path) -> None:
         f"(Connect MCP server srv ({server.target})) (code: policy_denied)"
     )
 
-    ask = al.PolicyChain(al.KindPolicy(require_approval={"mcp.connect"}))
+    ask = al.KindPolicy(require_approval={"mcp.connect"})  # a bare policy: used in a chain
     with pytest.raises(McpConnectionError, match="has no approve_connect callback"):
         async with McpToolSource(server, permissions=ask):
             pass
