@@ -18,7 +18,7 @@ import attrs
 from .. import _serde
 from ..core._errors import CheckpointError
 from ..loop._session_store import Approval, Claim, SessionStatus
-from ._documents import encode_json
+from ._documents import _encode
 from ._rules import LeaseRow, stored_approval, timestamp
 from ._stored import describe_item_error
 
@@ -124,7 +124,7 @@ def encode_record(record: Any) -> str:
     hook = _HOOKS.get(kind)
     if hook is None:
         hook = _HOOKS[kind] = _serde.converter.get_unstructure_hook(kind)
-    return encode_json(hook(record), "a record")
+    return _encode(hook(record))  # plain JSON by construction: no check needed
 
 
 _HOOKS: dict[type, Callable[[Any], Any]] = {}
