@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import anyio.lowlevel
 import attrs
 
+from ..core._errors import CheckpointError
 from ..core._items import Item
 from ..loop._session_store import (
     Approval,
@@ -82,6 +83,8 @@ TOKENS = "tokens"
 
 _CACHED_SESSIONS = 64
 _CACHED_METAS = 1024
+_ATTEMPTS = 10_000
+"""How many times a write or a load starts over because another writer committed first."""
 _R = TypeVar("_R")
 
 
@@ -193,7 +196,7 @@ class BackendSessionStore:
         status, pending = summarize(checkpoint)
         operation = f"save checkpoint for session {session_id!r}"
         await anyio.lowlevel.checkpoint()
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(session_id)
             lease = self._live_lease(meta)
             check_fence(session_id, fencing_token, lease, self._clock(), operation)
@@ -217,6 +220,8 @@ class BackendSessionStore:
             ):
                 self._remember(session_id, version, encoded)
                 return version
+        else:
+            raise _refused_too_often()
 
     async def _list_writes(
         self, session_id: str, meta: SessionMeta | None, encoded: EncodedCheckpoint
@@ -273,7 +278,7 @@ class BackendSessionStore:
         """Record that ``call_id`` is about to run (again, if it was)."""
         operation = f"record call {call_id!r} of session {session_id!r} as started"
         await anyio.lowlevel.checkpoint()
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(session_id)
             check_fence(session_id, None, self._live_lease(meta), self._clock(), operation)
             row = ClaimRow(tool_name=tool_name, input_digest=None, claimed_at=time.time())
@@ -281,6 +286,8 @@ class BackendSessionStore:
                 session_id, head, meta, rows={CLAIMS: {call_id: encode_record(row)}}
             ):
                 return
+        else:
+            raise _refused_too_often()
 
     async def claim(
         self,
@@ -294,7 +301,7 @@ class BackendSessionStore:
         """Claim ``call_id`` once (see :meth:`SessionStore.claim`)."""
         operation = f"claim call {call_id!r} of session {session_id!r}"
         await anyio.lowlevel.checkpoint()
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(session_id)
             check_fence(session_id, fencing_token, self._live_lease(meta), self._clock(), operation)
             claimed = await self.backend.read_rows(session_id, CLAIMS, (call_id,))
@@ -312,6 +319,8 @@ class BackendSessionStore:
                 session_id, head, meta, rows={CLAIMS: {call_id: encode_record(row)}}
             ):
                 return row.claim(session_id, call_id)
+        else:
+            raise _refused_too_often()
 
     async def record_approval(
         self,
@@ -325,7 +334,7 @@ class BackendSessionStore:
     ) -> Approval:
         """Record a decision on ``call_id`` (see :meth:`SessionStore.record_approval`)."""
         await anyio.lowlevel.checkpoint()
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(session_id)
             decisions = await self._rows(session_id, DECISIONS, DecisionRow, (call_id,))
             found = decisions.get(call_id)
@@ -346,6 +355,8 @@ class BackendSessionStore:
                 session_id, head, meta, rows={DECISIONS: {call_id: encode_record(row)}}
             ):
                 return row.approval(session_id, call_id, newly_recorded=True)
+        else:
+            raise _refused_too_often()
 
     # -- leases -------------------------------------------------------------------------
 
@@ -354,13 +365,15 @@ class BackendSessionStore:
         check_owner(owner, f"acquire session {session_id!r}")
         seconds = check_ttl(ttl, f"acquire session {session_id!r}")
         await anyio.lowlevel.checkpoint()
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(session_id)
             now = self._clock()
             check_acquire(session_id, owner, self._live_lease(meta), now)
             lease = await self._grant(session_id, head, meta, owner, now + seconds)
             if lease is not None:
                 return lease
+        else:
+            raise _refused_too_often()
 
     async def _grant(
         self,
@@ -382,7 +395,7 @@ class BackendSessionStore:
         seconds = check_ttl(ttl, "acquire a ready session")
         await anyio.lowlevel.checkpoint()
         for summary in await self.sessions_ready():
-            while True:
+            for _attempt in range(_ATTEMPTS):
                 head, meta = await self._head(summary.session_id)
                 now = self._clock()
                 if not await self._is_ready(summary.session_id, head, meta, now):
@@ -390,6 +403,8 @@ class BackendSessionStore:
                 lease = await self._grant(summary.session_id, head, meta, owner, now + seconds)
                 if lease is not None:
                     return lease
+            else:
+                raise _refused_too_often()
         return None
 
     async def _is_ready(
@@ -414,7 +429,7 @@ class BackendSessionStore:
         operation = f"renew the lease of session {lease.session_id!r}"
         seconds = check_ttl(ttl, operation)
         await anyio.lowlevel.checkpoint()
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(lease.session_id)
             now = self._clock()
             check_fence(lease.session_id, lease.token, self._live_lease(meta), now, operation)
@@ -422,11 +437,13 @@ class BackendSessionStore:
             renewed = attrs.evolve(meta.lease, expires_at=now + seconds)
             if await self._commit(lease.session_id, head, attrs.evolve(meta, lease=renewed)):
                 return renewed.row().as_lease(lease.session_id)
+        else:
+            raise _refused_too_often()
 
     async def release(self, lease: Lease) -> None:
         """Give ``lease`` up; no-op if it is not current."""
         await anyio.lowlevel.checkpoint()
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(lease.session_id)
             held = meta.lease
             if held is None or held.token != lease.token or held.released:
@@ -434,6 +451,8 @@ class BackendSessionStore:
             released = attrs.evolve(meta, lease=attrs.evolve(held, released=True))
             if await self._commit(lease.session_id, head, released):
                 return
+        else:
+            raise _refused_too_often()
 
     # -- queries -----------------------------------------------------------------------
 
@@ -501,7 +520,7 @@ class BackendSessionStore:
         The rows are read after the head, and read again while a commit moved the
         head's revision meanwhile, so a load never mixes two commits.
         """
-        while True:
+        for _attempt in range(_ATTEMPTS):
             head, meta = await self._head(session_id)
             if head is None or head.document is None:
                 return None
@@ -518,6 +537,8 @@ class BackendSessionStore:
             again = await self.backend.read(session_id)
             if again is not None and again.revision == head.revision:
                 break
+        else:
+            raise _refused_too_often()
         rows_by_position = list(enumerate(items))
         document, decoded = decode_stored(
             session_id, head.document, rows_by_position, meta.item_count, turn, meta.turn_counts
@@ -560,3 +581,12 @@ class BackendSessionStore:
         with self._lock:
             self._written.pop(session_id, None)
         return head is not None and head.document is not None
+
+
+def _refused_too_often() -> CheckpointError:
+    return CheckpointError(
+        f"the storage backend refused {_ATTEMPTS} commits in a row (or moved the head under "
+        f"{_ATTEMPTS} loads), each on the revision just read: its commit() must apply a write "
+        "whose expected_revision is the stored head's revision, and read() must return the "
+        "head the last commit stored (run agentloop.testing.store_conformance.check_backend)"
+    )

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from agentloop import CheckpointError
 from agentloop.store import (
     BackendSessionStore,
     BackendWrite,
@@ -23,6 +24,7 @@ from agentloop.testing.store_conformance import (
     check_store,
     check_versions,
     run_check,
+    sample_checkpoint,
 )
 
 pytestmark = pytest.mark.anyio
@@ -159,3 +161,26 @@ async def test_check_backend_names_the_primitive_directly() -> None:
         ),
     ):
         await check_backend(IgnoresRevision())
+
+
+class RefusesEveryCommit(MemoryBackend):
+    """The bug: compares the revision wrongly, so no commit ever applies."""
+
+    async def commit(self, session_id: str, expected_revision: int, write: BackendWrite) -> bool:
+        return False
+
+
+async def test_a_backend_that_never_commits_is_refused_not_retried_forever() -> None:
+    store = BackendSessionStore(RefusesEveryCommit())
+    with pytest.raises(CheckpointError) as caught:
+        await store.save_checkpoint("s1", sample_checkpoint("s1", []))
+    assert str(caught.value).startswith(
+        "the storage backend refused 10000 commits in a row (or moved the head under 10000 "
+        "loads), each on the revision just read: its commit() must apply a write"
+    )
+    assert await store.load("s1") is None  # nothing was written
+    with pytest.raises(AssertionError) as failed:
+        await run_check(check_versions, lambda: nullcontext(store))
+    assert "; the backend's primitive commit() is wrong: a first commit expecting revision 0" in (
+        str(failed.value)
+    )
