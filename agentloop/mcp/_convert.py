@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import mcp_types
 
 from ..core._items import FilePart, MediaPart, Part, TextPart
 from ..core._tool_spec import ToolAnnotations, ToolSpec
 from ..tools._tool import ToolOutput
 
-__all__ = ["MCP_NAME_KEY", "MCP_SERVER_KEY", "STRUCTURED_KEY", "URI_KEY", "to_output", "to_spec"]
+__all__ = [
+    "ANNOTATIONS_KEY",
+    "MCP_NAME_KEY",
+    "MCP_SERVER_KEY",
+    "STRUCTURED_KEY",
+    "URI_KEY",
+    "to_output",
+    "to_spec",
+    "unsupported",
+]
 
 MCP_SERVER_KEY = "mcp.server"
 """ToolSpec metadata: the server a tool comes from."""
@@ -20,6 +30,20 @@ STRUCTURED_KEY = "mcp.structured_content"
 """Result metadata: the call's ``structuredContent``, when the server sent one."""
 URI_KEY = "mcp.uri"
 """Part metadata: the URI of an embedded text resource."""
+ANNOTATIONS_KEY = "mcp.annotations"
+"""Part metadata: a content block's annotations as the server sent them (``audience``,
+``priority``, ``lastModified``)."""
+
+
+def unsupported(tool: mcp_types.Tool) -> str | None:
+    """Why ``tool`` cannot be offered (it needs a feature agentloop lacks), else ``None``."""
+    execution = tool.execution
+    if execution is not None and execution.task_support == "required":
+        return (
+            "it requires task-augmented execution (execution.taskSupport 'required'), "
+            "which agentloop's MCP client does not support"
+        )
+    return None
 
 
 def to_spec(server: str, name: str, tool: mcp_types.Tool) -> ToolSpec:
@@ -48,7 +72,8 @@ def to_output(result: mcp_types.CallToolResult) -> ToolOutput:
     Text blocks become :class:`TextPart`, images and audio :class:`MediaPart`
     (base64 data kept inline), embedded resources a :class:`TextPart` (text,
     URI in its metadata) or a :class:`FilePart` (blob), resource links a
-    :class:`FilePart` by URI. All text: one string joined by newlines; no
+    :class:`FilePart` by URI; a block's annotations are kept in its part's metadata
+    under :data:`ANNOTATIONS_KEY`. All text: one string joined by newlines; no
     content: ``structuredContent`` as JSON, else ``""``. ``isError`` is kept;
     ``structuredContent`` is also in the metadata under :data:`STRUCTURED_KEY`.
     """
@@ -69,6 +94,17 @@ def to_output(result: mcp_types.CallToolResult) -> ToolOutput:
 
 
 def _to_part(block: Any) -> Part:
+    part = _content_part(block)
+    annotations = getattr(block, "annotations", None)
+    if not isinstance(annotations, mcp_types.Annotations):
+        return part
+    kept = annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if not kept:
+        return part
+    return attrs.evolve(part, metadata={**part.metadata, ANNOTATIONS_KEY: kept})
+
+
+def _content_part(block: Any) -> Part:
     if isinstance(block, mcp_types.TextContent):
         return TextPart(block.text)
     if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):

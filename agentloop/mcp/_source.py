@@ -31,7 +31,7 @@ from ..tools._registry import ToolCatalogEvent, catalog_change
 from ..tools._tool import ToolOutput
 from ._config import HttpServer, McpServer, StdioServer, tool_names
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
-from ._convert import to_output, to_spec
+from ._convert import to_output, to_spec, unsupported
 from ._errors import McpCallError, McpConnectionError, McpError
 from ._permissions import McpConnect
 from ._tool import McpTool
@@ -120,6 +120,7 @@ class McpToolSource:
         self.protocol = protocol
         self.stderr = stderr
         self._tools: dict[str, McpTool] = {}
+        self._hidden: dict[str, str] = {}  # MCP name -> why it is not offered (logged once)
         self._reported: dict[str, ToolSpec] = {}
         self._group: anyio.abc.TaskGroup | None = None
         self._connection: Connection | None = None
@@ -428,8 +429,13 @@ class McpToolSource:
         """Make ``tools`` the catalog, keeping the very same objects for unchanged tools."""
         names = tool_names(self.server.name, [tool.name for tool in tools])
         fresh: dict[str, McpTool] = {}
+        hidden: dict[str, str] = {}
         for tool in tools:
             name = names[tool.name]
+            why = unsupported(tool)
+            if why is not None:
+                hidden[tool.name] = why
+                continue
             spec = to_spec(self.server.name, name, tool)
             old = self._tools.get(name)
             fresh[name] = (
@@ -438,6 +444,14 @@ class McpToolSource:
                 else McpTool(self, tool.name, spec)
             )
         self._tools = fresh
+        for mcp_name in sorted(hidden.keys() - self._hidden.keys()):
+            log.warning(
+                "mcp tool not offered",
+                server=self.server.name,
+                tool=mcp_name,
+                reason=hidden[mcp_name],
+            )
+        self._hidden = hidden
 
     def _tools_changed(self, connection: Connection) -> None:
         """The server said its list changed: fetch it again (one refresh at a time)."""

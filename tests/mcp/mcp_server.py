@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import anyio
@@ -130,6 +131,85 @@ async def die() -> str:
 def pid() -> str:
     """This server's process id."""
     return str(os.getpid())
+
+
+@server.tool()
+def annotated() -> types.CallToolResult:
+    """Content blocks with annotations (and one without)."""
+    return types.CallToolResult(
+        content=[
+            types.TextContent(
+                text="for you", annotations=types.Annotations(audience=["user"], priority=0.9)
+            ),
+            types.TextContent(text="plain"),
+            types.ImageContent(
+                data="iVBORw0KGgo=",
+                mime_type="image/png",
+                annotations=types.Annotations(audience=["assistant"], priority=0.0),
+            ),
+            types.ResourceLink(
+                name="c.md",
+                uri="file:///docs/c.md",
+                annotations=types.Annotations(last_modified="2026-01-02T03:04:05Z"),
+            ),
+        ]
+    )
+
+
+@server.tool()
+def big(size: int) -> str:
+    """A text result of ``size`` characters."""
+    return "0123456789" * (size // 10) + "x" * (size % 10)
+
+
+@server.tool()
+def needs_task() -> str:
+    """Listed with execution.taskSupport 'required'."""
+    return "ran without a task"
+
+
+@server.tool()
+def may_task() -> str:
+    """Listed with execution.taskSupport 'optional'."""
+    return "ran without a task"
+
+
+TASK_SUPPORT = {"needs_task": "required", "may_task": "optional"}
+_list_tools = server.list_tools
+
+
+async def _tools_with_task_support() -> list[types.Tool]:
+    return [
+        tool.model_copy(update={"execution": types.ToolExecution(task_support=support)})
+        if (support := TASK_SUPPORT.get(tool.name))
+        else tool
+        for tool in await _list_tools()
+    ]
+
+
+server.list_tools = _tools_with_task_support  # type: ignore[method-assign]
+
+
+@server.tool()
+async def roots(ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+    """The client's roots (roots/list), as JSON: the capability and the list."""
+    if (ctx.protocol_version or "") >= "2026":
+        answers = ctx.input_responses or {}
+        if "roots" not in answers:
+            return types.InputRequiredResult(input_requests={"roots": types.ListRootsRequest()})
+        listed = answers["roots"]
+        assert isinstance(listed, types.ListRootsResult)
+    else:
+        with warnings.catch_warnings():  # roots are deprecated in the 2026 spec, not in 2025
+            warnings.simplefilter("ignore")
+            listed = await ctx.session.list_roots()
+    capabilities = ctx.client_capabilities
+    advertised = capabilities is not None and capabilities.roots is not None
+    found = [root.model_dump(mode="json", exclude_none=True) for root in listed.roots]
+    return types.CallToolResult(
+        content=[types.TextContent(text="roots")],
+        structured_content={"advertised": advertised, "roots": found},
+    )
 
 
 if __name__ == "__main__":
