@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -11,7 +12,7 @@ import attrs
 
 from ..core._errors import InvalidInputError
 
-__all__ = ["HttpServer", "McpServer", "StdioServer", "tool_names"]
+__all__ = ["HttpServer", "McpServer", "StdioServer", "check_options", "tool_names"]
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$")
 _TOOL_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -109,3 +110,29 @@ def tool_names(server: str, mcp_names: Iterable[str]) -> dict[str, str]:
         taken[candidate] = mcp_name
         out[mcp_name] = candidate
     return out
+
+
+def check_options(
+    server: object,
+    connect_timeout: object,
+    call_timeout: object,
+    protocol: object,
+    max_message_size: object,
+) -> None:
+    """Raise ``TypeError``/``ValueError`` naming the first bad argument of McpToolSource."""
+    if not isinstance(server, StdioServer | HttpServer):
+        raise TypeError(
+            f"McpToolSource expects a StdioServer or HttpServer, got {type(server).__name__}"
+        )
+    for label, value in (("connect_timeout", connect_timeout), ("call_timeout", call_timeout)):
+        if not (isinstance(value, int | float) and 0 < value < math.inf):
+            raise ValueError(f"McpToolSource: {label} must be a positive number, got {value!r}")
+    if protocol not in ("auto", "legacy"):
+        raise ValueError(f"McpToolSource: protocol must be 'auto' or 'legacy', got {protocol!r}")
+    if max_message_size is not None and not (
+        type(max_message_size) is int and max_message_size > 0
+    ):
+        raise ValueError(
+            "McpToolSource: max_message_size must be a positive number of bytes or None, "
+            f"got {max_message_size!r}"
+        )

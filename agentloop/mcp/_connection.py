@@ -29,6 +29,7 @@ class Connection:
     tasks: anyio.abc.TaskGroup | None = None
     lost: str | None = None  # why it ended, if it was not stopped
     relist_after_calls: bool = False  # 2026 era: changes are not ordered with responses
+    max_message_size: int | None = attrs.field(default=None, kw_only=True)
 
     def drop(self, why: str) -> None:
         """Stop this connection (``why`` it ended, if nothing said so first)."""
@@ -82,6 +83,13 @@ async def request(
         )
     if failure:
         error = failure[0]
+        if _is_oversized(connection, error):
+            raise McpCallError(
+                f"MCP server {server!r} answered {operation} with a message larger than "
+                f"max_message_size ({connection.max_message_size} bytes); it was not read "
+                "(the connection stays open): raise the source's max_message_size to read it",
+                server=server,
+            ) from error
         if is_lost(connection, error):
             connection.drop(describe(error))
             raise McpConnectionError(
@@ -111,6 +119,17 @@ def is_lost(connection: Connection, error: BaseException) -> bool:
     if isinstance(error, MCPError):
         return error.code == mcp_types.CONNECTION_CLOSED
     return isinstance(error, OSError | anyio.BrokenResourceError | anyio.ClosedResourceError)
+
+
+def _is_oversized(connection: Connection, error: BaseException) -> bool:
+    """Whether ``error`` is the SDK giving up on one streamable HTTP answer whose event
+    was over ``max_message_size``: that request failed, the session did not."""
+    return (
+        not connection.done.is_set()
+        and isinstance(error, MCPError)
+        and error.code == mcp_types.CONNECTION_CLOSED
+        and f"exceeded the {connection.max_message_size} byte limit" in error.message
+    )
 
 
 def is_modern(client: Client) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
@@ -12,10 +11,8 @@ from typing import Any, Literal, TextIO
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import httpx2
 import mcp_types
-from mcp import Client, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client
 
 from .._log import get_logger
 from ..core._tool_spec import ToolSpec
@@ -29,12 +26,14 @@ from ..permissions._requests import (
 )
 from ..tools._registry import ToolCatalogEvent, catalog_change
 from ..tools._tool import ToolOutput
-from ._config import HttpServer, McpServer, StdioServer, tool_names
+from ._config import McpServer, check_options, tool_names
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
 from ._convert import to_output, to_spec, unsupported
 from ._errors import McpCallError, McpConnectionError, McpError
 from ._permissions import McpConnect
+from ._roots import Roots, RootsLike, to_roots
 from ._tool import McpTool
+from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
 
 __all__ = ["ConnectApprover", "McpToolSource"]
 
@@ -95,18 +94,12 @@ class McpToolSource:
         call_timeout: float = 60.0,
         protocol: Literal["auto", "legacy"] = "auto",
         stderr: TextIO | None = None,
+        max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
+        roots: RootsLike | None = None,
     ) -> None:
-        if not isinstance(server, StdioServer | HttpServer):
-            raise TypeError(
-                f"McpToolSource expects a StdioServer or HttpServer, got {type(server).__name__}"
-            )
-        for label, value in (("connect_timeout", connect_timeout), ("call_timeout", call_timeout)):
-            if not (isinstance(value, int | float) and 0 < value < math.inf):
-                raise ValueError(f"McpToolSource: {label} must be a positive number, got {value!r}")
-        if protocol not in ("auto", "legacy"):
-            raise ValueError(
-                f"McpToolSource: protocol must be 'auto' or 'legacy', got {protocol!r}"
-            )
+        check_options(server, connect_timeout, call_timeout, protocol, max_message_size)
+        self.roots: Roots | None = None if roots is None else to_roots(roots)
+        self.max_message_size = max_message_size
         self.server = server
         self.name = f"mcp:{server.name}"
         self.permissions: PermissionChecker = (
@@ -266,7 +259,9 @@ class McpToolSource:
             )
         await self._check_connect()
         self._connections += 1
-        connection = Connection(self.server.name, self._connections)
+        connection = Connection(
+            self.server.name, self._connections, max_message_size=self.max_message_size
+        )
         try:
             tools: list[mcp_types.Tool] = await self._group.start(self._serve, connection)
         except McpConnectionError:
@@ -360,33 +355,20 @@ class McpToolSource:
             connection.done.set()
 
     async def _enter_client(self, stack: AsyncExitStack, connection: Connection) -> Client:
-        server = self.server
-        transport: Any
-        if isinstance(server, StdioServer):
-            parameters = StdioServerParameters(
-                command=server.command, args=list(server.args), env=server.env, cwd=server.cwd
-            )
-            transport = stdio_client(parameters, errlog=self.stderr or sys.stderr)
-        else:
-            http = httpx2.AsyncClient(
-                headers=server.headers or {},
-                timeout=httpx2.Timeout(self.connect_timeout, read=None),
-            )
-            await stack.enter_async_context(http)
-            transport = streamable_http_client(server.url, http_client=http)
-
         async def on_message(message: Any) -> None:
             if getattr(message, "method", None) == _LIST_CHANGED:
                 self._tools_changed(connection)
 
-        client = Client(
-            transport,
-            mode=self.protocol,
-            message_handler=on_message,
-            cache=None,
-            client_info=mcp_types.Implementation(name="agentloop", version="0"),
+        return await open_client(
+            stack,
+            self.server,
+            protocol=self.protocol,
+            connect_timeout=self.connect_timeout,
+            max_message_size=self.max_message_size,
+            stderr=self.stderr,
+            on_message=on_message,
+            list_roots=None if self.roots is None else self.roots.list_roots,
         )
-        return await stack.enter_async_context(client)
 
     async def _listen(
         self,
