@@ -125,7 +125,7 @@ class Agent(Generic[DepsT, OutT]):
             checkpoint = stored.checkpoint
             started |= stored.started_calls
         restored = parse(checkpoint)
-        driver = LoopDriver._restore(await self._parts(restored.config), restored, started)
+        driver = await LoopDriver._restore(await self._parts(restored.config), restored, started)
         _attach_stored(driver, stored, lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(restored.config.session_id))

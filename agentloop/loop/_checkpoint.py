@@ -661,8 +661,8 @@ def restore_turn(
     driver: Any,
 ) -> list[RoundCall]:
     """Bind a restored ``turn`` to ``driver`` (its approvals, its cancellation unless an
-    interrupt already hit it); return the calls answered as in doubt (they started
-    before the restore and left no result)."""
+    interrupt already hit it); return the calls in doubt (they started before the
+    restore and left no result), not yet answered."""
     if turn.cancellation is None:
         turn.cancellation = cancellation
     doubted: list[RoundCall] = []
@@ -673,11 +673,17 @@ def restore_turn(
             call.approval = attrs.evolve(call.approval, driver=driver)
         if call.answered or call.call.id not in started_calls:
             continue
-        # At most once: it started before the restart and left no result.
+        # At most once: it started before the restart and left no result (answered by
+        # ``settle_doubted``: reconciled by its tool, else in doubt; never run again).
         call.decision = None
-        turn.round.results[call.index] = answer(call, CallStatus.IN_DOUBT)
         doubted.append(call)
     return doubted
+
+
+def answer_in_doubt(turn: TurnState, call: RoundCall) -> None:
+    """Answer ``call`` of ``turn``'s round "in doubt"."""
+    assert turn.round is not None
+    turn.round.results[call.index] = answer(call, CallStatus.IN_DOUBT)
 
 
 def _describe(error: BaseException) -> str:

@@ -23,7 +23,7 @@ from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
 from ._actions import CallModel
-from ._checkpoint import capture, check_checkpointable, restore_turn
+from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
 from ._effects import DriverParts, transcript_listener
 from ._host_calls import (
@@ -40,11 +40,14 @@ from ._mutators import LoopMutator, MutationPoint
 from ._observer import observers_of
 from ._persistence import journal_for
 from ._state import (
+    CallStatus,
     DriverEvent,
     DriverState,
     QueuedMessage,
     Restored,
     RetryPoint,
+    RoundCall,
+    TurnState,
 )
 from ._step_runner import StepRunner
 from ._steps import (
@@ -107,10 +110,12 @@ class LoopDriver:
         )
 
     @classmethod
-    def _restore(
+    async def _restore(
         cls, parts: DriverParts, restored: Restored, started_calls: frozenset[str]
     ) -> LoopDriver:
-        """A driver continuing from a parsed checkpoint (see ``Agent.resume``)."""
+        """A driver continuing from a parsed checkpoint (see ``Agent.resume``): a call
+        that started before it and left no result is settled by its tool's
+        ``reconcile`` if it can, else answered in doubt (never run again)."""
         driver = cls(parts, restored.transcript, restored.pending_input)
         core, observer = driver._core, driver._machine.observer
         turn = restored.turn
@@ -118,12 +123,10 @@ class LoopDriver:
         if turn is not None:
             snapshot = parts.cancellation.snapshot() if parts.cancellation else None
             doubted = restore_turn(turn, snapshot, started_calls, driver)
+        if doubted:  # settled before the state is restored from the calls' statuses
+            assert turn is not None
+            await _settle(driver, turn, doubted)
         core.restore(restored, turn)
-        for call in doubted:
-            observer.warning(
-                f"call {call.call.id} ({call.call.name}) started before the restore and "
-                "has no result; answered as in doubt instead of running it again"
-            )
         if core.detached:
             observer.warning(
                 "restored with background calls "
@@ -327,6 +330,25 @@ class LoopDriver:
         """Deprecated name of :meth:`answer_approval_for` (kept for one release)."""
         _deprecated("resolve_approval_for", "answer_approval_for")
         self.answer_approval_for(call_id, decision)
+
+
+async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:
+    """Answer each call ``doubted`` left in doubt: its tool's reconcile, else in doubt."""
+    machine, tools = driver._machine, driver._runner.tools
+    tool_round = turn.round
+    assert tool_round is not None
+    for call in doubted:
+        settled = await tools.reconcile(turn, call)
+        if settled is not None:
+            machine.finalize(call, tool_round, settled, CallStatus.RECONCILED)
+            outcome = "settled by its tool's reconcile"
+        else:
+            answer_in_doubt(turn, call)
+            outcome = "answered as in doubt instead of running it again"
+        machine.observer.warning(
+            f"call {call.call.id} ({call.call.name}) started before the restore and "
+            f"has no result; {outcome}"
+        )
 
 
 def _deprecated(old: str, new: str) -> None:

@@ -202,6 +202,9 @@ class CallStatus(StrEnum):
     """Answered "cancelled": an interrupt ended the turn first."""
     IN_DOUBT = "in_doubt"
     """Answered "in doubt": it started before a restore and left no result."""
+    RECONCILED = "reconciled"
+    """Answered by its tool's ``reconcile``: it started before a restore and left no
+    result, and the tool could tell what it came to."""
 
 
 ANSWERED = frozenset(
@@ -213,6 +216,7 @@ ANSWERED = frozenset(
         CallStatus.DENIED,
         CallStatus.CANCELLED,
         CallStatus.IN_DOUBT,
+        CallStatus.RECONCILED,
     }
 )
 """The final call statuses: the call has its one result."""
@@ -225,13 +229,23 @@ WAITING_FOR_APPROVAL = frozenset(
 _S = CallStatus
 CALL_TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
     _S.PREPARED: frozenset(
-        {_S.AWAITING_APPROVAL, _S.RUNNING, _S.ANSWERED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT}
+        {
+            _S.AWAITING_APPROVAL,
+            _S.RUNNING,
+            _S.ANSWERED,
+            _S.SKIPPED,
+            _S.CANCELLED,
+            _S.IN_DOUBT,
+            _S.RECONCILED,
+        }
     ),
     _S.AWAITING_APPROVAL: frozenset(
-        {_S.APPROVAL_SHOWN, _S.DECIDED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT}
+        {_S.APPROVAL_SHOWN, _S.DECIDED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT, _S.RECONCILED}
     ),
-    _S.APPROVAL_SHOWN: frozenset({_S.DECIDED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT}),
-    _S.DECIDED: frozenset({_S.PREPARED, _S.DENIED, _S.CANCELLED, _S.IN_DOUBT}),
+    _S.APPROVAL_SHOWN: frozenset(
+        {_S.DECIDED, _S.SKIPPED, _S.CANCELLED, _S.IN_DOUBT, _S.RECONCILED}
+    ),
+    _S.DECIDED: frozenset({_S.PREPARED, _S.DENIED, _S.CANCELLED, _S.IN_DOUBT, _S.RECONCILED}),
     _S.RUNNING: frozenset({_S.ANSWERED, _S.BACKGROUND, _S.DETACHED, _S.CANCELLED}),
     **{status: frozenset() for status in ANSWERED},
 }

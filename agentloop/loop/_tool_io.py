@@ -12,19 +12,28 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import Any
 
+import anyio
 import attrs
 
+from .._log import get_logger
 from ..core._items import ToolResultPart
 from ..core._tool_spec import ToolSpec
 from ..tasks._protocol import TaskFinished, TaskLaunch, TaskLaunched, TurnUpdate
-from ..tools._executor import PendingApproval, PreparedCall, interrupted_result
+from ..tools._executor import (
+    PendingApproval,
+    PreparedCall,
+    interrupted_result,
+    reconciled_result,
+)
 from ..tools._permission_check import granted_permissions
 from ..tools._tool import ToolContext
-from ._effects import DriverParts
+from ._effects import UNGUARDED, DriverParts
 from ._state import RoundCall, TurnState
 from ._steps import AnswerKind
 
 __all__ = ["ToolIO"]
+
+log = get_logger()
 
 
 class ToolIO:
@@ -36,6 +45,7 @@ class ToolIO:
         "_permissions",
         "_resources",
         "_session_id",
+        "_timeout",
         "tasks",
     )
 
@@ -45,6 +55,7 @@ class ToolIO:
         self._permissions = parts.permissions
         self._resources = parts.resources
         self._session_id = parts.config.session_id
+        self._timeout = parts.config.limits.tool_timeout
         # BasicToolExecutor drains catalog changes and lists specs in one pass. The
         # class's function, not a bound method: one object less per session (W3).
         self._drain_with_specs = getattr(type(self._executor), "_drain_with_specs", None)
@@ -93,6 +104,22 @@ class ToolIO:
             prepared.request, partial(self._executor.invoke, prepared, ctx), call.task_id, sole=sole
         )
         return await self.tasks.start_task(launch, turn.turn_id)
+
+    async def reconcile(self, turn: TurnState, call: RoundCall) -> ToolResultPart | None:
+        """What ``call``'s tool says a call left in doubt came to (``None``: unknown), within
+        the session's tool timeout."""
+        ctx = ToolContext(
+            self._session_id,
+            turn.turn_id,
+            call.call.id,
+            turn.cancellation,
+            self._resources,
+            call.call.metadata,
+        )
+        with anyio.move_on_after(self._timeout) if self._timeout is not None else UNGUARDED:
+            return await reconciled_result(self._executor, call.request, ctx)
+        log.warning("reconcile timed out; the call stays in doubt", call_id=call.call.id)
+        return None
 
     def wait(self, turn_id: str) -> Awaitable[TurnUpdate | None]:
         """The next update of the turn's running tasks (``None``: none runs)."""

@@ -109,6 +109,7 @@ class FunctionTool(Generic[P, R]):
         self.timeout = timeout
         self.max_output_chars = max_output_chars
         self.permissions = permissions
+        self._reconciler: Callable[..., Awaitable[Any]] | None = None
         self._is_async = inspect.iscoroutinefunction(function)
         self._parameters, self._context_name = _parameters(function, tool_name)
         self._plain = [(p, p.plain) for p in self._parameters]
@@ -187,6 +188,25 @@ class FunctionTool(Generic[P, R]):
         if kept is not None and kept[0] is request:
             return kept[1]
         return self.arguments(request.input)
+
+    def reconciler(self, function: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        """Decorate an async ``function(ctx, **arguments)`` that settles a call of this
+        tool left in doubt by a restart: it gets the call's context (its
+        ``idempotency_key``) and structured arguments, and returns the output the call
+        came to, or ``None`` when it cannot tell (the call stays in doubt)."""
+        if not inspect.iscoroutinefunction(function):
+            raise ValueError(
+                f"@{self.spec.name}.reconciler expects an async function, got {function!r}"
+            )
+        self._reconciler = function
+        return function
+
+    async def reconcile(self, request: ToolRequest, ctx: ToolContext) -> Any:
+        """What the reconciler says the call came to (``None``: unknown, or none set)."""
+        if self._reconciler is None:
+            return None
+        value = await self._reconciler(ctx, **self.arguments(request.input))
+        return None if value is None else tool_output(value)
 
     async def invoke(self, request: ToolRequest, ctx: ToolContext) -> Any:
         """Call the function with the structured input (a sync one in a worker thread)."""

@@ -308,6 +308,29 @@ class BasicToolExecutor:
                 chosen[spec.name] = spec
         return [chosen[name] for name in sorted(chosen)]
 
+    async def reconcile(self, request: ToolRequest, ctx: ToolContext) -> ToolResultPart | None:
+        """Settle a call left in doubt (it started before a restart and left no result)
+        with its tool's ``reconcile(request, ctx)``, if it has one: the result it returns
+        (converted like ``invoke``'s), or ``None`` when the tool does not know (or has no
+        ``reconcile``, or it raised: logged)."""
+        tool = self.lookup(request.tool_name)
+        settle = getattr(tool, "reconcile", None) if tool is not None else None
+        if settle is None:
+            return None
+        try:
+            value = await settle(request, ctx)
+        except Exception:
+            log.warning(
+                "reconcile raised; the call stays in doubt",
+                tool=request.tool_name,
+                call_id=request.call_id,
+                exc_info=True,
+            )
+            return None
+        if value is None or tool is None:
+            return None
+        return self._to_result(request, value, self._output_limit(tool))
+
     def lookup(self, name: str) -> Tool | None:
         """The tool called ``name`` in the first source that has it."""
         for source in self.sources:
@@ -620,6 +643,14 @@ class BasicToolExecutor:
 
 
 _MAX_INTERRUPTED = 1_000
+
+
+async def reconciled_result(
+    executor: ToolExecutor, request: ToolRequest, ctx: ToolContext
+) -> ToolResultPart | None:
+    """``executor.reconcile(request, ctx)`` when the executor can reconcile, else ``None``."""
+    reconcile = getattr(executor, "reconcile", None)
+    return None if reconcile is None else await reconcile(request, ctx)
 
 
 def interrupted_result(executor: ToolExecutor, call_id: str) -> ToolResultPart | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any, Generic, Protocol, runtime_checkable
 
@@ -46,6 +48,20 @@ class ToolContext(Generic[DepsT]):
     resources: DepsT = None  # type: ignore[assignment]
     metadata: Metadata = attrs.field(default=_empty_metadata())
 
+    @property
+    def idempotency_key(self) -> str:
+        """A key for this call, the same in every process, resume, retry and worker that
+        runs or settles it (derived from the session and call ids only): pass it to an
+        API that deduplicates requests, and look it up in ``reconcile``."""
+        return idempotency_key(self.session_id, self.call_id)
+
+
+def idempotency_key(session_id: str, call_id: str) -> str:
+    """``ToolContext.idempotency_key`` of ``call_id`` in ``session_id``."""
+    # JSON, not a separator: no two (session, call) pairs encode alike.
+    digest = hashlib.sha256(json.dumps([session_id, call_id]).encode()).hexdigest()
+    return f"agentloop-{digest[:32]}"
+
 
 @attrs.frozen
 class ToolOutput:
@@ -65,7 +81,11 @@ class Tool(Protocol):
     - ``current_spec() -> ToolSpec | None``: the spec to advertise now (``None``
       hides the tool from the model; it can still be called by name);
     - ``proposed_requests(request) -> Sequence[PermissionRequest]``: what the
-      call needs permission for; checked before ``invoke``.
+      call needs permission for; checked before ``invoke``;
+    - ``async reconcile(request, ctx) -> output | None``: settle a call left in doubt
+      (it started before a restart and left no result), e.g. by asking the service
+      whether ``ctx.idempotency_key`` was used; the output becomes the call's result,
+      ``None`` leaves it in doubt.
 
     Optional attributes the executor reads: ``timeout`` (seconds per call) and
     ``max_output_chars`` (this tool's output limit instead of the executor's).

@@ -159,11 +159,14 @@ def test_the_call_table_lists_exactly_these_moves() -> None:
     s = CallStatus
     assert {status: set(targets) for status, targets in CALL_TRANSITIONS.items()} == {
         s.PREPARED: {
-            s.AWAITING_APPROVAL, s.RUNNING, s.ANSWERED, s.SKIPPED, s.CANCELLED, s.IN_DOUBT
+            s.AWAITING_APPROVAL, s.RUNNING, s.ANSWERED, s.SKIPPED, s.CANCELLED, s.IN_DOUBT,
+            s.RECONCILED,
         },
-        s.AWAITING_APPROVAL: {s.APPROVAL_SHOWN, s.DECIDED, s.SKIPPED, s.CANCELLED, s.IN_DOUBT},
-        s.APPROVAL_SHOWN: {s.DECIDED, s.SKIPPED, s.CANCELLED, s.IN_DOUBT},
-        s.DECIDED: {s.PREPARED, s.DENIED, s.CANCELLED, s.IN_DOUBT},
+        s.AWAITING_APPROVAL: {
+            s.APPROVAL_SHOWN, s.DECIDED, s.SKIPPED, s.CANCELLED, s.IN_DOUBT, s.RECONCILED
+        },
+        s.APPROVAL_SHOWN: {s.DECIDED, s.SKIPPED, s.CANCELLED, s.IN_DOUBT, s.RECONCILED},
+        s.DECIDED: {s.PREPARED, s.DENIED, s.CANCELLED, s.IN_DOUBT, s.RECONCILED},
         s.RUNNING: {s.ANSWERED, s.BACKGROUND, s.DETACHED, s.CANCELLED},
         s.ANSWERED: set(),
         s.BACKGROUND: set(),
@@ -172,6 +175,7 @@ def test_the_call_table_lists_exactly_these_moves() -> None:
         s.DENIED: set(),
         s.CANCELLED: set(),
         s.IN_DOUBT: set(),
+        s.RECONCILED: set(),
     }  # fmt: skip
 
 
