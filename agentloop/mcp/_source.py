@@ -81,7 +81,10 @@ class McpToolSource:
     connection is refused. ``protocol="legacy"`` forces
     the 2025 initialize handshake (``"auto"`` negotiates the newest version
     the server speaks). ``stderr`` receives a stdio server's standard error
-    (default: this process's).
+    (default: this process's). ``max_message_size`` bounds one answer streamed
+    over HTTP as server-sent events (bytes; ``None``: no bound). ``roots`` (a
+    ``PathPolicy``, a ``PolicyChain`` of them, or paths) are advertised as the
+    client's roots and listed on ``roots/list``.
     """
 
     def __init__(

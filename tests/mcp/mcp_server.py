@@ -193,6 +193,12 @@ server.list_tools = _tools_with_task_support  # type: ignore[method-assign]
 @server.tool()
 async def roots(ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
     """The client's roots (roots/list), as JSON: the capability and the list."""
+    capabilities = ctx.client_capabilities
+    if capabilities is None or capabilities.roots is None:
+        return types.CallToolResult(
+            content=[types.TextContent(text="no roots")],
+            structured_content={"advertised": False, "roots": []},
+        )
     if (ctx.protocol_version or "") >= "2026":
         answers = ctx.input_responses or {}
         if "roots" not in answers:
@@ -203,12 +209,12 @@ async def roots(ctx: Context) -> types.CallToolResult | types.InputRequiredResul
         with warnings.catch_warnings():  # roots are deprecated in the 2026 spec, not in 2025
             warnings.simplefilter("ignore")
             listed = await ctx.session.list_roots()
-    capabilities = ctx.client_capabilities
-    advertised = capabilities is not None and capabilities.roots is not None
-    found = [root.model_dump(mode="json", exclude_none=True) for root in listed.roots]
+    found = [
+        root.model_dump(mode="json", by_alias=True, exclude_none=True) for root in listed.roots
+    ]
     return types.CallToolResult(
         content=[types.TextContent(text="roots")],
-        structured_content={"advertised": advertised, "roots": found},
+        structured_content={"advertised": True, "roots": found},
     )
 
 
