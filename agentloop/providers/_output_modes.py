@@ -3,6 +3,7 @@
 - OpenAI-compatible Chat Completions (also llama.cpp's server, which enforces the
   schema with a grammar): ``response_format: {type: json_schema, json_schema:
   {name, schema, strict}}`` (``strict`` only when the schema fits strict mode).
+- OpenAI Responses: ``text: {format: {type: json_schema, name, schema, strict}}``.
 - Anthropic Messages: ``output_config: {format: {type: json_schema, schema}}`` (the
   generally available form; no beta header).
 - Gemini: ``generationConfig.responseMimeType: application/json`` and
@@ -40,6 +41,17 @@ def _openai(spec: OutputSpec[Any], body: dict[str, Any]) -> None:
     body.setdefault("response_format", {"type": "json_schema", "json_schema": schema})
 
 
+def _responses(spec: OutputSpec[Any], body: dict[str, Any]) -> None:
+    text = body.setdefault("text", {})
+    if isinstance(text, dict):
+        schema: dict[str, Any] = {"type": "json_schema", "name": spec.name}
+        if spec.description:
+            schema["description"] = spec.description
+        schema["schema"] = dict(spec.schema)
+        schema["strict"] = spec.strict
+        text.setdefault("format", schema)
+
+
 def _anthropic(spec: OutputSpec[Any], body: dict[str, Any]) -> None:
     config = body.setdefault("output_config", {})
     if isinstance(config, dict):
@@ -63,6 +75,7 @@ Renderer = Callable[[OutputSpec[Any], dict[str, Any]], None]
 
 _RENDERERS: dict[str, Renderer] = {
     "agentloop.providers._openai.OpenAIChatModel": _openai,
+    "agentloop.providers._responses.OpenAIResponsesModel": _responses,
     "agentloop.providers._anthropic.AnthropicModel": _anthropic,
     "agentloop.providers._gemini.GeminiModel": _gemini,
 }

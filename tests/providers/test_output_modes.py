@@ -3,6 +3,7 @@
 The bodies are compared whole, and the output fields byte for byte as the adapter
 writes them (compact JSON), against each provider's documented form:
 OpenAI ``response_format: {type: json_schema, json_schema: {name, schema, strict}}``,
+OpenAI Responses ``text: {format: {type: json_schema, name, schema, strict}}``,
 Anthropic ``output_config: {format: {type: json_schema, schema}}``, Gemini
 ``generationConfig: {responseMimeType: application/json, responseJsonSchema}``.
 """
@@ -16,11 +17,12 @@ import attrs
 import pytest
 
 import agentloop as al
-from agentloop.providers import AnthropicModel, GeminiModel, OpenAIChatModel
+from agentloop.providers import AnthropicModel, GeminiModel, OpenAIChatModel, OpenAIResponsesModel
 
 from . import _anthropic_streams as anthropic
 from . import _gemini_streams as gemini
 from . import _openai_streams as openai
+from . import _responses_streams as responses
 from ._helpers import fast_retry
 from ._server import ReplayServer, events, sse
 
@@ -103,6 +105,27 @@ async def test_openai_compatible_sends_a_strict_json_schema_response_format() ->
         "response_format": response_format,
     }
     assert request.body.endswith(b',"response_format":' + compact(response_format) + b"}")
+
+
+async def test_the_responses_api_sends_a_strict_json_schema_text_format() -> None:
+    async with ReplayServer([sse(responses.text_stream(ANSWER))]) as server:
+        model = OpenAIResponsesModel("gpt-4o", base_url=f"{server.url}/v1", api_key="k")
+        result = await ask(model)
+        request = server.requests[0]
+    assert result.output == Weather("Paris", 18)
+    text = {
+        "format": {
+            "type": "json_schema",
+            "name": "Weather",
+            "description": "The weather in a city.",
+            "schema": SCHEMA,
+            "strict": True,
+        }
+    }
+    body = request.json
+    assert body["text"] == text
+    assert body["input"] == [{"type": "message", "role": "user", "content": "Weather in Paris?"}]
+    assert b'"text":' + compact(text) in request.body
 
 
 async def test_anthropic_sends_output_config_format() -> None:
