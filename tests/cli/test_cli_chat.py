@@ -110,10 +110,11 @@ def test_chat_sessions_persist_and_resume_in_the_store(tmp_path: Path) -> None:
         (
             ["chat", "--model", "nowhere:model"],
             "agentloop chat: --model 'nowhere:model': from_string: unknown provider 'nowhere' "
-            "in 'nowhere:model'; expected 'openai:MODEL', 'anthropic:MODEL', 'gemini:MODEL' or "
-            "'openai-compatible:BASE_URL#MODEL' (e.g. "
-            "'openai-compatible:http://127.0.0.1:8080/v1#qwen'); or 'local' (the embedded toy "
-            "model), or python:MODULE:ATTR (your own ModelAdapter)",
+            "in 'nowhere:model'; expected 'openai:MODEL', 'openai-responses:MODEL', "
+            "'anthropic:MODEL', 'gemini:MODEL', 'openai-compatible:BASE_URL#MODEL' (e.g. "
+            "'openai-compatible:http://127.0.0.1:8080/v1#qwen') or "
+            "'openai-responses:BASE_URL#MODEL'; or 'local' (the embedded toy model), or "
+            "python:MODULE:ATTR (your own ModelAdapter)",
         ),
     ],
 )
