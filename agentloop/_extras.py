@@ -30,6 +30,7 @@ EXTRA_OF_MODULE = {
     "sse_starlette": "serve",
     "jinja2": "serve",
     "psycopg": "postgres",
+    "redis": "redis",
     "mcp": "mcp",
     "mcp_types": "mcp",
     "httpx2": "mcp",

@@ -59,6 +59,8 @@ CORE_ENTRY_POINTS = {
     "cli": "ModuleNotFoundError: No module named 'rich'",
     "postgres": "ModuleNotFoundError: PostgresSessionStore needs psycopg 3: "
     "pip install 'agentloop-runtime[postgres]'",
+    "redis": "ModuleNotFoundError: RedisSessionStore needs redis: "
+    "pip install 'agentloop-runtime[redis]'",
     "otel": "ImportError: agentloop.observe.OtelObserver needs OpenTelemetry: "
     "pip install 'agentloop-runtime[otel]'",
     "testing": "ImportError: agentloop.testing.transcripts needs hypothesis, which is not "
@@ -127,6 +129,7 @@ def test_every_extra_is_covered_here() -> None:
         "mcp",
         "otel",
         "postgres",
+        "redis",
         "serve",
         "testing",
     ]
@@ -173,7 +176,7 @@ def test_the_command_without_the_cli_extra_says_what_to_install(tmp_path: Path) 
     assert (done.returncode, done.stdout, done.stderr) == (2, "", MISSING_EXTRA + "\n")
 
 
-@pytest.mark.parametrize("extra", sorted(set(EXTRA_MODULES) | {"postgres"}))
+@pytest.mark.parametrize("extra", sorted(set(EXTRA_MODULES) | {"postgres", "redis"}))
 def test_each_extra_installed_alone_imports_its_modules(extra: str, tmp_path: Path) -> None:
     report = _probe(EXTRAS / extra, tmp_path)
     failed = report["failed"]

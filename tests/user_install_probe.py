@@ -77,6 +77,7 @@ ENTRY_POINTS = {
     "cli": "import agentloop.cli._main",  # the public agentloop.cli.main says it in one line
     "postgres": "from agentloop.store import PostgresSessionStore as P; "
     "P('postgresql://me@127.0.0.1:1/db')",
+    "redis": "from agentloop.store import RedisSessionStore as R; R('redis://127.0.0.1:1/0')",
     "otel": "from agentloop.observe import OtelObserver",
     "testing": "from agentloop.testing import transcripts",
     "mcp": "import agentloop.mcp",
