@@ -22,7 +22,8 @@ async def test_roots_come_from_the_path_policy_in_both_protocol_eras(tmp_path: P
     (tmp_path / "link").symlink_to(work)  # the same directory by another name
     (tmp_path / "loop").symlink_to(tmp_path / "loop")  # cannot be resolved: left out
     paths = al.PathPolicy(
-        allowed_roots=[work, tmp_path / "link", tmp_path / "loop"], read_only_roots=["docs"],
+        allowed_roots=[work, tmp_path / "link", tmp_path / "loop", "docs"],
+        read_only_roots=["docs"],  # also allowed, but PathPolicy denies writes there: read-only
         base=str(tmp_path),
     )  # fmt: skip
     checker = al.PolicyChain(al.KindPolicy(deny={"shell.command"}), paths)
