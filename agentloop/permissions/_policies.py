@@ -4,8 +4,9 @@ A *policy* answers a :class:`PermissionRequest` like a checker does, or
 :class:`Abstain`s when the request is none of its business. A
 :class:`PolicyChain` asks its policies in order and the first one that does
 not abstain decides; if all abstain, the chain's ``fallback`` does. Only the
-chain is a :class:`PermissionChecker`: a bare policy that abstains would leave
-the executor without an answer.
+chain is a :class:`PermissionChecker`: a policy that abstains would leave the
+executor without an answer, so ``AgentBuilder.permissions()`` puts a built-in
+policy given alone in a chain (see ``_checker.py``).
 
 Everything here is synchronous and side-effect free, except that
 :class:`PathPolicy` (and :class:`CommandPolicy` with ``cwd_roots``) read the file
