@@ -193,15 +193,22 @@ async def test_an_invalid_tool_schema_is_reported_not_raised() -> None:
     assert outcome(result) == "invalid_input"
 
 
+class AbstainingPolicy:
+    """A policy of the host's own that abstains (a built-in one alone is put in a chain)."""
+
+    def evaluate(self, request: al.PermissionRequest) -> al.PolicyVerdict:
+        return al.Abstain()
+
+
 async def test_a_bare_policy_that_abstains_fails_the_call_not_the_session() -> None:
     (result,) = await run_round(
         [add],
         [call("add", {"a": 1}, id="call-1")],
-        permissions=al.PathPolicy(allowed_roots=["/tmp"]),  # type: ignore[arg-type]
+        permissions=AbstainingPolicy(),  # type: ignore[arg-type]
     )
     assert result == al.ToolResultPart(
         "call-1",
-        "tool 'add' was not run: permission checker PathPolicy returned Abstain() for "
+        "tool 'add' was not run: permission checker AbstainingPolicy returned Abstain() for "
         "tool.invoke; expected Allow, Deny or AskApproval; a policy that can abstain must "
         "be wrapped in PolicyChain(...)",
         True,
