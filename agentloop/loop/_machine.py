@@ -285,12 +285,7 @@ class LoopMachine(RoundRules):
         result = answer.result
         assert result is not None
         core = self.core
-        model = response_model(result.output_items) or self.model_name
-        usage = answer.usage
-        if usage is not None:
-            usage = self.prices.fill(model, usage)
-        turn.add_usage(usage)
-        core.add_session_usage(usage)
+        model, usage = self._priced(turn, result, answer.usage)
         try:
             admitted, duplicates = admit_response(result.output_items, core.call_ids)
         except ModelProtocolError as refused:
@@ -326,13 +321,29 @@ class LoopMachine(RoundRules):
             return self._judged(turn, verdict, result.metadata)
         if calls:
             return self._start_round(turn, calls, duplicates)
+        return self._text_answer(turn, result)
+
+    def _priced(
+        self, turn: TurnState, result: ModelTurnResult, usage: Usage | None
+    ) -> tuple[str | None, Usage | None]:
+        """The answering model and the call's usage priced for it, added to the totals."""
+        model = response_model(result.output_items) or self.model_name
+        if usage is not None:
+            usage = self.prices.fill(model, usage)
+        turn.add_usage(usage)
+        self.core.add_session_usage(usage)
+        return model, usage
+
+    def _text_answer(self, turn: TurnState, result: ModelTurnResult) -> Action:
+        """An answer without tool calls: the turn ends (or goes on for a steering message)."""
+        core = self.core
         if turn.final_answer:
             final: dict[str, object] = {**result.metadata, LIMIT_KEY: "max_model_calls_per_turn",
                         FINAL_ANSWER_KEY: True}  # fmt: skip
             return Hand(self.finish(turn, FinishReason.LIMIT_REACHED, final))
         if core.steering:  # a message arrived while the model answered: continue
             return CallModel(turn, MutationPoint.AFTER_TURN_ENDED)
-        return Hand(self.finish(turn, reason, result.metadata))
+        return Hand(self.finish(turn, result.finish_reason, result.metadata))
 
     def _judged(self, turn: TurnState, verdict: Accepted | Rejected, metadata: Metadata) -> Action:
         """The turn's structured output was judged: accepted, it ends the turn; rejected,
