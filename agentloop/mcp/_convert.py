@@ -18,6 +18,7 @@ __all__ = [
     "STRUCTURED_KEY",
     "URI_KEY",
     "to_output",
+    "to_part",
     "to_spec",
     "unsupported",
 ]
@@ -77,7 +78,7 @@ def to_output(result: mcp_types.CallToolResult) -> ToolOutput:
     content: ``structuredContent`` as JSON, else ``""``. ``isError`` is kept;
     ``structuredContent`` is also in the metadata under :data:`STRUCTURED_KEY`.
     """
-    parts = [_to_part(block) for block in result.content]
+    parts = [to_part(block) for block in result.content]
     metadata: dict[str, Any] = {}
     if result.structured_content is not None:
         metadata[STRUCTURED_KEY] = result.structured_content
@@ -93,7 +94,8 @@ def to_output(result: mcp_types.CallToolResult) -> ToolOutput:
     return ToolOutput(value, is_error=result.is_error, metadata=metadata)
 
 
-def _to_part(block: Any) -> Part:
+def to_part(block: Any) -> Part:
+    """One content block as a part, its annotations kept under :data:`ANNOTATIONS_KEY`."""
     part = _content_part(block)
     annotations = getattr(block, "annotations", None)
     if not isinstance(annotations, mcp_types.Annotations):

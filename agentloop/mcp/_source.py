@@ -13,6 +13,7 @@ import anyio.abc
 import anyio.lowlevel
 import mcp_types
 from mcp import Client
+from mcp.shared.subscriptions import ToolsListChanged
 
 from .._log import get_logger
 from ..core._tool_spec import ToolSpec
@@ -30,6 +31,7 @@ from ._config import McpServer, check_options, tool_names
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
 from ._convert import to_output, to_spec, unsupported
 from ._errors import McpCallError, McpConnectionError, McpError
+from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._permissions import McpConnect
 from ._roots import Roots, RootsLike, to_roots
 from ._tool import McpTool
@@ -47,7 +49,7 @@ _CLOSE_TIMEOUT = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
 
 
-class McpToolSource:
+class McpToolSource(ServerFeatures):
     """The tools of one MCP server, named ``mcp__<server>__<tool>``.
 
     Use it as an async context manager around the sessions that use it::
@@ -84,7 +86,10 @@ class McpToolSource:
     (default: this process's). ``max_message_size`` bounds one answer streamed
     over HTTP as server-sent events (bytes; ``None``: no bound). ``roots`` (a
     ``PathPolicy``, a ``PolicyChain`` of them, or paths) are advertised as the
-    client's roots and listed on ``roots/list``.
+    client's roots and listed on ``roots/list``. The server's resources and prompts
+    are read with :meth:`list_resources`, :meth:`read_resource`, :meth:`list_prompts`
+    and :meth:`get_prompt`; ``feature_tools=True`` also offers them to the model as
+    ``mcp__<server>__read_resource`` and ``mcp__<server>__get_prompt``.
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class McpToolSource:
         stderr: TextIO | None = None,
         max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
         roots: RootsLike | None = None,
+        feature_tools: bool = False,
     ) -> None:
         check_options(server, connect_timeout, call_timeout, protocol, max_message_size)
         self.roots: Roots | None = None if roots is None else to_roots(roots)
@@ -115,7 +121,12 @@ class McpToolSource:
         self.call_timeout = float(call_timeout)
         self.protocol = protocol
         self.stderr = stderr
-        self._tools: dict[str, McpTool] = {}
+        self.feature_tools = bool(feature_tools)
+        self._offered = None
+        self._feature_refresh = None
+        self._feature_stale = False
+        self._listed: list[mcp_types.Tool] = []
+        self._tools: dict[str, McpTool | FeatureTool] = {}
         self._hidden: dict[str, str] = {}  # MCP name -> why it is not offered (logged once)
         self._reported: dict[str, ToolSpec] = {}
         self._group: anyio.abc.TaskGroup | None = None
@@ -195,7 +206,7 @@ class McpToolSource:
         """The specs of the server's tools, sorted by name."""
         return [self._tools[name].spec for name in sorted(self._tools)]
 
-    def get(self, name: str) -> McpTool | None:
+    def get(self, name: str) -> McpTool | FeatureTool | None:
         """The tool called ``name`` (``mcp__<server>__<tool>``), or ``None``."""
         return self._tools.get(name)
 
@@ -225,6 +236,7 @@ class McpToolSource:
             except McpError as error:
                 log.warning("mcp tool refresh failed", server=self.server.name, error=str(error))
         await self._settle_refresh()
+        await self._settle_features()
         if not isinstance(result, mcp_types.CallToolResult):
             raise McpCallError(
                 f"MCP server {self.server.name!r} answered tools/call {mcp_name!r} with "
@@ -276,6 +288,7 @@ class McpToolSource:
                 server=server,
             ) from error
         self._connection = connection
+        await self._list_features(connection)
         self._apply(tools)
         log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))
         return connection
@@ -327,8 +340,9 @@ class McpToolSource:
                     tools = await self._list_tools(client)
                     async with anyio.create_task_group() as tasks:
                         connection.client, connection.tasks = client, tasks
-                        if is_modern(client) and lists_change(client):
-                            connection.relist_after_calls = True
+                        listened = self._listen_filter(client)
+                        if is_modern(client) and any(listened.values()):
+                            connection.relist_after_calls = lists_change(client)
                             await tasks.start(self._listen, connection)
                         scope.deadline = math.inf
                         started = True
@@ -359,8 +373,11 @@ class McpToolSource:
 
     async def _enter_client(self, stack: AsyncExitStack, connection: Connection) -> Client:
         async def on_message(message: Any) -> None:
-            if getattr(message, "method", None) == _LIST_CHANGED:
+            method = getattr(message, "method", None)
+            if method == _LIST_CHANGED:
                 self._tools_changed(connection)
+            elif method in FEATURE_CHANGES:
+                self._features_changed(connection)
 
         return await open_client(
             stack,
@@ -384,11 +401,19 @@ class McpToolSource:
         assert client is not None
         started = False
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
+            wanted = self._listen_filter(client)
+            async with client.listen(
+                tools_list_changed=wanted["tools_list_changed"],
+                resources_list_changed=wanted["resources_list_changed"],
+                prompts_list_changed=wanted["prompts_list_changed"],
+            ) as subscription:
                 started = True
                 task_status.started()
-                async for _event in subscription:
-                    self._tools_changed(connection)
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        self._tools_changed(connection)
+                    else:
+                        self._features_changed(connection)
         except Exception as error:
             log.warning("mcp listen stream ended", server=self.server.name, error=describe(error))
             if not started:
@@ -412,8 +437,9 @@ class McpToolSource:
 
     def _apply(self, tools: list[mcp_types.Tool]) -> None:
         """Make ``tools`` the catalog, keeping the very same objects for unchanged tools."""
+        self._listed = tools
         names = tool_names(self.server.name, [tool.name for tool in tools])
-        fresh: dict[str, McpTool] = {}
+        fresh: dict[str, McpTool | FeatureTool] = {}
         hidden: dict[str, str] = {}
         for tool in tools:
             name = names[tool.name]
@@ -425,9 +451,10 @@ class McpToolSource:
             old = self._tools.get(name)
             fresh[name] = (
                 old
-                if old is not None and old.spec == spec and old.mcp_name == tool.name
+                if isinstance(old, McpTool) and old.spec == spec and old.mcp_name == tool.name
                 else McpTool(self, tool.name, spec)
             )
+        self._with_features(fresh, self._tools)
         self._tools = fresh
         for mcp_name in sorted(hidden.keys() - self._hidden.keys()):
             log.warning(
@@ -437,6 +464,9 @@ class McpToolSource:
                 reason=hidden[mcp_name],
             )
         self._hidden = hidden
+
+    def _apply_again(self) -> None:
+        self._apply(self._listed)
 
     def _tools_changed(self, connection: Connection) -> None:
         """The server said its list changed: fetch it again (one refresh at a time)."""
