@@ -27,6 +27,7 @@ from ._resources import (
     McpResourceTemplate,
 )
 from ._source import ConnectApprover, McpToolSource
+from ._tasks import TASK_KEY, TASKS_EXTENSION
 from ._tool import McpTool
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "MCP_SERVER_KEY",
     "MIME_TYPE_KEY",
     "STRUCTURED_KEY",
+    "TASKS_EXTENSION",
+    "TASK_KEY",
     "URI_KEY",
     "ConnectApprover",
     "GetPromptTool",

@@ -20,7 +20,6 @@ __all__ = [
     "to_output",
     "to_part",
     "to_spec",
-    "unsupported",
 ]
 
 MCP_SERVER_KEY = "mcp.server"
@@ -34,17 +33,6 @@ URI_KEY = "mcp.uri"
 ANNOTATIONS_KEY = "mcp.annotations"
 """Part metadata: a content block's annotations as the server sent them (``audience``,
 ``priority``, ``lastModified``)."""
-
-
-def unsupported(tool: mcp_types.Tool) -> str | None:
-    """Why ``tool`` cannot be offered (it needs a feature agentloop lacks), else ``None``."""
-    execution = tool.execution
-    if execution is not None and execution.task_support == "required":
-        return (
-            "it requires task-augmented execution (execution.taskSupport 'required'), "
-            "which agentloop's MCP client does not support"
-        )
-    return None
 
 
 def to_spec(server: str, name: str, tool: mcp_types.Tool) -> ToolSpec:

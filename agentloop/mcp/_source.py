@@ -11,6 +11,7 @@ from typing import Any, Literal, TextIO
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import attrs
 import mcp_types
 from mcp import Client
 from mcp.shared.subscriptions import ToolsListChanged
@@ -29,11 +30,12 @@ from ..tools._registry import ToolCatalogEvent, catalog_change
 from ..tools._tool import ToolOutput
 from ._config import McpServer, check_options, tool_names
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
-from ._convert import to_output, to_spec, unsupported
+from ._convert import to_output, to_spec
 from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._permissions import McpConnect
 from ._roots import Roots, RootsLike, to_roots
+from ._tasks import TASK_KEY, call_as_task, task_plan
 from ._tool import McpTool
 from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
 
@@ -90,6 +92,11 @@ class McpToolSource(ServerFeatures):
     are read with :meth:`list_resources`, :meth:`read_resource`, :meth:`list_prompts`
     and :meth:`get_prompt`; ``feature_tools=True`` also offers them to the model as
     ``mcp__<server>__read_resource`` and ``mcp__<server>__get_prompt``.
+
+    Tools with ``execution.taskSupport`` ``"required"`` run as MCP tasks (2025-11-25
+    ``tasks``), as do ``"optional"`` ones with ``prefer_tasks=True``: the call polls
+    the task until it ends (at most ``task_timeout`` seconds, then ``tasks/cancel``);
+    route them to the task manager's background to keep the turn going.
     """
 
     def __init__(
@@ -105,6 +112,8 @@ class McpToolSource(ServerFeatures):
         max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
         roots: RootsLike | None = None,
         feature_tools: bool = False,
+        prefer_tasks: bool = False,
+        task_timeout: float = 3600.0,
     ) -> None:
         check_options(server, connect_timeout, call_timeout, protocol, max_message_size)
         self.roots: Roots | None = None if roots is None else to_roots(roots)
@@ -122,6 +131,13 @@ class McpToolSource(ServerFeatures):
         self.protocol = protocol
         self.stderr = stderr
         self.feature_tools = bool(feature_tools)
+        if not (isinstance(task_timeout, int | float) and 0 < task_timeout < math.inf):
+            raise ValueError(
+                f"McpToolSource: task_timeout must be a positive number, got {task_timeout!r}"
+            )
+        self.prefer_tasks = bool(prefer_tasks)
+        self.task_timeout = float(task_timeout)
+        self._as_tasks: set[str] = set()  # MCP names of the tools called as tasks
         self._offered = None
         self._feature_refresh = None
         self._feature_stale = False
@@ -223,10 +239,17 @@ class McpToolSource(ServerFeatures):
         """Call tool ``mcp_name`` (its name on the server); raises :class:`McpError` when
         the server cannot answer; the server's own ``isError`` is an error output."""
         connection = await self._connection_for_call()
-        result = await request(
-            connection, f"tools/call {mcp_name!r}", self.call_timeout,
-            lambda client: client.call_tool(mcp_name, arguments),
-        )  # fmt: skip
+        task: dict[str, Any] = {}
+        if mcp_name in self._as_tasks:
+            result, task = await call_as_task(
+                connection, mcp_name, arguments,
+                call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+            )  # fmt: skip
+        else:
+            result = await request(
+                connection, f"tools/call {mcp_name!r}", self.call_timeout,
+                lambda client: client.call_tool(mcp_name, arguments),
+            )  # fmt: skip
         # A 2025-era notification sent before this answer is handled by a task the SDK
         # spawned before resolving the answer: one checkpoint lets it flag the change.
         await anyio.lowlevel.checkpoint()
@@ -243,7 +266,10 @@ class McpToolSource(ServerFeatures):
                 f"{type(result).__name__}; expected a CallToolResult",
                 server=self.server.name,
             )
-        return to_output(result)
+        output = to_output(result)
+        if task:
+            output = attrs.evolve(output, metadata={**output.metadata, TASK_KEY: task})
+        return output
 
     # -- connecting ------------------------------------------------------------
 
@@ -441,9 +467,13 @@ class McpToolSource(ServerFeatures):
         names = tool_names(self.server.name, [tool.name for tool in tools])
         fresh: dict[str, McpTool | FeatureTool] = {}
         hidden: dict[str, str] = {}
+        client = self._connection.client if self._connection is not None else None
+        self._as_tasks = set()
         for tool in tools:
             name = names[tool.name]
-            why = unsupported(tool)
+            as_task, why = task_plan(tool, client, self.prefer_tasks)
+            if as_task:
+                self._as_tasks.add(tool.name)
             if why is not None:
                 hidden[tool.name] = why
                 continue

@@ -1,0 +1,212 @@
+"""Task-augmented tool calls (MCP 2025-11-25 ``tasks``): create, poll, fetch, cancel.
+
+A tool whose ``execution.taskSupport`` is ``"required"`` (or ``"optional"``,
+when the source prefers tasks) is called with ``params.task``; the server
+answers with a task at once, and the call polls ``tasks/get`` (at the
+server's ``pollInterval``, bounded) until the task ends, then reads
+``tasks/result``. A cancelled call sends ``tasks/cancel``. The 2026-07-28
+revision moved tasks into the ``io.modelcontextprotocol/tasks`` extension,
+which agentloop does not speak yet: there, such tools run as plain calls
+(the server decides) or, when they cannot, are not offered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp import Client
+from pydantic import ValidationError
+
+from .._log import get_logger
+from ._connection import Connection, describe, is_modern, request
+from ._errors import McpCallError
+
+__all__ = [
+    "TASK_KEY",
+    "TASKS_EXTENSION",
+    "call_as_task",
+    "task_plan",
+    "tasks_supported",
+]
+
+log = get_logger()
+
+TASK_KEY = "mcp.task"
+"""Result metadata of a task-augmented call: ``{"taskId", "status", "statusMessage"}``."""
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The 2026-era extension that carries tasks (not spoken by agentloop yet)."""
+
+_MIN_POLL = 0.05
+_MAX_POLL = 5.0
+_CANCEL_TIMEOUT = 5.0
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def tasks_supported(client: Client) -> bool:
+    """Whether the connection can run tool calls as tasks (2025-11-25 ``tasks`` with
+    ``tasks.requests.tools.call`` advertised)."""
+    tasks = client.server_capabilities.tasks
+    return (
+        not is_modern(client)
+        and tasks is not None
+        and tasks.requests is not None
+        and tasks.requests.tools is not None
+        and tasks.requests.tools.call is not None
+    )
+
+
+def task_plan(tool: mcp_types.Tool, client: Client | None, prefer: bool) -> tuple[bool, str | None]:
+    """``(run as a task, why it is not offered)`` for ``tool`` on this connection."""
+    execution = tool.execution
+    support = execution.task_support if execution is not None else None
+    able = client is not None and tasks_supported(client)
+    if support == "required":
+        if able:
+            return True, None
+        if client is not None and is_modern(client):
+            return False, (
+                "it requires task-augmented execution (execution.taskSupport 'required'); on "
+                f"a 2026-era connection that is the {TASKS_EXTENSION} extension, which "
+                "agentloop's MCP client does not speak yet"
+            )
+        return False, (
+            "it requires task-augmented execution (execution.taskSupport 'required') and the "
+            "server does not advertise tasks.requests.tools.call"
+        )
+    return support == "optional" and prefer and able, None
+
+
+async def call_as_task(
+    connection: Connection,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    call_timeout: float,
+    task_timeout: float,
+) -> tuple[mcp_types.CallToolResult, dict[str, Any]]:
+    """Run ``tools/call name`` as a task; its result and the task's last state
+    (``TASK_KEY`` metadata). Raises :class:`McpCallError` for a task that fails to
+    start, is lost, is cancelled by the server, ends in a malformed state or
+    outlives ``task_timeout`` (it is then cancelled)."""
+    server = connection.server
+    params = {"name": name, "arguments": arguments, "task": {"ttl": int(task_timeout * 1000)}}
+    raw = await request(
+        connection, f"tools/call {name!r} (as a task)", call_timeout,
+        lambda client: _send_raw(client, "tools/call", params, call_timeout),
+    )  # fmt: skip
+    if isinstance(raw, dict) and "task" not in raw:  # the server ran it at once
+        return _parse(server, f"tools/call {name!r}", mcp_types.CallToolResult, raw), {}
+    created = _parse(server, f"tools/call {name!r} (as a task)", mcp_types.CreateTaskResult, raw)
+    task = created.task
+    log.info("mcp task created", server=server, tool=name, task=task.task_id)
+    try:
+        with anyio.fail_after(task_timeout):
+            task = await _wait(connection, name, task, call_timeout)
+    except TimeoutError:
+        await _cancel(connection, task.task_id, call_timeout)
+        raise McpCallError(
+            f"MCP server {server!r}: task {task.task_id!r} of tools/call {name!r} did not end "
+            f"within task_timeout ({task_timeout:g} s; last status {task.status!r}); it was "
+            "cancelled (tasks/cancel): raise the source's task_timeout for longer tasks",
+            server=server,
+        ) from None
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _cancel(connection, task.task_id, call_timeout)
+        raise
+    state = {"taskId": task.task_id, "status": task.status, "statusMessage": task.status_message}
+    if task.status == "cancelled":
+        raise McpCallError(
+            f"MCP server {server!r} cancelled task {task.task_id!r} of tools/call {name!r}"
+            + (f": {task.status_message}" if task.status_message else ""),
+            server=server,
+        )
+    result = await request(
+        connection, f"tasks/result {task.task_id!r}", call_timeout,
+        lambda client: client.session.send_request(
+            mcp_types.GetTaskPayloadRequest(
+                params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
+            ),
+            mcp_types.CallToolResult,
+        ),
+    )  # fmt: skip
+    return result, state
+
+
+async def _wait(
+    connection: Connection, name: str, task: mcp_types.Task, call_timeout: float
+) -> mcp_types.Task:
+    """Poll ``tasks/get`` until the task ends (or needs input: ``tasks/result`` then
+    carries the server's requests)."""
+    while task.status not in _TERMINAL and task.status != "input_required":
+        interval = (task.poll_interval or 0) / 1000
+        asked = mcp_types.GetTaskRequest(
+            params=mcp_types.GetTaskRequestParams(task_id=task.task_id)
+        )
+        await anyio.sleep(min(max(interval, _MIN_POLL), _MAX_POLL))
+        polled = await request(
+            connection, f"tasks/get {task.task_id!r}", call_timeout,
+            lambda client, asked=asked: client.session.send_request(  # type: ignore[misc]
+                asked, mcp_types.GetTaskResult
+            ),
+        )  # fmt: skip
+        if polled.task_id != task.task_id:
+            raise McpCallError(
+                f"MCP server {connection.server!r} answered tasks/get {task.task_id!r} with task "
+                f"{polled.task_id!r}; expected the same task id",
+                server=connection.server,
+            )
+        if polled.status != task.status:
+            log.info(
+                "mcp task status",
+                server=connection.server,
+                tool=name,
+                task=task.task_id,
+                status=polled.status,
+                message=polled.status_message,
+            )
+        task = polled
+    return task
+
+
+async def _cancel(connection: Connection, task_id: str, call_timeout: float) -> None:
+    """Send ``tasks/cancel`` (bounded); a failure is logged, not raised."""
+    try:
+        with anyio.fail_after(min(call_timeout, _CANCEL_TIMEOUT)):
+            await request(
+                connection, f"tasks/cancel {task_id!r}", call_timeout,
+                lambda client: client.session.send_request(
+                    mcp_types.CancelTaskRequest(
+                        params=mcp_types.CancelTaskRequestParams(task_id=task_id)
+                    ),
+                    mcp_types.CancelTaskResult,
+                ),
+            )  # fmt: skip
+    except Exception as error:
+        log.warning(
+            "mcp task cancel failed", server=connection.server, task=task_id, error=describe(error)
+        )
+
+
+async def _send_raw(client: Client, method: str, params: dict[str, Any], limit: float) -> Any:
+    """Send a request whose answer the SDK's typed path would refuse (a ``tools/call``
+    answered with a task), through the session's own stamping and dispatcher."""
+    session: Any = client.session
+    data: dict[str, Any] = {"method": method, "params": params}
+    options: dict[str, Any] = {}
+    session._stamp(data, options)
+    options["timeout"] = limit
+    return await session._dispatcher.send_raw_request(method, data.get("params"), options)
+
+
+def _parse(server: str, operation: str, model: type[Any], raw: Any) -> Any:
+    try:
+        return model.model_validate(raw, by_name=False)
+    except ValidationError as error:
+        raise McpCallError(
+            f"MCP server {server!r} answered {operation} with a malformed "
+            f"{model.__name__}: {describe(error)}",
+            server=server,
+        ) from None
