@@ -35,7 +35,7 @@ from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._permissions import McpConnect
 from ._roots import Roots, RootsLike, to_roots
-from ._tasks import TASK_KEY, call_as_task, task_plan
+from ._tasks import TASK_KEY, call_as_task, note_tasks, task_plan
 from ._tool import McpTool
 from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
 
@@ -314,6 +314,8 @@ class McpToolSource(ServerFeatures):
                 server=server,
             ) from error
         self._connection = connection
+        if connection.client is not None:
+            note_tasks(connection.client, server)
         await self._list_features(connection)
         self._apply(tools)
         log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))

@@ -27,6 +27,7 @@ __all__ = [
     "TASK_KEY",
     "TASKS_EXTENSION",
     "call_as_task",
+    "note_tasks",
     "task_plan",
     "tasks_supported",
 ]
@@ -55,6 +56,18 @@ def tasks_supported(client: Client) -> bool:
         and tasks.requests.tools is not None
         and tasks.requests.tools.call is not None
     )
+
+
+def note_tasks(client: Client, server: str) -> None:
+    """Log (info) that a 2026-era server offers the tasks extension agentloop does not use."""
+    extensions = client.server_capabilities.extensions or {}
+    if is_modern(client) and TASKS_EXTENSION in extensions:
+        log.info(
+            "mcp tasks extension not used",
+            server=server,
+            reason=f"agentloop does not speak {TASKS_EXTENSION} yet; its tools run as plain "
+            "calls, and a tool the server runs only as a task fails its call",
+        )
 
 
 def task_plan(tool: mcp_types.Tool, client: Client | None, prefer: bool) -> tuple[bool, str | None]:
