@@ -26,6 +26,7 @@ from ._resources import (
     McpResource,
     McpResourceTemplate,
 )
+from ._routing import RouteMcpTasks
 from ._source import ConnectApprover, McpToolSource
 from ._tasks import TASK_KEY, TASKS_EXTENSION
 from ._tool import McpTool
@@ -59,6 +60,7 @@ __all__ = [
     "McpTool",
     "McpToolSource",
     "ReadResourceTool",
+    "RouteMcpTasks",
     "StdioServer",
     "tool_names",
 ]

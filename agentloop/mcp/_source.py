@@ -35,7 +35,7 @@ from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._permissions import McpConnect
 from ._roots import Roots, RootsLike, to_roots
-from ._tasks import TASK_KEY, call_as_task, note_tasks, task_plan
+from ._tasks import TASK_KEY, call_as_task, check_task_timeout, note_tasks, task_plan
 from ._tool import McpTool
 from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
 
@@ -131,12 +131,8 @@ class McpToolSource(ServerFeatures):
         self.protocol = protocol
         self.stderr = stderr
         self.feature_tools = bool(feature_tools)
-        if not (isinstance(task_timeout, int | float) and 0 < task_timeout < math.inf):
-            raise ValueError(
-                f"McpToolSource: task_timeout must be a positive number, got {task_timeout!r}"
-            )
         self.prefer_tasks = bool(prefer_tasks)
-        self.task_timeout = float(task_timeout)
+        self.task_timeout = check_task_timeout(task_timeout)
         self._as_tasks: set[str] = set()  # MCP names of the tools called as tasks
         self._offered = None
         self._feature_refresh = None
@@ -474,12 +470,13 @@ class McpToolSource(ServerFeatures):
         for tool in tools:
             name = names[tool.name]
             as_task, why = task_plan(tool, client, self.prefer_tasks)
-            if as_task:
-                self._as_tasks.add(tool.name)
             if why is not None:
                 hidden[tool.name] = why
                 continue
             spec = to_spec(self.server.name, name, tool)
+            if as_task:
+                self._as_tasks.add(tool.name)
+                spec = attrs.evolve(spec, metadata={**spec.metadata, TASK_KEY: True})
             old = self._tools.get(name)
             fresh[name] = (
                 old

@@ -12,6 +12,7 @@ which agentloop does not speak yet: there, such tools run as plain calls
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
@@ -27,6 +28,7 @@ __all__ = [
     "TASK_KEY",
     "TASKS_EXTENSION",
     "call_as_task",
+    "check_task_timeout",
     "note_tasks",
     "task_plan",
     "tasks_supported",
@@ -35,7 +37,8 @@ __all__ = [
 log = get_logger()
 
 TASK_KEY = "mcp.task"
-"""Result metadata of a task-augmented call: ``{"taskId", "status", "statusMessage"}``."""
+"""ToolSpec metadata (``True``) of a tool called as a task; result metadata of such a
+call: ``{"taskId", "status", "statusMessage"}``."""
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 """The 2026-era extension that carries tasks (not spoken by agentloop yet)."""
 
@@ -56,6 +59,13 @@ def tasks_supported(client: Client) -> bool:
         and tasks.requests.tools is not None
         and tasks.requests.tools.call is not None
     )
+
+
+def check_task_timeout(value: object) -> float:
+    """``value`` as seconds; ``ValueError`` unless it is a positive finite number."""
+    if not (isinstance(value, int | float) and 0 < value < math.inf):
+        raise ValueError(f"McpToolSource: task_timeout must be a positive number, got {value!r}")
+    return float(value)
 
 
 def note_tasks(client: Client, server: str) -> None:
@@ -112,23 +122,8 @@ async def call_as_task(
     if isinstance(raw, dict) and "task" not in raw:  # the server ran it at once
         return _parse(server, f"tools/call {name!r}", mcp_types.CallToolResult, raw), {}
     created = _parse(server, f"tools/call {name!r} (as a task)", mcp_types.CreateTaskResult, raw)
-    task = created.task
-    log.info("mcp task created", server=server, tool=name, task=task.task_id)
-    try:
-        with anyio.fail_after(task_timeout):
-            task = await _wait(connection, name, task, call_timeout)
-    except TimeoutError:
-        await _cancel(connection, task.task_id, call_timeout)
-        raise McpCallError(
-            f"MCP server {server!r}: task {task.task_id!r} of tools/call {name!r} did not end "
-            f"within task_timeout ({task_timeout:g} s; last status {task.status!r}); it was "
-            "cancelled (tasks/cancel): raise the source's task_timeout for longer tasks",
-            server=server,
-        ) from None
-    except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            await _cancel(connection, task.task_id, call_timeout)
-        raise
+    log.info("mcp task created", server=server, tool=name, task=created.task.task_id)
+    task = await _follow(connection, name, created.task, call_timeout, task_timeout)
     state = {"taskId": task.task_id, "status": task.status, "statusMessage": task.status_message}
     if task.status == "cancelled":
         raise McpCallError(
@@ -136,8 +131,10 @@ async def call_as_task(
             + (f": {task.status_message}" if task.status_message else ""),
             server=server,
         )
+    # A task waiting for input answers tasks/result once the input is given and it ended.
+    limit = call_timeout if task.status in _TERMINAL else task_timeout
     result = await request(
-        connection, f"tasks/result {task.task_id!r}", call_timeout,
+        connection, f"tasks/result {task.task_id!r}", limit,
         lambda client: client.session.send_request(
             mcp_types.GetTaskPayloadRequest(
                 params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
@@ -148,11 +145,40 @@ async def call_as_task(
     return result, state
 
 
+async def _follow(
+    connection: Connection,
+    name: str,
+    task: mcp_types.Task,
+    call_timeout: float,
+    task_timeout: float,
+) -> mcp_types.Task:
+    """The task once it ended (or needs input), polled within ``task_timeout``; sends
+    ``tasks/cancel`` when the time is up or the caller is cancelled."""
+    latest = [task]
+    try:
+        with anyio.fail_after(task_timeout):
+            return await _wait(connection, name, latest, call_timeout)
+    except TimeoutError:
+        await _cancel(connection, task.task_id, call_timeout)
+        raise McpCallError(
+            f"MCP server {connection.server!r}: task {task.task_id!r} of tools/call {name!r} did "
+            f"not end within task_timeout ({task_timeout:g} s; last status "
+            f"{latest[-1].status!r}); it was cancelled (tasks/cancel): raise the source's "
+            "task_timeout for longer tasks",
+            server=connection.server,
+        ) from None
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _cancel(connection, task.task_id, call_timeout)
+        raise
+
+
 async def _wait(
-    connection: Connection, name: str, task: mcp_types.Task, call_timeout: float
+    connection: Connection, name: str, latest: list[mcp_types.Task], call_timeout: float
 ) -> mcp_types.Task:
     """Poll ``tasks/get`` until the task ends (or needs input: ``tasks/result`` then
-    carries the server's requests)."""
+    carries the server's requests); each state seen is appended to ``latest``."""
+    task = latest[-1]
     while task.status not in _TERMINAL and task.status != "input_required":
         interval = (task.poll_interval or 0) / 1000
         asked = mcp_types.GetTaskRequest(
@@ -181,6 +207,7 @@ async def _wait(
                 message=polled.status_message,
             )
         task = polled
+        latest.append(task)
     return task
 
 

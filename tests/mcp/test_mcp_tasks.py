@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from mcp_support import TASK_SERVER, http_server, results, stdio_server, task_se
 from test_mcp_source import LOADED, run_session
 
 import agentloop as al
-from agentloop.mcp import TASK_KEY, McpCallError, McpToolSource
+from agentloop.mcp import TASK_KEY, McpCallError, McpServer, McpToolSource, RouteMcpTasks
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -162,4 +163,63 @@ async def test_task_timeout_must_be_a_positive_number(bad: Any) -> None:
         McpToolSource(task_server(Path(".")), task_timeout=bad)
     assert str(caught.value) == (
         f"McpToolSource: task_timeout must be a positive number, got {bad!r}"
+    )
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_task_calls_run_in_the_background_with_route_mcp_tasks(
+    tmp_path: Path, transport: str
+) -> None:
+    model = al.ScriptedModel(
+        [
+            tool_calls(call("mcp__tsk__work", {"n": 5}, id="c1")),
+            tool_calls(call("mcp__tsk__plain", {"n": 6}, id="c2")),
+            "both done",
+        ]
+    )
+    async with AsyncExitStack() as stack:
+        if transport == "stdio":
+            server: McpServer = task_server(tmp_path)
+        else:
+            server = stack.enter_context(http_server(tmp_path, "tsk", TASK_SERVER))
+        source = await stack.enter_async_context(McpToolSource(server, connect_timeout=LOADED))
+        routing = RouteMcpTasks(source)
+        assert [spec.name for spec in source.specs() if TASK_KEY in spec.metadata] == [
+            "mcp__tsk__bad_create", "mcp__tsk__bad_result", "mcp__tsk__bad_status",
+            "mcp__tsk__fails", "mcp__tsk__never", "mcp__tsk__server_cancels",
+            "mcp__tsk__vanish", "mcp__tsk__work", "mcp__tsk__wrong_id",
+        ]  # fmt: skip
+        manager = await stack.enter_async_context(al.AsyncTaskManager(routing=routing))
+        handle = manager.handle()
+        agent = (
+            al.Agent.builder()
+            .model(model)
+            .add_tool_source(source)
+            .task_manager(manager)
+            .input([al.Item.text(al.ItemKind.USER, "go")])
+            .build()
+        )
+        driver = await agent.start("s")
+        step = await driver.run_until_blocked()  # the plain call ran; the task still polls
+        while not isinstance(step, al.Finished):
+            event = await handle.next_event()
+            assert event is not None
+            step = await driver.run_until_blocked()
+        transcript = driver.snapshot().transcript
+    al.validate_transcript(transcript)
+    placeholder, plain = [r for item in transcript for r in item.tool_results()]
+    assert al.result_outcome(placeholder) == al.ResultOutcome.BACKGROUND
+    assert plain.output == 'ran plainly: plain {"n": 6}'
+    assert [item.text_content for item in transcript if item.kind is al.ItemKind.NOTIFICATION] == [
+        'Background tool call c1 completed: work done: {"n": 5}'
+    ]
+    assert step.result.final_items[0].text_content == "both done"
+
+
+def test_route_mcp_tasks_checks_its_choices() -> None:
+    with pytest.raises(TypeError) as caught:
+        RouteMcpTasks(al.ToolRegistry(), task="background")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "RouteMcpTasks: task must be TaskKind.FOREGROUND, TaskKind.BACKGROUND or "
+        "DetachAfter(seconds), got 'background'"
     )
