@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Literal, TextIO
@@ -20,20 +19,17 @@ from .._log import get_logger
 from ..core._tool_spec import ToolSpec
 from ..permissions._checker import CheckerLike, as_checker
 from ..permissions._requests import (
-    Allow,
     AllowAll,
-    AskApproval,
-    Deny,
     PermissionChecker,
 )
 from ..tools._registry import ToolCatalogEvent, catalog_change
 from ..tools._tool import ToolOutput
 from ._config import McpServer, check_options, tool_names
+from ._connect import ConnectApprover, check_connect
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
 from ._convert import to_output, to_spec
 from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
-from ._permissions import McpConnect
 from ._roots import Roots, RootsLike, to_roots
 from ._tasks import TASK_KEY, call_as_task, check_task_timeout, note_tasks, task_plan
 from ._tool import McpTool
@@ -43,8 +39,6 @@ __all__ = ["ConnectApprover", "McpToolSource"]
 
 log = get_logger()
 
-ConnectApprover = Callable[[McpConnect, AskApproval], Awaitable[bool]]
-"""Asked when the source's checker wants approval to connect; returns whether to connect."""
 
 _MAX_PAGES = 100
 _CLOSE_TIMEOUT = 5.0
@@ -294,7 +288,7 @@ class McpToolSource(ServerFeatures):
                 "the sessions that use it",
                 server=server,
             )
-        await self._check_connect()
+        await check_connect(self.server, self.permissions, self.approve_connect)
         self._connections += 1
         connection = Connection(
             self.server.name, self._connections, max_message_size=self.max_message_size
@@ -316,37 +310,6 @@ class McpToolSource(ServerFeatures):
         self._apply(tools)
         log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))
         return connection
-
-    async def _check_connect(self) -> None:
-        request = McpConnect(self.server.name, self.server.target)
-        decision = self.permissions.evaluate(request)
-        if isinstance(decision, Allow):
-            return
-        if isinstance(decision, Deny):
-            raise McpConnectionError(
-                f"connecting to MCP server {self.server.name!r} was denied: {decision.message} "
-                f"(code: {decision.code})",
-                server=self.server.name,
-            )
-        if isinstance(decision, AskApproval):
-            if self.approve_connect is None:
-                raise McpConnectionError(
-                    f"connecting to MCP server {self.server.name!r} needs approval "
-                    f"({decision.summary}) and the source has no approve_connect callback; pass "
-                    "one, or allow mcp.connect for this server",
-                    server=self.server.name,
-                )
-            if not await self.approve_connect(request, decision):
-                raise McpConnectionError(
-                    f"connecting to MCP server {self.server.name!r} was not approved",
-                    server=self.server.name,
-                )
-            return
-        raise McpConnectionError(
-            f"permission checker {type(self.permissions).__name__} returned {decision!r} for "
-            "mcp.connect; expected Allow, Deny or AskApproval",
-            server=self.server.name,
-        )
 
     async def _serve(
         self,
