@@ -256,8 +256,15 @@ class ServerFeatures:
             if done is not None:
                 done.set()
 
-    async def _settle_features(self) -> None:
-        """Wait (bounded) for a feature refresh under way."""
+    async def _settle_features(self, connection: Connection) -> None:
+        """Wait (bounded) for a feature refresh under way; on a 2026-era connection whose
+        changes are not ordered with answers, list the features again now."""
+        if connection.relist_features_after_calls:
+            try:
+                await self._list_features(connection)
+                self._apply_again()
+            except Exception as error:
+                log.warning("mcp feature refresh failed", server=self.server.name, error=str(error))
         done = self._feature_refresh
         if done is not None:
             with anyio.move_on_after(self.connect_timeout):

@@ -249,7 +249,7 @@ class McpToolSource(ServerFeatures):
             except McpError as error:
                 log.warning("mcp tool refresh failed", server=self.server.name, error=str(error))
         await self._settle_refresh()
-        await self._settle_features()
+        await self._settle_features(connection)
         if not isinstance(result, mcp_types.CallToolResult):
             raise McpCallError(
                 f"MCP server {self.server.name!r} answered tools/call {mcp_name!r} with "
@@ -330,6 +330,10 @@ class McpToolSource(ServerFeatures):
                         listened = self._listen_filter(client)
                         if is_modern(client) and any(listened.values()):
                             connection.relist_after_calls = lists_change(client)
+                            connection.relist_features_after_calls = (
+                                listened["resources_list_changed"]
+                                or listened["prompts_list_changed"]
+                            )
                             await tasks.start(self._listen, connection)
                         scope.deadline = math.inf
                         started = True

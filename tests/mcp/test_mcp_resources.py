@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import structlog
-from mcp_support import HERE, http_server, results, stdio_server
+from mcp_support import HERE, Events, http_server, results, stdio_server
 from test_mcp_source import LOADED, outcome, run_session
 
 import agentloop as al
@@ -203,7 +203,7 @@ async def test_reads_and_prompts_have_permission_kinds_of_their_own(tmp_path: Pa
     assert (prompt.output, add.output) == ("[user] Review this (short): x", "2")
 
 
-@pytest.mark.parametrize("transport", ["stdio", "stdio-legacy"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_list_changed_refreshes_what_the_feature_tools_offer(
     tmp_path: Path, transport: str
 ) -> None:
@@ -221,16 +221,23 @@ async def test_list_changed_refreshes_what_the_feature_tools_offer(
             answered = sum(item.kind is al.ItemKind.ASSISTANT for item in request.transcript)
             return replies[answered]
 
+        events = Events()
         agent = (
             al.Agent.builder()
             .model(al.ScriptedModel(script))
             .add_tool_source(source)
+            .observer(events)
             .input([al.Item.text(al.ItemKind.USER, "go")])
             .build()
         )
         driver = await agent.start("s")
         step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
+    assert events.of(al.ToolCatalogChanged) == [
+        al.ToolCatalogChanged(
+            "mcp:srv", changed=["mcp__srv__get_prompt", "mcp__srv__read_resource"]
+        )
+    ]
     before, after = offered[0], offered[1]
     assert "notes://later" not in before["mcp__srv__read_resource"].description
     assert "- notes://later (later)" in after["mcp__srv__read_resource"].description
