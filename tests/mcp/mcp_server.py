@@ -18,10 +18,22 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
+from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import AssistantMessage, Message, UserMessage
 
-server = MCPServer("test-server", log_level="WARNING")
+
+class TasksExtension(Extension):
+    """Only advertises the 2026 tasks extension (``MCP_TEST_TASKS_EXTENSION=1``)."""
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+
+server = MCPServer(
+    "test-server",
+    log_level="WARNING",
+    extensions=[TasksExtension()] if os.environ.get("MCP_TEST_TASKS_EXTENSION") else None,
+)
 marks = Path(os.environ.get("MCP_TEST_MARKS", "."))
 
 

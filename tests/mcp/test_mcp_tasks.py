@@ -13,7 +13,14 @@ from mcp_support import TASK_SERVER, http_server, results, stdio_server, task_se
 from test_mcp_source import LOADED, run_session
 
 import agentloop as al
-from agentloop.mcp import TASK_KEY, McpCallError, McpServer, McpToolSource, RouteMcpTasks
+from agentloop.mcp import (
+    TASK_KEY,
+    McpCallError,
+    McpServer,
+    McpToolSource,
+    RouteMcpTasks,
+    StdioServer,
+)
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -155,6 +162,34 @@ async def test_a_2026_connection_carries_no_task_support(tmp_path: Path) -> None
     async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         needs = await source.call_tool("needs_task", {})
     assert needs.value == "ran without a task"
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_a_2026_server_offering_the_tasks_extension_is_noted(
+    tmp_path: Path, protocol: Any
+) -> None:
+    plain = stdio_server(tmp_path)
+    server = StdioServer(
+        "srv", plain.command, plain.args, env={**(plain.env or {}), "MCP_TEST_TASKS_EXTENSION": "1"}
+    )
+    with structlog.testing.capture_logs() as logs:
+        async with McpToolSource(server, protocol=protocol, connect_timeout=LOADED) as source:
+            needs = await source.call_tool("needs_task", {})
+    noted = [entry for entry in logs if entry["event"] == "mcp tasks extension not used"]
+    if protocol == "legacy":  # the 2025 handshake: no extensions, no tasks capability
+        assert noted == []
+        assert "mcp__srv__needs_task" not in [spec.name for spec in source.specs()]
+        return
+    assert needs.value == "ran without a task"
+    assert noted == [
+        {
+            "event": "mcp tasks extension not used",
+            "log_level": "info",
+            "server": "srv",
+            "reason": "agentloop does not speak io.modelcontextprotocol/tasks yet; its tools "
+            "run as plain calls, and a tool the server runs only as a task fails its call",
+        }
+    ]
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), "10"])
