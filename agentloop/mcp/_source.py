@@ -234,6 +234,7 @@ class McpToolSource(ServerFeatures):
             result, task = await call_as_task(
                 connection, mcp_name, arguments,
                 call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                reconnect=self._connection_for_call,
             )  # fmt: skip
         else:
             result = await request(

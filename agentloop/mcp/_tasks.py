@@ -13,6 +13,7 @@ which agentloop does not speak yet: there, such tools run as plain calls
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from .._log import get_logger
 from ._connection import Connection, describe, is_modern, request
-from ._errors import McpCallError
+from ._errors import McpCallError, McpConnectionError
 
 __all__ = [
     "TASK_KEY",
@@ -45,6 +46,7 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 _MIN_POLL = 0.05
 _MAX_POLL = 5.0
 _CANCEL_TIMEOUT = 5.0
+_RECONNECTIONS = 3
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -101,6 +103,10 @@ def task_plan(tool: mcp_types.Tool, client: Client | None, prefer: bool) -> tupl
     return support == "optional" and prefer and able, None
 
 
+Reconnect = Callable[[], Awaitable[Connection]]
+"""Gives a usable connection to the same server (the source's, reopened if it was lost)."""
+
+
 async def call_as_task(
     connection: Connection,
     name: str,
@@ -108,11 +114,13 @@ async def call_as_task(
     *,
     call_timeout: float,
     task_timeout: float,
+    reconnect: Reconnect,
 ) -> tuple[mcp_types.CallToolResult, dict[str, Any]]:
     """Run ``tools/call name`` as a task; its result and the task's last state
-    (``TASK_KEY`` metadata). Raises :class:`McpCallError` for a task that fails to
-    start, is lost, is cancelled by the server, ends in a malformed state or
-    outlives ``task_timeout`` (it is then cancelled)."""
+    (``TASK_KEY`` metadata). A connection lost while the task runs is reopened
+    (``reconnect``) and the same task followed on it. Raises :class:`McpCallError`
+    for a task that fails to start, is unknown, is cancelled by the server, ends in
+    a malformed state or outlives ``task_timeout`` (it is then cancelled)."""
     server = connection.server
     params = {"name": name, "arguments": arguments, "task": {"ttl": int(task_timeout * 1000)}}
     raw = await request(
@@ -123,7 +131,8 @@ async def call_as_task(
         return _parse(server, f"tools/call {name!r}", mcp_types.CallToolResult, raw), {}
     created = _parse(server, f"tools/call {name!r} (as a task)", mcp_types.CreateTaskResult, raw)
     log.info("mcp task created", server=server, tool=name, task=created.task.task_id)
-    task = await _follow(connection, name, created.task, call_timeout, task_timeout)
+    run = _TaskRun(connection, reconnect, name, created.task, call_timeout)
+    task = await run.follow(task_timeout)
     state = {"taskId": task.task_id, "status": task.status, "statusMessage": task.status_message}
     if task.status == "cancelled":
         raise McpCallError(
@@ -133,101 +142,121 @@ async def call_as_task(
         )
     # A task waiting for input answers tasks/result once the input is given and it ended.
     limit = call_timeout if task.status in _TERMINAL else task_timeout
-    result = await request(
-        connection, f"tasks/result {task.task_id!r}", limit,
-        lambda client: client.session.send_request(
-            mcp_types.GetTaskPayloadRequest(
-                params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
-            ),
-            mcp_types.CallToolResult,
-        ),
-    )  # fmt: skip
+    payload = mcp_types.GetTaskPayloadRequest(
+        params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
+    )
+    result = await run.send("tasks/result", payload, mcp_types.CallToolResult, limit)
     return result, state
 
 
-async def _follow(
-    connection: Connection,
-    name: str,
-    task: mcp_types.Task,
-    call_timeout: float,
-    task_timeout: float,
-) -> mcp_types.Task:
-    """The task once it ended (or needs input), polled within ``task_timeout``; sends
-    ``tasks/cancel`` when the time is up or the caller is cancelled."""
-    latest = [task]
-    try:
-        with anyio.fail_after(task_timeout):
-            return await _wait(connection, name, latest, call_timeout)
-    except TimeoutError:
-        await _cancel(connection, task.task_id, call_timeout)
-        raise McpCallError(
-            f"MCP server {connection.server!r}: task {task.task_id!r} of tools/call {name!r} did "
-            f"not end within task_timeout ({task_timeout:g} s; last status "
-            f"{latest[-1].status!r}); it was cancelled (tasks/cancel): raise the source's "
-            "task_timeout for longer tasks",
-            server=connection.server,
-        ) from None
-    except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            await _cancel(connection, task.task_id, call_timeout)
-        raise
+class _TaskRun:
+    """One task followed to its end, over the connection of the moment."""
 
+    def __init__(
+        self,
+        connection: Connection,
+        reconnect: Reconnect,
+        name: str,
+        task: mcp_types.Task,
+        call_timeout: float,
+    ) -> None:
+        self.connection = connection
+        self.reconnect = reconnect
+        self.name = name
+        self.task = task
+        self.call_timeout = call_timeout
+        self.reconnections = 0
 
-async def _wait(
-    connection: Connection, name: str, latest: list[mcp_types.Task], call_timeout: float
-) -> mcp_types.Task:
-    """Poll ``tasks/get`` until the task ends (or needs input: ``tasks/result`` then
-    carries the server's requests); each state seen is appended to ``latest``."""
-    task = latest[-1]
-    while task.status not in _TERMINAL and task.status != "input_required":
-        interval = (task.poll_interval or 0) / 1000
+    async def send(self, method: str, message: Any, answer: type[Any], limit: float) -> Any:
+        """``message`` (a ``tasks/*`` request) answered as ``answer``; a lost connection
+        is reopened (at most ``_RECONNECTIONS`` times per task) and the request sent
+        again there."""
+        operation = f"{method} {self.task.task_id!r}"
+        while True:
+            try:
+                return await request(
+                    self.connection, operation, limit,
+                    lambda client: client.session.send_request(message, answer),
+                )  # fmt: skip
+            except McpConnectionError as error:
+                if self.reconnections >= _RECONNECTIONS:
+                    raise
+                self.reconnections += 1
+                log.warning(
+                    "mcp task connection lost",
+                    server=self.connection.server,
+                    task=self.task.task_id,
+                    error=str(error),
+                )
+                self.connection = await self.reconnect()
+
+    async def follow(self, task_timeout: float) -> mcp_types.Task:
+        """The task once it ended (or needs input), polled within ``task_timeout``;
+        sends ``tasks/cancel`` when the time is up or the caller is cancelled."""
+        try:
+            with anyio.fail_after(task_timeout):
+                return await self._wait()
+        except TimeoutError:
+            await self.cancel()
+            raise McpCallError(
+                f"MCP server {self.connection.server!r}: task {self.task.task_id!r} of "
+                f"tools/call {self.name!r} did not end within task_timeout ({task_timeout:g} s; "
+                f"last status {self.task.status!r}); it was cancelled (tasks/cancel): raise the "
+                "source's task_timeout for longer tasks",
+                server=self.connection.server,
+            ) from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self.cancel()
+            raise
+
+    async def _wait(self) -> mcp_types.Task:
+        """Poll ``tasks/get`` until the task ends (or needs input: ``tasks/result``
+        then carries the server's requests)."""
+        task = self.task
         asked = mcp_types.GetTaskRequest(
             params=mcp_types.GetTaskRequestParams(task_id=task.task_id)
         )
-        await anyio.sleep(min(max(interval, _MIN_POLL), _MAX_POLL))
-        polled = await request(
-            connection, f"tasks/get {task.task_id!r}", call_timeout,
-            lambda client, asked=asked: client.session.send_request(  # type: ignore[misc]
-                asked, mcp_types.GetTaskResult
-            ),
-        )  # fmt: skip
-        if polled.task_id != task.task_id:
-            raise McpCallError(
-                f"MCP server {connection.server!r} answered tasks/get {task.task_id!r} with task "
-                f"{polled.task_id!r}; expected the same task id",
-                server=connection.server,
-            )
-        if polled.status != task.status:
-            log.info(
-                "mcp task status",
-                server=connection.server,
-                tool=name,
-                task=task.task_id,
-                status=polled.status,
-                message=polled.status_message,
-            )
-        task = polled
-        latest.append(task)
-    return task
+        while task.status not in _TERMINAL and task.status != "input_required":
+            interval = (task.poll_interval or 0) / 1000
+            await anyio.sleep(min(max(interval, _MIN_POLL), _MAX_POLL))
+            polled = await self.send("tasks/get", asked, mcp_types.GetTaskResult, self.call_timeout)
+            if polled.task_id != task.task_id:
+                raise McpCallError(
+                    f"MCP server {self.connection.server!r} answered tasks/get {task.task_id!r} "
+                    f"with task {polled.task_id!r}; expected the same task id",
+                    server=self.connection.server,
+                )
+            if polled.status != task.status:
+                log.info(
+                    "mcp task status",
+                    server=self.connection.server,
+                    tool=self.name,
+                    task=task.task_id,
+                    status=polled.status,
+                    message=polled.status_message,
+                )
+            task = self.task = polled
+        return task
 
-
-async def _cancel(connection: Connection, task_id: str, call_timeout: float) -> None:
-    """Send ``tasks/cancel`` (bounded); a failure is logged, not raised."""
-    try:
-        with anyio.fail_after(min(call_timeout, _CANCEL_TIMEOUT)):
-            await request(
-                connection, f"tasks/cancel {task_id!r}", call_timeout,
-                lambda client: client.session.send_request(
-                    mcp_types.CancelTaskRequest(
-                        params=mcp_types.CancelTaskRequestParams(task_id=task_id)
-                    ),
-                    mcp_types.CancelTaskResult,
-                ),
-            )  # fmt: skip
-    except Exception as error:
-        log.warning(
-            "mcp task cancel failed", server=connection.server, task=task_id, error=describe(error)
+    async def cancel(self) -> None:
+        """Send ``tasks/cancel`` (bounded); a failure is logged, not raised."""
+        task_id = self.task.task_id
+        message = mcp_types.CancelTaskRequest(
+            params=mcp_types.CancelTaskRequestParams(task_id=task_id)
         )
+        try:
+            with anyio.fail_after(min(self.call_timeout, _CANCEL_TIMEOUT)):
+                await self.send(
+                    "tasks/cancel", message, mcp_types.CancelTaskResult, _CANCEL_TIMEOUT
+                )
+        except Exception as error:
+            log.warning(
+                "mcp task cancel failed",
+                server=self.connection.server,
+                task=task_id,
+                error=describe(error),
+            )
 
 
 async def _send_raw(client: Client, method: str, params: dict[str, Any], limit: float) -> Any:

@@ -28,6 +28,7 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
 
 TOOLS = {
     "work": "required",  # ends after two polls
+    "long": "required",  # ends after forty polls
     "maybe": "optional",  # a task when asked, else a plain answer
     "never": "required",  # works forever
     "vanish": "required",  # tasks/get: no such task
@@ -89,6 +90,8 @@ def get(task_id: str) -> dict[str, Any]:
         return task_view("task-999", "working")
     if tool == "bad_status":
         return task_view(task_id, "exploded")
+    if tool == "long" and task["polls"] < 40:
+        return task_view(task_id, "working", f"poll {task['polls']}")
     if tool == "never" or (tool == "work" and task["polls"] < 2):
         return task_view(task_id, "working", f"poll {task['polls']}")
     if tool == "fails":

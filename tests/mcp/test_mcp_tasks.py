@@ -135,6 +135,48 @@ async def test_cancelling_our_call_cancels_the_task(tmp_path: Path) -> None:
             assert (await source.call_tool("work", {})).value == "work done: {}"
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_task_outlives_a_lost_connection_when_the_server_does(
+    tmp_path: Path, transport: str
+) -> None:
+    """The connection is reopened while the task runs: over HTTP the same server still
+    has the task and the call gets its result; a restarted stdio server does not."""
+    outcome: list[Any] = []
+    with structlog.testing.capture_logs() as logs:
+        async with AsyncExitStack() as stack:
+            if transport == "stdio":
+                server: McpServer = task_server(tmp_path)
+            else:
+                server = stack.enter_context(http_server(tmp_path, "tsk", TASK_SERVER))
+            source = await stack.enter_async_context(McpToolSource(server, connect_timeout=LOADED))
+
+            async def long_call() -> None:
+                try:
+                    outcome.append(await source.call_tool("long", {"n": 9}))
+                except McpCallError as error:
+                    outcome.append(error)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(long_call)
+                with anyio.fail_after(LOADED):
+                    created = "mcp task created"
+                    while not any(entry["event"] == created for entry in logs):  # noqa: ASYNC110 (logged by the source)
+                        await anyio.sleep(0.01)
+                await source.reconnect()
+            assert source.connections == 2
+    assert [entry["event"] for entry in logs if entry["event"].startswith("mcp task conn")] == [
+        "mcp task connection lost"
+    ]
+    if transport == "http":
+        assert outcome[0].value == 'long done: {"n": 9}'
+        assert outcome[0].metadata[TASK_KEY]["status"] == "completed"
+    else:
+        assert (
+            str(outcome[0])
+            == "MCP server 'tsk' failed tasks/get 'task-1': MCPError: 'no task task-1'"
+        )
+
+
 async def test_without_the_tasks_capability_required_tools_are_not_offered(
     tmp_path: Path,
 ) -> None:
@@ -148,7 +190,7 @@ async def test_without_the_tasks_capability_required_tools_are_not_offered(
     assert maybe.value == "ran plainly: maybe {}"
     hidden = [entry for entry in logs if entry["event"] == "mcp tool not offered"]
     assert [entry["tool"] for entry in hidden] == [
-        "bad_create", "bad_result", "bad_status", "fails", "never", "server_cancels",
+        "bad_create", "bad_result", "bad_status", "fails", "long", "never", "server_cancels",
         "vanish", "work", "wrong_id",
     ]  # fmt: skip
     assert {entry["reason"] for entry in hidden} == {
@@ -221,7 +263,7 @@ async def test_task_calls_run_in_the_background_with_route_mcp_tasks(
         routing = RouteMcpTasks(source)
         assert [spec.name for spec in source.specs() if TASK_KEY in spec.metadata] == [
             "mcp__tsk__bad_create", "mcp__tsk__bad_result", "mcp__tsk__bad_status",
-            "mcp__tsk__fails", "mcp__tsk__never", "mcp__tsk__server_cancels",
+            "mcp__tsk__fails", "mcp__tsk__long", "mcp__tsk__never", "mcp__tsk__server_cancels",
             "mcp__tsk__vanish", "mcp__tsk__work", "mcp__tsk__wrong_id",
         ]  # fmt: skip
         manager = await stack.enter_async_context(al.AsyncTaskManager(routing=routing))
