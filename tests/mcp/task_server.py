@@ -29,6 +29,7 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
 TOOLS = {
     "work": "required",  # ends after two polls
     "long": "required",  # ends after forty polls
+    "asks": "required",  # input_required: tasks/result answers
     "maybe": "optional",  # a task when asked, else a plain answer
     "never": "required",  # works forever
     "vanish": "required",  # tasks/get: no such task
@@ -96,6 +97,8 @@ def get(task_id: str) -> dict[str, Any]:
         return task_view(task_id, "working", f"poll {task['polls']}")
     if tool == "fails":
         return task_view(task_id, "failed", "the job broke")
+    if tool == "asks":
+        return task_view(task_id, "input_required", "waiting for a reviewer")
     if tool == "server_cancels":
         return task_view(task_id, "cancelled", "the operator stopped it")
     return task_view(task_id, "completed")

@@ -77,6 +77,19 @@ async def test_a_failed_task_is_an_error_result_with_its_status(tmp_path: Path) 
     }
 
 
+async def test_a_task_needing_input_is_read_with_tasks_result(tmp_path: Path) -> None:
+    async with McpToolSource(task_server(tmp_path), connect_timeout=LOADED) as source:
+        output = await source.call_tool("asks", {"n": 3})
+    assert (output.value, output.is_error) == ('asks done: {"n": 3}', False)
+    assert output.metadata == {
+        TASK_KEY: {
+            "taskId": "task-1",
+            "status": "input_required",
+            "statusMessage": "waiting for a reviewer",
+        }
+    }
+
+
 HOSTILE = {
     "vanish": "MCP server 'tsk' failed tasks/get 'task-1': MCPError: 'no task task-1'",
     "wrong_id": "MCP server 'tsk' answered tasks/get 'task-1' with task 'task-999'; expected "
@@ -190,8 +203,8 @@ async def test_without_the_tasks_capability_required_tools_are_not_offered(
     assert maybe.value == "ran plainly: maybe {}"
     hidden = [entry for entry in logs if entry["event"] == "mcp tool not offered"]
     assert [entry["tool"] for entry in hidden] == [
-        "bad_create", "bad_result", "bad_status", "fails", "long", "never", "server_cancels",
-        "vanish", "work", "wrong_id",
+        "asks", "bad_create", "bad_result", "bad_status", "fails", "long", "never",
+        "server_cancels", "vanish", "work", "wrong_id",
     ]  # fmt: skip
     assert {entry["reason"] for entry in hidden} == {
         "it requires task-augmented execution (execution.taskSupport 'required') and the "
@@ -262,9 +275,9 @@ async def test_task_calls_run_in_the_background_with_route_mcp_tasks(
         source = await stack.enter_async_context(McpToolSource(server, connect_timeout=LOADED))
         routing = RouteMcpTasks(source)
         assert [spec.name for spec in source.specs() if TASK_KEY in spec.metadata] == [
-            "mcp__tsk__bad_create", "mcp__tsk__bad_result", "mcp__tsk__bad_status",
-            "mcp__tsk__fails", "mcp__tsk__long", "mcp__tsk__never", "mcp__tsk__server_cancels",
-            "mcp__tsk__vanish", "mcp__tsk__work", "mcp__tsk__wrong_id",
+            "mcp__tsk__asks", "mcp__tsk__bad_create", "mcp__tsk__bad_result",
+            "mcp__tsk__bad_status", "mcp__tsk__fails", "mcp__tsk__long", "mcp__tsk__never",
+            "mcp__tsk__server_cancels", "mcp__tsk__vanish", "mcp__tsk__work", "mcp__tsk__wrong_id",
         ]  # fmt: skip
         manager = await stack.enter_async_context(al.AsyncTaskManager(routing=routing))
         handle = manager.handle()
