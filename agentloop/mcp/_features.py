@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import mcp_types
 from mcp import Client
 
 from .._log import get_logger
@@ -50,12 +51,13 @@ class ServerFeatures:
     _offered: tuple[list[McpResource], list[McpResourceTemplate], list[McpPrompt]] | None
     _feature_refresh: anyio.Event | None
     _feature_stale: bool
+    _listed: list[mcp_types.Tool]  # the server's tools as last listed
 
     if TYPE_CHECKING:
 
         async def _connection_for_call(self) -> Connection: ...
 
-        def _apply_again(self) -> None: ...
+        def _apply(self, tools: list[mcp_types.Tool]) -> None: ...
 
         def get(self, name: str) -> Any: ...
 
@@ -248,7 +250,7 @@ class ServerFeatures:
             while self._feature_stale and not connection.done.is_set():
                 self._feature_stale = False
                 await self._list_features(connection)
-                self._apply_again()
+                self._apply(self._listed)
         except Exception as error:
             log.warning("mcp feature refresh failed", server=self.server.name, error=str(error))
         finally:
@@ -262,7 +264,7 @@ class ServerFeatures:
         if connection.relist_features_after_calls:
             try:
                 await self._list_features(connection)
-                self._apply_again()
+                self._apply(self._listed)
             except Exception as error:
                 log.warning("mcp feature refresh failed", server=self.server.name, error=str(error))
         done = self._feature_refresh

@@ -462,9 +462,6 @@ class McpToolSource(ServerFeatures):
             )
         self._hidden = hidden
 
-    def _apply_again(self) -> None:
-        self._apply(self._listed)
-
     def _tools_changed(self, connection: Connection) -> None:
         """The server said its list changed: fetch it again (one refresh at a time)."""
         self._stale = True
