@@ -26,7 +26,7 @@ from ..model._config import PromptCacheRequest, SessionConfig
 from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
-from ._durable_steps import DurableStepRunner
+from ._durable_steps import step_runner_class
 from ._effects import DriverParts, transcript_listener
 from ._host_calls import (
     answer_approval,
@@ -37,7 +37,7 @@ from ._host_calls import (
     sole_undecided,
 )
 from ._machine import LoopMachine
-from ._model_io import ModelIO
+from ._model_io import model_io_for
 from ._mutators import LoopMutator, MutationPoint
 from ._observer import observers_of
 from ._persistence import Persistence
@@ -51,7 +51,6 @@ from ._state import (
     RoundCall,
     TurnState,
 )
-from ._step_runner import StepRunner
 from ._steps import (
     AfterToolResult,
     ApprovalAnswer,
@@ -59,7 +58,7 @@ from ._steps import (
     Resolver,
     Step,
 )
-from ._tool_io import ToolIO
+from ._tool_io import tool_io_for
 
 __all__ = ["LoopDriver", "LoopSnapshot"]
 
@@ -100,15 +99,21 @@ class LoopDriver:
             model_name=parts.model_name,
             tasks_name=type(parts.task_manager).__name__,
         )
-        model_io = ModelIO(
-            parts.session, config.session_id, config.limits.request_timeout, observer
+        model_io = model_io_for(
+            parts.session,
+            config.session_id,
+            config.limits.request_timeout,
+            observer,
+            parts.cancellation,
         )
-        runner = StepRunner if parts.store is None else DurableStepRunner
+        runner = step_runner_class(
+            durable=parts.store is not None, guarded=parts.cancellation is not None
+        )
         self._runner = runner(
             self._machine,
             Persistence(parts.store, config, observer),
             model_io,
-            ToolIO(parts),
+            tool_io_for(parts, observer),
             parts.mutators,
         )
 

@@ -27,10 +27,10 @@ import anyio
 from ..model._protocol import TurnRequest
 from ._actions import Action, CallModel, FinishCancelled, RecordDecisions, RunRound
 from ._state import RoundCall, ToolRound, TurnState
-from ._step_runner import StepRunner
+from ._step_runner import GuardedStepRunner, StepRunner
 from ._steps import Resolver, Step
 
-__all__ = ["DurableStepRunner"]
+__all__ = ["DurableStepRunner", "GuardedDurableStepRunner", "step_runner_class"]
 
 
 class DurableStepRunner(StepRunner):
@@ -118,3 +118,18 @@ class DurableStepRunner(StepRunner):
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await journal.save_results_after_fault(self.core)
         await super().step_raised(error)
+
+
+class GuardedDurableStepRunner(DurableStepRunner, GuardedStepRunner):
+    """The durable step loop of a driver with a cancellation handle (the response is
+    saved before the round's cancel scope is entered)."""
+
+    __slots__ = ()
+
+
+def step_runner_class(*, durable: bool, guarded: bool) -> type[StepRunner]:
+    """The step loop for a driver, chosen once: with a store (``durable``) or not, with
+    a cancellation handle (``guarded``) or not."""
+    if durable:
+        return GuardedDurableStepRunner if guarded else DurableStepRunner
+    return GuardedStepRunner if guarded else StepRunner

@@ -233,8 +233,9 @@ class LoopMachine(RoundRules):
             else:
                 return Hand(self.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit}))
         turn.model_calls += 1
-        changes, listed = catalog.changes()
-        self.observer.catalog_changed(changes)
+        # The catalog's changes are told to the observers as they are read (the tool
+        # I/O); the call, as the model I/O makes it.
+        _, listed = catalog.changes()
         core = self.core
         cache = core.next_turn_cache or self.config.cache
         core.next_turn_cache = None
@@ -249,9 +250,6 @@ class LoopMachine(RoundRules):
             cache,
             self.config.metadata,
             output=output,
-        )
-        self.observer.model_call_started(
-            turn.turn_id, turn.model_calls, len(core.transcript), len(tools), withhold_tools
         )
         return request
 

@@ -85,11 +85,11 @@ class RoundRules:
         return prepared
 
     def call_running(self, call: RoundCall) -> None:
-        """``call`` is about to start (claimed, if it had to be)."""
+        """``call`` is about to start (claimed, if it had to be; the tool I/O tells the
+        observers as it starts the task)."""
         call.move(CallStatus.RUNNING)
         call.started_at = time.monotonic()
         call.started_wall = time.time()
-        self.observer.tool_started(call.call.id, call.call.name, call.task_id)
 
     def call_started(
         self, call: RoundCall, tool_round: ToolRound, started: TaskFinished | TaskLaunched

@@ -10,8 +10,9 @@ here back to the driver).
 This is the step loop of a driver without a store: nothing is saved, claimed
 or recorded, and nothing is checked to find that out. A driver with a store
 gets :class:`~agentloop.loop._durable_steps.DurableStepRunner`, the same loop
-with the durable layer's saves and claims at their points (chosen once, when
-the driver is made).
+with the durable layer's saves and claims at their points; a driver with a
+cancellation handle gets :class:`GuardedStepRunner`, whose rounds run under
+the turn's cancel scope (each chosen once, when the driver is made).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
 from ._steps import AfterToolResult, AwaitingInput, Resolver, Step
 from ._tool_io import ToolIO
 
-__all__ = ["IDLE_STEPS_BEFORE_WARNING", "StepRunner"]
+__all__ = ["IDLE_STEPS_BEFORE_WARNING", "GuardedStepRunner", "StepRunner"]
 
 log = get_logger()
 
@@ -179,19 +180,18 @@ class StepRunner:
         """Start every startable call, wait for the foreground ones; the core says what's
         next (results are appended in the model's call order)."""
         machine, turn, tool_round = self.machine, action.turn, action.round
-        with cancel_scope(turn):
-            for call in tool_round.calls:
-                if call.status is not CallStatus.PREPARED:
-                    continue
-                if machine.skip_at_steering(call, tool_round):
-                    continue
-                await self._start_call(action, call, resolver)
-            if (approval := machine.new_approval(turn, tool_round)) is not None:
-                # Approvals surface one by one while the other calls keep running;
-                # their results are collected when the round resumes.
-                return Hand(approval)
-            if tool_round.running():
-                await self._collect(turn, tool_round)
+        for call in tool_round.calls:
+            if call.status is not CallStatus.PREPARED:
+                continue
+            if machine.skip_at_steering(call, tool_round):
+                continue
+            await self._start_call(action, call, resolver)
+        if (approval := machine.new_approval(turn, tool_round)) is not None:
+            # Approvals surface one by one while the other calls keep running;
+            # their results are collected when the round resumes.
+            return Hand(approval)
+        if tool_round.running():
+            await self._collect(turn, tool_round)
         return machine.round_collected(turn, tool_round, resolver)
 
     async def _start_call(self, action: RunRound, call: RoundCall, resolver: Resolver) -> None:
@@ -265,6 +265,19 @@ class StepRunner:
             hint=_IDLE_HINT,
         )
         self.machine.observer.warning(message)
+
+
+class GuardedStepRunner(StepRunner):
+    """The step loop of a driver with a cancellation handle: each round runs under its
+    turn's cancel scope (an interrupt stops the calls starting and the waiting; the
+    core then closes the round)."""
+
+    __slots__ = ()
+
+    async def _run_round(self, action: RunRound, resolver: Resolver) -> Action:
+        with cancel_scope(action.turn):
+            return await super()._run_round(action, resolver)
+        return self.machine.round_collected(action.turn, action.round, resolver)
 
 
 def _host_level() -> int:
