@@ -59,17 +59,17 @@ class DurableStepRunner(StepRunner):
         return step
 
     async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
-        turn = action.turn
-        if action.fold_input:
-            self.core.deliver_steering()
-            self.core.fold_pending_input()
+        turn, core = action.turn, self.core
+        if action.fold_input and (core.steering or core.pending_input):
+            core.deliver_steering()
+            core.fold_pending_input()
         if (action.mutators or self.mutators) and not await self._mutate(action):
             return FinishCancelled(turn, "mutator")
         if (done := self.machine.nothing_to_answer(turn)) is not None:
             return done
         # A round's results before the model is waited for, and before the call is
         # counted: a restore from this save makes the same call, counted once.
-        await self.journal.save_results(self.core)
+        await self.journal.save_results(core)
         return self.machine.next_request(turn, self.tools)
 
     async def _record_decisions(self, action: RecordDecisions, resolver: Resolver) -> Action:

@@ -241,7 +241,8 @@ class LoopMachine(RoundRules):
         core.next_turn_cache = None
         tools = () if withhold_tools else listed if listed is not None else catalog.specs()
         output = self.config.output
-        tools = offered_tools(output, tools)  # and the final-answer tool, in its mode
+        if output is not None:  # and the final-answer tool, in its mode
+            tools = offered_tools(output, tools)
         request = TurnRequest(
             self.session_id,
             turn.turn_id,
@@ -380,11 +381,12 @@ class LoopMachine(RoundRules):
         if refusal is not None:
             return Hand(self.refuse(turn, tool_round, refusal))
         spec = self.config.output
-        for call in tool_round.calls:
-            if call.call.id in duplicates:
-                tool_round.results[call.index] = duplicate(call, duplicates[call.call.id])
-            elif (unrun := unrun_answer(spec, call)) is not None:
-                tool_round.results[call.index] = unrun
+        if duplicates or spec is not None:
+            for call in tool_round.calls:
+                if call.call.id in duplicates:
+                    tool_round.results[call.index] = duplicate(call, duplicates[call.call.id])
+                elif (unrun := unrun_answer(spec, call)) is not None:
+                    tool_round.results[call.index] = unrun
         return RunRound(turn, tool_round, fresh=True)
 
     def _failed(

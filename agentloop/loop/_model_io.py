@@ -79,9 +79,10 @@ class ModelIO:
                         break
                     streamed = on_event(event) or streamed
             except BaseException:
-                await _close(stream, shielded=True)
+                await _close_after_fault(stream)
                 raise
-            await _close(stream, shielded=False)
+            if (aclose := getattr(stream, "aclose", None)) is not None:
+                await aclose()  # the model's stream (and its HTTP response)
             if result is None:
                 raise ModelProtocolError(
                     "model stream ended without a ModelTurnResult: every model "
@@ -234,13 +235,10 @@ def _on_event(observer: Nobody, event: ModelEvent) -> Usage | None:
     )
 
 
-async def _close(stream: AsyncIterator[ModelEvent], *, shielded: bool) -> None:
-    """Close the model's stream (and its HTTP response); bounded and shielded on errors."""
+async def _close_after_fault(stream: AsyncIterator[ModelEvent]) -> None:
+    """Close the model's stream (and its HTTP response) after a fault: bounded, shielded."""
     aclose = getattr(stream, "aclose", None)
     if aclose is None:
-        return
-    if not shielded:
-        await aclose()
         return
     with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
         await aclose()

@@ -82,10 +82,11 @@ class Nobody:
     def tool_started(self, call_id: str, tool_name: str, task_id: str | None) -> None:
         """A call's task started."""
 
-    def tool_finished(
-        self, call_id: str, tool_name: str, started_at: float, result: ToolResultPart
+    def tool_answered(
+        self, call_id: str, tool_name: str, started_at: float | None, result: ToolResultPart
     ) -> None:
-        """A call that ran has its result (``started_at``: its ``time.monotonic()`` start)."""
+        """A call of a round has its result, now appended (``started_at``: its
+        ``time.monotonic()`` start if it ran, else ``None``)."""
 
     def tool_result(self, result: ToolResultPart) -> None:
         """A result is appended."""
@@ -185,11 +186,13 @@ class Observers(Nobody):
     def tool_started(self, call_id: str, tool_name: str, task_id: str | None) -> None:
         self.emit(ToolExecutionStarted(call_id, tool_name, task_id))
 
-    def tool_finished(
-        self, call_id: str, tool_name: str, started_at: float, result: ToolResultPart
+    def tool_answered(
+        self, call_id: str, tool_name: str, started_at: float | None, result: ToolResultPart
     ) -> None:
-        elapsed = time.monotonic() - started_at
-        self.emit(ToolExecutionFinished(call_id, tool_name, elapsed, result.is_error, result))
+        if started_at is not None:
+            elapsed = time.monotonic() - started_at
+            self.emit(ToolExecutionFinished(call_id, tool_name, elapsed, result.is_error, result))
+        self.emit(ToolResultReceived(result))
 
     def tool_result(self, result: ToolResultPart) -> None:
         self.emit(ToolResultReceived(result))

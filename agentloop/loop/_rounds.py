@@ -264,14 +264,14 @@ class RoundRules:
 
     def append_results(self, turn: TurnState, tool_round: ToolRound) -> None:
         """Append the round's results so far, in call order."""
-        results = tool_round.results
+        results, observer, core = tool_round.results, self.observer, self.core
         for index in sorted(results):
             call = tool_round.calls[index]
             result = results[index]
-            if call.started_at is not None:
-                self.observer.tool_finished(call.call.id, call.call.name, call.started_at, result)
             # The record's finish time is the result item's time (one clock read).
-            self.append_result(result, at=self._record(turn, call, result))
+            at = self._record(turn, call, result)
+            observer.tool_answered(call.call.id, call.call.name, call.started_at, result)
+            core.append_result(result, at=at)
         results.clear()
 
     def _record(self, turn: TurnState, call: RoundCall, result: ToolResultPart) -> float | None:

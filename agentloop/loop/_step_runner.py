@@ -149,10 +149,10 @@ class StepRunner:
     async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
         """Deliver the input, run the mutators, and make the request (or the action that
         ends the turn instead)."""
-        turn = action.turn
-        if action.fold_input:
-            self.core.deliver_steering()
-            self.core.fold_pending_input()
+        turn, core = action.turn, self.core
+        if action.fold_input and (core.steering or core.pending_input):
+            core.deliver_steering()
+            core.fold_pending_input()
         if (action.mutators or self.mutators) and not await self._mutate(action):
             return FinishCancelled(turn, "mutator")
         if (done := self.machine.nothing_to_answer(turn)) is not None:
