@@ -9,7 +9,7 @@ A driver gets the reader it needs once, when it is made (:func:`model_io_for`):
 the plain :class:`ModelIO`; :class:`GuardedModelIO` under the turn's cancel
 scope and the request deadline, when the session has a cancellation handle or
 a deadline; :class:`ObservedModelIO` telling the observers about the call and
-each streamed event, when somebody observes. No path checks for the others.
+each streamed event, when there are observers. No path checks for the others.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class GuardedModelIO(ModelIO):
 
 
 class ObservedModelIO(ModelIO):
-    """The model I/O of an observed driver: tells the observers about the call, each
+    """The model I/O of a driver with observers: tells the observers about the call, each
     streamed event and the stream's end."""
 
     __slots__ = ()
@@ -192,13 +192,13 @@ def model_io_for(
     observer: Nobody,
     cancellation: CancellationHandle | None,
 ) -> ModelIO:
-    """The model I/O for a driver, chosen once: observed or not, guarded (a cancellation
+    """The model I/O for a driver, chosen once: with observers or without, guarded (a cancellation
     handle or a request deadline) or not."""
     guarded = cancellation is not None or timeout is not None
-    observed = observer is not NOBODY
+    told = observer is not NOBODY
     kind = (
         (_ObservedGuardedModelIO if guarded else ObservedModelIO)
-        if observed
+        if told
         else (GuardedModelIO if guarded else ModelIO)
     )
     return kind(session, session_id, timeout, observer)

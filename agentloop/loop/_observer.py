@@ -4,7 +4,7 @@ A driver with no :class:`~agentloop.LoopObserver` gets :data:`NOBODY`, whose
 methods do nothing (no event is built, nothing is checked); with observers it
 gets an :class:`Observers`, which builds each event and hands it to every
 observer (an observer's error is logged, never raised). The decisions and the
-effects call these methods unconditionally: no ``if observed`` anywhere.
+effects call these methods unconditionally: nothing checks for observers.
 """
 
 from __future__ import annotations
@@ -138,11 +138,11 @@ class Nobody:
 
 
 NOBODY = Nobody()
-"""The shared observer layer of every unobserved driver."""
+"""The shared observer layer of every driver without observers."""
 
 
 class Observers(Nobody):
-    """The observer layer of an observed driver: builds each event and fans it out."""
+    """The observer layer of a driver with observers: builds each event and fans it out."""
 
     __slots__ = ("_announced", "_observers")
 

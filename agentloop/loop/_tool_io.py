@@ -3,7 +3,7 @@
 Reads the tool catalog, prepares a call (permission evaluation and input
 validation, synchronous), starts its task, waits for the turn's running tasks,
 and stops them at an interrupt. Every decision about what these outcomes mean
-is the core's (``_rounds.py``). An observed driver gets :class:`ObservedToolIO`
+is the core's (``_rounds.py``). A driver with observers gets :class:`ObservedToolIO`
 (chosen once, :func:`tool_io_for`), which tells the observers about the
 catalog's changes and each call's start; the plain one tells nobody.
 """
@@ -138,7 +138,7 @@ class ToolIO:
 
 
 class ObservedToolIO(ToolIO):
-    """The tool I/O of an observed driver: tells the observers about the catalog's
+    """The tool I/O of a driver with observers: tells the observers about the catalog's
     changes when they are read and about each call as its task starts."""
 
     __slots__ = ("_observer",)
@@ -160,5 +160,5 @@ class ObservedToolIO(ToolIO):
 
 
 def tool_io_for(parts: DriverParts, observer: Nobody) -> ToolIO:
-    """The tool I/O for a driver, chosen once: observed or not."""
+    """The tool I/O for a driver, chosen once: with observers or without."""
     return ToolIO(parts) if observer is NOBODY else ObservedToolIO(parts, observer)
