@@ -137,7 +137,7 @@ def ensure_schema(connection: Any, where: str) -> int:
             if statement.strip():
                 connection.execute(statement)
         if found > 0 and version == len(MIGRATIONS):
-            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection))
+            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection), where)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
     return found
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
+from ..core._errors import CheckpointError
 from ..loop._session_store import SessionStatus, summarize
 from ._backed import CLAIMS, DECISIONS
 from ._records import (
@@ -79,6 +80,7 @@ def move_legacy_rows(
     names: dict[str, str],
     columns: Callable[[Any, str], set[str]],
     write: Callable[[str, Iterable[tuple[Any, ...]]], None],
+    where: str,
 ) -> None:
     """Copy the old tables' rows into the new tables, then drop the old ones.
 
@@ -86,19 +88,19 @@ def move_legacy_rows(
     are renamed the same way, e.g. SQLite's ``sequence``) to its name here;
     ``columns(connection, table)`` is the set of a table's columns (empty if
     it does not exist); ``write(table, rows)`` inserts rows into ``heads``,
-    ``lists`` or ``keyed``.
+    ``lists`` or ``keyed``. A row that does not convert raises ``CheckpointError``
+    naming it and the store (``where``); the caller's transaction then rolls back.
     """
     read = {role: _read(connection, names, columns, role) for role in LEGACY_TABLES}
     metas: dict[str, SessionMeta] = {}
     documents: dict[str, str] = {}
     for row in read["sessions"]:
-        metas[row[0]], documents[row[0]] = _session(row), row[1]
-    for session_id, owner, token, expires_at, released in read["leases"]:
-        lease = LeaseRecord(
-            owner=owner, token=int(token), expires_at=_epoch(expires_at), released=bool(released)
-        )
-        metas[session_id] = attrs.evolve(metas.get(session_id, SessionMeta()), lease=lease)
-    keyed = [_claim(row) for row in read["claims"]] + [_decision(row) for row in read["approvals"]]
+        metas[row[0]], documents[row[0]] = _converted("sessions", row, _session, where), row[1]
+    for row in read["leases"]:
+        lease = _converted("leases", row, _lease, where)
+        metas[row[0]] = attrs.evolve(metas.get(row[0], SessionMeta()), lease=lease)
+    keyed = [_converted("claims", row, _claim, where) for row in read["claims"]]
+    keyed += [_converted("approvals", row, _decision, where) for row in read["approvals"]]
     for session_id, _table, _key, _text in keyed:
         metas.setdefault(session_id, SessionMeta())
     write(
@@ -112,6 +114,30 @@ def move_legacy_rows(
     for role in LEGACY_TABLES:
         if columns(connection, names[role]):
             connection.execute(f"DROP TABLE {names[role]}")
+
+
+_T = TypeVar("_T")
+
+
+def _converted(
+    role: str, row: tuple[Any, ...], convert: Callable[[tuple[Any, ...]], _T], where: str
+) -> _T:
+    try:
+        return convert(row)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        key = row[0] if role in ("sessions", "leases") else row[:2]
+        raise CheckpointError(
+            f"cannot open session store {where}: moving its rows onto the storage protocol's "
+            f"tables failed at {role} row {key!r}: {error}; nothing was changed: repair or "
+            "delete that row, then open the store again"
+        ) from None
+
+
+def _lease(row: tuple[Any, ...]) -> LeaseRecord:
+    _session_id, owner, token, expires_at, released = row
+    return LeaseRecord(
+        owner=owner, token=int(token), expires_at=_epoch(expires_at), released=bool(released)
+    )
 
 
 def _read(

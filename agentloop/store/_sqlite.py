@@ -178,7 +178,9 @@ class SqliteDialect:
             counters["tokens"] = int(old.get("last_token", 0))
             greatest = connection.execute("SELECT max(sequence) FROM sessions").fetchone()[0]
             counters["versions"] = max(int(old.get("last_sequence", 0)), int(greatest or 0))
-            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection))
+            move_legacy_rows(
+                connection, _LEGACY_NAMES, _columns, _inserter(connection), repr(self.path)
+            )
             connection.execute("DELETE FROM meta")
         connection.executemany("INSERT INTO counters (name, value) VALUES (?, ?)", counters.items())
         connection.execute(
