@@ -66,7 +66,8 @@ _STATEMENTS = {
     "append": "INSERT INTO {t}lists (session_id, list, position, body) VALUES (?, ?, ?, ?)",
     "put": "INSERT INTO {t}keyed (session_id, tbl, key, body) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (session_id, tbl, key) DO UPDATE SET body = excluded.body",
-    "read_list": "SELECT body FROM {t}lists WHERE session_id = ? AND list = ? ORDER BY position",
+    "read_list": "SELECT position, body FROM {t}lists WHERE session_id = ? AND list = ? "
+    "ORDER BY position",
     "read_table": "SELECT key, body FROM {t}keyed WHERE session_id = ? AND tbl = ?",
     "read_key": "SELECT key, body FROM {t}keyed WHERE session_id = ? AND tbl = ? AND key = ?",
     "heads": "SELECT session_id, revision, meta, document FROM {t}heads",
@@ -134,11 +135,22 @@ class SqlBackend:
         return await self.dialect.run(f"write session {session_id!r}", work)
 
     async def read_list(self, session_id: str, name: str) -> list[str]:
-        """The list's rows, in order."""
+        """The list's rows, in order: those at positions 0, 1, ... up to the first missing one.
+
+        A row past a missing position (written behind the store's back, or left
+        by damage) is not read; the store's load then finds fewer rows than the
+        head counts and names the missing one, and its next save rewrites the
+        list from there.
+        """
 
         def work(connection: Any) -> list[str]:
             rows = connection.execute(self._sql["read_list"], (session_id, name)).fetchall()
-            return [row[0] for row in rows]
+            texts = []
+            for position, text in rows:
+                if position != len(texts):
+                    break
+                texts.append(text)
+            return texts
 
         return await self.dialect.run(f"read session {session_id!r}", work)
 
@@ -170,7 +182,7 @@ class SqlBackend:
             rows = connection.execute(self._sql["heads"]).fetchall()
             return {row[0]: _head(row[1:]) for row in rows}
 
-        return await self.dialect.run("list the sessions", work)
+        return await self.dialect.run("list sessions", work)
 
     async def delete(self, session_id: str) -> bool:
         """Drop the session's head, lists and keyed rows; ``True`` if it had a head."""
