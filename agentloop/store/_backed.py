@@ -527,10 +527,9 @@ class BackendSessionStore:
             items = await self.backend.read_list(session_id, ITEMS)
             turn: list[tuple[object, object, object]] = []
             rows: dict[str, Any] = {}
-            if meta.turn_counts is not None:
-                for name in TURN_LISTS:
-                    texts = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
-                    turn.extend((name, position, text) for position, text in enumerate(texts))
+            for name in TURN_LISTS:  # also without counts: a row then is extra, not lost
+                texts = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
+                turn.extend((name, position, text) for position, text in enumerate(texts))
             if everything:
                 rows[CLAIMS] = await self._rows(session_id, CLAIMS, ClaimRow)
                 rows[DECISIONS] = await self._rows(session_id, DECISIONS, DecisionRow)
