@@ -145,7 +145,7 @@ class SqlBackend:
 
         def work(connection: Any) -> list[str]:
             rows = connection.execute(self._sql["read_list"], (session_id, name)).fetchall()
-            texts = []
+            texts: list[str] = []
             for position, text in rows:
                 if position != len(texts):
                     break

@@ -111,7 +111,9 @@ def _sqlite_damage(path: Path, damage: Damage) -> None:
         elif what == "replace head":
             connection.execute("UPDATE heads SET document = ?", (text,))
         elif what == "truncate item":
-            (body,) = connection.execute(f"SELECT body FROM lists WHERE {item}", (index,)).fetchone()
+            (body,) = connection.execute(
+                f"SELECT body FROM lists WHERE {item}", (index,)
+            ).fetchone()
             cut = body[: int(text) % len(body)]
             connection.execute(f"UPDATE lists SET body = ? WHERE {item}", (cut, index))
         elif what == "replace item":

@@ -163,10 +163,11 @@ async def test_a_move_interrupted_by_the_database_changes_nothing(tmp_path: Path
     connection.execute("CREATE TABLE keyed (body TEXT)")  # in the way of the new tables
     connection.close()
     store = SqliteSessionStore(path)
-    with pytest.raises(CheckpointError, match="SQLite reported OperationalError: table keyed already exists"):
+    with pytest.raises(
+        CheckpointError, match="SQLite reported OperationalError: table keyed already exists"
+    ):
         await store.open()
     await store.aclose()
     assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
     assert len(rows_of(path, "SELECT * FROM sessions")) == 4
     assert rows_of(path, "SELECT name FROM sqlite_master WHERE name = 'heads'") == []
-

@@ -157,8 +157,9 @@ async def test_a_version_1_schema_keeps_its_decisions_and_takes_reasons_and_edit
 ) -> None:
     from datetime import UTC, datetime
 
-    from agentloop.store import input_digest
     from store_support import LEGACY
+
+    from agentloop.store import input_digest
 
     migrations = json.loads((LEGACY / "postgres_migration3.json").read_text())["migrations"]
     with psycopg.connect(postgres_uri) as connection:  # the schema agentloop wrote before
@@ -234,8 +235,7 @@ async def test_a_save_the_database_refuses_leaves_the_last_save_and_a_usable_con
         with pytest.raises(CheckpointError) as raised:
             await store.save_checkpoint("s", sample_checkpoint("s", refused))
         assert str(raised.value).startswith(
-            "cannot write session 's' in PostgreSQL: RaiseException: "
-            "refused by the test"
+            "cannot write session 's' in PostgreSQL: RaiseException: refused by the test"
         )
         loaded = await store.load("s")  # nothing of the refused save: not its item, not its
         assert loaded is not None  # answer to c1, not its version

@@ -363,9 +363,7 @@ async def test_a_refused_save_changes_no_turn_row(raw: Raw) -> None:
                 f"version {version + 100}, but the store holds version {version}; another "
                 "writer saved it since: load the session again and redo the step"
             )
-        assert raw.query("SELECT list, position, body FROM {t}lists ORDER BY 1, 2") == (
-            before
-        )
+        assert raw.query("SELECT list, position, body FROM {t}lists ORDER BY 1, 2") == (before)
         assert (await store.load(SESSION)).checkpoint == _turn_document(3)  # type: ignore[union-attr]
         await store.save_checkpoint(SESSION, _turn_document(4), expected_version=version)
         assert (await store.load(SESSION)).checkpoint == _turn_document(4)  # type: ignore[union-attr]
