@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..core._errors import CheckpointError, InvalidInputError
@@ -59,6 +59,7 @@ class PostgresDialect:
 
     prefix = "agentloop_"
     placeholder = "%s"
+    pipelined = True
 
     def __init__(self, conninfo: str, pool_size: int) -> None:
         self._conninfo = conninfo
@@ -78,9 +79,23 @@ class PostgresDialect:
 
     @contextmanager
     def write(self, connection: Any) -> Iterator[None]:
-        """One transaction (psycopg's), committed or rolled back."""
-        with connection.transaction():
-            yield
+        """One transaction in pipeline mode: two round trips where the block reads once.
+
+        ``BEGIN`` is queued with the block's statements and travels with them
+        when the block first fetches a result; ``COMMIT`` travels with what is
+        queued after that, in one sync. If the block or the commit raises, the
+        transaction is rolled back (a connection left in a transaction is
+        never reused: see ``ConnectionPool``).
+        """
+        with connection.pipeline() as pipe:
+            connection.execute("BEGIN")
+            try:
+                yield
+                connection.execute("COMMIT")
+                pipe.sync()
+            except BaseException:
+                _roll_back(connection, pipe)
+                raise
 
     def next_number(self, connection: Any, counter: str) -> int:
         """``nextval`` of the counter's sequence (created on first use): ``agentloop_NAME``,
@@ -174,6 +189,18 @@ def _failure(operation: str, error: BaseException) -> CheckpointError | None:
         f"cannot {operation} in PostgreSQL: {type(error).__name__}: {error}; check "
         "that the database is reachable and holds an agentloop session store"
     )
+
+
+def _roll_back(connection: Any, pipe: Any) -> None:
+    import psycopg
+
+    try:
+        with suppress(psycopg.Error):  # the error the block raised, or its consequence
+            pipe.sync()  # run or, after an error, skip what is queued
+        connection.execute("ROLLBACK")
+        pipe.sync()
+    except psycopg.Error:
+        pass  # the connection is broken or still in a transaction: the pool drops it
 
 
 def _idle(connection: Any) -> bool:

@@ -37,6 +37,9 @@ class Dialect(Protocol):
     """Prepended to each table's name."""
     placeholder: str
     """The driver's parameter mark (``?`` or ``%s``)."""
+    pipelined: bool
+    """Whether :meth:`write` queues statements, sent at the first read of a result and
+    at the end of the block (then a result is read only once all is queued)."""
 
     async def run(self, operation: str, work: Callable[[Any], T]) -> T:
         """``work(connection)`` in a thread with a connection of its own; ``operation``
@@ -59,9 +62,9 @@ class Dialect(Protocol):
 _STATEMENTS = {
     "read": "SELECT revision, meta, document FROM {t}heads WHERE session_id = ?",
     "insert_head": "INSERT INTO {t}heads (session_id, revision, meta, document) "
-    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING",
+    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING RETURNING revision",
     "update_head": "UPDATE {t}heads SET revision = ?, meta = ?, document = ? "
-    "WHERE session_id = ? AND revision = ?",
+    "WHERE session_id = ? AND revision = ? RETURNING revision",
     "cut_list": "DELETE FROM {t}lists WHERE session_id = ? AND list = ? AND position >= ?",
     "append": "INSERT INTO {t}lists (session_id, list, position, body) VALUES (?, ?, ?, ?)",
     "put": "INSERT INTO {t}keyed (session_id, tbl, key, body) VALUES (?, ?, ?, ?) "
@@ -71,7 +74,7 @@ _STATEMENTS = {
     "read_table": "SELECT key, body FROM {t}keyed WHERE session_id = ? AND tbl = ?",
     "read_key": "SELECT key, body FROM {t}keyed WHERE session_id = ? AND tbl = ? AND key = ?",
     "heads": "SELECT session_id, revision, meta, document FROM {t}heads",
-    "delete_head": "DELETE FROM {t}heads WHERE session_id = ?",
+    "delete_head": "DELETE FROM {t}heads WHERE session_id = ? RETURNING revision",
     "delete_lists": "DELETE FROM {t}lists WHERE session_id = ?",
     "delete_keyed": "DELETE FROM {t}keyed WHERE session_id = ?",
 }
@@ -122,7 +125,9 @@ class SqlBackend:
 
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
-                if connection.execute(statement, values).rowcount != 1:
+                # The compare-and-set's answer first (in a pipeline: BEGIN and it, one
+                # round trip); the rows then travel with COMMIT.
+                if connection.execute(statement, values).fetchone() is None:
                     return False  # nothing written: the transaction commits no change
                 for name, (start, _rows) in write.lists.items():
                     connection.execute(self._sql["cut_list"], (session_id, name, start))
@@ -187,12 +192,17 @@ class SqlBackend:
     async def delete(self, session_id: str) -> bool:
         """Drop the session's head, lists and keyed rows; ``True`` if it had a head."""
 
+        pipelined = self.dialect.pipelined
+
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
-                deleted = connection.execute(self._sql["delete_head"], (session_id,)).rowcount
+                head = connection.execute(self._sql["delete_head"], (session_id,))
+                deleted = None if pipelined else head.fetchone()
                 connection.execute(self._sql["delete_lists"], (session_id,))
                 connection.execute(self._sql["delete_keyed"], (session_id,))
-            return bool(deleted)
+                if pipelined:
+                    deleted = head.fetchone()
+            return deleted is not None
 
         return await self.dialect.run(f"delete session {session_id!r}", work)
 

@@ -69,6 +69,7 @@ class SqliteDialect:
 
     prefix = ""
     placeholder = "?"
+    pipelined = False
 
     def __init__(self, path: str) -> None:
         self.path = path
