@@ -19,6 +19,7 @@ import anyio
 from .._log import get_logger
 from ..core._errors import IdleLoopWarning
 from ..model._protocol import TurnRequest
+from ..tasks._protocol import TurnUpdate
 from ._actions import Action, CallModel, FinishCancelled, Hand, RecordDecisions, RunRound
 from ._core import LoopCore, event_after
 from ._effects import CLEANUP_SECONDS, cancel_scope
@@ -27,6 +28,7 @@ from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
 from ._persistence import Persistence
+from ._questions import ASKED, surface_question
 from ._state import CallStatus, DriverEvent, RoundCall
 from ._steps import AfterToolResult, AwaitingInput, Resolver, Step
 from ._tool_io import ToolIO
@@ -42,6 +44,10 @@ _IDLE_HINT = (
     "the driver is idle and next() returns AwaitingInput at once: submit input "
     "(step.submit(...) or driver.submit_input(...)) or end the host loop on AwaitingInput"
 )
+
+
+def _nothing_runs(call_id: str) -> bool:
+    return False
 
 
 class StepRunner:
@@ -169,7 +175,7 @@ class StepRunner:
         """Start every startable call, wait for the foreground ones; the core says what's
         next (results are appended in the model's call order)."""
         machine, journal, core = self.machine, self.journal, self.core
-        turn, tool_round = action.turn, action.round
+        turn, tool_round, questions = action.turn, action.round, self.tools.questions
         if action.fresh:
             await journal.save_response(core)
         with cancel_scope(turn):
@@ -186,12 +192,18 @@ class StepRunner:
                 # their results are collected when the round resumes.
                 return Hand(approval)
             while tool_round.running():
+                if (
+                    question := surface_question(turn, tool_round, questions, resolver)
+                ) is not None:
+                    return Hand(question)  # the call waits for the answer, running on
                 await journal.save_results(core)  # the results so far, before waiting
                 update = await self.tools.wait(turn.turn_id)
                 if update is None:
                     break
-                machine.turn_update(tool_round, update)
-                journal.note_finished_calls(tool_round)
+                if update is not ASKED:
+                    machine.turn_update(tool_round, cast(TurnUpdate, update))
+                    questions.release(tool_round.is_running)
+                    journal.note_finished_calls(tool_round)
         return machine.round_collected(turn, tool_round, resolver)
 
     async def _start_call(self, action: RunRound, call: RoundCall, resolver: Resolver) -> None:
@@ -219,6 +231,7 @@ class StepRunner:
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
                     await self.journal.save_results(self.core)  # the results so far
                     await self.tools.tasks.on_turn_interrupted(turn.turn_id)
+        self.tools.questions.release(_nothing_runs)  # no question outlives its turn
         return machine.close_cancelled(turn, action.stage, self.tools.interrupted)
 
     async def step_raised(self, error: BaseException) -> None:

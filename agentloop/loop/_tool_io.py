@@ -28,6 +28,7 @@ from ..tools._executor import (
 from ..tools._permission_check import granted_permissions
 from ..tools._tool import ToolContext
 from ._effects import UNGUARDED, DriverParts
+from ._questions import Asked, QuestionBox
 from ._state import RoundCall, TurnState
 from ._steps import AnswerKind
 
@@ -46,6 +47,7 @@ class ToolIO:
         "_resources",
         "_session_id",
         "_timeout",
+        "questions",
         "tasks",
     )
 
@@ -56,6 +58,7 @@ class ToolIO:
         self._resources = parts.resources
         self._session_id = parts.config.session_id
         self._timeout = parts.config.limits.tool_timeout
+        self.questions = QuestionBox()  # where the running calls' questions wait
         # BasicToolExecutor drains catalog changes and lists specs in one pass. The
         # class's function, not a bound method: one object less per session (W3).
         self._drain_with_specs = getattr(type(self._executor), "_drain_with_specs", None)
@@ -99,11 +102,19 @@ class ToolIO:
             call.cancellation,
             self._resources,
             call.call.metadata,
+            self.questions,
         )
+        if sole and getattr(prepared.tool, "asks_host", False):
+            sole = False  # it may ask: never inline, so next() can return its question
         launch = TaskLaunch(
             prepared.request, partial(self._executor.invoke, prepared, ctx), call.task_id, sole=sole
         )
-        return await self.tasks.start_task(launch, turn.turn_id)
+        questions = self.questions
+        questions.starting = call.call.id  # an ask while it starts runs inline: refused
+        try:
+            return await self.tasks.start_task(launch, turn.turn_id)
+        finally:
+            questions.starting = None
 
     async def reconcile(self, turn: TurnState, call: RoundCall) -> ToolResultPart | None:
         """What ``call``'s tool says a call left in doubt came to (``None``: unknown), within
@@ -121,9 +132,10 @@ class ToolIO:
         log.warning("reconcile timed out; the call stays in doubt", call_id=call.call.id)
         return None
 
-    def wait(self, turn_id: str) -> Awaitable[TurnUpdate | None]:
-        """The next update of the turn's running tasks (``None``: none runs)."""
-        return self.tasks.wait_for_turn(turn_id)
+    def wait(self, turn_id: str) -> Awaitable[TurnUpdate | Asked | None]:
+        """The next update of the turn's running tasks (``None``: none runs), or ``ASKED``
+        when a running call asks the host first."""
+        return self.questions.race(self.tasks.wait_for_turn, turn_id)
 
     def interrupted(self, call_id: str) -> ToolResultPart | None:
         """What the executor saw a running call's worker do at an interrupt, if anything."""

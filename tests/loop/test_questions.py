@@ -1,0 +1,379 @@
+"""A running call asks the host: ``CallQuestion`` steps, answers, refusals, checkpoints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from loop_support import BlockingTool, user
+
+import agentloop as al
+from agentloop.testing import call, tool_calls
+
+pytestmark = pytest.mark.anyio
+
+NAME_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+
+class AskingTool:
+    """Asks for a name, then answers with what it was told."""
+
+    spec = al.ToolSpec("ask_name", "Ask the user for a name.", {"type": "object"})
+    asks_host = True
+
+    def __init__(self) -> None:
+        self.answers: list[al.QuestionAnswer] = []
+        self.cancelled = False
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        question = al.Question("elicitation", "Your name?", NAME_SCHEMA, {"mode": "form"})
+        try:
+            answer = await ctx.ask(question)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True
+            raise
+        self.answers.append(answer)
+        if answer.accepted:
+            return f"hello {answer.content['name']}"
+        return f"no name ({answer.action.value})"
+
+
+@asynccontextmanager
+async def asking_driver(
+    *tools: Any, replies: list[Any] | None = None, calls: int = 1
+) -> AsyncIterator[tuple[al.LoopDriver, al.ScriptedModel]]:
+    script = replies or [
+        tool_calls(*(call(tool.spec.name, {}, id=f"call-{n}") for n, tool in enumerate(tools))),
+        "done",
+    ]
+    model = al.ScriptedModel(script)
+    async with al.AsyncTaskManager() as manager:
+        registry = al.ToolRegistry()
+        for tool in tools:
+            registry = registry.with_tool(tool)
+        agent = (
+            al.Agent.builder()
+            .model(model)
+            .add_tool_source(registry)
+            .task_manager(manager)
+            .input([user("go")])
+            .build()
+        )
+        yield await agent.start("s"), model
+
+
+def tool_results(driver: al.LoopDriver) -> list[tuple[str, Any]]:
+    return [
+        (part.call_id, part.output)
+        for item in driver.snapshot().transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]
+
+
+async def test_a_question_surfaces_and_its_answer_reaches_the_call() -> None:
+    tool = AskingTool()
+    async with asking_driver(tool) as (driver, _model):
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert (step.call_id, step.tool_name, step.turn_id, step.path) == (
+            "call-0",
+            "ask_name",
+            "turn-1",
+            (),
+        )
+        assert step.question == al.Question(
+            "elicitation", "Your name?", NAME_SCHEMA, {"mode": "form"}
+        )
+        assert step.is_blocking
+        assert driver.state is al.DriverState.AWAITING_ANSWER
+        step.answer({"name": "Ada", "age": 36})
+        assert tool.answers == []  # handed over; the call runs on when it is scheduled
+        finished = await driver.run_until_blocked()
+        assert isinstance(finished, al.Finished)
+    assert tool.answers == [al.QuestionAnswer.accept({"name": "Ada", "age": 36})]
+    assert tool_results(driver) == [("call-0", "hello Ada")]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (lambda step: step.decline(), "no name (decline)"),
+        (lambda step: step.cancel(), "no name (cancel)"),
+    ],
+)
+async def test_declined_and_cancelled_questions(answer: Any, expected: str) -> None:
+    tool = AskingTool()
+    async with asking_driver(tool) as (driver, _model):
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        answer(step)
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert tool_results(driver) == [("call-0", expected)]
+
+
+async def test_next_without_an_answer_asks_again() -> None:
+    tool = AskingTool()
+    async with asking_driver(tool) as (driver, _model):
+        first = await driver.next()
+        again = await driver.next()
+        assert again == first
+        assert driver.state is al.DriverState.AWAITING_ANSWER
+        again.answer({"name": "Bo"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert tool_results(driver) == [("call-0", "hello Bo")]
+
+
+async def test_illegal_answers_raise_and_change_nothing() -> None:
+    tool = AskingTool()
+    async with asking_driver(tool) as (driver, _model):
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        before = driver.checkpoint()
+        cases: list[tuple[Any, type[Exception], str]] = [
+            (
+                lambda: step.answer({"age": 3}),
+                al.InvalidInputError,
+                f"answer_question_for({step.id!r}): the content does not match the question's "
+                "schema ((content): 'name' is a required property); answer with content that "
+                "matches question.schema, or decline()",
+            ),
+            (
+                lambda: step.answer({"name": "x", "age": -1}),
+                al.InvalidInputError,
+                f"answer_question_for({step.id!r}): the content does not match the question's "
+                "schema (age: -1 is less than the minimum of 0); answer with content that "
+                "matches question.schema, or decline()",
+            ),
+            (
+                lambda: driver.answer_question_for(step.id, "yes"),
+                al.InvalidInputError,
+                f"answer_question_for({step.id!r}) expects a QuestionAnswer, got str; use "
+                "QuestionAnswer.accept(content), .decline() or .cancel()",
+            ),
+            (
+                lambda: driver.answer_question_for(step.id, al.QuestionAnswer("decline", 1)),
+                al.InvalidInputError,
+                f"answer_question_for({step.id!r}): a decline answer carries no content, got 1",
+            ),
+            (
+                lambda: driver.answer_question_for("question:other:9", al.QuestionAnswer.cancel()),
+                al.InvalidStateError,
+                "cannot answer_question_for('question:other:9'): that question is not pending "
+                f"(pending: {step.id!r}, asked by call call-0)",
+            ),
+            (
+                lambda: driver.submit_input("hi"),
+                al.InvalidStateError,
+                "cannot submit input in state AWAITING_ANSWER: a running tool call waits for "
+                "the answer to its question; answer(), decline() or cancel() the CallQuestion, "
+                "then call next()",
+            ),
+        ]
+        for attempt, error, message in cases:
+            with pytest.raises(error) as raised:
+                attempt()
+            assert str(raised.value) == message
+            assert driver.checkpoint() == before
+            assert driver.state is al.DriverState.AWAITING_ANSWER
+        step.answer({"name": "Cy"})
+        with pytest.raises(al.InvalidStateError) as twice:
+            step.answer({"name": "Di"})
+        assert str(twice.value) == (
+            f"cannot answer_question_for({step.id!r}): the pending question was already "
+            "answered; call next() to continue"
+        )
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+        with pytest.raises(al.InvalidStateError) as late:
+            step.answer({"name": "Ed"})
+        assert str(late.value) == (
+            f"cannot answer_question_for({step.id!r}) in state IDLE: no question of a running "
+            "call is pending; answer a CallQuestion step returned by next()"
+        )
+    assert tool_results(driver) == [("call-0", "hello Cy")]
+    assert tool.answers == [al.QuestionAnswer.accept({"name": "Cy"})]
+
+
+async def test_the_rounds_other_calls_run_on_while_a_question_waits() -> None:
+    asking, blocking = AskingTool(), BlockingTool()
+    async with asking_driver(asking, blocking) as (driver, _model):
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        await blocking.entered.wait()
+        blocking.release.set()
+        step.answer({"name": "Al"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert tool_results(driver) == [("call-0", "hello Al"), ("call-1", "released")]
+
+
+async def test_an_interrupt_while_a_question_waits_answers_every_call_once() -> None:
+    asking, blocking = AskingTool(), BlockingTool()
+    controller = al.CancellationController()
+    model = al.ScriptedModel([tool_calls(call("ask_name", {}, id="a"), call("block", {}, id="b"))])
+    async with al.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(model)
+            .add_tool_source(al.ToolRegistry().with_tool(asking).with_tool(blocking))
+            .task_manager(manager)
+            .cancellation(controller.handle())
+            .input([user("go")])
+            .build()
+        )
+        driver = await agent.start("s")
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        controller.interrupt()
+        finished = await driver.next()
+    assert isinstance(finished, al.Finished)
+    assert finished.result.finish_reason is al.FinishReason.CANCELLED
+    assert finished.result.metadata["agentloop.interrupt_stage"] == "question"
+    assert [call_id for call_id, _ in tool_results(driver)] == ["a", "b"]
+    assert asking.cancelled
+    assert blocking.cancelled
+    assert al.find_violation(driver.snapshot().transcript) is None
+
+
+async def test_a_call_running_inline_cannot_ask() -> None:
+    class InlineAsker(AskingTool):
+        asks_host = False
+
+    tool = InlineAsker()
+    model = al.ScriptedModel([tool_calls(call("ask_name", {}, id="a")), "done"])
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .input([user("go")])
+        .build()
+    )
+    driver = await agent.start("s")
+    assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [(call_id, output)] = tool_results(driver)
+    assert call_id == "a"
+    assert (
+        "cannot ask the host from call a: it runs inline in the driver's step, so next() "
+        "cannot return the question while it runs; build the agent with "
+        ".task_manager(AsyncTaskManager()) entered around the driver" in str(output)
+    )
+
+
+async def test_run_answers_questions_with_its_callback_or_stops() -> None:
+    for answer, stop, text in [
+        (lambda q: al.QuestionAnswer.accept({"name": "Flo"}), "finished", "hello Flo"),
+        (None, "question_pending", None),
+    ]:
+        tool = AskingTool()
+        model = al.ScriptedModel([tool_calls(call("ask_name", {}, id="a")), "done"])
+        async with al.AsyncTaskManager() as manager:
+            agent = (
+                al.Agent.builder()
+                .model(model)
+                .add_tool_source(al.ToolRegistry().with_tool(tool))
+                .task_manager(manager)
+                .build()
+            )
+            result = await al.run(agent, "go", answer=answer)
+            assert result.stop_reason.value == stop
+            if text is None:
+                assert result.pending_question is not None
+                assert result.pending_question.call_id == "a"
+                assert result.is_paused
+                result.pending_question.decline()
+                resumed = await al.continue_from(result)
+                assert resumed.stop_reason is al.RunStopReason.FINISHED
+                assert tool.answers == [al.QuestionAnswer.decline()]
+            else:
+                assert tool.answers == [al.QuestionAnswer.accept({"name": text[6:]})]
+
+
+async def test_a_checkpoint_records_the_question_and_a_restore_answers_the_call_in_doubt() -> None:
+    tool = AskingTool()
+    async with asking_driver(tool) as (driver, _model):
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        document = json.loads(json.dumps(driver.checkpoint()))
+        assert document["state"] == "AWAITING_ANSWER"
+        [saved] = document["turn"]["round"]["calls"]
+        assert saved["status"] == "unstarted"
+        assert saved["question"] == {
+            "type": "call_question",
+            "id": step.id,
+            "call_id": "call-0",
+            "tool_name": "ask_name",
+            "turn_id": "turn-1",
+            "question": {
+                "kind": "elicitation",
+                "message": "Your name?",
+                "schema": NAME_SCHEMA,
+                "data": {"mode": "form"},
+            },
+            "path": [],
+        }
+        step.cancel()
+    model = al.ScriptedModel(["the call is in doubt"])
+    agent = (
+        al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(tool)).build()
+    )
+    restored = await agent.resume(document)
+    assert restored.state is al.DriverState.AFTER_TOOL_RESULT
+    assert isinstance(await restored.run_until_blocked(), al.Finished)
+    [(call_id, _output)] = tool_results(restored)
+    results = [
+        part
+        for item in restored.snapshot().transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]
+    assert call_id == "call-0"
+    assert al.result_outcome(results[0]) is al.ResultOutcome.IN_DOUBT
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(content=_json)
+async def test_any_answer_payload_is_either_delivered_exactly_or_refused_unchanged(
+    content: Any,
+) -> None:
+    tool = AskingTool()
+    fits = (
+        isinstance(content, dict)
+        and isinstance(content.get("name"), str)
+        and set(content) <= {"name", "age"}
+        and ("age" not in content or (type(content["age"]) is int and content["age"] >= 0))
+    )
+    async with asking_driver(tool) as (driver, _model):
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        before = driver.checkpoint()
+        if fits:
+            step.answer(content)
+        else:
+            with pytest.raises(al.InvalidInputError):
+                step.answer(content)
+            assert driver.checkpoint() == before
+            step.decline()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    expected = al.QuestionAnswer.accept(content) if fits else al.QuestionAnswer.decline()
+    assert tool.answers == [expected]
