@@ -25,7 +25,8 @@ from ..permissions._requests import (
     PermissionChecker,
 )
 from ..tools._registry import ToolCatalogEvent, catalog_change
-from ..tools._tool import ToolOutput
+from ..tools._tool import ToolContext, ToolOutput
+from ._asking import Asking
 from ._config import McpServer, check_options, tool_names
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
 from ._convert import to_output, to_spec, unsupported
@@ -84,7 +85,11 @@ class McpToolSource:
     (default: this process's). ``max_message_size`` bounds one answer streamed
     over HTTP as server-sent events (bytes; ``None``: no bound). ``roots`` (a
     ``PathPolicy``, a ``PolicyChain`` of them, or paths) are advertised as the
-    client's roots and listed on ``roots/list``.
+    client's roots and listed on ``roots/list``. ``elicitation`` and ``sampling``
+    advertise those client capabilities: the server's requests during a call
+    (both protocol eras) become ``CallQuestion`` steps of the driver running it,
+    answered by the host (its tools then never run inline: give the agent an
+    entered ``AsyncTaskManager``). See docs/mcp.md.
     """
 
     def __init__(
@@ -99,9 +104,12 @@ class McpToolSource:
         stderr: TextIO | None = None,
         max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
         roots: RootsLike | None = None,
+        elicitation: bool = False,
+        sampling: bool = False,
     ) -> None:
         check_options(server, connect_timeout, call_timeout, protocol, max_message_size)
         self.roots: Roots | None = None if roots is None else to_roots(roots)
+        self.asking = Asking(server.name, elicitation=bool(elicitation), sampling=bool(sampling))
         self.max_message_size = max_message_size
         self.server = server
         self.name = f"mcp:{server.name}"
@@ -208,14 +216,22 @@ class McpToolSource:
 
     # -- calls -------------------------------------------------------------------
 
-    async def call_tool(self, mcp_name: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call_tool(
+        self, mcp_name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
+    ) -> ToolOutput:
         """Call tool ``mcp_name`` (its name on the server); raises :class:`McpError` when
-        the server cannot answer; the server's own ``isError`` is an error output."""
+        the server cannot answer; the server's own ``isError`` is an error output.
+        ``ctx`` (the running call's) receives the server's elicitation and sampling
+        requests during the call, when the source advertises them."""
         connection = await self._connection_for_call()
-        result = await request(
-            connection, f"tools/call {mcp_name!r}", self.call_timeout,
-            lambda client: client.call_tool(mcp_name, arguments),
-        )  # fmt: skip
+        entered = self.asking.enter(ctx)
+        try:
+            result = await request(
+                connection, f"tools/call {mcp_name!r}", self.call_timeout,
+                lambda client: client.call_tool(mcp_name, arguments),
+            )  # fmt: skip
+        finally:
+            self.asking.leave(entered)
         # A 2025-era notification sent before this answer is handled by a task the SDK
         # spawned before resolving the answer: one checkpoint lets it flag the change.
         await anyio.lowlevel.checkpoint()
@@ -371,6 +387,8 @@ class McpToolSource:
             stderr=self.stderr,
             on_message=on_message,
             list_roots=None if self.roots is None else self.roots.list_roots,
+            elicitation=self.asking.elicit if self.asking.elicitation else None,
+            sampling=self.asking.sample if self.asking.sampling else None,
         )
 
     async def _listen(

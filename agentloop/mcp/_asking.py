@@ -1,0 +1,175 @@
+"""A server's elicitation and sampling requests, asked of the host as ``CallQuestion`` s.
+
+``McpToolSource(elicitation=True, sampling=True)`` advertises the client
+capabilities; a request the server sends while a tool call runs (2025-11-25:
+``elicitation/create`` or ``sampling/createMessage`` mid-call; 2026-07-28:
+the same requests embedded in an ``InputRequiredResult``, which the SDK
+retries with the answers and the echoed ``requestState``) becomes a
+:class:`~agentloop.Question` the call asks through its ``ToolContext``:
+``driver.next()`` returns it as a ``CallQuestion``, and the host's answer
+goes back to the server.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+from typing import Any
+
+import mcp_types
+from mcp.client.session import ClientRequestContext
+
+from .._log import get_logger
+from ..core._errors import AgentLoopError
+from ..tools._questions import Question, QuestionAnswer
+from ..tools._tool import ToolContext
+
+__all__ = [
+    "ELICITATION_KIND",
+    "SAMPLING_ANSWER_SCHEMA",
+    "SAMPLING_KIND",
+    "URL_ELICITATION_KIND",
+    "Asking",
+]
+
+log = get_logger()
+
+ELICITATION_KIND = "mcp.elicitation"
+"""``Question.kind`` of a form-mode elicitation: accept with content matching ``schema``."""
+URL_ELICITATION_KIND = "mcp.elicitation_url"
+"""``Question.kind`` of a URL-mode elicitation: ``data["url"]`` is where to send the user;
+accept (no content) once they went there."""
+SAMPLING_KIND = "mcp.sampling"
+"""``Question.kind`` of a sampling request: accept with ``{"text": ..., "model": ...}``."""
+
+SAMPLING_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}, "model": {"type": "string"}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
+"""What an accepted sampling answer's content must be: the model's text (and its name)."""
+
+_USER_REJECTED = -1  # the spec's error code for a sampling request the user refused
+_current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "agentloop_mcp_call", default=None
+)
+
+
+class Asking:
+    """One source's asking side: which calls may be asked for, and the SDK callbacks."""
+
+    def __init__(self, server: str, *, elicitation: bool, sampling: bool) -> None:
+        self.server = server
+        self.elicitation = elicitation
+        self.sampling = sampling
+        self._calls: dict[int, ToolContext] = {}
+        self._numbers = itertools.count(1)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether calls of this source may ask the host."""
+        return self.elicitation or self.sampling
+
+    def enter(self, ctx: ToolContext | None) -> tuple[int, contextvars.Token[int | None]] | None:
+        """A call starts: questions during it go to ``ctx`` (undo with :meth:`leave`)."""
+        if ctx is None or not self.enabled:
+            return None
+        number = next(self._numbers)
+        self._calls[number] = ctx
+        return number, _current.set(number)
+
+    def leave(self, entered: tuple[int, contextvars.Token[int | None]] | None) -> None:
+        """The call ended."""
+        if entered is not None:
+            number, token = entered
+            self._calls.pop(number, None)
+            _current.reset(token)
+
+    def _asker(self, request: str) -> ToolContext | None:
+        """The call a server request belongs to: the caller's (2026 era: the SDK answers
+        input-required results in the calling task), else the only call in flight
+        (2025 era: the request arrives on the session's reader), else the oldest one."""
+        number = _current.get()
+        if number is not None and number in self._calls:
+            return self._calls[number]
+        if not self._calls:
+            return None
+        if len(self._calls) > 1:
+            log.warning(
+                "mcp request during several calls: asked through the oldest",
+                server=self.server,
+                request=request,
+                calls=len(self._calls),
+            )
+        return self._calls[min(self._calls)]
+
+    async def elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        """The SDK's ``elicitation_callback``: ask the host, answer the server."""
+        answer = await self._ask("elicitation/create", elicitation_question(self.server, params))
+        if isinstance(answer, mcp_types.ErrorData):
+            return answer
+        content = answer.content if answer.accepted else None
+        return mcp_types.ElicitResult(action=answer.action.value, content=content)
+
+    async def sample(
+        self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        """The SDK's ``sampling_callback``: ask the host for the model's answer."""
+        answer = await self._ask("sampling/createMessage", sampling_question(self.server, params))
+        if isinstance(answer, mcp_types.ErrorData):
+            return answer
+        if not answer.accepted:
+            return mcp_types.ErrorData(
+                code=_USER_REJECTED,
+                message=f"the user rejected the sampling request ({answer.action.value})",
+            )
+        return mcp_types.CreateMessageResult(
+            role="assistant",
+            content=mcp_types.TextContent(text=answer.content["text"]),
+            model=answer.content.get("model", "agentloop-host"),
+            stop_reason="endTurn",
+        )
+
+    async def _ask(self, request: str, question: Question) -> QuestionAnswer | mcp_types.ErrorData:
+        ctx = self._asker(request)
+        if ctx is None:
+            log.warning("mcp request outside any call refused", server=self.server, request=request)
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message=f"{request} is answered only during a tool call of this client",
+            )
+        try:
+            return await ctx.ask(question)
+        except AgentLoopError as error:  # nobody can answer (the call runs inline, say)
+            log.warning(
+                "mcp request not asked", server=self.server, request=request, error=str(error)
+            )
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=str(error))
+
+
+def _json(params: Any) -> dict[str, Any]:
+    data: dict[str, Any] = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return data
+
+
+def elicitation_question(server: str, params: mcp_types.ElicitRequestParams) -> Question:
+    """The question an ``elicitation/create`` request asks (form or URL mode)."""
+    data = {"server": server, **_json(params)}
+    if isinstance(params, mcp_types.ElicitRequestURLParams):
+        return Question(URL_ELICITATION_KIND, params.message, None, data)
+    return Question(ELICITATION_KIND, params.message, dict(params.requested_schema), data)
+
+
+def sampling_question(server: str, params: mcp_types.CreateMessageRequestParams) -> Question:
+    """The question a ``sampling/createMessage`` request asks: the model's answer to
+    ``data["messages"]`` (the message shows the last one's text)."""
+    last = params.messages[-1].content if params.messages else None
+    blocks = last if isinstance(last, list) else [last]
+    text = " ".join(block.text for block in blocks if isinstance(block, mcp_types.TextContent))
+    message = f"MCP server {server!r} asks for a model answer to: {text or '(no text)'}"
+    return Question(
+        SAMPLING_KIND, message, SAMPLING_ANSWER_SCHEMA, {"server": server, **_json(params)}
+    )
