@@ -330,13 +330,15 @@ async def continue_from(
     approve: Approver | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     retry: TurnRetryPolicy | None = None,
+    answer: QuestionAnswerer | None = None,
 ) -> RunResult[OutT]:
     """Ask again after ``result``.
 
     A finished run: starts a new driver on ``result.continuation(agent)`` (the
     prior transcript as history) with ``prompt`` as input. A paused run
     (approval required, max steps): resumes the same driver, after the host
-    answered ``result.pending_approval`` or with ``approve``; ``prompt`` is
+    answered ``result.pending_approval`` or with ``approve`` (a pending question:
+    ``result.pending_question`` or ``answer``); ``prompt`` is
     only accepted at a pause that takes input (not at an approval). A run
     whose turn failed (``result.error``) without a prompt retries the failed
     model call on the same driver (``driver.retry()``).
@@ -372,6 +374,7 @@ async def continue_from(
             max_steps=max_steps,
             config=result.config,
             retry=retry,
+            answer=answer,
         )
     if driver is None or agent is not None:
         raise InvalidInputError(
@@ -387,7 +390,13 @@ async def continue_from(
             )
         driver.submit_input(prompt_items("continue_from", prompt))
     return await drive_run(
-        driver, result.agent, result.config, approve=approve, max_steps=max_steps, retry=retry
+        driver,
+        result.agent,
+        result.config,
+        approve=approve,
+        max_steps=max_steps,
+        retry=retry,
+        answer=answer,
     )
 
 

@@ -377,3 +377,39 @@ async def test_any_answer_payload_is_either_delivered_exactly_or_refused_unchang
         assert isinstance(await driver.run_until_blocked(), al.Finished)
     expected = al.QuestionAnswer.accept(content) if fits else al.QuestionAnswer.decline()
     assert tool.answers == [expected]
+
+
+_questions = st.builds(
+    al.Question,
+    kind=st.text(min_size=1, max_size=8),
+    message=st.text(max_size=12),
+    schema=st.sampled_from([None, {"type": "string"}, NAME_SCHEMA, {"type": "array"}]),
+    data=_json,
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(question=_questions)
+async def test_a_checkpoint_holding_any_question_reads_back_equal(question: al.Question) -> None:
+    from agentloop.loop._checkpoint import parse
+
+    class Asker(AskingTool):
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+            answer = await ctx.ask(question)
+            return answer.action.value
+
+    async with asking_driver(Asker()) as (driver, _model):
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert step.question == question
+        document = json.loads(json.dumps(driver.checkpoint()))
+        restored = parse(document)
+        assert restored.state is al.DriverState.AWAITING_ANSWER
+        assert restored.turn is not None
+        assert restored.turn.round is not None
+        assert restored.turn.round.calls[0].question == step
+        step.cancel()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert tool_results(driver) == [("call-0", "cancel")]
