@@ -153,7 +153,9 @@ class CallDocument:
             decision=call.decision,
             task_id=call.task_id,
             background=call.status is CallStatus.BACKGROUND,
-            question=call.question,
+            # A question answered but not yet acted on is written unanswered: a restore
+            # before the rerun claimed it asks it again.
+            question=call.question if call.resumed is None else call.resumed[0],
         )
 
     def live(self, session_id: str, turn_id: str) -> RoundCall:
@@ -687,8 +689,17 @@ def restore_turn(
     for call in turn.round.calls:
         if call.approval is not None:
             call.approval = attrs.evolve(call.approval, driver=driver)
-        asked, call.question = call.question is not None, None
-        if call.answered or (call.call.id not in started_calls and not asked):
+        question = call.question
+        if (
+            question is not None
+            and question.question.resume is not None
+            and f"{call.call.id}#{question.id}" not in started_calls
+        ):
+            # It can go on from the answer: asked again, run again once answered.
+            call.question = attrs.evolve(question, driver=driver)
+            continue
+        call.question = None  # its task is gone: it waits for nothing any more
+        if call.answered or (call.call.id not in started_calls and question is None):
             continue
         # At most once: it started before the restart and left no result (answered by
         # ``settle_doubted``: reconciled by its tool, else in doubt; never run again).

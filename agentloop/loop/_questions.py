@@ -30,7 +30,15 @@ from ._rounds import shown_question
 from ._state import CallStatus, DriverState, RoundCall, ToolRound, TurnState
 from ._steps import CallQuestion, Resolver
 
-__all__ = ["ASKED", "Asked", "QuestionBox", "answer_question", "surface_question"]
+__all__ = [
+    "ASKED",
+    "Asked",
+    "QuestionBox",
+    "answer_question",
+    "can_resume",
+    "claim_key",
+    "surface_question",
+]
 
 T = TypeVar("T")
 
@@ -181,6 +189,10 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
     assert call.question is not None
     check_answer(call.question.question, answer, where)
     waiting = box.waiting_for(question_id)
+    if waiting is None and can_resume(call):
+        # Asked before a restore: the call runs again from the answer on the next step.
+        call.resumed, call.question = (call.question, answer), None
+        return
     if waiting is None:
         raise InvalidStateError(
             f"cannot {where}: call {call.call.id} no longer waits for it (it ended, or "
@@ -188,6 +200,24 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
         )
     call.question = None
     deliver(waiting, answer)
+
+
+def can_resume(call: RoundCall) -> bool:
+    """Whether ``call`` (not running: restored) can run again from its question's answer."""
+    question = call.question
+    return (
+        question is not None
+        and call.status is CallStatus.PREPARED
+        and question.question.resume is not None
+    )
+
+
+def claim_key(call: RoundCall) -> str | None:
+    """The claim a call running again from an answer takes (its first run holds the call's
+    own): one per question, so the rerun is claimed once too."""
+    if call.resumed is None:
+        return None
+    return f"{call.call.id}#{call.resumed[0].id}"
 
 
 def _pending_call(core: LoopCore, question_id: str, where: str) -> RoundCall:

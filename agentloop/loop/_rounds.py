@@ -115,7 +115,7 @@ class RoundRules:
         """Record ``call``'s one result (appended in call order when the round ends)."""
         if call.status is not status:
             call.move(status)
-        call.question = None  # a question it still waited on is moot
+        call.question = call.resumed = None  # a question it still waited on is moot
         tool_round.results[call.index] = result
 
     def skip_at_steering(self, call: RoundCall, tool_round: ToolRound) -> bool:

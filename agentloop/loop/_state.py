@@ -15,6 +15,7 @@ from ..core._cancellation import TurnCancellation
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
+from ..tools._questions import QuestionAnswer
 from ..tools._tool import ToolRequest
 from ._events import ExecutedToolCall, ModelCallRecord
 from ._steps import (
@@ -299,6 +300,8 @@ class RoundCall:
     """The call's own checkpoint (released when it moves to the background)."""
     question: CallQuestion | None = None
     """Its question shown to the host and not answered yet (the call runs, waiting)."""
+    resumed: tuple[CallQuestion, QuestionAnswer] | None = None
+    """A question asked before a restore and its answer: the call runs again from them."""
 
     def move(self, status: CallStatus) -> None:
         """Move to ``status``; raises ``InvalidStateError`` for a move not listed."""

@@ -28,7 +28,7 @@ from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
 from ._persistence import Persistence
-from ._questions import ASKED, surface_question
+from ._questions import ASKED, claim_key, surface_question
 from ._state import CallStatus, DriverEvent, RoundCall
 from ._steps import AfterToolResult, AwaitingInput, Resolver, Step
 from ._tool_io import ToolIO
@@ -212,7 +212,9 @@ class StepRunner:
         if prepared is None:
             return
         idempotent = prepared.tool.spec.annotations.idempotent
-        refusal = await self.journal.claim(call, prepared.request, idempotent=idempotent)
+        refusal = await self.journal.claim(
+            call, prepared.request, idempotent=idempotent, key=claim_key(call)
+        )
         if refusal is not None:  # claimed before, or denied in the store: not run
             machine.finalize(call, tool_round, *refusal)
             return

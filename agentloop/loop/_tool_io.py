@@ -26,11 +26,12 @@ from ..tools._executor import (
     reconciled_result,
 )
 from ..tools._permission_check import granted_permissions
+from ..tools._questions import QuestionAnswer, Resumed
 from ..tools._tool import ToolContext
 from ._effects import UNGUARDED, DriverParts
 from ._questions import Asked, QuestionBox
 from ._state import RoundCall, TurnState
-from ._steps import AnswerKind
+from ._steps import AnswerKind, CallQuestion
 
 __all__ = ["ToolIO"]
 
@@ -103,6 +104,7 @@ class ToolIO:
             self._resources,
             call.call.metadata,
             self.questions,
+            resumed=None if call.resumed is None else resumed(call.resumed),
         )
         if sole and getattr(prepared.tool, "asks_host", False):
             sole = False  # it may ask: never inline, so next() can return its question
@@ -144,3 +146,9 @@ class ToolIO:
     def take_background(self) -> list[TaskFinished]:
         """The background results that finished since the last look."""
         return self.tasks.take_background_results()
+
+
+def resumed(asked: tuple[CallQuestion, QuestionAnswer]) -> Resumed:
+    """What a call running again from the answer to its question receives."""
+    step, answer = asked
+    return Resumed(step.question, answer)

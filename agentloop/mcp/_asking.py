@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import mcp_types
 from mcp.client.session import ClientRequestContext
 
@@ -56,6 +58,16 @@ _current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 )
 
 
+class _Call:
+    """A call in flight that may be asked for: its context and the scope bounding it."""
+
+    __slots__ = ("ctx", "timer")
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self.timer: anyio.CancelScope | None = None
+
+
 class Asking:
     """One source's asking side: which calls may be asked for, and the SDK callbacks."""
 
@@ -63,7 +75,7 @@ class Asking:
         self.server = server
         self.elicitation = elicitation
         self.sampling = sampling
-        self._calls: dict[int, ToolContext] = {}
+        self._calls: dict[int, _Call] = {}
         self._numbers = itertools.count(1)
 
     @property
@@ -76,8 +88,21 @@ class Asking:
         if ctx is None or not self.enabled:
             return None
         number = next(self._numbers)
-        self._calls[number] = ctx
+        self._calls[number] = _Call(ctx)
         return number, _current.set(number)
+
+    def timer(
+        self, entered: tuple[int, contextvars.Token[int | None]] | None
+    ) -> Callable[[anyio.CancelScope], None] | None:
+        """What records the scope bounding the call ``entered`` (see ``request``)."""
+        if entered is None:
+            return None
+        call = self._calls[entered[0]]
+
+        def record(scope: anyio.CancelScope) -> None:
+            call.timer = scope
+
+        return record
 
     def leave(self, entered: tuple[int, contextvars.Token[int | None]] | None) -> None:
         """The call ended."""
@@ -86,7 +111,7 @@ class Asking:
             self._calls.pop(number, None)
             _current.reset(token)
 
-    def _asker(self, request: str) -> ToolContext | None:
+    def _asker(self, request: str) -> _Call | None:
         """The call a server request belongs to: the caller's (2026 era: the SDK answers
         input-required results in the calling task), else the only call in flight
         (2025 era: the request arrives on the session's reader), else the oldest one."""
@@ -108,46 +133,68 @@ class Asking:
         self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
     ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
         """The SDK's ``elicitation_callback``: ask the host, answer the server."""
-        answer = await self._ask("elicitation/create", elicitation_question(self.server, params))
+        question = elicitation_question(self.server, params)
+        answer = await self._ask("elicitation/create", question)
         if isinstance(answer, mcp_types.ErrorData):
             return answer
-        content = answer.content if answer.accepted else None
-        return mcp_types.ElicitResult(action=answer.action.value, content=content)
+        return elicit_result(answer)
 
     async def sample(
         self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
         """The SDK's ``sampling_callback``: ask the host for the model's answer."""
-        answer = await self._ask("sampling/createMessage", sampling_question(self.server, params))
+        question = sampling_question(self.server, params)
+        answer = await self._ask("sampling/createMessage", question)
         if isinstance(answer, mcp_types.ErrorData):
             return answer
-        if not answer.accepted:
-            return mcp_types.ErrorData(
-                code=_USER_REJECTED,
-                message=f"the user rejected the sampling request ({answer.action.value})",
-            )
-        return mcp_types.CreateMessageResult(
-            role="assistant",
-            content=mcp_types.TextContent(text=answer.content["text"]),
-            model=answer.content.get("model", "agentloop-host"),
-            stop_reason="endTurn",
-        )
+        return sampling_result(answer)
+
+    async def ask(self, request: str, question: Question) -> QuestionAnswer | mcp_types.ErrorData:
+        """Ask ``question`` through the call ``request`` belongs to (the time it waits
+        for the host does not count against the call's timeout)."""
+        return await self._ask(request, question)
 
     async def _ask(self, request: str, question: Question) -> QuestionAnswer | mcp_types.ErrorData:
-        ctx = self._asker(request)
-        if ctx is None:
+        call = self._asker(request)
+        if call is None:
             log.warning("mcp request outside any call refused", server=self.server, request=request)
             return mcp_types.ErrorData(
                 code=mcp_types.INVALID_REQUEST,
                 message=f"{request} is answered only during a tool call of this client",
             )
+        asked_at = anyio.current_time()
         try:
-            return await ctx.ask(question)
+            return await call.ctx.ask(question)
         except AgentLoopError as error:  # nobody can answer (the call runs inline, say)
             log.warning(
                 "mcp request not asked", server=self.server, request=request, error=str(error)
             )
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=str(error))
+        finally:
+            if call.timer is not None:  # the host's thinking time is not the server's
+                call.timer.deadline += anyio.current_time() - asked_at
+
+
+def elicit_result(answer: QuestionAnswer) -> mcp_types.ElicitResult:
+    """The ``elicitation/create`` answer for the host's ``answer``."""
+    content = answer.content if answer.accepted else None
+    return mcp_types.ElicitResult(action=answer.action.value, content=content)
+
+
+def sampling_result(answer: QuestionAnswer) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+    """The ``sampling/createMessage`` answer for the host's ``answer`` (a refusal is the
+    spec's "user rejected" error)."""
+    if not answer.accepted:
+        return mcp_types.ErrorData(
+            code=_USER_REJECTED,
+            message=f"the user rejected the sampling request ({answer.action.value})",
+        )
+    return mcp_types.CreateMessageResult(
+        role="assistant",
+        content=mcp_types.TextContent(text=answer.content["text"]),
+        model=answer.content.get("model", "agentloop-host"),
+        stop_reason="endTurn",
+    )
 
 
 def _json(params: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ __all__ = [
     "QuestionAction",
     "QuestionAnswer",
     "QuestionHost",
+    "Resumed",
     "check_answer",
 ]
 
@@ -53,13 +54,17 @@ class Question:
     is the text to show, ``schema`` the JSON Schema an accepted answer's
     content must match (``None``: an accept carries no content), ``data`` the
     whole request as JSON (an MCP request's parameters, say) for hosts that
-    render more than the message.
+    render more than the message. ``resume`` is JSON the tool can go on from
+    with the answer alone, after a restart (``None``: it cannot; a restore
+    answers the call in doubt): a restored driver asks the question again and
+    runs the call once more with ``ctx.resumed`` set.
     """
 
     kind: str = attrs.field(validator=_text)
     message: str = attrs.field(validator=attrs.validators.instance_of(str))
     schema: dict[str, Any] | None = attrs.field(default=None, validator=_schema)
     data: Any = None
+    resume: Any = None
 
 
 class QuestionAction(StrEnum):
@@ -105,6 +110,15 @@ class QuestionAnswer:
     def accepted(self) -> bool:
         """Whether the host accepted."""
         return self.action is QuestionAction.ACCEPT
+
+
+@attrs.frozen
+class Resumed:
+    """What a call restarted from a question receives (``ToolContext.resumed``): the
+    question it asked before the restart (with its ``resume`` data) and the answer."""
+
+    question: Question
+    answer: QuestionAnswer
 
 
 class QuestionHost(Protocol):

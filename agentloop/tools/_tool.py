@@ -15,7 +15,7 @@ from ..core._errors import InvalidStateError
 from ..core._items import Metadata, _empty_metadata
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import PermissionRequest
-from ._questions import Question, QuestionAnswer, QuestionHost
+from ._questions import Question, QuestionAnswer, QuestionHost, Resumed
 
 __all__ = ["Tool", "ToolContext", "ToolOutput", "ToolRequest"]
 
@@ -51,6 +51,9 @@ class ToolContext(Generic[DepsT]):
     metadata: Metadata = attrs.field(default=_empty_metadata())
     questions: QuestionHost | None = attrs.field(default=None, eq=False, repr=False)
     """Where :meth:`ask` sends questions (the driver running the call)."""
+    resumed: Resumed | None = attrs.field(default=None, kw_only=True)
+    """Set when this call runs again after a restart, to go on from the answer to a
+    question it asked before (one whose ``Question.resume`` was set)."""
 
     async def ask(self, question: Question) -> QuestionAnswer:
         """Ask the host ``question`` and wait for its answer: ``driver.next()`` returns it

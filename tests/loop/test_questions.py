@@ -318,6 +318,7 @@ async def test_a_checkpoint_records_the_question_and_a_restore_answers_the_call_
                 "message": "Your name?",
                 "schema": NAME_SCHEMA,
                 "data": {"mode": "form"},
+                "resume": None,
             },
             "path": [],
         }
