@@ -414,3 +414,110 @@ async def test_a_checkpoint_holding_any_question_reads_back_equal(question: al.Q
         step.cancel()
         assert isinstance(await driver.run_until_blocked(), al.Finished)
     assert tool_results(driver) == [("call-0", "cancel")]
+
+
+class ResumableAsker:
+    """Asks with resume data; run again after a restart, goes on from ``ctx.resumed``."""
+
+    spec = al.ToolSpec("book", "Book a seat.", {"type": "object"})
+    asks_host = True
+
+    def __init__(self, block_rerun: bool = False) -> None:
+        self.runs: list[Any] = []
+        self.block_rerun = block_rerun
+        self.rerunning = anyio.Event()
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        resumed = ctx.resumed
+        self.runs.append(None if resumed is None else (resumed.question.resume, resumed.answer))
+        if resumed is None:
+            question = al.Question("seat", "Which seat?", {"type": "string"}, resume={"hold": 7})
+            answer = await ctx.ask(question)
+        else:
+            if self.block_rerun:
+                self.rerunning.set()
+                await anyio.sleep_forever()
+            answer = resumed.answer
+        return f"booked {answer.content} (hold {7 if resumed else 'live'})"
+
+
+async def test_a_resumable_question_is_asked_again_after_a_restore_and_the_call_goes_on() -> None:
+    from agentloop.store import MemorySessionStore
+
+    store = MemorySessionStore()
+    tool = ResumableAsker()
+
+    def agent(manager: al.AsyncTaskManager, script: list[Any]) -> al.Agent:
+        return (
+            al.Agent.builder()
+            .model(al.ScriptedModel(script))
+            .add_tool_source(al.ToolRegistry().with_tool(tool))
+            .task_manager(manager)
+            .store(store)
+            .input([user("go")])
+            .build()
+        )
+
+    async with al.AsyncTaskManager() as manager:
+        driver = await agent(manager, [tool_calls(call("book", {}, id="a"))]).start("s")
+        asked = await driver.next()
+        assert isinstance(asked, al.CallQuestion)
+    async with al.AsyncTaskManager() as manager:
+        driver = await agent(manager, ["done"]).resume(session_id="s")
+        assert driver.state is al.DriverState.AWAITING_ANSWER
+        again = await driver.next()
+        assert isinstance(again, al.CallQuestion)
+        assert again == asked
+        with pytest.raises(al.InvalidInputError):
+            again.answer(12)  # the schema holds after the restore too
+        again.answer("12C")
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert tool.runs == [None, ({"hold": 7}, al.QuestionAnswer.accept("12C"))]
+    assert tool_results(driver) == [("a", "booked 12C (hold 7)")]
+    stored = await store.load("s")
+    assert stored is not None
+    # The call's own claim is settled by its result; the rerun's claim is kept by its key.
+    assert stored.started_calls == frozenset({f"a#{asked.id}"})
+
+
+async def test_a_rerun_cut_short_by_a_second_restart_is_answered_in_doubt() -> None:
+    from agentloop.store import MemorySessionStore
+
+    store = MemorySessionStore()
+    tool = ResumableAsker(block_rerun=True)
+
+    def agent(manager: al.AsyncTaskManager, script: list[Any]) -> al.Agent:
+        return (
+            al.Agent.builder()
+            .model(al.ScriptedModel(script))
+            .add_tool_source(al.ToolRegistry().with_tool(tool))
+            .task_manager(manager)
+            .store(store)
+            .input([user("go")])
+            .build()
+        )
+
+    async with al.AsyncTaskManager() as manager:
+        driver = await agent(manager, [tool_calls(call("book", {}, id="a"))]).start("s")
+        assert isinstance(await driver.next(), al.CallQuestion)
+    async with al.AsyncTaskManager() as manager:
+        driver = await agent(manager, []).resume(session_id="s")
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        step.answer("3A")
+        with anyio.CancelScope() as scope:  # the second "kill", while the rerun runs
+            async with anyio.create_task_group() as group:
+                group.start_soon(driver.next)
+                await tool.rerunning.wait()
+                scope.cancel()
+    async with al.AsyncTaskManager() as manager:
+        driver = await agent(manager, ["in doubt"]).resume(session_id="s")
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert len(tool.runs) == 2  # never a third time
+    [result] = [
+        part
+        for item in driver.snapshot().transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]
+    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT

@@ -186,3 +186,66 @@ async def test_without_the_flags_no_capability_is_advertised(tmp_path: Path) -> 
         assert isinstance(step, al.Finished)
     [output] = outputs(driver)
     assert "elicitation" in json.dumps(output).lower()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_restart_while_an_elicitation_waits(tmp_path: Path, protocol: str) -> None:
+    """2026 era: the question is asked again after the restart and the call goes on from
+    the answer with the saved request state; 2025 era: the call is answered in doubt."""
+    from agentloop.store import MemorySessionStore
+
+    store = MemorySessionStore()
+    with http_server(tmp_path) as server:
+        tool = f"mcp__{server.name}__ask_name"
+
+        def agent(
+            source: McpToolSource, manager: al.AsyncTaskManager, script: list[Any]
+        ) -> al.Agent:
+            return (
+                al.Agent.builder()
+                .model(al.ScriptedModel(script))
+                .add_tool_source(source)
+                .task_manager(manager)
+                .store(store)
+                .input([al.Item.text(al.ItemKind.USER, "go")])
+                .build()
+            )
+
+        first = McpToolSource(server, protocol=protocol, connect_timeout=LOADED, elicitation=True)  # type: ignore[arg-type]
+        async with first, al.AsyncTaskManager() as manager:
+            driver = await agent(first, manager, [tool_calls(call(tool, {}, id="a"))]).start("s")
+            asked = await driver.next()
+            assert isinstance(asked, al.CallQuestion)
+        # The process is gone (its source, task manager and the waiting call with it).
+        stored = await store.load("s")
+        assert stored is not None
+        assert stored.checkpoint["state"] == "AWAITING_ANSWER"
+        second = McpToolSource(server, protocol=protocol, connect_timeout=LOADED, elicitation=True)  # type: ignore[arg-type]
+        async with second, al.AsyncTaskManager() as manager:
+            driver = await agent(second, manager, ["thanks"]).resume(session_id="s")
+            if protocol == "auto":
+                assert driver.state is al.DriverState.AWAITING_ANSWER
+                again = await driver.next()
+                assert isinstance(again, al.CallQuestion)
+                assert (again.id, again.call_id, again.question.message) == (
+                    asked.id,
+                    "a",
+                    "What is your name?",
+                )
+                # The server's sealed request state, saved with the question, sent back.
+                assert again.question == asked.question
+                assert again.question.resume["key"] == "name"
+                again.answer({"name": "Ada"})
+            else:
+                assert driver.state is al.DriverState.AFTER_TOOL_RESULT
+            assert isinstance(await driver.run_until_blocked(), al.Finished)
+    if protocol == "auto":
+        assert structured(driver) == [{"action": "accept", "content": {"name": "Ada"}}]
+    else:
+        [result] = [
+            part
+            for item in driver.snapshot().transcript
+            for part in item.parts
+            if isinstance(part, al.ToolResultPart)
+        ]
+        assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
