@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from loop_support import BlockingTool, user
 
 import agentloop as al
+from agentloop.store import SessionStatus
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -462,6 +463,10 @@ async def test_a_resumable_question_is_asked_again_after_a_restore_and_the_call_
         driver = await agent(manager, [tool_calls(call("book", {}, id="a"))]).start("s")
         asked = await driver.next()
         assert isinstance(asked, al.CallQuestion)
+    saved = await store.load("s")
+    assert saved is not None
+    assert saved.status is SessionStatus.AWAITING_ANSWER
+    assert al.store.session_problems(saved) == ()
     async with al.AsyncTaskManager() as manager:
         driver = await agent(manager, ["done"]).resume(session_id="s")
         assert driver.state is al.DriverState.AWAITING_ANSWER
