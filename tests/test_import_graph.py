@@ -136,7 +136,7 @@ LOOP_FLOORS: dict[str, int] = {
     # 2: the core that decides
     **dict.fromkeys(["_core", "_machine", "_output", "_rounds", "_host_calls", "_questions"], 2),
     # 3: the effects and the durable layer
-    **dict.fromkeys(["_effects", "_model_io", "_tool_io", "_persistence"], 3),
+    **dict.fromkeys(["_effects", "_model_io", "_tool_io", "_persistence", "_sampling"], 3),
     # 4: the step loop and the driver; 5: the agent
     "_step_runner": 4,
     "_driver": 4,

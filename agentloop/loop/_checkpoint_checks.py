@@ -52,14 +52,19 @@ def check_consistency(restored: Restored) -> None:
         )
     for position, call in enumerate(tool_round.calls):
         _check_call(call, position, open_calls, tool_round)
-    if restored.state is DriverState.AWAITING_APPROVAL and not any(
+    _check_waiting(restored.state, tool_round)
+
+
+def _check_waiting(state: DriverState, tool_round: ToolRound) -> None:
+    """A state that waits on the host needs a call of the round waiting on it."""
+    if state is DriverState.AWAITING_APPROVAL and not any(
         call.status in WAITING_FOR_APPROVAL for call in tool_round.calls
     ):
         raise CheckpointError(
             "cannot restore a checkpoint: its state is AWAITING_APPROVAL but no call of the "
             "active round awaits approval"
         )
-    if restored.state is DriverState.AWAITING_ANSWER and not any(
+    if state is DriverState.AWAITING_ANSWER and not any(
         call.question is not None for call in tool_round.calls
     ):
         raise CheckpointError(

@@ -332,6 +332,13 @@ class LoopMachine(RoundRules):
             return self._start_round(turn, calls, duplicates)
         return self._text_answer(turn, result)
 
+    def count_usage(
+        self, turn: TurnState, result: ModelTurnResult, usage: Usage | None
+    ) -> tuple[str | None, Usage | None]:
+        """A model call made for a tool (a question for the model): its model and usage,
+        priced and added to the turn's and the session's totals."""
+        return self._priced(turn, result, usage)
+
     def _priced(
         self, turn: TurnState, result: ModelTurnResult, usage: Usage | None
     ) -> tuple[str | None, Usage | None]:

@@ -32,6 +32,7 @@ from ._steps import CallQuestion, Resolver
 
 __all__ = [
     "ASKED",
+    "deliver",
     "Asked",
     "QuestionBox",
     "answer_question",
@@ -59,7 +60,7 @@ ASKED = Asked()
 class _Waiting:
     """One question a call waits on."""
 
-    __slots__ = ("answer", "call_id", "done", "question", "shown")
+    __slots__ = ("answer", "call_id", "done", "question", "shown", "taken")
 
     def __init__(self, call_id: str, question: Question) -> None:
         self.call_id = call_id
@@ -67,6 +68,7 @@ class _Waiting:
         self.done = anyio.Event()
         self.answer: QuestionAnswer | None = None
         self.shown: CallQuestion | None = None
+        self.taken = False  # a question for the model: its model call began
 
 
 class QuestionBox:
@@ -106,9 +108,17 @@ class QuestionBox:
         return waiting.answer
 
     def unshown(self) -> _Waiting | None:
-        """The oldest question not yet shown to the host."""
+        """The oldest question for the host not yet shown to it."""
         for waiting in self._asked:
-            if waiting.shown is None:
+            if waiting.shown is None and waiting.question.model_prompt is None:
+                return waiting
+        return None
+
+    def for_model(self) -> _Waiting | None:
+        """The oldest question for the agent's own model not yet taken (marked taken)."""
+        for waiting in self._asked:
+            if waiting.question.model_prompt is not None and not waiting.taken:
+                waiting.taken = True
                 return waiting
         return None
 
@@ -136,9 +146,20 @@ class QuestionBox:
             if not keep(waiting.call_id):
                 deliver(waiting, QuestionAnswer.cancel())
 
+    def for_model_waiting(self) -> bool:
+        """Whether a question for the model waits (not taken yet)."""
+        for waiting in self._asked:
+            if waiting.question.model_prompt is not None and not waiting.taken:
+                return True
+        return False
+
+    def waiting(self) -> bool:
+        """Whether a question waits to be shown or sent to the model."""
+        return any(w.shown is None and not w.taken for w in self._asked)
+
     async def race(self, wait: Callable[[str], Awaitable[T]], turn_id: str) -> T | Asked:
         """``wait(turn_id)``, ended early (``ASKED``) when a question comes first."""
-        if self.unshown() is not None:
+        if self.waiting():
             return ASKED
         with anyio.CancelScope() as scope:
             self._waker = scope

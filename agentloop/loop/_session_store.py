@@ -116,9 +116,6 @@ class SessionStatus(StrEnum):
     """A tool round waits for approval decisions (``pending_approvals``)."""
     READY = "ready"
     """A worker can call ``next()`` now: a paused round, or queued input."""
-    AWAITING_ANSWER = "awaiting_answer"
-    """A running call's question (``CallQuestion``) waits for the host's answer: the
-    process holding the driver answers it (workers leave the session alone)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -278,19 +275,19 @@ def summarize(document: Mapping[str, Any]) -> tuple[SessionStatus, tuple[str, ..
     """A document's status and the ids of its calls awaiting approval.
 
     ``state`` ``AWAITING_APPROVAL`` -> awaiting approval (the round's calls
-    with status ``awaiting_approval``); ``AWAITING_ANSWER`` -> awaiting answer;
-    ``AFTER_TOOL_RESULT``, or ``IDLE``
+    with status ``awaiting_approval``); ``AFTER_TOOL_RESULT``, or ``IDLE``
     with queued ``pending_input``/``steering``/``follow_ups`` or a turn still
     open (saved by an older agentloop before its next model call) -> ready;
-    anything else -> awaiting input. Never raises on odd documents.
+    anything else (``AWAITING_ANSWER`` too: a running call's question, answered by the
+    process that holds the driver; workers leave it alone) -> awaiting input. Never
+    raises on odd documents.
     """
     state = document.get("state")
     if state == "AWAITING_APPROVAL":
         return SessionStatus.AWAITING_APPROVAL, _pending_approvals(document)
     if state == "AFTER_TOOL_RESULT":
         return SessionStatus.READY, ()
-    if state == "AWAITING_ANSWER":
-        return SessionStatus.AWAITING_ANSWER, ()
+
     if state == "IDLE" and (
         isinstance(document.get("turn"), Mapping) or any(document.get(key) for key in _QUEUES)
     ):

@@ -29,8 +29,9 @@ from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
 from ._persistence import Persistence
 from ._questions import ASKED, claim_key, surface_question
-from ._state import CallStatus, DriverEvent, RoundCall
-from ._steps import AfterToolResult, AwaitingInput, Resolver, Step
+from ._sampling import answer_with_model
+from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
+from ._steps import AfterToolResult, AwaitingInput, CallQuestion, Resolver, Step
 from ._tool_io import ToolIO
 
 __all__ = ["IDLE_STEPS_BEFORE_WARNING", "StepRunner"]
@@ -192,9 +193,7 @@ class StepRunner:
                 # their results are collected when the round resumes.
                 return Hand(approval)
             while tool_round.running():
-                if (
-                    question := surface_question(turn, tool_round, questions, resolver)
-                ) is not None:
+                if (question := await self._question(turn, tool_round, resolver)) is not None:
                     return Hand(question)  # the call waits for the answer, running on
                 await journal.save_results(core)  # the results so far, before waiting
                 update = await self.tools.wait(turn.turn_id)
@@ -205,6 +204,15 @@ class StepRunner:
                     questions.release(tool_round.is_running)
                     journal.note_finished_calls(tool_round)
         return machine.round_collected(turn, tool_round, resolver)
+
+    async def _question(
+        self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
+    ) -> CallQuestion | None:
+        """Answer the running calls' questions for the model; the first one for the host."""
+        questions = self.tools.questions
+        if questions.for_model_waiting():
+            await answer_with_model(self.machine, self.model_io, turn, questions)
+        return surface_question(turn, tool_round, questions, resolver)
 
     async def _start_call(self, action: RunRound, call: RoundCall, resolver: Resolver) -> None:
         machine, turn, tool_round = self.machine, action.turn, action.round

@@ -23,6 +23,7 @@ from mcp.client.session import ClientRequestContext
 
 from .._log import get_logger
 from ..core._errors import AgentLoopError
+from ..core._items import Item, ItemKind
 from ..tools._questions import Question, QuestionAnswer
 from ..tools._tool import ToolContext
 
@@ -71,10 +72,16 @@ class _Call:
 class Asking:
     """One source's asking side: which calls may be asked for, and the SDK callbacks."""
 
-    def __init__(self, server: str, *, elicitation: bool, sampling: bool) -> None:
+    def __init__(self, server: str, *, elicitation: bool, sampling: bool | str) -> None:
+        if sampling not in (True, False, "model"):
+            raise ValueError(
+                f"McpToolSource sampling must be True (the host answers), 'model' (the "
+                f"agent's own model answers) or False, got {sampling!r}"
+            )
         self.server = server
         self.elicitation = elicitation
-        self.sampling = sampling
+        self.sampling = bool(sampling)
+        self.by_model = sampling == "model"
         self._calls: dict[int, _Call] = {}
         self._numbers = itertools.count(1)
 
@@ -143,7 +150,7 @@ class Asking:
         self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
         """The SDK's ``sampling_callback``: ask the host for the model's answer."""
-        question = sampling_question(self.server, params)
+        question = sampling_question(self.server, params, by_model=self.by_model)
         answer = await self._ask("sampling/createMessage", question)
         if isinstance(answer, mcp_types.ErrorData):
             return answer
@@ -210,13 +217,27 @@ def elicitation_question(server: str, params: mcp_types.ElicitRequestParams) -> 
     return Question(ELICITATION_KIND, params.message, dict(params.requested_schema), data)
 
 
-def sampling_question(server: str, params: mcp_types.CreateMessageRequestParams) -> Question:
+def sampling_question(
+    server: str, params: mcp_types.CreateMessageRequestParams, *, by_model: bool = False
+) -> Question:
     """The question a ``sampling/createMessage`` request asks: the model's answer to
-    ``data["messages"]`` (the message shows the last one's text)."""
+    ``data["messages"]`` (the message shows the last one's text); ``by_model``: the
+    agent's own model answers it (its ``model_prompt`` holds the request's messages)."""
     last = params.messages[-1].content if params.messages else None
     blocks = last if isinstance(last, list) else [last]
     text = " ".join(block.text for block in blocks if isinstance(block, mcp_types.TextContent))
     message = f"MCP server {server!r} asks for a model answer to: {text or '(no text)'}"
-    return Question(
-        SAMPLING_KIND, message, SAMPLING_ANSWER_SCHEMA, {"server": server, **_json(params)}
-    )
+    prompt = _prompt(params) if by_model else None
+    data = {"server": server, **_json(params)}
+    return Question(SAMPLING_KIND, message, SAMPLING_ANSWER_SCHEMA, data, model_prompt=prompt)
+
+
+def _prompt(params: mcp_types.CreateMessageRequestParams) -> tuple[Item, ...]:
+    """The request's system prompt and messages as items (text blocks only)."""
+    items = [Item.text(ItemKind.SYSTEM, params.system_prompt)] if params.system_prompt else []
+    for message in params.messages:
+        blocks = message.content if isinstance(message.content, list) else [message.content]
+        text = "\n".join(b.text for b in blocks if isinstance(b, mcp_types.TextContent))
+        kind = ItemKind.ASSISTANT if message.role == "assistant" else ItemKind.USER
+        items.append(Item.text(kind, text))
+    return tuple(items)

@@ -119,7 +119,7 @@ async def _respond(asking: Asking, request: Any, resume: dict[str, Any]) -> Any:
     if isinstance(request, mcp_types.ElicitRequest):
         question = elicitation_question(asking.server, request.params)
     else:
-        question = sampling_question(asking.server, request.params)
+        question = sampling_question(asking.server, request.params, by_model=asking.by_model)
     answer = await asking.ask(method, attrs.evolve(question, resume=resume))
     return _response(asking, method, answer)
 

@@ -90,7 +90,8 @@ class McpToolSource:
     advertise those client capabilities: the server's requests during a call
     (both protocol eras) become ``CallQuestion`` steps of the driver running it,
     answered by the host (its tools then never run inline: give the agent an
-    entered ``AsyncTaskManager``). See docs/mcp.md.
+    entered ``AsyncTaskManager``); ``sampling="model"`` lets the agent's own model
+    answer sampling requests, within the turn's limits. See docs/mcp.md.
     """
 
     def __init__(
@@ -106,11 +107,11 @@ class McpToolSource:
         max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
         roots: RootsLike | None = None,
         elicitation: bool = False,
-        sampling: bool = False,
+        sampling: bool | Literal["model"] = False,
     ) -> None:
         check_options(server, connect_timeout, call_timeout, protocol, max_message_size)
         self.roots: Roots | None = None if roots is None else to_roots(roots)
-        self.asking = Asking(server.name, elicitation=bool(elicitation), sampling=bool(sampling))
+        self.asking = Asking(server.name, elicitation=bool(elicitation), sampling=sampling)
         self.max_message_size = max_message_size
         self.server = server
         self.name = f"mcp:{server.name}"

@@ -16,6 +16,7 @@ import attrs
 import jsonschema
 
 from ..core._errors import InvalidInputError
+from ..core._items import Item
 
 __all__ = [
     "Question",
@@ -45,6 +46,18 @@ def _schema(_instance: Any, _attribute: attrs.Attribute[Any], value: Any) -> Non
         ) from None
 
 
+def _items(value: Any) -> tuple[Item, ...] | None:
+    if value is None:
+        return None
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, Item):
+            raise InvalidInputError(
+                f"Question.model_prompt must hold Items, got {type(item).__name__}"
+            )
+    return items
+
+
 @attrs.frozen
 class Question:
     """What a running call asks the host.
@@ -57,7 +70,11 @@ class Question:
     render more than the message. ``resume`` is JSON the tool can go on from
     with the answer alone, after a restart (``None``: it cannot; a restore
     answers the call in doubt): a restored driver asks the question again and
-    runs the call once more with ``ctx.resumed`` set.
+    runs the call once more with ``ctx.resumed`` set. ``model_prompt`` (items)
+    asks the agent's own model instead of the host: the driver makes one model
+    call with them and no tools, within the turn's limits (its usage counts
+    against them), and answers ``accept({"text": ..., "model": ...})``, or
+    ``decline()`` when a limit is reached or the call fails.
     """
 
     kind: str = attrs.field(validator=_text)
@@ -65,6 +82,7 @@ class Question:
     schema: dict[str, Any] | None = attrs.field(default=None, validator=_schema)
     data: Any = None
     resume: Any = None
+    model_prompt: tuple[Item, ...] | None = attrs.field(default=None, converter=_items)
 
 
 class QuestionAction(StrEnum):

@@ -320,6 +320,7 @@ async def test_a_checkpoint_records_the_question_and_a_restore_answers_the_call_
                 "schema": NAME_SCHEMA,
                 "data": {"mode": "form"},
                 "resume": None,
+                "model_prompt": None,
             },
             "path": [],
         }
@@ -465,7 +466,9 @@ async def test_a_resumable_question_is_asked_again_after_a_restore_and_the_call_
         assert isinstance(asked, al.CallQuestion)
     saved = await store.load("s")
     assert saved is not None
-    assert saved.status is SessionStatus.AWAITING_ANSWER
+    # Workers leave it alone: only a driver holding the question answers it.
+    assert saved.status is SessionStatus.AWAITING_INPUT
+    assert saved.checkpoint["state"] == "AWAITING_ANSWER"
     assert al.store.session_problems(saved) == ()
     async with al.AsyncTaskManager() as manager:
         driver = await agent(manager, ["done"]).resume(session_id="s")
@@ -526,3 +529,60 @@ async def test_a_rerun_cut_short_by_a_second_restart_is_answered_in_doubt() -> N
         if isinstance(part, al.ToolResultPart)
     ]
     assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+
+
+class Summarizer:
+    """Asks the agent's own model to summarize (a question with a model prompt)."""
+
+    spec = al.ToolSpec("summarize", "Summarize a text.", {"type": "object"})
+    asks_host = True
+
+    def __init__(self) -> None:
+        self.answers: list[al.QuestionAnswer] = []
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        prompt = (al.Item.text(al.ItemKind.USER, "Summarize: a long story"),)
+        question = al.Question("sampling", "summarize", None, model_prompt=prompt)
+        answer = await ctx.ask(question)
+        self.answers.append(answer)
+        return answer.content["text"] if answer.accepted else f"no summary ({answer.action})"
+
+
+@pytest.mark.parametrize("limited", [False, True])
+async def test_the_agents_own_model_answers_a_question_within_the_turns_limits(
+    limited: bool,
+) -> None:
+    from agentloop.testing import text
+
+    tool = Summarizer()
+    first = tool_calls(call("summarize", {}, id="s"), usage=al.Usage(input_tokens=10))
+    script = [first, text("A story.", usage=al.Usage(input_tokens=7)), text("ok")]
+    if limited:
+        script = [first, text("ok")]  # the sampling call is never made
+    model = al.ScriptedModel(script)
+    limits = al.LoopLimits(max_input_tokens_per_turn=10 if limited else None)
+    async with al.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(model)
+            .add_tool_source(al.ToolRegistry().with_tool(tool))
+            .task_manager(manager)
+            .input([user("go")])
+            .build()
+        )
+        driver = await agent.start(al.SessionConfig("s", limits=limits))
+        finished = await driver.run_until_blocked()
+    assert isinstance(finished, al.Finished)
+    if limited:
+        assert tool.answers == [al.QuestionAnswer.decline()]
+        assert tool_results(driver) == [("s", "no summary (decline)")]
+        assert finished.result.finish_reason is al.FinishReason.LIMIT_REACHED
+    else:
+        assert tool.answers == [
+            al.QuestionAnswer.accept({"text": "A story.", "model": "scripted-model"})
+        ]
+        assert tool_results(driver) == [("s", "A story.")]
+        assert finished.result.usage == al.Usage(input_tokens=17)  # the sampling call counts
+        sampled = model.requests[1]
+        assert [item.text_content for item in sampled.transcript] == ["Summarize: a long story"]
+        assert sampled.available_tools == ()

@@ -249,3 +249,48 @@ async def test_a_restart_while_an_elicitation_waits(tmp_path: Path, protocol: st
             if isinstance(part, al.ToolResultPart)
         ]
         assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_sampling_answered_by_the_agents_own_model(tmp_path: Path, protocol: str) -> None:
+    from agentloop.testing import text
+
+    server = stdio_server(tmp_path)
+    script = [
+        tool_calls(call("mcp__srv__summarize", {"text": "a long story"}, id="a")),
+        text("A story, told long.", usage=al.Usage(input_tokens=5, output_tokens=4)),
+        "ok",
+    ]
+    async with agent_on(server, protocol, script, sampling="model") as driver:
+        finished = await driver.run_until_blocked()  # no question reaches the host
+        assert isinstance(finished, al.Finished)
+    assert structured(driver) == [{"text": "A story, told long.", "model": "scripted-model"}]
+    assert finished.result.usage == al.Usage(input_tokens=5, output_tokens=4)
+
+
+def test_sampling_takes_only_true_false_or_model(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sampling must be") as raised:
+        McpToolSource(stdio_server(tmp_path), sampling="yes")  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "McpToolSource sampling must be True (the host answers), 'model' (the agent's own "
+        "model answers) or False, got 'yes'"
+    )
+
+
+async def test_a_call_run_inline_cannot_ask_and_the_server_hears_why(tmp_path: Path) -> None:
+    server = stdio_server(tmp_path)
+    source = McpToolSource(server, protocol="legacy", connect_timeout=LOADED, elicitation=True)
+    async with source:
+        agent = (
+            al.Agent.builder()  # the default SimpleTaskManager: calls run inside next()
+            .model(al.ScriptedModel([tool_calls(call("mcp__srv__ask_name", {}, id="a")), "ok"]))
+            .add_tool_source(source)
+            .input([al.Item.text(al.ItemKind.USER, "go")])
+            .build()
+        )
+        driver = await agent.start("s")
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [output] = outputs(driver)
+    assert "cannot ask the host from call a: it runs inline in the driver's step" in json.dumps(
+        output
+    )
