@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -169,7 +170,10 @@ class Asking:
                 code=mcp_types.INVALID_REQUEST,
                 message=f"{request} is answered only during a tool call of this client",
             )
-        asked_at = anyio.current_time()
+        timer, asked_at = call.timer, anyio.current_time()
+        deadline = math.inf if timer is None else timer.deadline
+        if timer is not None:  # the host's thinking time is not the server's
+            timer.deadline = math.inf
         try:
             return await call.ctx.ask(question)
         except AgentLoopError as error:  # nobody can answer (the call runs inline, say)
@@ -178,8 +182,8 @@ class Asking:
             )
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=str(error))
         finally:
-            if call.timer is not None:  # the host's thinking time is not the server's
-                call.timer.deadline += anyio.current_time() - asked_at
+            if timer is not None:
+                timer.deadline = deadline + (anyio.current_time() - asked_at)
 
 
 def elicit_result(answer: QuestionAnswer) -> mcp_types.ElicitResult:

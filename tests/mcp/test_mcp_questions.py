@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp_support import http_server, stdio_server, wait_for_file
 
@@ -294,3 +295,17 @@ async def test_a_call_run_inline_cannot_ask_and_the_server_hears_why(tmp_path: P
     assert "cannot ask the host from call a: it runs inline in the driver's step" in json.dumps(
         output
     )
+
+
+async def test_the_time_a_question_waits_does_not_count_against_call_timeout(
+    tmp_path: Path,
+) -> None:
+    server = stdio_server(tmp_path)
+    script = [tool_calls(call("mcp__srv__ask_name", {}, id="a")), "ok"]
+    async with agent_on(server, "legacy", script, elicitation=True, call_timeout=3.0) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        await anyio.sleep(4.0)  # the host takes longer than the call may
+        step.answer({"name": "Slow"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert structured(driver) == [{"action": "accept", "content": {"name": "Slow"}}]
