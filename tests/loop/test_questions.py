@@ -586,3 +586,71 @@ async def test_the_agents_own_model_answers_a_question_within_the_turns_limits(
         sampled = model.requests[1]
         assert [item.text_content for item in sampled.transcript] == ["Summarize: a long story"]
         assert sampled.available_tools == ()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    asks=st.lists(st.booleans(), min_size=1, max_size=3),
+    replies=st.lists(
+        st.sampled_from(["answer", "decline", "cancel", "again", "interrupt"]), max_size=4
+    ),
+)
+async def test_any_mix_of_questions_and_answers_leaves_every_call_answered_once(
+    asks: list[bool], replies: list[str]
+) -> None:
+    class MaybeAsker:
+        asks_host = True
+
+        def __init__(self, name: str, asks: bool) -> None:
+            self.spec = al.ToolSpec(name, "maybe ask", {"type": "object"})
+            self.asks = asks
+
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+            if not self.asks:
+                return "quiet"
+            answer = await ctx.ask(al.Question("k", "?", {"type": "string"}))
+            return f"{answer.action.value}:{answer.content}"
+
+    tools = [MaybeAsker(f"t{n}", ask) for n, ask in enumerate(asks)]
+    controller = al.CancellationController()
+    script = [tool_calls(*(call(t.spec.name, {}, id=f"c{n}") for n, t in enumerate(tools))), "done"]
+    registry = al.ToolRegistry()
+    for tool in tools:
+        registry = registry.with_tool(tool)
+    async with al.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(al.ScriptedModel(script))
+            .add_tool_source(registry)
+            .task_manager(manager)
+            .cancellation(controller.handle())
+            .input([user("go")])
+            .build()
+        )
+        driver = await agent.start("s")
+        pending = list(replies)
+        step = await driver.next()
+        for _ in range(20):
+            if isinstance(step, al.Finished):
+                break
+            if isinstance(step, al.AfterToolResult):
+                step = await driver.next()
+                continue
+            assert isinstance(step, al.CallQuestion)
+            reply = pending.pop(0) if pending else "answer"
+            if reply == "answer":
+                step.answer("yes")
+            elif reply == "decline":
+                step.decline()
+            elif reply == "cancel":
+                step.cancel()
+            elif reply == "interrupt":
+                controller.interrupt()
+            step = await driver.next()
+    assert isinstance(step, al.Finished)
+    transcript = driver.snapshot().transcript
+    assert al.find_violation(transcript) is None
+    answered = [call_id for call_id, _ in tool_results(driver)]
+    assert sorted(answered) == [f"c{n}" for n in range(len(tools))]
