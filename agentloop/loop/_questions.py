@@ -107,6 +107,11 @@ class QuestionBox:
         assert waiting.answer is not None
         return waiting.answer
 
+    @property
+    def asked(self) -> bool:
+        """Whether any question waits (shown or not): the step loop's cheap check."""
+        return bool(self._asked)
+
     def unshown(self) -> _Waiting | None:
         """The oldest question for the host not yet shown to it."""
         for waiting in self._asked:

@@ -193,7 +193,9 @@ class StepRunner:
                 # their results are collected when the round resumes.
                 return Hand(approval)
             while tool_round.running():
-                if (question := await self._question(turn, tool_round, resolver)) is not None:
+                if questions.asked and (
+                    question := await self._question(turn, tool_round, resolver)
+                ):
                     return Hand(question)  # the call waits for the answer, running on
                 await journal.save_results(core)  # the results so far, before waiting
                 update = await self.tools.wait(turn.turn_id)
@@ -201,7 +203,8 @@ class StepRunner:
                     break
                 if update is not ASKED:
                     machine.turn_update(tool_round, cast(TurnUpdate, update))
-                    questions.release(tool_round.is_running)
+                    if questions.asked:
+                        questions.release(tool_round.is_running)
                     journal.note_finished_calls(tool_round)
         return machine.round_collected(turn, tool_round, resolver)
 
