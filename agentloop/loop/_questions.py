@@ -74,7 +74,7 @@ class _Waiting:
 class QuestionBox:
     """One driver's questions in flight (process-local: the waiting calls' tasks)."""
 
-    __slots__ = ("_asked", "_counter", "_waker", "starting")
+    __slots__ = ("_asked", "_counter", "_waker", "may_ask", "starting")
 
     def __init__(self) -> None:
         self._asked: list[_Waiting] = []
@@ -82,12 +82,27 @@ class QuestionBox:
         self._waker: anyio.CancelScope | None = None
         self.starting: str | None = None
         """The call the driver is starting now (an ``ask`` from it would run inline)."""
+        self.may_ask: set[str] | None = None
+        """The running calls whose tools declare ``asks_host`` (made by the first one):
+        only they may ask, and only while one runs does a wait watch for questions."""
+
+    def allow(self, call_id: str) -> None:
+        """``call_id`` (its tool declares ``asks_host``) may ask while it runs."""
+        if self.may_ask is None:
+            self.may_ask = set()
+        self.may_ask.add(call_id)
 
     async def ask(self, call_id: str, question: Question) -> QuestionAnswer:
         """``ToolContext.ask``: queue ``question`` for the host and wait for the answer."""
         if not isinstance(question, Question):
             raise InvalidInputError(
                 f"ToolContext.ask expects a Question, got {type(question).__name__}"
+            )
+        if self.may_ask is None or call_id not in self.may_ask:
+            raise InvalidStateError(
+                f"cannot ask the host from call {call_id}: its tool does not declare that it "
+                "asks (the driver would not watch for its question); set asks_host = True on "
+                "the tool (@tool(asks_host=True))"
             )
         if self.starting == call_id:
             raise InvalidStateError(
@@ -150,6 +165,8 @@ class QuestionBox:
         for waiting in list(self._asked):
             if not keep(waiting.call_id):
                 deliver(waiting, QuestionAnswer.cancel())
+        if self.may_ask:
+            self.may_ask = {call_id for call_id in self.may_ask if keep(call_id)}
 
     def for_model_waiting(self) -> bool:
         """Whether a question for the model waits (not taken yet)."""

@@ -203,7 +203,7 @@ class StepRunner:
                     break
                 if update is not ASKED:
                     machine.turn_update(tool_round, cast(TurnUpdate, update))
-                    if questions.asked:
+                    if questions.may_ask:
                         questions.release(tool_round.is_running)
                     journal.note_finished_calls(tool_round)
         return machine.round_collected(turn, tool_round, resolver)

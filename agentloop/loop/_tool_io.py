@@ -106,12 +106,13 @@ class ToolIO:
             self.questions,
             resumed=None if call.resumed is None else resumed(call.resumed),
         )
-        if sole and getattr(prepared.tool, "asks_host", False):
+        questions = self.questions
+        if getattr(prepared.tool, "asks_host", False):
+            questions.allow(call.call.id)
             sole = False  # it may ask: never inline, so next() can return its question
         launch = TaskLaunch(
             prepared.request, partial(self._executor.invoke, prepared, ctx), call.task_id, sole=sole
         )
-        questions = self.questions
         questions.starting = call.call.id  # an ask while it starts runs inline: refused
         try:
             return await self.tasks.start_task(launch, turn.turn_id)
@@ -137,7 +138,10 @@ class ToolIO:
     def wait(self, turn_id: str) -> Awaitable[TurnUpdate | Asked | None]:
         """The next update of the turn's running tasks (``None``: none runs), or ``ASKED``
         when a running call asks the host first."""
-        return self.questions.race(self.tasks.wait_for_turn, turn_id)
+        questions = self.questions
+        if not questions.may_ask:  # nothing running may ask: a plain wait
+            return self.tasks.wait_for_turn(turn_id)
+        return questions.race(self.tasks.wait_for_turn, turn_id)
 
     def interrupted(self, call_id: str) -> ToolResultPart | None:
         """What the executor saw a running call's worker do at an interrupt, if anything."""

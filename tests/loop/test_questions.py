@@ -246,28 +246,32 @@ async def test_an_interrupt_while_a_question_waits_answers_every_call_once() -> 
     assert al.find_violation(driver.snapshot().transcript) is None
 
 
-async def test_a_call_running_inline_cannot_ask() -> None:
-    class InlineAsker(AskingTool):
-        asks_host = False
+@pytest.mark.parametrize("declared", [True, False])
+async def test_a_call_that_cannot_be_watched_cannot_ask(declared: bool) -> None:
+    class Asker(AskingTool):
+        asks_host = declared
 
-    tool = InlineAsker()
+    tool = Asker()
     model = al.ScriptedModel([tool_calls(call("ask_name", {}, id="a")), "done"])
-    agent = (
-        al.Agent.builder()
-        .model(model)
-        .add_tool_source(al.ToolRegistry().with_tool(tool))
-        .input([user("go")])
-        .build()
-    )
-    driver = await agent.start("s")
-    assert isinstance(await driver.run_until_blocked(), al.Finished)
+    async with al.AsyncTaskManager() as manager:
+        builder = al.Agent.builder().model(model)
+        builder = builder.add_tool_source(al.ToolRegistry().with_tool(tool))
+        if not declared:  # runs in a task of its own, but nothing watches for its question
+            builder = builder.task_manager(manager)
+        driver = await builder.input([user("go")]).build().start("s")  # declared: inline
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
     [(call_id, output)] = tool_results(driver)
     assert call_id == "a"
-    assert (
+    expected = (
         "cannot ask the host from call a: it runs inline in the driver's step, so next() "
         "cannot return the question while it runs; build the agent with "
-        ".task_manager(AsyncTaskManager()) entered around the driver" in str(output)
+        ".task_manager(AsyncTaskManager()) entered around the driver"
+        if declared
+        else "cannot ask the host from call a: its tool does not declare that it asks (the "
+        "driver would not watch for its question); set asks_host = True on the tool "
+        "(@tool(asks_host=True))"
     )
+    assert expected in str(output)
 
 
 async def test_run_answers_questions_with_its_callback_or_stops() -> None:
