@@ -658,3 +658,35 @@ async def test_any_mix_of_questions_and_answers_leaves_every_call_answered_once(
     assert al.find_violation(transcript) is None
     answered = [call_id for call_id, _ in tool_results(driver)]
     assert sorted(answered) == [f"c{n}" for n in range(len(tools))]
+
+
+async def test_a_worker_rests_on_a_question_and_leaves_the_session_alone() -> None:
+    from agentloop.store import MemorySessionStore
+
+    store = MemorySessionStore()
+    tool = ResumableAsker()
+    async with al.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(al.ScriptedModel([tool_calls(call("book", {}, id="a")), "booked"]))
+            .add_tool_source(al.ToolRegistry().with_tool(tool))
+            .task_manager(manager)
+            .store(store)
+            .build()
+        )
+        driver = await agent.start("s")
+        driver.submit_input("book me")
+        await driver.save()
+        worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
+        advanced = await worker.run_once()
+        assert advanced is not None
+        assert isinstance(advanced.step, al.CallQuestion)
+        assert advanced.problems == ()
+        assert await worker.run_once() is None  # resting on the question: not ready
+        # The host holding a driver of its own answers (the question can resume).
+        mine = await agent.resume(session_id="s")
+        step = await mine.next()
+        assert isinstance(step, al.CallQuestion)
+        step.answer("7F")
+        assert isinstance(await mine.run_until_blocked(), al.Finished)
+    assert tool_results(mine) == [("a", "booked 7F (hold 7)")]
