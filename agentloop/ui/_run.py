@@ -186,7 +186,10 @@ class AguiRunner:
         driver = await agent.resume(session_id=thread, lease=lease)
         if items:
             driver.submit_input(items)
-        return _Thread(driver=driver, resumed=bool(answers))
+        # A question's call (an earlier run's) gets its result in this run: open it with
+        # the snapshot too, as a run resumed by answers is.
+        asked = stored.checkpoint.get("state") == "AWAITING_ANSWER"
+        return _Thread(driver=driver, resumed=bool(answers) or asked)
 
     async def _drive(
         self,
