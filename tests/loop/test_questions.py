@@ -690,3 +690,39 @@ async def test_a_worker_rests_on_a_question_and_leaves_the_session_alone() -> No
         step.answer("7F")
         assert isinstance(await mine.run_until_blocked(), al.Finished)
     assert tool_results(mine) == [("a", "booked 7F (hold 7)")]
+
+
+async def test_an_approval_and_a_question_in_one_round_are_answered_one_at_a_time() -> None:
+    from loop_support import ApproveFsReads, EchoTool
+
+    asking, echo = AskingTool(), EchoTool()
+    script = [tool_calls(call("ask_name", {}, id="q"), call("echo", {}, id="e")), "done"]
+    async with al.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(al.ScriptedModel(script))
+            .add_tool_source(al.ToolRegistry().with_tool(asking).with_tool(echo))
+            .permissions(al.PolicyChain(ApproveFsReads()))
+            .task_manager(manager)
+            .input([user("go")])
+            .build()
+        )
+        driver = await agent.start("s")
+        approval = await driver.next()
+        assert isinstance(approval, al.ApprovalRequest)
+        assert approval.call_id == "e"
+        with pytest.raises(al.InvalidStateError) as raised:
+            driver.answer_question_for("question:q:1", al.QuestionAnswer.accept({"name": "x"}))
+        assert str(raised.value) == (
+            "cannot answer_question_for('question:q:1') in state AWAITING_APPROVAL: no "
+            "question of a running call is pending; answer a CallQuestion step returned by "
+            "next()"
+        )
+        assert driver.state is al.DriverState.AWAITING_APPROVAL
+        approval.approve()
+        question = await driver.next()
+        assert isinstance(question, al.CallQuestion)
+        assert question.id == "question:q:1"
+        question.answer({"name": "Zed"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert tool_results(driver) == [("q", "hello Zed"), ("e", "pong")]
