@@ -29,9 +29,10 @@ from ._asking import (
     sampling_question,
     sampling_result,
 )
+from ._connection import is_modern
 from ._errors import McpCallError
 
-__all__ = ["MAX_ROUNDS", "call_with_input"]
+__all__ = ["MAX_ROUNDS", "call_with_input", "send_call"]
 
 MAX_ROUNDS = 10
 """How many input-required rounds one call may take."""
@@ -42,6 +43,27 @@ _RESPONSES: dict[str, type[pydantic.BaseModel]] = {
     "sampling/createMessage": mcp_types.CreateMessageResult,
     "roots/list": mcp_types.ListRootsResult,
 }
+
+
+async def send_call(
+    client: Client,
+    asking: Asking,
+    name: str,
+    arguments: dict[str, Any],
+    ctx: ToolContext | None,
+) -> Any:
+    """``tools/call``; on a 2026-era connection a call that may ask drives its
+    input-required rounds itself, so each question carries what resumes it."""
+    if ctx is not None and asking.enabled and is_modern(client):
+        return await call_with_input(client, asking, ctx, name, arguments)
+    if ctx is not None and ctx.resumed is not None:
+        raise McpCallError(
+            f"MCP server {asking.server!r} cannot go on with tools/call {name!r} from the "
+            "answer given after the restart: the connection is of the 2025 era (no request "
+            "state to resume from); the call was not run again",
+            server=asking.server,
+        )
+    return await client.call_tool(name, arguments)
 
 
 async def call_with_input(

@@ -31,7 +31,7 @@ from ._config import McpServer, check_options, tool_names
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
 from ._convert import to_output, to_spec, unsupported
 from ._errors import McpCallError, McpConnectionError, McpError
-from ._input_rounds import call_with_input
+from ._input_rounds import send_call
 from ._permissions import McpConnect
 from ._roots import Roots, RootsLike, to_roots
 from ._tool import McpTool
@@ -230,7 +230,7 @@ class McpToolSource:
         try:
             result = await request(
                 connection, f"tools/call {mcp_name!r}", self.call_timeout,
-                lambda client: self._send_call(client, mcp_name, arguments, ctx),
+                lambda client: send_call(client, self.asking, mcp_name, arguments, ctx),
                 self.asking.timer(entered),
             )  # fmt: skip
         finally:
@@ -251,22 +251,6 @@ class McpToolSource:
                 server=self.server.name,
             )
         return to_output(result)
-
-    async def _send_call(
-        self, client: Client, mcp_name: str, arguments: dict[str, Any], ctx: ToolContext | None
-    ) -> Any:
-        """``tools/call``; on a 2026-era connection a call that may ask drives its
-        input-required rounds itself, so each question carries what resumes it."""
-        if ctx is not None and self.asking.enabled and is_modern(client):
-            return await call_with_input(client, self.asking, ctx, mcp_name, arguments)
-        if ctx is not None and ctx.resumed is not None:
-            raise McpCallError(
-                f"MCP server {self.server.name!r} cannot go on with tools/call {mcp_name!r} "
-                "from the answer given after the restart: the connection is of the 2025 era "
-                "(no request state to resume from); the call was not run again",
-                server=self.server.name,
-            )
-        return await client.call_tool(mcp_name, arguments)
 
     # -- connecting ------------------------------------------------------------
 
