@@ -60,6 +60,7 @@ from .host._run import (
     DEFAULT_MAX_STEPS,
     Approver,
     ApproverReply,
+    QuestionAnswerer,
     RunResult,
     RunStopReason,
     TurnRetryPolicy,
@@ -109,6 +110,7 @@ from .loop._steps import (
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
+    CallQuestion,
     Finished,
     Interrupt,
     Step,
@@ -205,6 +207,7 @@ from .tools._executor import (
     PrepareOutcome,
     ToolExecutor,
 )
+from .tools._questions import Question, QuestionAction, QuestionAnswer
 from .tools._registry import ToolCatalogEvent, ToolRegistry, ToolSource, catalog_change
 from .tools._schema import json_schema_for
 from .tools._tool import Tool, ToolContext, ToolOutput, ToolRequest
@@ -246,6 +249,7 @@ __all__ = [
     "BasicToolExecutor",
     "BeginPart",
     "CacheBreakpoint",
+    "CallQuestion",
     "CancellationController",
     "CancellationHandle",
     "CheckpointError",
@@ -327,6 +331,10 @@ __all__ = [
     "PromptCacheStrategy",
     "ProviderError",
     "ProviderErrorKind",
+    "Question",
+    "QuestionAction",
+    "QuestionAnswer",
+    "QuestionAnswerer",
     "ReasoningPart",
     "ResultOutcome",
     "RetryPoint",

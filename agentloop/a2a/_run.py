@@ -20,7 +20,7 @@ from ..core._items import Item
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._session_store import Lease, SessionStore, StoredSession
-from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
+from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import PendingApproval, pending_approvals
 from ..serve._redact import Redactor
@@ -178,6 +178,14 @@ class A2ARunner:
                     return Rested(step=step, waiting=tuple(rows))
                 case Finished() | AwaitingInput():
                     return Rested(step=step)
+                case CallQuestion():
+                    raise RunRefused(
+                        f"tool call {step.call_id} ({step.tool_name}) asked a question "
+                        f"({step.question.kind}: {step.question.message}); A2A tasks cannot "
+                        "answer questions of running calls yet (the session is saved; its "
+                        "next message answers the call as in doubt)",
+                        code="question_unsupported",
+                    )
                 case _:
                     assert_never(step)
         raise RunRefused(

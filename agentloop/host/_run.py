@@ -32,10 +32,12 @@ from ..loop._steps import (
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
+    CallQuestion,
     Finished,
     Step,
 )
 from ..model._config import SessionConfig
+from ..tools._questions import QuestionAnswer
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -64,6 +66,9 @@ ApproverReply: TypeAlias = ApprovalAnswer | bool
 
 Approver: TypeAlias = Callable[[ApprovalRequest], ApproverReply | Awaitable[ApproverReply]]
 """A sync or async callable that answers one :class:`ApprovalRequest`."""
+
+QuestionAnswerer: TypeAlias = Callable[[CallQuestion], QuestionAnswer | Awaitable[QuestionAnswer]]
+"""A sync or async callable that answers one :class:`CallQuestion` (``run(answer=...)``)."""
 
 
 def _non_negative(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -128,6 +133,10 @@ class RunStopReason(StrEnum):
     """``max_steps`` calls of ``next()`` were made before the turn ended."""
     AWAITING_INPUT = "awaiting_input"
     """The driver had nothing to answer (no input was queued)."""
+    QUESTION_PENDING = "question_pending"
+    """A running call asked a question and no ``answer`` callback answered it; see
+    ``pending_question`` (the call still waits in this process: answer it and call
+    :func:`continue_from`)."""
 
 
 @attrs.frozen
@@ -150,6 +159,7 @@ class RunResult(Generic[OutT]):
     steps: int
     config: SessionConfig
     pending_approval: ApprovalRequest | None = None
+    pending_question: CallQuestion | None = None
     agent: Agent | None = attrs.field(default=None, eq=False, repr=False)
     driver: LoopDriver | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -190,7 +200,11 @@ class RunResult(Generic[OutT]):
     @property
     def is_paused(self) -> bool:
         """Whether the run stopped inside a turn (at an approval or ``max_steps``)."""
-        return self.stop_reason in (RunStopReason.APPROVAL_REQUIRED, RunStopReason.MAX_STEPS)
+        return self.stop_reason in (
+            RunStopReason.APPROVAL_REQUIRED,
+            RunStopReason.MAX_STEPS,
+            RunStopReason.QUESTION_PENDING,
+        )
 
     def continuation(self, agent: Agent | None = None) -> Agent:
         """An agent whose prior transcript is this run's transcript (seed 001's continuation).
@@ -283,11 +297,14 @@ async def run(
     max_steps: int = DEFAULT_MAX_STEPS,
     config: SessionConfig | str | None = None,
     retry: TurnRetryPolicy | None = None,
+    answer: QuestionAnswerer | None = None,
 ) -> RunResult[OutT]:
     """Start a driver for ``agent`` with ``prompt`` as input and drive it until the turn ends.
 
     ``approve`` answers approval requests; without it the run stops with
-    ``stop_reason="approval_required"``. After ``max_steps`` calls of
+    ``stop_reason="approval_required"``. ``answer`` answers the questions running
+    calls ask (:class:`CallQuestion`); without it the run stops with
+    ``stop_reason="question_pending"``. After ``max_steps`` calls of
     ``next()`` the run stops with ``stop_reason="max_steps"`` (no exception);
     both kinds of stop can be resumed with :func:`continue_from`. A failed
     model call ends the turn with ``FinishReason.ERROR`` (``result.error``
@@ -301,7 +318,7 @@ async def run(
     settings = session_config(config)
     driver = await attrs.evolve(agent, input=agent.input + items).start(settings)
     return await drive_run(
-        driver, agent, settings, approve=approve, max_steps=max_steps, retry=retry
+        driver, agent, settings, approve=approve, max_steps=max_steps, retry=retry, answer=answer
     )
 
 
@@ -313,13 +330,15 @@ async def continue_from(
     approve: Approver | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     retry: TurnRetryPolicy | None = None,
+    answer: QuestionAnswerer | None = None,
 ) -> RunResult[OutT]:
     """Ask again after ``result``.
 
     A finished run: starts a new driver on ``result.continuation(agent)`` (the
     prior transcript as history) with ``prompt`` as input. A paused run
     (approval required, max steps): resumes the same driver, after the host
-    answered ``result.pending_approval`` or with ``approve``; ``prompt`` is
+    answered ``result.pending_approval`` or with ``approve`` (a pending question:
+    ``result.pending_question`` or ``answer``); ``prompt`` is
     only accepted at a pause that takes input (not at an approval). A run
     whose turn failed (``result.error``) without a prompt retries the failed
     model call on the same driver (``driver.retry()``).
@@ -355,6 +374,7 @@ async def continue_from(
             max_steps=max_steps,
             config=result.config,
             retry=retry,
+            answer=answer,
         )
     if driver is None or agent is not None:
         raise InvalidInputError(
@@ -370,7 +390,13 @@ async def continue_from(
             )
         driver.submit_input(prompt_items("continue_from", prompt))
     return await drive_run(
-        driver, result.agent, result.config, approve=approve, max_steps=max_steps, retry=retry
+        driver,
+        result.agent,
+        result.config,
+        approve=approve,
+        max_steps=max_steps,
+        retry=retry,
+        answer=answer,
     )
 
 
@@ -384,6 +410,7 @@ async def drive_run(
     hooks: DriveHooks | None = None,
     retry: TurnRetryPolicy | None = None,
     first: Callable[[], Awaitable[Step]] | None = None,
+    answer: QuestionAnswerer | None = None,
 ) -> RunResult:
     """Call ``driver.next()`` until a turn finishes, an approval stops it, or ``max_steps``.
 
@@ -450,6 +477,13 @@ async def drive_run(
                     steps,
                     step,
                 )
+        elif isinstance(step, CallQuestion):
+            if answer is None:
+                return _run_result(
+                    RunStopReason.QUESTION_PENDING, driver, agent, config, turns,
+                    usage_before, steps, question=step,
+                )  # fmt: skip
+            await _answer_question(driver, step, answer)
         elif not isinstance(step, AfterToolResult):
             assert_never(step)
     return _run_result(RunStopReason.MAX_STEPS, driver, agent, config, turns, usage_before, steps)
@@ -464,6 +498,7 @@ def _run_result(
     usage_before: Usage | None,
     steps: int,
     pending: ApprovalRequest | None = None,
+    question: CallQuestion | None = None,
 ) -> RunResult:
     """What ``drive_run`` returns when it stops (a function, not a closure: a running
     ``drive_run`` holds no cells for it)."""
@@ -476,6 +511,7 @@ def _run_result(
         steps=steps,
         config=config,
         pending_approval=pending,
+        pending_question=question,
         agent=agent,
         driver=driver,
     )
@@ -504,6 +540,16 @@ async def _answer(
         return True
     driver.answer_approval_for(request.call_id, decision)
     return True
+
+
+async def _answer_question(
+    driver: LoopDriver, question: CallQuestion, answer: QuestionAnswerer
+) -> None:
+    """Answer ``question`` with what ``answer`` returns (checked by the driver)."""
+    reply = answer(question)
+    if inspect.isawaitable(reply):
+        reply = await reply
+    driver.answer_question_for(question.id, reply)
 
 
 def _decision(answer: object, request: ApprovalRequest) -> ApprovalAnswer:

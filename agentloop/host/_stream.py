@@ -36,6 +36,7 @@ from ._run import (
     DEFAULT_MAX_STEPS,
     Approver,
     DriveHooks,
+    QuestionAnswerer,
     RunResult,
     TurnRetryPolicy,
     check_max_steps,
@@ -140,10 +141,12 @@ class EventStream(Generic[OutT]):
         config: SessionConfig,
         buffer_size: int,
         retry: TurnRetryPolicy | None = None,
+        answer: QuestionAnswerer | None = None,
     ) -> None:
         self._agent = agent
         self._items = items
         self._approve = approve
+        self._answer = answer
         self._max_steps = max_steps
         self._config = config
         self._buffer_size = buffer_size
@@ -277,6 +280,7 @@ class EventStream(Generic[OutT]):
                 self._agent,
                 self._config,
                 approve=self._approve,
+                answer=self._answer,
                 max_steps=self._max_steps,
                 hooks=_StreamHooks(self, forwarder),
                 retry=self._retry,
@@ -297,6 +301,7 @@ def stream(
     config: SessionConfig | str | None = None,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     retry: TurnRetryPolicy | None = None,
+    answer: QuestionAnswerer | None = None,
 ) -> EventStream[OutT]:
     """Run ``agent`` on ``prompt`` and yield every event and step as it happens.
 
@@ -304,7 +309,9 @@ def stream(
     then ``await events.result()``. Approvals: ``approve`` answers them; else
     the consumer may answer the ``ApprovalRequest`` step it receives
     (``item.approve()``) before asking for the next item; else the run stops
-    with ``stop_reason="approval_required"``. See :func:`~agentloop.run` for
+    with ``stop_reason="approval_required"``. ``answer`` answers the questions of
+    running calls (``CallQuestion``), else the run stops with
+    ``stop_reason="question_pending"``. See :func:`~agentloop.run` for
     ``max_steps``, ``config`` and ``retry`` (a failed turn's retries appear in
     the stream as a ``Finished`` step with ``FinishReason.ERROR`` followed by
     the retried turn's events).
@@ -322,4 +329,5 @@ def stream(
         config=session_config(config),
         buffer_size=buffer_size,
         retry=retry,
+        answer=answer,
     )

@@ -34,14 +34,14 @@ from ..loop._session_store import (
     check_ttl,
     input_digest,
 )
-from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
+from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..store._consistency import session_problems
 
 __all__ = ["AdvancedSession", "RestingStep", "SessionWorker"]
 
 log = structlog.get_logger("agentloop")
 
-RestingStep = Finished | AwaitingInput | ApprovalRequest
+RestingStep = Finished | AwaitingInput | ApprovalRequest | CallQuestion
 """A step a worker stops at: the session waits for input, a decision, or nothing."""
 
 _RESUMES = 3
@@ -281,8 +281,8 @@ async def _until_rest(driver: LoopDriver) -> RestingStep:
             if driver.snapshot().pending_input or driver.queued_follow_ups:
                 continue
             return step
-        if isinstance(step, AwaitingInput | ApprovalRequest):
-            return step
+        if isinstance(step, AwaitingInput | ApprovalRequest | CallQuestion):
+            return step  # a question: its call waits in this process's task manager
         assert_never(step)
 
 

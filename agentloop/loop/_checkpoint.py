@@ -44,7 +44,7 @@ from ._state import (
     TurnPhase,
     TurnState,
 )
-from ._steps import ApprovalAnswer, ApprovalRequest, Step
+from ._steps import ApprovalAnswer, ApprovalRequest, CallQuestion, Step
 
 TaggedT = TypeVar("TaggedT", ToolCallPart, ToolResultPart, ApprovalRequest)
 
@@ -135,6 +135,9 @@ class CallDocument:
     decision: ApprovalAnswer | None
     task_id: str | None
     background: bool
+    question: CallQuestion | None = None
+    """The question it waited on, unanswered (written only when there is one): a
+    restore answers the call in doubt (its task is gone with the process)."""
 
     @classmethod
     def of(cls, call: RoundCall) -> CallDocument:
@@ -150,6 +153,9 @@ class CallDocument:
             decision=call.decision,
             task_id=call.task_id,
             background=call.status is CallStatus.BACKGROUND,
+            # A question answered but not yet acted on is written unanswered: a restore
+            # before the rerun claimed it asks it again.
+            question=call.question if call.resumed is None else call.resumed[0],
         )
 
     def live(self, session_id: str, turn_id: str) -> RoundCall:
@@ -166,6 +172,7 @@ class CallDocument:
             # A call saved while it ran restores as not started: the task that ran it
             # was another process's, and its id may be the next one this process gives.
             task_id=None if status is CallStatus.PREPARED else self.task_id,
+            question=self.question,
         )
 
     def _status(self, call_id: str) -> CallStatus:
@@ -417,12 +424,18 @@ def _configure_round(target: cattrs.Converter) -> None:
             target,
             call=override(struct_hook=_tagged_hook(Part, ToolCallPart)),
             approval=override(struct_hook=_tagged_hook(Step, ApprovalRequest)),
+            question=override(struct_hook=_tagged_hook(Step, CallQuestion)),
         ),
     )
     target.register_unstructure_hook(
         CallDocument,
         make_dict_unstructure_fn(
-            CallDocument, target, _cattrs_omit_if_default=False, call=tagged, approval=tagged
+            CallDocument,
+            target,
+            _cattrs_omit_if_default=False,
+            call=tagged,
+            approval=tagged,
+            question=override(unstruct_hook=unstructure, omit_if_default=True),
         ),
     )
     target.register_structure_hook(
@@ -536,7 +549,12 @@ def check_checkpointable(core: SessionState) -> None:
         )
     turn = core.turn
     if turn is not None and turn.round is not None:
-        running = [c.call.id for c in turn.round.calls if c.status is CallStatus.RUNNING]
+        # A call waiting on its question is written with it (a restore answers it in doubt).
+        running = [
+            c.call.id
+            for c in turn.round.calls
+            if c.status is CallStatus.RUNNING and c.question is None
+        ]
         if running:
             raise InvalidStateError(
                 f"cannot checkpoint in state {state}: calls {', '.join(running)} are "
@@ -634,8 +652,8 @@ def _restored(document: CheckpointDocument) -> Restored:
         )
     if document.state not in RESTING:
         raise CheckpointError(
-            f"cannot restore a checkpoint in state {document.state}: only IDLE, "
-            "AWAITING_APPROVAL and AFTER_TOOL_RESULT are checkpointed"
+            f"cannot restore a checkpoint in state {document.state}: only "
+            f"{', '.join(RESTING)} are checkpointed"
         )
     return Restored(
         config=config,
@@ -671,7 +689,17 @@ def restore_turn(
     for call in turn.round.calls:
         if call.approval is not None:
             call.approval = attrs.evolve(call.approval, driver=driver)
-        if call.answered or call.call.id not in started_calls:
+        question = call.question
+        if (
+            question is not None
+            and question.question.resume is not None
+            and f"{call.call.id}#{question.id}" not in started_calls
+        ):
+            # It can go on from the answer: asked again, run again once answered.
+            call.question = attrs.evolve(question, driver=driver)
+            continue
+        call.question = None  # its task is gone: it waits for nothing any more
+        if call.answered or (call.call.id not in started_calls and question is None):
             continue
         # At most once: it started before the restart and left no result (answered by
         # ``settle_doubted``: reconciled by its tool, else in doubt; never run again).

@@ -36,10 +36,11 @@ def check_consistency(restored: Restored) -> None:
                 "cannot restore a checkpoint: calls "
                 f"{', '.join(sorted(open_calls))} have no result and no active round owns them"
             )
-        if restored.state is DriverState.AWAITING_APPROVAL:
+        if restored.state in (DriverState.AWAITING_APPROVAL, DriverState.AWAITING_ANSWER):
             raise CheckpointError(
-                "cannot restore a checkpoint: its state is AWAITING_APPROVAL but it holds "
-                "no tool round with a pending approval"
+                f"cannot restore a checkpoint: its state is {restored.state} but it holds "
+                "no tool round with a pending "
+                + ("approval" if restored.state is DriverState.AWAITING_APPROVAL else "question")
             )
         return
     round_ids = [call.call.id for call in tool_round.calls]
@@ -51,12 +52,24 @@ def check_consistency(restored: Restored) -> None:
         )
     for position, call in enumerate(tool_round.calls):
         _check_call(call, position, open_calls, tool_round)
-    if restored.state is DriverState.AWAITING_APPROVAL and not any(
+    _check_waiting(restored.state, tool_round)
+
+
+def _check_waiting(state: DriverState, tool_round: ToolRound) -> None:
+    """A state that waits on the host needs a call of the round waiting on it."""
+    if state is DriverState.AWAITING_APPROVAL and not any(
         call.status in WAITING_FOR_APPROVAL for call in tool_round.calls
     ):
         raise CheckpointError(
             "cannot restore a checkpoint: its state is AWAITING_APPROVAL but no call of the "
             "active round awaits approval"
+        )
+    if state is DriverState.AWAITING_ANSWER and not any(
+        call.question is not None for call in tool_round.calls
+    ):
+        raise CheckpointError(
+            "cannot restore a checkpoint: its state is AWAITING_ANSWER but no call of the "
+            "active round waits on a question"
         )
 
 
@@ -101,6 +114,15 @@ def _check_call(
         raise CheckpointError(
             f"cannot restore a checkpoint: call {call_id} is {_status_word(call.status)} "
             "but already has a result"
+        )
+    question = call.question
+    if question is not None and (
+        question.call_id != call_id or call.status in WAITING_FOR_APPROVAL
+    ):
+        raise CheckpointError(
+            f"cannot restore a checkpoint: the question {question.id!r} held by call {call_id} "
+            f"was asked by {question.call_id} (status {_status_word(call.status)}); "
+            "refusing to guess which call asked it"
         )
     if call.status in WAITING_FOR_APPROVAL and (
         call.approval is None or call.approval.call_id != call_id

@@ -144,6 +144,8 @@ class LoopCore:
         if turn is not None and turn.round is not None:
             if any(call.status in WAITING_FOR_APPROVAL for call in turn.round.calls):
                 return DriverEvent.RESTORE_APPROVAL
+            if any(call.question is not None for call in turn.round.calls):
+                return DriverEvent.RESTORE_QUESTION  # a question that survives the restore
             # A round to finish (calls never started, results not yet appended) is
             # a pause inside the turn: input submitted now lands before the next
             # model call, after the round's results, never in place of them.
@@ -328,6 +330,12 @@ class LoopCore:
             raise InvalidStateError(
                 f"cannot {operation} in state AWAITING_APPROVAL: {ids or 'an approval'} is "
                 "unresolved; approve() or deny() it first, then call next()"
+            )
+        if self.state is DriverState.AWAITING_ANSWER:
+            raise InvalidStateError(
+                f"cannot {operation} in state AWAITING_ANSWER: a running tool call waits "
+                "for the answer to its question; answer(), decline() or cancel() the "
+                "CallQuestion, then call next()"
             )
         raise InvalidStateError(
             f"cannot {operation} in state {self.state}: "

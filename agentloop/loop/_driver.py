@@ -23,6 +23,7 @@ from .._log import get_logger
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
+from ..tools._questions import QuestionAnswer
 from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
@@ -41,6 +42,7 @@ from ._model_io import model_io_for
 from ._mutators import LoopMutator, MutationPoint
 from ._observer import observers_of
 from ._persistence import Persistence
+from ._questions import answer_question
 from ._state import (
     CallStatus,
     DriverEvent,
@@ -325,6 +327,13 @@ class LoopDriver:
     def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
         """Answer the approval for ``call_id``; ``next()`` then runs or denies the call."""
         answer_approval(self._core, call_id, decision, self._machine.observer)
+
+    def answer_question_for(self, question_id: str, answer: QuestionAnswer) -> None:
+        """Answer the pending ``CallQuestion`` ``question_id`` (its call gets ``answer`` at
+        once and runs on); raises, changing nothing, for another question or an answer
+        that does not match the question's schema."""
+        runner = self._runner
+        answer_question(self._core, runner.tools.questions, question_id, answer)
 
     def resolve_approval(self, decision: ApprovalAnswer) -> None:
         """Deprecated name of :meth:`answer_approval` (kept for one release)."""

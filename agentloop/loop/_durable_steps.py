@@ -26,9 +26,10 @@ import anyio
 
 from ..model._protocol import TurnRequest
 from ._actions import Action, CallModel, FinishCancelled, RecordDecisions, RunRound
+from ._questions import Asked, claim_key
 from ._state import RoundCall, ToolRound, TurnState
 from ._step_runner import GuardedStepRunner, StepRunner
-from ._steps import Resolver, Step
+from ._steps import CallQuestion, Resolver, Step
 
 __all__ = ["DurableStepRunner", "GuardedDurableStepRunner", "step_runner_class"]
 
@@ -88,7 +89,9 @@ class DurableStepRunner(StepRunner):
         prepared = machine.call_prepared(turn, call, tool_round, self.tools.prepare(call), resolver)
         if prepared is not None:
             idempotent = prepared.tool.spec.annotations.idempotent
-            refusal = await journal.claim(call, prepared.request, idempotent=idempotent)
+            refusal = await journal.claim(
+                call, prepared.request, idempotent=idempotent, key=claim_key(call)
+            )
             if refusal is not None:  # claimed before, or denied in the store: not run
                 machine.finalize(call, tool_round, *refusal)
             else:
@@ -98,15 +101,25 @@ class DurableStepRunner(StepRunner):
                 machine.call_started(call, tool_round, started)
         journal.note_finished_calls(tool_round)
 
-    async def _collect(self, turn: TurnState, tool_round: ToolRound) -> None:
+    async def _collect(
+        self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
+    ) -> CallQuestion | None:
         machine, journal, core = self.machine, self.journal, self.core
+        questions = self.tools.questions
         while tool_round.running():
+            if questions.asked and (question := await self._question(turn, tool_round, resolver)):
+                return question
             await journal.save_results(core)  # the results so far, before waiting
             update = await self.tools.wait(turn.turn_id)
             if update is None:
-                return
+                return None
+            if isinstance(update, Asked):  # a question came first: shown at the top
+                continue
             machine.turn_update(tool_round, update)
+            if questions.may_ask:
+                questions.release(tool_round.is_running)
             journal.note_finished_calls(tool_round)
+        return None
 
     async def _interrupt_calls(self, turn: TurnState) -> None:
         await self.journal.save_results(self.core)  # the results so far

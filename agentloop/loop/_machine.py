@@ -42,7 +42,7 @@ from ._observer import Nobody
 from ._output import OUTPUT_ACCEPTED_KEY, unrun_answer
 from ._responses import admit_response, empty_reason, response_model, stamp_output
 from ._results import duplicate
-from ._rounds import RoundRules
+from ._rounds import RoundRules, shown_question
 from ._state import (
     EMPTY_RESPONSE_KEY,
     FINAL_ANSWER_KEY,
@@ -57,6 +57,15 @@ from ._state import (
 from ._steps import AwaitingInput, Finished, Resolver
 
 __all__ = ["Background", "Catalog", "LoopMachine", "ModelAnswer"]
+
+
+def _cancelled_stage(turn: TurnState) -> str:
+    """Where an interrupt found a turn resting on the host."""
+    if turn.phase is TurnPhase.PAUSED:
+        return "pause"
+    if turn.round is not None and shown_question(turn.round) is not None:
+        return "question"
+    return "approval"
 
 
 class Background(Protocol):
@@ -147,7 +156,7 @@ class LoopMachine(RoundRules):
         if turn is None or (turn.round is None and not turn.is_cancelled):
             return self.model_phase(background.take_background(), resolver)
         if turn.is_cancelled:
-            return FinishCancelled(turn, "pause" if turn.phase is TurnPhase.PAUSED else "approval")
+            return FinishCancelled(turn, _cancelled_stage(turn))
         tool_round = turn.round
         assert tool_round is not None
         for call in tool_round.calls:
@@ -158,11 +167,11 @@ class LoopMachine(RoundRules):
     def after_decisions(self, turn: TurnState, tool_round: ToolRound, resolver: Resolver) -> Action:
         """The host's answers are recorded: run or deny them, else surface an approval,
         else continue the round (calls to start, running, or results to append)."""
-        if (
-            not self.apply_decisions(tool_round)
-            and (approval := self.surface_approval(tool_round)) is not None
-        ):
-            return Hand(approval)
+        if not self.apply_decisions(tool_round):
+            if (approval := self.surface_approval(tool_round)) is not None:
+                return Hand(approval)
+            if (question := shown_question(tool_round)) is not None:
+                return Hand(question)  # asked again: the host has not answered it
         return RunRound(turn, tool_round)
 
     def model_phase(self, done: Sequence[TaskFinished], resolver: Resolver) -> Action:
@@ -321,6 +330,13 @@ class LoopMachine(RoundRules):
         if calls:
             return self._start_round(turn, calls, duplicates)
         return self._text_answer(turn, result)
+
+    def count_usage(
+        self, turn: TurnState, result: ModelTurnResult, usage: Usage | None
+    ) -> tuple[str | None, Usage | None]:
+        """A model call made for a tool (a question for the model): its model and usage,
+        priced and added to the turn's and the session's totals."""
+        return self._priced(turn, result, usage)
 
     def _priced(
         self, turn: TurnState, result: ModelTurnResult, usage: Usage | None

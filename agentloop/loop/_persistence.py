@@ -304,9 +304,10 @@ class Persistence:
     # -- claims and approvals -------------------------------------------------------
 
     async def claim(
-        self, call: RoundCall, request: ToolRequest, *, idempotent: bool
+        self, call: RoundCall, request: ToolRequest, *, idempotent: bool, key: str | None = None
     ) -> tuple[ToolResultPart, CallStatus] | None:
-        """Claim a non-idempotent call before it runs, for the exact ``request.input``.
+        """Claim a non-idempotent call before it runs, for the exact ``request.input``
+        (under ``key`` instead of the call id: a call running again from an answer).
 
         Returns ``None`` when the call may run, else the result that answers
         it instead: in doubt when it was claimed before (another driver or a
@@ -322,7 +323,7 @@ class Persistence:
             digest = input_digest(name, request.input)
             await self._store.claim(
                 session_id,
-                call_id,
+                key or call_id,
                 tool_name=name,
                 input_digest=digest,
                 fencing_token=self._token,

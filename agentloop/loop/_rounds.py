@@ -37,9 +37,17 @@ from ._state import (
     interrupted_assistant_item,
     interrupted_turn_metadata,
 )
-from ._steps import AfterToolResult, AnswerKind, ApprovalRequest, AwaitingInput, Finished, Resolver
+from ._steps import (
+    AfterToolResult,
+    AnswerKind,
+    ApprovalRequest,
+    AwaitingInput,
+    CallQuestion,
+    Finished,
+    Resolver,
+)
 
-__all__ = ["RoundRules", "input_of"]
+__all__ = ["RoundRules", "input_of", "shown_question"]
 
 log = get_logger()
 
@@ -107,6 +115,7 @@ class RoundRules:
         """Record ``call``'s one result (appended in call order when the round ends)."""
         if call.status is not status:
             call.move(status)
+        call.question = call.resumed = None  # a question it still waited on is moot
         tool_round.results[call.index] = result
 
     def skip_at_steering(self, call: RoundCall, tool_round: ToolRound) -> bool:
@@ -363,6 +372,14 @@ def _interrupted(call: RoundCall, interrupted: Interrupted) -> ToolResultPart:
             call.move(CallStatus.ANSWERED)
             return settled
     return answer(call, CallStatus.CANCELLED)
+
+
+def shown_question(tool_round: ToolRound) -> CallQuestion | None:
+    """The question shown to the host and not answered yet, if any."""
+    for call in tool_round.calls:
+        if call.question is not None:
+            return call.question
+    return None
 
 
 def input_of(call: RoundCall) -> Any:

@@ -278,13 +278,16 @@ def summarize(document: Mapping[str, Any]) -> tuple[SessionStatus, tuple[str, ..
     with status ``awaiting_approval``); ``AFTER_TOOL_RESULT``, or ``IDLE``
     with queued ``pending_input``/``steering``/``follow_ups`` or a turn still
     open (saved by an older agentloop before its next model call) -> ready;
-    anything else -> awaiting input. Never raises on odd documents.
+    anything else (``AWAITING_ANSWER`` too: a running call's question, answered by the
+    process that holds the driver; workers leave it alone) -> awaiting input. Never
+    raises on odd documents.
     """
     state = document.get("state")
     if state == "AWAITING_APPROVAL":
         return SessionStatus.AWAITING_APPROVAL, _pending_approvals(document)
     if state == "AFTER_TOOL_RESULT":
         return SessionStatus.READY, ()
+
     if state == "IDLE" and (
         isinstance(document.get("turn"), Mapping) or any(document.get(key) for key in _QUEUES)
     ):

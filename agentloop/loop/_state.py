@@ -15,6 +15,7 @@ from ..core._cancellation import TurnCancellation
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..model._config import PromptCacheRequest, SessionConfig
+from ..tools._questions import QuestionAnswer
 from ..tools._tool import ToolRequest
 from ._events import ExecutedToolCall, ModelCallRecord
 from ._steps import (
@@ -22,6 +23,7 @@ from ._steps import (
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
+    CallQuestion,
     Finished,
     Step,
 )
@@ -68,6 +70,8 @@ class DriverState(StrEnum):
     """A tool round waits for approval answers."""
     AFTER_TOOL_RESULT = "AFTER_TOOL_RESULT"
     """Paused between a tool round and the next model call."""
+    AWAITING_ANSWER = "AWAITING_ANSWER"
+    """A running call of the round waits for the host's answer to its question."""
     STEPPING = "STEPPING"
     """Inside ``next()``."""
     FAILED = "FAILED"
@@ -83,6 +87,8 @@ class DriverEvent(StrEnum):
     """The step ended the turn (``Finished``) or found nothing to do (``AwaitingInput``)."""
     ASK_APPROVAL = "ask_approval"
     """The step returned an ``ApprovalRequest``."""
+    ASK_HOST = "ask_host"
+    """The step returned a ``CallQuestion``: a running call waits for an answer."""
     PAUSE = "pause"
     """The step returned ``AfterToolResult``: a tool round ended, the model is next."""
     FAIL = "fail"
@@ -99,6 +105,9 @@ class DriverEvent(StrEnum):
     """A checkpoint whose round waits for approval answers was restored."""
     RESTORE_PAUSE = "restore_pause"
     """A checkpoint paused inside a turn (a pause, or a round to finish) was restored."""
+    RESTORE_QUESTION = "restore_question"
+    """A checkpoint whose round waits for the answer to a question that survives a
+    restart (its call can resume from the answer) was restored."""
 
 
 @attrs.frozen
@@ -136,6 +145,13 @@ STEP_KINDS: tuple[StepKind, ...] = (
         DriverEvent.ASK_APPROVAL,
         DriverState.AWAITING_APPROVAL,
         DriverEvent.RESTORE_APPROVAL,
+    ),
+    StepKind(
+        CallQuestion,
+        "call_question",
+        DriverEvent.ASK_HOST,
+        DriverState.AWAITING_ANSWER,
+        DriverEvent.RESTORE_QUESTION,
     ),
 )
 """Every step kind (a new kind is one entry here, its class in ``_steps`` and the hosts
@@ -282,6 +298,10 @@ class RoundCall:
     """``time.time()`` when it started running."""
     cancellation: TurnCancellation | None = None
     """The call's own checkpoint (released when it moves to the background)."""
+    question: CallQuestion | None = None
+    """Its question shown to the host and not answered yet (the call runs, waiting)."""
+    resumed: tuple[CallQuestion, QuestionAnswer] | None = None
+    """A question asked before a restore and its answer: the call runs again from them."""
 
     def move(self, status: CallStatus) -> None:
         """Move to ``status``; raises ``InvalidStateError`` for a move not listed."""
@@ -332,6 +352,11 @@ class ToolRound:
             if call.status is CallStatus.RUNNING:
                 return True
         return False
+
+    def is_running(self, call_id: str) -> bool:
+        """Whether call ``call_id`` of this round is running."""
+        call = self.by_id(call_id)
+        return call is not None and call.status is CallStatus.RUNNING
 
     def by_id(self, call_id: str) -> RoundCall | None:
         """The call with ``call_id``."""
@@ -398,6 +423,7 @@ _INTERRUPT_REASONS = {
     "mutator": "interrupted while a transcript mutator ran",
     "approval": "interrupted while an approval was pending",
     "pause": "interrupted while paused after a tool round",
+    "question": "interrupted while a tool call's question was pending",
     "host": "the host cancelled the task awaiting next()",
 }
 

@@ -33,8 +33,10 @@ from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
 from ._persistence import Persistence
+from ._questions import Asked, surface_question
+from ._sampling import answer_with_model
 from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
-from ._steps import AfterToolResult, AwaitingInput, Resolver, Step
+from ._steps import AfterToolResult, AwaitingInput, CallQuestion, Resolver, Step
 from ._tool_io import ToolIO
 
 __all__ = ["IDLE_STEPS_BEFORE_WARNING", "GuardedStepRunner", "StepRunner"]
@@ -48,6 +50,10 @@ _IDLE_HINT = (
     "the driver is idle and next() returns AwaitingInput at once: submit input "
     "(step.submit(...) or driver.submit_input(...)) or end the host loop on AwaitingInput"
 )
+
+
+def _nothing_runs(call_id: str) -> bool:
+    return False
 
 
 class StepRunner:
@@ -190,9 +196,21 @@ class StepRunner:
             # Approvals surface one by one while the other calls keep running;
             # their results are collected when the round resumes.
             return Hand(approval)
-        if tool_round.running():
-            await self._collect(turn, tool_round)
+        if (
+            tool_round.running()
+            and (question := await self._collect(turn, tool_round, resolver)) is not None
+        ):
+            return Hand(question)  # the call waits for the answer, running on
         return machine.round_collected(turn, tool_round, resolver)
+
+    async def _question(
+        self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
+    ) -> CallQuestion | None:
+        """Answer the running calls' questions for the model; the first one for the host."""
+        questions = self.tools.questions
+        if questions.for_model_waiting():
+            await answer_with_model(self.machine, self.model_io, turn, questions)
+        return surface_question(turn, tool_round, questions, resolver)
 
     async def _start_call(self, action: RunRound, call: RoundCall, resolver: Resolver) -> None:
         """Prepare ``call`` and start it, unless the executor answered it or it waits for
@@ -206,14 +224,25 @@ class StepRunner:
         started = await self.tools.start(turn, call, prepared, sole=sole)
         machine.call_started(call, tool_round, started)
 
-    async def _collect(self, turn: TurnState, tool_round: ToolRound) -> None:
-        """Wait for the round's running calls, handing each update to the core."""
+    async def _collect(
+        self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
+    ) -> CallQuestion | None:
+        """Wait for the round's running calls, handing each update to the core; a question
+        a running call asked is the step (the call waits for its answer, running on)."""
         machine, tools = self.machine, self.tools
+        questions = tools.questions
         while tool_round.running():
+            if questions.asked and (question := await self._question(turn, tool_round, resolver)):
+                return question
             update = await tools.wait(turn.turn_id)
             if update is None:
-                return
+                return None
+            if isinstance(update, Asked):  # a question came first: shown at the top
+                continue
             machine.turn_update(tool_round, update)
+            if questions.may_ask:
+                questions.release(tool_round.is_running)
+        return None
 
     async def finish_cancelled(self, action: FinishCancelled) -> Step:
         """Stop the cancelled turn's running calls (bounded, shielded); the core closes it."""
@@ -224,6 +253,7 @@ class StepRunner:
             if tool_round.running():
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
                     await self._interrupt_calls(turn)
+        self.tools.questions.release(_nothing_runs)  # no question outlives its turn
         return machine.close_cancelled(turn, action.stage, self.tools.interrupted)
 
     async def _interrupt_calls(self, turn: TurnState) -> None:

@@ -12,6 +12,7 @@ from ..core._errors import InvalidStateError
 from ..core._items import Item, Metadata
 from ..core._items import _empty_metadata as _empty
 from ..permissions._requests import PendingPermission
+from ..tools._questions import Question, QuestionAnswer
 from ._events import TurnResult
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ApprovalRequest",
     "AwaitingInput",
     "Blocked",
+    "CallQuestion",
     "Finished",
     "Interrupt",
     "Resolver",
@@ -75,6 +77,10 @@ class Resolver(Protocol):
 
     def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
         """Answer the approval of ``call_id``."""
+        ...
+
+    def answer_question_for(self, question_id: str, answer: QuestionAnswer) -> None:
+        """Answer the question ``question_id`` of a running call."""
         ...
 
 
@@ -174,8 +180,43 @@ class ApprovalRequest(Interrupt):
         self._bound().answer_approval_for(self.call_id, ApprovalAnswer.deny(reason))
 
 
-Step = Finished | AwaitingInput | AfterToolResult | ApprovalRequest
+@attrs.frozen
+class CallQuestion(Interrupt):
+    """A running tool call asks the host something (``ToolContext.ask``; an MCP server's
+    elicitation or sampling request). The call keeps running, waiting for the answer;
+    the round's other calls go on too.
+
+    ``id`` is ``question:<call_id>:<n>``; ``question`` holds the kind, the message,
+    the schema an accepted answer must match and the request as JSON; ``path`` names
+    the callers above this driver (empty at the top level). Answer with
+    :meth:`answer`, :meth:`decline` or :meth:`cancel`, then call ``next()``.
+    """
+
+    is_blocking: ClassVar[bool] = True
+
+    id: str
+    call_id: str
+    tool_name: str
+    turn_id: str
+    question: Question
+    path: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
+
+    def answer(self, content: Any = None) -> None:
+        """Accept, with ``content`` (checked against ``question.schema``)."""
+        self._bound().answer_question_for(self.id, QuestionAnswer.accept(content))
+
+    def decline(self) -> None:
+        """Refuse to answer; the call goes on knowing it was declined."""
+        self._bound().answer_question_for(self.id, QuestionAnswer.decline())
+
+    def cancel(self) -> None:
+        """Dismiss the question; the call goes on knowing it was cancelled."""
+        self._bound().answer_question_for(self.id, QuestionAnswer.cancel())
+
+
+Step = Finished | AwaitingInput | AfterToolResult | ApprovalRequest | CallQuestion
 """Anything ``driver.next()`` can return."""
 
-Blocked = Finished | AwaitingInput | ApprovalRequest
+Blocked = Finished | AwaitingInput | ApprovalRequest | CallQuestion
 """The steps ``run_until_blocked()`` returns: every kind but ``AfterToolResult``."""

@@ -28,11 +28,13 @@ from ..tools._executor import (
     reconciled_result,
 )
 from ..tools._permission_check import granted_permissions
+from ..tools._questions import QuestionAnswer, Resumed
 from ..tools._tool import ToolContext
 from ._effects import UNGUARDED, DriverParts
 from ._observer import NOBODY, Nobody
+from ._questions import Asked, QuestionBox
 from ._state import RoundCall, TurnState
-from ._steps import AnswerKind
+from ._steps import AnswerKind, CallQuestion
 
 __all__ = ["ObservedToolIO", "ToolIO", "tool_io_for"]
 
@@ -49,6 +51,7 @@ class ToolIO:
         "_resources",
         "_session_id",
         "_timeout",
+        "questions",
         "tasks",
     )
 
@@ -59,6 +62,7 @@ class ToolIO:
         self._resources = parts.resources
         self._session_id = parts.config.session_id
         self._timeout = parts.config.limits.tool_timeout
+        self.questions = QuestionBox()  # where the running calls' questions wait
         # BasicToolExecutor drains catalog changes and lists specs in one pass. The
         # class's function, not a bound method: one object less per session (W3).
         self._drain_with_specs = getattr(type(self._executor), "_drain_with_specs", None)
@@ -102,11 +106,21 @@ class ToolIO:
             call.cancellation,
             self._resources,
             call.call.metadata,
+            self.questions,
+            resumed=None if call.resumed is None else resumed(call.resumed),
         )
+        questions = self.questions
+        if getattr(prepared.tool, "asks_host", False):
+            questions.allow(call.call.id)
+            sole = False  # it may ask: never inline, so next() can return its question
         launch = TaskLaunch(
             prepared.request, partial(self._executor.invoke, prepared, ctx), call.task_id, sole=sole
         )
-        return await self.tasks.start_task(launch, turn.turn_id)
+        questions.starting = call.call.id  # an ask while it starts runs inline: refused
+        try:
+            return await self.tasks.start_task(launch, turn.turn_id)
+        finally:
+            questions.starting = None
 
     async def reconcile(self, turn: TurnState, call: RoundCall) -> ToolResultPart | None:
         """What ``call``'s tool says a call left in doubt came to (``None``: unknown), within
@@ -124,9 +138,13 @@ class ToolIO:
         log.warning("reconcile timed out; the call stays in doubt", call_id=call.call.id)
         return None
 
-    def wait(self, turn_id: str) -> Awaitable[TurnUpdate | None]:
-        """The next update of the turn's running tasks (``None``: none runs)."""
-        return self.tasks.wait_for_turn(turn_id)
+    def wait(self, turn_id: str) -> Awaitable[TurnUpdate | Asked | None]:
+        """The next update of the turn's running tasks (``None``: none runs), or ``ASKED``
+        when a running call asks the host first."""
+        questions = self.questions
+        if not questions.may_ask:  # nothing running may ask: a plain wait
+            return self.tasks.wait_for_turn(turn_id)
+        return questions.race(self.tasks.wait_for_turn, turn_id)
 
     def interrupted(self, call_id: str) -> ToolResultPart | None:
         """What the executor saw a running call's worker do at an interrupt, if anything."""
@@ -162,3 +180,9 @@ class ObservedToolIO(ToolIO):
 def tool_io_for(parts: DriverParts, observer: Nobody) -> ToolIO:
     """The tool I/O for a driver, chosen once: with observers or without."""
     return ToolIO(parts) if observer is NOBODY else ObservedToolIO(parts, observer)
+
+
+def resumed(asked: tuple[CallQuestion, QuestionAnswer]) -> Resumed:
+    """What a call running again from the answer to its question receives."""
+    step, answer = asked
+    return Resumed(step.question, answer)

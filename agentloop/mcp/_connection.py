@@ -44,9 +44,12 @@ async def request(
     operation: str,
     limit: float,
     send: Callable[[Client], Awaitable[Any]],
+    timer: Callable[[anyio.CancelScope], None] | None = None,
 ) -> Any:
     """``send`` on the connection, bounded by ``limit`` seconds and the connection's life;
-    raises :class:`McpError` (and drops the connection when it is gone or hung)."""
+    raises :class:`McpError` (and drops the connection when it is gone or hung).
+    ``timer`` receives the scope that bounds it (the time a question waits for the
+    host is added to its deadline)."""
     client = connection.client
     server = connection.server
     if client is None or connection.done.is_set():
@@ -70,12 +73,14 @@ async def request(
             group.cancel_scope.cancel()
 
         group.start_soon(watch)
-        with anyio.move_on_after(limit) as timer:
+        with anyio.move_on_after(limit) as timer_scope:
+            if timer is not None:
+                timer(timer_scope)
             await run()
         group.cancel_scope.cancel()
     if outcome:
         return outcome[0]
-    if timer.cancelled_caught:
+    if timer_scope.cancelled_caught:
         connection.drop(f"{operation} timed out")
         raise McpCallError(
             f"MCP server {server!r} did not answer {operation} within {limit:g} s; the "

@@ -23,13 +23,15 @@ from ..permissions._requests import (
     PermissionChecker,
 )
 from ..tools._registry import ToolCatalogEvent, catalog_change
-from ..tools._tool import ToolOutput
+from ..tools._tool import ToolContext, ToolOutput
+from ._asking import Asking
 from ._config import McpServer, check_options, tool_names
 from ._connect import ConnectApprover, check_connect
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
 from ._convert import to_output, to_spec
 from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
+from ._input_rounds import send_call
 from ._roots import Roots, RootsLike, to_roots
 from ._tasks import TASK_KEY, call_as_task, check_task_timeout, note_tasks, task_plan
 from ._tool import McpTool
@@ -91,6 +93,13 @@ class McpToolSource(ServerFeatures):
     ``tasks``), as do ``"optional"`` ones with ``prefer_tasks=True``: the call polls
     the task until it ends (at most ``task_timeout`` seconds, then ``tasks/cancel``);
     route them to the task manager's background to keep the turn going.
+
+    ``elicitation`` and ``sampling``
+    advertise those client capabilities: the server's requests during a call
+    (both protocol eras) become ``CallQuestion`` steps of the driver running it,
+    answered by the host (its tools then never run inline: give the agent an
+    entered ``AsyncTaskManager``); ``sampling="model"`` lets the agent's own model
+    answer sampling requests, within the turn's limits. See docs/mcp.md.
     """
 
     def __init__(
@@ -108,9 +117,12 @@ class McpToolSource(ServerFeatures):
         feature_tools: bool = False,
         prefer_tasks: bool = False,
         task_timeout: float = 3600.0,
+        elicitation: bool = False,
+        sampling: bool | Literal["model"] = False,
     ) -> None:
         check_options(server, connect_timeout, call_timeout, protocol, max_message_size)
         self.roots: Roots | None = None if roots is None else to_roots(roots)
+        self.asking = Asking(server.name, elicitation=bool(elicitation), sampling=sampling)
         self.max_message_size = max_message_size
         self.server = server
         self.name = f"mcp:{server.name}"
@@ -225,22 +237,31 @@ class McpToolSource(ServerFeatures):
 
     # -- calls -------------------------------------------------------------------
 
-    async def call_tool(self, mcp_name: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call_tool(
+        self, mcp_name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
+    ) -> ToolOutput:
         """Call tool ``mcp_name`` (its name on the server); raises :class:`McpError` when
-        the server cannot answer; the server's own ``isError`` is an error output."""
+        the server cannot answer; the server's own ``isError`` is an error output.
+        ``ctx`` (the running call's) receives the server's elicitation and sampling
+        requests during the call, when the source advertises them."""
         connection = await self._connection_for_call()
-        task: dict[str, Any] = {}
-        if mcp_name in self._as_tasks:
-            result, task = await call_as_task(
-                connection, mcp_name, arguments,
-                call_timeout=self.call_timeout, task_timeout=self.task_timeout,
-                reconnect=self._connection_for_call,
-            )  # fmt: skip
-        else:
-            result = await request(
-                connection, f"tools/call {mcp_name!r}", self.call_timeout,
-                lambda client: client.call_tool(mcp_name, arguments),
-            )  # fmt: skip
+        entered = self.asking.enter(ctx)
+        try:
+            task: dict[str, Any] = {}
+            if mcp_name in self._as_tasks:
+                result, task = await call_as_task(
+                    connection, mcp_name, arguments,
+                    call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                    reconnect=self._connection_for_call,
+                )  # fmt: skip
+            else:
+                result = await request(
+                    connection, f"tools/call {mcp_name!r}", self.call_timeout,
+                    lambda client: send_call(client, self.asking, mcp_name, arguments, ctx),
+                    self.asking.timer(entered),
+                )  # fmt: skip
+        finally:
+            self.asking.leave(entered)
         # A 2025-era notification sent before this answer is handled by a task the SDK
         # spawned before resolving the answer: one checkpoint lets it flag the change.
         await anyio.lowlevel.checkpoint()
@@ -380,6 +401,8 @@ class McpToolSource(ServerFeatures):
             stderr=self.stderr,
             on_message=on_message,
             list_roots=None if self.roots is None else self.roots.list_roots,
+            elicitation=self.asking.elicit if self.asking.elicitation else None,
+            sampling=self.asking.sample if self.asking.sampling else None,
         )
 
     async def _listen(

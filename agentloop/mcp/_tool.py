@@ -23,6 +23,11 @@ class _Specced(Protocol):
     def spec(self) -> ToolSpec: ...
 
 
+class _Asking(Protocol):
+    @property
+    def enabled(self) -> bool: ...
+
+
 class ToolServer(Protocol):
     """What an :class:`McpTool` needs of its source (an ``McpToolSource``)."""
 
@@ -31,7 +36,12 @@ class ToolServer(Protocol):
 
     def get(self, name: str) -> _Specced | None: ...
 
-    async def call_tool(self, mcp_name: str, arguments: dict[str, Any]) -> ToolOutput: ...
+    @property
+    def asking(self) -> _Asking: ...
+
+    async def call_tool(
+        self, mcp_name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
+    ) -> ToolOutput: ...
 
 
 class McpTool:
@@ -50,6 +60,12 @@ class McpTool:
     def __repr__(self) -> str:
         return f"<McpTool {self.spec.name!r}: {self.mcp_name!r} of {self.source.server.name!r}>"
 
+    @property
+    def asks_host(self) -> bool:
+        """Whether its calls may ask the host (the source advertises elicitation or
+        sampling): the driver then never runs them inline."""
+        return self.source.asking.enabled
+
     def current_spec(self) -> ToolSpec | None:
         """This tool's spec while the server lists it, else ``None`` (hidden)."""
         live = self.source.get(self.spec.name)
@@ -62,4 +78,4 @@ class McpTool:
     async def invoke(self, request: ToolRequest, ctx: ToolContext) -> ToolOutput:
         """Call the tool on the server (see ``McpToolSource.call_tool``)."""
         arguments = request.input if isinstance(request.input, dict) else {}
-        return await self.source.call_tool(self.mcp_name, arguments)
+        return await self.source.call_tool(self.mcp_name, arguments, ctx)

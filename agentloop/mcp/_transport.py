@@ -9,7 +9,7 @@ from typing import Any, Literal, TextIO
 import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters, stdio_client
-from mcp.client.session import ListRootsFnT, MessageHandlerFnT
+from mcp.client.session import ElicitationFnT, ListRootsFnT, MessageHandlerFnT, SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from ._config import McpServer, StdioServer
@@ -30,6 +30,8 @@ async def open_client(
     stderr: TextIO | None,
     on_message: MessageHandlerFnT,
     list_roots: ListRootsFnT | None,
+    elicitation: ElicitationFnT | None = None,
+    sampling: SamplingFnT | None = None,
 ) -> Client:
     """An entered :class:`Client` for ``server``; ``stack`` closes it (and its transport).
 
@@ -57,6 +59,8 @@ async def open_client(
         mode=protocol,
         message_handler=on_message,
         list_roots_callback=list_roots,
+        elicitation_callback=elicitation,
+        sampling_callback=sampling,
         cache=None,
         client_info=mcp_types.Implementation(name="agentloop", version="0"),
     )

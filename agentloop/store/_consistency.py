@@ -76,10 +76,16 @@ def _state_problems(document: Mapping[str, Any]) -> list[str]:
             return ["its state is AWAITING_APPROVAL but no turn is open"]
         if state == "AFTER_TOOL_RESULT":
             return ["its state is AFTER_TOOL_RESULT but no turn is open"]
+        if state == "AWAITING_ANSWER":
+            return ["its state is AWAITING_ANSWER but no turn is open"]
         return []
     waiting = [call for call in _round_calls(document) if call.get("status") == "awaiting_approval"]
     if state == "AWAITING_APPROVAL" and not waiting:
         return ["its state is AWAITING_APPROVAL but no call of its round waits for approval"]
+    if state == "AWAITING_ANSWER" and not any(
+        call.get("question") for call in _round_calls(document)
+    ):
+        return ["its state is AWAITING_ANSWER but no call of its round waits on a question"]
     if state == "IDLE" and not turn.get("interrupted"):
         return [
             f"its state is IDLE but turn {turn.get('turn_id')!r} is open: saved before its "

@@ -112,7 +112,7 @@ async def _acquire(store: SessionStore, session_id: str, wait: float) -> Lease:
 def _with_input(document: dict[str, Any], items: tuple[Item, ...]) -> dict[str, Any]:
     """The document with ``items`` queued where the driver would queue them in its state."""
     encoded = [unstructure(item) for item in items]
-    if document.get("state") == "AWAITING_APPROVAL":
+    if document.get("state") in ("AWAITING_APPROVAL", "AWAITING_ANSWER"):
         queued = list(document.get("follow_ups") or [])
         return {**document, "follow_ups": [*queued, {"items": encoded, "label": "the user"}]}
     pending = list(document.get("pending_input") or [])

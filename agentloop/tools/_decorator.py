@@ -82,6 +82,7 @@ class FunctionTool(Generic[P, R]):
         permissions: PermissionsFunction | None = None,
         timeout: float | None = None,
         max_output_chars: int | None = None,
+        asks_host: bool = False,
     ) -> None:
         tool_name = name if name is not None else function.__name__
         if not isinstance(tool_name, str) or not _TOOL_NAME.match(tool_name):
@@ -108,6 +109,7 @@ class FunctionTool(Generic[P, R]):
         self.function = function
         self.timeout = timeout
         self.max_output_chars = max_output_chars
+        self.asks_host = bool(asks_host)
         self.permissions = permissions
         self._reconciler: Callable[..., Awaitable[Any]] | None = None
         self._is_async = inspect.iscoroutinefunction(function)
@@ -296,6 +298,7 @@ def tool(
     permissions: PermissionsFunction | None = None,
     timeout: float | None = None,
     max_output_chars: int | None = None,
+    asks_host: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -312,6 +315,7 @@ def tool(
     permissions: PermissionsFunction | None = None,
     timeout: float | None = None,
     max_output_chars: int | None = None,
+    asks_host: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Turn a typed async or sync function into a tool (``@tool`` or ``@tool(...)``).
 
@@ -320,9 +324,10 @@ def tool(
     spec's :class:`~agentloop.ToolAnnotations`; ``permissions`` maps the
     call's structured arguments to the :class:`~agentloop.PermissionRequest`
     s it needs; ``timeout`` (seconds) bounds each call; ``max_output_chars``
-    replaces the executor's output limit for this tool. A parameter typed
-    :class:`~agentloop.ToolContext` receives the call's context and is not
-    part of the schema.
+    replaces the executor's output limit for this tool; ``asks_host`` says the
+    function may ``await ctx.ask(...)`` (the driver then never runs its calls
+    inline). A parameter typed :class:`~agentloop.ToolContext` receives the
+    call's context and is not part of the schema.
     """
     annotations = ToolAnnotations(
         read_only=read_only, destructive=destructive, idempotent=idempotent, open_world=open_world
@@ -337,6 +342,7 @@ def tool(
             permissions=permissions,
             timeout=timeout,
             max_output_chars=max_output_chars,
+            asks_host=asks_host,
         )
 
     return decorate if function is None else decorate(function)

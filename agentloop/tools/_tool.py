@@ -11,9 +11,11 @@ import attrs
 from typing_extensions import TypeVar
 
 from ..core._cancellation import TurnCancellation
+from ..core._errors import InvalidStateError
 from ..core._items import Metadata, _empty_metadata
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import PermissionRequest
+from ._questions import Question, QuestionAnswer, QuestionHost, Resumed
 
 __all__ = ["Tool", "ToolContext", "ToolOutput", "ToolRequest"]
 
@@ -47,6 +49,27 @@ class ToolContext(Generic[DepsT]):
     cancellation: TurnCancellation | None = None
     resources: DepsT = None  # type: ignore[assignment]
     metadata: Metadata = attrs.field(default=_empty_metadata())
+    questions: QuestionHost | None = attrs.field(default=None, eq=False, repr=False)
+    """Where :meth:`ask` sends questions (the driver running the call)."""
+    resumed: Resumed | None = attrs.field(default=None, kw_only=True)
+    """Set when this call runs again after a restart, to go on from the answer to a
+    question it asked before (one whose ``Question.resume`` was set)."""
+
+    async def ask(self, question: Question) -> QuestionAnswer:
+        """Ask the host ``question`` and wait for its answer: ``driver.next()`` returns it
+        as a ``CallQuestion`` step while this call runs on (the round's other calls too).
+
+        Raises ``InvalidStateError`` when nobody can answer: the context has no driver
+        (a tool called by hand), or the call runs inline in the driver's step (give the
+        agent an entered ``AsyncTaskManager``, so the call runs in a task of its own).
+        """
+        host = self.questions
+        if host is None:
+            raise InvalidStateError(
+                f"cannot ask the host from call {self.call_id}: its context has no driver "
+                "(the tool was called outside a driver's round); nobody can answer"
+            )
+        return await host.ask(self.call_id, question)
 
     @property
     def idempotency_key(self) -> str:
@@ -87,8 +110,10 @@ class Tool(Protocol):
       whether ``ctx.idempotency_key`` was used; the output becomes the call's result,
       ``None`` leaves it in doubt.
 
-    Optional attributes the executor reads: ``timeout`` (seconds per call) and
-    ``max_output_chars`` (this tool's output limit instead of the executor's).
+    Optional attributes the executor reads: ``timeout`` (seconds per call),
+    ``max_output_chars`` (this tool's output limit instead of the executor's) and
+    ``asks_host`` (``True``: a call may ``await ctx.ask(...)``, so the driver starts
+    it as a task of its own even when it is the round's only call).
     """
 
     @property

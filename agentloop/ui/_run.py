@@ -37,7 +37,14 @@ from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._session_store import Lease, SessionStore
-from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
+from ..loop._steps import (
+    AfterToolResult,
+    ApprovalRequest,
+    AwaitingInput,
+    CallQuestion,
+    Finished,
+    Step,
+)
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import PendingApproval, pending_approvals
 from ..serve._redact import Redactor
@@ -179,7 +186,10 @@ class AguiRunner:
         driver = await agent.resume(session_id=thread, lease=lease)
         if items:
             driver.submit_input(items)
-        return _Thread(driver=driver, resumed=bool(answers))
+        # A question's call (an earlier run's) gets its result in this run: open it with
+        # the snapshot too, as a run resumed by answers is.
+        asked = stored.checkpoint.get("state") == "AWAITING_ANSWER"
+        return _Thread(driver=driver, resumed=bool(answers) or asked)
 
     async def _drive(
         self,
@@ -198,6 +208,14 @@ class AguiRunner:
                     translator.close()
                     emit(await self._terminal(run_input, step, emit, translator))
                     return
+                case CallQuestion():
+                    raise RunRefused(
+                        f"tool call {step.call_id} ({step.tool_name}) asked a question "
+                        f"({step.question.kind}: {step.question.message}); AG-UI runs cannot "
+                        "answer questions of running calls yet (the session is saved; its "
+                        "next run answers the call as in doubt)",
+                        code="question_unsupported",
+                    )
                 case _:
                     assert_never(step)
         raise RunRefused(
@@ -265,9 +283,7 @@ class AguiRunner:
         return datetime.now(UTC)
 
 
-async def _next_saving_on_cancel(
-    driver: LoopDriver,
-) -> AfterToolResult | ApprovalRequest | AwaitingInput | Finished:
+async def _next_saving_on_cancel(driver: LoopDriver) -> Step:
     """``driver.next()``; when the run is cancelled (the client left), the driver closes
     the turn (every open call answered ``cancelled``), and that is saved before the
     cancellation goes on, so the next run finds the turn closed, not calls in doubt."""

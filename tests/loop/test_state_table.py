@@ -48,6 +48,7 @@ def core_in(state: DriverState) -> LoopCore:
         DriverState.STEPPING: [DriverEvent.STEP],
         DriverState.AWAITING_APPROVAL: [DriverEvent.STEP, DriverEvent.ASK_APPROVAL],
         DriverState.AFTER_TOOL_RESULT: [DriverEvent.STEP, DriverEvent.PAUSE],
+        DriverState.AWAITING_ANSWER: [DriverEvent.STEP, DriverEvent.ASK_HOST],
         DriverState.FAILED: [DriverEvent.STEP, DriverEvent.FAIL],
     }[state]
     for event in path:
@@ -62,7 +63,12 @@ def make_call(status: CallStatus) -> RoundCall:
 
 
 def test_the_table_lists_exactly_these_transitions() -> None:
-    resting = (DriverState.IDLE, DriverState.AWAITING_APPROVAL, DriverState.AFTER_TOOL_RESULT)
+    resting = (
+        DriverState.IDLE,
+        DriverState.AWAITING_APPROVAL,
+        DriverState.AFTER_TOOL_RESULT,
+        DriverState.AWAITING_ANSWER,
+    )
     expected = {
         **{(state, DriverEvent.STEP): DriverState.STEPPING for state in resting},
         (DriverState.IDLE, DriverEvent.RETRY): DriverState.STEPPING,
@@ -70,11 +76,13 @@ def test_the_table_lists_exactly_these_transitions() -> None:
         (DriverState.STEPPING, DriverEvent.FINISH): DriverState.IDLE,
         (DriverState.STEPPING, DriverEvent.ASK_APPROVAL): DriverState.AWAITING_APPROVAL,
         (DriverState.STEPPING, DriverEvent.PAUSE): DriverState.AFTER_TOOL_RESULT,
+        (DriverState.STEPPING, DriverEvent.ASK_HOST): DriverState.AWAITING_ANSWER,
         (DriverState.STEPPING, DriverEvent.FAIL): DriverState.FAILED,
         (DriverState.STEPPING, DriverEvent.HOST_CANCEL): DriverState.IDLE,
         (DriverState.IDLE, DriverEvent.RESTORE): DriverState.IDLE,
         (DriverState.IDLE, DriverEvent.RESTORE_APPROVAL): DriverState.AWAITING_APPROVAL,
         (DriverState.IDLE, DriverEvent.RESTORE_PAUSE): DriverState.AFTER_TOOL_RESULT,
+        (DriverState.IDLE, DriverEvent.RESTORE_QUESTION): DriverState.AWAITING_ANSWER,
     }
     assert expected == TRANSITIONS
 
@@ -115,7 +123,7 @@ def test_the_refusal_names_the_events_allowed_in_that_state() -> None:
         next_state(DriverState.STEPPING, DriverEvent.RESTORE)
     assert str(raised.value) == (
         "driver cannot handle event 'restore' in state STEPPING: allowed there: "
-        "ask_approval, fail, finish, host_cancel, pause"
+        "ask_approval, ask_host, fail, finish, host_cancel, pause"
     )
 
 
@@ -126,6 +134,8 @@ def test_every_step_maps_to_its_event() -> None:
     assert event_after(al.AfterToolResult("s", "turn-1", 3)) is DriverEvent.PAUSE
     assert event_after(al.AwaitingInput("s")) is DriverEvent.FINISH
     assert event_after(finished) is DriverEvent.FINISH
+    question = al.CallQuestion("question:c:1", "c", "t", "turn-1", al.Question("k", "m"))
+    assert event_after(question) is DriverEvent.ASK_HOST
 
 
 def test_restoring_picks_its_event_from_the_turn() -> None:

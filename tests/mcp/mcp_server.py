@@ -15,6 +15,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -294,6 +295,94 @@ async def add_note(ctx: Context) -> str:
         await ctx.session.send_resource_list_changed()
         await ctx.session.send_prompt_list_changed()
     return "noted"
+
+
+NAME_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name"],
+}
+
+
+def _modern(ctx: Context) -> bool:
+    return (ctx.protocol_version or "") >= "2026"
+
+
+def _asked(ctx: Context, key: str, request: types.ServerRequest) -> types.InputRequiredResult | Any:
+    """2026 era: the answer to ``request`` echoed back, or the input-required result asking it."""
+    answers = ctx.input_responses or {}
+    if key not in answers:
+        return types.InputRequiredResult(
+            input_requests={key: request}, request_state=f"asked-{key}"
+        )
+    assert ctx.request_state == f"asked-{key}", ctx.request_state
+    return answers[key]
+
+
+def _elicited(result: types.ElicitResult) -> types.CallToolResult:
+    mark("elicited", result.action)
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{result.action}: {result.content}")],
+        structured_content={"action": result.action, "content": result.content},
+    )
+
+
+@server.tool()
+async def ask_name(ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+    """Elicit a name (form mode), then report the answer."""
+    message = "What is your name?"
+    if _modern(ctx):
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=NAME_SCHEMA)
+        )
+        answer = _asked(ctx, "name", request)
+        if isinstance(answer, types.InputRequiredResult):
+            mark("asked", "name")
+            return answer
+    else:
+        mark("asked", "name")
+        answer = await ctx.session.elicit_form(message, NAME_SCHEMA)
+    assert isinstance(answer, types.ElicitResult)
+    return _elicited(answer)
+
+
+@server.tool()
+async def sign_in(ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+    """Elicit a visit to a URL (URL mode), then report the answer."""
+    message, url = "Sign in to continue", "https://example.com/sign-in?session=7"
+    if _modern(ctx):
+        request = types.ElicitRequest(params=types.ElicitRequestURLParams(message=message, url=url))
+        answer = _asked(ctx, "sign_in", request)
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+    else:
+        answer = await ctx.session.elicit_url(message, url, "elicit-7")
+    assert isinstance(answer, types.ElicitResult)
+    return _elicited(answer)
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+    """Ask the client's model (sampling) to summarize ``text``."""
+    messages = [types.SamplingMessage(role="user", content=types.TextContent(text=text))]
+    with warnings.catch_warnings():  # sampling is deprecated in the 2026 spec, not in 2025
+        warnings.simplefilter("ignore")
+        if _modern(ctx):
+            params = types.CreateMessageRequestParams(
+                messages=messages, max_tokens=50, system_prompt="Summarize in five words."
+            )
+            answer = _asked(ctx, "sample", types.CreateMessageRequest(params=params))
+            if isinstance(answer, types.InputRequiredResult):
+                return answer
+        else:
+            answer = await ctx.session.create_message(
+                messages, max_tokens=50, system_prompt="Summarize in five words."
+            )
+    assert isinstance(answer.content, types.TextContent)
+    return types.CallToolResult(
+        content=[types.TextContent(text=answer.content.text)],
+        structured_content={"text": answer.content.text, "model": answer.model},
+    )
 
 
 if __name__ == "__main__":

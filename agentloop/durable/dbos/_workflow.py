@@ -30,6 +30,7 @@ from ...loop._steps import (
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
+    CallQuestion,
     Finished,
     Step,
 )
@@ -118,6 +119,11 @@ async def _run_turn(driver: LoopDriver, durable: DurableAgent) -> dict[str, Any]
             raise DurableError(
                 f"workflow {DBOS.workflow_id}: the driver awaits input before the turn "
                 f"finished ({step.reason})"
+            )
+        elif isinstance(step, CallQuestion):  # never: its SimpleTaskManager refuses asks
+            raise DurableError(
+                f"workflow {DBOS.workflow_id}: tool call {step.call_id} ({step.tool_name}) "
+                "asked a question; DBOS workflows cannot answer questions of running calls"
             )
         elif not isinstance(step, AfterToolResult):
             assert_never(step)

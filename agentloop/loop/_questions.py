@@ -1,0 +1,290 @@
+"""Questions from running calls: where they wait, how they surface, how they are answered.
+
+A running call asks through its ``ToolContext.ask``, which lands in the
+driver's :class:`QuestionBox`: the question waits there (the call's task
+awaits its answer) and wakes the driver if it is waiting for the round's
+running calls. The core surfaces the first question not yet shown as a
+:class:`~agentloop.loop._steps.CallQuestion` (``surface_question``), the
+driver rests in ``AWAITING_ANSWER``, and the host's answer
+(``answer_question``) is checked against the question's schema and handed to
+the waiting call at once; the next ``next()`` waits for the round again.
+
+A question can surface only while its call runs in a task of its own (an
+``AsyncTaskManager``'s foreground task): a call running inline in the
+driver's step (``SimpleTaskManager``, or a round's only call, which the
+driver then starts as a task of its own when it may ask) cannot let
+``next()`` return, so its ``ask`` is refused with the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from ..core._errors import InvalidInputError, InvalidStateError
+from ..tools._questions import Question, QuestionAnswer, check_answer
+from ._core import LoopCore
+from ._rounds import shown_question
+from ._state import CallStatus, DriverState, RoundCall, ToolRound, TurnState
+from ._steps import CallQuestion, Resolver
+
+__all__ = [
+    "ASKED",
+    "deliver",
+    "Asked",
+    "QuestionBox",
+    "answer_question",
+    "can_resume",
+    "claim_key",
+    "surface_question",
+]
+
+T = TypeVar("T")
+
+
+class Asked:
+    """What a wait for the round returns when a question came first."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ASKED"
+
+
+ASKED = Asked()
+"""The driver's wait was ended by a question (``QuestionBox.race``)."""
+
+
+class _Waiting:
+    """One question a call waits on."""
+
+    __slots__ = ("answer", "call_id", "done", "question", "shown", "taken")
+
+    def __init__(self, call_id: str, question: Question) -> None:
+        self.call_id = call_id
+        self.question = question
+        self.done = anyio.Event()
+        self.answer: QuestionAnswer | None = None
+        self.shown: CallQuestion | None = None
+        self.taken = False  # a question for the model: its model call began
+
+
+class QuestionBox:
+    """One driver's questions in flight (process-local: the waiting calls' tasks)."""
+
+    __slots__ = ("_asked", "_counter", "_waker", "may_ask", "starting")
+
+    def __init__(self) -> None:
+        self._asked: list[_Waiting] = []
+        self._counter = 0
+        self._waker: anyio.CancelScope | None = None
+        self.starting: str | None = None
+        """The call the driver is starting now (an ``ask`` from it would run inline)."""
+        self.may_ask: set[str] | None = None
+        """The running calls whose tools declare ``asks_host`` (made by the first one):
+        only they may ask, and only while one runs does a wait watch for questions."""
+
+    def allow(self, call_id: str) -> None:
+        """``call_id`` (its tool declares ``asks_host``) may ask while it runs."""
+        if self.may_ask is None:
+            self.may_ask = set()
+        self.may_ask.add(call_id)
+
+    async def ask(self, call_id: str, question: Question) -> QuestionAnswer:
+        """``ToolContext.ask``: queue ``question`` for the host and wait for the answer."""
+        if not isinstance(question, Question):
+            raise InvalidInputError(
+                f"ToolContext.ask expects a Question, got {type(question).__name__}"
+            )
+        if self.may_ask is None or call_id not in self.may_ask:
+            raise InvalidStateError(
+                f"cannot ask the host from call {call_id}: its tool does not declare that it "
+                "asks (the driver would not watch for its question); set asks_host = True on "
+                "the tool (@tool(asks_host=True))"
+            )
+        if self.starting == call_id:
+            raise InvalidStateError(
+                f"cannot ask the host from call {call_id}: it runs inline in the driver's "
+                "step, so next() cannot return the question while it runs; build the agent "
+                "with .task_manager(AsyncTaskManager()) entered around the driver, so each "
+                "call runs in a task of its own"
+            )
+        waiting = _Waiting(call_id, question)
+        self._asked.append(waiting)
+        if self._waker is not None:
+            self._waker.cancel()
+        try:
+            await waiting.done.wait()
+        finally:
+            self.discard(waiting)
+        assert waiting.answer is not None
+        return waiting.answer
+
+    @property
+    def asked(self) -> bool:
+        """Whether any question waits (shown or not): the step loop's cheap check."""
+        return bool(self._asked)
+
+    def unshown(self) -> _Waiting | None:
+        """The oldest question for the host not yet shown to it."""
+        for waiting in self._asked:
+            if waiting.shown is None and waiting.question.model_prompt is None:
+                return waiting
+        return None
+
+    def for_model(self) -> _Waiting | None:
+        """The oldest question for the agent's own model not yet taken (marked taken)."""
+        for waiting in self._asked:
+            if waiting.question.model_prompt is not None and not waiting.taken:
+                waiting.taken = True
+                return waiting
+        return None
+
+    def waiting_for(self, question_id: str) -> _Waiting | None:
+        """The shown question ``question_id`` whose call still waits for it."""
+        for waiting in self._asked:
+            if waiting.shown is not None and waiting.shown.id == question_id:
+                return waiting
+        return None
+
+    def discard(self, waiting: _Waiting) -> None:
+        """Forget ``waiting`` (answered already)."""
+        if waiting in self._asked:
+            self._asked.remove(waiting)
+
+    def next_id(self, call_id: str) -> str:
+        """A new question id for ``call_id``."""
+        self._counter += 1
+        return f"question:{call_id}:{self._counter}"
+
+    def release(self, keep: Callable[[str], bool]) -> None:
+        """Answer "cancel" to every question whose call ``keep`` says no longer runs (an
+        MCP server's request waits in another task than the call's: it must end)."""
+        for waiting in list(self._asked):
+            if not keep(waiting.call_id):
+                deliver(waiting, QuestionAnswer.cancel())
+        if self.may_ask:
+            self.may_ask = {call_id for call_id in self.may_ask if keep(call_id)}
+
+    def for_model_waiting(self) -> bool:
+        """Whether a question for the model waits (not taken yet)."""
+        for waiting in self._asked:
+            if waiting.question.model_prompt is not None and not waiting.taken:
+                return True
+        return False
+
+    def waiting(self) -> bool:
+        """Whether a question waits to be shown or sent to the model."""
+        return any(w.shown is None and not w.taken for w in self._asked)
+
+    async def race(self, wait: Callable[[str], Awaitable[T]], turn_id: str) -> T | Asked:
+        """``wait(turn_id)``, ended early (``ASKED``) when a question comes first."""
+        if self.waiting():
+            return ASKED
+        with anyio.CancelScope() as scope:
+            self._waker = scope
+            try:
+                return await wait(turn_id)
+            finally:
+                self._waker = None
+        return ASKED
+
+
+def deliver(waiting: _Waiting, answer: QuestionAnswer) -> None:
+    """Hand ``answer`` to the call waiting on ``waiting``."""
+    waiting.answer = answer
+    waiting.done.set()
+
+
+def surface_question(
+    turn: TurnState, tool_round: ToolRound, box: QuestionBox, resolver: Resolver
+) -> CallQuestion | None:
+    """The oldest question not yet shown as a step (marked shown on its call), unless the
+    turn was cancelled; a question of a call that no longer runs is answered "cancel"."""
+    if turn.is_cancelled:
+        return None
+    while (waiting := box.unshown()) is not None:
+        call = tool_round.by_id(waiting.call_id)
+        if call is None or call.status is not CallStatus.RUNNING or call.question is not None:
+            deliver(waiting, QuestionAnswer.cancel())
+            box.discard(waiting)
+            continue
+        step = CallQuestion(
+            box.next_id(call.call.id),
+            call.call.id,
+            call.call.name,
+            turn.turn_id,
+            waiting.question,
+            driver=resolver,
+        )
+        waiting.shown = call.question = step
+        return step
+    return None
+
+
+def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: Any) -> None:
+    """Check the host's ``answer`` to ``question_id`` and hand it to the waiting call;
+    raises (changing nothing) when no such question waits or the answer does not fit."""
+    where = f"answer_question_for({question_id!r})"
+    call = _pending_call(core, question_id, where)
+    assert call.question is not None
+    check_answer(call.question.question, answer, where)
+    waiting = box.waiting_for(question_id)
+    if waiting is None and can_resume(call):
+        # Asked before a restore: the call runs again from the answer on the next step.
+        call.resumed, call.question = (call.question, answer), None
+        return
+    if waiting is None:
+        raise InvalidStateError(
+            f"cannot {where}: call {call.call.id} no longer waits for it (it ended, or "
+            "this driver was restored from a checkpoint); call next() to go on"
+        )
+    call.question = None
+    deliver(waiting, answer)
+
+
+def can_resume(call: RoundCall) -> bool:
+    """Whether ``call`` (not running: restored) can run again from its question's answer."""
+    question = call.question
+    return (
+        question is not None
+        and call.status is CallStatus.PREPARED
+        and question.question.resume is not None
+    )
+
+
+def claim_key(call: RoundCall) -> str | None:
+    """The claim a call running again from an answer takes (its first run holds the call's
+    own): one per question, so the rerun is claimed once too."""
+    if call.resumed is None:
+        return None
+    return f"{call.call.id}#{call.resumed[0].id}"
+
+
+def _pending_call(core: LoopCore, question_id: str, where: str) -> RoundCall:
+    if core.state is not DriverState.AWAITING_ANSWER:
+        raise InvalidStateError(
+            f"cannot {where} in state {core.state}: no question of a running call is "
+            "pending; answer a CallQuestion step returned by next()"
+        )
+    turn = core.turn
+    assert turn is not None
+    assert turn.round is not None
+    if turn.is_cancelled:
+        raise InvalidStateError(
+            f"cannot {where}: turn {turn.turn_id} was cancelled; call next() to finish it"
+        )
+    pending = shown_question(turn.round)
+    if pending is None:
+        raise InvalidStateError(f"cannot {where}: the pending question was already answered; "
+                                "call next() to continue")  # fmt: skip
+    if pending.id != question_id:
+        raise InvalidStateError(
+            f"cannot {where}: that question is not pending (pending: {pending.id!r}, asked "
+            f"by call {pending.call_id})"
+        )
+    call = turn.round.by_id(pending.call_id)
+    assert call is not None
+    return call

@@ -1,0 +1,207 @@
+"""2026-07-28 calls that need input, driven here so a question survives a restart.
+
+A server answers ``tools/call`` with an ``InputRequiredResult`` (input
+requests plus an opaque ``requestState``); the client asks, then calls again
+with the responses and the echoed state. The SDK's own driver keeps the
+state in memory; this one puts it in each question's ``resume`` data (the
+tool, its arguments, the state, the request's key, the responses given so
+far and the requests still to answer). The driver's checkpoint then holds
+it: a restored driver asks the question again, and the call runs again from
+the answer (``ToolContext.resumed``) by sending the responses with the saved
+state, never by starting over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import mcp_types
+import pydantic
+from mcp import Client
+
+from ..tools._questions import QuestionAnswer, Resumed
+from ..tools._tool import ToolContext
+from ._asking import (
+    Asking,
+    elicit_result,
+    elicitation_question,
+    sampling_question,
+    sampling_result,
+)
+from ._connection import is_modern
+from ._errors import McpCallError
+
+__all__ = ["MAX_ROUNDS", "call_with_input", "send_call"]
+
+MAX_ROUNDS = 10
+"""How many input-required rounds one call may take."""
+
+_REQUESTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(mcp_types.InputRequest)
+_RESPONSES: dict[str, type[pydantic.BaseModel]] = {
+    "elicitation/create": mcp_types.ElicitResult,
+    "sampling/createMessage": mcp_types.CreateMessageResult,
+    "roots/list": mcp_types.ListRootsResult,
+}
+
+
+async def send_call(
+    client: Client,
+    asking: Asking,
+    name: str,
+    arguments: dict[str, Any],
+    ctx: ToolContext | None,
+) -> Any:
+    """``tools/call``; on a 2026-era connection a call that may ask drives its
+    input-required rounds itself, so each question carries what resumes it."""
+    if ctx is not None and asking.enabled and is_modern(client):
+        return await call_with_input(client, asking, ctx, name, arguments)
+    if ctx is not None and ctx.resumed is not None:
+        raise McpCallError(
+            f"MCP server {asking.server!r} cannot go on with tools/call {name!r} from the "
+            "answer given after the restart: the connection is of the 2025 era (no request "
+            "state to resume from); the call was not run again",
+            server=asking.server,
+        )
+    return await client.call_tool(name, arguments)
+
+
+async def call_with_input(
+    client: Client, asking: Asking, ctx: ToolContext, name: str, arguments: dict[str, Any]
+) -> Any:
+    """``tools/call`` on a 2026-era connection, answering input-required rounds through
+    ``ctx`` (or going on from ``ctx.resumed`` after a restart)."""
+    resume = _resume_of(ctx.resumed, name, arguments)
+    if resume is not None:
+        responses = await _resumed_responses(asking, ctx.resumed, resume, name, arguments)
+        result = await _send(client, name, arguments, responses, resume["state"])
+    else:
+        result = await _send(client, name, arguments, None, None)
+    for _ in range(MAX_ROUNDS):
+        if not isinstance(result, mcp_types.InputRequiredResult):
+            return result
+        responses = await _answer_round(asking, result, name, arguments, {})
+        result = await _send(client, name, arguments, responses, result.request_state)
+    raise McpCallError(
+        f"MCP server {asking.server!r} asked for input more than {MAX_ROUNDS} times in "
+        f"tools/call {name!r}",
+        server=asking.server,
+    )
+
+
+async def _send(
+    client: Client,
+    name: str,
+    arguments: dict[str, Any],
+    responses: dict[str, Any] | None,
+    state: str | None,
+) -> Any:
+    return await client.session.call_tool(
+        name,
+        arguments,
+        input_responses=responses,
+        request_state=state,
+        allow_input_required=True,
+    )
+
+
+async def _answer_round(
+    asking: Asking,
+    result: mcp_types.InputRequiredResult,
+    name: str,
+    arguments: dict[str, Any],
+    answered: dict[str, Any],
+) -> dict[str, Any]:
+    """Ask each input request of ``result`` in turn (after those ``answered``)."""
+    requests = dict(result.input_requests or {})
+    keys = [key for key in requests if key not in answered]
+    for position, key in enumerate(keys):
+        resume = {
+            "tool": name,
+            "arguments": arguments,
+            "state": result.request_state,
+            "key": key,
+            "answered": {k: _response_json(v) for k, v in answered.items()},
+            "pending": {k: _json(requests[k]) for k in keys[position + 1 :]},
+            "request": _json(requests[key]),
+        }
+        answered[key] = await _respond(asking, requests[key], resume)
+    return answered
+
+
+async def _respond(asking: Asking, request: Any, resume: dict[str, Any]) -> Any:
+    """The response to one input request, asked of the host (roots answer at once)."""
+    if isinstance(request, mcp_types.ListRootsRequest):
+        raise McpCallError(
+            f"MCP server {asking.server!r} asked for roots inside an input-required result "
+            "of a call that asks the host; give the source roots= to answer it",
+            server=asking.server,
+        )
+    method = request.method
+    if isinstance(request, mcp_types.ElicitRequest):
+        question = elicitation_question(asking.server, request.params)
+    else:
+        question = sampling_question(asking.server, request.params, by_model=asking.by_model)
+    answer = await asking.ask(method, attrs.evolve(question, resume=resume))
+    return _response(asking, method, answer)
+
+
+def _response(asking: Asking, method: str, answer: QuestionAnswer | Any) -> Any:
+    if isinstance(answer, mcp_types.ErrorData):
+        raise McpCallError(
+            f"MCP server {asking.server!r}: {method} could not be asked: {answer.message}",
+            server=asking.server,
+        )
+    if method == "elicitation/create":
+        return elicit_result(answer)
+    sampled = sampling_result(answer)
+    if isinstance(sampled, mcp_types.ErrorData):
+        raise McpCallError(f"MCP server {asking.server!r}: {sampled.message}", server=asking.server)
+    return sampled
+
+
+def _resume_of(
+    resumed: Resumed | None, name: str, arguments: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The resume data of ``resumed`` when it belongs to this call of ``name``."""
+    if resumed is None:
+        return None
+    resume = resumed.question.resume
+    if not isinstance(resume, dict) or resume.get("tool") != name:
+        return None
+    if resume.get("arguments") != arguments:
+        return None
+    return resume
+
+
+async def _resumed_responses(
+    asking: Asking,
+    resumed: Resumed | None,
+    resume: dict[str, Any],
+    name: str,
+    arguments: dict[str, Any],
+) -> dict[str, Any]:
+    """The responses a restored call sends: those given before the restart, the answer to
+    the question asked again, and the requests it had not reached yet (asked now)."""
+    assert resumed is not None
+    answered: dict[str, Any] = {}
+    for key, saved in resume["answered"].items():
+        answered[key] = _RESPONSES[saved["method"]].model_validate(saved["result"])
+    request = _REQUESTS.validate_python(resume["request"])
+    answered[resume["key"]] = _response(asking, request.method, resumed.answer)
+    pending = {key: _REQUESTS.validate_python(raw) for key, raw in resume["pending"].items()}
+    if pending:
+        result = mcp_types.InputRequiredResult(
+            input_requests=pending, request_state=resume["state"]
+        )
+        answered = await _answer_round(asking, result, name, arguments, answered)
+    return answered
+
+
+def _json(value: Any) -> Any:
+    return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _response_json(response: Any) -> dict[str, Any]:
+    method = next(m for m, cls in _RESPONSES.items() if isinstance(response, cls))
+    return {"method": method, "result": _json(response)}
