@@ -9,6 +9,13 @@ from collections.abc import Iterator
 import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 import structlog
+from hypothesis import settings
+
+# No per-example deadline: the machines that run the suite are shared and loaded, and
+# a slow example is not a failure (speed lives in benchmarks/). A test's own
+# ``@settings(deadline=...)`` still applies.
+settings.register_profile("agentloop", deadline=None)
+settings.load_profile("agentloop")
 
 
 @pytest.fixture(params=["asyncio", "trio"])
