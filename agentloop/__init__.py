@@ -134,15 +134,15 @@ from .output._errors import OutputValidationError
 from .output._spec import OutputMode, OutputProblems, OutputSpec, output_spec
 from .permissions._network import NetworkPolicy
 from .permissions._policies import (
-    Abstain,
     CommandPolicy,
-    KindPolicy,
+    NoVerdict,
     PathPolicy,
     PermissionPolicy,
     PolicyChain,
     PolicyVerdict,
+    RequestKindPolicy,
+    RuleAction,
     ToolPolicy,
-    Verdict,
 )
 from .permissions._requests import (
     Allow,
@@ -158,9 +158,9 @@ from .permissions._requests import (
     NetworkAccess,
     PermissionChecker,
     PermissionRequest,
-    PermissionVerdict,
     ShellCommand,
     ToolInvocation,
+    Verdict,
 )
 from .store._jsonl import export_jsonl, import_jsonl
 from .store._memory import MemorySessionStore
@@ -217,7 +217,6 @@ __all__ = [
     "DEFAULT_PRICES",
     "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
-    "Abstain",
     "AdvancedSession",
     "AfterToolResult",
     "Agent",
@@ -276,7 +275,6 @@ __all__ = [
     "InvalidStateError",
     "Item",
     "ItemKind",
-    "KindPolicy",
     "LimitAction",
     "LoopDriver",
     "LoopLimits",
@@ -304,6 +302,7 @@ __all__ = [
     "MutatorError",
     "NetworkAccess",
     "NetworkPolicy",
+    "NoVerdict",
     "OutputMode",
     "OutputProblems",
     "OutputSpec",
@@ -315,7 +314,6 @@ __all__ = [
     "PermissionChecker",
     "PermissionPolicy",
     "PermissionRequest",
-    "PermissionVerdict",
     "PolicyChain",
     "PolicyVerdict",
     "PrepareOutcome",
@@ -328,12 +326,14 @@ __all__ = [
     "ProviderError",
     "ProviderErrorKind",
     "ReasoningPart",
+    "RequestKindPolicy",
     "ResultOutcome",
     "RetryPoint",
     "RouteByAnnotation",
     "RouteByName",
     "RouteChoice",
     "RoutingPolicy",
+    "RuleAction",
     "RunFailed",
     "RunResult",
     "RunStarted",

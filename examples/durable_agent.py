@@ -43,7 +43,7 @@ class Refund:
 class ApproveLargeRefunds:
     """Refunds above 100 ask a human."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "payment.refund" and int(request.summary.split()[1]) > 100:
             return al.AskApproval("policy_requires_confirmation", request.summary)
         return al.Allow()

@@ -29,7 +29,7 @@ def make_tools(workspace: Path) -> al.ToolRegistry:
     return al.ToolRegistry().with_tool(read_file).with_tool(run)
 
 
-def describe(decision: al.PermissionVerdict) -> str:
+def describe(decision: al.Verdict) -> str:
     if isinstance(decision, al.Deny):
         return f"deny [{decision.code}] {decision.message}"
     if isinstance(decision, al.AskApproval):

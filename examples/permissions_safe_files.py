@@ -16,7 +16,7 @@ from agentloop.permissions import open_beneath
 from agentloop.testing import call, tool_calls
 
 
-def describe(decision: al.PermissionVerdict) -> str:
+def describe(decision: al.Verdict) -> str:
     if isinstance(decision, al.Deny):
         return f"deny: {decision.message}"
     if isinstance(decision, al.AskApproval):

@@ -50,7 +50,7 @@ class ReadNote:
 class AskBeforeReading:
     """Reads need a human's yes."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "filesystem.read":
             return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()

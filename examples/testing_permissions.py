@@ -21,7 +21,7 @@ class WorkspacePolicy:
     def __init__(self, root: str = "/workspace") -> None:
         self.root = os.path.realpath(root)
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if not isinstance(request, al.FileSystemWrite | al.FileSystemRead):
             return al.Allow()
         real = os.path.realpath(os.path.join(self.root, request.path))
@@ -35,7 +35,7 @@ class WorkspacePolicy:
 class PrefixPolicy(WorkspacePolicy):
     """The bug: a prefix test on the raw text."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if getattr(request, "path", "").startswith("/workspace/"):
             return al.AskApproval("sensitive_path", request.summary)
         return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, "outside /workspace")

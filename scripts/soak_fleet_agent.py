@@ -179,7 +179,7 @@ class SoakTool:
 
 
 class TransfersNeedApproval:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if isinstance(request, al.ToolInvocation) and request.tool_name == TRANSFER:
             return al.AskApproval("transfers_need_approval", request.summary)
         return al.Allow()

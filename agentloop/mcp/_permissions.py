@@ -34,7 +34,7 @@ class McpInvoke(PermissionRequest):
     """Invoke tool ``tool`` (its MCP name) of server ``server``.
 
     Proposed by every MCP tool call, after the executor's ``ToolInvocation``,
-    so a policy can decide per server and tool: ``KindPolicy(require_approval=
+    so a policy can decide per server and tool: ``RequestKindPolicy(require_approval=
     {"mcp.invoke_tool"})`` or a custom policy matching ``request.server``.
     """
 

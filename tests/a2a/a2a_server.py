@@ -38,7 +38,7 @@ class Deploy:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         return al.AskApproval("deploys need a person", request.summary)
 
 

@@ -26,7 +26,7 @@ class Publish:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         return al.AskApproval("publishing needs a person", request.summary)
 
 

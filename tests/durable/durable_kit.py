@@ -83,7 +83,7 @@ class Charge:
 class ApproveLargeCharges:
     """Charges above :data:`APPROVAL_LIMIT` ask a human."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "payment.charge" and int(request.summary.split()[1]) > APPROVAL_LIMIT:
             return al.AskApproval("policy_requires_confirmation", request.summary)
         return al.Allow()

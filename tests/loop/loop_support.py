@@ -68,14 +68,14 @@ class DynamicTool:
 
 
 class ApproveFsReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "filesystem.read":
             return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()
 
 
 class DenyFsReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "filesystem.read":
             return al.Deny("path_not_allowed", "reads are not allowed here")
         return al.Allow()

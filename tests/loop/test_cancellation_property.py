@@ -34,7 +34,6 @@ from agentloop import (
     ItemKind,
     MutationContext,
     PermissionRequest,
-    PermissionVerdict,
     Step,
     ToolContext,
     ToolRegistry,
@@ -42,6 +41,7 @@ from agentloop import (
     ToolSpec,
     TranscriptCursor,
     TurnRequest,
+    Verdict,
     validate_transcript,
 )
 from agentloop.testing import Reply, ScriptedModel, hang, model_scripts
@@ -106,7 +106,7 @@ class Write:
 
 
 class AskForWrites:
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         if isinstance(request, FileSystemWrite):
             return AskApproval("sensitive_path", request.summary)
         return Allow()

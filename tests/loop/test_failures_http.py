@@ -55,7 +55,7 @@ class Weather:
 
 
 class AskForReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         return al.AskApproval("weather", request.summary)
 
 

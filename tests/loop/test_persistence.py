@@ -44,7 +44,7 @@ class Pay:
 
 
 class AskToPay:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         return al.AskApproval("sensitive_path", request.summary)
 
 

@@ -210,7 +210,7 @@ async def test_a_result_is_saved_before_the_model_is_called_again_in_the_same_st
         return "done"
 
     class AskFirst:
-        def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+        def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
             return al.AskApproval("confirm", request.summary)
 
     driver = await agent(store, check_before_model, tool, permissions=AskFirst()).start("s")
@@ -380,7 +380,7 @@ class AskFor:
     def __init__(self, asked: frozenset[str]) -> None:
         self.asked = asked
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if isinstance(request, al.ToolInvocation) and request.tool_name in self.asked:
             return al.AskApproval("confirm", request.summary)
         return al.Allow()

@@ -26,7 +26,7 @@ async def test_roots_come_from_the_path_policy_in_both_protocol_eras(tmp_path: P
         read_only_roots=["docs"],  # also allowed, but PathPolicy denies writes there: read-only
         base=str(tmp_path),
     )  # fmt: skip
-    checker = al.PolicyChain(al.KindPolicy(deny={"shell.command"}), paths)
+    checker = al.PolicyChain(al.RequestKindPolicy(deny={"shell.command"}), paths)
     expected = {
         "advertised": True,
         "roots": [

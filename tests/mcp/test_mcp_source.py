@@ -281,7 +281,7 @@ async def test_cancelling_a_call_sends_the_cancel_notification(tmp_path: Path) -
 
 
 async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) -> None:
-    ask = al.KindPolicy(require_approval={"mcp.invoke_tool"})  # as docs/mcp.md writes it
+    ask = al.RequestKindPolicy(require_approval={"mcp.invoke_tool"})  # as docs/mcp.md writes it
     replies: list[Reply | str] = [
         tool_calls(call("mcp__srv__add", {"a": 1, "b": 2}, id="c1")),
         "ok",
@@ -298,7 +298,7 @@ async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) ->
         assert isinstance(await driver.run_until_blocked(), al.Finished)
         assert [r.output for r in results(driver)] == ["3"]
 
-        deny = al.PolicyChain(al.KindPolicy(deny={"mcp.invoke_tool"}))
+        deny = al.PolicyChain(al.RequestKindPolicy(deny={"mcp.invoke_tool"}))
         driver, _, step = await run_session(source, replies, permissions=deny)
     assert isinstance(step, al.Finished)
     (denied,) = results(driver)
@@ -311,7 +311,7 @@ async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) ->
 
 async def test_connecting_is_a_permission_request(tmp_path: Path) -> None:
     server = stdio_server(tmp_path)
-    deny = al.PolicyChain(al.KindPolicy(deny={"mcp.connect"}))
+    deny = al.PolicyChain(al.RequestKindPolicy(deny={"mcp.connect"}))
     with pytest.raises(McpConnectionError) as denied:
         async with McpToolSource(server, permissions=deny):
             pass
@@ -320,7 +320,7 @@ async def test_connecting_is_a_permission_request(tmp_path: Path) -> None:
         f"(Connect MCP server srv ({server.target})) (code: policy_denied)"
     )
 
-    ask = al.KindPolicy(require_approval={"mcp.connect"})  # a bare policy: used in a chain
+    ask = al.RequestKindPolicy(require_approval={"mcp.connect"})  # a bare policy: used in a chain
     with pytest.raises(McpConnectionError, match="has no approve_connect callback"):
         async with McpToolSource(server, permissions=ask):
             pass

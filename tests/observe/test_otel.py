@@ -50,7 +50,7 @@ class Boom:
 
 
 class AskForReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "filesystem.read":
             return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()

@@ -95,7 +95,7 @@ async def test_approving_grants_only_the_requests_shown() -> None:
     first = al.CustomPermission("x.read", "Read the inbox")
     second = al.CustomPermission("x.send", "Send mail as you")
     proposals[:] = [[first], [first, second]]
-    policy = al.PolicyChain(al.KindPolicy(require_approval=["x.*"]))
+    policy = al.PolicyChain(al.RequestKindPolicy(require_approval=["x.*"]))
     driver, _ = await start([shifty], [call("shifty", {}, id="c1")], permissions=policy)
     step = await driver.next()
     assert isinstance(step, al.ApprovalRequest)
@@ -117,7 +117,7 @@ async def test_approving_grants_only_the_requests_shown() -> None:
 async def test_a_denied_request_denies_the_call_without_asking() -> None:
     ran.clear()
     proposals[:] = [[al.CustomPermission("x.read", "Read"), al.CustomPermission("y.wipe", "Wipe")]]
-    policy = al.PolicyChain(al.KindPolicy(require_approval=["x.*"], deny=["y.*"]))
+    policy = al.PolicyChain(al.RequestKindPolicy(require_approval=["x.*"], deny=["y.*"]))
     (result,) = await run_round([shifty], [call("shifty", {}, id="c1")], permissions=policy)
     assert result.output == (
         "tool permission denied: y.wipe requests are not allowed (Wipe) (code: policy_denied)"
@@ -130,7 +130,7 @@ class Raising:
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "tool.invoke":
             return al.Allow()
         raise self.error
@@ -176,15 +176,15 @@ class Answers:
             "Deny or AskApproval",
         ),
         (
-            Answers(al.Abstain()),
-            "permission checker Answers returned Abstain() for filesystem.write; expected "
+            Answers(al.NoVerdict()),
+            "permission checker Answers returned NoVerdict() for filesystem.write; expected "
             "Allow, Deny or AskApproval; a policy that can abstain must be wrapped in "
             "PolicyChain(...)",
         ),
         (
-            al.PolicyChain(al.KindPolicy(allow=["tool.*"]), Answers(42)),
+            al.PolicyChain(al.RequestKindPolicy(allow=["tool.*"]), Answers(42)),
             "the permission checker PolicyChain raised TypeError: policy Answers returned 42 for "
-            "filesystem.write; expected Allow, Deny, AskApproval or Abstain while evaluating "
+            "filesystem.write; expected Allow, Deny, AskApproval or NoVerdict while evaluating "
             "filesystem.write",
         ),
     ],

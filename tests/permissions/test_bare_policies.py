@@ -54,7 +54,7 @@ async def start(checker: Any, *calls: al.ToolCallPart) -> tuple[al.LoopDriver, a
 async def test_a_bare_kind_policy_asks_for_what_it_names_and_allows_the_rest() -> None:
     written.clear()
     driver, step = await start(
-        al.KindPolicy(require_approval={"filesystem.write"}),
+        al.RequestKindPolicy(require_approval={"filesystem.write"}),
         call("echo", {"text": "hi"}, id="c1"),
         call("write", {"path": "/tmp/x"}, id="c2"),
     )
@@ -106,12 +106,12 @@ async def test_a_bare_path_policy_keeps_writes_in_its_roots(tmp_path: Path) -> N
 
 
 async def test_chains_and_plain_checkers_are_used_as_given() -> None:
-    chain = al.PolicyChain(al.KindPolicy(deny={"filesystem.write"}))
+    chain = al.PolicyChain(al.RequestKindPolicy(deny={"filesystem.write"}))
     deny_all = al.DenyAll()
     for checker in (chain, deny_all):
         agent = al.Agent.builder().model(al.ScriptedModel(["x"])).permissions(checker).build()
         assert agent.permissions is checker
-    bare = al.KindPolicy(deny={"filesystem.write"})
+    bare = al.RequestKindPolicy(deny={"filesystem.write"})
     agent = al.Agent.builder().model(al.ScriptedModel(["x"])).permissions(bare).build()
     assert isinstance(agent.permissions, al.PolicyChain)
     assert (agent.permissions.policies, agent.permissions.fallback) == ((bare,), al.Allow())

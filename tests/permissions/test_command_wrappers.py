@@ -201,7 +201,7 @@ def denied(message: str) -> al.Deny:
         (["sh", "-c"], approval("Run sh -c (sh -c has no script in its arguments)")),
     ],
 )
-def test_wrappers_are_looked_through(argv: list[str], decision: al.PermissionVerdict) -> None:
+def test_wrappers_are_looked_through(argv: list[str], decision: al.Verdict) -> None:
     assert EVERYTHING_BUT_RM.evaluate(al.ShellCommand(argv)) == decision
 
 

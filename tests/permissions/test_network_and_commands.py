@@ -124,8 +124,8 @@ def test_network_policy_options_and_other_requests() -> None:
     assert NetworkPolicy(unknown="deny").evaluate(al.NetworkAccess("x.org")) == denied(
         "cannot access 'x.org': host 'x.org' is not on the allow list (none)"
     )
-    assert strict.evaluate(al.FileSystemRead("/x")) == al.Abstain()
-    assert strict.evaluate(al.ShellCommand(["curl", "https://x.org"])) == al.Abstain()
+    assert strict.evaluate(al.FileSystemRead("/x")) == al.NoVerdict()
+    assert strict.evaluate(al.ShellCommand(["curl", "https://x.org"])) == al.NoVerdict()
     with pytest.raises(TypeError) as caught:
         NetworkPolicy(allow="a.com")
     assert str(caught.value) == "expected a collection of names, got the string 'a.com'"

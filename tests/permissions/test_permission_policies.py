@@ -96,7 +96,7 @@ def test_path_policy_allows_inside_and_denies_traversal(tree: Path) -> None:
         "path_not_allowed",
         "cannot read 'bad\\x00name': it cannot be resolved: the path contains a NUL byte",
     )
-    assert policy.evaluate(al.ShellCommand(["ls"])) == al.Abstain()
+    assert policy.evaluate(al.ShellCommand(["ls"])) == al.NoVerdict()
 
 
 def test_path_policy_resolves_roots_given_through_symlinks(tree: Path) -> None:
@@ -157,7 +157,7 @@ def test_command_policy() -> None:
     assert strict.evaluate(al.ShellCommand([])) == al.Deny(
         "command_not_allowed", "cannot run an empty command"
     )
-    assert strict.evaluate(al.FileSystemRead("/x")) == al.Abstain()
+    assert strict.evaluate(al.FileSystemRead("/x")) == al.NoVerdict()
     with pytest.raises(ValueError, match="'unknown' must be in"):
         al.CommandPolicy(unknown="allow")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="expected a collection of names, got the string 'ls'"):
@@ -192,12 +192,12 @@ def test_tool_policy_by_name_then_by_annotation() -> None:
     assert policy.evaluate(invocation("fetch", read_only=True, open_world=True)) == al.Deny(
         "tool_not_allowed", "tool 'fetch' is open-world, and open-world tools are not allowed"
     )
-    assert policy.evaluate(invocation("plain", idempotent=True)) == al.Abstain()
-    assert policy.evaluate(al.FileSystemRead("/x")) == al.Abstain()
+    assert policy.evaluate(invocation("plain", idempotent=True)) == al.NoVerdict()
+    assert policy.evaluate(al.FileSystemRead("/x")) == al.NoVerdict()
 
 
 def test_kind_policy_matches_patterns() -> None:
-    policy = al.KindPolicy(
+    policy = al.RequestKindPolicy(
         allow=["network.*"], deny=["mcp.use_auth_scope"], require_approval=["mcp.*"]
     )
     assert policy.evaluate(al.NetworkAccess("https://x")) == al.Allow()
@@ -207,7 +207,7 @@ def test_kind_policy_matches_patterns() -> None:
     assert policy.evaluate(al.CustomPermission("mcp.connect", "Connect")) == al.AskApproval(
         "policy_requires_confirmation", "Connect"
     )
-    assert policy.evaluate(al.FileSystemRead("/x")) == al.Abstain()
+    assert policy.evaluate(al.FileSystemRead("/x")) == al.NoVerdict()
 
 
 class Recording:
@@ -222,7 +222,7 @@ class Recording:
 
 def test_policy_chain_first_non_abstaining_policy_decides() -> None:
     abstains, denies, allows = (
-        Recording(al.Abstain()),
+        Recording(al.NoVerdict()),
         Recording(al.Deny("x", "no")),
         Recording(al.Allow()),
     )
@@ -245,15 +245,15 @@ def test_policy_chain_first_non_abstaining_policy_decides() -> None:
 
 def test_policy_chain_refuses_bad_answers() -> None:
     with pytest.raises(TypeError) as caught:
-        al.PolicyChain(fallback=al.Abstain())  # type: ignore[arg-type]
+        al.PolicyChain(fallback=al.NoVerdict())  # type: ignore[arg-type]
     assert str(caught.value) == (
-        "PolicyChain fallback must be Allow, Deny or AskApproval, got Abstain()"
+        "PolicyChain fallback must be Allow, Deny or AskApproval, got NoVerdict()"
     )
     with pytest.raises(TypeError) as caught:
         al.PolicyChain(Recording("yes")).evaluate(al.FileSystemRead("/x"))  # type: ignore[arg-type]
     assert str(caught.value) == (
         "policy Recording returned 'yes' for filesystem.read; expected Allow, Deny, "
-        "AskApproval or Abstain"
+        "AskApproval or NoVerdict"
     )
 
 

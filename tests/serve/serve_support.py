@@ -37,7 +37,7 @@ class PublishReport:
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "filesystem.write":
             return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()

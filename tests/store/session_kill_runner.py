@@ -59,7 +59,7 @@ class Lookup:
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "filesystem.write":
             return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()

@@ -61,7 +61,7 @@ class Pay:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if isinstance(request, al.ToolInvocation):
             return al.AskApproval("confirm", request.summary)
         return al.Allow()

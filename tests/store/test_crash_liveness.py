@@ -154,7 +154,7 @@ class PlanTool:
 
 
 class AskFor:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if isinstance(request, al.ToolInvocation) and request.tool_name in ("asked", "refused"):
             return al.AskApproval("confirm", request.summary)
         return al.Allow()

@@ -47,7 +47,7 @@ class Pay:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         return al.AskApproval("payments need a person", request.summary)
 
 

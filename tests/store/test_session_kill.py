@@ -135,7 +135,7 @@ class Pay:
 
 
 class AskBeforePaying:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         return al.AskApproval("sensitive_path", request.summary)
 
 

@@ -93,7 +93,7 @@ class SleepTool:
 class ApproveFsReads:
     """Every filesystem read needs a human's approval."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         if request.kind == "filesystem.read":
             return al.AskApproval("sensitive_path", request.summary)
         return al.Allow()

@@ -32,7 +32,7 @@ class StartsWithWorkspace:
     def __init__(self, root: str) -> None:
         self.root = root
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         path = getattr(request, "path", "")
         if path.startswith(self.root + "/"):
             return al.Allow()
@@ -43,7 +43,7 @@ class NormalisedPrefix(StartsWithWorkspace):
     """Better but still wrong: normalises ``..`` but compares strings, not components,
     and never looks at symlinks."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         path = posixpath.normpath(os.path.join(self.root, request.path))  # type: ignore[attr-defined]
         if path.startswith(self.root):
             return al.Allow()
@@ -53,7 +53,7 @@ class NormalisedPrefix(StartsWithWorkspace):
 class ResolvedWorkspace(StartsWithWorkspace):
     """The fixed docs example: resolve (``..``, symlinks), then compare components."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         path = getattr(request, "path", "")
         real = os.path.realpath(os.path.join(self.root, path))
         root = os.path.realpath(self.root)
@@ -106,7 +106,7 @@ def test_path_cases_know_where_they_resolve(case: object) -> None:
 class DenyRmByExactName:
     """Bug: ``/bin/rm`` and ``sh -c 'rm ...'`` get through."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         assert isinstance(request, al.ShellCommand)
         if request.argv[0] == "rm":
             return al.Deny(al.DenyCode.COMMAND_NOT_ALLOWED, "no rm")
@@ -116,7 +116,7 @@ class DenyRmByExactName:
 class DenyRmByBaseName(DenyRmByExactName):
     """Bug: catches ``/bin/rm`` but lets a shell run it."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         assert isinstance(request, al.ShellCommand)
         if os.path.basename(request.argv[0]) == "rm":
             return al.Deny(al.DenyCode.COMMAND_NOT_ALLOWED, "no rm")
@@ -150,7 +150,7 @@ def test_command_cases_name_what_they_run(case: object) -> None:
 class HostInUrl:
     """Bug: looks for the allowed host anywhere in the URL text."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         assert isinstance(request, al.NetworkAccess)
         if "example.com" in request.url:
             return al.Allow()
@@ -160,7 +160,7 @@ class HostInUrl:
 class HostSuffix(HostInUrl):
     """Bug: ``endswith`` on the parsed host lets ``evil-example.com`` in."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         assert isinstance(request, al.NetworkAccess)
         if request.host.endswith("example.com"):
             return al.Allow()
@@ -192,7 +192,7 @@ class Recording:
     def __init__(self) -> None:
         self.urls: list[str] = []
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
         assert isinstance(request, al.NetworkAccess)
         self.urls.append(request.url)
         return al.Deny(al.DenyCode.NETWORK_NOT_ALLOWED, "no")

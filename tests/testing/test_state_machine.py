@@ -26,7 +26,6 @@ from agentloop import (
     MutationContext,
     MutatorError,
     PermissionRequest,
-    PermissionVerdict,
     RouteByName,
     RouteChoice,
     TaskKind,
@@ -35,6 +34,7 @@ from agentloop import (
     ToolRequest,
     ToolSpec,
     TranscriptCursor,
+    Verdict,
 )
 from agentloop.testing import PROBE_TOOL_NAME, AgentStateMachine
 
@@ -74,7 +74,7 @@ class WriteNote:
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         if isinstance(request, FileSystemWrite):
             return AskApproval("sensitive_path", request.summary)
         return Allow()

@@ -381,7 +381,7 @@ async def test_permissions_function_requests_are_checked_before_the_call() -> No
         "(code: policy_denied)"
     )
     assert outcome(result) == "permission_denied"
-    denied_writes = al.PolicyChain(al.KindPolicy(deny=["filesystem.write"]))
+    denied_writes = al.PolicyChain(al.RequestKindPolicy(deny=["filesystem.write"]))
     result = await run_one(save, {"path": "/etc/motd", "text": "hello"}, permissions=denied_writes)
     assert result.output == (
         "tool permission denied: filesystem.write requests are not allowed (Write /etc/motd) "

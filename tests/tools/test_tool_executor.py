@@ -197,7 +197,7 @@ class AbstainingPolicy:
     """A policy of the host's own that abstains (a built-in one alone is put in a chain)."""
 
     def evaluate(self, request: al.PermissionRequest) -> al.PolicyVerdict:
-        return al.Abstain()
+        return al.NoVerdict()
 
 
 async def test_a_bare_policy_that_abstains_fails_the_call_not_the_session() -> None:
@@ -208,7 +208,7 @@ async def test_a_bare_policy_that_abstains_fails_the_call_not_the_session() -> N
     )
     assert result == al.ToolResultPart(
         "call-1",
-        "tool 'add' was not run: permission checker AbstainingPolicy returned Abstain() for "
+        "tool 'add' was not run: permission checker AbstainingPolicy returned NoVerdict() for "
         "tool.invoke; expected Allow, Deny or AskApproval; a policy that can abstain must "
         "be wrapped in PolicyChain(...)",
         True,

@@ -22,7 +22,7 @@ NOT_YET_AT_THE_ROOT = {
     agentloop.permissions: {
         "NetworkPolicy",
         "PendingPermission",
-        "Verdict",
+        "RuleAction",
         "open_beneath",
         "resolve_path",
     },
