@@ -25,7 +25,7 @@ from ..model._config import LimitAction, SessionConfig
 from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelTurnResult, TurnRequest
 from ..output._answer import Accepted, Exhausted, Rejected, judge, offered_tools
-from ..tasks._protocol import TaskFinished
+from ..tasks._protocol import TaskResult
 from ..tools._tool import ToolRequest
 from ._actions import (
     Action,
@@ -62,7 +62,7 @@ __all__ = ["Background", "Catalog", "LoopMachine", "ModelAnswer"]
 class Background(Protocol):
     """Where the background results come from (the tool I/O's task manager)."""
 
-    def take_background(self) -> list[TaskFinished]:
+    def take_background(self) -> list[TaskResult]:
         """The background results that finished since the last look."""
         ...
 
@@ -165,7 +165,7 @@ class LoopMachine(RoundRules):
             return Hand(approval)
         return RunRound(turn, tool_round)
 
-    def model_phase(self, done: Sequence[TaskFinished], resolver: Resolver) -> Action:
+    def model_phase(self, done: Sequence[TaskResult], resolver: Resolver) -> Action:
         """The model phase, with the background results ``done`` just taken: resume a
         paused turn, or start a turn for input (or those results), or wait for input."""
         for update in done:

@@ -34,7 +34,7 @@ from agentloop.loop._state import (
     TurnState,
 )
 from agentloop.model._protocol import ModelTurnResult, TurnRequest
-from agentloop.tasks._protocol import TaskFinished
+from agentloop.tasks._protocol import TaskResult
 from agentloop.tools import ToolRequest
 
 
@@ -54,11 +54,11 @@ class Host:
 class Background:
     """A task manager's background results, taken once."""
 
-    def __init__(self, done: list[TaskFinished] | None = None) -> None:
+    def __init__(self, done: list[TaskResult] | None = None) -> None:
         self.done = done or []
         self.taken = 0
 
-    def take_background(self) -> list[TaskFinished]:
+    def take_background(self) -> list[TaskResult]:
         self.taken += 1
         done, self.done = self.done, []
         return done
@@ -167,7 +167,7 @@ def test_input_starts_a_turn_that_calls_the_model() -> None:
 def test_background_results_start_a_turn_without_input() -> None:
     m, host = machine(), Host()
     result = al.ToolResultPart("bg", "done")
-    action = m.begin(host, Background([TaskFinished("t1", result)]))
+    action = m.begin(host, Background([TaskResult("t1", result)]))
     assert isinstance(action, CallModel)
     assert [item.kind for item in m.core.transcript] == [al.ItemKind.NOTIFICATION]
 

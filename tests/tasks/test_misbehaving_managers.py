@@ -29,8 +29,8 @@ class Echo:
         return f"ok:{request.call_id}"
 
 
-def stray(call_id: str) -> al.TaskFinished:
-    return al.TaskFinished(f"stray-{call_id}", al.ToolResultPart(call_id, f"stray:{call_id}"))
+def stray(call_id: str) -> al.TaskResult:
+    return al.TaskResult(f"stray-{call_id}", al.ToolResultPart(call_id, f"stray:{call_id}"))
 
 
 class Straying(al.SimpleTaskManager):
@@ -41,12 +41,12 @@ class Straying(al.SimpleTaskManager):
         super().__init__()
         self._deferred = deferred
         self._strays = strays
-        self._queue: list[al.TaskFinished] = []
+        self._queue: list[al.TaskResult] = []
         self._reported = 0
 
     async def start_task(
         self, launch: al.TaskLaunch, turn_id: str
-    ) -> al.TaskFinished | al.TaskLaunched:
+    ) -> al.TaskResult | al.TaskLaunched:
         done = await super().start_task(launch, turn_id)
         if launch.request.call_id not in self._deferred:
             return done

@@ -221,7 +221,7 @@ async def test_start_task_runs_a_sole_launch_and_returns_its_result() -> None:
     async with al.AsyncTaskManager() as manager:
         handle = manager.handle()
         started = await manager.start_task(recorder.launch("c1"), "t1")
-        assert started == al.TaskFinished("task-1", al.ToolResultPart("c1", "ran"))
+        assert started == al.TaskResult("task-1", al.ToolResultPart("c1", "ran"))
         assert recorder.ran == ["c1"]
         assert await handle.list_running() == []
         assert await manager.wait_for_turn("t1") is None
@@ -250,7 +250,7 @@ async def test_a_running_sole_launch_cancelled_from_another_task_answers_cancell
     how: str,
 ) -> None:
     recorder = Recorder()
-    results: list[al.TaskFinished | al.TaskLaunched] = []
+    results: list[al.TaskResult | al.TaskLaunched] = []
     manager = al.AsyncTaskManager()
     async with anyio.create_task_group() as group, manager:
         handle = manager.handle()
@@ -267,7 +267,7 @@ async def test_a_running_sole_launch_cancelled_from_another_task_answers_cancell
         # Left the block ("shutdown") or not: the launch answered either way.
     why = "the host cancelled it" if how == "handle" else "the task manager shut down"
     assert results == [
-        al.TaskFinished(
+        al.TaskResult(
             "task-1",
             al.ToolResultPart(
                 "c1",
