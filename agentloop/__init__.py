@@ -5,9 +5,6 @@ Build an :class:`Agent`, ``await agent.start(config)`` to get a
 :class:`Finished` or an interrupt you resolve.
 """
 
-import warnings
-from typing import Any as _Any
-
 from ._serde import converter, structure, unstructure
 from ._version import __version__ as __version__
 from .core._cancellation import CancellationController, CancellationHandle, TurnCancellation
@@ -59,7 +56,6 @@ from .core._transcript import (
 from .host._run import (
     DEFAULT_MAX_STEPS,
     Approver,
-    ApproverReply,
     RunResult,
     RunStopReason,
     TurnRetryPolicy,
@@ -235,7 +231,6 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalRequested",
     "Approver",
-    "ApproverReply",
     "AskApproval",
     "AsyncSessionTasks",
     "AsyncTaskManager",
@@ -426,19 +421,3 @@ __all__ = [
     "unstructure",
     "validate_transcript",
 ]
-
-# Renamed in 0.2 (one name per concept); kept for one release because earlier
-# examples use them. Not in ``__all__``: ``from agentloop import *`` no longer
-# shadows the builtin ``Warning``.
-_DEPRECATED = {"ApprovalDecision": "ApprovalAnswer", "Warning": "LoopWarning"}
-
-
-def __getattr__(name: str) -> _Any:
-    """Resolve a deprecated name to its new one, with a ``DeprecationWarning``."""
-    new = _DEPRECATED.get(name)
-    if new is None:
-        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
-    warnings.warn(
-        f"agentloop.{name} is deprecated; use agentloop.{new}", DeprecationWarning, stacklevel=2
-    )
-    return globals()[new]

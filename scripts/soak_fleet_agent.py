@@ -30,10 +30,10 @@ import structlog
 
 import agentloop as al
 from agentloop.store import (
-    Approval,
     Claim,
     Lease,
     LeaseLostError,
+    RecordedApproval,
     SessionInfo,
     SessionStore,
     SessionSummary,
@@ -308,7 +308,7 @@ class RecordingStore:
         approved: bool,
         reason: str | None = None,
         edited_input: Any = None,
-    ) -> Approval:
+    ) -> RecordedApproval:
         return await self._inner.record_approval(
             session_id,
             call_id,

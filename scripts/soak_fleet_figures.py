@@ -179,7 +179,7 @@ def stop_figures(stops: list[Stop], leases: dict[str, list[dict[str, Any]]], tal
 
 
 def race_figures(
-    attempts: list[Attempt], approvals: dict[str, al.store.Approval], tally: Tally
+    attempts: list[Attempt], approvals: dict[str, al.store.RecordedApproval], tally: Tally
 ) -> dict[str, Attempt]:
     """Approval races (both approvers recorded a decision on a call); the winner of each call."""
     by_call: dict[str, list[Attempt]] = defaultdict(list)
@@ -222,7 +222,7 @@ class Sessions:
     calls: Counter[str] = attrs.Factory(Counter)
     outcomes: Counter[str] = attrs.Factory(Counter)
     results: dict[str, tuple[str, al.ToolResultPart]] = attrs.Factory(dict)
-    approvals: dict[str, al.store.Approval] = attrs.Factory(dict)
+    approvals: dict[str, al.store.RecordedApproval] = attrs.Factory(dict)
     stranded: list[str] = attrs.Factory(list)
     invalid: list[str] = attrs.Factory(list)
     answered_turns: set[tuple[str, int]] = attrs.Factory(set)

@@ -167,7 +167,7 @@ SUBPACKAGE_EXTRAS: dict[str, set[str]] = {
         "open_store",
     },
     "agentloop.store": {
-        "Approval",
+        "RecordedApproval",
         "BackendHead",
         "BackendSessionStore",
         "BackendWrite",

@@ -40,7 +40,6 @@ from ..model._config import SessionConfig
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_SESSION_ID",
-    "ApproverReply",
     "Approver",
     "RunResult",
     "TurnRetryPolicy",
@@ -59,11 +58,11 @@ DEFAULT_MAX_STEPS = 100
 DEFAULT_SESSION_ID = "run"
 """The session id ``run()`` and ``stream()`` use when no ``config`` is given."""
 
-ApproverReply: TypeAlias = ApprovalAnswer | bool
-"""What an approver returns: a decision, or ``True`` (approve) / ``False`` (deny)."""
-
-Approver: TypeAlias = Callable[[ApprovalRequest], ApproverReply | Awaitable[ApproverReply]]
-"""A sync or async callable that answers one :class:`ApprovalRequest`."""
+Approver: TypeAlias = Callable[
+    [ApprovalRequest], ApprovalAnswer | bool | Awaitable[ApprovalAnswer | bool]
+]
+"""A sync or async callable that answers one :class:`ApprovalRequest` with an
+:class:`ApprovalAnswer`, or ``True`` (approve) / ``False`` (deny)."""
 
 
 def _non_negative(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

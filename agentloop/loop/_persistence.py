@@ -45,10 +45,10 @@ from ._checkpoint_memo import CaptureMemo
 from ._core import LoopCore
 from ._observer import Nobody
 from ._session_store import (
-    Approval,
     ClaimError,
     Lease,
     LeaseLostError,
+    RecordedApproval,
     SessionStore,
     StaleSessionError,
     StoredSession,
@@ -486,7 +486,7 @@ def _refusal(call: RoundCall, reason: str) -> tuple[ToolResultPart, CallStatus]:
 
 
 def recorded_decisions(
-    tool_round: ToolRound | None, approvals: Mapping[str, Approval]
+    tool_round: ToolRound | None, approvals: Mapping[str, RecordedApproval]
 ) -> list[tuple[str, ApprovalAnswer]]:
     """Decisions recorded in the store (by another process) for calls still undecided.
 

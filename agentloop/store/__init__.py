@@ -9,7 +9,6 @@ in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
 """
 
 from ..loop._session_store import (
-    Approval,
     Claim,
     ClaimError,
     Lease,
@@ -17,6 +16,7 @@ from ..loop._session_store import (
     LeaseHeldError,
     LeaseLostError,
     PendingCall,
+    RecordedApproval,
     SessionInfo,
     SessionStatus,
     SessionStore,
@@ -38,7 +38,6 @@ from ._sqlite import SqliteSessionStore
 
 __all__ = [
     "CHECKPOINT_FORMAT",
-    "Approval",
     "BackendHead",
     "BackendSessionStore",
     "BackendWrite",
@@ -52,6 +51,7 @@ __all__ = [
     "MemorySessionStore",
     "PendingCall",
     "PostgresSessionStore",
+    "RecordedApproval",
     "RedisBackend",
     "RedisSessionStore",
     "SessionInfo",

@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 from ..core._errors import InvalidInputError
 from ..core._items import Item
 from ..loop._session_store import (
-    Approval,
     Claim,
     Lease,
     LeaseLostError,
+    RecordedApproval,
     SessionInfo,
     SessionStatus,
     SessionSummary,
@@ -290,11 +290,11 @@ class PostgresSessionStore:
         approved: bool,
         reason: str | None = None,
         edited_input: Any = None,
-    ) -> Approval:
+    ) -> RecordedApproval:
         """Record a decision on ``call_id`` (see ``SessionStore.record_approval``)."""
         operation = f"record a decision on call {call_id!r} of session {session_id!r}"
 
-        def work(connection: Any) -> Approval:
+        def work(connection: Any) -> RecordedApproval:
             with transaction(connection):
                 sql.lock_session(connection, session_id)
                 existing = _approvals(session_id, sql.read_approvals(connection, session_id))
@@ -486,7 +486,9 @@ class PostgresSessionStore:
     def _read(
         self, connection: Any, session_id: str
     ) -> (
-        tuple[dict[str, Any], list[Item], sql.SessionRow, frozenset[str], dict[str, Approval]]
+        tuple[
+            dict[str, Any], list[Item], sql.SessionRow, frozenset[str], dict[str, RecordedApproval]
+        ]
         | None
     ):
         with transaction(connection, read_only=True):
@@ -585,7 +587,7 @@ def _status(value: str) -> SessionStatus:
         return SessionStatus.AWAITING_INPUT
 
 
-def _approvals(session_id: str, rows: list[sql.ApprovalRow]) -> dict[str, Approval]:
+def _approvals(session_id: str, rows: list[sql.ApprovalRow]) -> dict[str, RecordedApproval]:
     return {
         row.call_id: stored_approval(
             session_id,

@@ -7,13 +7,13 @@ live next to the driver that uses them.
 from __future__ import annotations
 
 from ..loop._session_store import (
-    Approval,
     Claim,
     ClaimError,
     Lease,
     LeaseError,
     LeaseHeldError,
     LeaseLostError,
+    RecordedApproval,
     SessionInfo,
     SessionStatus,
     SessionStore,
@@ -24,7 +24,7 @@ from ..loop._session_store import (
 )
 
 __all__ = [
-    "Approval",
+    "RecordedApproval",
     "Claim",
     "ClaimError",
     "Lease",

@@ -18,9 +18,9 @@ import anyio
 from ..core._errors import CheckpointError, InvalidStateError
 from ..core._items import Item
 from ..loop._session_store import (
-    Approval,
     Claim,
     Lease,
+    RecordedApproval,
     SessionInfo,
     SessionStatus,
     SessionSummary,
@@ -216,11 +216,11 @@ class SqliteSessionStore:
         approved: bool,
         reason: str | None = None,
         edited_input: Any = None,
-    ) -> Approval:
+    ) -> RecordedApproval:
         """Record a decision on ``call_id`` (see ``SessionStore.record_approval``)."""
         operation = f"record a decision on call {call_id!r} of session {session_id!r}"
 
-        def work(connection: sqlite3.Connection) -> Approval:
+        def work(connection: sqlite3.Connection) -> RecordedApproval:
             with _sql.transaction(connection, write=True):
                 existing = _approvals(session_id, _sql.read_approvals(connection, session_id))
                 found = existing.get(call_id)
@@ -549,7 +549,7 @@ class _Loaded(NamedTuple):
     items: list[Item]
     row: _sql.SessionRow
     started: frozenset[str]
-    approvals: dict[str, Approval]
+    approvals: dict[str, RecordedApproval]
 
 
 def _now() -> str:
@@ -563,7 +563,7 @@ def _status(value: str) -> SessionStatus:
         return SessionStatus.AWAITING_INPUT
 
 
-def _approvals(session_id: str, rows: list[_sql.ApprovalRow]) -> dict[str, Approval]:
+def _approvals(session_id: str, rows: list[_sql.ApprovalRow]) -> dict[str, RecordedApproval]:
     return {
         row.call_id: stored_approval(
             session_id,

@@ -39,7 +39,7 @@ from ..loop._driver import LoopDriver
 from ..loop._session_store import Lease, SessionStore
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished
 from ..serve._decide import Decider, DecisionRefused
-from ..serve._inbox import PendingApproval, pending_approvals
+from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
 from ._answers import interrupt_id, read_resume, response_schema
 from ._config import AguiConfig
@@ -249,7 +249,7 @@ class AguiRunner:
         }
         emit(StateSnapshotEvent(snapshot=state))
 
-    def _rows(self, stored: Any) -> list[PendingApproval]:
+    def _rows(self, stored: Any) -> list[InboxRow]:
         if stored is None:
             return []
         return pending_approvals(
@@ -282,7 +282,7 @@ async def _next_saving_on_cancel(
         raise
 
 
-def _ids(rows: list[PendingApproval]) -> str:
+def _ids(rows: list[InboxRow]) -> str:
     return ", ".join(interrupt_id(row.call_id) for row in rows)
 
 
