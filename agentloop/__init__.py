@@ -62,7 +62,7 @@ from .host._run import (
     continue_from,
     run,
 )
-from .host._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
+from .host._stream import DEFAULT_BUFFER_SIZE, EventOrStep, EventStream, stream
 from .host._sync import run_sync
 from .host._worker import AdvancedSession, SessionWorker
 from .loop._agent import Agent, AgentBuilder
@@ -110,6 +110,9 @@ from .loop._steps import (
     Step,
 )
 from .model._config import (
+    AfterItem,
+    AfterPart,
+    AfterTools,
     AutomaticCache,
     CacheBreakpoint,
     ExplicitCache,
@@ -120,9 +123,6 @@ from .model._config import (
     PromptCacheRetention,
     PromptCacheStrategy,
     SessionConfig,
-    ToolsEnd,
-    TranscriptItemEnd,
-    TranscriptPartEnd,
 )
 from .model._pricing import DEFAULT_PRICES, ModelPrice, PriceTable
 from .model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
@@ -188,8 +188,8 @@ from .tasks._routing import (
     DetachAfter,
     RouteByAnnotation,
     RouteByName,
-    RouteChoice,
     RoutingPolicy,
+    TaskRoute,
 )
 from .tasks._simple import SimpleTaskManager
 from .testing._scripted import ScriptedModel
@@ -201,7 +201,7 @@ from .tools._executor import (
     PrepareOutcome,
     ToolExecutor,
 )
-from .tools._registry import ToolCatalogEvent, ToolRegistry, ToolSource, catalog_change
+from .tools._registry import ToolCatalogEvent, ToolRegistry, ToolSource, compare_catalogs
 from .tools._schema import json_schema_for
 from .tools._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
@@ -214,7 +214,10 @@ __all__ = [
     "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
     "AdvancedSession",
+    "AfterItem",
+    "AfterPart",
     "AfterToolResult",
+    "AfterTools",
     "Agent",
     "AgentBuilder",
     "AgentEnded",
@@ -254,6 +257,7 @@ __all__ = [
     "DenyCode",
     "DetachAfter",
     "DriverState",
+    "EventOrStep",
     "EventStream",
     "ExecutedToolCall",
     "ExplicitCache",
@@ -326,7 +330,6 @@ __all__ = [
     "RetryPoint",
     "RouteByAnnotation",
     "RouteByName",
-    "RouteChoice",
     "RoutingPolicy",
     "RuleAction",
     "RunFailed",
@@ -345,7 +348,6 @@ __all__ = [
     "SqliteSessionStore",
     "Step",
     "StoredSession",
-    "StreamItem",
     "StructuredPart",
     "TaskCancelled",
     "TaskDetached",
@@ -359,6 +361,7 @@ __all__ = [
     "TaskManagerHandle",
     "TaskManagerState",
     "TaskResult",
+    "TaskRoute",
     "TaskSnapshot",
     "TaskStarted",
     "TaskSucceeded",
@@ -384,12 +387,9 @@ __all__ = [
     "ToolResultReceived",
     "ToolSource",
     "ToolSpec",
-    "ToolsEnd",
     "TranscriptCursor",
     "TranscriptError",
-    "TranscriptItemEnd",
     "TranscriptObserver",
-    "TranscriptPartEnd",
     "TranscriptView",
     "TranscriptViolation",
     "TurnCancellation",
@@ -403,7 +403,7 @@ __all__ = [
     "Usage",
     "UsageUpdated",
     "Verdict",
-    "catalog_change",
+    "compare_catalogs",
     "continue_from",
     "converter",
     "export_jsonl",

@@ -14,7 +14,7 @@ from ._run import (
     continue_from,
     run,
 )
-from ._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
+from ._stream import DEFAULT_BUFFER_SIZE, EventOrStep, EventStream, stream
 from ._sync import run_sync
 from ._worker import AdvancedSession, SessionWorker
 
@@ -24,11 +24,11 @@ __all__ = [
     "DEFAULT_SESSION_ID",
     "AdvancedSession",
     "Approver",
+    "EventOrStep",
     "EventStream",
     "RunResult",
     "RunStopReason",
     "SessionWorker",
-    "StreamItem",
     "TurnRetryPolicy",
     "continue_from",
     "run",

@@ -24,7 +24,7 @@ from ..permissions._requests import (
     Deny,
     PermissionChecker,
 )
-from ..tools._registry import ToolCatalogEvent, catalog_change
+from ..tools._registry import ToolCatalogEvent, compare_catalogs
 from ..tools._tool import ToolOutput
 from ._config import McpServer, check_options, tool_names
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
@@ -202,7 +202,7 @@ class McpToolSource:
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
         """The net change of the server's tools since the last drain (none or one event)."""
         now = {name: tool.spec for name, tool in self._tools.items()}
-        change = catalog_change(self.name, self._reported, now)
+        change = compare_catalogs(self.name, self._reported, now)
         self._reported = now
         return [] if change is None else [change]
 

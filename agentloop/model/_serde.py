@@ -11,22 +11,22 @@ from ..core._errors import CheckpointError
 from ..core._serde import configure_tagged
 from ..output._spec import OutputMode, OutputSpec
 from ._config import (
+    AfterItem,
+    AfterPart,
+    AfterTools,
     AutomaticCache,
     CacheBreakpoint,
     ExplicitCache,
     PromptCacheStrategy,
     SessionConfig,
-    ToolsEnd,
-    TranscriptItemEnd,
-    TranscriptPartEnd,
 )
 
 __all__ = ["configure_model"]
 
 _BREAKPOINT_TAGS: dict[type, str] = {
-    ToolsEnd: "tools_end",
-    TranscriptItemEnd: "transcript_item_end",
-    TranscriptPartEnd: "transcript_part_end",
+    AfterTools: "tools_end",
+    AfterItem: "transcript_item_end",
+    AfterPart: "transcript_part_end",
 }
 _STRATEGY_TAGS: dict[type, str] = {AutomaticCache: "automatic", ExplicitCache: "explicit"}
 

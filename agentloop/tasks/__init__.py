@@ -26,10 +26,10 @@ from ._routing import (
     DetachAfter,
     RouteByAnnotation,
     RouteByName,
-    RouteChoice,
     Routing,
     RoutingPolicy,
     SpecCatalog,
+    TaskRoute,
 )
 from ._simple import SimpleTaskManager
 
@@ -40,7 +40,6 @@ __all__ = [
     "DetachAfter",
     "RouteByAnnotation",
     "RouteByName",
-    "RouteChoice",
     "Routing",
     "RoutingPolicy",
     "SimpleTaskManager",
@@ -56,6 +55,7 @@ __all__ = [
     "TaskManagerHandle",
     "TaskManagerState",
     "TaskResult",
+    "TaskRoute",
     "TaskSnapshot",
     "TaskStarted",
     "TaskSucceeded",

@@ -11,7 +11,7 @@ from ._executor import (
     ToolExecutor,
     synthesized_result,
 )
-from ._registry import ToolCatalogEvent, ToolRegistry, ToolSource, catalog_change
+from ._registry import ToolCatalogEvent, ToolRegistry, ToolSource, compare_catalogs
 from ._schema import argument_converter, json_schema_for, structure_value
 from ._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
@@ -33,7 +33,7 @@ __all__ = [
     "ToolRequest",
     "ToolSource",
     "argument_converter",
-    "catalog_change",
+    "compare_catalogs",
     "json_schema_for",
     "structure_value",
     "synthesized_result",

@@ -79,9 +79,9 @@ events = st.one_of(
     st.builds(al.TurnFinished, turn_results),
 )
 breakpoints = st.one_of(
-    st.builds(al.ToolsEnd),
-    st.builds(al.TranscriptItemEnd, st.integers(0, 9)),
-    st.builds(al.TranscriptPartEnd, st.integers(0, 9), st.integers(0, 9)),
+    st.builds(al.AfterTools),
+    st.builds(al.AfterItem, st.integers(0, 9)),
+    st.builds(al.AfterPart, st.integers(0, 9), st.integers(0, 9)),
 )
 caches = st.builds(
     al.PromptCacheRequest,

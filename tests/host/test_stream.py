@@ -8,7 +8,7 @@ import pytest
 from host_support import kinds, make_agent, tour_script
 
 import agentloop as al
-from agentloop.host import RunStopReason, StreamItem, stream
+from agentloop.host import EventOrStep, RunStopReason, stream
 from agentloop.testing import call, fail, hang, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -52,13 +52,13 @@ class Exploding:
         raise RuntimeError("bug")
 
 
-def names(items: list[StreamItem]) -> list[str]:
+def names(items: list[EventOrStep]) -> list[str]:
     return [type(item).__name__ for item in items]
 
 
 async def test_every_event_and_step_in_order() -> None:
     model = al.ScriptedModel(tour_script())
-    seen: list[StreamItem] = []
+    seen: list[EventOrStep] = []
     async with stream(make_agent(model), "q", approve=lambda request: True) as events:
         async for item in events:
             seen.append(item)
@@ -181,7 +181,7 @@ async def test_leaving_early_cancels_the_turn_and_keeps_the_transcript_valid() -
 async def test_a_provider_error_is_a_failed_turn_in_the_stream() -> None:
     # Behaviour change (issue 14): the turn ends with ERROR; nothing is raised.
     model = al.ScriptedModel([fail(al.ProviderError("boom", retryable=True))])
-    seen: list[StreamItem] = []
+    seen: list[EventOrStep] = []
     async with stream(make_agent(model), "q") as events:
         async for item in events:
             seen.append(item)
@@ -210,7 +210,7 @@ async def test_a_provider_error_is_a_failed_turn_in_the_stream() -> None:
 
 async def test_errors_that_fail_the_driver_propagate_from_the_iteration() -> None:
     model = al.ScriptedModel(["never"])
-    seen: list[StreamItem] = []
+    seen: list[EventOrStep] = []
 
     async def consume() -> None:
         async with stream(make_agent(model, mutator=Exploding()), "q") as events:

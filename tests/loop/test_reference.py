@@ -304,7 +304,7 @@ async def test_loop_passes_session_default_and_next_turn_cache_requests() -> Non
     default = al.PromptCacheRequest.best_effort(al.AutomaticCache()).with_retention(
         al.PromptCacheRetention.SHORT
     )
-    override = al.PromptCacheRequest.required(al.ExplicitCache([al.TranscriptItemEnd(0)]))
+    override = al.PromptCacheRequest.required(al.ExplicitCache([al.AfterItem(0)]))
     agent = al.Agent.builder().model(model).build()
     driver = await agent.start(al.SessionConfig("session-cache", cache=default))
     driver.submit_input([user("first")])
@@ -380,11 +380,11 @@ def test_convenience_cache_builders_construct_expected_defaults() -> None:
     assert session.session_id == "demo"
     assert session.cache == cache
     explicit = al.PromptCacheRequest.explicit(
-        [al.ToolsEnd(), al.TranscriptItemEnd(2), al.TranscriptPartEnd(3, 1)]
+        [al.AfterTools(), al.AfterItem(2), al.AfterPart(3, 1)]
     )
     assert explicit.mode is al.PromptCacheMode.BEST_EFFORT
     assert explicit.strategy == al.ExplicitCache(
-        (al.ToolsEnd(), al.TranscriptItemEnd(2), al.TranscriptPartEnd(3, 1))
+        (al.AfterTools(), al.AfterItem(2), al.AfterPart(3, 1))
     )
     assert al.PromptCacheRequest.disabled().is_enabled is False
     assert al.PromptCacheRequest.automatic_required().mode is al.PromptCacheMode.REQUIRED

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from agentloop import (
+    AfterTools,
     FilePart,
     InvalidInputError,
     Item,
@@ -19,7 +20,6 @@ from agentloop import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
-    ToolsEnd,
     ToolSpec,
 )
 from agentloop.providers import OpenAIResponsesModel, from_string
@@ -160,8 +160,9 @@ async def test_prompt_cache_key_and_retention_and_a_required_breakpoint() -> Non
     cache = PromptCacheRequest(key="tenant-7", retention=PromptCacheRetention.EXTENDED)
     body = await body_for(turn([user("x")], cache=cache))
     assert (body["prompt_cache_key"], body["prompt_cache_retention"]) == ("tenant-7", "24h")
+    request = PromptCacheRequest.explicit_required([AfterTools()])
     with pytest.raises(ProviderError) as caught:
-        await body_for(turn([user("x")], cache=PromptCacheRequest.explicit_required([ToolsEnd()])))
+        await body_for(turn([user("x")], cache=request))
     assert str(caught.value) == (
         "OpenAI: cannot honour a required explicit prompt cache: the Responses API caches "
         "prefixes automatically and takes no breakpoints; use PromptCacheRequest.automatic()"

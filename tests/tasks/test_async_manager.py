@@ -392,7 +392,7 @@ class Watcher:
     "routing", [al.TaskKind.BACKGROUND, al.DetachAfter(0)], ids=["background", "detached"]
 )
 async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
-    routing: al.RouteChoice,
+    routing: al.TaskRoute,
 ) -> None:
     watcher = Watcher()
     controller = al.CancellationController()

@@ -70,7 +70,7 @@ async def test_a_callable_routes_calls_end_to_end() -> None:
 
 
 async def test_a_routing_policy_that_raises_fails_the_step_with_a_tool_error() -> None:
-    def broken(request: al.ToolRequest) -> al.RouteChoice:
+    def broken(request: al.ToolRequest) -> al.TaskRoute:
         raise KeyError(request.tool_name)
 
     model = al.ScriptedModel([tool_calls(call("local"))])

@@ -13,7 +13,7 @@ def test_tasks_exports_are_sorted_and_reexported_from_the_root() -> None:
         "DetachAfter",
         "RouteByAnnotation",
         "RouteByName",
-        "RouteChoice",
+        "TaskRoute",
         "RoutingPolicy",
         "TaskManagerState",
     ):

@@ -27,8 +27,8 @@ from agentloop import (
     MutatorError,
     PermissionRequest,
     RouteByName,
-    RouteChoice,
     TaskKind,
+    TaskRoute,
     ToolContext,
     ToolRegistry,
     ToolRequest,
@@ -146,7 +146,7 @@ class AsyncTaskManagerMachine(AgentStateMachine):
     and detaching calls (the probe tool stays in the foreground)."""
 
     def task_manager(self) -> AsyncTaskManager:
-        routes: dict[str, RouteChoice] = {
+        routes: dict[str, TaskRoute] = {
             "background_sleep": TaskKind.BACKGROUND,
             "detaching_sleep": DetachAfter(0),
         }
@@ -189,7 +189,7 @@ class AsyncDetachAfterMachine(AsyncTaskManagerMachine):
 
     def task_manager(self) -> AsyncTaskManager:
         # The probe must not detach: an interrupt it fires would then land between steps.
-        routes: dict[str, RouteChoice] = {
+        routes: dict[str, TaskRoute] = {
             "background_sleep": TaskKind.BACKGROUND,
             PROBE_TOOL_NAME: DetachAfter(60),
         }

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
-from agentloop.tools import catalog_change
+from agentloop.tools import compare_catalogs
 
 _NAMES = ("a", "b", "c")
 _TEXTS = ("one", "two")
@@ -57,7 +57,7 @@ class Model:
             if len(now) == len(before) and all(before.get(n) is s for n, s in now.items()):
                 continue
             self.seen[id(source)] = now
-            change = catalog_change(source.name, before, now)
+            change = compare_catalogs(source.name, before, now)
             if change is not None:
                 events.append(change)
         return events

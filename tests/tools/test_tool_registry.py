@@ -10,7 +10,7 @@ from tools_support import results_of, run_round, user
 
 import agentloop as al
 from agentloop.testing import call, tool_calls
-from agentloop.tools import catalog_change
+from agentloop.tools import compare_catalogs
 
 pytestmark = pytest.mark.anyio
 
@@ -95,10 +95,10 @@ def test_catalog_change_diffs_two_catalogs_for_custom_sources() -> None:
     keep = al.ToolSpec("k", "same")
     before = {"x": one, "gone": keep, "k": keep}
     after = {"x": two, "new": keep, "k": keep, "also": keep}
-    assert catalog_change("mcp:docs", before, after) == al.ToolCatalogEvent(
+    assert compare_catalogs("mcp:docs", before, after) == al.ToolCatalogEvent(
         "mcp:docs", added=("also", "new"), removed=("gone",), changed=("x",)
     )
-    assert catalog_change("mcp:docs", after, dict(after)) is None
+    assert compare_catalogs("mcp:docs", after, dict(after)) is None
 
 
 async def test_federated_sources_first_source_wins_a_name() -> None:

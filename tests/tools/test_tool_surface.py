@@ -15,7 +15,7 @@ NOT_YET_AT_THE_ROOT = {
         "PermissionsFunction",
         "ToolInDoubtError",
         "argument_converter",
-        "catalog_change",
+        "compare_catalogs",
         "structure_value",
         "synthesized_result",
     },
