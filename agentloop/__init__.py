@@ -5,7 +5,6 @@ Build an :class:`Agent`, ``await agent.start(config)`` to get a
 :class:`Finished` or an interrupt you resolve.
 """
 
-from ._serde import converter, structure, unstructure
 from ._version import __version__ as __version__
 from .core._cancellation import CancellationController, CancellationHandle, TurnCancellation
 from .core._delta import AppendText, BeginPart, CommitPart, Delta
@@ -98,6 +97,8 @@ from .loop._events import (
     UsageUpdated,
 )
 from .loop._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
+from .loop._serde import converter, structure, unstructure
+from .loop._session_store import SessionInfo, SessionStore, StoredSession
 from .loop._state import DriverState, RetryPoint
 from .loop._steps import (
     AfterToolResult,
@@ -160,7 +161,6 @@ from .permissions._requests import (
 )
 from .store._jsonl import export_jsonl, import_jsonl
 from .store._memory import MemorySessionStore
-from .store._protocol import SessionInfo, SessionStore, StoredSession
 from .store._sqlite import SqliteSessionStore
 from .tasks._async import (
     AsyncSessionTasks,

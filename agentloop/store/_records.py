@@ -2,7 +2,7 @@
 
 A session's ``meta`` (its version, status, lease and row counts), each claim
 row and each decision row is an attrs record, turned into JSON text by the
-package's converter (``agentloop._serde``: strict, extra keys refused) and
+package's converter (``agentloop.loop._serde``: strict, extra keys refused) and
 back. A text that does not decode raises ``CheckpointError`` naming the
 session and the row, so a damaged backend fails closed.
 """
@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .. import _serde
 from ..core._errors import CheckpointError
+from ..loop import _serde
 from ..loop._session_store import Claim, RecordedApproval, SessionStatus
 from ._documents import _encode
 from ._rules import LeaseRow, stored_approval, timestamp
