@@ -25,6 +25,7 @@ from _fixtures import Echo, FastModel
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.tools
 
 SESSIONS = 1_000
 ROUNDS = 5
@@ -36,7 +37,7 @@ def build_agent(rounds: int) -> al.Agent:
     return (
         al.Agent.builder()
         .model(FastModel(rounds, yield_control=True))
-        .add_tool_source(al.ToolRegistry().with_tool(Echo()))
+        .add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
         .build()
     )
 

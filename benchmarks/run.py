@@ -23,6 +23,7 @@ from _fixtures import ECHO_SCHEMA, Echo, FastModel
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.tools
 
 ROUND_COUNTS = (10, 100, 400)
 MIN_REPEATS = 7
@@ -36,7 +37,7 @@ async def agentloop_rounds(rounds: int) -> float:
     agent = (
         al.Agent.builder()
         .model(FastModel(rounds))
-        .add_tool_source(al.ToolRegistry().with_tool(Echo()))
+        .add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
         .input([al.Item.text(al.ItemKind.USER, "go")])
         .build()
     )

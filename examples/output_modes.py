@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 import agentloop as al
+import agentloop.tools
 from agentloop.testing import ScriptedModel, call, tool_calls
 
 
@@ -31,7 +32,7 @@ def temperature(city: str) -> int:
 def agent(
     model: ScriptedModel, mode: str = "auto", max_retries: int = 2
 ) -> al.Agent[Any, Forecast]:
-    registry = al.ToolRegistry().with_tool(temperature)
+    registry = al.tools.ToolRegistry().with_tool(temperature)
     builder = al.Agent.builder().model(model).add_tool_source(registry)
     return builder.output(Forecast, mode=mode, max_retries=max_retries).build()
 

@@ -29,6 +29,11 @@ import anyio
 import structlog
 
 import agentloop as al
+import agentloop.host
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import (
     Claim,
     Lease,
@@ -116,7 +121,7 @@ def model_script(seed: int, latency: tuple[float, float], marker: Path | None) -
     tool round), the file ``marker`` exists: the chaos loop aims some kills there.
     """
 
-    async def reply(request: al.TurnRequest) -> Any:
+    async def reply(request: al.model.TurnRequest) -> Any:
         transcript = request.transcript
         users = [n for n, item in enumerate(transcript) if item.kind is al.ItemKind.USER]
         turn = len(users)
@@ -179,10 +184,10 @@ class SoakTool:
 
 
 class TransfersNeedApproval:
-    def evaluate(self, request: al.PermissionRequest) -> al.Verdict:
-        if isinstance(request, al.ToolInvocation) and request.tool_name == TRANSFER:
-            return al.AskApproval("transfers_need_approval", request.summary)
-        return al.Allow()
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        if isinstance(request, al.permissions.ToolInvocation) and request.tool_name == TRANSFER:
+            return al.permissions.AskApproval("transfers_need_approval", request.summary)
+        return al.permissions.Allow()
 
 
 def build_agent(
@@ -194,12 +199,12 @@ def build_agent(
     tool_latency: tuple[float, float],
     marker: Path | None = None,
 ) -> al.Agent:
-    registry = al.ToolRegistry()
+    registry = al.tools.ToolRegistry()
     for name in (EFFECT, READ, TRANSFER):
         registry = registry.with_tool(SoakTool(name, effects, owner, seed, tool_latency))
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(model_script(seed, latency, marker)))
+        .model(al.testing.ScriptedModel(model_script(seed, latency, marker)))
         .add_tool_source(registry)
         .permissions(TransfersNeedApproval())
         .store(store)
@@ -397,7 +402,7 @@ async def run_worker(
         store = RecordingStore(inner, LeaseLog(workdir / "leases" / f"{owner}.jsonl"))
         marker = workdir / "in_model" / owner
         agent = build_agent(store, workdir / "effects", owner, seed, latency, tool_latency, marker)
-        worker = al.SessionWorker(
+        worker = al.host.SessionWorker(
             store=store, agent=agent, owner=owner, ttl=ttl, poll_interval=0.05
         )
         await worker.run(stop=stop)

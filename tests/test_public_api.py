@@ -3,6 +3,8 @@
 import weakref
 
 import agentloop
+import agentloop.tasks
+import agentloop.tools
 
 
 def test_all_is_sorted_and_importable() -> None:
@@ -29,12 +31,12 @@ def test_public_classes_have_docstrings() -> None:
 def test_public_classes_a_host_keeps_can_be_weakly_referenced() -> None:
     """Slotted for memory, the long-lived public objects still allow weak references
     (a host may keep its drivers or managers in a ``WeakValueDictionary``)."""
-    registry = agentloop.ToolRegistry()
+    registry = agentloop.tools.ToolRegistry()
     objects = [
         registry,
-        agentloop.BasicToolExecutor([registry]),
-        agentloop.AsyncTaskManager(),
-        agentloop.SimpleTaskManager(),
+        agentloop.tools.BasicToolExecutor([registry]),
+        agentloop.tasks.AsyncTaskManager(),
+        agentloop.tasks.SimpleTaskManager(),
     ]
     for instance in objects:
         assert weakref.ref(instance)() is instance

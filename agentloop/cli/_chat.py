@@ -28,8 +28,8 @@ from ..host._stream import stream
 from ..loop._agent import Agent
 from ..loop._events import ContentDelta, RunFailed
 from ..loop._steps import ApprovalAnswer, ApprovalRequest
-from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
+from ..model._session_config import SessionConfig
 from ..permissions._policies import PathPolicy, PolicyChain, RequestKindPolicy
 from ..tools._registry import ToolRegistry, ToolSource
 from ._render import Renderer, format_arguments, format_usage

@@ -35,7 +35,7 @@ from ..loop._steps import (
     Finished,
     Step,
 )
-from ..model._config import SessionConfig
+from ..model._session_config import SessionConfig
 
 __all__ = [
     "DEFAULT_MAX_STEPS",

@@ -31,7 +31,7 @@ from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._events import AgentEvent, ApprovalAnswered, ContentDelta
 from ..loop._steps import ApprovalRequest, Step
-from ..model._config import SessionConfig
+from ..model._session_config import SessionConfig
 from ._run import (
     DEFAULT_MAX_STEPS,
     Approver,

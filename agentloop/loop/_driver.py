@@ -20,7 +20,7 @@ import attrs
 from .._log import get_logger
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
-from ..model._config import PromptCacheRequest, SessionConfig
+from ..model._session_config import PromptCacheRequest, SessionConfig
 from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore

@@ -21,9 +21,9 @@ from ..core._errors import ModelProtocolError, ProviderError, ProviderErrorKind
 from ..core._items import FinishReason, Item, Metadata, ToolCallPart, Usage
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import TranscriptView, has_pending_input
-from ..model._config import LimitAction, SessionConfig
 from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelTurnResult, TurnRequest
+from ..model._session_config import LimitAction, SessionConfig
 from ..output._answer import Accepted, Exhausted, Rejected, judge, offered_tools
 from ..tasks._protocol import TaskResult
 from ..tools._tool import ToolRequest

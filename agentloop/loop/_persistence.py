@@ -37,8 +37,8 @@ from typing import Any, cast
 from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
 from ..core._items import ResultOutcome, ToolResultPart
-from ..core._results import synthesized_result
-from ..model._config import SessionConfig
+from ..core._synthesized_results import synthesized_result
+from ..model._session_config import SessionConfig
 from ..tools._tool import ToolRequest
 from ._checkpoint import capture, parse
 from ._checkpoint_memo import CaptureMemo

@@ -15,7 +15,7 @@ import attrs
 from .._log import get_logger
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import FinishReason, ToolResultPart
-from ..model._config import SessionConfig
+from ..model._session_config import SessionConfig
 from ..tasks._protocol import TaskDetached, TaskKind, TaskLaunched, TaskResult
 from ..tools._executor import PendingApproval, PreparedCall
 from ..tools._permission_check import approval_summary

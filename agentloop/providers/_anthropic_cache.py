@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core._errors import ProviderError
-from ..model._config import (
+from ..model._session_config import (
     AfterItem,
     AfterTools,
     AutomaticCache,

@@ -24,8 +24,13 @@ from ..core._items import (
     Usage,
 )
 from ..model._accumulator import StreamAccumulator, _new_call_id
-from ..model._config import ExplicitCache, PromptCacheMode, PromptCacheRequest, SessionConfig
 from ..model._protocol import ModelEvent, TurnRequest
+from ..model._session_config import (
+    ExplicitCache,
+    PromptCacheMode,
+    PromptCacheRequest,
+    SessionConfig,
+)
 from ._classify import stream_error
 from ._config import (
     DEFAULT_TIMEOUT,

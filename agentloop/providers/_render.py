@@ -19,7 +19,7 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
-from ..core._results import RAW_ARGUMENTS_KEY
+from ..core._synthesized_results import RAW_ARGUMENTS_KEY
 from ..model._admission import PROVIDER_CALL_ID_KEY
 
 __all__ = [

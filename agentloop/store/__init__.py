@@ -8,6 +8,7 @@ in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
 ``postgres`` extra (psycopg 3: ``pip install 'agentloop-runtime[postgres]'``).
 """
 
+from ..loop._checkpoint import CHECKPOINT_VERSION
 from ..loop._session_store import (
     Claim,
     ClaimError,
@@ -38,6 +39,7 @@ from ._sqlite import SqliteSessionStore
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
     "BackendHead",
     "BackendSessionStore",
     "BackendWrite",

@@ -55,7 +55,7 @@ from .._anyio import PUBLIC_BACKEND, event_loop_backend
 from .._log import get_logger
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
-from ..core._results import synthesized_result
+from ..core._synthesized_results import synthesized_result
 from ._contained import run_contained
 from ._inline import InContext
 from ._protocol import (

@@ -1,5 +1,7 @@
 """Tools: the protocol, ``@tool``, schemas from type hints, registries and the executor."""
 
+from ..core._items import OUTCOME_KEY, ResultOutcome, result_outcome
+from ..core._tool_spec import ToolAnnotations, ToolSpec
 from ._decorator import FunctionTool, PermissionsFunction, tool
 from ._errors import ToolInDoubtError
 from ._executor import (
@@ -16,6 +18,7 @@ from ._schema import argument_converter, json_schema_for, structure_value
 from ._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
 __all__ = [
+    "OUTCOME_KEY",
     "RAW_ARGUMENTS_KEY",
     "BasicToolExecutor",
     "FunctionTool",
@@ -23,7 +26,9 @@ __all__ = [
     "PermissionsFunction",
     "PrepareOutcome",
     "PreparedCall",
+    "ResultOutcome",
     "Tool",
+    "ToolAnnotations",
     "ToolCatalogEvent",
     "ToolContext",
     "ToolExecutor",
@@ -32,9 +37,11 @@ __all__ = [
     "ToolRegistry",
     "ToolRequest",
     "ToolSource",
+    "ToolSpec",
     "argument_converter",
     "compare_catalogs",
     "json_schema_for",
+    "result_outcome",
     "structure_value",
     "synthesized_result",
     "tool",

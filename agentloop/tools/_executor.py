@@ -27,7 +27,7 @@ from ..core._items import (
     ResultOutcome,
     ToolResultPart,
 )
-from ..core._results import RAW_ARGUMENTS_KEY, synthesized_result
+from ..core._synthesized_results import RAW_ARGUMENTS_KEY, synthesized_result
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
     PendingPermission,

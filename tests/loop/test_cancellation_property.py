@@ -22,29 +22,23 @@ from hypothesis import strategies as st
 from agentloop import (
     AfterToolResult,
     Agent,
-    Allow,
     ApprovalRequest,
-    AskApproval,
     AwaitingInput,
     CancellationController,
-    FileSystemWrite,
     Finished,
     FinishReason,
     Item,
     ItemKind,
-    MutationContext,
-    PermissionRequest,
     Step,
     ToolContext,
-    ToolRegistry,
     ToolRequest,
     ToolSpec,
-    TranscriptCursor,
-    TurnRequest,
-    Verdict,
-    validate_transcript,
 )
+from agentloop.model import TurnRequest
+from agentloop.permissions import Allow, AskApproval, FileSystemWrite, PermissionRequest, Verdict
 from agentloop.testing import Reply, ScriptedModel, hang, model_scripts
+from agentloop.tools import ToolRegistry
+from agentloop.transcript import MutationContext, TranscriptCursor, validate_transcript
 
 pytestmark = pytest.mark.anyio
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import agentloop as al
+import agentloop.tasks
 from agentloop.core._cancellation import CancellationController
 from agentloop.loop._actions import (
     CallModel,
@@ -404,7 +405,9 @@ def test_a_round_the_host_answered_goes_straight_to_the_model() -> None:
 def test_a_round_of_background_calls_waits_for_input() -> None:
     m, host = machine(), Host()
     turn, tool_round = with_round(m, CallStatus.RUNNING)
-    m.call_started(tool_round.calls[0], tool_round, al.TaskLaunched("t", al.TaskKind.BACKGROUND))  # type: ignore[attr-defined]
+    m.call_started(
+        tool_round.calls[0], tool_round, al.tasks.TaskLaunched("t", al.tasks.TaskKind.BACKGROUND)
+    )  # type: ignore[attr-defined]
     action = m.round_collected(turn, tool_round, host)
     assert isinstance(action, Hand)
     assert isinstance(action.step, al.AwaitingInput)

@@ -15,7 +15,6 @@ from agentloop import (
     FinishReason,
     InvalidInputError,
     PartKind,
-    PromptCacheRequest,
     ProviderError,
     ReasoningPart,
     SessionConfig,
@@ -23,8 +22,9 @@ from agentloop import (
     ToolCallPart,
     Usage,
 )
-from agentloop.model._config import AfterItem, AfterTools, PromptCacheRetention
-from agentloop.model._config import AfterPart as PartEnd
+from agentloop.model import PromptCacheRequest
+from agentloop.model._session_config import AfterItem, AfterTools, PromptCacheRetention
+from agentloop.model._session_config import AfterPart as PartEnd
 from agentloop.providers import AnthropicModel
 
 from . import _anthropic_streams as streams

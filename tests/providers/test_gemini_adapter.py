@@ -15,7 +15,6 @@ from agentloop import (
     Item,
     ItemKind,
     PartKind,
-    PromptCacheRequest,
     ProviderError,
     ReasoningPart,
     SessionConfig,
@@ -23,7 +22,8 @@ from agentloop import (
     ToolCallPart,
     Usage,
 )
-from agentloop.model._config import AfterTools
+from agentloop.model import PromptCacheRequest
+from agentloop.model._session_config import AfterTools
 from agentloop.providers import GeminiModel
 
 from . import _gemini_streams as streams

@@ -7,14 +7,11 @@ from typing import Any
 import pytest
 
 from agentloop import (
-    AfterTools,
     FilePart,
     InvalidInputError,
     Item,
     ItemKind,
     MediaPart,
-    PromptCacheRequest,
-    PromptCacheRetention,
     ProviderError,
     StructuredPart,
     TextPart,
@@ -22,6 +19,7 @@ from agentloop import (
     ToolResultPart,
     ToolSpec,
 )
+from agentloop.model import AfterTools, PromptCacheRequest, PromptCacheRetention
 from agentloop.providers import OpenAIResponsesModel, from_string
 
 from . import _responses_streams as streams

@@ -19,5 +19,7 @@ def test_tasks_exports_are_sorted_and_reexported_from_the_root() -> None:
     ):
         assert name in names
         assert getattr(agentloop, name) is getattr(agentloop.tasks, name)
-    assert isinstance(agentloop.AsyncTaskManager(), agentloop.TaskManager)
-    assert isinstance(agentloop.AsyncTaskManager().handle(), agentloop.TaskManagerHandle)
+    assert isinstance(agentloop.tasks.AsyncTaskManager(), agentloop.tasks.TaskManager)
+    assert isinstance(
+        agentloop.tasks.AsyncTaskManager().handle(), agentloop.tasks.TaskManagerHandle
+    )

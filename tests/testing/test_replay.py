@@ -10,6 +10,9 @@ import pytest
 from hypothesis import HealthCheck
 
 import agentloop as al
+import agentloop.model
+import agentloop.store
+import agentloop.tools
 from agentloop.testing import (
     AgentStateMachine,
     ReplayDriftError,
@@ -43,7 +46,9 @@ def user(text: str) -> al.Item:
 
 async def run(model: al.ModelAdapter, table: dict[str, str], store: Any = None) -> al.LoopDriver:
     builder = (
-        al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(Lookup(table)))
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.tools.ToolRegistry().with_tool(Lookup(table)))
     )
     if store is not None:
         builder = builder.store(store)
@@ -53,7 +58,7 @@ async def run(model: al.ModelAdapter, table: dict[str, str], store: Any = None) 
     return driver
 
 
-async def record(store: al.SessionStore) -> list[al.Item]:
+async def record(store: al.store.SessionStore) -> list[al.Item]:
     script = [tool_calls(call("lookup", {"key": "a"}), text="checking"), "a is 1"]
     driver = await run(ScriptedModel(script), {"a": "1"}, store)
     return list(driver.snapshot().transcript)
@@ -64,7 +69,7 @@ def stable(items: list[al.Item]) -> list[al.Item]:
 
 
 async def test_a_recorded_session_replays_to_the_same_transcript(anyio_backend: str) -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     recorded = await record(store)
     model = await ScriptedModel.from_session(store, "recorded")
     assert model.replay is not None
@@ -76,7 +81,7 @@ async def test_a_recorded_session_replays_to_the_same_transcript(anyio_backend: 
 
 
 async def test_a_changed_tool_output_is_a_drift_with_a_diff(anyio_backend: str) -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     await record(store)
     model = await ScriptedModel.from_session(store, "recorded")
     with pytest.raises(ReplayDriftError) as raised:
@@ -102,7 +107,7 @@ async def test_a_changed_tool_output_is_a_drift_with_a_diff(anyio_backend: str) 
 async def test_an_unrecorded_session_and_an_unused_recording_are_reported(
     anyio_backend: str,
 ) -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     with pytest.raises(LookupError, match="cannot replay session 'nope'"):
         await ScriptedModel.from_session(store, "nope")
     await record(store)
@@ -122,7 +127,7 @@ def test_digests_ignore_timestamps_usage_and_ids_but_not_content() -> None:
 def test_a_request_past_the_end_of_the_recording_says_so() -> None:
     transcript = [user("a"), al.Item.text(al.ItemKind.ASSISTANT, "b")]
     script = ReplayScript(transcript)
-    later = al.TurnRequest("s", "t", [*transcript, user("c")])
+    later = al.model.TurnRequest("s", "t", [*transcript, user("c")])
     with pytest.raises(ReplayDriftError, match="goes past the end of the recording"):
         script(later)
 
@@ -149,7 +154,7 @@ class ReplayingMachine(AgentStateMachine):
     probes: ClassVar[bool] = False
 
     def configure_agent(self, builder: al.AgentBuilder) -> al.AgentBuilder:
-        tools = al.ToolRegistry().with_tool(Lookup({"a": "1"}))
+        tools = al.tools.ToolRegistry().with_tool(Lookup({"a": "1"}))
         return builder.add_tool_source(tools).input([user("what is a?")])
 
 
@@ -171,7 +176,7 @@ def test_agent_state_machine_plays_a_recording_then_explores(anyio_backend: str)
 
 def test_replay_needs_no_event_loop_of_its_own() -> None:
     async def main() -> None:
-        store = al.MemorySessionStore()
+        store = al.store.MemorySessionStore()
         await record(store)
         model = await ScriptedModel.from_session(store, "recorded")
         await run(model, {"a": "1"})

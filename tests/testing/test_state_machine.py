@@ -15,28 +15,19 @@ from hypothesis.stateful import invariant
 
 from agentloop import (
     AgentBuilder,
-    Allow,
-    AskApproval,
-    AsyncTaskManager,
-    DetachAfter,
     DriverState,
-    FileSystemWrite,
     Item,
     ItemKind,
-    MutationContext,
     MutatorError,
-    PermissionRequest,
-    RouteByName,
-    TaskKind,
-    TaskRoute,
     ToolContext,
-    ToolRegistry,
     ToolRequest,
     ToolSpec,
-    TranscriptCursor,
-    Verdict,
 )
+from agentloop.permissions import Allow, AskApproval, FileSystemWrite, PermissionRequest, Verdict
+from agentloop.tasks import AsyncTaskManager, DetachAfter, RouteByName, TaskKind, TaskRoute
 from agentloop.testing import PROBE_TOOL_NAME, AgentStateMachine
+from agentloop.tools import ToolRegistry
+from agentloop.transcript import MutationContext, TranscriptCursor
 
 SETTINGS = hypothesis.settings(
     max_examples=20,

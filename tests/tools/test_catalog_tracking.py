@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.tools
 from agentloop.tools import compare_catalogs
 
 _NAMES = ("a", "b", "c")
@@ -82,7 +83,7 @@ def test_catalog_events_and_specs_follow_the_documented_rules(
     initial: list[list[al.ToolSpec]], steps: list[Any]
 ) -> None:
     sources = [ListedSource(f"s{index}", listing) for index, listing in enumerate(initial)]
-    executor = al.BasicToolExecutor(sources)
+    executor = al.tools.BasicToolExecutor(sources)
     model = Model(sources)
     for step in steps:
         kind = step[0]

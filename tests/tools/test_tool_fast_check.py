@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.tools
 from agentloop.tools._fast_check import compile_fast_check
 
 _SCALARS = st.one_of(
@@ -157,11 +159,11 @@ def test_the_executor_still_words_problems_with_jsonschema(
     def echo(value: str) -> str:
         return value
 
-    executor = al.BasicToolExecutor([al.ToolRegistry().with_tool(echo)])
+    executor = al.tools.BasicToolExecutor([al.tools.ToolRegistry().with_tool(echo)])
     request = al.ToolRequest("c1", "echo", call_input, "s", "t")
-    outcome = executor.prepare(request, al.AllowAll())
+    outcome = executor.prepare(request, al.permissions.AllowAll())
     if problem is None:
-        assert isinstance(outcome, al.PreparedCall)
+        assert isinstance(outcome, al.tools.PreparedCall)
     else:
         assert isinstance(outcome, al.ToolResultPart)
         assert outcome.output == f"invalid input for tool 'echo': {problem}"

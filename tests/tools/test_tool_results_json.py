@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from tools_support import outcome, results_of, run_one, user
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import MemorySessionStore, SqliteSessionStore
 from agentloop.testing import call, tool_calls
 
@@ -269,11 +271,11 @@ weird = st.recursive(
 
 
 async def _round_trip(value: Any, store: Any) -> None:
-    model = al.ScriptedModel([tool_calls(call("returns", {}, id="c1")), "done", "again"])
+    model = al.testing.ScriptedModel([tool_calls(call("returns", {}, id="c1")), "done", "again"])
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.ToolRegistry().with_tool(Returns(value)))
+        .add_tool_source(al.tools.ToolRegistry().with_tool(Returns(value)))
         .store(store)
         .input([user("go")])
         .build()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 import agentloop as al
+import agentloop.tools
 from agentloop.testing import ScriptedModel
 
 
@@ -26,7 +27,7 @@ def price_of(ctx: al.ToolContext[Deps], item: str) -> int:
 
 
 def build() -> al.Agent[Deps, Quote]:
-    registry = al.ToolRegistry().with_tool(price_of)
+    registry = al.tools.ToolRegistry().with_tool(price_of)
     return (
         al.Agent.builder()
         .model(ScriptedModel([]))

@@ -33,7 +33,7 @@ from ...loop._steps import (
     Finished,
     Step,
 )
-from ...model._config import SessionConfig
+from ...model._session_config import SessionConfig
 from ._agent import DurableAgent, registered_agent, run_workflow_id
 from ._results import ApprovalOutcome, ApprovalStatus, DurableApproval, DurableError
 

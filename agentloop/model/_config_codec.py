@@ -7,10 +7,10 @@ from typing import Any, get_origin
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
+from ..core._converter import configure_tagged
 from ..core._errors import CheckpointError
-from ..core._serde import configure_tagged
 from ..output._spec import OutputMode, OutputSpec
-from ._config import (
+from ._session_config import (
     AfterItem,
     AfterPart,
     AfterTools,
