@@ -75,6 +75,7 @@ from .model._session_config import LimitAction, LoopLimits, SessionConfig
 from .output._errors import OutputValidationError
 from .output._spec import OutputMode
 from .tools._decorator import tool
+from .tools._registry import ToolRegistry
 from .tools._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
 __all__ = [
@@ -143,6 +144,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolOutput",
+    "ToolRegistry",
     "ToolRequest",
     "ToolResultPart",
     "ToolSpec",

@@ -131,7 +131,7 @@ async def measure_long_turn(path: Path) -> tuple[float, float, list[tuple[int, i
         agent = (
             al.Agent.builder()
             .model(FastModel(10**6))
-            .add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
+            .add_tool_source(al.ToolRegistry().with_tool(Echo()))
             .store(store)
             .build()
         )

@@ -57,7 +57,7 @@ async def session(compactor: Compactor | None) -> tuple[list[int], list[float], 
         al.Agent.builder()
         .model(model)
         .transcript([al.Item.text(al.ItemKind.SYSTEM, "You look records up. " * 20)])
-        .add_tool_source(al.tools.ToolRegistry().with_tool(lookup))
+        .add_tool_source(al.ToolRegistry().with_tool(lookup))
     )
     if compactor is not None:
         compactor.install(builder)

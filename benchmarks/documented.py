@@ -93,7 +93,7 @@ class Setup:
         return (
             al.Agent.builder()
             .model(self.model(rounds))
-            .add_tool_source(al.tools.ToolRegistry().with_tool(self.echo))
+            .add_tool_source(al.ToolRegistry().with_tool(self.echo))
             .task_manager(manager)
             .build()
         )

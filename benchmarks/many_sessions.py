@@ -37,7 +37,7 @@ def build_agent(rounds: int) -> al.Agent:
     return (
         al.Agent.builder()
         .model(FastModel(rounds, yield_control=True))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
+        .add_tool_source(al.ToolRegistry().with_tool(Echo()))
         .build()
     )
 

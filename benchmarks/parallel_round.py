@@ -42,7 +42,7 @@ async def one_round(manager: al.tasks.TaskManager) -> float:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Sleep()))
+        .add_tool_source(al.ToolRegistry().with_tool(Sleep()))
         .task_manager(manager)
         .build()
     )

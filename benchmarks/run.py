@@ -37,7 +37,7 @@ async def agentloop_rounds(rounds: int) -> float:
     agent = (
         al.Agent.builder()
         .model(FastModel(rounds))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
+        .add_tool_source(al.ToolRegistry().with_tool(Echo()))
         .input([al.Item.text(al.ItemKind.USER, "go")])
         .build()
     )

@@ -186,7 +186,7 @@ async def drive(store: SessionStore, recorder: Recorder, size: int, label: str) 
     agent = (
         al.Agent.builder()
         .model(FastModel(10**6))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
+        .add_tool_source(al.ToolRegistry().with_tool(Echo()))
         .transcript(history(size))
         .store(store)
         .build()

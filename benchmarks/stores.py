@@ -136,7 +136,7 @@ async def measure_steps(open_store: OpenStore, sessions: int, label: str) -> tup
         agent = (
             al.Agent.builder()
             .model(al.testing.ScriptedModel(note_then_answer))
-            .add_tool_source(al.tools.ToolRegistry().with_tool(Note()))
+            .add_tool_source(al.ToolRegistry().with_tool(Note()))
             .store(store)
             .build()
         )

@@ -65,7 +65,7 @@ def build_agent(store: SqliteSessionStore) -> al.Agent:
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(answer))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(PublishReport()))
+        .add_tool_source(al.ToolRegistry().with_tool(PublishReport()))
         .permissions(AskBeforeWriting())
         .store(store)  # a checkpoint is saved after every step
         .build()

@@ -39,7 +39,7 @@ async def main() -> None:
         al.Agent.builder()
         .model(scripted)
         .transcript([al.Item.text(al.ItemKind.SYSTEM, "You read logs.")])
-        .add_tool_source(al.tools.ToolRegistry().with_tool(fetch_log))
+        .add_tool_source(al.ToolRegistry().with_tool(fetch_log))
     )
     driver = await compactor.install(builder).build().start("logs")
     for day in range(1, 61):

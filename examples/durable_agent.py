@@ -68,7 +68,7 @@ def build_agent(ledger: Path) -> al.Agent:
     return (
         al.Agent.builder()
         .model(ScriptedModel(answer))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Refund(ledger)))
+        .add_tool_source(al.ToolRegistry().with_tool(Refund(ledger)))
         .permissions(ApproveLargeRefunds())
         .build()
     )

@@ -88,7 +88,7 @@ async def main() -> None:
     builder = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(script))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(add).with_tool(delete_note))
+        .add_tool_source(al.ToolRegistry().with_tool(add).with_tool(delete_note))
         .permissions(al.permissions.PolicyChain(al.permissions.ToolPolicy(destructive="approve")))
         .observer(StructlogObserver.to_stream(sys.stderr, format="console"))
     )

@@ -32,7 +32,7 @@ def temperature(city: str) -> int:
 def agent(
     model: ScriptedModel, mode: str = "auto", max_retries: int = 2
 ) -> al.Agent[Any, Forecast]:
-    registry = al.tools.ToolRegistry().with_tool(temperature)
+    registry = al.ToolRegistry().with_tool(temperature)
     builder = al.Agent.builder().model(model).add_tool_source(registry)
     return builder.output(Forecast, mode=mode, max_retries=max_retries).build()
 

@@ -18,7 +18,7 @@ from agentloop.permissions import NetworkPolicy
 from agentloop.testing import call, tool_calls
 
 
-def make_tools(workspace: Path) -> al.tools.ToolRegistry:
+def make_tools(workspace: Path) -> al.ToolRegistry:
     @al.tool(read_only=True, permissions=lambda args: [al.permissions.FileSystemRead(args["path"])])
     def read_file(path: str) -> str:
         """Read a file of the workspace."""
@@ -29,7 +29,7 @@ def make_tools(workspace: Path) -> al.tools.ToolRegistry:
         """Run a program (pretend)."""
         return "ran: " + " ".join(argv)
 
-    return al.tools.ToolRegistry().with_tool(read_file).with_tool(run)
+    return al.ToolRegistry().with_tool(read_file).with_tool(run)
 
 
 def describe(decision: al.permissions.Verdict) -> str:

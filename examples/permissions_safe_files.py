@@ -106,7 +106,7 @@ async def show_one_approval_for_everything(root: Path, workspace: Path) -> None:
                 [tool_calls(call("install", {"path": str(root / "app")})), "Done."]
             )
         )
-        .add_tool_source(al.tools.ToolRegistry().with_tool(install))
+        .add_tool_source(al.ToolRegistry().with_tool(install))
         .permissions(policy)
         .input([al.Item.text(al.ItemKind.USER, "Install it.")])
         .build()

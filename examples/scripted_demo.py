@@ -96,7 +96,7 @@ async def main() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Add()).with_tool(ReadNote()))
+        .add_tool_source(al.ToolRegistry().with_tool(Add()).with_tool(ReadNote()))
         .permissions(AskBeforeReading())
         .observer(PrintEvents())
         .transcript([al.Item.text(al.ItemKind.SYSTEM, "You are helpful.")])

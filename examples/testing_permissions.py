@@ -78,7 +78,7 @@ class PolicyMachine(AgentStateMachine):
 
     def configure_agent(self, builder: al.AgentBuilder) -> al.AgentBuilder:
         self.tool = WriteFile()
-        registry = al.tools.ToolRegistry().with_tool(self.tool)
+        registry = al.ToolRegistry().with_tool(self.tool)
         return builder.add_tool_source(registry).permissions(WorkspacePolicy())
 
     @invariant()

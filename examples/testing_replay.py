@@ -23,9 +23,7 @@ class Price:
 
 async def run_agent(model: al.ModelAdapter, prices: dict[str, str], store: Any = None) -> None:
     builder = (
-        al.Agent.builder()
-        .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Price(prices)))
+        al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(Price(prices)))
     )
     if store is not None:
         builder = builder.store(store)

@@ -29,7 +29,7 @@ class TaskManagerMachine(AgentStateMachine):
     def configure_agent(self, builder: al.AgentBuilder) -> al.AgentBuilder:
         routing = al.tasks.RouteByName({"fetch_later": al.tasks.TaskKind.BACKGROUND})
         self.manager = self.enter_async_context(al.tasks.AsyncTaskManager(routing=routing))
-        tools = al.tools.ToolRegistry().with_tool(Fetch("fetch")).with_tool(Fetch("fetch_later"))
+        tools = al.ToolRegistry().with_tool(Fetch("fetch")).with_tool(Fetch("fetch_later"))
         return builder.add_tool_source(tools).task_manager(self.manager)
 
     async def settle(self) -> None:

@@ -14,8 +14,8 @@ import agentloop.testing
 import agentloop.tools
 from agentloop.testing import Reply, call, tool_calls
 
-builtin = al.tools.ToolRegistry("builtin")
-plugins = al.tools.ToolRegistry("plugins")
+builtin = al.ToolRegistry("builtin")
+plugins = al.ToolRegistry("plugins")
 
 
 @al.tool

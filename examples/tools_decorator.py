@@ -58,7 +58,7 @@ async def main() -> None:
             "Oslo is cold.",
         ]
     )
-    registry = al.tools.ToolRegistry().with_tool(temperature).with_tool(shout)
+    registry = al.ToolRegistry().with_tool(temperature).with_tool(shout)
     agent = (
         al.Agent.builder()
         .model(model)

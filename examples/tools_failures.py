@@ -56,7 +56,7 @@ async def main() -> None:
             "Sorry, let me fix those calls.",
         ]
     )
-    registry = al.tools.ToolRegistry().with_tool(divide).with_tool(wait_forever).with_tool(essay)
+    registry = al.ToolRegistry().with_tool(divide).with_tool(wait_forever).with_tool(essay)
     executor = al.tools.BasicToolExecutor([registry], max_output_chars=40)
     agent = (
         al.Agent.builder()

@@ -90,7 +90,7 @@ def make_agent(store: SessionStore, workdir: Path, owner: str, die: bool = False
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(reply))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Effect(workdir, owner, die)))
+        .add_tool_source(al.ToolRegistry().with_tool(Effect(workdir, owner, die)))
         .observer(ReportWarnings(owner))
         .store(store)
         .build()

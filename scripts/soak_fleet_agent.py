@@ -199,7 +199,7 @@ def build_agent(
     tool_latency: tuple[float, float],
     marker: Path | None = None,
 ) -> al.Agent:
-    registry = al.tools.ToolRegistry()
+    registry = al.ToolRegistry()
     for name in (EFFECT, READ, TRANSFER):
         registry = registry.with_tool(SoakTool(name, effects, owner, seed, tool_latency))
     return (

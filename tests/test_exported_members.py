@@ -85,6 +85,7 @@ EXPORTED: dict[str, list[str]] = {
         "ToolContext",
         "ToolError",
         "ToolOutput",
+        "ToolRegistry",
         "ToolRequest",
         "ToolResultPart",
         "ToolSpec",

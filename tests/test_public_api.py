@@ -31,7 +31,7 @@ def test_public_classes_have_docstrings() -> None:
 def test_public_classes_a_host_keeps_can_be_weakly_referenced() -> None:
     """Slotted for memory, the long-lived public objects still allow weak references
     (a host may keep its drivers or managers in a ``WeakValueDictionary``)."""
-    registry = agentloop.tools.ToolRegistry()
+    registry = agentloop.ToolRegistry()
     objects = [
         registry,
         agentloop.tools.BasicToolExecutor([registry]),

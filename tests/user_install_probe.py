@@ -48,7 +48,7 @@ def _turn() -> dict[str, object]:
         return (
             al.Agent.builder()
             .model(al.testing.ScriptedModel(list(replies)))  # type: ignore[arg-type]
-            .add_tool_source(al.tools.ToolRegistry().with_tool(add))
+            .add_tool_source(al.ToolRegistry().with_tool(add))
             .build()
         )
 

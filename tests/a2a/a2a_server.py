@@ -62,7 +62,7 @@ async def main(sessions: str, tasks: str, port: int, token: str) -> None:
         agent = (
             al.Agent.builder()
             .model(al.testing.ScriptedModel(answer))
-            .add_tool_source(al.tools.ToolRegistry().with_tool(Deploy()))
+            .add_tool_source(al.ToolRegistry().with_tool(Deploy()))
             .permissions(AskFirst())
             .store(store)
             .build()

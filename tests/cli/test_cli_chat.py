@@ -273,7 +273,7 @@ def test_chat_finishes_a_turn_that_stopped_at_an_approval(tmp_path: Path) -> Non
     async def stop_at_the_approval() -> None:
         from cli_support import TOOLS, make_model
 
-        registry = al.tools.ToolRegistry()
+        registry = al.ToolRegistry()
         for tool in TOOLS:
             registry.add(tool)  # type: ignore[arg-type]
         agent = build_chat_agent(make_model(), registry, al.CancellationController())

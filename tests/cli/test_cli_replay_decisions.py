@@ -48,7 +48,7 @@ def agent(store: al.store.SessionStore) -> al.Agent:
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(answer))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Publish()))
+        .add_tool_source(al.ToolRegistry().with_tool(Publish()))
         .permissions(AskFirst())
         .store(store)
         .build()

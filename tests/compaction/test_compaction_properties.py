@@ -190,7 +190,7 @@ async def run_session(turns: int, budget: int) -> tuple[ScriptedModel, Compactor
         al.Agent.builder()
         .model(model)
         .transcript([al.Item.text(al.ItemKind.SYSTEM, "You look things up.")])
-        .add_tool_source(al.tools.ToolRegistry().with_tool(lookup))
+        .add_tool_source(al.ToolRegistry().with_tool(lookup))
     )
     driver = await compactor.install(builder).build().start("long")
     for number in range(turns):

@@ -65,7 +65,7 @@ async def start(
     events = Events()
     builder = al.Agent.builder().model(model).transcript(list(prior)).observer(events)
     if tools:
-        registry = al.tools.ToolRegistry()
+        registry = al.ToolRegistry()
         for tool in tools:
             registry.add(tool)
         builder.add_tool_source(registry)

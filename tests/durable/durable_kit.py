@@ -117,7 +117,7 @@ def build_agent(workdir: Path) -> al.Agent:
         results = [part for part in last.parts if isinstance(part, al.ToolResultPart)]
         return text(f"done: {results[0].output}")
 
-    registry = al.tools.ToolRegistry().with_tool(Charge(workdir))
+    registry = al.ToolRegistry().with_tool(Charge(workdir))
     return (
         al.Agent.builder()
         .model(ScriptedModel(answer))

@@ -81,7 +81,7 @@ def make_agent(
     builder = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Add()).with_tool(note or ReadNote()))
+        .add_tool_source(al.ToolRegistry().with_tool(Add()).with_tool(note or ReadNote()))
         .permissions(AskBeforeReading())
         .transcript([al.Item.text(al.ItemKind.SYSTEM, "You are helpful.")])
     )

@@ -222,7 +222,7 @@ async def test_a_cancelled_turn_is_a_finished_run() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Interrupting()))
+        .add_tool_source(al.ToolRegistry().with_tool(Interrupting()))
         .cancellation(controller.handle())
         .build()
     )

@@ -19,7 +19,7 @@ def _agent(*replies: Reply | str) -> al.Agent:
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(list(replies)))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Add()))
+        .add_tool_source(al.ToolRegistry().with_tool(Add()))
         .build()
     )
 

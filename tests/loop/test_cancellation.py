@@ -65,7 +65,7 @@ async def test_interrupt_during_a_tool_answers_the_call_and_the_next_turn_works(
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .cancellation(controller.handle())
         .input([user("go")])
         .build()
@@ -160,7 +160,7 @@ async def test_interrupt_while_an_approval_waits_closes_the_turn_on_next() -> No
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
         .cancellation(controller.handle())
         .input([user("go")])
@@ -190,7 +190,7 @@ async def test_interrupt_during_after_tool_result_pause() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .cancellation(controller.handle())
         .input([user("go")])
         .build()
@@ -208,7 +208,7 @@ async def test_host_cancelling_next_closes_the_turn_and_reraises() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .input([user("go")])
         .build()
     )

@@ -52,7 +52,7 @@ def make_agent(model: al.testing.ScriptedModel, **extra: Any) -> al.Agent:
     builder = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(extra.pop("permissions", ApproveFsReads()))
     )
     for observer in extra.pop("observers", ()):
@@ -163,7 +163,7 @@ async def test_a_checkpoint_is_refused_while_a_step_runs_and_after_a_failure() -
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(blocking))
+        .add_tool_source(al.ToolRegistry().with_tool(blocking))
         .build()
     )
     driver = await agent.start("s")
@@ -276,7 +276,7 @@ async def crash_while_running(tool: Journalled, store: MemorySessionStore) -> No
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(ApproveFsReads())
         .store(store)
         .input([user("pay it")])
@@ -306,7 +306,7 @@ async def test_a_started_call_without_result_is_answered_in_doubt_not_rerun() ->
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(ApproveFsReads())
         .observer(recorder)
         .store(store)
@@ -339,7 +339,7 @@ async def test_an_idempotent_call_is_run_again_after_a_restore() -> None:
     agent = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel([]))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(ApproveFsReads())
         .store(store)
         .build()
@@ -383,7 +383,7 @@ async def test_a_cancelled_turn_survives_the_checkpoint() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
         .cancellation(controller.handle())
         .build()
@@ -427,7 +427,7 @@ async def test_a_result_that_landed_before_a_crash_is_kept(parallel: bool) -> No
 
     async def crash(manager: Any) -> None:
         builder = al.Agent.builder().model(al.testing.ScriptedModel(script))
-        builder.add_tool_source(al.tools.ToolRegistry().with_tool(tool)).store(store)
+        builder.add_tool_source(al.ToolRegistry().with_tool(tool)).store(store)
         if manager is not None:
             builder.task_manager(manager)
         driver = await builder.input([user("pay both")]).build().start("s")
@@ -456,7 +456,7 @@ async def test_a_result_that_landed_before_a_crash_is_kept(parallel: bool) -> No
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .store(store)
         .build()
     )

@@ -83,7 +83,7 @@ def make_agent(store: SessionStore, mutator: DropFirstRound) -> al.Agent:
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(three_rounds_then_answer))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(al.permissions.AllowAll())
         .mutator(mutator)
         .store(store)

@@ -31,7 +31,7 @@ async def approval_driver(model: al.testing.ScriptedModel | None = None) -> al.L
     agent = (
         al.Agent.builder()
         .model(model or two_call_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
         .input([user("go")])
         .build()
@@ -191,7 +191,7 @@ async def test_a_call_id_repeating_an_earlier_round_gets_a_fresh_id() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .input([user("x")])
         .build()
     )
@@ -223,7 +223,7 @@ async def test_a_call_id_repeated_within_one_response_answers_the_repeat_with_an
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .input([user("x")])
         .build()
     )
@@ -265,7 +265,7 @@ async def test_mutator_that_breaks_pairs_raises_mutator_error_naming_the_call() 
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .mutator(KeepLast(1))
         .input([user("x")])
         .build()
@@ -322,7 +322,7 @@ async def test_tool_specs_reach_the_model_sorted_by_name() -> None:
         async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
             return "x"
 
-    registry = al.tools.ToolRegistry()
+    registry = al.ToolRegistry()
     for name in ("zeta", "alpha", "mid"):
         registry.with_tool(Named(name))
     model = al.testing.ScriptedModel(["ok"])
@@ -344,8 +344,8 @@ async def test_first_source_wins_a_name_clash() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Named("primary")))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Named("secondary")))
+        .add_tool_source(al.ToolRegistry().with_tool(Named("primary")))
+        .add_tool_source(al.ToolRegistry().with_tool(Named("secondary")))
         .input([user("x")])
         .build()
     )
@@ -361,7 +361,7 @@ async def test_usage_is_summed_per_turn_and_stamped_on_assistant_items() -> None
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .input([user("x")])
         .build()
     )

@@ -75,7 +75,7 @@ def make_agent(
     builder = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .transcript([al.Item.text(al.ItemKind.SYSTEM, "sys")])
         .input([user("go")])
     )
@@ -678,7 +678,7 @@ async def test_a_store_keeps_the_failed_turn_and_a_restart_retries_it(
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .input([user("go")])
         .store(store)
         .build()

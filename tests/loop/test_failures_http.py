@@ -98,7 +98,7 @@ def agent_for(url: str, *, approval: bool = False) -> al.Agent:
     builder = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Weather(approval)))
+        .add_tool_source(al.ToolRegistry().with_tool(Weather(approval)))
         .transcript([al.Item.text(al.ItemKind.SYSTEM, "Be brief.")])
         .input([al.Item.text(al.ItemKind.USER, "Weather in Paris?")])
     )

@@ -82,7 +82,7 @@ def make_agent(model: al.testing.ScriptedModel, approvals: bool) -> al.Agent:
     builder = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .input([user("start")])
     )
     if approvals:

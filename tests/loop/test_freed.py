@@ -77,7 +77,7 @@ def builder(manager: al.tasks.TaskManager | None) -> al.AgentBuilder:
     built = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(reply))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(echo))
+        .add_tool_source(al.ToolRegistry().with_tool(echo))
     )
     return built.task_manager(manager) if manager is not None else built
 

@@ -46,7 +46,7 @@ async def drive(
 ) -> tuple[al.LoopDriver, al.testing.ScriptedModel, list[al.Finished]]:
     """Run one turn per input; return every turn's ``Finished`` (never hangs)."""
     model = al.testing.ScriptedModel(script)
-    registry = al.tools.ToolRegistry().with_tool(tick).with_tool(sleepy)
+    registry = al.ToolRegistry().with_tool(tick).with_tool(sleepy)
     agent = al.Agent.builder().model(model).add_tool_source(registry).build()
     driver = await agent.start(al.SessionConfig("s1", limits=limits))
     finished: list[al.Finished] = []
@@ -248,7 +248,7 @@ async def test_an_oversized_round_asks_for_no_approval_and_runs_nothing() -> Non
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(wipe))
+        .add_tool_source(al.ToolRegistry().with_tool(wipe))
         .permissions(al.permissions.PolicyChain(al.permissions.ToolPolicy(destructive="approve")))
         .input([user("go")])
         .build()
@@ -368,7 +368,7 @@ async def test_max_tool_calls_per_session_spans_turns_and_checkpoints() -> None:
             tool_calls(call("tick", {"n": 3}), call("tick", {"n": 4})),
         ]
     )
-    registry = al.tools.ToolRegistry().with_tool(tick)
+    registry = al.ToolRegistry().with_tool(tick)
     agent = al.Agent.builder().model(model).add_tool_source(registry).build()
     driver = await agent.start(al.SessionConfig("s1", limits=limits))
     driver.submit_input([user("one")])
@@ -396,7 +396,7 @@ async def test_the_price_table_fills_the_cost_the_provider_did_not_report() -> N
         [tool_calls(call("tick"), usage=MILLION), text("never", usage=MILLION)],
         model_name="gpt-4o-2024-08-06",
     )
-    registry = al.tools.ToolRegistry().with_tool(tick)
+    registry = al.ToolRegistry().with_tool(tick)
     agent = al.Agent.builder().model(model).add_tool_source(registry).build()
     limits = al.LoopLimits(max_cost_per_turn=3.0)
     driver = await agent.start(al.SessionConfig("s", limits=limits))

@@ -64,7 +64,7 @@ def make_agent(store: SessionStore, tool: Pay, *, ask: bool = True, **extra: Any
     builder = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(pay_once))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(AskToPay() if ask else al.permissions.AllowAll())
         .store(store)
     )

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 
 def agent_with(model: al.testing.ScriptedModel, *tools: Any, **options: Any) -> al.Agent:
-    registry = al.tools.ToolRegistry()
+    registry = al.ToolRegistry()
     for tool in tools:
         registry.add(tool)
     builder = al.Agent.builder().model(model).add_tool_source(registry)

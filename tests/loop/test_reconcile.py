@@ -58,7 +58,7 @@ async def resume(tool: Journalled, store: MemorySessionStore) -> tuple[Any, Reco
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(ApproveFsReads())
         .observer(recorder)
         .store(store)
@@ -130,7 +130,7 @@ async def test_a_function_tools_reconciler_gets_the_structured_arguments() -> No
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(pay))
+        .add_tool_source(al.ToolRegistry().with_tool(pay))
         .store(store)
         .input([user("pay")])
         .build()
@@ -146,7 +146,7 @@ async def test_a_function_tools_reconciler_gets_the_structured_arguments() -> No
     (call_id,) = stored.started_calls
     after = al.testing.ScriptedModel(["ok"])
     resumed = await (
-        al.Agent.builder().model(after).add_tool_source(al.tools.ToolRegistry().with_tool(pay))
+        al.Agent.builder().model(after).add_tool_source(al.ToolRegistry().with_tool(pay))
         .store(store).build().resume(session_id="s")
     )  # fmt: skip
     step = await resumed.run_until_blocked()

@@ -50,7 +50,7 @@ async def test_loop_continues_after_completed_tool_call() -> None:
     builder = (
         al.Agent.builder()
         .model(fake_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
     )
     driver = await start(builder)
     driver.submit_input([user("ping")])
@@ -65,7 +65,7 @@ async def test_post_tool_continuation_reports_after_tool_result_mutation_point()
     builder = (
         al.Agent.builder()
         .model(fake_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .mutator(points)
     )
     driver = await start(builder)
@@ -121,7 +121,7 @@ async def test_loop_uses_injected_permission_checker() -> None:
     builder = (
         al.Agent.builder()
         .model(fake_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(DenyFsReads())
     )
     driver = await start(builder, "session-2")
@@ -168,7 +168,7 @@ async def test_loop_resumes_after_approved_tool_request() -> None:
     builder = (
         al.Agent.builder()
         .model(fake_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
     )
     driver = await start(builder, "session-approval")
@@ -189,7 +189,7 @@ async def test_loop_resumes_with_patched_input_on_approval() -> None:
     builder = (
         al.Agent.builder()
         .model(fake_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(echo))
+        .add_tool_source(al.ToolRegistry().with_tool(echo))
         .permissions(ApproveFsReads())
     )
     driver = await start(builder, "session-approval-patched")
@@ -214,7 +214,7 @@ async def test_loop_tracks_multiple_pending_approvals_by_call_id() -> None:
     builder = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(answer))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
     )
     driver = await start(builder, "session-dual-approval")
@@ -279,9 +279,7 @@ def test_transcript_validation_rejects_duplicate_tool_result() -> None:
 async def test_loop_refreshes_tool_specs_each_turn() -> None:
     tool = DynamicTool()
     model = al.testing.ScriptedModel(["a", "b"])
-    builder = (
-        al.Agent.builder().model(model).add_tool_source(al.tools.ToolRegistry().with_tool(tool))
-    )
+    builder = al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(tool))
     driver = await start(builder)
     for text in ("first", "second"):
         driver.submit_input([user(text)])
@@ -292,7 +290,7 @@ async def test_loop_refreshes_tool_specs_each_turn() -> None:
 
 
 async def test_loop_emits_catalog_change_and_uses_updated_specs_next_turn() -> None:
-    registry = al.tools.ToolRegistry("mcp:mock")
+    registry = al.ToolRegistry("mcp:mock")
     recorder = Recorder()
     model = al.testing.ScriptedModel(["a", "b"])
     builder = al.Agent.builder().model(model).add_tool_source(registry).observer(recorder)
@@ -330,7 +328,7 @@ async def test_loop_yields_after_tool_result_between_rounds() -> None:
     builder = (
         al.Agent.builder()
         .model(fake_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
     )
     driver = await start(builder, "yield-session")
     driver.submit_input([user("ping")])
@@ -359,7 +357,7 @@ async def test_observers_see_full_tool_round() -> None:
     builder = (
         al.Agent.builder()
         .model(fake_model())
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .observer(recorder)
         .transcript_observer(recorder)
     )

@@ -111,7 +111,7 @@ def agent(
     transcript_observer: Any = None,
     cancellation: al.CancellationHandle | None = None,
 ) -> al.Agent:
-    registry = al.tools.ToolRegistry()
+    registry = al.ToolRegistry()
     for tool in tools:
         registry = registry.with_tool(tool)
     builder = al.Agent.builder().model(al.testing.ScriptedModel(script)).add_tool_source(registry)

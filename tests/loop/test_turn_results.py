@@ -40,7 +40,7 @@ async def approval_driver(
     builder = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
         .input([user("go")])
     )
@@ -126,7 +126,7 @@ async def test_each_model_call_and_tool_call_is_an_event() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .observer(recorder)
         .input([user("go")])
         .build()
@@ -167,7 +167,7 @@ async def test_a_tool_error_is_carried_by_its_event() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Boom()))
+        .add_tool_source(al.ToolRegistry().with_tool(Boom()))
         .observer(recorder)
         .input([user("go")])
         .build()
@@ -222,7 +222,7 @@ async def test_an_interrupted_turn_states_its_reason() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
         .cancellation(controller.handle())
         .input([user("go")])

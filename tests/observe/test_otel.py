@@ -79,7 +79,7 @@ def stamped(reply_text: str) -> Reply:
 
 
 def agent(model: al.testing.ScriptedModel, observer: OtelObserver, **extra: Any) -> al.Agent:
-    registry = al.tools.ToolRegistry().with_tool(Add()).with_tool(ReadNote()).with_tool(Boom())
+    registry = al.ToolRegistry().with_tool(Add()).with_tool(ReadNote()).with_tool(Boom())
     builder = al.Agent.builder().model(model).add_tool_source(registry).permissions(AskForReads())
     if "cancellation" in extra:
         builder = builder.cancellation(extra["cancellation"])
@@ -287,7 +287,7 @@ async def test_cancelled_model_call_and_cancelled_tool_call() -> None:
         return tool_calls(call("wait", {}, id="w1"))
 
     blocking = Blocking()
-    registry = al.tools.ToolRegistry().with_tool(blocking)
+    registry = al.ToolRegistry().with_tool(blocking)
     builder = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(script))
@@ -374,7 +374,7 @@ async def test_host_span_parents_turns_and_tool_tasks_keep_their_parents() -> No
             "ok",
         ]
     )
-    registry = al.tools.ToolRegistry().with_tool(Add())
+    registry = al.ToolRegistry().with_tool(Add())
     async with al.tasks.AsyncTaskManager() as manager:
         builder = al.Agent.builder().model(model).add_tool_source(registry).task_manager(manager)
         driver = (

@@ -42,9 +42,7 @@ def answered(reply_text: str) -> Reply:
 
 
 async def run_session(observer: OtelObserver, model: al.ModelAdapter) -> None:
-    builder = (
-        al.Agent.builder().model(model).add_tool_source(al.tools.ToolRegistry().with_tool(Add()))
-    )
+    builder = al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(Add()))
     agent = observer.attach(builder).input([al.Item.text(al.ItemKind.USER, "hi")]).build()
     driver = await agent.start("s1")
     assert isinstance(await driver.run_until_blocked(), al.Finished)

@@ -34,9 +34,7 @@ async def run(*observers: Any, session: str = "s1") -> al.LoopDriver:
     model = al.testing.ScriptedModel(
         [tool_calls(call("echo", {}, id="c1"), usage=USAGE), chunked("a", "b", usage=USAGE)]
     )
-    builder = (
-        al.Agent.builder().model(model).add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
-    )
+    builder = al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(Echo()))
     for observer in observers:
         builder = builder.observer(observer)
         if hasattr(observer, "on_item_appended"):

@@ -41,7 +41,7 @@ def lookup(city: str) -> str:
 
 
 def agent(model: ScriptedModel, **output: Any) -> al.Agent[Any, City]:
-    registry = al.tools.ToolRegistry().with_tool(lookup)
+    registry = al.ToolRegistry().with_tool(lookup)
     return al.Agent.builder().model(model).add_tool_source(registry).output(City, **output).build()
 
 

@@ -271,7 +271,7 @@ async def test_what_an_approval_showed_survives_a_restart(tmp_path: Path) -> Non
         return (
             al.Agent.builder()
             .model(al.testing.ScriptedModel(replies))
-            .add_tool_source(al.tools.ToolRegistry().with_tool(install))
+            .add_tool_source(al.ToolRegistry().with_tool(install))
             .permissions(_asking_policy(tmp))
             .store(store)
             .input(list(first_input))

@@ -41,7 +41,7 @@ def results_of(driver: al.LoopDriver) -> list[al.ToolResultPart]:
 
 
 async def start(checker: Any, *calls: al.ToolCallPart) -> tuple[al.LoopDriver, al.Step]:
-    registry = al.tools.ToolRegistry().with_tool(write).with_tool(echo)
+    registry = al.ToolRegistry().with_tool(write).with_tool(echo)
     agent = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel([tool_calls(*calls), "done"]))

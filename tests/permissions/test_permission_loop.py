@@ -216,7 +216,7 @@ async def test_answering_after_the_turn_was_cancelled_raises() -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(shell))
+        .add_tool_source(al.ToolRegistry().with_tool(shell))
         .permissions(approving_chain())
         .cancellation(controller.handle())
         .input([user("go")])

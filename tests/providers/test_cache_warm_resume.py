@@ -82,7 +82,7 @@ ADAPTERS: dict[str, tuple[Factory, bytes, bytes]] = {
 
 
 def agent(model: Any) -> al.Agent:
-    tools = al.tools.ToolRegistry().with_tool(Weather())
+    tools = al.ToolRegistry().with_tool(Weather())
     system = al.Item.text(al.ItemKind.SYSTEM, "You answer about the weather.")
     return al.Agent.builder().model(model).add_tool_source(tools).transcript([system]).build()
 

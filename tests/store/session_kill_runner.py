@@ -88,7 +88,7 @@ def build_agent(store: SessionStore, side_effects: Path) -> al.Agent:
         al.Agent.builder()
         .model(al.testing.ScriptedModel(answer))
         .add_tool_source(
-            al.tools.ToolRegistry()
+            al.ToolRegistry()
             .with_tool(Append("append", side_effects, ask=True))
             .with_tool(Append("notify", side_effects, ask=False))
             .with_tool(Lookup())

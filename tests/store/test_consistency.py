@@ -83,7 +83,7 @@ def agent(store: SessionStore, pay: Pay, *, die: bool = False) -> al.Agent:
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(reply))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(pay))
+        .add_tool_source(al.ToolRegistry().with_tool(pay))
         .permissions(AskFirst())
         .store(store)
         .build()

@@ -200,7 +200,7 @@ class Restart(Exception):
 
 
 def build(store: CrashingStore, plan: Plan, world: World, manager: Any) -> al.Agent:
-    registry = al.tools.ToolRegistry()
+    registry = al.ToolRegistry()
     for name in KINDS:
         registry = registry.with_tool(PlanTool(name, world))
     builder = (

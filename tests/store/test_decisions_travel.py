@@ -68,7 +68,7 @@ def make_agent(store: Any, tool: Pay) -> al.Agent:
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(reply))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(AskFirst())
         .store(store)
         .build()

@@ -153,7 +153,7 @@ def pay_once(request: al.model.TurnRequest) -> Reply | str:
 def pay_agent(
     tool: Pay, store: MemorySessionStore, checker: al.permissions.PermissionChecker
 ) -> al.Agent:
-    registry = al.tools.ToolRegistry().with_tool(tool)
+    registry = al.ToolRegistry().with_tool(tool)
     builder = al.Agent.builder().model(al.testing.ScriptedModel(pay_once)).add_tool_source(registry)
     return builder.permissions(checker).store(store).build()
 

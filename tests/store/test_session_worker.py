@@ -98,7 +98,7 @@ def make_agent(store: SessionStore, effect: Effect, *, ask: bool = False) -> al.
     builder = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(reply))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(effect))
+        .add_tool_source(al.ToolRegistry().with_tool(effect))
         .store(store)
     )
     if ask:

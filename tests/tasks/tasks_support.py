@@ -156,7 +156,7 @@ def build(
     permissions: al.permissions.PermissionChecker | None = None,
     cancellation: al.CancellationHandle | None = None,
 ) -> al.AgentBuilder:
-    registry = al.tools.ToolRegistry()
+    registry = al.ToolRegistry()
     for tool in tools:
         registry.add(tool)
     builder = al.Agent.builder().model(model).add_tool_source(registry).task_manager(manager)

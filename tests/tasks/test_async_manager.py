@@ -409,7 +409,7 @@ async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
         agent = (
             al.Agent.builder()
             .model(model)
-            .add_tool_source(al.tools.ToolRegistry().with_tool(watcher))
+            .add_tool_source(al.ToolRegistry().with_tool(watcher))
             .task_manager(manager)
             .cancellation(controller.handle())
             .input([user("watch it")])

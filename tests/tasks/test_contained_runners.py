@@ -23,7 +23,7 @@ class Broken:
 
     def __init__(self, behaviour: Any) -> None:
         self.inner = al.tools.BasicToolExecutor(
-            [al.tools.ToolRegistry().with_tool(al.tool(lambda: "ok", name="t"))]
+            [al.ToolRegistry().with_tool(al.tool(lambda: "ok", name="t"))]
         )
         self.behaviour = behaviour
 

@@ -73,7 +73,7 @@ async def run_round(calls: int, manager: Straying) -> al.RunResult:
     agent = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel([reply, "done"]))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Echo()))
+        .add_tool_source(al.ToolRegistry().with_tool(Echo()))
         .task_manager(manager)
         .build()
     )

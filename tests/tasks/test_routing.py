@@ -31,7 +31,7 @@ def test_route_by_name_uses_the_listed_decision_else_the_default() -> None:
 
 
 def test_route_by_annotation_reads_the_catalog_at_routing_time() -> None:
-    registry = al.tools.ToolRegistry().with_tool(GateTool("local"))
+    registry = al.ToolRegistry().with_tool(GateTool("local"))
     routing = al.tasks.RouteByAnnotation(
         registry,
         lambda a: al.tasks.TaskKind.BACKGROUND if a.open_world else al.tasks.TaskKind.FOREGROUND,
@@ -58,7 +58,7 @@ def test_bad_decisions_and_durations_are_refused() -> None:
 async def test_a_callable_routes_calls_end_to_end() -> None:
     web = GateTool("web", annotations=al.ToolAnnotations(open_world=True))
     local = GateTool("local", blocking=False)
-    registry = al.tools.ToolRegistry().with_tool(web).with_tool(local)
+    registry = al.ToolRegistry().with_tool(web).with_tool(local)
     routing = al.tasks.RouteByAnnotation(
         registry,
         lambda a: al.tasks.TaskKind.BACKGROUND if a.open_world else al.tasks.TaskKind.FOREGROUND,

@@ -64,7 +64,7 @@ class Host:
         self.driver: al.LoopDriver
 
     async def start(self) -> None:
-        registry = al.tools.ToolRegistry()
+        registry = al.ToolRegistry()
         for tool in self.tools.values():
             registry.add(tool)
         builder = (

@@ -57,7 +57,7 @@ async def test_async_task_manager_background_round_requires_explicit_continue() 
         agent = (
             al.Agent.builder()
             .model(fake_model("background-wait"))
-            .add_tool_source(al.tools.ToolRegistry().with_tool(tool))
+            .add_tool_source(al.ToolRegistry().with_tool(tool))
             .task_manager(manager)
             .build()
         )
@@ -102,7 +102,7 @@ async def test_loop_interrupt_cancels_foreground_tasks_but_keeps_background_task
         agent = (
             al.Agent.builder()
             .model(fake_model("foreground-wait", "background-wait"))
-            .add_tool_source(al.tools.ToolRegistry().with_tool(foreground).with_tool(background))
+            .add_tool_source(al.ToolRegistry().with_tool(foreground).with_tool(background))
             .cancellation(controller.handle())
             .task_manager(manager)
             .build()

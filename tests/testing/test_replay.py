@@ -46,9 +46,7 @@ def user(text: str) -> al.Item:
 
 async def run(model: al.ModelAdapter, table: dict[str, str], store: Any = None) -> al.LoopDriver:
     builder = (
-        al.Agent.builder()
-        .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Lookup(table)))
+        al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(Lookup(table)))
     )
     if store is not None:
         builder = builder.store(store)
@@ -154,7 +152,7 @@ class ReplayingMachine(AgentStateMachine):
     probes: ClassVar[bool] = False
 
     def configure_agent(self, builder: al.AgentBuilder) -> al.AgentBuilder:
-        tools = al.tools.ToolRegistry().with_tool(Lookup({"a": "1"}))
+        tools = al.ToolRegistry().with_tool(Lookup({"a": "1"}))
         return builder.add_tool_source(tools).input([user("what is a?")])
 
 

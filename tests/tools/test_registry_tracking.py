@@ -80,7 +80,7 @@ OPERATION = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(operations=st.lists(OPERATION, max_size=25))
 def test_a_registry_reports_what_the_model_reports(operations: list[tuple[Any, ...]]) -> None:
-    registry = al.tools.ToolRegistry("main")
+    registry = al.ToolRegistry("main")
     model = Model()
     for operation in operations:
         kind = operation[0]

@@ -155,7 +155,7 @@ async def test_a_tool_that_never_returns_times_out_by_loop_limits() -> None:
 
 
 async def test_executor_tool_timeout_and_whole_seconds_in_the_message() -> None:
-    registry = al.tools.ToolRegistry().with_tool(Sleepy())
+    registry = al.ToolRegistry().with_tool(Sleepy())
     executor = al.tools.BasicToolExecutor([registry], tool_timeout=1)
     prepared = executor.prepare(
         al.ToolRequest("c1", "sleepy", {}, "s", "t"), al.permissions.AllowAll(), approved=False
@@ -178,7 +178,7 @@ async def test_executor_tool_timeout_and_whole_seconds_in_the_message() -> None:
 )
 async def test_large_outputs_are_truncated_with_a_marker(n: int, output: Any) -> None:
     executor = al.tools.BasicToolExecutor(
-        [al.tools.ToolRegistry().with_tool(Chatty())], max_output_chars=20
+        [al.ToolRegistry().with_tool(Chatty())], max_output_chars=20
     )
     result = await run_one(Chatty(), {"n": n}, executor=executor)
     assert result == al.ToolResultPart("call-1", output)
@@ -252,7 +252,7 @@ async def roomy(n: int) -> str:
 
 async def test_a_tool_can_set_its_own_output_limit() -> None:
     executor = al.tools.BasicToolExecutor(
-        [al.tools.ToolRegistry().with_tool(terse).with_tool(roomy).with_tool(Chatty())],
+        [al.ToolRegistry().with_tool(terse).with_tool(roomy).with_tool(Chatty())],
         max_output_chars=20,
     )
     results = await run_round(

@@ -159,7 +159,7 @@ def test_the_executor_still_words_problems_with_jsonschema(
     def echo(value: str) -> str:
         return value
 
-    executor = al.tools.BasicToolExecutor([al.tools.ToolRegistry().with_tool(echo)])
+    executor = al.tools.BasicToolExecutor([al.ToolRegistry().with_tool(echo)])
     request = al.ToolRequest("c1", "echo", call_input, "s", "t")
     outcome = executor.prepare(request, al.permissions.AllowAll())
     if problem is None:
@@ -289,9 +289,7 @@ def test_the_executor_accepts_exactly_what_jsonschema_accepts(
         value = _one_step_away(value, data)
     if _has_nan(value):
         return
-    executor = al.tools.BasicToolExecutor(
-        [al.tools.ToolRegistry().with_tool(_SchemaTool(tool_schema))]
-    )
+    executor = al.tools.BasicToolExecutor([al.ToolRegistry().with_tool(_SchemaTool(tool_schema))])
     request = al.ToolRequest("c1", "probe", {"value": value}, "s", "t")
     outcome = executor.prepare(request, al.permissions.AllowAll(), approved=False)
     accepted = jsonschema.Draft202012Validator(tool_schema).is_valid({"value": value})

@@ -133,7 +133,7 @@ def _slow_writer(target: Path, delay: float) -> al.tools.FunctionTool[..., str]:
 
 
 async def _driver_for(tool: al.Tool, executor_options: dict[str, Any], **limits: Any) -> Any:
-    registry = al.tools.ToolRegistry().with_tool(tool)
+    registry = al.ToolRegistry().with_tool(tool)
     executor = al.tools.BasicToolExecutor([registry], **executor_options)
     model = al.testing.ScriptedModel([tool_calls(call("slow_write", {}, id="c1")), "done"])
     return await (
@@ -201,7 +201,7 @@ async def test_a_cancelled_turn_does_not_claim_a_running_thread_was_cancelled(
         return "wrote the file"
 
     controller = al.CancellationController()
-    registry = al.tools.ToolRegistry().with_tool(slow_write)
+    registry = al.ToolRegistry().with_tool(slow_write)
     steps: list[al.Step] = []
     async with AsyncExitStack() as stack:
         tasks: Any = al.tasks.SimpleTaskManager()

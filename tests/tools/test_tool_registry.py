@@ -45,7 +45,7 @@ class Versioned:
 
 
 def test_registry_add_remove_lookup_and_sorted_specs() -> None:
-    registry = al.tools.ToolRegistry("main")
+    registry = al.ToolRegistry("main")
     beta, alpha = named("beta", "b"), named("alpha", "a")
     registry.add(beta)
     registry.add(alpha)
@@ -64,13 +64,13 @@ def test_registry_add_remove_lookup_and_sorted_specs() -> None:
 
 
 def test_with_tool_is_construction_and_never_reported() -> None:
-    registry = al.tools.ToolRegistry("main").with_tool(named("a", "1")).with_tool(named("b", "2"))
+    registry = al.ToolRegistry("main").with_tool(named("a", "1")).with_tool(named("b", "2"))
     assert registry.drain_catalog_events() == []
     assert registry.names() == ["a", "b"]
 
 
 def test_replacing_a_tool_is_reported_as_changed_only_if_its_spec_differs() -> None:
-    registry = al.tools.ToolRegistry("main").with_tool(named("a", "1"))
+    registry = al.ToolRegistry("main").with_tool(named("a", "1"))
     registry.add(named("a", "other answer", description="Answers 1."))
     assert registry.drain_catalog_events() == []  # the model sees the same spec
     registry.add(named("a", "2"))
@@ -82,7 +82,7 @@ def test_replacing_a_tool_is_reported_as_changed_only_if_its_spec_differs() -> N
 
 def test_a_tool_whose_current_spec_changes_or_hides_is_reported() -> None:
     tool = Versioned("live")
-    registry = al.tools.ToolRegistry("main").with_tool(tool)
+    registry = al.ToolRegistry("main").with_tool(tool)
     tool.version = 2
     assert registry.drain_catalog_events() == [al.tools.ToolCatalogEvent("main", changed=("live",))]
     tool.version = 0
@@ -105,8 +105,8 @@ def test_catalog_change_diffs_two_catalogs_for_custom_sources() -> None:
 
 
 async def test_federated_sources_first_source_wins_a_name() -> None:
-    first = al.tools.ToolRegistry("first").with_tool(named("same", "from first"))
-    second = al.tools.ToolRegistry("second").with_tool(named("same", "from second"))
+    first = al.ToolRegistry("first").with_tool(named("same", "from first"))
+    second = al.ToolRegistry("second").with_tool(named("same", "from second"))
     second.with_tool(named("other", "other"))
     executor = al.tools.BasicToolExecutor([first, second])
     assert [spec.description for spec in executor.specs()] == [
@@ -126,8 +126,8 @@ COLLISION = (
 
 
 async def test_collision_policy_error_refuses_duplicate_names() -> None:
-    first = al.tools.ToolRegistry("first").with_tool(named("same", "1"))
-    second = al.tools.ToolRegistry("second").with_tool(named("same", "2"))
+    first = al.ToolRegistry("first").with_tool(named("same", "1"))
+    second = al.ToolRegistry("second").with_tool(named("same", "2"))
     executor = al.tools.BasicToolExecutor([first, second], collision="error")
     with pytest.raises(al.ToolError) as caught:
         executor.specs()
@@ -137,8 +137,8 @@ async def test_collision_policy_error_refuses_duplicate_names() -> None:
 
 
 async def test_a_collision_under_the_error_policy_fails_the_driver_before_the_model_call() -> None:
-    first = al.tools.ToolRegistry("first").with_tool(named("same", "1"))
-    second = al.tools.ToolRegistry("second").with_tool(named("same", "2"))
+    first = al.ToolRegistry("first").with_tool(named("same", "1"))
+    second = al.ToolRegistry("second").with_tool(named("same", "2"))
     model = al.testing.ScriptedModel(["never"])
     agent = (
         al.Agent.builder()
@@ -172,7 +172,7 @@ class Events:
 
 
 async def test_catalog_changes_are_reported_before_the_next_model_call() -> None:
-    registry = al.tools.ToolRegistry("live")
+    registry = al.ToolRegistry("live")
 
     @al.tool
     async def install(name: str) -> str:
@@ -211,7 +211,7 @@ async def test_catalog_changes_are_reported_before_the_next_model_call() -> None
 
 async def test_a_changed_spec_is_reported_and_sent_with_the_next_call() -> None:
     live = Versioned("live")
-    registry = al.tools.ToolRegistry("mcp:docs").with_tool(live)
+    registry = al.ToolRegistry("mcp:docs").with_tool(live)
 
     @al.tool
     async def upgrade() -> str:
@@ -245,11 +245,11 @@ async def test_a_changed_spec_is_reported_and_sent_with_the_next_call() -> None:
 
 def test_a_registry_refuses_a_non_string_name() -> None:
     with pytest.raises(al.InvalidInputError, match=r"expects the source's name as a str, got list"):
-        al.tools.ToolRegistry([])  # type: ignore[arg-type]
+        al.ToolRegistry([])  # type: ignore[arg-type]
 
 
 async def test_sessions_sharing_a_registry_each_see_a_catalog_change() -> None:
-    registry = al.tools.ToolRegistry("shared").with_tool(named("old", "old"))
+    registry = al.ToolRegistry("shared").with_tool(named("old", "old"))
     model = al.testing.ScriptedModel(["one", "two", "three", "four"])
     events = Events(model)
     agent = al.Agent.builder().model(model).add_tool_source(registry).observer(events).build()
@@ -276,7 +276,7 @@ async def test_a_change_another_drain_took_is_still_news_for_the_driver() -> Non
     # The driver lists the catalog once per model call and reuses the specs
     # while the listing is unchanged; a change taken by a direct drain in
     # between and undone again is measured against what the executor saw.
-    registry = al.tools.ToolRegistry("shared").with_tool(named("old", "old"))
+    registry = al.ToolRegistry("shared").with_tool(named("old", "old"))
     executor = al.tools.BasicToolExecutor([registry])
     model = al.testing.ScriptedModel(["one", "two", "three", "four"])
     events = Events(model)

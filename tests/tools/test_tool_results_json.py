@@ -275,7 +275,7 @@ async def _round_trip(value: Any, store: Any) -> None:
     agent = (
         al.Agent.builder()
         .model(model)
-        .add_tool_source(al.tools.ToolRegistry().with_tool(Returns(value)))
+        .add_tool_source(al.ToolRegistry().with_tool(Returns(value)))
         .store(store)
         .input([user("go")])
         .build()

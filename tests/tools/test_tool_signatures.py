@@ -70,7 +70,7 @@ def structures(tool: al.tools.FunctionTool[..., str], call_input: Any) -> bool:
 
 def prepares(tool: al.tools.FunctionTool[..., str], call_input: Any) -> bool:
     """Whether the default executor lets the call through (lookup, schema, permissions)."""
-    executor = al.tools.BasicToolExecutor([al.tools.ToolRegistry().with_tool(tool)])
+    executor = al.tools.BasicToolExecutor([al.ToolRegistry().with_tool(tool)])
     request = al.ToolRequest("call-1", "probe", call_input, "s", "t")
     outcome = executor.prepare(request, al.permissions.AllowAll(), approved=False)
     if isinstance(outcome, al.ToolResultPart):

@@ -38,7 +38,7 @@ async def start(
 ) -> tuple[al.LoopDriver, al.testing.ScriptedModel]:
     """A driver whose model asks for ``calls`` once, then answers "done"."""
     model = al.testing.ScriptedModel([tool_calls(*calls), "done"])
-    registry = al.tools.ToolRegistry()
+    registry = al.ToolRegistry()
     for tool in tools:
         registry.with_tool(tool)
     builder = al.Agent.builder().model(model).input([user("go")]).resources(resources)

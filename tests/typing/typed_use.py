@@ -27,7 +27,7 @@ def price_of(ctx: al.ToolContext[Deps], item: str) -> int:
 
 
 def build() -> al.Agent[Deps, Quote]:
-    registry = al.tools.ToolRegistry().with_tool(price_of)
+    registry = al.ToolRegistry().with_tool(price_of)
     return (
         al.Agent.builder()
         .model(ScriptedModel([]))

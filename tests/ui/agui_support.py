@@ -92,7 +92,7 @@ def build_agent(store: al.store.SessionStore, tool: Deploy | None = None) -> al.
     return (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(answer))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(tool or Deploy()))
+        .add_tool_source(al.ToolRegistry().with_tool(tool or Deploy()))
         .permissions(AskFirst())
         .store(store)
         .build()

@@ -80,7 +80,7 @@ async def special() -> list[dict[str, Any]]:
     agent = (
         al.Agent.builder()
         .model(al.testing.ScriptedModel(failing))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(al.permissions.AllowAll())
         .build()
     )
@@ -106,7 +106,7 @@ async def special() -> list[dict[str, Any]]:
     agent = (
         al.Agent.builder()
         .model(planned_model(1))
-        .add_tool_source(al.tools.ToolRegistry().with_tool(EchoTool()))
+        .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
         .cancellation(controller.handle())
         .build()
