@@ -265,8 +265,8 @@ async def profile(name: str, store: Any, recorder: Recorder, size: int) -> None:
 
     # The store's work in its worker thread, profiled there (cProfile sees one thread).
     in_thread = cProfile.Profile()
-    owner = store._pool if hasattr(store, "_pool") else store
-    locked = owner._run if hasattr(store, "_pool") else owner._run_locked
+    owner = store._dialect.pool  # both SQL stores: a pool that runs each call in a thread
+    locked = owner._run
 
     def run_profiled(*args: Any) -> Any:
         if not recorder.timing:
@@ -277,7 +277,7 @@ async def profile(name: str, store: Any, recorder: Recorder, size: int) -> None:
         finally:
             in_thread.disable()
 
-    setattr(owner, "_run" if hasattr(store, "_pool") else "_run_locked", run_profiled)
+    owner._run = run_profiled
     recorder._save = profiled  # type: ignore[method-assign]
     try:
         await drive(store, recorder, size, name)
@@ -299,8 +299,7 @@ async def profile(name: str, store: Any, recorder: Recorder, size: int) -> None:
 def count_statements(store: Any, statements: list[str]) -> Callable[[], None]:
     """Record every SQL statement the store sends; returns a function that stops it."""
     if isinstance(store, SqliteSessionStore):
-        connection = store._connection
-        assert connection is not None
+        (connection,) = store._dialect.pool._idle  # its one connection, between calls
         connection.set_trace_callback(lambda text: statements.append(" ".join(text.split())[:90]))
         return lambda: connection.set_trace_callback(None)
     import psycopg

@@ -80,8 +80,12 @@ def seconds_range(text: str) -> tuple[float, float]:
 
 def parse(arguments: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument("--url", help="postgres: a database (or schema) URI to use, empty")
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "redis"), default="sqlite")
+    parser.add_argument(
+        "--url",
+        help="postgres: a database (or schema) URI to use, empty; redis (required): "
+        "redis://HOST:PORT/DB#PREFIX, a prefix no other data uses",
+    )
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--turns", type=int, default=3, help="turns planned per session")
@@ -504,6 +508,8 @@ def main(arguments: list[str]) -> int:
             return anyio.run(soak, args, str(workdir / "sessions.db"), workdir)
         if args.url:
             return anyio.run(soak, args, args.url, workdir)
+        if args.backend == "redis":
+            raise SystemExit("soak_fleet: --backend redis needs --url redis://HOST:PORT/DB#PREFIX")
         with embedded_postgres(workdir) as url:
             return anyio.run(soak, args, url, workdir)
     finally:

@@ -213,7 +213,13 @@ def build_agent(
 
 
 def open_store(target: str, *, pool_size: int = 2) -> Any:
-    """A store on ``target``, a ``postgresql://`` URI or a SQLite path (``async with`` it)."""
+    """A store on ``target``: a ``postgresql://`` URI, a ``redis://`` URL with ``#PREFIX``,
+    or a SQLite path (``async with`` it)."""
+    if target.startswith("redis://"):
+        from agentloop.store import RedisSessionStore
+
+        url, _, prefix = target.partition("#")
+        return RedisSessionStore(url, prefix=prefix or "agentloop:", max_connections=pool_size)
     if target.startswith(("postgresql://", "postgres://")):
         from agentloop.store import PostgresSessionStore
 

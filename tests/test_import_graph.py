@@ -139,6 +139,7 @@ LOOP_FLOORS: dict[str, int] = {
     **dict.fromkeys(["_effects", "_model_io", "_tool_io", "_persistence"], 3),
     # 4: the step loop and the driver; 5: the agent
     "_step_runner": 4,
+    "_durable_steps": 4,
     "_driver": 4,
     "_agent": 5,
 }

@@ -3,11 +3,12 @@
 The core (``_machine.py`` and ``_rounds.py`` over the state in ``_core.py``)
 decides every step synchronously and answers each fact with an action
 (``_actions.py``); the driver performs it through two effect modules, model
-I/O (``_model_io.py``) and tool I/O (``_tool_io.py``), inside two layers set
-when the driver is made: durability (``_persistence.py``: a store's saves,
-claims and recorded decisions, or ``NoStore``) and observation
-(``_observer.py``: the observers, or ``NOBODY``). See ``docs/loop.md`` for the
-core's decision table. Only ``LoopCore.handle`` changes the state.
+I/O (``_model_io.py``) and tool I/O (``_tool_io.py``), with two layers set
+when the driver is made: durability (``_durable_steps.py``: the step loop with
+a store's saves, claims and recorded decisions, or the plain one without a
+store) and observation (``_observer.py``: the observers, or ``NOBODY``). See
+``docs/loop.md`` for the core's decision table. Only ``LoopCore.handle``
+changes the state.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..model._session_config import PromptCacheRequest, SessionConfig
 from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
+from ._durable_steps import step_runner_class
 from ._effects import DriverParts, transcript_listener
 from ._host_calls import (
     answer_approval,
@@ -34,10 +36,10 @@ from ._host_calls import (
     sole_undecided,
 )
 from ._machine import LoopMachine
-from ._model_io import ModelIO
+from ._model_io import model_io_for
 from ._mutators import LoopMutator, MutationPoint
 from ._observer import observers_of
-from ._persistence import journal_for
+from ._persistence import Persistence
 from ._state import (
     CallStatus,
     DriverEvent,
@@ -48,7 +50,6 @@ from ._state import (
     RoundCall,
     TurnState,
 )
-from ._step_runner import StepRunner
 from ._steps import (
     AfterToolResult,
     ApprovalAnswer,
@@ -56,7 +57,7 @@ from ._steps import (
     Resolver,
     Step,
 )
-from ._tool_io import ToolIO
+from ._tool_io import tool_io_for
 
 __all__ = ["LoopDriver", "LoopSnapshot"]
 
@@ -97,14 +98,21 @@ class LoopDriver:
             model_name=parts.model_name,
             tasks_name=type(parts.task_manager).__name__,
         )
-        model_io = ModelIO(
-            parts.session, config.session_id, config.limits.request_timeout, observer
+        model_io = model_io_for(
+            parts.session,
+            config.session_id,
+            config.limits.request_timeout,
+            observer,
+            parts.cancellation,
         )
-        self._runner = StepRunner(
+        runner = step_runner_class(
+            durable=parts.store is not None, guarded=parts.cancellation is not None
+        )
+        self._runner = runner(
             self._machine,
-            journal_for(parts.store, config, observer),
+            Persistence(parts.store, config, observer),
             model_io,
-            ToolIO(parts),
+            tool_io_for(parts, observer),
             parts.mutators,
         )
 
@@ -194,10 +202,7 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        runner = self._runner
-        await runner.journal.save_input(self._core)  # queued input is durable first
-        begin_step(self._core, DriverEvent.STEP, "call next()")
-        return await runner.run_step(None, self)
+        return await self._runner.next_step(self)
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
         """Issue the failed model call again, with the transcript as it is.
@@ -259,7 +264,7 @@ class LoopDriver:
         the same step (``run()`` without hooks; see ``StepRunner.next_through_pauses``).
         A driver with a store takes every step (each pause is saved)."""
         runner = self._runner
-        if runner.journal.saves_steps or pauses < 1:
+        if runner.saves_steps or pauses < 1:
             return await self.next(), 0
         return await runner.next_through_pauses(pauses, self)
 

@@ -233,14 +233,16 @@ class LoopMachine(RoundRules):
             else:
                 return Hand(self.finish(turn, FinishReason.LIMIT_REACHED, {LIMIT_KEY: limit}))
         turn.model_calls += 1
-        changes, listed = catalog.changes()
-        self.observer.catalog_changed(changes)
+        # The catalog's changes are told to the observers as they are read (the tool
+        # I/O); the call, as the model I/O makes it.
+        _, listed = catalog.changes()
         core = self.core
         cache = core.next_turn_cache or self.config.cache
         core.next_turn_cache = None
         tools = () if withhold_tools else listed if listed is not None else catalog.specs()
         output = self.config.output
-        tools = offered_tools(output, tools)  # and the final-answer tool, in its mode
+        if output is not None:  # and the final-answer tool, in its mode
+            tools = offered_tools(output, tools)
         request = TurnRequest(
             self.session_id,
             turn.turn_id,
@@ -249,9 +251,6 @@ class LoopMachine(RoundRules):
             cache,
             self.config.metadata,
             output=output,
-        )
-        self.observer.model_call_started(
-            turn.turn_id, turn.model_calls, len(core.transcript), len(tools), withhold_tools
         )
         return request
 
@@ -382,11 +381,12 @@ class LoopMachine(RoundRules):
         if refusal is not None:
             return Hand(self.refuse(turn, tool_round, refusal))
         spec = self.config.output
-        for call in tool_round.calls:
-            if call.call.id in duplicates:
-                tool_round.results[call.index] = duplicate(call, duplicates[call.call.id])
-            elif (unrun := unrun_answer(spec, call)) is not None:
-                tool_round.results[call.index] = unrun
+        if duplicates or spec is not None:
+            for call in tool_round.calls:
+                if call.call.id in duplicates:
+                    tool_round.results[call.index] = duplicate(call, duplicates[call.call.id])
+                elif (unrun := unrun_answer(spec, call)) is not None:
+                    tool_round.results[call.index] = unrun
         return RunRound(turn, tool_round, fresh=True)
 
     def _failed(

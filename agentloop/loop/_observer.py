@@ -4,7 +4,7 @@ A driver with no :class:`~agentloop.LoopObserver` gets :data:`NOBODY`, whose
 methods do nothing (no event is built, nothing is checked); with observers it
 gets an :class:`Observers`, which builds each event and hands it to every
 observer (an observer's error is logged, never raised). The decisions and the
-effects call these methods unconditionally: no ``if observed`` anywhere.
+effects call these methods unconditionally: nothing checks for observers.
 """
 
 from __future__ import annotations
@@ -82,10 +82,11 @@ class Nobody:
     def tool_started(self, call_id: str, tool_name: str, task_id: str | None) -> None:
         """A call's task started."""
 
-    def tool_finished(
-        self, call_id: str, tool_name: str, started_at: float, result: ToolResultPart
+    def tool_answered(
+        self, call_id: str, tool_name: str, started_at: float | None, result: ToolResultPart
     ) -> None:
-        """A call that ran has its result (``started_at``: its ``time.monotonic()`` start)."""
+        """A call of a round has its result, now appended (``started_at``: its
+        ``time.monotonic()`` start if it ran, else ``None``)."""
 
     def tool_result(self, result: ToolResultPart) -> None:
         """A result is appended."""
@@ -137,11 +138,11 @@ class Nobody:
 
 
 NOBODY = Nobody()
-"""The shared observer layer of every unobserved driver."""
+"""The shared observer layer of every driver without observers."""
 
 
 class Observers(Nobody):
-    """The observer layer of an observed driver: builds each event and fans it out."""
+    """The observer layer of a driver with observers: builds each event and fans it out."""
 
     __slots__ = ("_announced", "_observers")
 
@@ -185,11 +186,13 @@ class Observers(Nobody):
     def tool_started(self, call_id: str, tool_name: str, task_id: str | None) -> None:
         self.emit(ToolExecutionStarted(call_id, tool_name, task_id))
 
-    def tool_finished(
-        self, call_id: str, tool_name: str, started_at: float, result: ToolResultPart
+    def tool_answered(
+        self, call_id: str, tool_name: str, started_at: float | None, result: ToolResultPart
     ) -> None:
-        elapsed = time.monotonic() - started_at
-        self.emit(ToolExecutionFinished(call_id, tool_name, elapsed, result.is_error, result))
+        if started_at is not None:
+            elapsed = time.monotonic() - started_at
+            self.emit(ToolExecutionFinished(call_id, tool_name, elapsed, result.is_error, result))
+        self.emit(ToolResultReceived(result))
 
     def tool_result(self, result: ToolResultPart) -> None:
         self.emit(ToolResultReceived(result))

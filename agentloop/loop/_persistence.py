@@ -31,8 +31,8 @@ own save, which raises if it fails too.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Generator, Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
@@ -57,7 +57,7 @@ from ._session_store import (
 from ._state import CallStatus, DriverState, RoundCall, ToolRound
 from ._steps import AnswerKind, ApprovalAnswer
 
-__all__ = ["NoStore", "Persistence", "journal_for", "load"]
+__all__ = ["Persistence", "load"]
 
 log = get_logger()
 
@@ -69,7 +69,12 @@ _OWNED_ELSEWHERE = (StaleSessionError, LeaseLostError)
 
 
 class Persistence:
-    """Saves one driver's state to its store (a no-op without a store)."""
+    """Saves one driver's state to its store.
+
+    The step loop of a driver with a store (``_durable_steps.py``) calls the
+    saves, claims and records; a driver without one keeps a ``Persistence``
+    only for :meth:`attach` and :meth:`save_now`, which refuse a lease and
+    ``driver.save()`` naming the missing store."""
 
     __slots__ = (
         "_config",
@@ -85,9 +90,6 @@ class Persistence:
         "lease",
         "version",
     )
-
-    saves_steps = True
-    """Whether every step is saved (then ``run()`` takes each pause as a step)."""
 
     def __init__(self, store: SessionStore | None, config: SessionConfig, observer: Nobody) -> None:
         self._store = store
@@ -110,11 +112,6 @@ class Persistence:
         self.version: int | None = None
         """The store version this driver's state is based on (``None``: not tracked)."""
         self.lease: Lease | None = None
-
-    @property
-    def enabled(self) -> bool:
-        """Whether a store is attached."""
-        return self._store is not None
 
     def attach(
         self,
@@ -397,73 +394,6 @@ class Persistence:
                     session_id=session_id,
                 ) from error
             self._recorded.add(call_id)
-
-
-class _Done(Coroutine[Any, Any, Any]):
-    """An awaitable that is already done (``await`` gives ``None``): what the null
-    layer's methods return, so an unsaved driver makes no coroutine per save point."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        return _EXHAUSTED  # an exhausted iterator: awaiting it ends at once
-
-    def send(self, value: Any) -> Any:
-        raise StopIteration
-
-    def throw(self, *args: Any) -> Any:
-        raise StopIteration
-
-    def close(self) -> None:
-        return None
-
-
-_EXHAUSTED = cast("Generator[Any, None, Any]", iter(()))
-_DONE = _Done()
-
-
-class NoStore(Persistence):
-    """The durable layer of a driver without a store: nothing is saved, claimed or
-    recorded, and nothing is checked to find that out (``driver.save()`` and a lease
-    are refused by :class:`Persistence` itself). Each method returns a shared
-    awaitable that is already done."""
-
-    __slots__ = ()
-
-    saves_steps = False
-
-    def save_input(self, core: LoopCore) -> Coroutine[Any, Any, None]:
-        return _DONE
-
-    def save_step(self, core: LoopCore, step: object = None) -> Coroutine[Any, Any, None]:
-        return _DONE
-
-    def save_response(self, core: LoopCore) -> Coroutine[Any, Any, None]:
-        return _DONE
-
-    def note_finished_calls(self, tool_round: ToolRound) -> None:
-        return None
-
-    def save_results(self, core: LoopCore) -> Coroutine[Any, Any, None]:
-        return _DONE
-
-    def save_results_after_fault(self, core: LoopCore) -> Coroutine[Any, Any, None]:
-        return _DONE
-
-    def claim(
-        self, call: RoundCall, request: ToolRequest, *, idempotent: bool
-    ) -> Coroutine[Any, Any, tuple[ToolResultPart, CallStatus] | None]:
-        return _DONE
-
-    def record_decisions(self, tool_round: ToolRound) -> Coroutine[Any, Any, None]:
-        return _DONE
-
-
-def journal_for(store: SessionStore | None, config: SessionConfig, observer: Nobody) -> Persistence:
-    """The durable layer for ``store``: :class:`NoStore` without one."""
-    if store is None:
-        return NoStore(None, config, observer)
-    return Persistence(store, config, observer)
 
 
 def _refusal(call: RoundCall, reason: str) -> tuple[ToolResultPart, CallStatus]:

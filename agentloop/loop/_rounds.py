@@ -85,11 +85,11 @@ class RoundRules:
         return prepared
 
     def call_running(self, call: RoundCall) -> None:
-        """``call`` is about to start (claimed, if it had to be)."""
+        """``call`` is about to start (claimed, if it had to be; the tool I/O tells the
+        observers as it starts the task)."""
         call.move(CallStatus.RUNNING)
         call.started_at = time.monotonic()
         call.started_wall = time.time()
-        self.observer.tool_started(call.call.id, call.call.name, call.task_id)
 
     def call_started(
         self, call: RoundCall, tool_round: ToolRound, started: TaskResult | TaskLaunched
@@ -264,14 +264,14 @@ class RoundRules:
 
     def append_results(self, turn: TurnState, tool_round: ToolRound) -> None:
         """Append the round's results so far, in call order."""
-        results = tool_round.results
+        results, observer, core = tool_round.results, self.observer, self.core
         for index in sorted(results):
             call = tool_round.calls[index]
             result = results[index]
-            if call.started_at is not None:
-                self.observer.tool_finished(call.call.id, call.call.name, call.started_at, result)
             # The record's finish time is the result item's time (one clock read).
-            self.append_result(result, at=self._record(turn, call, result))
+            at = self._record(turn, call, result)
+            observer.tool_answered(call.call.id, call.call.name, call.started_at, result)
+            core.append_result(result, at=at)
         results.clear()
 
     def _record(self, turn: TurnState, call: RoundCall, result: ToolResultPart) -> float | None:

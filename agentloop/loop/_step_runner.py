@@ -2,17 +2,23 @@
 
 ``StepRunner.perform`` is the whole of a step: it asks the core
 (:class:`~agentloop.loop._machine.LoopMachine`) for the step's first action,
-performs each action through the model I/O, the tool I/O and the durable
-layer, and hands the outcome back to the core, until the core hands the host a
-step. ``resolver`` is the driver the steps resolve through (passed, not held:
-no reference from here back to the driver).
+performs each action through the model I/O and the tool I/O, and hands the
+outcome back to the core, until the core hands the host a step. ``resolver``
+is the driver the steps resolve through (passed, not held: no reference from
+here back to the driver).
+
+This is the step loop of a driver without a store: nothing is saved, claimed
+or recorded, and nothing is checked to find that out. A driver with a store
+gets :class:`~agentloop.loop._durable_steps.DurableStepRunner`, the same loop
+with the durable layer's saves and claims at their points; a driver with a
+cancellation handle gets :class:`GuardedStepRunner`, whose rounds run under
+the turn's cancel scope (each chosen once, when the driver is made).
 """
 
 from __future__ import annotations
 
-import contextlib
+import sys
 import warnings
-from typing import cast
 
 import anyio
 
@@ -27,11 +33,11 @@ from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
 from ._persistence import Persistence
-from ._state import CallStatus, DriverEvent, RoundCall
+from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
 from ._steps import AfterToolResult, AwaitingInput, Resolver, Step
 from ._tool_io import ToolIO
 
-__all__ = ["IDLE_STEPS_BEFORE_WARNING", "StepRunner"]
+__all__ = ["IDLE_STEPS_BEFORE_WARNING", "GuardedStepRunner", "StepRunner"]
 
 log = get_logger()
 
@@ -49,6 +55,9 @@ class StepRunner:
 
     __slots__ = ("core", "idle_steps", "journal", "machine", "model_io", "mutators", "tools")
 
+    saves_steps = False
+    """Whether every step is saved (then ``run()`` takes each pause as a step)."""
+
     def __init__(
         self,
         machine: LoopMachine,
@@ -59,11 +68,16 @@ class StepRunner:
     ) -> None:
         self.machine = machine
         self.core: LoopCore = machine.core
-        self.journal = journal
+        self.journal = journal  # the driver's ``save()`` and leases (refused without a store)
         self.model_io = model_io
         self.tools = tools
         self.mutators = mutators
         self.idle_steps = 0  # AwaitingInput steps in a row with nothing submitted
+
+    async def next_step(self, resolver: Resolver) -> Step:
+        """``next()``: enter a step and run it."""
+        begin_step(self.core, DriverEvent.STEP, "call next()")
+        return await self.run_step(None, resolver)
 
     async def next_through_pauses(self, pauses: int, resolver: Resolver) -> tuple[Step, int]:
         """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
@@ -95,119 +109,111 @@ class StepRunner:
         return step, passed
 
     async def run_step(self, action: Action | None, resolver: Resolver) -> Step:
+        """Perform a step from ``action`` (``None``: ``next()``) and return it to the host."""
         try:
             step = await self.perform(action, resolver)
         except BaseException as error:
             await self.step_raised(error)
             raise
-        core, journal = self.core, self.journal
-        core.handle(event_after(step))
+        self.core.handle(event_after(step))
         self.count_idle(step)
-        try:
-            await journal.save_step(core, step)
-        except anyio.get_cancelled_exc_class():
-            # Cancelled before the step's save started: a round's results no save
-            # holds yet are saved all the same, by the step's save (shielded).
-            if journal.results_unsaved:
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await journal.save_step(core, step)
-            raise
         return step
 
     async def perform(self, action: Action | None, resolver: Resolver) -> Step:
         """Perform ``action`` (``None``: the step's first, from ``LoopMachine.begin``) and
         each one the core answers with, until it hands the host a step."""
-        machine, journal, tools = self.machine, self.journal, self.tools
+        machine = self.machine
         if action is None:
-            action = machine.begin(resolver, tools)
+            action = machine.begin(resolver, self.tools)
         while True:
-            kind = type(action)  # identity, not isinstance: once per action of every step
-            if kind is CallModel:
-                action = cast(CallModel, action)
+            # By identity, not isinstance: once per action of every step.
+            if type(action) is CallModel:
                 prepared = await self._prepare_model_call(action)
-                if type(prepared) is not TurnRequest:
-                    action = cast(Action, prepared)
+                if not isinstance(prepared, TurnRequest):
+                    action = prepared
                     continue
                 # The stream is read right here: a session waiting for its model holds
                 # one frame of this loop and one of the model I/O.
                 answer = await self.model_io.stream(action.turn, prepared)
                 action = machine.model_answered(action.turn, action.point, answer, resolver)
-            elif kind is RunRound:
-                action = await self._run_round(cast(RunRound, action), resolver)
-            elif kind is Hand:
-                return cast(Hand, action).step
-            elif kind is RecordDecisions:
-                decisions = cast(RecordDecisions, action)
-                await journal.record_decisions(decisions.round)
-                action = machine.after_decisions(decisions.turn, decisions.round, resolver)
+            elif type(action) is RunRound:
+                action = await self._run_round(action, resolver)
+            elif type(action) is Hand:
+                return action.step
+            elif type(action) is RecordDecisions:
+                action = await self._record_decisions(action, resolver)
             else:
-                return await self.finish_cancelled(cast(FinishCancelled, action))
+                assert type(action) is FinishCancelled
+                return await self.finish_cancelled(action)
 
     async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
-        """Deliver the input, run the mutators, save, and make the request (or the action
-        that ends the turn instead)."""
-        machine, core, turn = self.machine, self.core, action.turn
-        if action.fold_input:
+        """Deliver the input, run the mutators, and make the request (or the action that
+        ends the turn instead)."""
+        turn, core = action.turn, self.core
+        if action.fold_input and (core.steering or core.pending_input):
             core.deliver_steering()
             core.fold_pending_input()
-        mutators = (*action.mutators, *self.mutators) if action.mutators else self.mutators
-        if mutators:
-            point = action.point
-            changed = await self.model_io.run_mutators(turn, point, mutators, core.transcript)
-            if isinstance(changed, MutatorsCancelled):
-                return FinishCancelled(turn, "mutator")
-            if changed is not None:
-                core.replace_transcript(changed)
-        if (done := machine.nothing_to_answer(turn)) is not None:
+        if (action.mutators or self.mutators) and not await self._mutate(action):
+            return FinishCancelled(turn, "mutator")
+        if (done := self.machine.nothing_to_answer(turn)) is not None:
             return done
-        # A round's results before the model is waited for, and before the call is
-        # counted: a restore from this save makes the same call, counted once.
-        await self.journal.save_results(core)
-        return machine.next_request(turn, self.tools)
+        return self.machine.next_request(turn, self.tools)
+
+    async def _mutate(self, action: CallModel) -> bool:
+        """Run the call's mutators, then the agent's own; ``False``: the turn was cancelled."""
+        core = self.core
+        mutators = (*action.mutators, *self.mutators)
+        changed = await self.model_io.run_mutators(
+            action.turn, action.point, mutators, core.transcript
+        )
+        if isinstance(changed, MutatorsCancelled):
+            return False
+        if changed is not None:
+            core.replace_transcript(changed)
+        return True
+
+    async def _record_decisions(self, action: RecordDecisions, resolver: Resolver) -> Action:
+        """The host's answers on the round's calls (nothing to record without a store)."""
+        return self.machine.after_decisions(action.turn, action.round, resolver)
 
     async def _run_round(self, action: RunRound, resolver: Resolver) -> Action:
         """Start every startable call, wait for the foreground ones; the core says what's
         next (results are appended in the model's call order)."""
-        machine, journal, core = self.machine, self.journal, self.core
-        turn, tool_round = action.turn, action.round
-        if action.fresh:
-            await journal.save_response(core)
-        with cancel_scope(turn):
-            for call in tool_round.calls:
-                if call.status is not CallStatus.PREPARED:
-                    continue
-                if machine.skip_at_steering(call, tool_round):
-                    continue
-                await journal.save_results(core)  # the results so far, before this call runs
-                await self._start_call(action, call, resolver)
-                journal.note_finished_calls(tool_round)
-            if (approval := machine.new_approval(turn, tool_round)) is not None:
-                # Approvals surface one by one while the other calls keep running;
-                # their results are collected when the round resumes.
-                return Hand(approval)
-            while tool_round.running():
-                await journal.save_results(core)  # the results so far, before waiting
-                update = await self.tools.wait(turn.turn_id)
-                if update is None:
-                    break
-                machine.turn_update(tool_round, update)
-                journal.note_finished_calls(tool_round)
+        machine, turn, tool_round = self.machine, action.turn, action.round
+        for call in tool_round.calls:
+            if call.status is not CallStatus.PREPARED:
+                continue
+            if machine.skip_at_steering(call, tool_round):
+                continue
+            await self._start_call(action, call, resolver)
+        if (approval := machine.new_approval(turn, tool_round)) is not None:
+            # Approvals surface one by one while the other calls keep running;
+            # their results are collected when the round resumes.
+            return Hand(approval)
+        if tool_round.running():
+            await self._collect(turn, tool_round)
         return machine.round_collected(turn, tool_round, resolver)
 
     async def _start_call(self, action: RunRound, call: RoundCall, resolver: Resolver) -> None:
+        """Prepare ``call`` and start it, unless the executor answered it or it waits for
+        an approval."""
         machine, turn, tool_round = self.machine, action.turn, action.round
         prepared = machine.call_prepared(turn, call, tool_round, self.tools.prepare(call), resolver)
         if prepared is None:
-            return
-        idempotent = prepared.tool.spec.annotations.idempotent
-        refusal = await self.journal.claim(call, prepared.request, idempotent=idempotent)
-        if refusal is not None:  # claimed before, or denied in the store: not run
-            machine.finalize(call, tool_round, *refusal)
             return
         machine.call_running(call)
         sole = len(tool_round.calls) == 1
         started = await self.tools.start(turn, call, prepared, sole=sole)
         machine.call_started(call, tool_round, started)
+
+    async def _collect(self, turn: TurnState, tool_round: ToolRound) -> None:
+        """Wait for the round's running calls, handing each update to the core."""
+        machine, tools = self.machine, self.tools
+        while tool_round.running():
+            update = await tools.wait(turn.turn_id)
+            if update is None:
+                return
+            machine.turn_update(tool_round, update)
 
     async def finish_cancelled(self, action: FinishCancelled) -> Step:
         """Stop the cancelled turn's running calls (bounded, shielded); the core closes it."""
@@ -217,16 +223,16 @@ class StepRunner:
             machine.append_results(turn, tool_round)
             if tool_round.running():
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
-                    await self.journal.save_results(self.core)  # the results so far
-                    await self.tools.tasks.on_turn_interrupted(turn.turn_id)
+                    await self._interrupt_calls(turn)
         return machine.close_cancelled(turn, action.stage, self.tools.interrupted)
+
+    async def _interrupt_calls(self, turn: TurnState) -> None:
+        """Tell the task manager the turn's running calls are interrupted."""
+        await self.tools.tasks.on_turn_interrupted(turn.turn_id)
 
     async def step_raised(self, error: BaseException) -> None:
         """What a step that raised ``error`` leaves behind (the caller re-raises it)."""
-        core, journal = self.core, self.journal
-        if journal.results_unsaved:  # what a save of their own would have held
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await journal.save_results_after_fault(core)
+        core = self.core
         if isinstance(error, anyio.get_cancelled_exc_class()):
             # The host cancelled the task awaiting next(): close the turn so the
             # transcript stays provider-valid, then let the cancellation go on.
@@ -251,7 +257,7 @@ class StepRunner:
             f"session {self.machine.session_id!r}: next() returned AwaitingInput "
             f"{IDLE_STEPS_BEFORE_WARNING} times in a row with no input submitted; {_IDLE_HINT}"
         )
-        warnings.warn(message, IdleLoopWarning, stacklevel=4)
+        warnings.warn(message, IdleLoopWarning, stacklevel=_host_level())
         log.warning(
             "idle loop",
             session_id=self.machine.session_id,
@@ -259,3 +265,28 @@ class StepRunner:
             hint=_IDLE_HINT,
         )
         self.machine.observer.warning(message)
+
+
+class GuardedStepRunner(StepRunner):
+    """The step loop of a driver with a cancellation handle: each round runs under its
+    turn's cancel scope (an interrupt stops the calls starting and the waiting; the
+    core then closes the round)."""
+
+    __slots__ = ()
+
+    async def _run_round(self, action: RunRound, resolver: Resolver) -> Action:
+        with cancel_scope(action.turn):
+            return await super()._run_round(action, resolver)
+        return self.machine.round_collected(action.turn, action.round, resolver)
+
+
+def _host_level() -> int:
+    """The ``stacklevel`` that points a warning raised in :meth:`StepRunner.count_idle`
+    at the host's call: the first frame outside ``agentloop.loop`` (the durable
+    loop nests a frame or two more than the plain one)."""
+    level, frame = 2, sys._getframe(2)  # 1: count_idle; 2: its caller
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
+        "agentloop.loop."
+    ):
+        level, frame = level + 1, frame.f_back
+    return level

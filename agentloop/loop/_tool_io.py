@@ -3,7 +3,9 @@
 Reads the tool catalog, prepares a call (permission evaluation and input
 validation, synchronous), starts its task, waits for the turn's running tasks,
 and stops them at an interrupt. Every decision about what these outcomes mean
-is the core's (``_rounds.py``).
+is the core's (``_rounds.py``). A driver with observers gets :class:`ObservedToolIO`
+(chosen once, :func:`tool_io_for`), which tells the observers about the
+catalog's changes and each call's start; the plain one tells nobody.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from ..tools._executor import (
 from ..tools._permission_check import granted_permissions
 from ..tools._tool import ToolContext
 from ._effects import UNGUARDED, DriverParts
+from ._observer import NOBODY, Nobody
 from ._state import RoundCall, TurnState
 from ._steps import AnswerKind
 
-__all__ = ["ToolIO"]
+__all__ = ["ObservedToolIO", "ToolIO", "tool_io_for"]
 
 log = get_logger()
 
@@ -132,3 +135,30 @@ class ToolIO:
     def take_background(self) -> list[TaskResult]:
         """The background results that finished since the last look."""
         return self.tasks.take_background_results()
+
+
+class ObservedToolIO(ToolIO):
+    """The tool I/O of a driver with observers: tells the observers about the catalog's
+    changes when they are read and about each call as its task starts."""
+
+    __slots__ = ("_observer",)
+
+    def __init__(self, parts: DriverParts, observer: Nobody) -> None:
+        super().__init__(parts)
+        self._observer = observer
+
+    def changes(self) -> tuple[Sequence[Any], tuple[ToolSpec, ...] | None]:
+        changes, specs = super().changes()
+        self._observer.catalog_changed(changes)
+        return changes, specs
+
+    async def start(
+        self, turn: TurnState, call: RoundCall, prepared: PreparedCall, *, sole: bool
+    ) -> TaskResult | TaskLaunched:
+        self._observer.tool_started(call.call.id, call.call.name, call.task_id)
+        return await super().start(turn, call, prepared, sole=sole)
+
+
+def tool_io_for(parts: DriverParts, observer: Nobody) -> ToolIO:
+    """The tool I/O for a driver, chosen once: with observers or without."""
+    return ToolIO(parts) if observer is NOBODY else ObservedToolIO(parts, observer)

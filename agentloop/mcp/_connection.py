@@ -29,6 +29,7 @@ class Connection:
     tasks: anyio.abc.TaskGroup | None = None
     lost: str | None = None  # why it ended, if it was not stopped
     relist_after_calls: bool = False  # 2026 era: changes are not ordered with responses
+    relist_features_after_calls: bool = False  # the same, for the feature tools
     max_message_size: int | None = attrs.field(default=None, kw_only=True)
 
     def drop(self, why: str) -> None:

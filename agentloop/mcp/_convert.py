@@ -18,8 +18,8 @@ __all__ = [
     "STRUCTURED_KEY",
     "URI_KEY",
     "to_output",
+    "to_part",
     "to_spec",
-    "unsupported",
 ]
 
 MCP_SERVER_KEY = "mcp.server"
@@ -33,17 +33,6 @@ URI_KEY = "mcp.uri"
 ANNOTATIONS_KEY = "mcp.annotations"
 """Part metadata: a content block's annotations as the server sent them (``audience``,
 ``priority``, ``lastModified``)."""
-
-
-def unsupported(tool: mcp_types.Tool) -> str | None:
-    """Why ``tool`` cannot be offered (it needs a feature agentloop lacks), else ``None``."""
-    execution = tool.execution
-    if execution is not None and execution.task_support == "required":
-        return (
-            "it requires task-augmented execution (execution.taskSupport 'required'), "
-            "which agentloop's MCP client does not support"
-        )
-    return None
 
 
 def to_spec(server: str, name: str, tool: mcp_types.Tool) -> ToolSpec:
@@ -77,7 +66,7 @@ def to_output(result: mcp_types.CallToolResult) -> ToolOutput:
     content: ``structuredContent`` as JSON, else ``""``. ``isError`` is kept;
     ``structuredContent`` is also in the metadata under :data:`STRUCTURED_KEY`.
     """
-    parts = [_to_part(block) for block in result.content]
+    parts = [to_part(block) for block in result.content]
     metadata: dict[str, Any] = {}
     if result.structured_content is not None:
         metadata[STRUCTURED_KEY] = result.structured_content
@@ -93,7 +82,8 @@ def to_output(result: mcp_types.CallToolResult) -> ToolOutput:
     return ToolOutput(value, is_error=result.is_error, metadata=metadata)
 
 
-def _to_part(block: Any) -> Part:
+def to_part(block: Any) -> Part:
+    """One content block as a part, its annotations kept under :data:`ANNOTATIONS_KEY`."""
     part = _content_part(block)
     annotations = getattr(block, "annotations", None)
     if not isinstance(annotations, mcp_types.Annotations):

@@ -1,4 +1,5 @@
-"""The permission requests an MCP source raises: connecting to a server, invoking a tool."""
+"""The permission requests an MCP source raises: connecting to a server, invoking a tool,
+reading a resource or getting a prompt (the opt-in feature tools)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ..core._items import Metadata, _empty_metadata
 from ..core._tool_spec import ToolAnnotations
 from ..permissions._requests import PermissionRequest
 
-__all__ = ["McpConnect", "McpInvoke"]
+__all__ = ["McpConnect", "McpGetPrompt", "McpInvoke", "McpReadResource"]
 
 
 @attrs.frozen
@@ -47,3 +48,37 @@ class McpInvoke(PermissionRequest):
     @property
     def summary(self) -> str:  # type: ignore[override]
         return f"Invoke MCP tool {self.server}.{self.tool}"
+
+
+@attrs.frozen
+class McpReadResource(PermissionRequest):
+    """Read resource ``uri`` of server ``server`` (the model called its ``read_resource``
+    tool; see ``McpToolSource(feature_tools=True)``).
+
+    Its own kind, so a policy can allow tools and refuse reads, or the reverse:
+    ``RequestKindPolicy(deny={"mcp.read_resource"})``.
+    """
+
+    server: str
+    uri: str
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
+    kind = "mcp.read_resource"
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return f"Read MCP resource {self.uri} of {self.server}"
+
+
+@attrs.frozen
+class McpGetPrompt(PermissionRequest):
+    """Get prompt ``prompt`` of server ``server`` (the model called its ``get_prompt``
+    tool; see ``McpToolSource(feature_tools=True)``)."""
+
+    server: str
+    prompt: str
+    metadata: Metadata = attrs.field(default=_empty_metadata(), kw_only=True)
+    kind = "mcp.get_prompt"
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return f"Get MCP prompt {self.server}.{self.prompt}"

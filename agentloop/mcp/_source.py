@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Literal, TextIO
@@ -11,27 +10,28 @@ from typing import Any, Literal, TextIO
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import attrs
 import mcp_types
 from mcp import Client
+from mcp.shared.subscriptions import ToolsListChanged
 
 from .._log import get_logger
 from ..core._tool_spec import ToolSpec
 from ..permissions._checker import CheckerLike, as_checker
 from ..permissions._requests import (
-    Allow,
     AllowAll,
-    AskApproval,
-    Deny,
     PermissionChecker,
 )
 from ..tools._registry import ToolCatalogEvent, compare_catalogs
 from ..tools._tool import ToolOutput
 from ._config import McpServer, check_options, tool_names
+from ._connect import ConnectApprover, check_connect
 from ._connection import Connection, describe, is_modern, lists_change, request, usable
-from ._convert import to_output, to_spec, unsupported
+from ._convert import to_output, to_spec
 from ._errors import McpCallError, McpConnectionError, McpError
-from ._permissions import McpConnect
+from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._roots import Roots, RootsLike, to_roots
+from ._tasks import TASK_KEY, call_as_task, check_task_timeout, note_tasks, task_plan
 from ._tool import McpTool
 from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
 
@@ -39,15 +39,13 @@ __all__ = ["ConnectApprover", "McpToolSource"]
 
 log = get_logger()
 
-ConnectApprover = Callable[[McpConnect, AskApproval], Awaitable[bool]]
-"""Asked when the source's checker wants approval to connect; returns whether to connect."""
 
 _MAX_PAGES = 100
 _CLOSE_TIMEOUT = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
 
 
-class McpToolSource:
+class McpToolSource(ServerFeatures):
     """The tools of one MCP server, named ``mcp__<server>__<tool>``.
 
     Use it as an async context manager around the sessions that use it::
@@ -84,7 +82,15 @@ class McpToolSource:
     (default: this process's). ``max_message_size`` bounds one answer streamed
     over HTTP as server-sent events (bytes; ``None``: no bound). ``roots`` (a
     ``PathPolicy``, a ``PolicyChain`` of them, or paths) are advertised as the
-    client's roots and listed on ``roots/list``.
+    client's roots and listed on ``roots/list``. The server's resources and prompts
+    are read with :meth:`list_resources`, :meth:`read_resource`, :meth:`list_prompts`
+    and :meth:`get_prompt`; ``feature_tools=True`` also offers them to the model as
+    ``mcp__<server>__read_resource`` and ``mcp__<server>__get_prompt``.
+
+    Tools with ``execution.taskSupport`` ``"required"`` run as MCP tasks (2025-11-25
+    ``tasks``), as do ``"optional"`` ones with ``prefer_tasks=True``: the call polls
+    the task until it ends (at most ``task_timeout`` seconds, then ``tasks/cancel``);
+    route them to the task manager's background to keep the turn going.
     """
 
     def __init__(
@@ -99,6 +105,9 @@ class McpToolSource:
         stderr: TextIO | None = None,
         max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
         roots: RootsLike | None = None,
+        feature_tools: bool = False,
+        prefer_tasks: bool = False,
+        task_timeout: float = 3600.0,
     ) -> None:
         check_options(server, connect_timeout, call_timeout, protocol, max_message_size)
         self.roots: Roots | None = None if roots is None else to_roots(roots)
@@ -115,7 +124,15 @@ class McpToolSource:
         self.call_timeout = float(call_timeout)
         self.protocol = protocol
         self.stderr = stderr
-        self._tools: dict[str, McpTool] = {}
+        self.feature_tools = bool(feature_tools)
+        self.prefer_tasks = bool(prefer_tasks)
+        self.task_timeout = check_task_timeout(task_timeout)
+        self._as_tasks: set[str] = set()  # MCP names of the tools called as tasks
+        self._offered = None
+        self._feature_refresh = None
+        self._feature_stale = False
+        self._listed: list[mcp_types.Tool] = []
+        self._tools: dict[str, McpTool | FeatureTool] = {}
         self._hidden: dict[str, str] = {}  # MCP name -> why it is not offered (logged once)
         self._reported: dict[str, ToolSpec] = {}
         self._group: anyio.abc.TaskGroup | None = None
@@ -195,7 +212,7 @@ class McpToolSource:
         """The specs of the server's tools, sorted by name."""
         return [self._tools[name].spec for name in sorted(self._tools)]
 
-    def get(self, name: str) -> McpTool | None:
+    def get(self, name: str) -> McpTool | FeatureTool | None:
         """The tool called ``name`` (``mcp__<server>__<tool>``), or ``None``."""
         return self._tools.get(name)
 
@@ -212,10 +229,18 @@ class McpToolSource:
         """Call tool ``mcp_name`` (its name on the server); raises :class:`McpError` when
         the server cannot answer; the server's own ``isError`` is an error output."""
         connection = await self._connection_for_call()
-        result = await request(
-            connection, f"tools/call {mcp_name!r}", self.call_timeout,
-            lambda client: client.call_tool(mcp_name, arguments),
-        )  # fmt: skip
+        task: dict[str, Any] = {}
+        if mcp_name in self._as_tasks:
+            result, task = await call_as_task(
+                connection, mcp_name, arguments,
+                call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                reconnect=self._connection_for_call,
+            )  # fmt: skip
+        else:
+            result = await request(
+                connection, f"tools/call {mcp_name!r}", self.call_timeout,
+                lambda client: client.call_tool(mcp_name, arguments),
+            )  # fmt: skip
         # A 2025-era notification sent before this answer is handled by a task the SDK
         # spawned before resolving the answer: one checkpoint lets it flag the change.
         await anyio.lowlevel.checkpoint()
@@ -225,13 +250,17 @@ class McpToolSource:
             except McpError as error:
                 log.warning("mcp tool refresh failed", server=self.server.name, error=str(error))
         await self._settle_refresh()
+        await self._settle_features(connection)
         if not isinstance(result, mcp_types.CallToolResult):
             raise McpCallError(
                 f"MCP server {self.server.name!r} answered tools/call {mcp_name!r} with "
                 f"{type(result).__name__}; expected a CallToolResult",
                 server=self.server.name,
             )
-        return to_output(result)
+        output = to_output(result)
+        if task:
+            output = attrs.evolve(output, metadata={**output.metadata, TASK_KEY: task})
+        return output
 
     # -- connecting ------------------------------------------------------------
 
@@ -260,7 +289,7 @@ class McpToolSource:
                 "the sessions that use it",
                 server=server,
             )
-        await self._check_connect()
+        await check_connect(self.server, self.permissions, self.approve_connect)
         self._connections += 1
         connection = Connection(
             self.server.name, self._connections, max_message_size=self.max_message_size
@@ -276,40 +305,12 @@ class McpToolSource:
                 server=server,
             ) from error
         self._connection = connection
+        if connection.client is not None:
+            note_tasks(connection.client, server)
+        await self._list_features(connection)
         self._apply(tools)
         log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))
         return connection
-
-    async def _check_connect(self) -> None:
-        request = McpConnect(self.server.name, self.server.target)
-        decision = self.permissions.evaluate(request)
-        if isinstance(decision, Allow):
-            return
-        if isinstance(decision, Deny):
-            raise McpConnectionError(
-                f"connecting to MCP server {self.server.name!r} was denied: {decision.message} "
-                f"(code: {decision.code})",
-                server=self.server.name,
-            )
-        if isinstance(decision, AskApproval):
-            if self.approve_connect is None:
-                raise McpConnectionError(
-                    f"connecting to MCP server {self.server.name!r} needs approval "
-                    f"({decision.summary}) and the source has no approve_connect callback; pass "
-                    "one, or allow mcp.connect for this server",
-                    server=self.server.name,
-                )
-            if not await self.approve_connect(request, decision):
-                raise McpConnectionError(
-                    f"connecting to MCP server {self.server.name!r} was not approved",
-                    server=self.server.name,
-                )
-            return
-        raise McpConnectionError(
-            f"permission checker {type(self.permissions).__name__} returned {decision!r} for "
-            "mcp.connect; expected Allow, Deny or AskApproval",
-            server=self.server.name,
-        )
 
     async def _serve(
         self,
@@ -327,8 +328,13 @@ class McpToolSource:
                     tools = await self._list_tools(client)
                     async with anyio.create_task_group() as tasks:
                         connection.client, connection.tasks = client, tasks
-                        if is_modern(client) and lists_change(client):
-                            connection.relist_after_calls = True
+                        listened = self._listen_filter(client)
+                        if is_modern(client) and any(listened.values()):
+                            connection.relist_after_calls = lists_change(client)
+                            connection.relist_features_after_calls = (
+                                listened["resources_list_changed"]
+                                or listened["prompts_list_changed"]
+                            )
                             await tasks.start(self._listen, connection)
                         scope.deadline = math.inf
                         started = True
@@ -359,8 +365,11 @@ class McpToolSource:
 
     async def _enter_client(self, stack: AsyncExitStack, connection: Connection) -> Client:
         async def on_message(message: Any) -> None:
-            if getattr(message, "method", None) == _LIST_CHANGED:
+            method = getattr(message, "method", None)
+            if method == _LIST_CHANGED:
                 self._tools_changed(connection)
+            elif method in FEATURE_CHANGES:
+                self._features_changed(connection)
 
         return await open_client(
             stack,
@@ -384,11 +393,19 @@ class McpToolSource:
         assert client is not None
         started = False
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
+            wanted = self._listen_filter(client)
+            async with client.listen(
+                tools_list_changed=wanted["tools_list_changed"],
+                resources_list_changed=wanted["resources_list_changed"],
+                prompts_list_changed=wanted["prompts_list_changed"],
+            ) as subscription:
                 started = True
                 task_status.started()
-                async for _event in subscription:
-                    self._tools_changed(connection)
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        self._tools_changed(connection)
+                    else:
+                        self._features_changed(connection)
         except Exception as error:
             log.warning("mcp listen stream ended", server=self.server.name, error=describe(error))
             if not started:
@@ -412,22 +429,29 @@ class McpToolSource:
 
     def _apply(self, tools: list[mcp_types.Tool]) -> None:
         """Make ``tools`` the catalog, keeping the very same objects for unchanged tools."""
+        self._listed = tools
         names = tool_names(self.server.name, [tool.name for tool in tools])
-        fresh: dict[str, McpTool] = {}
+        fresh: dict[str, McpTool | FeatureTool] = {}
         hidden: dict[str, str] = {}
+        client = self._connection.client if self._connection is not None else None
+        self._as_tasks = set()
         for tool in tools:
             name = names[tool.name]
-            why = unsupported(tool)
+            as_task, why = task_plan(tool, client, self.prefer_tasks)
             if why is not None:
                 hidden[tool.name] = why
                 continue
             spec = to_spec(self.server.name, name, tool)
+            if as_task:
+                self._as_tasks.add(tool.name)
+                spec = attrs.evolve(spec, metadata={**spec.metadata, TASK_KEY: True})
             old = self._tools.get(name)
             fresh[name] = (
                 old
-                if old is not None and old.spec == spec and old.mcp_name == tool.name
+                if isinstance(old, McpTool) and old.spec == spec and old.mcp_name == tool.name
                 else McpTool(self, tool.name, spec)
             )
+        self._with_features(fresh, self._tools)
         self._tools = fresh
         for mcp_name in sorted(hidden.keys() - self._hidden.keys()):
             log.warning(

@@ -18,13 +18,18 @@ class _Named(Protocol):
     def name(self) -> str: ...
 
 
+class _Specced(Protocol):
+    @property
+    def spec(self) -> ToolSpec: ...
+
+
 class ToolServer(Protocol):
     """What an :class:`McpTool` needs of its source (an ``McpToolSource``)."""
 
     @property
     def server(self) -> _Named: ...
 
-    def get(self, name: str) -> McpTool | None: ...
+    def get(self, name: str) -> _Specced | None: ...
 
     async def call_tool(self, mcp_name: str, arguments: dict[str, Any]) -> ToolOutput: ...
 

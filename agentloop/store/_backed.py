@@ -197,15 +197,15 @@ class BackendSessionStore:
         operation = f"save checkpoint for session {session_id!r}"
         await anyio.lowlevel.checkpoint()
         for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(session_id)
+            head, meta, version, claims = await self._save_reads(session_id, encoded)
             lease = self._live_lease(meta)
             check_fence(session_id, fencing_token, lease, self._clock(), operation)
             saved = head is not None and head.document is not None
             check_version(session_id, expected_version, meta.version if saved else None)
             lists = await self._list_writes(session_id, meta if saved else None, encoded)
             answered = answered_from(encoded, lists[ITEMS][0])
-            rows = await self._answered(session_id, answered)
-            version = await self.backend.next_number(VERSIONS)
+            if claims is None or not answered <= claims[0]:
+                claims = answered, await self._rows(session_id, CLAIMS, ClaimRow, answered)
             new_meta = SessionMeta(
                 version=version,
                 updated_at=time.time(),
@@ -215,6 +215,7 @@ class BackendSessionStore:
                 turn_counts=turn_counts(encoded.turn),
                 lease=meta.lease,
             )
+            rows = _answered(claims[1], answered)
             if await self._commit(
                 session_id, head, new_meta, document=encoded.head, lists=lists, rows=rows
             ):
@@ -222,6 +223,31 @@ class BackendSessionStore:
                 return version
         else:
             raise _refused_too_often()
+
+    async def _save_reads(
+        self, session_id: str, encoded: EncodedCheckpoint
+    ) -> tuple[BackendHead | None, SessionMeta, int, _Claims | None]:
+        """A save's reads, at once: the head, a version number and, when this store wrote
+        the last save, the claims of the calls the new items answer (``None`` otherwise)."""
+        found: dict[str, Any] = {}
+        with self._lock:
+            last = self._written.get(session_id)
+        guess = None if last is None else answered_from(encoded, len(last[1].items))
+
+        async def number() -> None:
+            found["version"] = await self.backend.next_number(VERSIONS)
+
+        async def claims(call_ids: frozenset[str]) -> None:
+            found["claims"] = call_ids, await self._rows(session_id, CLAIMS, ClaimRow, call_ids)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(number)
+            if guess:
+                group.start_soon(claims, guess)
+            head, meta = await self._head(session_id)
+        if guess is not None and not guess:
+            found["claims"] = guess, {}
+        return head, meta, found["version"], found.get("claims")
 
     async def _list_writes(
         self, session_id: str, meta: SessionMeta | None, encoded: EncodedCheckpoint
@@ -250,20 +276,6 @@ class BackendSessionStore:
             if first < len(old) or first < len(new):
                 lists[TURN_LIST_PREFIX + name] = (first, tuple(new[first:]))
         return lists
-
-    async def _answered(
-        self, session_id: str, answered: frozenset[str]
-    ) -> dict[str, dict[str, str]]:
-        """The claim rows a save marks answered: its new results answer them."""
-        if not answered:
-            return {}
-        claims = await self._rows(session_id, CLAIMS, ClaimRow, answered)
-        marked = {
-            call_id: encode_record(attrs.evolve(row, answered=True))
-            for call_id, row in claims.items()
-            if not row.answered
-        }
-        return {CLAIMS: marked} if marked else {}
 
     def _remember(self, session_id: str, version: int, encoded: EncodedCheckpoint) -> None:
         with self._lock:
@@ -527,10 +539,9 @@ class BackendSessionStore:
             items = await self.backend.read_list(session_id, ITEMS)
             turn: list[tuple[object, object, object]] = []
             rows: dict[str, Any] = {}
-            if meta.turn_counts is not None:
-                for name in TURN_LISTS:
-                    texts = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
-                    turn.extend((name, position, text) for position, text in enumerate(texts))
+            for name in TURN_LISTS:  # also without counts: a row then is extra, not lost
+                texts = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
+                turn.extend((name, position, text) for position, text in enumerate(texts))
             if everything:
                 rows[CLAIMS] = await self._rows(session_id, CLAIMS, ClaimRow)
                 rows[DECISIONS] = await self._rows(session_id, DECISIONS, DecisionRow)
@@ -581,6 +592,20 @@ class BackendSessionStore:
         with self._lock:
             self._written.pop(session_id, None)
         return head is not None and head.document is not None
+
+
+_Claims = tuple[frozenset[str], dict[str, ClaimRow]]
+"""Call ids, and the claim rows found for them."""
+
+
+def _answered(claims: dict[str, ClaimRow], answered: frozenset[str]) -> dict[str, dict[str, str]]:
+    """The claim rows a save marks answered: its new results answer them."""
+    marked = {
+        call_id: encode_record(attrs.evolve(row, answered=True))
+        for call_id, row in claims.items()
+        if call_id in answered and not row.answered
+    }
+    return {CLAIMS: marked} if marked else {}
 
 
 def _refused_too_often() -> CheckpointError:

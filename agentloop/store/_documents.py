@@ -46,8 +46,6 @@ from ._item_check import NO_ANSWERS, usual_item_answers
 from ._stored import (
     TURN_LISTS,
     TurnTexts,
-    decode_checkpoint,
-    decode_items,
     decode_stored,
     describe_item_error,
 )
@@ -56,13 +54,10 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "TURN_LISTS",
     "EncodedCheckpoint",
-    "ItemTexts",
     "TurnTexts",
     "answered_call_ids",
     "answered_from",
     "common_prefix_length",
-    "decode_checkpoint",
-    "decode_items",
     "decode_stored",
     "describe_item_error",
     "encode_checkpoint",
@@ -92,7 +87,7 @@ class EncodedCheckpoint:
     """A validated document: ``head`` is its JSON without the transcript, ``items`` each item's.
 
     ``sources`` are the transcript's item objects, so the next save can reuse
-    the text of an item that is the very same object (see :class:`ItemTexts`);
+    the text of an item that is the very same object;
     ``parts`` and ``lists`` do the same for the head's objects and for the
     elements of its lists.
     """
@@ -110,35 +105,6 @@ class EncodedCheckpoint:
     """The call ids each item encoded afresh answers, by position (all checked to be items)."""
     turn: TurnTexts = attrs.field(factory=dict)
     """The element texts of the turn's lists (:data:`TURN_LISTS`) that are rows, not in ``head``."""
-
-
-class ItemTexts:
-    """Each session's last saved :class:`EncodedCheckpoint`, to skip re-encoding unchanged items.
-
-    The driver hands a store the same item objects step after step (items are
-    immutable), so a save encodes only the new ones. Remembering a save keeps
-    a reference, no copy: O(1). Bounded to the ``capacity`` most recently
-    saved sessions.
-    """
-
-    def __init__(self, capacity: int = 64) -> None:
-        self._capacity = capacity
-        self._last: dict[str, EncodedCheckpoint] = {}
-
-    def for_session(self, session_id: str) -> EncodedCheckpoint | None:
-        """The session's last saved encoding, or ``None``."""
-        return self._last.get(session_id)
-
-    def remember(self, encoded: EncodedCheckpoint) -> None:
-        """Keep ``encoded`` for the session's next save."""
-        self._last.pop(encoded.session_id, None)
-        self._last[encoded.session_id] = encoded
-        while len(self._last) > self._capacity:
-            del self._last[next(iter(self._last))]
-
-    def forget(self, session_id: str) -> None:
-        """Drop the session's texts (after a delete)."""
-        self._last.pop(session_id, None)
 
 
 _ENCODER = json.JSONEncoder(
@@ -229,7 +195,7 @@ def encode_checkpoint(
     ``transcript`` is a list of objects, that every value is exact JSON and
     that every item encoded afresh is an agentloop item (an item whose text
     is reused was checked when it was encoded). An item that is
-    the very object encoded last time (``reuse``, from :class:`ItemTexts`)
+    the very object encoded last time (``reuse``, the session's last save)
     keeps its text: saved documents must not be changed in place. The usual
     save (the last one's items, the same objects, and a few new ones) finds
     the shared prefix at C speed and encodes only the new items. The head is

@@ -22,11 +22,8 @@ from ..loop._checkpoint import CHECKPOINT_FORMAT
 __all__ = [
     "TURN_LISTS",
     "TurnTexts",
-    "decode_checkpoint",
-    "decode_items",
     "decode_stored",
     "describe_item_error",
-    "intact_turn_texts",
 ]
 
 TURN_LISTS = ("items", "model_calls_made", "tool_calls")
@@ -36,37 +33,11 @@ TurnTexts = dict[str, tuple[str, ...]]
 """The element texts of the turn's lists kept as rows, by list name (non-empty lists only)."""
 
 
-def intact_turn_texts(rows: Sequence[tuple[object, object, object]]) -> TurnTexts:
-    """The turn texts of stored ``(list, position, element)`` rows, each list up to its
-    first damaged or missing row (a save rewrites from there)."""
-    texts: dict[str, list[str]] = {}
-    broken: set[str] = set()
-    for name, position, text in rows:
-        found = texts.setdefault(str(name), [])
-        if str(name) in broken or position != len(found) or not isinstance(text, str):
-            broken.add(str(name))
-            continue
-        found.append(text)
-    return {name: tuple(found) for name, found in texts.items() if found}
-
-
 def describe_item_error(error: Exception) -> str:
     """A one-line reason why structuring an item failed."""
     if isinstance(error, cattrs.BaseValidationError):
         return "; ".join(cattrs.transform_error(error))
     return f"{type(error).__name__}: {error}"
-
-
-def decode_checkpoint(head: str, items: Sequence[str]) -> dict[str, Any]:
-    """Reassemble the document that was encoded as ``head`` and ``items``."""
-    document: dict[str, Any] = json.loads(head)
-    document["transcript"] = [json.loads(item) for item in items]
-    return document
-
-
-def decode_items(items: Sequence[str]) -> list[Item]:
-    """Structure stored item texts into :class:`Item` values."""
-    return [_serde.structure(json.loads(item), Item) for item in items]
 
 
 def decode_stored(

@@ -18,9 +18,22 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
+from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts.base import AssistantMessage, Message, UserMessage
 
-server = MCPServer("test-server", log_level="WARNING")
+
+class TasksExtension(Extension):
+    """Only advertises the 2026 tasks extension (``MCP_TEST_TASKS_EXTENSION=1``)."""
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+
+server = MCPServer(
+    "test-server",
+    log_level="WARNING",
+    extensions=[TasksExtension()] if os.environ.get("MCP_TEST_TASKS_EXTENSION") else None,
+)
 marks = Path(os.environ.get("MCP_TEST_MARKS", "."))
 
 
@@ -216,6 +229,71 @@ async def roots(ctx: Context) -> types.CallToolResult | types.InputRequiredResul
         content=[types.TextContent(text="roots")],
         structured_content={"advertised": True, "roots": found},
     )
+
+
+# -- resources and prompts ---------------------------------------------------------
+
+
+@server.resource(
+    "notes://readme",
+    name="readme",
+    title="Read me",
+    description="The notes' read-me.",
+    mime_type="text/plain",
+    annotations=types.Annotations(audience=["user"], priority=0.5),
+)
+def readme() -> str:
+    return "read me first"
+
+
+@server.resource("data://bytes", name="bytes", mime_type="application/octet-stream")
+def raw_bytes() -> bytes:
+    return b"\x00\x01\x02"
+
+
+@server.resource("notes://{topic}", name="note", description="The note on a topic.")
+def note(topic: str) -> str:
+    return f"a note on {topic}"
+
+
+@server.prompt(title="Review", description="Review some code.")
+def review(code: str, style: str = "short") -> str:
+    return f"Review this ({style}): {code}"
+
+
+@server.prompt()
+def dialogue() -> list[Message]:
+    """A prompt of two messages, one with an annotated image."""
+    return [
+        UserMessage(content=types.TextContent(text="what is this?")),
+        AssistantMessage(
+            content=types.ImageContent(
+                data="iVBORw0KGgo=",
+                mime_type="image/png",
+                annotations=types.Annotations(audience=["user"]),
+            ),
+        ),
+    ]
+
+
+def later() -> str:
+    return "added later"
+
+
+@server.tool()
+async def add_note(ctx: Context) -> str:
+    """Add the resource notes://later and a prompt, and say both lists changed."""
+    from mcp.server.mcpserver.resources import FunctionResource
+
+    server.add_resource(FunctionResource.from_function(later, "notes://later", name="later"))
+    server.prompt(name="later")(later)
+    if (ctx.protocol_version or "") >= "2026":
+        await ctx.notify_resources_changed()
+        await ctx.notify_prompts_changed()
+    else:
+        await ctx.session.send_resource_list_changed()
+        await ctx.session.send_prompt_list_changed()
+    return "noted"
 
 
 if __name__ == "__main__":

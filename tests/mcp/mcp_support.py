@@ -19,12 +19,20 @@ from agentloop.mcp import HttpServer, StdioServer
 HERE = Path(__file__).resolve().parent
 SERVER = str(HERE / "mcp_server.py")
 RAW_SERVER = str(HERE / "raw_server.py")
+TASK_SERVER = str(HERE / "task_server.py")
 START_TIMEOUT = 30.0
 
 
 def stdio_server(marks: Path, name: str = "srv") -> StdioServer:
     """The test server over stdio; tools leave marks in ``marks``."""
     return StdioServer(name, sys.executable, [SERVER, "stdio"], env={"MCP_TEST_MARKS": str(marks)})
+
+
+def task_server(marks: Path, *options: str, name: str = "tsk") -> StdioServer:
+    """The task test server over stdio (``options``: ``"notasks"``)."""
+    return StdioServer(
+        name, sys.executable, [TASK_SERVER, "stdio", *options], env={"MCP_TEST_MARKS": str(marks)}
+    )
 
 
 def free_port() -> int:
@@ -34,11 +42,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_server(marks: Path, name: str = "web") -> Iterator[HttpServer]:
-    """The test server over streamable HTTP on a free port of 127.0.0.1 (stopped after)."""
+def http_server(marks: Path, name: str = "web", script: str = SERVER) -> Iterator[HttpServer]:
+    """The test server (or ``script``) over streamable HTTP on a free port of 127.0.0.1
+    (stopped after)."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)],
+        [sys.executable, script, "http", str(port)],
         env={"MCP_TEST_MARKS": str(marks), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

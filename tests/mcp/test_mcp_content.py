@@ -25,8 +25,8 @@ NOT_OFFERED = {
     "log_level": "warning",
     "server": "srv",
     "tool": "needs_task",
-    "reason": "it requires task-augmented execution (execution.taskSupport 'required'), which "
-    "agentloop's MCP client does not support",
+    "reason": "it requires task-augmented execution (execution.taskSupport 'required') and the "
+    "server does not advertise tasks.requests.tools.call",
 }
 
 

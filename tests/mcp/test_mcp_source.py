@@ -73,8 +73,9 @@ async def test_tools_are_namespaced_with_their_schemas_and_annotations(tmp_path:
     async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         names = [spec.name for spec in source.specs()]
         assert names == [
-            "mcp__srv__add", "mcp__srv__annotated", "mcp__srv__big", "mcp__srv__die",
-            "mcp__srv__dotted_name", "mcp__srv__freeze", "mcp__srv__grow", "mcp__srv__may_task",
+            "mcp__srv__add", "mcp__srv__add_note", "mcp__srv__annotated", "mcp__srv__big",
+            "mcp__srv__die", "mcp__srv__dotted_name", "mcp__srv__freeze", "mcp__srv__grow",
+            "mcp__srv__may_task",
             "mcp__srv__needs_task",  # the 2026 wire carries no task support: offered
             "mcp__srv__pid", "mcp__srv__refuse", "mcp__srv__rich", "mcp__srv__roots",
             "mcp__srv__shrink", "mcp__srv__slow",

@@ -43,3 +43,40 @@ def rows_of(path: Path, sql: str) -> list[tuple[object, ...]]:
             return connection.execute(sql).fetchall()
     finally:
         connection.close()
+
+
+LEGACY = Path(__file__).parent / "legacy"
+
+
+def write_legacy_sqlite(path: Path) -> None:
+    """A SQLite file of schema 5 as agentloop wrote it before the SQL backend (see legacy/)."""
+    connection = sqlite3.connect(path)
+    try:
+        connection.executescript((LEGACY / "sqlite_schema5.sql").read_text())
+    finally:
+        connection.close()
+
+
+def write_legacy_postgres(uri: str) -> None:
+    """A PostgreSQL schema at migration 3 as agentloop wrote it before the SQL backend."""
+    import json
+
+    import psycopg
+
+    dump = json.loads((LEGACY / "postgres_migration3.json").read_text())
+    with psycopg.connect(uri) as connection:  # one transaction
+        connection.execute(
+            "CREATE TABLE agentloop_schema "
+            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in dump["migrations"]:
+            for statement in migration.split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+        for table, found in dump["tables"].items():
+            columns = ", ".join(found["columns"])
+            marks = ", ".join(["%s"] * len(found["columns"]))
+            for row in found["rows"]:
+                connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", row)
+        for sequence, value in dump["sequences"].items():
+            connection.execute("SELECT setval(%s::regclass, %s)", (sequence, value))

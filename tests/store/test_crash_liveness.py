@@ -12,7 +12,7 @@ end. Every restored run must reach the same end as the uninterrupted one
 (liveness, not only safety): all planned turns answered, the same transcript
 but for calls answered in doubt, no claimed call run twice, no denied call
 run, and the stored status ``awaiting_input`` with a status that agrees with
-the transcript. On the memory store, SQLite and a real PostgreSQL, on both
+the transcript. On the memory store, SQLite, a real PostgreSQL and a real Redis, on both
 anyio backends. Every session any of them saves passes the store's consistency
 check (``session_problems``).
 """
@@ -20,6 +20,7 @@ check (``session_problems``).
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -355,7 +356,7 @@ async def check_stored_end(inner: SessionStore, session_id: str, where: str) -> 
 # -- the property -------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -368,6 +369,12 @@ async def inner_store(
         yield MemorySessionStore()
     elif store_kind == "sqlite":
         async with SqliteSessionStore(tmp_path / "crash.db") as store:
+            yield store
+    elif store_kind == "redis":
+        from agentloop.store import RedisSessionStore
+
+        url, prefix = request.getfixturevalue("redis_server"), f"crash-{uuid.uuid4().hex}:"
+        async with RedisSessionStore(url, prefix=prefix) as store:
             yield store
     else:
         from agentloop.store import PostgresSessionStore

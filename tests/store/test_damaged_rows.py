@@ -104,27 +104,26 @@ def expected_row(damage: Damage) -> str:
 
 def _sqlite_damage(path: Path, damage: Damage) -> None:
     what, index, text = damage
+    item = "list = 'items' AND position = ?"
     connection = sqlite3.connect(path)
     with connection:
         if what == "truncate head":
-            (head,) = connection.execute("SELECT head FROM sessions").fetchone()
-            connection.execute("UPDATE sessions SET head = ?", (head[: index % len(head)],))
+            (head,) = connection.execute("SELECT document FROM heads").fetchone()
+            connection.execute("UPDATE heads SET document = ?", (head[: index % len(head)],))
         elif what == "replace head":
-            connection.execute("UPDATE sessions SET head = ?", (text,))
+            connection.execute("UPDATE heads SET document = ?", (text,))
         elif what == "truncate item":
-            (item,) = connection.execute(
-                "SELECT item FROM items WHERE position = ?", (index,)
+            (body,) = connection.execute(
+                f"SELECT body FROM lists WHERE {item}", (index,)
             ).fetchone()
-            cut = item[: int(text) % len(item)]
-            connection.execute("UPDATE items SET item = ? WHERE position = ?", (cut, index))
+            cut = body[: int(text) % len(body)]
+            connection.execute(f"UPDATE lists SET body = ? WHERE {item}", (cut, index))
         elif what == "replace item":
-            connection.execute("UPDATE items SET item = ? WHERE position = ?", (text, index))
+            connection.execute(f"UPDATE lists SET body = ? WHERE {item}", (text, index))
         elif what == "delete item":
-            connection.execute("DELETE FROM items WHERE position = ?", (index,))
+            connection.execute(f"DELETE FROM lists WHERE {item}", (index,))
         else:
-            connection.execute(
-                "UPDATE items SET position = ? WHERE position = ?", (int(text), index)
-            )
+            connection.execute(f"UPDATE lists SET position = ? WHERE {item}", (int(text), index))
     connection.close()
 
 
@@ -175,42 +174,34 @@ def test_a_damaged_sqlite_row_is_refused_everywhere(
 
 def _postgres_damage(uri: str, damage: Damage) -> None:
     what, index, text = damage
-    where = "WHERE session_id = %s"
+    head = "agentloop_heads SET document = %s WHERE session_id = %s"
+    item = "WHERE session_id = %s AND list = 'items' AND position = %s"
     with psycopg.connect(uri, autocommit=True) as connection:
         if what == "truncate head":
-            (head,) = connection.execute(
-                f"SELECT head FROM agentloop_sessions {where}", (SESSION,)
+            (document,) = connection.execute(
+                "SELECT document FROM agentloop_heads WHERE session_id = %s", (SESSION,)
             ).fetchone()  # type: ignore[misc]
-            connection.execute(
-                f"UPDATE agentloop_sessions SET head = %s {where}",
-                (head[: index % len(head)], SESSION),
-            )
-        elif what == "replace head":
-            connection.execute(
-                f"UPDATE agentloop_sessions SET head = %s {where}",
-                (text.replace("\x00", "\x01"), SESSION),  # text columns refuse NUL
-            )
+            connection.execute(f"UPDATE {head}", (document[: index % len(document)], SESSION))
+        elif what == "replace head":  # text columns refuse NUL
+            connection.execute(f"UPDATE {head}", (text.replace("\x00", "\x01"), SESSION))
         elif what == "truncate item":
-            (item,) = connection.execute(
-                f"SELECT item FROM agentloop_items {where} AND position = %s", (SESSION, index)
+            (body,) = connection.execute(
+                f"SELECT body FROM agentloop_lists {item}", (SESSION, index)
             ).fetchone()  # type: ignore[misc]
             connection.execute(
-                f"UPDATE agentloop_items SET item = %s {where} AND position = %s",
-                (item[: int(text) % len(item)], SESSION, index),
+                f"UPDATE agentloop_lists SET body = %s {item}",
+                (body[: int(text) % len(body)], SESSION, index),
             )
-        elif what == "replace item":
+        elif what == "replace item":  # text columns refuse NUL
             connection.execute(
-                f"UPDATE agentloop_items SET item = %s {where} AND position = %s",
-                (text.replace("\x00", "\x01"), SESSION, index),  # text columns refuse NUL
+                f"UPDATE agentloop_lists SET body = %s {item}",
+                (text.replace("\x00", "\x01"), SESSION, index),
             )
         elif what == "delete item":
-            connection.execute(
-                f"DELETE FROM agentloop_items {where} AND position = %s", (SESSION, index)
-            )
+            connection.execute(f"DELETE FROM agentloop_lists {item}", (SESSION, index))
         else:
             connection.execute(
-                f"UPDATE agentloop_items SET position = %s {where} AND position = %s",
-                (int(text), SESSION, index),
+                f"UPDATE agentloop_lists SET position = %s {item}", (int(text), SESSION, index)
             )
 
 

@@ -113,3 +113,11 @@ async def test_a_postgres_fleet_soak_finishes_every_session(
     url = new_postgres_schema()
     code, output = await run_soak(tmp_path / "soak", "--backend", "postgres", "--url", url)
     check(code, output, "postgres")
+
+
+async def test_a_redis_fleet_soak_finishes_every_session(
+    tmp_path: Path, redis_server: str, redis_prefix: str
+) -> None:
+    url = f"{redis_server}#{redis_prefix}"
+    code, output = await run_soak(tmp_path / "soak", "--backend", "redis", "--url", url)
+    check(code, output, "redis")

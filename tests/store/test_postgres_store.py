@@ -1,5 +1,6 @@
 """PostgreSQL specifics: versioned schema and migrations, many workers polling, errors."""
 
+import json
 from collections.abc import Callable
 
 import anyio
@@ -20,23 +21,20 @@ def _query(uri: str, sql: str) -> list[tuple[object, ...]]:
 
 async def test_the_schema_is_created_once_and_versioned(postgres_uri: str) -> None:
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 3
+        assert await store.schema_version() == 4
     async with PostgresSessionStore(postgres_uri) as store:  # reopening migrates nothing
-        assert await store.schema_version() == 3
+        assert await store.schema_version() == 4
     versions = _query(postgres_uri, "SELECT version FROM agentloop_schema ORDER BY version")
-    assert [row[0] for row in versions] == [1, 2, 3]
+    assert [row[0] for row in versions] == [1, 2, 3, 4]
     tables = _query(
         postgres_uri,
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename",
     )
     assert [row[0] for row in tables] == [
-        "agentloop_approvals",
-        "agentloop_claims",
-        "agentloop_items",
-        "agentloop_leases",
+        "agentloop_heads",
+        "agentloop_keyed",
+        "agentloop_lists",
         "agentloop_schema",
-        "agentloop_sessions",
-        "agentloop_turn_rows",
     ]
 
 
@@ -52,6 +50,7 @@ async def test_stores_opened_at_once_migrate_exactly_once(postgres_uri: str) -> 
         (1,),
         (2,),
         (3,),
+        (4,),
     ]
 
 
@@ -63,7 +62,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(postgres_uri: str) -> No
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        "cannot open session store PostgreSQL: expected schema version 3, found 7; "
+        "cannot open session store PostgreSQL: expected schema version 4, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert _query(postgres_uri, "SELECT max(version) FROM agentloop_schema") == [(7,)]
@@ -75,7 +74,7 @@ async def test_an_unreachable_database_is_a_checkpoint_error(postgres_uri: str) 
     with pytest.raises(CheckpointError) as raised:
         await store.load("s")
     message = str(raised.value)
-    assert message.startswith("cannot load session 's': connecting to PostgreSQL failed: ")
+    assert message.startswith("cannot read session 's': connecting to PostgreSQL failed: ")
     assert message.endswith("; check the connection string")
     assert isinstance(raised.value.__cause__, psycopg.OperationalError)
     await store.aclose()
@@ -90,7 +89,7 @@ async def test_a_closed_store_refuses_calls(postgres_uri: str) -> None:
     with pytest.raises(InvalidStateError) as raised:
         await store.load("s")
     assert str(raised.value) == (
-        "cannot load session 's': the PostgresSessionStore is closed; "
+        "cannot read session 's': the PostgresSessionStore is closed; "
         "open a new PostgresSessionStore"
     )
 
@@ -158,15 +157,17 @@ async def test_a_version_1_schema_keeps_its_decisions_and_takes_reasons_and_edit
 ) -> None:
     from datetime import UTC, datetime
 
-    from agentloop.store import input_digest
-    from agentloop.store._pg_sql import MIGRATIONS
+    from store_support import LEGACY
 
+    from agentloop.store import input_digest
+
+    migrations = json.loads((LEGACY / "postgres_migration3.json").read_text())["migrations"]
     with psycopg.connect(postgres_uri) as connection:  # the schema agentloop wrote before
         connection.execute(
             "CREATE TABLE agentloop_schema "
             "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        for statement in MIGRATIONS[0].split(";"):
+        for statement in migrations[0].split(";"):
             if statement.strip():
                 connection.execute(statement)  # type: ignore[arg-type]
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (1)")
@@ -175,7 +176,7 @@ async def test_a_version_1_schema_keeps_its_decisions_and_takes_reasons_and_edit
             "('s', 'c1', 'sha256:old', true, '2026-01-01 00:00:01+00')"
         )
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 3
+        assert await store.schema_version() == 4
         await store.save_checkpoint("s", sample_checkpoint("s", []))
         loaded = await store.load("s")
         assert loaded is not None
@@ -223,19 +224,18 @@ async def test_a_save_the_database_refuses_leaves_the_last_save_and_a_usable_con
         with psycopg.connect(postgres_uri, autocommit=True) as connection:
             connection.execute(
                 "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                "IF NEW.item LIKE '%refuse me%' THEN RAISE EXCEPTION 'refused by the test'; "
+                "IF NEW.body LIKE '%refuse me%' THEN RAISE EXCEPTION 'refused by the test'; "
                 "END IF; RETURN NEW; END $$"
             )
             connection.execute(
-                "CREATE TRIGGER refuse BEFORE INSERT ON agentloop_items "
+                "CREATE TRIGGER refuse BEFORE INSERT ON agentloop_lists "
                 "FOR EACH ROW EXECUTE FUNCTION refuse()"
             )
         refused = [asked, call, Item(ItemKind.TOOL, [ToolResultPart("c1", "refuse me")])]
         with pytest.raises(CheckpointError) as raised:
             await store.save_checkpoint("s", sample_checkpoint("s", refused))
         assert str(raised.value).startswith(
-            "cannot save checkpoint for session 's' in PostgreSQL: RaiseException: "
-            "refused by the test"
+            "cannot write session 's' in PostgreSQL: RaiseException: refused by the test"
         )
         loaded = await store.load("s")  # nothing of the refused save: not its item, not its
         assert loaded is not None  # answer to c1, not its version
@@ -251,4 +251,4 @@ async def test_a_save_the_database_refuses_leaves_the_last_save_and_a_usable_con
         assert reloaded.version == second
         assert reloaded.checkpoint == sample_checkpoint("s", accepted)
         assert reloaded.started_calls == frozenset()
-    assert _query(postgres_uri, "SELECT count(*) FROM agentloop_items") == [(3,)]
+    assert _query(postgres_uri, "SELECT count(*) FROM agentloop_lists") == [(3,)]

@@ -1,4 +1,4 @@
-"""SQLite versions: one past every sequence ever given, with no counter row written per save."""
+"""SQLite versions: one past every version ever given, from a counter that survives deletes."""
 
 import shutil
 import sqlite3
@@ -9,7 +9,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_support import rows_of
+from store_support import rows_of, write_legacy_sqlite
 
 from agentloop import Item, ItemKind
 from agentloop.store import SessionStatus, SqliteSessionStore
@@ -29,16 +29,6 @@ def _waiting(session_id: str) -> dict[str, object]:
         state="AWAITING_APPROVAL",
         turn={"round": {"calls": [{"call": {"id": "c1"}, "status": "awaiting_approval"}]}},
     )
-
-
-def _log_writes_to_meta(path: Path) -> None:
-    connection = sqlite3.connect(path)
-    connection.executescript(
-        "CREATE TABLE meta_writes (key TEXT, value TEXT);"
-        "CREATE TRIGGER log_meta AFTER UPDATE ON meta "
-        "BEGIN INSERT INTO meta_writes VALUES (new.key, new.value); END;"
-    )
-    connection.close()
 
 
 async def test_a_recreated_session_is_numbered_past_its_deleted_versions(tmp_path: Path) -> None:
@@ -62,27 +52,22 @@ async def test_a_recreated_session_is_numbered_past_its_deleted_versions(tmp_pat
         assert await reopened.save_checkpoint("s", _document("s", 3), expected_version=5) == 7
 
 
-async def test_a_save_writes_no_meta_row_and_a_delete_raises_the_floor(tmp_path: Path) -> None:
+async def test_the_counters_hold_the_last_version_and_token_given(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
     async with SqliteSessionStore(path) as store:
-        await store.open()
-        _log_writes_to_meta(path)
-        waiting = _waiting("w")
         versions = [
             await store.save_checkpoint("a", _document("a")),
-            await store.save_checkpoint("w", waiting),
+            await store.save_checkpoint("w", _waiting("w")),
             await store.save_checkpoint("a", _document("a", 2)),
         ]
         assert versions == [1, 2, 3]
-        assert rows_of(path, "SELECT key, value FROM meta_writes") == []
-        assert await store.delete("w") is True
-        assert rows_of(path, "SELECT key, value FROM meta_writes") == [("last_sequence", "2")]
-        assert await store.delete("a") is True
-        assert rows_of(path, "SELECT key, value FROM meta_writes") == [
-            ("last_sequence", "2"),
-            ("last_sequence", "3"),
+        assert await store.delete("a") is True  # its version stays given
+        lease = await store.acquire("w", "worker", 30)
+        assert rows_of(path, "SELECT name, value FROM counters ORDER BY name") == [
+            ("tokens", lease.token),
+            ("versions", 3),
         ]
-        assert await store.save_checkpoint("w", waiting) == 4
+        assert await store.save_checkpoint("a", _document("a")) == 4
 
 
 @st.composite
@@ -139,35 +124,36 @@ async def _check_versions(path: Path, operations: list[tuple[str, str]]) -> None
         await store.aclose()
 
 
-async def test_a_version_3_file_is_migrated_keeping_its_counter(tmp_path: Path) -> None:
+async def test_a_version_3_file_is_moved_keeping_its_counter(tmp_path: Path) -> None:
     path = tmp_path / "v3.db"
-    async with SqliteSessionStore(path) as store:
-        assert await store.save_checkpoint("a", _document("a")) == 1
-        assert await store.save_checkpoint("b", _document("b")) == 2
-    # As version 3 left it: an index on sequence, the counter bumped per save (here
-    # past the rows: saves of deleted sessions), and a status this agentloop never wrote.
+    write_legacy_sqlite(path)  # schema 5, made schema 3 below
+    # As version 3 left it: no turn rows, an index on sequence, the counter bumped per
+    # save (here past the rows: saves of deleted sessions), a status never written.
     connection = sqlite3.connect(path)
     with connection:
+        for table in ("sessions", "items", "started_calls", "leases", "approvals"):
+            connection.execute(f"DELETE FROM {table} WHERE session_id NOT IN ('plain', 'leased')")
         connection.execute("DROP TABLE turn_rows")  # what version 5 added
         connection.execute("ALTER TABLE sessions DROP COLUMN turn_counts")
         connection.execute("CREATE INDEX sessions_by_sequence ON sessions (sequence)")
         connection.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
         connection.execute("UPDATE meta SET value = '9' WHERE key = 'last_sequence'")
-        connection.execute("UPDATE sessions SET status = 'thinking' WHERE session_id = 'b'")
+        connection.execute("UPDATE sessions SET status = 'thinking' WHERE session_id = 'plain'")
     connection.close()
     async with SqliteSessionStore(path) as store:
-        loaded = await store.load("b")
+        loaded = await store.load("plain")
         assert loaded is not None
-        assert (loaded.version, loaded.status) == (2, SessionStatus.AWAITING_INPUT)
-        assert await store.save_checkpoint("a", _document("a", 2), expected_version=1) == 10
+        assert (loaded.version, loaded.status) == (3, SessionStatus.AWAITING_INPUT)
+        assert await store.save_checkpoint("plain", loaded.checkpoint, expected_version=3) == 10
         assert await store.save_checkpoint("c", _document("c")) == 11
-    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
-    assert rows_of(path, "SELECT status FROM sessions WHERE session_id = 'b'") == [
-        ("awaiting_input",)
-    ]
+        assert [info.session_id for info in await store.list_sessions()] == [
+            "c",
+            "plain",
+            "leased",
+        ]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
     assert rows_of(path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name") == [
-        ("sessions_by_status",),
-        ("sqlite_autoindex_sessions_1",),
+        ("sqlite_autoindex_heads_1",),
     ]
 
 
@@ -179,14 +165,3 @@ async def test_two_stores_on_one_file_never_give_one_version_twice(tmp_path: Pat
         assert await first.delete("b") is True
         assert await second.save_checkpoint("b", _document("b")) == 3
         assert await first.save_checkpoint("a", _document("a", 2), expected_version=1) == 4
-
-
-def test_the_statuses_a_save_numbers_past_are_pinned_to_the_schema_version() -> None:
-    from agentloop.store._sql import SCHEMA_VERSION
-
-    # A save numbers itself past the greatest sequence of each known status: a
-    # new status needs a new schema version, or an older agentloop would miss it.
-    assert (SCHEMA_VERSION, sorted(status.value for status in SessionStatus)) == (
-        5,
-        ["awaiting_approval", "awaiting_input", "ready"],
-    )

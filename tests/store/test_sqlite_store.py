@@ -24,11 +24,13 @@ async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) 
     async with SqliteSessionStore(path) as store:
         assert store.path == str(path)
         assert repr(store) == f"SqliteSessionStore({str(path)!r}, open)"
-    assert rows_of(path, "SELECT key, value FROM meta ORDER BY key") == [
-        ("last_sequence", "0"),
-        ("last_token", "0"),
-        ("schema_version", "5"),
+    assert rows_of(path, "SELECT key, value FROM meta ORDER BY key") == [("schema_version", "6")]
+    assert rows_of(path, "SELECT name, value FROM counters ORDER BY name") == [
+        ("tokens", 0),
+        ("versions", 0),
     ]
+    tables = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+    assert rows_of(path, tables) == [("counters",), ("heads",), ("keyed",), ("lists",), ("meta",)]
     assert rows_of(path, "PRAGMA journal_mode") == [("wal",)]
     assert repr(store) == f"SqliteSessionStore({str(path)!r}, closed)"
 
@@ -40,7 +42,7 @@ async def test_a_save_writes_only_the_items_that_changed(tmp_path: Path) -> None
         connection = sqlite3.connect(path)
         connection.executescript(
             "CREATE TABLE written (position INTEGER);"
-            "CREATE TRIGGER record_write AFTER INSERT ON items "
+            "CREATE TRIGGER record_write AFTER INSERT ON lists WHEN new.list = 'items' "
             "BEGIN INSERT INTO written VALUES (new.position); END;"
         )
         connection.close()
@@ -61,26 +63,22 @@ async def test_a_save_writes_only_the_items_that_changed(tmp_path: Path) -> None
     assert loaded.checkpoint == sample_checkpoint("s", compacted[:10])
 
 
-async def test_a_row_written_behind_the_stores_back_fails_one_save_and_the_next_repairs(
+async def test_a_row_written_behind_the_stores_back_is_replaced_by_the_next_save(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "sessions.db"
     async with SqliteSessionStore(path) as store:
         first = await store.save_checkpoint("s", sample_checkpoint("s", _users(3)))
-        # Another program writes a row past the end; the store knows the rows it wrote.
-        rows_of(path, "INSERT INTO items (session_id, position, item) VALUES ('s', 3, 'stray')")
+        # Another program writes a row past the end: a save replaces the list from its
+        # first change on (rows past the stored ones included).
+        rows_of(path, "INSERT INTO lists VALUES ('s', 'items', 3, 'stray')")
+        rows_of(path, "INSERT INTO lists VALUES ('s', 'items', 4, 'stray')")
         grown = sample_checkpoint("s", _users(4))
-        with pytest.raises(CheckpointError) as raised:
-            await store.save_checkpoint("s", grown, expected_version=first)
-        assert str(raised.value).startswith(
-            f"cannot save checkpoint for session 's' in session store {str(path)!r}: "
-            "SQLite reported IntegrityError: UNIQUE constraint failed"
-        )
-        second = await store.save_checkpoint("s", grown, expected_version=first)  # reads rows
+        second = await store.save_checkpoint("s", grown, expected_version=first)
         loaded = await store.load("s")
     assert loaded is not None
     assert (loaded.version, loaded.checkpoint) == (second, grown)
-    assert rows_of(path, "SELECT position, item FROM items WHERE position = 3") == [
+    assert rows_of(path, "SELECT position, body FROM lists WHERE position >= 3") == [
         (3, json.dumps(grown["transcript"][3], ensure_ascii=False, separators=(",", ":")))
     ]
 
@@ -112,7 +110,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 5, found 7; "
+        f"cannot open session store {str(path)!r}: expected schema version 6, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
@@ -128,7 +126,7 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
         async with SqliteSessionStore(path):
             pass
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 5, found none; "
+        f"cannot open session store {str(path)!r}: expected schema version 6, found none; "
         "the file is not an agentloop session store, open another path"
     )
     assert rows_of(path, "SELECT name FROM sqlite_master") == [("notes",)]
@@ -158,7 +156,7 @@ async def test_a_closed_store_refuses_every_call(tmp_path: Path) -> None:
     with pytest.raises(InvalidStateError) as raised:
         await store.load("s")
     assert str(raised.value) == (
-        f"cannot load session 's': SqliteSessionStore({str(path)!r}) is closed; "
+        f"cannot read session 's': SqliteSessionStore({str(path)!r}) is closed; "
         "open a new SqliteSessionStore"
     )
     async with SqliteSessionStore(path) as reopened:
@@ -177,6 +175,22 @@ CREATE TABLE started_calls (session_id TEXT NOT NULL, call_id TEXT NOT NULL,
     PRIMARY KEY (session_id, call_id)) WITHOUT ROWID;
 INSERT INTO meta VALUES ('schema_version', '1'), ('last_sequence', '2');
 """
+
+
+_MIGRATION_TO_2 = """
+ALTER TABLE sessions ADD COLUMN status TEXT NOT NULL DEFAULT 'awaiting_input';
+ALTER TABLE sessions ADD COLUMN pending_approvals TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX sessions_by_status ON sessions (status, sequence);
+ALTER TABLE started_calls ADD COLUMN input_digest TEXT;
+ALTER TABLE started_calls ADD COLUMN answered INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE leases (session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, token INTEGER NOT NULL,
+    expires_at REAL NOT NULL, released INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE approvals (session_id TEXT NOT NULL, call_id TEXT NOT NULL,
+    input_digest TEXT NOT NULL, approved INTEGER NOT NULL, decided_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, call_id)) WITHOUT ROWID;
+INSERT INTO meta (key, value) VALUES ('last_token', '0');
+"""
+"""What schema 2 added (agentloop before the SQL stores moved onto the storage protocol)."""
 
 
 async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
@@ -225,14 +239,13 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert plain_loaded is not None
         assert plain_loaded.started_calls == frozenset({"c9"})
         assert await store.save_checkpoint("plain", plain, expected_version=2) == 3
-    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
 
 
 async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
     tmp_path: Path,
 ) -> None:
     from agentloop.store import RecordedApproval, input_digest
-    from agentloop.store._sql import _MIGRATION_TO_2
 
     path = tmp_path / "v2.db"
     waiting = sample_checkpoint(
@@ -291,4 +304,4 @@ async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
         assert again is not None
         assert again.approvals["c2"] == recorded
         assert again.approvals["c1"].reason is None
-    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]

@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from store_support import LEGACY, write_legacy_sqlite
 
 from agentloop import CheckpointError, Item, ItemKind, unstructure
 from agentloop.store import (
@@ -20,8 +21,6 @@ from agentloop.store import (
     SessionStore,
     SqliteSessionStore,
     StaleSessionError,
-    _pg_sql,
-    _sql,
 )
 from agentloop.testing.store_conformance import sample_checkpoint
 
@@ -30,6 +29,8 @@ pytestmark = pytest.mark.anyio
 SESSION = "long"
 FIX = "the store is damaged: restore it from a backup or delete the session"
 KINDS = ["sqlite", "postgres"]
+TURN = "WHERE substr(list, 1, 5) = 'turn.'"
+"""The turn's lists among the backend's lists (``turn.items``, ``turn.tool_calls``, ...)."""
 
 
 def _turn_document(rounds: int, *, session_id: str = SESSION) -> dict[str, Any]:
@@ -69,6 +70,13 @@ class Raw:
             cursor = pg.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
             return cursor.fetchall() if cursor.description else []
 
+    def set_turn_counts(self, counts: str | None) -> None:
+        """Store ``counts`` as the head's turn counts (a field of its meta text)."""
+        ((text,),) = self.query("SELECT meta FROM {t}heads")
+        meta = json.loads(text)
+        meta["turn_counts"] = counts
+        self.query("UPDATE {t}heads SET meta = ?", (json.dumps(meta),))
+
     def open(self) -> SessionStore:
         if self.kind == "sqlite":
             return SqliteSessionStore(self.where)
@@ -98,15 +106,16 @@ async def test_a_long_turns_head_row_stays_small_and_its_rows_are_the_lists(raw:
     async with opened(raw) as store:
         for rounds in range(1, 61):
             await store.save_checkpoint(SESSION, _turn_document(rounds))
-            (length,) = raw.query("SELECT length(head) FROM {t}sessions")[0]
+            (length,) = raw.query("SELECT length(document) FROM {t}heads")[0]
             heads.append(int(length))
         loaded = await store.load(SESSION)
     assert loaded is not None
     assert loaded.checkpoint == _turn_document(60)
     assert heads == [heads[0]] * 60  # the head holds [] for the three lists, whatever their size
-    counts = raw.query("SELECT list, count(*) FROM {t}turn_rows GROUP BY list ORDER BY list")
-    assert counts == [("items", 60), ("model_calls_made", 60), ("tool_calls", 60)]
-    (stored,) = raw.query("SELECT turn_counts FROM {t}sessions")[0]
+    counts = raw.query(f"SELECT list, count(*) FROM {{t}}lists {TURN} GROUP BY list ORDER BY list")
+    assert counts == [("turn.items", 60), ("turn.model_calls_made", 60), ("turn.tool_calls", 60)]
+    (meta,) = raw.query("SELECT meta FROM {t}heads")[0]
+    stored = json.loads(meta)["turn_counts"]
     assert json.loads(stored) == {"items": 60, "model_calls_made": 60, "tool_calls": 60}
 
 
@@ -116,14 +125,15 @@ async def test_rows_written_per_save_do_not_grow_with_the_turn(tmp_path: Path) -
     written: list[str] = []
     async with store:
         await store.save_checkpoint(SESSION, _turn_document(1))
-        connection = store._connection  # the store's own connection: its statements
-        assert connection is not None
+        (connection,) = store._dialect.pool._idle  # the store's own connection: its statements
         connection.set_trace_callback(written.append)
         per_save: list[int] = []
         for rounds in range(2, 80):
             written.clear()
             await store.save_checkpoint(SESSION, _turn_document(rounds))
-            per_save.append(sum("INSERT INTO turn_rows" in text for text in written))
+            per_save.append(
+                sum("INSERT INTO lists" in text and "'turn." in text for text in written)
+            )
         connection.set_trace_callback(None)
     assert per_save == [3] * 78  # one row per list per round, at round 2 as at round 79
 
@@ -139,9 +149,9 @@ async def test_rows_written_per_save_do_not_grow_with_the_turn_on_postgres(
             await store.save_checkpoint(SESSION, _turn_document(rounds))
             per_save.append(
                 raw.query(
-                    "SELECT count(*), (SELECT count(*) FROM agentloop_turn_rows) "
-                    "FROM agentloop_turn_rows WHERE xmin::text = "
-                    "(SELECT xmin::text FROM agentloop_sessions WHERE session_id = ?)",
+                    f"SELECT count(*), (SELECT count(*) FROM agentloop_lists {TURN}) "
+                    f"FROM agentloop_lists {TURN} AND xmin::text = "
+                    "(SELECT xmin::text FROM agentloop_heads WHERE session_id = ?)",
                     (SESSION,),
                 )[0]
             )
@@ -154,22 +164,22 @@ async def test_a_new_turn_and_no_turn_replace_the_rows(raw: Raw) -> None:
         short = _turn_document(2)
         await store.save_checkpoint(SESSION, short)
         assert (await store.load(SESSION)).checkpoint == short  # type: ignore[union-attr]
-        assert raw.query("SELECT count(*) FROM {t}turn_rows") == [(6,)]
+        assert raw.query(f"SELECT count(*) FROM {{t}}lists {TURN}") == [(6,)]
         none = {**short, "turn": None}
         await store.save_checkpoint(SESSION, none)
         assert (await store.load(SESSION)).checkpoint == none  # type: ignore[union-attr]
-        assert raw.query("SELECT count(*) FROM {t}turn_rows") == [(0,)]
-        assert raw.query("SELECT turn_counts FROM {t}sessions") == [(None,)]
+        assert raw.query(f"SELECT count(*) FROM {{t}}lists {TURN}") == [(0,)]
+        assert json.loads(raw.query("SELECT meta FROM {t}heads")[0][0])["turn_counts"] is None
         await store.save_checkpoint(SESSION, _turn_document(3))
         assert await store.delete(SESSION)
-    assert raw.query("SELECT count(*) FROM {t}turn_rows") == [(0,)]
+    assert raw.query("SELECT count(*) FROM {t}lists") == [(0,)]
 
 
 async def test_a_store_that_did_not_write_the_rows_rewrites_them_whole(raw: Raw) -> None:
     async with opened(raw) as first:
         await first.save_checkpoint(SESSION, _turn_document(4))
-    raw.query("DELETE FROM {t}turn_rows WHERE list = 'items' AND position = 1")
-    raw.query("INSERT INTO {t}turn_rows VALUES (?, 'stray', 0, '1')", (SESSION,))
+    raw.query("DELETE FROM {t}lists WHERE list = 'turn.items' AND position = 1")
+    raw.query("INSERT INTO {t}lists VALUES (?, 'turn.stray', 0, '1')", (SESSION,))
     async with opened(raw) as second:  # no cached copy: reads the rows, rewrites the damage
         await second.save_checkpoint(SESSION, _turn_document(5))
         assert (await second.load(SESSION)).checkpoint == _turn_document(5)  # type: ignore[union-attr]
@@ -181,50 +191,47 @@ async def test_a_store_that_did_not_write_the_rows_rewrites_them_whole(raw: Raw)
 
 DAMAGE = [
     (
-        "DELETE FROM {t}turn_rows WHERE list = 'tool_calls' AND position = 1",
-        "turn row 'tool_calls'[1] is missing (the next row is at position 2)",
+        "DELETE FROM {t}lists WHERE list = 'turn.tool_calls' AND position = 1",
+        "turn row 'tool_calls'[1] is missing (its head row counts 3 'tool_calls' rows, 1 exist)",
     ),
     (
-        "DELETE FROM {t}turn_rows WHERE list = 'items' AND position = 2",
+        "DELETE FROM {t}lists WHERE list = 'turn.items' AND position = 2",
         "turn row 'items'[2] is missing (its head row counts 3 'items' rows, 2 exist)",
     ),
     (
-        "DELETE FROM {t}turn_rows WHERE list = 'model_calls_made'",
+        "DELETE FROM {t}lists WHERE list = 'turn.model_calls_made'",
         "turn row 'model_calls_made'[0] is missing (its head row counts 3 "
         "'model_calls_made' rows, 0 exist)",
     ),
     (
-        "UPDATE {t}turn_rows SET element = '{\"round\": 1' WHERE list = 'model_calls_made' "
+        "UPDATE {t}lists SET body = '{\"round\": 1' WHERE list = 'turn.model_calls_made' "
         "AND position = 1",
         "turn row 'model_calls_made'[1] is not JSON (Expecting ',' delimiter at column 12)",
     ),
     (
-        "UPDATE {t}turn_rows SET element = 'NaN' WHERE list = 'items' AND position = 0",
+        "UPDATE {t}lists SET body = 'NaN' WHERE list = 'turn.items' AND position = 0",
         "turn row 'items'[0] is not JSON (NaN is not JSON)",
     ),
     (
-        "INSERT INTO {t}turn_rows VALUES ('long', 'tool_calls', 3, '{}')",
+        "INSERT INTO {t}lists VALUES ('long', 'turn.tool_calls', 3, '{}')",
         "turn row 'tool_calls'[3] is extra (its head row counts 3 'tool_calls' rows, 4 exist)",
     ),
     (
-        "INSERT INTO {t}turn_rows VALUES ('long', 'queue', 0, '1')",
-        "turn row 'queue'[0] is extra (its head row counts no 'queue' rows)",
-    ),
-    (
-        "UPDATE {t}sessions SET turn_counts = NULL",
+        None,
         "turn row 'items'[0] is extra (its head row counts no 'items' rows)",
     ),
     (
-        "UPDATE {t}sessions SET turn_counts = '{\"items\": -1}'",
+        '{"items": -1}',
         "its head row's turn counts are {'items': -1}, expected an object of row counts > 0 "
         "for items, model_calls_made, tool_calls",
     ),
     (
-        "UPDATE {t}sessions SET turn_counts = 'nope'",
+        "nope",
         "its head row's turn counts is not JSON (Expecting value at column 1)",
     ),
     (
-        "UPDATE {t}sessions SET head = replace(head, '\"tool_calls\":[]', '\"tool_calls\":[1]')",
+        "UPDATE {t}heads SET document = "
+        "replace(document, '\"tool_calls\":[]', '\"tool_calls\":[1]')",
         "its head row holds no empty turn['tool_calls'] list for its 3 turn rows",
     ),
 ]
@@ -232,12 +239,16 @@ DAMAGE = [
 
 @pytest.mark.parametrize(("damage", "reason"), DAMAGE)
 async def test_a_damaged_turn_row_is_a_checkpoint_error_naming_it(
-    raw: Raw, damage: str, reason: str
+    raw: Raw, damage: str | None, reason: str
 ) -> None:
+    """Damage is a statement, or (not SQL) the turn counts to put in the head's meta."""
     document = _turn_document(3)
     async with opened(raw) as store:
         await store.save_checkpoint(SESSION, document)
-    raw.query(damage)
+    if damage is not None and damage.startswith(("DELETE", "UPDATE", "INSERT")):
+        raw.query(damage)
+    else:
+        raw.set_turn_counts(damage)
     async with opened(raw) as store:  # no cached copy: reads the damaged rows
         for read in (store.load, store.transcript):
             with pytest.raises(CheckpointError) as raised:
@@ -254,19 +265,19 @@ def _inline_head(document: dict[str, Any]) -> str:
     return json.dumps({key: value for key, value in document.items() if key != "transcript"})
 
 
-async def test_a_version_4_sqlite_file_is_migrated_and_its_inline_heads_load(
+async def test_a_version_4_sqlite_file_is_moved_and_its_inline_heads_load(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "v4.db"
     old = _turn_document(3)
+    write_legacy_sqlite(path)  # schema 5, made the schema version 4 wrote below
     connection = sqlite3.connect(path)
-    with connection:  # the schema version 4 wrote, and a session saved by it
-        for script in (_sql._SCHEMA, _sql._MIGRATION_TO_2, _sql._MIGRATION_TO_3):
-            connection.executescript(script)
-        connection.execute(
-            "INSERT INTO meta VALUES ('schema_version', '3'), ('last_sequence', '0')"
-        )
-        connection.executescript(_sql._MIGRATION_TO_4)
+    with connection:  # and a session saved by it: its head holds the turn's lists inline
+        for table in ("sessions", "items", "started_calls", "leases", "approvals"):
+            connection.execute(f"DELETE FROM {table}")
+        connection.execute("DROP TABLE turn_rows")
+        connection.execute("ALTER TABLE sessions DROP COLUMN turn_counts")
+        connection.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
         connection.execute(
             "INSERT INTO sessions (session_id, head, item_count, sequence, updated_at) "
             "VALUES (?, ?, 3, 1, '2026-01-01T00:00:00+00:00')",
@@ -283,25 +294,26 @@ async def test_a_version_4_sqlite_file_is_migrated_and_its_inline_heads_load(
         assert loaded is not None
         assert (loaded.checkpoint, loaded.version) == (old, 1)
         assert await store.save_checkpoint(SESSION, _turn_document(4), expected_version=1) == 2
-    assert raw.query("SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
-    assert raw.query("SELECT count(*) FROM turn_rows") == [(12,)]
+    assert raw.query("SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert raw.query(f"SELECT count(*) FROM lists {TURN}") == [(12,)]
     async with SqliteSessionStore(path) as reopened:
         assert (await reopened.load(SESSION)).checkpoint == _turn_document(4)  # type: ignore[union-attr]
 
 
-async def test_a_version_2_postgres_schema_is_migrated_and_its_inline_heads_load(
+async def test_a_version_2_postgres_schema_is_moved_and_its_inline_heads_load(
     postgres_uri: str,
 ) -> None:
     old = _turn_document(3)
+    migrations = json.loads((LEGACY / "postgres_migration3.json").read_text())["migrations"]
     with psycopg.connect(postgres_uri) as connection:  # the schema version 2 wrote
         connection.execute(
             "CREATE TABLE agentloop_schema "
             "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        for migration in _pg_sql.MIGRATIONS[:2]:
+        for migration in migrations[:2]:
             for statement in migration.split(";"):
                 if statement.strip():
-                    connection.execute(statement)  # type: ignore[arg-type]
+                    connection.execute(statement)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (1), (2)")
         connection.execute(
             "INSERT INTO agentloop_sessions VALUES (%s, %s, 3, nextval('agentloop_versions'), "
@@ -315,13 +327,13 @@ async def test_a_version_2_postgres_schema_is_migrated_and_its_inline_heads_load
             )
     raw = Raw("postgres", postgres_uri)
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 3
+        assert await store.schema_version() == 4
         loaded = await store.load(SESSION)
         assert loaded is not None
         assert loaded.checkpoint == old
         await store.save_checkpoint(SESSION, _turn_document(4), expected_version=loaded.version)
         assert (await store.load(SESSION)).checkpoint == _turn_document(4)  # type: ignore[union-attr]
-    assert raw.query("SELECT count(*) FROM agentloop_turn_rows") == [(12,)]
+    assert raw.query(f"SELECT count(*) FROM agentloop_lists {TURN}") == [(12,)]
 
 
 async def test_the_very_same_document_saved_again_keeps_its_turn_rows(raw: Raw) -> None:
@@ -334,13 +346,13 @@ async def test_the_very_same_document_saved_again_keeps_its_turn_rows(raw: Raw) 
         again = {**document, "note": "the turn object is the last save's"}
         await store.save_checkpoint(SESSION, again)
         assert (await store.load(SESSION)).checkpoint == again  # type: ignore[union-attr]
-    assert raw.query("SELECT count(*) FROM {t}turn_rows") == [(12,)]
+    assert raw.query(f"SELECT count(*) FROM {{t}}lists {TURN}") == [(12,)]
 
 
 async def test_a_refused_save_changes_no_turn_row(raw: Raw) -> None:
     async with opened(raw) as store:
         version = await store.save_checkpoint(SESSION, _turn_document(3))
-        before = raw.query("SELECT list, position, element FROM {t}turn_rows ORDER BY 1, 2")
+        before = raw.query("SELECT list, position, body FROM {t}lists ORDER BY 1, 2")
         for rounds in (4, 1):  # an appending save and a rewriting one, both stale
             with pytest.raises(StaleSessionError) as raised:
                 await store.save_checkpoint(
@@ -351,9 +363,7 @@ async def test_a_refused_save_changes_no_turn_row(raw: Raw) -> None:
                 f"version {version + 100}, but the store holds version {version}; another "
                 "writer saved it since: load the session again and redo the step"
             )
-        assert raw.query("SELECT list, position, element FROM {t}turn_rows ORDER BY 1, 2") == (
-            before
-        )
+        assert raw.query("SELECT list, position, body FROM {t}lists ORDER BY 1, 2") == (before)
         assert (await store.load(SESSION)).checkpoint == _turn_document(3)  # type: ignore[union-attr]
         await store.save_checkpoint(SESSION, _turn_document(4), expected_version=version)
         assert (await store.load(SESSION)).checkpoint == _turn_document(4)  # type: ignore[union-attr]
