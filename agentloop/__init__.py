@@ -2,13 +2,20 @@
 
 Build an :class:`Agent`, ``await agent.start(config)`` to get a
 :class:`LoopDriver`, and call ``await driver.next()`` until it returns
-:class:`Finished` or an interrupt you resolve.
+:class:`Finished` or an interrupt you resolve; or let :func:`run`,
+:func:`stream` or :func:`run_sync` drive it.
+
+This module exports what a host needs on its first day: the agent and its
+driver, the session's configuration and limits, the steps and approval
+answers, items and parts, ``@tool``, the errors, and the run functions.
+Everything else lives in the subpackage named for it: ``agentloop.tools``,
+``agentloop.permissions``, ``agentloop.tasks``, ``agentloop.store``,
+``agentloop.model`` (adapters, caching, prices), ``agentloop.providers``,
+``agentloop.observe`` (events and observers), ``agentloop.transcript``
+(checks and mutators), ``agentloop.compaction``, ``agentloop.output``,
+``agentloop.host``, ``agentloop.mcp``, ``agentloop.testing`` and more.
 """
 
-import warnings
-from typing import Any as _Any
-
-from ._serde import converter, structure, unstructure
 from ._version import __version__ as __version__
 from .core._cancellation import CancellationController, CancellationHandle, TurnCancellation
 from .core._delta import AppendText, BeginPart, CommitPart, Delta
@@ -28,7 +35,6 @@ from .core._errors import (
 )
 from .core._ids import ApprovalId, SessionId, TaskId, ToolCallId, TurnId
 from .core._items import (
-    OUTCOME_KEY,
     CustomPart,
     FilePart,
     FinishReason,
@@ -39,27 +45,15 @@ from .core._items import (
     Part,
     PartKind,
     ReasoningPart,
-    ResultOutcome,
     StructuredPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
-    result_outcome,
 )
-from .core._results import RAW_ARGUMENTS_KEY
 from .core._tool_spec import ToolAnnotations, ToolSpec
-from .core._transcript import (
-    TranscriptView,
-    TranscriptViolation,
-    find_violation,
-    has_pending_input,
-    validate_transcript,
-)
 from .host._run import (
-    DEFAULT_MAX_STEPS,
     Approver,
-    ApproverReply,
     QuestionAnswerer,
     RunResult,
     RunStopReason,
@@ -67,42 +61,12 @@ from .host._run import (
     continue_from,
     run,
 )
-from .host._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
+from .host._stream import EventOrStep, EventStream, stream
 from .host._sync import run_sync
-from .host._worker import AdvancedSession, SessionWorker
 from .loop._agent import Agent, AgentBuilder
-from .loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from .loop._driver import LoopDriver, LoopSnapshot
-from .loop._events import (
-    AgentEnded,
-    AgentEvent,
-    ApprovalAnswered,
-    ApprovalRequested,
-    ContentDelta,
-    ExecutedToolCall,
-    InputAccepted,
-    LoopObserver,
-    LoopWarning,
-    ModelCallFailed,
-    ModelCallFinished,
-    ModelCallRecord,
-    ModelCallStarted,
-    MutationFinished,
-    MutationStarted,
-    RunFailed,
-    RunStarted,
-    ToolCallRequested,
-    ToolCatalogChanged,
-    ToolExecutionFinished,
-    ToolExecutionStarted,
-    ToolResultReceived,
-    TranscriptObserver,
-    TurnFinished,
-    TurnResult,
-    TurnStarted,
-    UsageUpdated,
-)
-from .loop._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
+from .loop._events import ExecutedToolCall, ModelCallRecord, TurnResult
+from .loop._serde import converter, structure, unstructure
 from .loop._state import DriverState, RetryPoint
 from .loop._steps import (
     AfterToolResult,
@@ -115,338 +79,100 @@ from .loop._steps import (
     Interrupt,
     Step,
 )
-from .model._config import (
-    AutomaticCache,
-    CacheBreakpoint,
-    ExplicitCache,
-    LimitAction,
-    LoopLimits,
-    PromptCacheMode,
-    PromptCacheRequest,
-    PromptCacheRetention,
-    PromptCacheStrategy,
-    SessionConfig,
-    ToolsEnd,
-    TranscriptItemEnd,
-    TranscriptPartEnd,
-)
-from .model._pricing import DEFAULT_PRICES, ModelPrice, PriceTable
-from .model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
+from .model._protocol import ModelAdapter
+from .model._session_config import LimitAction, LoopLimits, SessionConfig
 from .output._errors import OutputValidationError
-from .output._spec import OutputMode, OutputProblems, OutputSpec, output_spec
-from .permissions._network import NetworkPolicy
-from .permissions._policies import (
-    Abstain,
-    CommandPolicy,
-    KindPolicy,
-    PathPolicy,
-    PermissionPolicy,
-    PolicyChain,
-    PolicyVerdict,
-    ToolPolicy,
-    Verdict,
-)
-from .permissions._requests import (
-    Allow,
-    AllowAll,
-    ApprovalReason,
-    AskApproval,
-    CustomPermission,
-    Deny,
-    DenyAll,
-    DenyCode,
-    FileSystemRead,
-    FileSystemWrite,
-    NetworkAccess,
-    PermissionChecker,
-    PermissionRequest,
-    PermissionVerdict,
-    ShellCommand,
-    ToolInvocation,
-)
-from .store._jsonl import export_jsonl, import_jsonl
-from .store._memory import MemorySessionStore
-from .store._protocol import SessionInfo, SessionStore, StoredSession
-from .store._sqlite import SqliteSessionStore
-from .tasks._async import (
-    AsyncSessionTasks,
-    AsyncTaskManager,
-    AsyncTaskManagerHandle,
-    TaskManagerState,
-)
-from .tasks._protocol import (
-    TaskCancelled,
-    TaskDetached,
-    TaskEvent,
-    TaskFailed,
-    TaskFinished,
-    TaskKind,
-    TaskLaunch,
-    TaskLaunched,
-    TaskManager,
-    TaskManagerHandle,
-    TaskSnapshot,
-    TaskStarted,
-    TaskSucceeded,
-    TurnUpdate,
-)
-from .tasks._routing import (
-    DetachAfter,
-    RouteByAnnotation,
-    RouteByName,
-    RouteChoice,
-    RoutingPolicy,
-)
-from .tasks._simple import SimpleTaskManager
-from .testing._scripted import ScriptedModel
-from .tools._decorator import FunctionTool, tool
-from .tools._executor import (
-    BasicToolExecutor,
-    PendingApproval,
-    PreparedCall,
-    PrepareOutcome,
-    ToolExecutor,
-)
-from .tools._questions import Question, QuestionAction, QuestionAnswer
-from .tools._registry import ToolCatalogEvent, ToolRegistry, ToolSource, catalog_change
-from .tools._schema import json_schema_for
+from .output._spec import OutputMode
+from .tools._decorator import tool
+from .tools._questions import QuestionAnswer
+from .tools._registry import ToolRegistry
 from .tools._tool import Tool, ToolContext, ToolOutput, ToolRequest
 
 __all__ = [
-    "CHECKPOINT_FORMAT",
-    "CHECKPOINT_VERSION",
-    "DEFAULT_BUFFER_SIZE",
-    "DEFAULT_MAX_STEPS",
-    "DEFAULT_PRICES",
-    "OUTCOME_KEY",
-    "RAW_ARGUMENTS_KEY",
-    "Abstain",
-    "AdvancedSession",
     "AfterToolResult",
     "Agent",
     "AgentBuilder",
-    "AgentEnded",
-    "AgentEvent",
     "AgentLoopError",
-    "Allow",
-    "AllowAll",
     "AnswerKind",
     "AppendText",
     "ApprovalAnswer",
-    "ApprovalAnswered",
     "ApprovalId",
-    "ApprovalReason",
     "ApprovalRequest",
-    "ApprovalRequested",
     "Approver",
-    "ApproverReply",
-    "AskApproval",
-    "AsyncSessionTasks",
-    "AsyncTaskManager",
-    "AsyncTaskManagerHandle",
-    "AutomaticCache",
     "AwaitingInput",
-    "BasicToolExecutor",
     "BeginPart",
-    "CacheBreakpoint",
     "CallQuestion",
     "CancellationController",
     "CancellationHandle",
     "CheckpointError",
-    "CommandPolicy",
     "CommitPart",
-    "ContentDelta",
     "CustomPart",
-    "CustomPermission",
     "Delta",
-    "Deny",
-    "DenyAll",
-    "DenyCode",
-    "DetachAfter",
     "DriverState",
+    "EventOrStep",
     "EventStream",
     "ExecutedToolCall",
-    "ExplicitCache",
     "FilePart",
-    "FileSystemRead",
-    "FileSystemWrite",
     "FinishReason",
     "Finished",
-    "FunctionTool",
     "IdleLoopWarning",
-    "InputAccepted",
     "Interrupt",
     "InvalidInputError",
     "InvalidStateError",
     "Item",
     "ItemKind",
-    "KindPolicy",
     "LimitAction",
     "LoopDriver",
     "LoopLimits",
-    "LoopMutator",
-    "LoopObserver",
     "LoopSnapshot",
-    "LoopWarning",
     "MediaPart",
-    "MemorySessionStore",
     "Metadata",
     "ModelAdapter",
-    "ModelCallFailed",
-    "ModelCallFinished",
     "ModelCallRecord",
-    "ModelCallStarted",
-    "ModelEvent",
-    "ModelPrice",
     "ModelProtocolError",
-    "ModelSession",
-    "ModelTurnResult",
-    "MutationContext",
-    "MutationFinished",
-    "MutationPoint",
-    "MutationStarted",
     "MutatorError",
-    "NetworkAccess",
-    "NetworkPolicy",
     "OutputMode",
-    "OutputProblems",
-    "OutputSpec",
     "OutputValidationError",
     "Part",
     "PartKind",
-    "PathPolicy",
-    "PendingApproval",
-    "PermissionChecker",
-    "PermissionPolicy",
-    "PermissionRequest",
-    "PermissionVerdict",
-    "PolicyChain",
-    "PolicyVerdict",
-    "PrepareOutcome",
-    "PreparedCall",
-    "PriceTable",
-    "PromptCacheMode",
-    "PromptCacheRequest",
-    "PromptCacheRetention",
-    "PromptCacheStrategy",
     "ProviderError",
     "ProviderErrorKind",
-    "Question",
-    "QuestionAction",
     "QuestionAnswer",
     "QuestionAnswerer",
     "ReasoningPart",
-    "ResultOutcome",
     "RetryPoint",
-    "RouteByAnnotation",
-    "RouteByName",
-    "RouteChoice",
-    "RoutingPolicy",
-    "RunFailed",
     "RunResult",
-    "RunStarted",
     "RunStopReason",
     "SaveError",
-    "ScriptedModel",
     "SessionConfig",
     "SessionId",
-    "SessionInfo",
-    "SessionStore",
-    "SessionWorker",
-    "ShellCommand",
-    "SimpleTaskManager",
-    "SqliteSessionStore",
     "Step",
-    "StoredSession",
-    "StreamItem",
     "StructuredPart",
-    "TaskCancelled",
-    "TaskDetached",
-    "TaskEvent",
-    "TaskFailed",
-    "TaskFinished",
     "TaskId",
-    "TaskKind",
-    "TaskLaunch",
-    "TaskLaunched",
-    "TaskManager",
-    "TaskManagerHandle",
-    "TaskManagerState",
-    "TaskSnapshot",
-    "TaskStarted",
-    "TaskSucceeded",
     "TextPart",
     "Tool",
     "ToolAnnotations",
     "ToolCallId",
     "ToolCallPart",
-    "ToolCallRequested",
-    "ToolCatalogChanged",
-    "ToolCatalogEvent",
     "ToolContext",
     "ToolError",
-    "ToolExecutionFinished",
-    "ToolExecutionStarted",
-    "ToolExecutor",
-    "ToolInvocation",
     "ToolOutput",
-    "ToolPolicy",
     "ToolRegistry",
     "ToolRequest",
     "ToolResultPart",
-    "ToolResultReceived",
-    "ToolSource",
     "ToolSpec",
-    "ToolsEnd",
-    "TranscriptCursor",
     "TranscriptError",
-    "TranscriptItemEnd",
-    "TranscriptObserver",
-    "TranscriptPartEnd",
-    "TranscriptView",
-    "TranscriptViolation",
     "TurnCancellation",
-    "TurnFinished",
     "TurnId",
-    "TurnRequest",
     "TurnResult",
     "TurnRetryPolicy",
-    "TurnStarted",
-    "TurnUpdate",
     "Usage",
-    "UsageUpdated",
-    "Verdict",
-    "catalog_change",
     "continue_from",
     "converter",
-    "export_jsonl",
-    "find_violation",
-    "has_pending_input",
-    "import_jsonl",
-    "json_schema_for",
-    "output_spec",
-    "result_outcome",
     "run",
     "run_sync",
     "stream",
     "structure",
     "tool",
     "unstructure",
-    "validate_transcript",
 ]
-
-# Renamed in 0.2 (one name per concept); kept for one release because earlier
-# examples use them. Not in ``__all__``: ``from agentloop import *`` no longer
-# shadows the builtin ``Warning``.
-_DEPRECATED = {"ApprovalDecision": "ApprovalAnswer", "Warning": "LoopWarning"}
-
-
-def __getattr__(name: str) -> _Any:
-    """Resolve a deprecated name to its new one, with a ``DeprecationWarning``."""
-    new = _DEPRECATED.get(name)
-    if new is None:
-        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
-    warnings.warn(
-        f"agentloop.{name} is deprecated; use agentloop.{new}", DeprecationWarning, stacklevel=2
-    )
-    return globals()[new]

@@ -11,6 +11,7 @@ from typing import Any
 import anyio.lowlevel
 
 import agentloop as al
+import agentloop.model
 
 ECHO_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -59,23 +60,25 @@ class FastSession:
         self.in_turn = 0
 
     async def begin_turn(
-        self, request: al.TurnRequest, cancellation: Any
-    ) -> AsyncIterator[al.ModelTurnResult]:
+        self, request: al.model.TurnRequest, cancellation: Any
+    ) -> AsyncIterator[al.model.ModelTurnResult]:
         self.in_turn += 1
         if self.in_turn <= self.rounds:
             self.calls += 1
             part = al.ToolCallPart(f"call-{self.calls}", "echo", {"value": "x"})
-            result = al.ModelTurnResult(
+            result = al.model.ModelTurnResult(
                 al.FinishReason.TOOL_CALL, (al.Item(al.ItemKind.ASSISTANT, (part,)),)
             )
         else:
             self.in_turn = 0
-            result = al.ModelTurnResult(
+            result = al.model.ModelTurnResult(
                 al.FinishReason.COMPLETED, (al.Item.text(al.ItemKind.ASSISTANT, "done"),)
             )
         return self._one(result)
 
-    async def _one(self, result: al.ModelTurnResult) -> AsyncIterator[al.ModelTurnResult]:
+    async def _one(
+        self, result: al.model.ModelTurnResult
+    ) -> AsyncIterator[al.model.ModelTurnResult]:
         if self.yield_control:
             await anyio.lowlevel.checkpoint()
         yield result

@@ -33,6 +33,8 @@ from _fixtures import Echo, FastModel
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import SqliteSessionStore
 
 ITEMS = 1_000
@@ -61,7 +63,7 @@ def history(count: int) -> list[al.Item]:
 
 
 def make_agent() -> al.Agent:
-    model = al.ScriptedModel(lambda request: "noted")
+    model = al.testing.ScriptedModel(lambda request: "noted")
     return al.Agent.builder().model(model).transcript(history(ITEMS)).build()
 
 

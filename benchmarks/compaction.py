@@ -22,6 +22,8 @@ import structlog
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.model
+import agentloop.tools
 from agentloop.compaction import Compactor, default_compactor, estimate_transcript
 from agentloop.testing import Reply, ScriptedModel, call, text, tool_calls
 
@@ -39,7 +41,7 @@ def lookup(n: int) -> str:
     return f"record {n}: " + "field=value; " * (150 + 10 * (n % 15))
 
 
-def model_reply(request: al.TurnRequest) -> Reply:
+def model_reply(request: al.model.TurnRequest) -> Reply:
     usage = al.Usage(input_tokens=estimate_transcript(request.transcript), output_tokens=60)
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:

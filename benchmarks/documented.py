@@ -51,6 +51,9 @@ import anyio.lowlevel
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.model
+import agentloop.tasks
+import agentloop.tools
 from agentloop.core._transcript import TranscriptView
 from agentloop.tools._fast_check import compile_fast_check
 
@@ -131,12 +134,12 @@ class _FastSession:
         if self.in_turn <= self.rounds:
             self.calls += 1
             part = al.ToolCallPart(f"call-{self.calls}", "echo", {"value": "x"})
-            result = al.ModelTurnResult(
+            result = al.model.ModelTurnResult(
                 al.FinishReason.TOOL_CALL, (al.Item(al.ItemKind.ASSISTANT, (part,)),)
             )
         else:
             self.in_turn = 0
-            result = al.ModelTurnResult(
+            result = al.model.ModelTurnResult(
                 al.FinishReason.COMPLETED, (al.Item.text(al.ItemKind.ASSISTANT, "done"),)
             )
         return _one(result)
@@ -165,7 +168,7 @@ def baseline_package(ref: str) -> Any:
 async def agentloop_rounds(rounds: int, setup: Setup = OURS) -> float:
     """Seconds for one ``agentloop.run()`` turn of ``rounds`` tool rounds."""
     al = setup.al
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = setup.make_agent(rounds, manager)
         start = CLOCK()
         result = await al.run(agent, "go", config=setup.limits(rounds), max_steps=10 * rounds + 10)
@@ -223,7 +226,7 @@ async def least_rounds(rounds: int) -> float:
     transcript: list[Any] = [al.Item.text(al.ItemKind.USER, "go")]
     start = CLOCK()
     while True:
-        request = al.TurnRequest("bench", "turn-1", TranscriptView(transcript))
+        request = al.model.TurnRequest("bench", "turn-1", TranscriptView(transcript))
         events = [event async for event in await session.begin_turn(request, None)]
         result = events[-1]  # the stream's closing ModelTurnResult
         transcript += result.output_items
@@ -282,7 +285,7 @@ async def w3(setup: Setup = OURS, *, shared: bool = False) -> tuple[float, float
     on one agent and one manager (the server pattern of docs/performance.md).
     """
     al = setup.al
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = setup.make_agent(SESSION_ROUNDS, manager)
         await al.run(agent, "warm", config=setup.limits(SESSION_ROUNDS))
         gc.collect()
@@ -304,7 +307,7 @@ async def w3(setup: Setup = OURS, *, shared: bool = False) -> tuple[float, float
 
 async def one_session(index: int, setup: Setup = OURS) -> None:
     al = setup.al
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = setup.make_agent(SESSION_ROUNDS, manager)
         config = setup.limits(SESSION_ROUNDS, f"s{index}")
         result = await al.run(agent, "go", config=config)

@@ -25,6 +25,7 @@ from _fixtures import Echo, FastModel
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.tools
 
 SESSIONS = 1_000
 ROUNDS = 5

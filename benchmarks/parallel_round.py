@@ -17,6 +17,9 @@ import anyio
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import call, tool_calls
 
 CALLS = 16
@@ -34,8 +37,8 @@ class Sleep:
         return "slept"
 
 
-async def one_round(manager: al.TaskManager) -> float:
-    model = al.ScriptedModel([tool_calls(*(call("sleep") for _ in range(CALLS)))])
+async def one_round(manager: al.tasks.TaskManager) -> float:
+    model = al.testing.ScriptedModel([tool_calls(*(call("sleep") for _ in range(CALLS)))])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -54,10 +57,10 @@ async def one_round(manager: al.TaskManager) -> float:
 
 async def main() -> float:
     """Print the figures; return the concurrent round's overhead over one sleep, in ms."""
-    simple = min([await one_round(al.SimpleTaskManager()) for _ in range(REPEATS)])
+    simple = min([await one_round(al.tasks.SimpleTaskManager()) for _ in range(REPEATS)])
     concurrent: list[float] = []
     for _ in range(REPEATS):
-        async with al.AsyncTaskManager() as manager:
+        async with al.tasks.AsyncTaskManager() as manager:
             concurrent.append(await one_round(manager))
     parallel = min(concurrent)
     print(f"one round of {CALLS} tools sleeping {SLEEP * 1000:.0f} ms (best of {REPEATS})")

@@ -23,6 +23,7 @@ from _fixtures import ECHO_SCHEMA, Echo, FastModel
 from _report import Check, json_path, report
 
 import agentloop as al
+import agentloop.tools
 
 ROUND_COUNTS = (10, 100, 400)
 MIN_REPEATS = 7

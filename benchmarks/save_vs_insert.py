@@ -63,6 +63,7 @@ from checkpoint import history
 from stores import start_postgres
 
 import agentloop as al
+import agentloop.tools
 from agentloop.loop._session_store import summarize
 from agentloop.store import SessionStore, SqliteSessionStore
 from agentloop.store._documents import (

@@ -34,6 +34,10 @@ from typing import Any
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.store
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
 from agentloop.testing import call, tool_calls
 
@@ -53,7 +57,7 @@ def document(session_id: str, turn: int) -> dict[str, Any]:
         for n in range(START_ITEMS + 2 * turn)
     ]
     return {
-        "format": al.CHECKPOINT_FORMAT,
+        "format": al.store.CHECKPOINT_FORMAT,
         "version": 1,
         "session_id": session_id,
         "state": "IDLE",
@@ -100,7 +104,7 @@ class Note:
         return f"noted {request.call_id}"
 
 
-def note_then_answer(request: al.TurnRequest) -> Any:
+def note_then_answer(request: al.model.TurnRequest) -> Any:
     if request.transcript[-1].kind is al.ItemKind.USER:
         return tool_calls(
             call("note", {"turn": len(request.transcript)}, id=f"call-{len(request.transcript)}")
@@ -131,7 +135,7 @@ async def measure_steps(open_store: OpenStore, sessions: int, label: str) -> tup
     async with open_store() as store:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel(note_then_answer))
+            .model(al.testing.ScriptedModel(note_then_answer))
             .add_tool_source(al.ToolRegistry().with_tool(Note()))
             .store(store)
             .build()

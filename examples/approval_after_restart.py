@@ -17,6 +17,10 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import SqliteSessionStore
 from agentloop.testing import Reply, call, format_transcript, tool_calls
 
@@ -32,21 +36,21 @@ class PublishReport:
         {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     )
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite(request.input["path"])]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite(request.input["path"])]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         return f"published {request.input['path']}"
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.write":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
-def answer(request: al.TurnRequest) -> Reply | str:
+def answer(request: al.model.TurnRequest) -> Reply | str:
     """Call the tool after the user's message; report its result after the tool's."""
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:
@@ -60,7 +64,7 @@ def build_agent(store: SqliteSessionStore) -> al.Agent:
     """The same agent in both processes: model, tools, permissions, store."""
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(answer))
+        .model(al.testing.ScriptedModel(answer))
         .add_tool_source(al.ToolRegistry().with_tool(PublishReport()))
         .permissions(AskBeforeWriting())
         .store(store)  # a checkpoint is saved after every step

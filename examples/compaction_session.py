@@ -8,6 +8,8 @@ import itertools
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.tools
 from agentloop.compaction import default_compactor, estimate_transcript
 from agentloop.testing import Reply, ScriptedModel, call, text, tool_calls
 
@@ -20,7 +22,7 @@ def fetch_log(day: int) -> str:
     return f"log of day {day}:\n" + "".join(f"{day:03d}-{line:03d} ok\n" for line in range(420))
 
 
-def model(request: al.TurnRequest) -> Reply:
+def model(request: al.model.TurnRequest) -> Reply:
     """Asks for a log on every question, then answers; reports the request's size as usage."""
     usage = al.Usage(input_tokens=estimate_transcript(request.transcript), output_tokens=30)
     last = request.transcript[-1]

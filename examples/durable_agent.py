@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.tools
 from agentloop.testing import Reply, ScriptedModel, call, text, tool_calls
 
 
@@ -30,9 +33,9 @@ class Refund:
     def __init__(self, ledger: Path) -> None:
         self.ledger = ledger
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
         amount = request.input["amount"]
-        return [al.CustomPermission("payment.refund", f"refund {amount}")]
+        return [al.permissions.CustomPermission("payment.refund", f"refund {amount}")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         with self.ledger.open("a") as ledger:
@@ -43,13 +46,13 @@ class Refund:
 class ApproveLargeRefunds:
     """Refunds above 100 ask a human."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "payment.refund" and int(request.summary.split()[1]) > 100:
-            return al.AskApproval("policy_requires_confirmation", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("policy_requires_confirmation", request.summary)
+        return al.permissions.Allow()
 
 
-def answer(request: al.TurnRequest) -> Reply:
+def answer(request: al.model.TurnRequest) -> Reply:
     """The model: refund what the user asks, then report the tool's answer."""
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:

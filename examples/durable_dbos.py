@@ -19,6 +19,7 @@ from dbos import DBOS, DBOSClient
 from durable_agent import build_agent, request
 
 import agentloop as al
+import agentloop.transcript
 from agentloop.durable.dbos import (
     DurableAgent,
     DurableRunResult,
@@ -51,7 +52,7 @@ async def main(folder: Path) -> None:
         print(f"answer: {answer(second)}")
     finally:
         client.destroy()
-    al.validate_transcript(second.transcript)
+    al.transcript.validate_transcript(second.transcript)
     print(f"ledger: {'; '.join((folder / 'ledger.txt').read_text().splitlines())}")
     print(f"runs: {[first.workflow_id, second.workflow_id]}")
     print(f"approvals: {[outcome.status.value for outcome in first.approvals]}")

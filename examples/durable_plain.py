@@ -14,6 +14,7 @@ import anyio
 from durable_agent import build_agent, request
 
 import agentloop as al
+import agentloop.transcript
 
 
 async def answer(driver: al.LoopDriver) -> str:
@@ -34,7 +35,7 @@ async def main() -> None:
     print(f"answer: {await answer(driver)}")
     driver.submit_input(request("A-18", 40))  # the same session goes on
     print(f"answer: {await answer(driver)}")
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
     print(f"ledger: {'; '.join(ledger.read_text().splitlines())}")
 
 

@@ -13,6 +13,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.observe import OtelObserver, StructlogObserver, UsageTotals
 from agentloop.testing import Reply, call, text, tool_calls
 
@@ -31,7 +35,7 @@ async def delete_note(name: str) -> str:
     return f"deleted {name}"
 
 
-def script(request: al.TurnRequest) -> Reply | str:
+def script(request: al.model.TurnRequest) -> Reply | str:
     replies = [
         tool_calls(
             call("add", {"a": 2, "b": 40}), call("delete_note", {"name": "old"}), usage=USAGE
@@ -83,9 +87,9 @@ async def main() -> None:
     usage = UsageTotals()
     builder = (
         al.Agent.builder()
-        .model(al.ScriptedModel(script))
+        .model(al.testing.ScriptedModel(script))
         .add_tool_source(al.ToolRegistry().with_tool(add).with_tool(delete_note))
-        .permissions(al.PolicyChain(al.ToolPolicy(destructive="approve")))
+        .permissions(al.permissions.PolicyChain(al.permissions.ToolPolicy(destructive="approve")))
         .observer(StructlogObserver.to_stream(sys.stderr, format="console"))
     )
     builder = usage.attach(spans.attach(builder))

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 import agentloop as al
+import agentloop.tools
 from agentloop.testing import ScriptedModel, call, tool_calls
 
 

@@ -11,17 +11,20 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.permissions import NetworkPolicy
 from agentloop.testing import call, tool_calls
 
 
 def make_tools(workspace: Path) -> al.ToolRegistry:
-    @al.tool(read_only=True, permissions=lambda args: [al.FileSystemRead(args["path"])])
+    @al.tool(read_only=True, permissions=lambda args: [al.permissions.FileSystemRead(args["path"])])
     def read_file(path: str) -> str:
         """Read a file of the workspace."""
         return (workspace / path).read_text()
 
-    @al.tool(destructive=True, permissions=lambda args: [al.ShellCommand(args["argv"])])
+    @al.tool(destructive=True, permissions=lambda args: [al.permissions.ShellCommand(args["argv"])])
     async def run(argv: list[str]) -> str:
         """Run a program (pretend)."""
         return "ran: " + " ".join(argv)
@@ -29,10 +32,10 @@ def make_tools(workspace: Path) -> al.ToolRegistry:
     return al.ToolRegistry().with_tool(read_file).with_tool(run)
 
 
-def describe(decision: al.PermissionVerdict) -> str:
-    if isinstance(decision, al.Deny):
+def describe(decision: al.permissions.Verdict) -> str:
+    if isinstance(decision, al.permissions.Deny):
         return f"deny [{decision.code}] {decision.message}"
-    if isinstance(decision, al.AskApproval):
+    if isinstance(decision, al.permissions.AskApproval):
         return f"ask [{decision.reason}] {decision.summary}"
     return "allow"
 
@@ -52,36 +55,38 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root, workspace = make_workspace(tmp)
 
-        policy = al.PolicyChain(
-            al.ToolPolicy(deny=["format_disk"], destructive="approve", read_only="allow"),
-            al.PathPolicy(allowed_roots=[workspace], base=str(workspace)),
-            al.CommandPolicy(
+        policy = al.permissions.PolicyChain(
+            al.permissions.ToolPolicy(
+                deny=["format_disk"], destructive="approve", read_only="allow"
+            ),
+            al.permissions.PathPolicy(allowed_roots=[workspace], base=str(workspace)),
+            al.permissions.CommandPolicy(
                 allow=["ls", "git"], deny=["rm", "sudo"], cwd_roots=[workspace], base=str(workspace)
             ),
             NetworkPolicy(allow=["api.github.com", "*.python.org"], deny=["*.evil.com"]),
-            fallback=al.Deny("policy_denied", "no policy allows this"),
+            fallback=al.permissions.Deny("policy_denied", "no policy allows this"),
         )
         for request in [
-            al.ToolInvocation("read_file", al.ToolAnnotations(read_only=True)),
-            al.ToolInvocation("format_disk"),
-            al.ToolInvocation("deploy", al.ToolAnnotations(destructive=True)),
-            al.FileSystemRead("todo.txt"),
-            al.FileSystemRead("../secret.txt"),
-            al.FileSystemRead("shortcut"),
-            al.ShellCommand(["rm", "-rf", "/"]),
-            al.ShellCommand(["curl", "example.com"]),
-            al.ShellCommand(["git", "status"], cwd=".."),
-            al.NetworkAccess("https://api.github.com/repos"),
-            al.NetworkAccess("https://docs.python.org/3/"),
-            al.NetworkAccess("https://cdn.evil.com/x.js"),
-            al.NetworkAccess("file:///etc/passwd"),
-            al.NetworkAccess("https://example.com"),
-            al.CustomPermission("mcp.connect", "Connect to MCP server docs"),
+            al.permissions.ToolInvocation("read_file", al.ToolAnnotations(read_only=True)),
+            al.permissions.ToolInvocation("format_disk"),
+            al.permissions.ToolInvocation("deploy", al.ToolAnnotations(destructive=True)),
+            al.permissions.FileSystemRead("todo.txt"),
+            al.permissions.FileSystemRead("../secret.txt"),
+            al.permissions.FileSystemRead("shortcut"),
+            al.permissions.ShellCommand(["rm", "-rf", "/"]),
+            al.permissions.ShellCommand(["curl", "example.com"]),
+            al.permissions.ShellCommand(["git", "status"], cwd=".."),
+            al.permissions.NetworkAccess("https://api.github.com/repos"),
+            al.permissions.NetworkAccess("https://docs.python.org/3/"),
+            al.permissions.NetworkAccess("https://cdn.evil.com/x.js"),
+            al.permissions.NetworkAccess("file:///etc/passwd"),
+            al.permissions.NetworkAccess("https://example.com"),
+            al.permissions.CustomPermission("mcp.connect", "Connect to MCP server docs"),
         ]:
             shown = describe(policy.evaluate(request)).replace(str(root), "<tmp>")
             print(f"{request.summary} -> {shown}")
 
-        model = al.ScriptedModel(
+        model = al.testing.ScriptedModel(
             [
                 tool_calls(
                     call("read_file", {"path": "todo.txt"}, id="call-1"),

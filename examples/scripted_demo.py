@@ -12,6 +12,12 @@ from typing import ClassVar
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, chunked, tool_calls
 
 
@@ -40,8 +46,8 @@ class ReadNote:
     )
     notes: ClassVar[dict[str, str]] = {"groceries": "eggs, flour, milk"}
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemRead(f"/notes/{request.input['name']}")]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemRead(f"/notes/{request.input['name']}")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         return self.notes.get(request.input["name"], "no such note")
@@ -50,29 +56,29 @@ class ReadNote:
 class AskBeforeReading:
     """Reads need a human's yes."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.read":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
 class PrintEvents:
-    def handle_event(self, event: al.AgentEvent) -> None:
-        if isinstance(event, al.ContentDelta):
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
+        if isinstance(event, al.observe.ContentDelta):
             if isinstance(event.delta, al.AppendText):
                 print(f"    [token] {event.delta.text!r}")
             return
         print(f"    [event] {type(event).__name__}: {_brief(event)}")
 
 
-def _brief(event: al.AgentEvent) -> str:
-    if isinstance(event, al.ToolCallRequested):
+def _brief(event: al.observe.AgentEvent) -> str:
+    if isinstance(event, al.observe.ToolCallRequested):
         return f"{event.call.name}({event.call.input}) id={event.call.id}"
-    if isinstance(event, al.ToolResultReceived):
+    if isinstance(event, al.observe.ToolResultReceived):
         return f"{event.result.call_id} -> {event.result.output!r}"
-    if isinstance(event, al.TurnFinished):
+    if isinstance(event, al.observe.TurnFinished):
         return f"{event.result.turn_id} {event.result.finish_reason.value}"
-    if isinstance(event, al.ApprovalRequested):
+    if isinstance(event, al.observe.ApprovalRequested):
         return f"{event.call_id}: {event.summary}"
     return ""
 
@@ -86,7 +92,7 @@ SCRIPT = [
 
 async def main() -> None:
     print("agentloop scripted demo (the model is a ScriptedModel, not a real LLM)\n")
-    model = al.ScriptedModel(SCRIPT)
+    model = al.testing.ScriptedModel(SCRIPT)
     agent = (
         al.Agent.builder()
         .model(model)
@@ -97,7 +103,9 @@ async def main() -> None:
         .input([al.Item.text(al.ItemKind.USER, "What is 2 + 40, and what's on my grocery note?")])
         .build()
     )
-    driver = await agent.start(al.SessionConfig("demo", cache=al.PromptCacheRequest.automatic()))
+    driver = await agent.start(
+        al.SessionConfig("demo", cache=al.model.PromptCacheRequest.automatic())
+    )
     while True:
         step = await driver.next()
         match step:
@@ -115,7 +123,7 @@ async def main() -> None:
                 print("step: AwaitingInput")
                 break
     model.assert_complete()
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
     print(f"transcript: {len(driver.snapshot().transcript)} items, every tool call answered")
 
 

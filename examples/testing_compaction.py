@@ -2,8 +2,9 @@
 
 import pytest
 
-from agentloop import Item, ItemKind, MutationContext, TranscriptCursor
+from agentloop import Item, ItemKind
 from agentloop.testing import check_mutator
+from agentloop.transcript import MutationContext, TranscriptCursor
 
 
 class KeepRecentTurns:

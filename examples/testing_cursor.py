@@ -5,8 +5,9 @@ import attrs
 import pytest
 
 import agentloop as al
-from agentloop import Item, ItemKind, MutationContext, TranscriptCursor
+from agentloop import Item, ItemKind
 from agentloop.testing import ScriptedModel, call, check_mutator, tool_calls
+from agentloop.transcript import MutationContext, TranscriptCursor
 
 
 class StubOldOutputs:

@@ -7,6 +7,8 @@ import pytest
 from hypothesis.stateful import invariant
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.tools
 from agentloop.testing import AgentStateMachine, check_path_policy
 
 
@@ -21,24 +23,26 @@ class WorkspacePolicy:
     def __init__(self, root: str = "/workspace") -> None:
         self.root = os.path.realpath(root)
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        if not isinstance(request, al.FileSystemWrite | al.FileSystemRead):
-            return al.Allow()
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        if not isinstance(request, al.permissions.FileSystemWrite | al.permissions.FileSystemRead):
+            return al.permissions.Allow()
         real = os.path.realpath(os.path.join(self.root, request.path))
         if os.path.commonpath([real, self.root]) != self.root:
-            return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, f"{request.path} is outside {self.root}")
-        if isinstance(request, al.FileSystemWrite):
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.Deny(
+                al.permissions.DenyCode.PATH_NOT_ALLOWED, f"{request.path} is outside {self.root}"
+            )
+        if isinstance(request, al.permissions.FileSystemWrite):
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
 class PrefixPolicy(WorkspacePolicy):
     """The bug: a prefix test on the raw text."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if getattr(request, "path", "").startswith("/workspace/"):
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, "outside /workspace")
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Deny(al.permissions.DenyCode.PATH_NOT_ALLOWED, "outside /workspace")
 
 
 def test_paths_outside_the_workspace_are_denied() -> None:
@@ -61,8 +65,8 @@ class WriteFile:
     def __init__(self) -> None:
         self.written: list[str] = []
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite(request.input["path"])]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite(request.input["path"])]
 
     async def invoke(self, request: al.ToolRequest, ctx: Any) -> str:
         self.written.append(request.input["path"])

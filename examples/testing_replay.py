@@ -6,6 +6,8 @@ import anyio
 import pytest
 
 import agentloop as al
+import agentloop.store
+import agentloop.tools
 from agentloop.testing import ReplayDriftError, ScriptedModel, call, tool_calls
 
 
@@ -31,14 +33,14 @@ async def run_agent(model: al.ModelAdapter, prices: dict[str, str], store: Any =
         pass
 
 
-async def record(store: al.SessionStore) -> None:
+async def record(store: al.store.SessionStore) -> None:
     """Run once against a real (here: scripted) model with a store: the session is recorded."""
     model = ScriptedModel([tool_calls(call("price", {"item": "tea"})), "Tea costs 3."])
     await run_agent(model, {"tea": "3"}, store)
 
 
 async def test_the_recorded_session_still_replays() -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     await record(store)
     replay = await ScriptedModel.from_session(store, "checkout")
     await run_agent(replay, {"tea": "3"})  # same requests: the recorded replies
@@ -46,7 +48,7 @@ async def test_the_recorded_session_still_replays() -> None:
 
 
 async def test_a_changed_tool_is_a_drift_with_a_diff() -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     await record(store)
     replay = await ScriptedModel.from_session(store, "checkout")
     with pytest.raises(ReplayDriftError, match="diff against the recorded request") as drift:

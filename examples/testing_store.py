@@ -9,6 +9,7 @@ import attrs
 import pytest
 
 import agentloop as al
+import agentloop.store
 from agentloop.testing.store_conformance import OpenStore, StoreConformance, check_store
 
 pytestmark = pytest.mark.anyio  # the anyio pytest plugin runs the async checks
@@ -22,11 +23,11 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 class TestMemoryStore(StoreConformance):
     @pytest.fixture
     def open_store(self) -> OpenStore:
-        store = al.MemorySessionStore()
+        store = al.store.MemorySessionStore()
         return lambda: nullcontext(store)  # reopening gives the same storage
 
 
-class AliasingStore(al.MemorySessionStore):
+class AliasingStore(al.store.MemorySessionStore):
     """The bug: keeps the caller's document instead of a copy."""
 
     async def save_checkpoint(self, session_id: str, checkpoint: Any) -> None:
@@ -34,7 +35,7 @@ class AliasingStore(al.MemorySessionStore):
         self.kept = getattr(self, "kept", {})
         self.kept[session_id] = checkpoint
 
-    async def load(self, session_id: str) -> al.StoredSession | None:
+    async def load(self, session_id: str) -> al.store.StoredSession | None:
         stored = await super().load(session_id)
         if stored is None or session_id not in self.kept:
             return stored
@@ -45,7 +46,7 @@ def test_check_store_catches_an_aliasing_store_on_trio() -> None:
     store = AliasingStore()
     with pytest.raises(AssertionError, match="after mutating the saved document"):
         anyio.run(check_store, lambda: nullcontext(store), backend="trio")
-    fresh = al.MemorySessionStore()
+    fresh = al.store.MemorySessionStore()
     anyio.run(check_store, lambda: nullcontext(fresh), backend="trio")
 
 

@@ -6,6 +6,8 @@ import anyio
 from hypothesis.stateful import invariant
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.tools
 from agentloop.testing import AgentStateMachine
 
 
@@ -25,22 +27,24 @@ class TaskManagerMachine(AgentStateMachine):
     """Concurrent rounds, a background tool, and interrupts while calls run."""
 
     def configure_agent(self, builder: al.AgentBuilder) -> al.AgentBuilder:
-        routing = al.RouteByName({"fetch_later": al.TaskKind.BACKGROUND})
-        self.manager = self.enter_async_context(al.AsyncTaskManager(routing=routing))
+        routing = al.tasks.RouteByName({"fetch_later": al.tasks.TaskKind.BACKGROUND})
+        self.manager = self.enter_async_context(al.tasks.AsyncTaskManager(routing=routing))
         tools = al.ToolRegistry().with_tool(Fetch("fetch")).with_tool(Fetch("fetch_later"))
         return builder.add_tool_source(tools).task_manager(self.manager)
 
     async def settle(self) -> None:
         # Background calls end before each next(): replays then see the same steps.
         handle = self.manager.handle()
-        while any(task.kind is al.TaskKind.BACKGROUND for task in await handle.list_running()):
+        while any(
+            task.kind is al.tasks.TaskKind.BACKGROUND for task in await handle.list_running()
+        ):
             await handle.next_event()
 
     @invariant()
     def no_foreground_call_outlives_its_step(self) -> None:
         if self.driver.state is not al.DriverState.AWAITING_APPROVAL:
             running = self.portal.call(self.manager.handle().list_running)
-            assert all(task.kind is al.TaskKind.BACKGROUND for task in running), running
+            assert all(task.kind is al.tasks.TaskKind.BACKGROUND for task in running), running
 
 
 TestTaskManager = TaskManagerMachine.TestCase  # pytest collects this

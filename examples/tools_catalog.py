@@ -8,6 +8,10 @@ from __future__ import annotations
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import Reply, call, tool_calls
 
 builtin = al.ToolRegistry("builtin")
@@ -43,15 +47,15 @@ async def install_readme() -> str:
 class Catalog:
     """An observer that prints catalog changes as the driver reports them."""
 
-    def handle_event(self, event: al.AgentEvent) -> None:
-        if isinstance(event, al.ToolCatalogChanged):
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
+        if isinstance(event, al.observe.ToolCatalogChanged):
             print(
                 f"catalog of {event.source}: added={list(event.added)} "
                 f"removed={list(event.removed)} changed={list(event.changed)}"
             )
 
 
-def script(request: al.TurnRequest) -> Reply | str:
+def script(request: al.model.TurnRequest) -> Reply | str:
     """The scripted model: prints the tools it is offered, then answers by round."""
     print("model sees:", ", ".join(spec.name for spec in request.available_tools))
     replies: list[Reply | str] = [
@@ -67,7 +71,7 @@ async def main() -> None:
     plugins.with_tool(plugin_search).with_tool(install_readme)
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel(script))
+        .model(al.testing.ScriptedModel(script))
         .add_tool_source(builtin)  # first source wins a name (collision="first_wins")
         .add_tool_source(plugins)
         .observer(Catalog())
@@ -81,7 +85,7 @@ async def main() -> None:
         for result in item.tool_results():
             print(f"{result.call_id}: {result.output!r}")
 
-    strict = al.BasicToolExecutor([builtin, plugins], collision="error")
+    strict = al.tools.BasicToolExecutor([builtin, plugins], collision="error")
     try:
         strict.specs()
     except al.ToolError as error:

@@ -13,6 +13,8 @@ import anyio
 import attrs
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import call, tool_calls
 
 
@@ -46,7 +48,7 @@ def shout(text: str, times: int = 1) -> str:
 
 async def main() -> None:
     print("schema:", json.dumps(temperature.spec.input_schema, sort_keys=True))
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(
                 call("temperature", {"city": "Oslo", "unit": "f"}),

@@ -11,6 +11,9 @@ import anyio
 import structlog
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, tool_calls
 
 
@@ -37,9 +40,9 @@ async def main() -> None:
     # Tracebacks go to the log (here: stderr), never to the model.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     broken_json = al.ToolCallPart(
-        "call-6", "divide", {}, metadata={al.RAW_ARGUMENTS_KEY: '{"a": 1, "b":'}
+        "call-6", "divide", {}, metadata={al.tools.RAW_ARGUMENTS_KEY: '{"a": 1, "b":'}
     )
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(
                 call("divide", {"a": 1, "b": 4}, id="call-1"),
@@ -54,7 +57,7 @@ async def main() -> None:
         ]
     )
     registry = al.ToolRegistry().with_tool(divide).with_tool(wait_forever).with_tool(essay)
-    executor = al.BasicToolExecutor([registry], max_output_chars=40)
+    executor = al.tools.BasicToolExecutor([registry], max_output_chars=40)
     agent = (
         al.Agent.builder()
         .model(model)
@@ -67,10 +70,10 @@ async def main() -> None:
     assert isinstance(step, al.Finished)
     for item in driver.snapshot().transcript:
         for result in item.tool_results():
-            outcome = al.result_outcome(result)
+            outcome = al.tools.result_outcome(result)
             label = outcome.value if outcome else "ok"
             print(f"{result.call_id} [{label}]: {result.output}")
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
     print("transcript valid:", step.result.finish_reason.value)
 
 

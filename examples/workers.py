@@ -8,7 +8,7 @@
 The demo starts ``SESSIONS`` sessions and queues input in each with
 ``enqueue_input`` (no agent needed), starts one worker that will die inside
 its tool, SIGKILLs it there, then starts ``WORKERS`` workers. Each worker is
-an ``agentloop.SessionWorker``: it leases the oldest ready session
+an ``agentloop.host.SessionWorker``: it leases the oldest ready session
 (``acquire_ready``), resumes it under the lease, calls ``next()`` until the
 session rests while renewing the lease, and releases it. The driver saves
 every step under the lease's fencing token and claims the tool call before
@@ -32,6 +32,11 @@ from typing import Any
 import anyio
 
 import agentloop as al
+import agentloop.host
+import agentloop.model
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import SessionStatus, SessionStore, SqliteSessionStore, enqueue_input
 from agentloop.testing import call, tool_calls
 
@@ -61,7 +66,7 @@ class Effect:
         return f"done by {self.owner}"
 
 
-def reply(request: al.TurnRequest) -> Any:
+def reply(request: al.model.TurnRequest) -> Any:
     """The model: one tool call per job, then a final answer (decided from the transcript)."""
     if request.transcript[-1].kind is al.ItemKind.USER:
         return tool_calls(
@@ -76,15 +81,15 @@ class ReportWarnings:
     def __init__(self, owner: str) -> None:
         self.owner = owner
 
-    def handle_event(self, event: al.AgentEvent) -> None:
-        if isinstance(event, al.LoopWarning):
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
+        if isinstance(event, al.observe.LoopWarning):
             print(f"{self.owner}: warning: {event.message}", flush=True)
 
 
 def make_agent(store: SessionStore, workdir: Path, owner: str, die: bool = False) -> al.Agent:
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(reply))
+        .model(al.testing.ScriptedModel(reply))
         .add_tool_source(al.ToolRegistry().with_tool(Effect(workdir, owner, die)))
         .observer(ReportWarnings(owner))
         .store(store)
@@ -111,7 +116,7 @@ async def all_finished(store: SessionStore) -> bool:
 async def work(target: str, workdir: Path, owner: str, die: bool) -> None:
     """One worker: advance ready sessions, one lease at a time, until all finished."""
     async with open_store(target) as store:
-        worker = al.SessionWorker(
+        worker = al.host.SessionWorker(
             store=store,
             agent=make_agent(store, workdir, owner, die),
             owner=owner,
@@ -189,8 +194,8 @@ async def report(target: str, workdir: Path, killed: str) -> list[str]:
             runs = (workdir / call_id).read_text().splitlines()
             assert len(runs) == 1, (call_id, runs)  # at most once; here exactly once
             assert transcript[-1].text_content == "finished"
-            outcome = al.result_outcome(result)
-            if outcome is al.ResultOutcome.IN_DOUBT:
+            outcome = al.tools.result_outcome(result)
+            if outcome is al.tools.ResultOutcome.IN_DOUBT:
                 assert call_id == killed, (call_id, killed)
                 ended = "in doubt (reported, not re-run)"
             else:

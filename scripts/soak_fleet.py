@@ -60,6 +60,7 @@ from soak_fleet_agent import (
 from soak_fleet_figures import Attempt, Stop, figures
 
 import agentloop as al
+import agentloop.store
 from agentloop.store import (
     ClaimError,
     LeaseHeldError,
@@ -314,11 +315,11 @@ async def approver(
             await anyio.sleep(rng.uniform(0.01, 0.04))
 
 
-def transcript_of(stored: al.StoredSession) -> list[al.Item]:
+def transcript_of(stored: al.store.StoredSession) -> list[al.Item]:
     return [al.structure(item, al.Item) for item in stored.checkpoint["transcript"]]
 
 
-def next_turn(stored: al.StoredSession | None, turns: int) -> int | None:
+def next_turn(stored: al.store.StoredSession | None, turns: int) -> int | None:
     """The turn to queue for a session at rest after its last turn's answer, else ``None``."""
     if stored is None or stored.status is not SessionStatus.AWAITING_INPUT:
         return None

@@ -29,11 +29,16 @@ import anyio
 import structlog
 
 import agentloop as al
+import agentloop.host
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import (
-    Approval,
     Claim,
     Lease,
     LeaseLostError,
+    RecordedApproval,
     SessionInfo,
     SessionStore,
     SessionSummary,
@@ -116,7 +121,7 @@ def model_script(seed: int, latency: tuple[float, float], marker: Path | None) -
     tool round), the file ``marker`` exists: the chaos loop aims some kills there.
     """
 
-    async def reply(request: al.TurnRequest) -> Any:
+    async def reply(request: al.model.TurnRequest) -> Any:
         transcript = request.transcript
         users = [n for n, item in enumerate(transcript) if item.kind is al.ItemKind.USER]
         turn = len(users)
@@ -179,10 +184,10 @@ class SoakTool:
 
 
 class TransfersNeedApproval:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        if isinstance(request, al.ToolInvocation) and request.tool_name == TRANSFER:
-            return al.AskApproval("transfers_need_approval", request.summary)
-        return al.Allow()
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        if isinstance(request, al.permissions.ToolInvocation) and request.tool_name == TRANSFER:
+            return al.permissions.AskApproval("transfers_need_approval", request.summary)
+        return al.permissions.Allow()
 
 
 def build_agent(
@@ -199,7 +204,7 @@ def build_agent(
         registry = registry.with_tool(SoakTool(name, effects, owner, seed, tool_latency))
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(model_script(seed, latency, marker)))
+        .model(al.testing.ScriptedModel(model_script(seed, latency, marker)))
         .add_tool_source(registry)
         .permissions(TransfersNeedApproval())
         .store(store)
@@ -314,7 +319,7 @@ class RecordingStore:
         approved: bool,
         reason: str | None = None,
         edited_input: Any = None,
-    ) -> Approval:
+    ) -> RecordedApproval:
         return await self._inner.record_approval(
             session_id,
             call_id,
@@ -403,7 +408,7 @@ async def run_worker(
         store = RecordingStore(inner, LeaseLog(workdir / "leases" / f"{owner}.jsonl"))
         marker = workdir / "in_model" / owner
         agent = build_agent(store, workdir / "effects", owner, seed, latency, tool_latency, marker)
-        worker = al.SessionWorker(
+        worker = al.host.SessionWorker(
             store=store, agent=agent, owner=owner, ttl=ttl, poll_interval=0.05
         )
         await worker.run(stop=stop)

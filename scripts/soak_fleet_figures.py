@@ -19,6 +19,8 @@ import attrs
 from soak_fleet_agent import READ, TRANSFER, answer_text, deny_reason, open_store, user_text
 
 import agentloop as al
+import agentloop.store
+import agentloop.tools
 from agentloop.store import find_session_problems
 from agentloop.testing import assert_transcript_valid
 
@@ -179,7 +181,7 @@ def stop_figures(stops: list[Stop], leases: dict[str, list[dict[str, Any]]], tal
 
 
 def race_figures(
-    attempts: list[Attempt], approvals: dict[str, al.store.Approval], tally: Tally
+    attempts: list[Attempt], approvals: dict[str, al.store.RecordedApproval], tally: Tally
 ) -> dict[str, Attempt]:
     """Approval races (both approvers recorded a decision on a call); the winner of each call."""
     by_call: dict[str, list[Attempt]] = defaultdict(list)
@@ -222,7 +224,7 @@ class Sessions:
     calls: Counter[str] = attrs.Factory(Counter)
     outcomes: Counter[str] = attrs.Factory(Counter)
     results: dict[str, tuple[str, al.ToolResultPart]] = attrs.Factory(dict)
-    approvals: dict[str, al.store.Approval] = attrs.Factory(dict)
+    approvals: dict[str, al.store.RecordedApproval] = attrs.Factory(dict)
     stranded: list[str] = attrs.Factory(list)
     invalid: list[str] = attrs.Factory(list)
     answered_turns: set[tuple[str, int]] = attrs.Factory(set)
@@ -230,7 +232,7 @@ class Sessions:
     problems: list[str] = attrs.Factory(list)
 
 
-def describe(stored: al.StoredSession, transcript: list[al.Item]) -> str:
+def describe(stored: al.store.StoredSession, transcript: list[al.Item]) -> str:
     document = stored.checkpoint
     turn = document.get("turn") or {}
     last = transcript[-1] if transcript else None
@@ -293,7 +295,7 @@ def tally_transcript(found: Sessions, session_id: str, transcript: list[al.Item]
             found.calls[call.name] += 1
         for part in item.parts:
             if isinstance(part, al.ToolResultPart):
-                outcome = al.result_outcome(part)
+                outcome = al.tools.result_outcome(part)
                 found.outcomes[outcome.value if outcome else "ran"] += 1
                 found.results[part.call_id] = (part.call_id.rsplit(".", 1)[1], part)
 
@@ -312,7 +314,7 @@ def effect_figures(found: Sessions, runs: Counter[str], tally: Tally) -> None:
     missing = [
         call_id
         for call_id, (tool, part) in found.results.items()
-        if tool != READ and al.result_outcome(part) is None and runs[call_id] != 1
+        if tool != READ and al.tools.result_outcome(part) is None and runs[call_id] != 1
     ]
     tally.must_be_zero("answered as run, but no run", len(missing), missing)
 
@@ -324,15 +326,15 @@ def decided_figures(found: Sessions, winners: dict[str, Attempt], tally: Tally) 
         if tool != TRANSFER:
             continue
         winner = winners.get(call_id)
-        outcome = al.result_outcome(part)
+        outcome = al.tools.result_outcome(part)
         if winner is None:
             wrong.append(f"{call_id}: answered ({outcome}) without an approver's decision")
         elif not winner.approved and (
-            outcome is not al.ResultOutcome.DENIED
+            outcome is not al.tools.ResultOutcome.DENIED
             or deny_reason(winner.approver) not in part.output
         ):
             wrong.append(f"{call_id}: denied by approver-{winner.approver}, result {part.output!r}")
-        elif winner.approved and outcome is al.ResultOutcome.DENIED:
+        elif winner.approved and outcome is al.tools.ResultOutcome.DENIED:
             wrong.append(f"{call_id}: approved, result {part.output!r}")
     tally.must_be_zero("transfers not answered as decided", len(wrong), wrong)
 
@@ -383,7 +385,7 @@ async def figures(
     tally.add("tool calls", f"{sum(found.calls.values())} ({dict(sorted(found.calls.items()))})")
     tally.add("tool results", dict(sorted(found.outcomes.items())))
     effect_figures(found, runs, tally)
-    tally.add("in-doubt results", found.outcomes.get(al.ResultOutcome.IN_DOUBT.value, 0))
+    tally.add("in-doubt results", found.outcomes.get(al.tools.ResultOutcome.IN_DOUBT.value, 0))
     tally.add("kills", f"{kills[0]} ({kills[1]} aimed at a model call after a tool round)")
     stop_figures(stops, leases, tally)
     tally.add("takeovers", takeovers(leases))

@@ -3,6 +3,8 @@
 import weakref
 
 import agentloop
+import agentloop.tasks
+import agentloop.tools
 
 
 def test_all_is_sorted_and_importable() -> None:
@@ -32,9 +34,9 @@ def test_public_classes_a_host_keeps_can_be_weakly_referenced() -> None:
     registry = agentloop.ToolRegistry()
     objects = [
         registry,
-        agentloop.BasicToolExecutor([registry]),
-        agentloop.AsyncTaskManager(),
-        agentloop.SimpleTaskManager(),
+        agentloop.tools.BasicToolExecutor([registry]),
+        agentloop.tasks.AsyncTaskManager(),
+        agentloop.tasks.SimpleTaskManager(),
     ]
     for instance in objects:
         assert weakref.ref(instance)() is instance

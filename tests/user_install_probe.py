@@ -36,6 +36,8 @@ def _turn() -> dict[str, object]:
     import anyio
 
     import agentloop as al
+    import agentloop.testing
+    import agentloop.tools
 
     @al.tool
     def add(a: int, b: int) -> str:
@@ -45,7 +47,7 @@ def _turn() -> dict[str, object]:
     def agent(*replies: object) -> al.Agent:
         return (
             al.Agent.builder()
-            .model(al.ScriptedModel(list(replies)))  # type: ignore[arg-type]
+            .model(al.testing.ScriptedModel(list(replies)))  # type: ignore[arg-type]
             .add_tool_source(al.ToolRegistry().with_tool(add))
             .build()
         )
@@ -86,10 +88,10 @@ ENTRY_POINTS = {
     "from agentloop.store import MemorySessionStore; create_app(MemorySessionStore())",
     "agui": "import agentloop as al; from agentloop.store import MemorySessionStore; "
     "from agentloop.ui import create_agui_app; create_agui_app(al.Agent.builder()"
-    ".model(al.ScriptedModel(['hi'])).store(MemorySessionStore()).build())",
+    ".model(al.testing.ScriptedModel(['hi'])).store(MemorySessionStore()).build())",
     "a2a": "import agentloop as al; from agentloop.store import MemorySessionStore; "
     "from agentloop.a2a import A2AConfig, create_a2a_app; create_a2a_app(al.Agent.builder()"
-    ".model(al.ScriptedModel(['hi'])).store(MemorySessionStore()).build(), "
+    ".model(al.testing.ScriptedModel(['hi'])).store(MemorySessionStore()).build(), "
     "config=A2AConfig(url='http://127.0.0.1:1/'))",
 }
 

@@ -26,7 +26,7 @@ from a2a.types import Message, Part, Task, TaskState, TaskStatus
 from .._log import get_logger
 from ..core._items import FinishReason, Item, ItemKind, TextPart
 from ..loop._steps import ApprovalRequest, AwaitingInput, Finished
-from ..serve._inbox import PendingApproval
+from ..serve._inbox import InboxRow
 from ..ui._answers import response_schema
 from ..ui._problems import RunRefused
 from ._run import EVERY_CALL, A2ARunner, Rested
@@ -150,7 +150,7 @@ def _answers(message: Message | None) -> list[tuple[str | None, Any]]:
     )
 
 
-def _approvals_message(updater: TaskUpdater, rows: list[PendingApproval], text: str) -> Message:
+def _approvals_message(updater: TaskUpdater, rows: list[InboxRow], text: str) -> Message:
     approvals = [
         {
             "callId": row.call_id,

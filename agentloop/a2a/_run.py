@@ -22,7 +22,7 @@ from ..loop._driver import LoopDriver
 from ..loop._session_store import Lease, SessionStore, StoredSession
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..serve._decide import Decider, DecisionRefused
-from ..serve._inbox import PendingApproval, pending_approvals
+from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
 from ..ui._answers import interrupt_id, read_resume
 from ..ui._lease import run_leased
@@ -48,7 +48,7 @@ class Rested:
     """Where a request left the session: the step it rests at and the calls still waiting."""
 
     step: Finished | AwaitingInput | ApprovalRequest
-    waiting: tuple[PendingApproval, ...] = ()
+    waiting: tuple[InboxRow, ...] = ()
 
 
 class A2ARunner:
@@ -77,7 +77,7 @@ class A2ARunner:
         self._lease_ttl = lease_ttl
         self._max_steps = max_steps
 
-    def waiting(self, stored: StoredSession | None) -> list[PendingApproval]:
+    def waiting(self, stored: StoredSession | None) -> list[InboxRow]:
         """The calls of ``stored``'s round waiting for a decision."""
         if stored is None:
             return []
@@ -89,7 +89,7 @@ class A2ARunner:
             redactor=self._redactor,
         )
 
-    async def waiting_now(self, session_id: str) -> list[PendingApproval]:
+    async def waiting_now(self, session_id: str) -> list[InboxRow]:
         """The calls of the session waiting for a decision, as the store has them now."""
         return self.waiting(await self._store.load(session_id))
 
@@ -155,7 +155,7 @@ class A2ARunner:
         )
 
     @staticmethod
-    def _entry(call_id: str | None, payload: Any, rows: list[PendingApproval]) -> _Entry:
+    def _entry(call_id: str | None, payload: Any, rows: list[InboxRow]) -> _Entry:
         if call_id is None:
             if len(rows) != 1:
                 listed = ", ".join(row.call_id for row in rows) or "none"

@@ -28,9 +28,9 @@ from ..host._stream import stream
 from ..loop._agent import Agent
 from ..loop._events import ContentDelta, RunFailed
 from ..loop._steps import ApprovalAnswer, ApprovalRequest
-from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
-from ..permissions._policies import KindPolicy, PathPolicy, PolicyChain
+from ..model._session_config import SessionConfig
+from ..permissions._policies import PathPolicy, PolicyChain, RequestKindPolicy
 from ..tools._registry import ToolRegistry, ToolSource
 from ._render import Renderer, format_arguments, format_usage
 from ._terminal import CtrlC, PromptInterrupted, ReadLine
@@ -225,7 +225,7 @@ def build_chat_agent(
         .permissions(
             PolicyChain(
                 PathPolicy(allowed_roots=["."], outside="approve"),
-                KindPolicy(require_approval=["shell.*", "network.*", "filesystem.write"]),
+                RequestKindPolicy(require_approval=["shell.*", "network.*", "filesystem.write"]),
             )
         )
         .cancellation(controller.handle())

@@ -36,8 +36,8 @@ from ..host._stream import stream
 from ..local._install import _BUILD_TIME
 from ..loop._agent import Agent
 from ..loop._events import ContentDelta
-from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter, ModelEvent, ModelSession, TurnRequest
+from ..model._session_config import SessionConfig
 from ..output._spec import output_spec
 from ..permissions._policies import PathPolicy, PolicyChain
 from ..permissions._requests import FileSystemRead, PermissionRequest

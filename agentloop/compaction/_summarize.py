@@ -17,8 +17,8 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
-from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter, ModelTurnResult, TurnRequest
+from ..model._session_config import SessionConfig
 from ._pipeline import CompactionRequest
 from ._strategies import SUMMARY_KEY, check_count, choose_cut, split_at, to_kinds
 from ._tokens import output_text

@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from .._serde import unstructure
 from ..core._items import (
     CustomPart,
     FilePart,
@@ -20,6 +19,7 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
+from ..loop._serde import unstructure
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -8,14 +8,14 @@ from ._run import (
     DEFAULT_MAX_STEPS,
     DEFAULT_SESSION_ID,
     Approver,
-    ApproverReply,
+    QuestionAnswerer,
     RunResult,
     RunStopReason,
     TurnRetryPolicy,
     continue_from,
     run,
 )
-from ._stream import DEFAULT_BUFFER_SIZE, EventStream, StreamItem, stream
+from ._stream import DEFAULT_BUFFER_SIZE, EventOrStep, EventStream, stream
 from ._sync import run_sync
 from ._worker import AdvancedSession, SessionWorker
 
@@ -24,14 +24,14 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_SESSION_ID",
     "AdvancedSession",
-    "ApproverReply",
     "Approver",
+    "EventOrStep",
     "EventStream",
-    "TurnRetryPolicy",
+    "QuestionAnswerer",
     "RunResult",
     "RunStopReason",
     "SessionWorker",
-    "StreamItem",
+    "TurnRetryPolicy",
     "continue_from",
     "run",
     "run_sync",

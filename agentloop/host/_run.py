@@ -36,13 +36,12 @@ from ..loop._steps import (
     Finished,
     Step,
 )
-from ..model._config import SessionConfig
+from ..model._session_config import SessionConfig
 from ..tools._questions import QuestionAnswer
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_SESSION_ID",
-    "ApproverReply",
     "Approver",
     "RunResult",
     "TurnRetryPolicy",
@@ -61,11 +60,11 @@ DEFAULT_MAX_STEPS = 100
 DEFAULT_SESSION_ID = "run"
 """The session id ``run()`` and ``stream()`` use when no ``config`` is given."""
 
-ApproverReply: TypeAlias = ApprovalAnswer | bool
-"""What an approver returns: a decision, or ``True`` (approve) / ``False`` (deny)."""
-
-Approver: TypeAlias = Callable[[ApprovalRequest], ApproverReply | Awaitable[ApproverReply]]
-"""A sync or async callable that answers one :class:`ApprovalRequest`."""
+Approver: TypeAlias = Callable[
+    [ApprovalRequest], ApprovalAnswer | bool | Awaitable[ApprovalAnswer | bool]
+]
+"""A sync or async callable that answers one :class:`ApprovalRequest` with an
+:class:`ApprovalAnswer`, or ``True`` (approve) / ``False`` (deny)."""
 
 QuestionAnswerer: TypeAlias = Callable[[CallQuestion], QuestionAnswer | Awaitable[QuestionAnswer]]
 """A sync or async callable that answers one :class:`CallQuestion` (``run(answer=...)``)."""

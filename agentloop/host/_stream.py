@@ -31,7 +31,7 @@ from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._events import AgentEvent, ApprovalAnswered, ContentDelta
 from ..loop._steps import ApprovalRequest, Step
-from ..model._config import SessionConfig
+from ..model._session_config import SessionConfig
 from ._run import (
     DEFAULT_MAX_STEPS,
     Approver,
@@ -46,21 +46,21 @@ from ._run import (
     session_config,
 )
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "EventStream", "StreamItem", "stream"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "EventStream", "EventOrStep", "stream"]
 
 DEFAULT_BUFFER_SIZE = 64
 """How many items the channel between the loop and the consumer holds by default."""
 
-StreamItem: TypeAlias = AgentEvent | Step
+EventOrStep: TypeAlias = AgentEvent | Step
 """What a stream yields: every ``AgentEvent`` and every step, in the order they happened."""
 
 
 class _Forwarder:
     """A synchronous observer that feeds the channel, queueing what does not fit."""
 
-    def __init__(self, send: MemoryObjectSendStream[StreamItem]) -> None:
+    def __init__(self, send: MemoryObjectSendStream[EventOrStep]) -> None:
         self._send = send
-        self._overflow: deque[StreamItem] = deque()
+        self._overflow: deque[EventOrStep] = deque()
         self._detached = False
         self.sent = 0
         self.peak_overflow = 0
@@ -71,7 +71,7 @@ class _Forwarder:
             self.resolved.add(event.call_id)
         self.offer(event)
 
-    def offer(self, item: StreamItem) -> None:
+    def offer(self, item: EventOrStep) -> None:
         if self._detached:
             return
         if not self._overflow:
@@ -152,7 +152,7 @@ class EventStream(Generic[OutT]):
         self._buffer_size = buffer_size
         self._retry = retry
         self._task_group: TaskGroup | None = None
-        self._receive: MemoryObjectReceiveStream[StreamItem] | None = None
+        self._receive: MemoryObjectReceiveStream[EventOrStep] | None = None
         self._driver: LoopDriver | None = None
         self._forwarder: _Forwarder | None = None
         self._result: RunResult[OutT] | None = None
@@ -176,7 +176,7 @@ class EventStream(Generic[OutT]):
             raise InvalidStateError(
                 "cannot enter a stream twice: it was already started; call stream() again"
             )
-        send, self._receive = anyio.create_memory_object_stream[StreamItem](self._buffer_size)
+        send, self._receive = anyio.create_memory_object_stream[EventOrStep](self._buffer_size)
         self._forwarder = _Forwarder(send)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -207,7 +207,7 @@ class EventStream(Generic[OutT]):
     def __aiter__(self) -> EventStream[OutT]:
         return self
 
-    async def __anext__(self) -> StreamItem:
+    async def __anext__(self) -> EventOrStep:
         if self._receive is None:
             raise InvalidStateError(
                 "cannot iterate a stream outside its block: use "
@@ -266,7 +266,7 @@ class EventStream(Generic[OutT]):
         self._wake = None
 
     async def _produce(
-        self, send: MemoryObjectSendStream[StreamItem], forwarder: _Forwarder
+        self, send: MemoryObjectSendStream[EventOrStep], forwarder: _Forwarder
     ) -> None:
         try:
             agent = attrs.evolve(

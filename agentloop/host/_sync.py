@@ -14,7 +14,7 @@ from typing_extensions import TypeVar
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item
 from ..loop._agent import Agent
-from ..model._config import SessionConfig
+from ..model._session_config import SessionConfig
 from ._run import DEFAULT_MAX_STEPS, Approver, RunResult, TurnRetryPolicy, prompt_items, run
 
 __all__ = ["run_sync"]

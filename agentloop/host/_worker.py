@@ -25,10 +25,10 @@ from ..core._errors import InvalidInputError, InvalidStateError
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._session_store import (
-    Approval,
     Lease,
     LeaseError,
     LeaseLostError,
+    RecordedApproval,
     SessionStore,
     StaleSessionError,
     check_ttl,
@@ -286,7 +286,7 @@ async def _until_rest(driver: LoopDriver) -> RestingStep:
         assert_never(step)
 
 
-def _applicable(recorded: Approval, step: ApprovalRequest) -> bool:
+def _applicable(recorded: RecordedApproval, step: ApprovalRequest) -> bool:
     """Whether resuming applies ``recorded`` to the call (as ``Agent.resume`` decides)."""
     if not recorded.approved or recorded.input_digest == input_digest(step.tool_name, step.input):
         return True

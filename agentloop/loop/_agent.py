@@ -12,8 +12,8 @@ from ..core._cancellation import CancellationHandle
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item
 from ..core._transcript import find_violation
-from ..model._config import SessionConfig
 from ..model._protocol import ModelAdapter
+from ..model._session_config import SessionConfig
 from ..output._spec import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ..permissions._checker import CheckerLike, as_checker
 from ..permissions._requests import ALLOW_ALL, PermissionChecker

@@ -20,11 +20,11 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ..core._cancellation import TurnCancellation
+from ..core._converter import configure_core
 from ..core._errors import CheckpointError, InvalidStateError, ProviderError
 from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
-from ..core._serde import configure_core
-from ..model._config import PromptCacheRequest, SessionConfig
-from ..model._serde import configure_model
+from ..model._config_codec import configure_model
+from ..model._session_config import PromptCacheRequest, SessionConfig
 from ..tools._tool import ToolRequest
 from ._checkpoint_checks import check_consistency
 from ._checkpoint_memo import CaptureMemo

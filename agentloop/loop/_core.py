@@ -31,7 +31,7 @@ from ..core._items import (
     result_outcome,
 )
 from ..core._transcript import has_pending_input
-from ..model._config import LoopLimits, PromptCacheRequest, QueueMode, SessionConfig
+from ..model._session_config import LoopLimits, PromptCacheRequest, QueueMode, SessionConfig
 from ._events import TurnResult
 from ._state import (
     STEP_EVENTS,

@@ -13,7 +13,6 @@ changes the state.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ import attrs
 from .._log import get_logger
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
-from ..model._config import PromptCacheRequest, SessionConfig
+from ..model._session_config import PromptCacheRequest, SessionConfig
 from ..tools._questions import QuestionAnswer
 from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
@@ -184,7 +183,9 @@ class LoopDriver:
         return self._core.follow_ups
 
     def snapshot(self) -> LoopSnapshot:
-        """A copy of the transcript and the queued input."""
+        """A copy of the transcript and the queued input, to read or show.
+
+        Not restorable: :meth:`checkpoint` is the whole state ``Agent.resume`` takes."""
         return LoopSnapshot(self.session_id, self._core.transcript, self._core.pending_input)
 
     def checkpoint(self) -> dict[str, Any]:
@@ -335,16 +336,6 @@ class LoopDriver:
         runner = self._runner
         answer_question(self._core, runner.tools.questions, question_id, answer)
 
-    def resolve_approval(self, decision: ApprovalAnswer) -> None:
-        """Deprecated name of :meth:`answer_approval` (kept for one release)."""
-        _deprecated("resolve_approval", "answer_approval")
-        self.answer_approval(decision)
-
-    def resolve_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
-        """Deprecated name of :meth:`answer_approval_for` (kept for one release)."""
-        _deprecated("resolve_approval_for", "answer_approval_for")
-        self.answer_approval_for(call_id, decision)
-
 
 async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:
     """Answer each call ``doubted`` left in doubt: its tool's reconcile, else in doubt."""
@@ -363,12 +354,6 @@ async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall])
             f"call {call.call.id} ({call.call.name}) started before the restore and "
             f"has no result; {outcome}"
         )
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(
-        f"LoopDriver.{old} is deprecated; use LoopDriver.{new}", DeprecationWarning, stacklevel=3
-    )
 
 
 if TYPE_CHECKING:  # the interrupts resolve through the driver: it must stay a Resolver

@@ -11,8 +11,8 @@ import attrs
 from .._log import get_logger
 from ..core._cancellation import CancellationHandle
 from ..core._items import Item
-from ..model._config import SessionConfig
 from ..model._protocol import ModelSession
+from ..model._session_config import SessionConfig
 from ..permissions._requests import PermissionChecker
 from ..tasks._protocol import TaskManager
 from ..tools._executor import ToolExecutor

@@ -21,11 +21,11 @@ from ..core._errors import ModelProtocolError, ProviderError, ProviderErrorKind
 from ..core._items import FinishReason, Item, Metadata, ToolCallPart, Usage
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import TranscriptView, has_pending_input
-from ..model._config import LimitAction, SessionConfig
 from ..model._pricing import DEFAULT_PRICES
 from ..model._protocol import ModelTurnResult, TurnRequest
+from ..model._session_config import LimitAction, SessionConfig
 from ..output._answer import Accepted, Exhausted, Rejected, judge, offered_tools
-from ..tasks._protocol import TaskFinished
+from ..tasks._protocol import TaskResult
 from ..tools._tool import ToolRequest
 from ._actions import (
     Action,
@@ -71,7 +71,7 @@ def _cancelled_stage(turn: TurnState) -> str:
 class Background(Protocol):
     """Where the background results come from (the tool I/O's task manager)."""
 
-    def take_background(self) -> list[TaskFinished]:
+    def take_background(self) -> list[TaskResult]:
         """The background results that finished since the last look."""
         ...
 
@@ -174,7 +174,7 @@ class LoopMachine(RoundRules):
                 return Hand(question)  # asked again: the host has not answered it
         return RunRound(turn, tool_round)
 
-    def model_phase(self, done: Sequence[TaskFinished], resolver: Resolver) -> Action:
+    def model_phase(self, done: Sequence[TaskResult], resolver: Resolver) -> Action:
         """The model phase, with the background results ``done`` just taken: resume a
         paused turn, or start a turn for input (or those results), or wait for input."""
         for update in done:

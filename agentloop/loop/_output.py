@@ -9,7 +9,7 @@ import attrs
 
 from ..core._errors import CheckpointError
 from ..core._items import ToolResultPart
-from ..model._config import SessionConfig
+from ..model._session_config import SessionConfig
 from ..output._answer import premature_answer
 from ..output._spec import OutputMode, OutputSpec
 from ._state import CallStatus, RoundCall

@@ -37,18 +37,18 @@ from typing import Any
 from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
 from ..core._items import ResultOutcome, ToolResultPart
-from ..core._results import synthesized_result
-from ..model._config import SessionConfig
+from ..core._synthesized_results import synthesized_result
+from ..model._session_config import SessionConfig
 from ..tools._tool import ToolRequest
 from ._checkpoint import capture, parse
 from ._checkpoint_memo import CaptureMemo
 from ._core import LoopCore
 from ._observer import Nobody
 from ._session_store import (
-    Approval,
     ClaimError,
     Lease,
     LeaseLostError,
+    RecordedApproval,
     SessionStore,
     StaleSessionError,
     StoredSession,
@@ -417,7 +417,7 @@ def _refusal(call: RoundCall, reason: str) -> tuple[ToolResultPart, CallStatus]:
 
 
 def recorded_decisions(
-    tool_round: ToolRound | None, approvals: Mapping[str, Approval]
+    tool_round: ToolRound | None, approvals: Mapping[str, RecordedApproval]
 ) -> list[tuple[str, ApprovalAnswer]]:
     """Decisions recorded in the store (by another process) for calls still undecided.
 

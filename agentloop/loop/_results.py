@@ -1,13 +1,13 @@
 """The results the tool-call pipeline writes itself, one per final call status.
 
 Each moves the call to its final status and returns its result, made by the
-one ``core._results.synthesized_result``.
+one ``core._synthesized_results.synthesized_result``.
 """
 
 from __future__ import annotations
 
 from ..core._items import ResultOutcome, ToolResultPart
-from ..core._results import synthesized_result
+from ..core._synthesized_results import synthesized_result
 from ._state import WAITING_FOR_APPROVAL, CallStatus, RoundCall
 
 __all__ = ["answer", "duplicate", "placeholder", "refused"]

@@ -15,8 +15,8 @@ import attrs
 from .._log import get_logger
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import FinishReason, ToolResultPart
-from ..model._config import SessionConfig
-from ..tasks._protocol import TaskDetached, TaskFinished, TaskKind, TaskLaunched
+from ..model._session_config import SessionConfig
+from ..tasks._protocol import TaskDetached, TaskKind, TaskLaunched, TaskResult
 from ..tools._executor import PendingApproval, PreparedCall
 from ..tools._permission_check import approval_summary
 from ._actions import Action, CallModel, FinishCancelled, Hand
@@ -100,11 +100,11 @@ class RoundRules:
         call.started_wall = time.time()
 
     def call_started(
-        self, call: RoundCall, tool_round: ToolRound, started: TaskFinished | TaskLaunched
+        self, call: RoundCall, tool_round: ToolRound, started: TaskResult | TaskLaunched
     ) -> None:
         """The task manager started ``call`` (it may have finished already)."""
         call.task_id = started.task_id
-        if isinstance(started, TaskFinished):
+        if isinstance(started, TaskResult):
             self.finalize(call, tool_round, started.result, CallStatus.ANSWERED)
         elif started.kind is TaskKind.BACKGROUND:
             self._to_background(call, tool_round, CallStatus.BACKGROUND)
@@ -138,7 +138,7 @@ class RoundRules:
         self.core.add_detached(call.call.id)
         self.finalize(call, tool_round, placeholder(call, status), status)
 
-    def turn_update(self, tool_round: ToolRound, update: TaskFinished | TaskDetached) -> None:
+    def turn_update(self, tool_round: ToolRound, update: TaskResult | TaskDetached) -> None:
         """A running call of the round finished, or moved to the background."""
         if isinstance(update, TaskDetached):
             call = tool_round.by_id(update.task.call_id)

@@ -3,7 +3,7 @@
 ``unstructure(value)`` turns items, parts, events, turn results, steps,
 snapshots and configs into JSON-compatible data; ``structure(data, cls)``
 turns them back. The converter is built from the layers below
-(``core._serde.make_converter``, ``model._serde.configure_model``) plus
+(``core._converter.make_converter``, ``model._config_codec.configure_model``) plus
 :func:`configure_loop`.
 """
 
@@ -13,10 +13,7 @@ from typing import Any, TypeVar
 
 import cattrs
 
-from ..core._delta import Delta
-from ..core._errors import ModelProtocolError, ProviderError, ProviderErrorKind
-from ..core._items import Part
-from ..core._serde import (
+from ..core._converter import (
     DELTA_TAGS,
     DELTA_UNION,
     PART_TAGS,
@@ -24,7 +21,10 @@ from ..core._serde import (
     make_converter,
     union_of,
 )
-from ..model._serde import configure_model
+from ..core._delta import Delta
+from ..core._errors import ModelProtocolError, ProviderError, ProviderErrorKind
+from ..core._items import Part
+from ..model._config_codec import configure_model
 from . import _events as events
 from ._state import STEP_KINDS
 from ._steps import ApprovalRequest, Interrupt, Step

@@ -24,7 +24,7 @@ from ..core._errors import AgentLoopError, InvalidInputError
 from ..core._items import Item
 
 __all__ = [
-    "Approval",
+    "RecordedApproval",
     "Claim",
     "ClaimError",
     "Lease",
@@ -144,7 +144,7 @@ class Claim:
 
 
 @attrs.frozen(kw_only=True)
-class Approval:
+class RecordedApproval:
     """An approval decision recorded for a call, bound to the input it approved.
 
     ``reason`` is the text given with the decision (a denial's reason is what
@@ -187,7 +187,7 @@ class StoredSession:
     updated_at: datetime
     version: int = 0
     status: SessionStatus = SessionStatus.AWAITING_INPUT
-    approvals: Mapping[str, Approval] = attrs.field(factory=dict)
+    approvals: Mapping[str, RecordedApproval] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -426,7 +426,7 @@ class SessionStore(Protocol):
         approved: bool,
         reason: str | None = None,
         edited_input: Any = None,
-    ) -> Approval:
+    ) -> RecordedApproval:
         """Record the decision on ``call_id`` for the input with ``input_digest``.
 
         ``reason`` (a str) and ``edited_input`` (a JSON value: the edited

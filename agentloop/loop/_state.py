@@ -14,7 +14,7 @@ import attrs
 from ..core._cancellation import TurnCancellation
 from ..core._errors import InvalidStateError, ProviderError
 from ..core._items import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart, Usage
-from ..model._config import PromptCacheRequest, SessionConfig
+from ..model._session_config import PromptCacheRequest, SessionConfig
 from ..tools._questions import QuestionAnswer
 from ..tools._tool import ToolRequest
 from ._events import ExecutedToolCall, ModelCallRecord

@@ -20,7 +20,7 @@ import attrs
 from .._log import get_logger
 from ..core._items import ToolResultPart
 from ..core._tool_spec import ToolSpec
-from ..tasks._protocol import TaskFinished, TaskLaunch, TaskLaunched, TurnUpdate
+from ..tasks._protocol import TaskLaunch, TaskLaunched, TaskResult, TurnUpdate
 from ..tools._executor import (
     PendingApproval,
     PreparedCall,
@@ -95,7 +95,7 @@ class ToolIO:
 
     async def start(
         self, turn: TurnState, call: RoundCall, prepared: PreparedCall, *, sole: bool
-    ) -> TaskFinished | TaskLaunched:
+    ) -> TaskResult | TaskLaunched:
         """Start ``call``'s task (``sole``: the only call of its round)."""
         if turn.cancellation is not None:
             call.cancellation = turn.cancellation.for_call()
@@ -150,7 +150,7 @@ class ToolIO:
         """What the executor saw a running call's worker do at an interrupt, if anything."""
         return interrupted_result(self._executor, call_id)
 
-    def take_background(self) -> list[TaskFinished]:
+    def take_background(self) -> list[TaskResult]:
         """The background results that finished since the last look."""
         return self.tasks.take_background_results()
 
@@ -172,7 +172,7 @@ class ObservedToolIO(ToolIO):
 
     async def start(
         self, turn: TurnState, call: RoundCall, prepared: PreparedCall, *, sole: bool
-    ) -> TaskFinished | TaskLaunched:
+    ) -> TaskResult | TaskLaunched:
         self._observer.tool_started(call.call.id, call.call.name, call.task_id)
         return await super().start(turn, call, prepared, sole=sole)
 

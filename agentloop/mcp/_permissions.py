@@ -35,7 +35,7 @@ class McpInvoke(PermissionRequest):
     """Invoke tool ``tool`` (its MCP name) of server ``server``.
 
     Proposed by every MCP tool call, after the executor's ``ToolInvocation``,
-    so a policy can decide per server and tool: ``KindPolicy(require_approval=
+    so a policy can decide per server and tool: ``RequestKindPolicy(require_approval=
     {"mcp.invoke_tool"})`` or a custom policy matching ``request.server``.
     """
 
@@ -56,7 +56,7 @@ class McpReadResource(PermissionRequest):
     tool; see ``McpToolSource(feature_tools=True)``).
 
     Its own kind, so a policy can allow tools and refuse reads, or the reverse:
-    ``KindPolicy(deny={"mcp.read_resource"})``.
+    ``RequestKindPolicy(deny={"mcp.read_resource"})``.
     """
 
     server: str

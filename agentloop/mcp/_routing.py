@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..tasks._protocol import TaskKind
-from ..tasks._routing import DetachAfter, RouteChoice, SpecCatalog
+from ..tasks._routing import DetachAfter, SpecCatalog, TaskRoute
 from ..tools._tool import ToolRequest
 from ._tasks import TASK_KEY
 
@@ -24,8 +24,8 @@ class RouteMcpTasks:
         self,
         catalog: SpecCatalog,
         *,
-        task: RouteChoice = TaskKind.BACKGROUND,
-        default: RouteChoice = TaskKind.FOREGROUND,
+        task: TaskRoute = TaskKind.BACKGROUND,
+        default: TaskRoute = TaskKind.FOREGROUND,
     ) -> None:
         for label, value in (("task", task), ("default", default)):
             if not isinstance(value, TaskKind | DetachAfter):
@@ -37,7 +37,7 @@ class RouteMcpTasks:
         self.task = task
         self.default = default
 
-    def route(self, request: ToolRequest) -> RouteChoice:
+    def route(self, request: ToolRequest) -> TaskRoute:
         """``task`` for a tool run as an MCP task, else ``default``."""
         for spec in self.catalog.specs():
             if spec.name == request.tool_name:

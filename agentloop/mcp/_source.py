@@ -22,7 +22,7 @@ from ..permissions._requests import (
     AllowAll,
     PermissionChecker,
 )
-from ..tools._registry import ToolCatalogEvent, catalog_change
+from ..tools._registry import ToolCatalogEvent, compare_catalogs
 from ..tools._tool import ToolContext, ToolOutput
 from ._asking import Asking
 from ._config import McpServer, check_options, tool_names
@@ -231,7 +231,7 @@ class McpToolSource(ServerFeatures):
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
         """The net change of the server's tools since the last drain (none or one event)."""
         now = {name: tool.spec for name, tool in self._tools.items()}
-        change = catalog_change(self.name, self._reported, now)
+        change = compare_catalogs(self.name, self._reported, now)
         self._reported = now
         return [] if change is None else [change]
 

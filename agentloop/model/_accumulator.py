@@ -36,7 +36,7 @@ from ..core._items import (
     ToolResultPart,
     Usage,
 )
-from ..core._results import RAW_ARGUMENTS_KEY
+from ..core._synthesized_results import RAW_ARGUMENTS_KEY
 from ._protocol import ModelEvent, ModelTurnResult
 
 __all__ = ["StreamAccumulator", "parse_tool_arguments"]

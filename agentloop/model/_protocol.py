@@ -12,7 +12,7 @@ from ..core._delta import Delta
 from ..core._items import FinishReason, Item, Metadata, ToolCallPart, Usage, _empty_metadata
 from ..core._tool_spec import ToolSpec
 from ..output._spec import OutputSpec
-from ._config import PromptCacheRequest, SessionConfig
+from ._session_config import PromptCacheRequest, SessionConfig
 
 __all__ = ["ModelAdapter", "ModelEvent", "ModelSession", "ModelTurnResult", "TurnRequest"]
 

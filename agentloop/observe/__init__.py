@@ -1,4 +1,8 @@
-"""Observers for operations: OpenTelemetry GenAI spans, structlog lines, JSON Lines, usage.
+"""What a driver reports and who listens: the events, the observer protocols, and
+ready observers (OpenTelemetry GenAI spans, structlog lines, JSON Lines, usage).
+
+A :class:`LoopObserver` gets every :class:`AgentEvent` (``AgentBuilder.observer``);
+``stream()`` yields the same events between the steps.
 
 :class:`OtelObserver` needs ``pip install 'agentloop-runtime[otel]'`` and is imported on
 first use; the rest needs nothing extra. See ``docs/observability.md``.
@@ -9,6 +13,32 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
+from ..loop._events import (
+    AgentEnded,
+    AgentEvent,
+    ApprovalAnswered,
+    ApprovalRequested,
+    ContentDelta,
+    InputAccepted,
+    LoopObserver,
+    LoopWarning,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallStarted,
+    MutationFinished,
+    MutationStarted,
+    RunFailed,
+    RunStarted,
+    ToolCallRequested,
+    ToolCatalogChanged,
+    ToolExecutionFinished,
+    ToolExecutionStarted,
+    ToolResultReceived,
+    TranscriptObserver,
+    TurnFinished,
+    TurnStarted,
+    UsageUpdated,
+)
 from ._logging import JsonlEventReporter, StructlogObserver, event_fields
 from ._usage import SessionUsage, UsageTotals
 
@@ -19,11 +49,35 @@ __all__ = [
     "MODEL_KEY",
     "PROVIDER_KEY",
     "RESPONSE_ID_KEY",
+    "AgentEnded",
+    "AgentEvent",
+    "ApprovalAnswered",
+    "ApprovalRequested",
+    "ContentDelta",
+    "InputAccepted",
     "JsonlEventReporter",
+    "LoopObserver",
+    "LoopWarning",
+    "ModelCallFailed",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "MutationFinished",
+    "MutationStarted",
     "OtelObserver",
+    "RunFailed",
+    "RunStarted",
     "SessionUsage",
     "StructlogObserver",
+    "ToolCallRequested",
+    "ToolCatalogChanged",
+    "ToolExecutionFinished",
+    "ToolExecutionStarted",
+    "ToolResultReceived",
+    "TranscriptObserver",
+    "TurnFinished",
+    "TurnStarted",
     "UsageTotals",
+    "UsageUpdated",
     "event_fields",
 ]
 

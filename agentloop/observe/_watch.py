@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..core._cancellation import TurnCancellation
-from ..model._config import SessionConfig
 from ..model._protocol import (
     ModelAdapter,
     ModelEvent,
@@ -24,6 +23,7 @@ from ..model._protocol import (
     TurnRequest,
     describe_model,
 )
+from ..model._session_config import SessionConfig
 
 __all__ = ["AdapterLabels", "CallWatcher", "WatchedModel", "adapter_labels"]
 

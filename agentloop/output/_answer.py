@@ -22,7 +22,7 @@ __all__ = [
     "Accepted",
     "Exhausted",
     "Rejected",
-    "Verdict",
+    "AnswerCheck",
     "answer_tool",
     "judge",
     "offered_tools",
@@ -58,7 +58,7 @@ class Exhausted:
     error: OutputValidationError
 
 
-Verdict = Accepted | Rejected | Exhausted
+AnswerCheck = Accepted | Rejected | Exhausted
 
 
 def answer_tool(spec: OutputSpec[Any]) -> ToolSpec:
@@ -106,7 +106,7 @@ def judge(
     output: Sequence[Item],
     calls: Sequence[ToolCallPart],
     turn_items: Sequence[Item],
-) -> Verdict | None:
+) -> AnswerCheck | None:
     """What the response ``output`` (with its tool ``calls``) means for the output of the
     turn whose items so far are ``turn_items``; ``None``: run the tool round as usual."""
     answers = [call for call in calls if call.name == spec.tool_name]
@@ -135,7 +135,7 @@ def judge(
 
 def _judge_call(
     spec: OutputSpec[Any], answers: list[ToolCallPart], turn_items: Sequence[Item]
-) -> Verdict:
+) -> AnswerCheck:
     first, *others = answers
     extra = [
         ToolResultPart(call.id, f"ignored: {spec.tool_name} was called more than once", True)

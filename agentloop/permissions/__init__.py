@@ -4,14 +4,14 @@ from ._commands import CommandPolicy
 from ._network import NetworkPolicy
 from ._paths import open_beneath, resolve_path
 from ._policies import (
-    Abstain,
-    KindPolicy,
+    NoVerdict,
     PathPolicy,
     PermissionPolicy,
     PolicyChain,
     PolicyVerdict,
+    RequestKindPolicy,
+    RuleAction,
     ToolPolicy,
-    Verdict,
 )
 from ._requests import (
     Allow,
@@ -28,13 +28,12 @@ from ._requests import (
     PendingPermission,
     PermissionChecker,
     PermissionRequest,
-    PermissionVerdict,
     ShellCommand,
     ToolInvocation,
+    Verdict,
 )
 
 __all__ = [
-    "Abstain",
     "Allow",
     "AllowAll",
     "ApprovalReason",
@@ -46,17 +45,18 @@ __all__ = [
     "DenyCode",
     "FileSystemRead",
     "FileSystemWrite",
-    "KindPolicy",
     "NetworkAccess",
     "NetworkPolicy",
+    "NoVerdict",
     "PathPolicy",
     "PendingPermission",
     "PermissionChecker",
     "PermissionPolicy",
     "PermissionRequest",
-    "PermissionVerdict",
     "PolicyChain",
     "PolicyVerdict",
+    "RequestKindPolicy",
+    "RuleAction",
     "ShellCommand",
     "ToolInvocation",
     "ToolPolicy",

@@ -1,4 +1,4 @@
-"""What every policy shares: ``Abstain``, the decision type, argument converters."""
+"""What every policy shares: ``NoVerdict``, the decision type, argument converters."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ import attrs
 from ._paths import is_within
 from ._requests import Allow, AskApproval, Deny
 
-__all__ = ["Abstain", "PolicyVerdict"]
+__all__ = ["NoVerdict", "PolicyVerdict"]
 
 
 @attrs.frozen
-class Abstain:
+class NoVerdict:
     """A policy's "not my business": the next policy of the chain decides."""
 
 
-PolicyVerdict: TypeAlias = Allow | Deny | AskApproval | Abstain
+PolicyVerdict: TypeAlias = Allow | Deny | AskApproval | NoVerdict
+"""A policy's answer: a :data:`Verdict`, or :class:`NoVerdict` to let the next policy decide."""
 
 
 def _names(values: Iterable[str]) -> frozenset[str]:

@@ -9,7 +9,7 @@ from typing import Literal
 
 import attrs
 
-from ._base import Abstain, PolicyVerdict, _containing_root, _names, _paths, _reason
+from ._base import NoVerdict, PolicyVerdict, _containing_root, _names, _paths, _reason
 from ._paths import resolve_path
 from ._requests import (
     Allow,
@@ -79,7 +79,7 @@ class CommandPolicy:
     approval (``unknown="deny"``: denied). ``allow=["env"]`` allows ``env``
     alone, not what it runs. Allowing an interpreter (``sh`` running a
     file, ``python``) still allows everything it can run. Other requests:
-    :class:`Abstain`.
+    :class:`NoVerdict`.
 
     An ``allow`` entry and a program match when they are the same text or
     name the same file, whether given as a path or a bare name: ``git``
@@ -102,7 +102,7 @@ class CommandPolicy:
     def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Allow, deny or ask for a shell command."""
         if not isinstance(request, ShellCommand):
-            return Abstain()
+            return NoVerdict()
         argv = request.argv
         if not argv or not argv[0]:
             return Deny(DenyCode.COMMAND_NOT_ALLOWED, "cannot run an empty command")

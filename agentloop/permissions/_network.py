@@ -8,7 +8,7 @@ from typing import Literal
 import attrs
 
 from ._addresses import canonical_host, canonical_pattern, host_matches
-from ._base import Abstain, PolicyVerdict, _names
+from ._base import NoVerdict, PolicyVerdict, _names
 from ._requests import (
     Allow,
     ApprovalReason,
@@ -47,7 +47,7 @@ class NetworkPolicy:
     In order: a URL whose scheme is not in ``schemes`` (a bare
     ``host[:port]`` has none and passes) or that names no host is denied; a host on
     ``deny`` is denied; a host on ``allow`` is allowed; any other asks for
-    approval (``unknown="deny"``: denied). Other requests: :class:`Abstain`.
+    approval (``unknown="deny"``: denied). Other requests: :class:`NoVerdict`.
 
     The host is read from the URL text as given; it says nothing about
     where DNS will send the request, nor about redirects the tool follows.
@@ -63,7 +63,7 @@ class NetworkPolicy:
     def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Allow, deny or ask for a network request."""
         if not isinstance(request, NetworkAccess):
-            return Abstain()
+            return NoVerdict()
         url, host, scheme = request.url, request.host, request.scheme
         if scheme and scheme not in self.schemes:
             allowed = ", ".join(sorted(self.schemes)) or "none"

@@ -1,7 +1,7 @@
 """Composable permission policies and the ``PolicyChain`` that combines them.
 
 A *policy* answers a :class:`PermissionRequest` like a checker does, or
-:class:`Abstain`s when the request is none of its business. A
+answers :class:`NoVerdict` when the request is none of its business. A
 :class:`PolicyChain` asks its policies in order and the first one that does
 not abstain decides; if all abstain, the chain's ``fallback`` does. Only the
 chain is a :class:`PermissionChecker`: a policy that abstains would leave the
@@ -22,7 +22,7 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
-from ._base import Abstain, PolicyVerdict, _containing_root, _names, _paths, _reason
+from ._base import NoVerdict, PolicyVerdict, _containing_root, _names, _paths, _reason
 from ._commands import CommandPolicy
 from ._paths import resolve_path
 from ._requests import (
@@ -34,25 +34,26 @@ from ._requests import (
     FileSystemRead,
     FileSystemWrite,
     PermissionRequest,
-    PermissionVerdict,
     ToolInvocation,
+    Verdict,
 )
 
 __all__ = [
-    "Abstain",
+    "NoVerdict",
     "CommandPolicy",
-    "KindPolicy",
+    "RequestKindPolicy",
     "PathPolicy",
     "PermissionPolicy",
     "PolicyChain",
     "PolicyVerdict",
     "ToolPolicy",
-    "Verdict",
+    "RuleAction",
 ]
 
 
-Verdict: TypeAlias = Literal["allow", "deny", "approve"]
-"""What a rule does with a request it matches: allow it, deny it, or ask for approval."""
+RuleAction: TypeAlias = Literal["allow", "deny", "approve"]
+"""What a policy rule does with a request it matches (``ToolPolicy(destructive="approve")``):
+allow it, deny it, or ask for approval; the rule's answer is then a :data:`Verdict`."""
 
 _VERDICTS = ("allow", "deny", "approve")
 _SEVERITY = {"allow": 0, "approve": 1, "deny": 2}
@@ -63,7 +64,7 @@ class PermissionPolicy(Protocol):
     """Decides a permission request, or abstains (every checker is also a policy)."""
 
     def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
-        """Allow, deny, ask for approval, or :class:`Abstain`."""
+        """Allow, deny, ask for approval, or :class:`NoVerdict`."""
         ...
 
 
@@ -75,9 +76,7 @@ class PolicyChain:
     ``fallback=Deny(...)`` for deny-by-default).
     """
 
-    def __init__(
-        self, *policies: PermissionPolicy, fallback: PermissionVerdict | None = None
-    ) -> None:
+    def __init__(self, *policies: PermissionPolicy, fallback: Verdict | None = None) -> None:
         fallback = Allow() if fallback is None else fallback
         if not isinstance(fallback, Allow | Deny | AskApproval):
             raise TypeError(
@@ -90,17 +89,17 @@ class PolicyChain:
         inner = ", ".join(repr(policy) for policy in self.policies)
         return f"PolicyChain({inner}, fallback={self.fallback!r})"
 
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         """The first non-abstaining policy's decision, else ``fallback``."""
         for policy in self.policies:
             decision = policy.evaluate(request)
-            if isinstance(decision, Abstain):
+            if isinstance(decision, NoVerdict):
                 continue
             if isinstance(decision, Allow | Deny | AskApproval):
                 return decision
             raise TypeError(
                 f"policy {type(policy).__name__} returned {decision!r} for {request.kind}; "
-                "expected Allow, Deny, AskApproval or Abstain"
+                "expected Allow, Deny, AskApproval or NoVerdict"
             )
         return self.fallback
 
@@ -116,21 +115,21 @@ class ToolPolicy:
     ``allow``). Otherwise each annotation the tool has and a verdict is set
     for (``destructive="approve"``: "approve every destructive tool")
     applies, and the strictest of them wins (deny > approve > allow). Any
-    other request, or a tool no rule matches: :class:`Abstain`.
+    other request, or a tool no rule matches: :class:`NoVerdict`.
     """
 
     allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     require_approval: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
-    read_only: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
-    destructive: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
-    idempotent: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
-    open_world: Verdict | None = attrs.field(default=None, validator=_verdict_or_none)
+    read_only: RuleAction | None = attrs.field(default=None, validator=_verdict_or_none)
+    destructive: RuleAction | None = attrs.field(default=None, validator=_verdict_or_none)
+    idempotent: RuleAction | None = attrs.field(default=None, validator=_verdict_or_none)
+    open_world: RuleAction | None = attrs.field(default=None, validator=_verdict_or_none)
 
     def evaluate(self, request: PermissionRequest) -> PolicyVerdict:
         """Decide a tool call by name or annotations; abstain on anything else."""
         if not isinstance(request, ToolInvocation):
-            return Abstain()
+            return NoVerdict()
         name = request.tool_name
         if name in self.deny:
             return Deny(DenyCode.TOOL_NOT_ALLOWED, f"tool {name!r} is not allowed")
@@ -141,13 +140,13 @@ class ToolPolicy:
         return self._by_annotation(request)
 
     def _by_annotation(self, request: ToolInvocation) -> PolicyVerdict:
-        matched: list[tuple[str, Verdict]] = []
+        matched: list[tuple[str, RuleAction]] = []
         for label in ("destructive", "open_world", "read_only", "idempotent"):
-            verdict: Verdict | None = getattr(self, label)
+            verdict: RuleAction | None = getattr(self, label)
             if verdict is not None and getattr(request.annotations, label):
                 matched.append((label, verdict))
         if not matched:
-            return Abstain()
+            return NoVerdict()
         label, verdict = max(matched, key=lambda pair: _SEVERITY[pair[1]])
         described = label.replace("_", "-")
         if verdict == "deny":
@@ -166,11 +165,11 @@ class ToolPolicy:
 
 
 @attrs.frozen(kw_only=True)
-class KindPolicy:
+class RequestKindPolicy:
     """Decides requests by ``kind`` pattern (``fnmatch`` style: ``"mcp.*"``).
 
     ``deny`` is checked first, then ``require_approval``, then ``allow``;
-    other kinds: :class:`Abstain`.
+    other kinds: :class:`NoVerdict`.
     """
 
     allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
@@ -188,7 +187,7 @@ class KindPolicy:
             return AskApproval(ApprovalReason.POLICY_REQUIRES_CONFIRMATION, request.summary)
         if _matches(kind, self.allow):
             return Allow()
-        return Abstain()
+        return NoVerdict()
 
 
 def _matches(kind: str, patterns: frozenset[str]) -> bool:
@@ -210,7 +209,7 @@ class PathPolicy:
     denied; a path under an ``allowed_roots`` entry is allowed; a read under
     a read-only root is allowed; anything else is denied
     (``outside="approve"``: asks for approval). A root that cannot be
-    resolved contains nothing. Other requests: :class:`Abstain`.
+    resolved contains nothing. Other requests: :class:`NoVerdict`.
 
     The answer holds when it is given; the file system may change before the
     tool opens the path (see ``docs/security.md``, and
@@ -230,7 +229,7 @@ class PathPolicy:
             return self._decide(request.path, write=True)
         if isinstance(request, FileSystemRead):
             return self._decide(request.path, write=False)
-        return Abstain()
+        return NoVerdict()
 
     def _decide(self, path: object, *, write: bool) -> PolicyVerdict:
         verb = "write" if write else "read"

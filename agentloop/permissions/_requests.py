@@ -29,7 +29,7 @@ __all__ = [
     "PendingPermission",
     "PermissionChecker",
     "PermissionRequest",
-    "PermissionVerdict",
+    "Verdict",
     "ShellCommand",
     "ToolInvocation",
 ]
@@ -273,7 +273,11 @@ class AskApproval:
     id: str | None = None
 
 
-PermissionVerdict: TypeAlias = Allow | Deny | AskApproval
+Verdict: TypeAlias = Allow | Deny | AskApproval
+"""A checker's answer to a request: run it, refuse it, or ask a human first.
+
+A policy may also answer :class:`NoVerdict` (see :data:`PolicyVerdict`); a
+rule's configured action is the string :data:`RuleAction`."""
 
 
 def request_key(request: PermissionRequest) -> str:
@@ -304,7 +308,7 @@ class PendingPermission:
 class PermissionChecker(Protocol):
     """Decides each permission request a tool proposes."""
 
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         """Allow, deny or ask for approval."""
         ...
 
@@ -317,7 +321,7 @@ class AllowAll:
 
     __slots__ = ()
 
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         """Always :class:`Allow`."""
         return _ALLOW
 
@@ -332,6 +336,6 @@ class DenyAll:
     def __init__(self, message: str = "all tool permissions are denied") -> None:
         self.message = message
 
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         """Always :class:`Deny`."""
         return Deny(DenyCode.POLICY_DENIED, f"{self.message} ({request.summary})")

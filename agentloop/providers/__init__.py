@@ -16,7 +16,6 @@ reads whole responses instead)::
 """
 
 from ..core._errors import ModelProtocolError, ProviderErrorKind
-from ._accumulator import StreamAccumulator, parse_tool_arguments
 from ._anthropic import AnthropicModel, AnthropicSession, AnthropicStreamTranslator
 from ._config import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, CallDeadline, Secret
 from ._from_string import from_string
@@ -67,7 +66,5 @@ __all__ = [
     "ProviderErrorKind",
     "RetryPolicy",
     "Secret",
-    "StreamAccumulator",
     "from_string",
-    "parse_tool_arguments",
 ]

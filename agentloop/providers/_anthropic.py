@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from ..core._errors import InvalidInputError
-from ..model._config import SessionConfig
 from ..model._protocol import TurnRequest
+from ..model._session_config import SessionConfig
 from ._anthropic_cache import apply_cache
 from ._anthropic_render import REDACTED_DATA_KEY, SIGNATURE_KEY, render_transcript
 from ._anthropic_stream import AnthropicStreamTranslator

@@ -14,14 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core._errors import ProviderError
-from ..model._config import (
+from ..model._session_config import (
+    AfterItem,
+    AfterTools,
     AutomaticCache,
     CacheBreakpoint,
     PromptCacheMode,
     PromptCacheRequest,
     PromptCacheRetention,
-    ToolsEnd,
-    TranscriptItemEnd,
 )
 
 if TYPE_CHECKING:
@@ -94,9 +94,9 @@ def _last_cacheable(rendered: RenderedTranscript) -> Block | None:
 def _resolve(
     breakpoint_: CacheBreakpoint, tools: list[Block], rendered: RenderedTranscript
 ) -> Block | None:
-    if isinstance(breakpoint_, ToolsEnd):
+    if isinstance(breakpoint_, AfterTools):
         return tools[-1] if tools else None
-    if isinstance(breakpoint_, TranscriptItemEnd):
+    if isinstance(breakpoint_, AfterItem):
         blocks = [b for b in rendered.item_blocks.get(breakpoint_.index, []) if _cacheable(b)]
         return blocks[-1] if blocks else None
     block: Block | None = rendered.part_blocks.get((breakpoint_.item_index, breakpoint_.part_index))

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from ..core._errors import ProviderError, ProviderErrorKind
 from ..core._items import CustomPart, FinishReason, PartKind, ReasoningPart, Usage
+from ..model._accumulator import StreamAccumulator
 from ..model._protocol import ModelEvent
-from ._accumulator import StreamAccumulator
 from ._anthropic_render import REDACTED_DATA_KEY, SIGNATURE_KEY
 from ._classify import stream_error
 from ._sse import ServerSentEvent, parse_json_data

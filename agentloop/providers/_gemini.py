@@ -23,9 +23,14 @@ from ..core._items import (
     ToolResultPart,
     Usage,
 )
-from ..model._config import ExplicitCache, PromptCacheMode, PromptCacheRequest, SessionConfig
+from ..model._accumulator import StreamAccumulator, _new_call_id
 from ..model._protocol import ModelEvent, TurnRequest
-from ._accumulator import StreamAccumulator, _new_call_id
+from ..model._session_config import (
+    ExplicitCache,
+    PromptCacheMode,
+    PromptCacheRequest,
+    SessionConfig,
+)
 from ._classify import stream_error
 from ._config import (
     DEFAULT_TIMEOUT,

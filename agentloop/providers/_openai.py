@@ -16,9 +16,9 @@ import httpx
 
 from ..core._errors import InvalidInputError, ProviderError, ProviderErrorKind
 from ..core._items import FinishReason, PartKind, Usage
-from ..model._config import SessionConfig
+from ..model._accumulator import StreamAccumulator
 from ..model._protocol import ModelEvent, TurnRequest
-from ._accumulator import StreamAccumulator
+from ..model._session_config import SessionConfig
 from ._classify import stream_error
 from ._config import (
     DEFAULT_TIMEOUT,

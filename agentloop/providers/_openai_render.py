@@ -18,7 +18,7 @@ from ..core._items import (
     ToolResultPart,
 )
 from ..core._tool_spec import ToolSpec
-from ..model._config import (
+from ..model._session_config import (
     ExplicitCache,
     PromptCacheMode,
     PromptCacheRequest,

@@ -19,7 +19,7 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
-from ..core._results import RAW_ARGUMENTS_KEY
+from ..core._synthesized_results import RAW_ARGUMENTS_KEY
 from ..model._admission import PROVIDER_CALL_ID_KEY
 
 __all__ = [
@@ -114,7 +114,7 @@ def _part_text(part: Part) -> str:
         return part.text
     if isinstance(part, StructuredPart):
         return json.dumps(part.value, ensure_ascii=False, separators=(",", ":"))
-    from .._serde import unstructure
+    from ..loop._serde import unstructure
 
     return json.dumps(unstructure(part), ensure_ascii=False, separators=(",", ":"))
 

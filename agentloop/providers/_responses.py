@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from ..core._errors import InvalidInputError
-from ..model._config import SessionConfig
 from ..model._protocol import TurnRequest
+from ..model._session_config import SessionConfig
 from ._config import (
     DEFAULT_TIMEOUT,
     CallDeadline,

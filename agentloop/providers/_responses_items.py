@@ -17,8 +17,8 @@ from typing import Any
 import attrs
 
 from ..core._items import CustomPart, PartKind
+from ..model._accumulator import StreamAccumulator
 from ..model._protocol import ModelEvent
-from ._accumulator import StreamAccumulator
 from ._responses_render import (
     ANNOTATIONS_KEY,
     ENCRYPTED_CONTENT_KEY,

@@ -29,7 +29,7 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
-from ..model._config import (
+from ..model._session_config import (
     ExplicitCache,
     PromptCacheMode,
     PromptCacheRequest,

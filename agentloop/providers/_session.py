@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..core._cancellation import TurnCancellation
-from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, TurnRequest
+from ..model._session_config import SessionConfig
 from ._output_modes import add_output_fields, has_native_output
 from ._transport import Endpoint, StreamTranslator, stream_turn
 

@@ -1,13 +1,12 @@
-"""The endpoints scripts and the page's script call: ``POST /api/decide`` and ``/events``."""
+"""The decision endpoint (``POST /api/decide``) and what tells live pages about changes."""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -17,7 +16,7 @@ from ._guards import RequestRefused, read_json
 from ._views import CallRefs
 from ._worker import Worker
 
-__all__ = ["Changes", "DecisionEndpoint", "check_csrf", "events"]
+__all__ = ["Changes", "DecisionEndpoint", "check_csrf"]
 
 EXPECTED_BODY = (
     "expected a JSON object with session_id, call_id (or the page's call_ref), action and "
@@ -153,21 +152,3 @@ class DecisionEndpoint:
                 status=409,
             )
         return call_id
-
-
-def events(changes: Changes) -> Callable[[Request], Any]:
-    """``GET /events``: a Server-Sent Events stream, one ``changed`` event per change."""
-
-    async def endpoint(request: Request) -> Response:
-        async def stream() -> AsyncIterator[dict[str, str]]:
-            serial = changes.serial
-            yield {"event": "hello", "data": str(serial)}
-            while not await request.is_disconnected():
-                now = await changes.wait(serial, 15)
-                if now != serial:
-                    serial = now
-                    yield {"event": "changed", "data": str(serial)}
-
-        return EventSourceResponse(stream(), ping=15)
-
-    return endpoint

@@ -22,7 +22,7 @@ import structlog
 
 from ..loop._session_store import ClaimError, SessionStore, input_digest
 from ._audit import AuditEntry, AuditLog, DecisionAction
-from ._inbox import PendingApproval, pending_approvals
+from ._inbox import InboxRow, pending_approvals
 from ._limits import depth_problem
 from ._redact import Redactor
 
@@ -145,9 +145,7 @@ class Decider:
         )
         return entry
 
-    async def _waiting_row(
-        self, session_id: str, call_id: str, shown_digest: str
-    ) -> PendingApproval:
+    async def _waiting_row(self, session_id: str, call_id: str, shown_digest: str) -> InboxRow:
         """The inbox row of the call, still undecided, unexpired and as shown; else refused."""
         stored = await self._store.load(session_id)
         if stored is None:

@@ -28,7 +28,7 @@ from ..store._consistency import session_problems
 from ._redact import Redactor
 
 __all__ = [
-    "PendingApproval",
+    "InboxRow",
     "PermissionLine",
     "SessionView",
     "TranscriptEntry",
@@ -55,7 +55,7 @@ class PermissionLine:
 
 
 @attrs.frozen(kw_only=True)
-class PendingApproval:
+class InboxRow:
     """One tool call of a session waiting for a decision (an inbox row).
 
     ``input`` is the model's input as stored (the digest is over it);
@@ -87,7 +87,7 @@ def pending_approvals(
     agent_name: str,
     ttl: float | None,
     redactor: Redactor,
-) -> list[PendingApproval]:
+) -> list[InboxRow]:
     """The calls of ``stored``'s round that await approval and have no decision recorded."""
     document = stored.checkpoint
     if document.get("state") != "AWAITING_APPROVAL":
@@ -96,7 +96,7 @@ def pending_approvals(
     metadata = config.get("metadata") if isinstance(config, Mapping) else None
     agent = metadata.get("agent") if isinstance(metadata, Mapping) else None
     asked = _asked_times(document.get("transcript"))
-    rows: list[PendingApproval] = []
+    rows: list[InboxRow] = []
     for call in _round_calls(document):
         inner = call.get("call")
         if call.get("status") != "awaiting_approval" or not isinstance(inner, Mapping):
@@ -110,7 +110,7 @@ def pending_approvals(
         approval = approval if isinstance(approval, Mapping) else {}
         asked_at = asked.get(call_id)
         rows.append(
-            PendingApproval(
+            InboxRow(
                 session_id=stored.session_id,
                 agent=redactor.text(str(agent)) if agent else agent_name,
                 call_id=call_id,
@@ -373,7 +373,7 @@ def _output_text(output: Any) -> str:
         if len(texts) == len(output):
             return "\n".join(texts)
     try:
-        from .._serde import unstructure
+        from ..loop._serde import unstructure
 
         return pretty(unstructure(output))
     except Exception:

@@ -15,7 +15,7 @@ from ..loop._session_store import SessionStore
 from ._attention import AttentionList
 from ._audit import AuditLog
 from ._config import ServeConfig
-from ._inbox import PendingApproval, pending_approvals, session_view
+from ._inbox import InboxRow, pending_approvals, session_view
 from ._redact import Redactor
 from ._views import CallRefs, decision_status, entry_values, row_values
 
@@ -69,8 +69,8 @@ class Pages:
         html = template.render(csrf=self._csrf, who=self._who(request), **values)
         return HTMLResponse(html, status_code=status)
 
-    async def _waiting_rows(self) -> list[PendingApproval]:
-        rows: list[PendingApproval] = []
+    async def _waiting_rows(self) -> list[InboxRow]:
+        rows: list[InboxRow] = []
         for summary in await self._store.sessions_awaiting_approval():
             stored = await self._store.load(summary.session_id)
             if stored is not None:

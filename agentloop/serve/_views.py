@@ -16,7 +16,7 @@ from typing import Any
 
 from ..loop._session_store import SessionStatus, StoredSession
 from ._audit import AuditEntry
-from ._inbox import PendingApproval, pretty, round_call_ids, waiting_calls
+from ._inbox import InboxRow, pretty, round_call_ids, waiting_calls
 from ._redact import Redactor
 
 __all__ = ["CallRefs", "decision_status", "entry_values", "row_values", "waited"]
@@ -56,9 +56,7 @@ def waited(since: datetime | None, now: datetime) -> str:
     return f"{seconds // 86400} days"
 
 
-def row_values(
-    row: PendingApproval, now: datetime, refs: CallRefs, redactor: Redactor
-) -> dict[str, Any]:
+def row_values(row: InboxRow, now: datetime, refs: CallRefs, redactor: Redactor) -> dict[str, Any]:
     """One inbox card's values."""
     return {
         "session_id": row.session_id,

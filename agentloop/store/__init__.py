@@ -8,8 +8,8 @@ in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
 ``postgres`` extra (psycopg 3: ``pip install 'agentloop-runtime[postgres]'``).
 """
 
+from ..loop._checkpoint import CHECKPOINT_VERSION
 from ..loop._session_store import (
-    Approval,
     Claim,
     ClaimError,
     Lease,
@@ -17,6 +17,7 @@ from ..loop._session_store import (
     LeaseHeldError,
     LeaseLostError,
     PendingCall,
+    RecordedApproval,
     SessionInfo,
     SessionStatus,
     SessionStore,
@@ -38,7 +39,7 @@ from ._sqlite import SqliteSessionStore
 
 __all__ = [
     "CHECKPOINT_FORMAT",
-    "Approval",
+    "CHECKPOINT_VERSION",
     "BackendHead",
     "BackendSessionStore",
     "BackendWrite",
@@ -52,6 +53,7 @@ __all__ = [
     "MemorySessionStore",
     "PendingCall",
     "PostgresSessionStore",
+    "RecordedApproval",
     "RedisBackend",
     "RedisSessionStore",
     "SessionInfo",

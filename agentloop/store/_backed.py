@@ -24,9 +24,9 @@ import attrs
 from ..core._errors import CheckpointError
 from ..core._items import Item
 from ..loop._session_store import (
-    Approval,
     Claim,
     Lease,
+    RecordedApproval,
     SessionInfo,
     SessionSummary,
     StoredSession,
@@ -343,7 +343,7 @@ class BackendSessionStore:
         approved: bool,
         reason: str | None = None,
         edited_input: Any = None,
-    ) -> Approval:
+    ) -> RecordedApproval:
         """Record a decision on ``call_id`` (see :meth:`SessionStore.record_approval`)."""
         await anyio.lowlevel.checkpoint()
         for _attempt in range(_ATTEMPTS):

@@ -37,9 +37,9 @@ from typing import Any
 
 import attrs
 
-from .. import _serde
 from ..core._errors import CheckpointError
 from ..core._items import Item
+from ..loop import _serde
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._checkpoint_memo import identical_prefix
 from ._item_check import NO_ANSWERS, usual_item_answers

@@ -7,9 +7,9 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
-from .. import _serde
 from ..core._errors import InvalidInputError
 from ..core._items import Item
+from ..loop import _serde
 from ._documents import describe_item_error, encode_json
 
 __all__ = ["export_jsonl", "import_jsonl"]

@@ -2,7 +2,7 @@
 
 A session's ``meta`` (its version, status, lease and row counts), each claim
 row and each decision row is an attrs record, turned into JSON text by the
-package's converter (``agentloop._serde``: strict, extra keys refused) and
+package's converter (``agentloop.loop._serde``: strict, extra keys refused) and
 back. A text that does not decode raises ``CheckpointError`` naming the
 session and the row, so a damaged backend fails closed.
 """
@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .. import _serde
 from ..core._errors import CheckpointError
-from ..loop._session_store import Approval, Claim, SessionStatus
+from ..loop import _serde
+from ..loop._session_store import Claim, RecordedApproval, SessionStatus
 from ._documents import _encode
 from ._rules import LeaseRow, stored_approval, timestamp
 from ._stored import describe_item_error
@@ -103,8 +103,11 @@ class DecisionRow:
     reason: str | None = None
     edited_input: str | None = None
 
-    def approval(self, session_id: str, call_id: str, *, newly_recorded: bool = False) -> Approval:
-        """The public :class:`Approval` (``CheckpointError`` if the edited input is damaged)."""
+    def approval(
+        self, session_id: str, call_id: str, *, newly_recorded: bool = False
+    ) -> RecordedApproval:
+        """The public :class:`RecordedApproval` (``CheckpointError`` if the edited input
+        is damaged)."""
         return stored_approval(
             session_id,
             call_id,

@@ -15,11 +15,11 @@ import attrs
 
 from ..core._errors import CheckpointError, InvalidInputError
 from ..loop._session_store import (
-    Approval,
     ClaimError,
     Lease,
     LeaseHeldError,
     LeaseLostError,
+    RecordedApproval,
     SessionStatus,
     SessionSummary,
     StaleSessionError,
@@ -191,7 +191,7 @@ def check_decision(
     call_id: str,
     digest: str,
     approved: bool,
-    existing: Approval | None,
+    existing: RecordedApproval | None,
     claimed: bool,
 ) -> bool:
     """Whether to write a decision (``False``: the same one is stored); ClaimError on a clash."""
@@ -269,8 +269,8 @@ def stored_approval(
     edited_text: str | None,
     *,
     newly_recorded: bool = False,
-) -> Approval:
-    """An ``Approval`` from what a store keeps (the edited input as JSON text, or ``None``).
+) -> RecordedApproval:
+    """An ``RecordedApproval`` from what a store keeps (the edited input as JSON text, or ``None``).
 
     ``CheckpointError`` naming the session and the call when that text is damaged.
     """
@@ -284,7 +284,7 @@ def stored_approval(
                 f"its stored edited input is not JSON ({error}); delete the session or "
                 "record the decision again"
             ) from None
-    return Approval(
+    return RecordedApproval(
         session_id=session_id,
         call_id=call_id,
         input_digest=digest,

@@ -14,9 +14,9 @@ from typing import Any
 
 import cattrs
 
-from .. import _serde
 from ..core._errors import CheckpointError
 from ..core._items import Item
+from ..loop import _serde
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 
 __all__ = [

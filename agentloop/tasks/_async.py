@@ -55,7 +55,7 @@ from .._anyio import PUBLIC_BACKEND, event_loop_backend
 from .._log import get_logger
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
-from ..core._results import synthesized_result
+from ..core._synthesized_results import synthesized_result
 from ._contained import run_contained
 from ._inline import InContext
 from ._protocol import (
@@ -63,10 +63,10 @@ from ._protocol import (
     TaskDetached,
     TaskEvent,
     TaskFailed,
-    TaskFinished,
     TaskKind,
     TaskLaunch,
     TaskLaunched,
+    TaskResult,
     TaskSnapshot,
     TaskStarted,
     TaskSucceeded,
@@ -161,10 +161,10 @@ class AsyncTaskManager:
         self._counter = 0
         self._tasks: dict[str, _Task] = {}  # running tasks, in start order
         # Per turn, a short list (a deque's empty block alone is ~0.6 KiB).
-        self._turn_results: dict[tuple[object, str], list[TaskFinished]] = {}
+        self._turn_results: dict[tuple[object, str], list[TaskResult]] = {}
         # By the session that started the task: any driver of it may take them.
         # Made by the first one (most sessions never run a call in the background).
-        self._background_results: list[tuple[str, TaskFinished]] | None = None
+        self._background_results: list[tuple[str, TaskResult]] | None = None
         # Made by the first handle() call: until then nobody can read events.
         self._events: deque[TaskEvent] | None = None
         self._dropped_events = False
@@ -228,14 +228,14 @@ class AsyncTaskManager:
         the tasks started through it. Each call makes a new, separate view."""
         return AsyncSessionTasks(self, session_id)
 
-    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskResult | TaskLaunched:
         """Route the call and spawn it (``TaskLaunched`` at once); a round's only foreground
-        call without a detach limit runs here instead and returns its ``TaskFinished``."""
+        call without a detach limit runs here instead and returns its ``TaskResult``."""
         return await self._start(launch, turn_id, self)
 
     async def _start(
         self, launch: TaskLaunch, turn_id: str, owner: object
-    ) -> TaskFinished | TaskLaunched:
+    ) -> TaskResult | TaskLaunched:
         await self._backend.checkpoint_if_cancelled()
         request = launch.request
         if self._state is not TaskManagerState.OPEN or self._group is None:
@@ -329,13 +329,13 @@ class AsyncTaskManager:
             with anyio.move_on_at(deadline):
                 await changed.wait()
 
-    def take_background_results(self) -> list[TaskFinished]:
+    def take_background_results(self) -> list[TaskResult]:
         """Results of background tasks that finished since the last call, in finish order:
         every session's (a driver's view takes only its own session's)."""
         done, self._background_results = self._background_results, None
         return [] if done is None else [result for _, result in done]
 
-    def _take_background_results(self, session_id: str) -> list[TaskFinished]:
+    def _take_background_results(self, session_id: str) -> list[TaskResult]:
         results = self._background_results
         if not results:
             return []
@@ -406,7 +406,7 @@ class AsyncTaskManager:
             if delivered is not None:
                 self._deliver(task, delivered)
 
-    async def _run_here(self, task: _Task) -> TaskFinished:
+    async def _run_here(self, task: _Task) -> TaskResult:
         """Run ``task`` in the caller's task and return its result (the round's only call).
 
         It runs in a copy of the caller's context (as a task of its own would: the
@@ -430,7 +430,7 @@ class AsyncTaskManager:
         finally:
             delivered = self._ended(task, result)
         # Nothing is delivered only after the turn's interrupt, which raised above.
-        return TaskFinished(task.snapshot.task_id, delivered or self._cancelled_result(task))
+        return TaskResult(task.snapshot.task_id, delivered or self._cancelled_result(task))
 
     def _ended(self, task: _Task, result: ToolResultPart | None) -> ToolResultPart | None:
         """Record how ``task`` ended (one terminal event); returns what to deliver: its
@@ -472,7 +472,7 @@ class AsyncTaskManager:
         )
 
     def _deliver(self, task: _Task, result: ToolResultPart) -> None:
-        done = TaskFinished(task.snapshot.task_id, result)
+        done = TaskResult(task.snapshot.task_id, result)
         if task.foreground:
             key = (task.owner, task.snapshot.turn_id)
             queued = self._turn_results.get(key)
@@ -564,7 +564,7 @@ class AsyncSessionTasks:
         self._manager = manager
         self.session_id = session_id
 
-    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskResult | TaskLaunched:
         """Start one call on the shared manager (see ``AsyncTaskManager.start_task``)."""
         return await self._manager._start(launch, turn_id, self)
 
@@ -572,7 +572,7 @@ class AsyncSessionTasks:
         """The next update of this view's foreground tasks of the turn; ``None`` when none run."""
         return await self._manager._wait_for_turn(turn_id, self)
 
-    def take_background_results(self) -> list[TaskFinished]:
+    def take_background_results(self) -> list[TaskResult]:
         """Results of this session's background tasks that finished since the last call
         (tasks another driver of the session started too, e.g. before a resume)."""
         return self._manager._take_background_results(self.session_id)

@@ -16,7 +16,7 @@ __all__ = [
     "TaskDetached",
     "TaskEvent",
     "TaskFailed",
-    "TaskFinished",
+    "TaskResult",
     "TaskKind",
     "TaskLaunch",
     "TaskLaunched",
@@ -46,13 +46,18 @@ class TaskLaunch:
     sole: bool = False
     """The round's only call: the driver starts no other call and surfaces nothing
     before it waits for this one, so a manager may run it at once, in the driver's
-    task, and return its result from ``start_task`` (a ``TaskFinished``) instead of
+    task, and return its result from ``start_task`` (a ``TaskResult``) instead of
     running it in a task of its own."""
 
 
 @attrs.frozen
-class TaskFinished:
-    """A task finished with ``result``."""
+class TaskResult:
+    """A task's one tool result, handed to the driver (from ``start_task``,
+    ``wait_for_turn`` or ``take_background_results``).
+
+    The host-facing events of the same moment are :class:`TaskSucceeded` and
+    :class:`TaskFailed` (from ``TaskManagerHandle.next_event``), which carry the
+    task's :class:`TaskSnapshot` as well."""
 
     task_id: str
     result: ToolResultPart
@@ -120,10 +125,14 @@ class TaskDetached:
     task: TaskSnapshot
 
 
-TurnUpdate: TypeAlias = TaskFinished | TaskDetached
-"""What ``wait_for_turn`` reports: a foreground task finished or moved to the background."""
+TurnUpdate: TypeAlias = TaskResult | TaskDetached
+"""What ``wait_for_turn`` tells the driver: a foreground task of the turn finished or
+moved to the background. The driver's view; the host's is :data:`TaskEvent`."""
 
 TaskEvent: TypeAlias = TaskStarted | TaskSucceeded | TaskFailed | TaskCancelled | TaskDetached
+"""What ``TaskManagerHandle.next_event`` tells the host about any task of the manager
+(started, succeeded, failed, cancelled, detached). The host's view; the driver's is
+:data:`TurnUpdate`."""
 
 
 @runtime_checkable
@@ -153,7 +162,7 @@ class TaskManager(Protocol):
     ``take_background_results`` between steps.
     """
 
-    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskResult | TaskLaunched:
         """Start (or run) one call."""
         ...
 
@@ -161,7 +170,7 @@ class TaskManager(Protocol):
         """The next update for the turn's foreground tasks, or ``None`` when none run."""
         ...
 
-    def take_background_results(self) -> list[TaskFinished]:
+    def take_background_results(self) -> list[TaskResult]:
         """Results of background tasks that finished since the last call."""
         ...
 

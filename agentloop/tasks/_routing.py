@@ -1,7 +1,7 @@
 """Routing policies: which calls run in the foreground, the background, or detach later.
 
-A policy is anything with ``route(request) -> RouteChoice`` or a plain
-callable from a :class:`~agentloop.ToolRequest` to a ``RouteChoice``.
+A policy is anything with ``route(request) -> TaskRoute`` or a plain
+callable from a :class:`~agentloop.ToolRequest` to a ``TaskRoute``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = [
     "DetachAfter",
     "RouteByAnnotation",
     "RouteByName",
-    "RouteChoice",
+    "TaskRoute",
     "Routing",
     "RoutingPolicy",
     "SpecCatalog",
@@ -41,19 +41,21 @@ class DetachAfter:
     seconds: float = attrs.field(validator=_check_seconds)
 
 
-RouteChoice: TypeAlias = TaskKind | DetachAfter
+TaskRoute: TypeAlias = TaskKind | DetachAfter
+"""Where a routing policy sends one call: ``TaskKind.FOREGROUND``, ``TaskKind.BACKGROUND``,
+or ``DetachAfter(seconds)`` (the foreground, then the background if still running)."""
 
 
 @runtime_checkable
 class RoutingPolicy(Protocol):
     """Decides how one call runs."""
 
-    def route(self, request: ToolRequest) -> RouteChoice:
+    def route(self, request: ToolRequest) -> TaskRoute:
         """``TaskKind.FOREGROUND``, ``TaskKind.BACKGROUND`` or ``DetachAfter(seconds)``."""
         ...
 
 
-Routing: TypeAlias = RoutingPolicy | Callable[[ToolRequest], RouteChoice]
+Routing: TypeAlias = RoutingPolicy | Callable[[ToolRequest], TaskRoute]
 
 
 class SpecCatalog(Protocol):
@@ -69,9 +71,9 @@ class RouteByName:
 
     def __init__(
         self,
-        routes: Mapping[str, RouteChoice],
+        routes: Mapping[str, TaskRoute],
         *,
-        default: RouteChoice = TaskKind.FOREGROUND,
+        default: TaskRoute = TaskKind.FOREGROUND,
     ) -> None:
         for name, decision in routes.items():
             _check_decision(decision, f"RouteByName route for {name!r}")
@@ -79,7 +81,7 @@ class RouteByName:
         self.routes = dict(routes)
         self.default = default
 
-    def route(self, request: ToolRequest) -> RouteChoice:
+    def route(self, request: ToolRequest) -> TaskRoute:
         """The decision listed for ``request.tool_name``, else the default."""
         return self.routes.get(request.tool_name, self.default)
 
@@ -96,16 +98,16 @@ class RouteByAnnotation:
     def __init__(
         self,
         catalog: SpecCatalog,
-        decide: Callable[[ToolAnnotations], RouteChoice],
+        decide: Callable[[ToolAnnotations], TaskRoute],
         *,
-        default: RouteChoice = TaskKind.FOREGROUND,
+        default: TaskRoute = TaskKind.FOREGROUND,
     ) -> None:
         _check_decision(default, "RouteByAnnotation default")
         self.catalog = catalog
         self.decide = decide
         self.default = default
 
-    def route(self, request: ToolRequest) -> RouteChoice:
+    def route(self, request: ToolRequest) -> TaskRoute:
         """``decide(annotations)`` of the named tool, else the default."""
         for spec in self.catalog.specs():
             if spec.name == request.tool_name:
@@ -113,7 +115,7 @@ class RouteByAnnotation:
         return self.default
 
 
-def route_request(routing: Routing, request: ToolRequest) -> RouteChoice:
+def route_request(routing: Routing, request: ToolRequest) -> TaskRoute:
     """Ask ``routing`` about ``request``; a raising or ill-typed policy is a ``ToolError``."""
     route = routing.route if isinstance(routing, RoutingPolicy) else routing
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from ._contained import run_contained
 from ._protocol import (
     TaskEvent,
-    TaskFinished,
     TaskLaunch,
     TaskLaunched,
+    TaskResult,
     TaskSnapshot,
     TurnUpdate,
 )
@@ -39,19 +39,19 @@ class SimpleTaskManager:
         self._counter = 0
         self._handle = _InertHandle()
 
-    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskFinished | TaskLaunched:
+    async def start_task(self, launch: TaskLaunch, turn_id: str) -> TaskResult | TaskLaunched:
         """Run the call now and return its result."""
         task_id = launch.task_id
         if task_id is None:
             self._counter += 1
             task_id = f"task-{self._counter}"
-        return TaskFinished(task_id, await run_contained(launch, task_id))
+        return TaskResult(task_id, await run_contained(launch, task_id))
 
     async def wait_for_turn(self, turn_id: str) -> TurnUpdate | None:
         """Nothing ever runs after ``start_task`` returns."""
         return None
 
-    def take_background_results(self) -> list[TaskFinished]:
+    def take_background_results(self) -> list[TaskResult]:
         """There are no background tasks."""
         return []
 

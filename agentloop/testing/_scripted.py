@@ -16,8 +16,8 @@ from ..core._items import (
     ToolCallPart,
 )
 from ..loop._session_store import SessionStore
-from ..model._config import SessionConfig
 from ..model._protocol import ModelEvent, ModelTurnResult, TurnRequest
+from ..model._session_config import SessionConfig
 from ._replay import ReplayScript
 from ._replies import (
     Reply,

@@ -48,8 +48,8 @@ from ..loop._agent import Agent, AgentBuilder
 from ..loop._driver import LoopDriver
 from ..loop._state import DriverState
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, Finished, Step
-from ..model._config import SessionConfig
 from ..model._protocol import TurnRequest
+from ..model._session_config import SessionConfig
 from ..tools._executor import BasicToolExecutor
 from ..tools._registry import ToolRegistry
 from ._actions import (

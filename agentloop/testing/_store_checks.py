@@ -17,7 +17,6 @@ from typing import Any, TypeAlias, TypeVar
 
 import anyio
 
-from .._serde import unstructure
 from ..core._errors import CheckpointError, InvalidInputError
 from ..core._items import (
     CustomPart,
@@ -32,6 +31,7 @@ from ..core._items import (
     Usage,
 )
 from ..loop._checkpoint import CHECKPOINT_FORMAT
+from ..loop._serde import unstructure
 from ..loop._session_store import (
     ClaimError,
     Lease,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core._results import synthesized_result
+from ..core._synthesized_results import synthesized_result
 
 __all__ = ["ToolInDoubtError", "describe_error", "synthesized_result"]
 

@@ -27,7 +27,7 @@ from ..core._items import (
     ResultOutcome,
     ToolResultPart,
 )
-from ..core._results import RAW_ARGUMENTS_KEY, synthesized_result
+from ..core._synthesized_results import RAW_ARGUMENTS_KEY, synthesized_result
 from ..core._tool_spec import ToolSpec
 from ..permissions._requests import (
     PendingPermission,
@@ -39,7 +39,7 @@ from ._errors import ToolInDoubtError, describe_error
 from ._fast_check import FastCheck, compile_fast_check
 from ._outputs import OutputProblem, stored_result
 from ._permission_check import PendingApproval, evaluate_requests
-from ._registry import ToolCatalogEvent, ToolSource, catalog_change
+from ._registry import ToolCatalogEvent, ToolSource, compare_catalogs
 from ._threads import (
     ThreadCall,
     really_cancelled,
@@ -403,7 +403,7 @@ class BasicToolExecutor:
             before = {spec.name: spec for spec in before_specs}
             if _same_objects(now, before):  # listed in another order: no change
                 continue
-            change = catalog_change(
+            change = compare_catalogs(
                 str(getattr(source, "name", type(source).__name__)), before, now
             )
             if change is not None:

@@ -9,7 +9,8 @@ bool``. Any other keyword (or a ``$schema``) gives ``None``: the caller
 validates with jsonschema alone.
 
 jsonschema stays the reference: ``check`` is ``True`` only where jsonschema's
-Draft 2020-12 validator accepts (a hypothesis property test compares them), and
+Draft 2020-12 validator accepts (``tests/tools/test_tool_fast_check.py`` proves the
+same accept/reject decision by hypothesis, also through the executor), and
 where it answers ``False`` the caller runs jsonschema, which both decides and
 words the error messages. ``check`` is stricter than jsonschema where that is
 simpler (e.g. ``str`` subclasses, non-JSON numbers, ``enum`` of containers):

@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from ..core._converter import make_converter
 from ..core._items import (
     CustomPart,
     FilePart,
@@ -42,7 +43,6 @@ from ..core._items import (
     TextPart,
     ToolResultPart,
 )
-from ..core._serde import make_converter
 from ._tool import ToolOutput
 
 __all__ = [

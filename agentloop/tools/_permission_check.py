@@ -14,7 +14,7 @@ import attrs
 
 from .._log import get_logger
 from ..core._items import ResultOutcome, ToolResultPart
-from ..permissions._base import Abstain
+from ..permissions._base import NoVerdict
 from ..permissions._requests import (
     Allow,
     AskApproval,
@@ -123,7 +123,7 @@ def evaluate_requests(
             continue
         hint = (
             "; a policy that can abstain must be wrapped in PolicyChain(...)"
-            if isinstance(decision, Abstain)
+            if isinstance(decision, NoVerdict)
             else ""
         )
         log.error(

@@ -11,7 +11,7 @@ from ..core._errors import InvalidInputError
 from ..core._tool_spec import ToolSpec
 from ._tool import Tool, current_spec
 
-__all__ = ["ToolCatalogEvent", "ToolRegistry", "ToolSource", "catalog_change"]
+__all__ = ["ToolCatalogEvent", "ToolRegistry", "ToolSource", "compare_catalogs"]
 
 
 def _to_names(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -28,7 +28,7 @@ class ToolCatalogEvent:
     changed: tuple[str, ...] = attrs.field(default=(), converter=_to_names)
 
 
-def catalog_change(
+def compare_catalogs(
     source: str, before: Mapping[str, ToolSpec], after: Mapping[str, ToolSpec]
 ) -> ToolCatalogEvent | None:
     """The event that takes catalog ``before`` to ``after`` (specs by name; names sorted),
@@ -146,7 +146,7 @@ class ToolRegistry:
             spec is reported[index] for index, spec in enumerate(specs)
         ):  # the usual case, decided without comparing
             return []
-        change = catalog_change(
+        change = compare_catalogs(
             self.name, {spec.name: spec for spec in reported}, {spec.name: spec for spec in specs}
         )
         self._reported = tuple(specs)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..serve._decide import MAX_REASON, validate_input
-from ..serve._inbox import PendingApproval
+from ..serve._inbox import InboxRow
 from ._problems import RunRefused
 
 __all__ = [
@@ -75,7 +75,7 @@ class ResumeAnswer(Protocol):
 class Answer:
     """One checked answer: the decision to record on ``row``'s call."""
 
-    row: PendingApproval
+    row: InboxRow
     action: str
     """``approve``, ``approve_with`` or ``deny`` (the inbox's actions)."""
     reason: str | None = None
@@ -85,7 +85,7 @@ class Answer:
 
 def read_resume(
     entries: Sequence[ResumeAnswer],
-    rows: Sequence[PendingApproval],
+    rows: Sequence[InboxRow],
     *,
     now: datetime,
     label: str = "resume",
@@ -126,7 +126,7 @@ def read_resume(
     return answers
 
 
-def _answer(where: str, entry: ResumeAnswer, row: PendingApproval) -> Answer:
+def _answer(where: str, entry: ResumeAnswer, row: InboxRow) -> Answer:
     if entry.status == "cancelled":
         if entry.payload is not None:
             raise _bad(where, "a cancelled entry carries no payload")

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 
 from ag_ui.core import Interrupt
 
-from ..serve._inbox import PendingApproval
+from ..serve._inbox import InboxRow
 from ._answers import interrupt_id, response_schema
 
 __all__ = ["interrupts"]
 
 
-def interrupts(rows: Sequence[PendingApproval]) -> list[Interrupt]:
+def interrupts(rows: Sequence[InboxRow]) -> list[Interrupt]:
     """One ``tool_call`` interrupt per call waiting for approval, in the round's order."""
     found = []
     for row in rows:

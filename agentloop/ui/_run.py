@@ -46,7 +46,7 @@ from ..loop._steps import (
     Step,
 )
 from ..serve._decide import Decider, DecisionRefused
-from ..serve._inbox import PendingApproval, pending_approvals
+from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
 from ._answers import interrupt_id, read_resume, response_schema
 from ._config import AguiConfig
@@ -267,7 +267,7 @@ class AguiRunner:
         }
         emit(StateSnapshotEvent(snapshot=state))
 
-    def _rows(self, stored: Any) -> list[PendingApproval]:
+    def _rows(self, stored: Any) -> list[InboxRow]:
         if stored is None:
             return []
         return pending_approvals(
@@ -298,7 +298,7 @@ async def _next_saving_on_cancel(driver: LoopDriver) -> Step:
         raise
 
 
-def _ids(rows: list[PendingApproval]) -> str:
+def _ids(rows: list[InboxRow]) -> str:
     return ", ".join(interrupt_id(row.call_id) for row in rows)
 
 

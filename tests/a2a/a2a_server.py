@@ -18,6 +18,10 @@ from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.a2a import A2AConfig, create_a2a_app
 from agentloop.store import SqliteSessionStore
 from agentloop.testing import call, chunked, tool_calls
@@ -38,11 +42,11 @@ class Deploy:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        return al.AskApproval("deploys need a person", request.summary)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        return al.permissions.AskApproval("deploys need a person", request.summary)
 
 
-def answer(request: al.TurnRequest) -> Any:
+def answer(request: al.model.TurnRequest) -> Any:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.TOOL:
         [result] = last.tool_results()
@@ -57,7 +61,7 @@ async def main(sessions: str, tasks: str, port: int, token: str) -> None:
     async with SqliteSessionStore(sessions) as store:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel(answer))
+            .model(al.testing.ScriptedModel(answer))
             .add_tool_source(al.ToolRegistry().with_tool(Deploy()))
             .permissions(AskFirst())
             .store(store)

@@ -10,6 +10,8 @@ import httpx
 import pytest
 
 import agentloop as al
+import agentloop.store
+import agentloop.testing
 from agentloop.a2a import A2AConfig, create_a2a_app
 from agentloop.store import MemorySessionStore
 
@@ -19,8 +21,8 @@ TOKEN = "a2a-guard-token-of-at-least-16-characters"
 CARD = "/.well-known/agent-card.json"
 
 
-def agent(store: al.SessionStore | None) -> al.Agent:
-    builder = al.Agent.builder().model(al.ScriptedModel(["hi"]))
+def agent(store: al.store.SessionStore | None) -> al.Agent:
+    builder = al.Agent.builder().model(al.testing.ScriptedModel(["hi"]))
     return (builder.store(store) if store is not None else builder).build()
 
 

@@ -10,6 +10,9 @@ from collections.abc import Sequence
 from rich.console import Console
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
 from agentloop.testing import Reply, call, chunked, fail, hang, tool_calls
 
 WIDTH = 100
@@ -47,7 +50,7 @@ class Answers:
         return answer
 
 
-def _chat_reply(request: al.TurnRequest) -> Reply | str:
+def _chat_reply(request: al.model.TurnRequest) -> Reply | str:
     """Decides from the request: 'add ...' calls add; a tool result is summed up."""
     last = request.transcript[-1]
     if last.kind is al.ItemKind.TOOL:
@@ -71,9 +74,9 @@ def _chat_reply(request: al.TurnRequest) -> Reply | str:
     return chunked("you said ", f"{text!r} ", f"(message {user_turns})", usage=al.Usage(7, 4))
 
 
-def make_model() -> al.ScriptedModel:
+def make_model() -> al.testing.ScriptedModel:
     """``--model python:cli_support:make_model``."""
-    return al.ScriptedModel(_chat_reply)
+    return al.testing.ScriptedModel(_chat_reply)
 
 
 class Touch:
@@ -85,8 +88,8 @@ class Touch:
         {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     )
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite(request.input["path"])]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite(request.input["path"])]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         return f"touched {request.input['path']}"

@@ -12,6 +12,10 @@ from cli_support import Answers, console, lines
 
 import agentloop as al
 import agentloop.local
+import agentloop.model
+import agentloop.store
+import agentloop.testing
+import agentloop.tools
 from agentloop.cli import main
 from agentloop.cli._chat import COMMANDS, ChatSession, build_chat_agent
 from agentloop.cli._demo import ToolChoicePerCall, serve_command
@@ -128,7 +132,7 @@ def test_chat_reports_bad_arguments(argv: list[str], message: str) -> None:
 async def test_ctrl_c_cancels_the_turn_not_the_chat() -> None:
     target, buffer = console()
     controller = al.CancellationController()
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [hang(al.BeginPart("text-0", al.PartKind.TEXT), al.AppendText("text-0", "Once")), "ok"]
     )
     session = ChatSession(
@@ -179,16 +183,18 @@ class FakeServer:
     async def __aexit__(self, *exc_info: object) -> None:
         self.entered = False
 
-    def model(self, **options: Any) -> al.ScriptedModel:
+    def model(self, **options: Any) -> al.testing.ScriptedModel:
         choice = options.get("tool_choice")
         if choice == "add":
-            return al.ScriptedModel([tool_calls(call("add", {"a": 1, "b": 2}))])
+            return al.testing.ScriptedModel([tool_calls(call("add", {"a": 1, "b": 2}))])
         if choice == "read_note":
             reply = tool_calls(call("read_note", {"name": "groceries"}))
-            return al.ScriptedModel([reply], call_id_prefix="note-")
+            return al.testing.ScriptedModel([reply], call_id_prefix="note-")
         # The last turn's answer is typed (a scripted model has no native mode: the tool).
         answer = tool_calls(call("final_answer", {"items": ["eggs", "flour", "milk"]}))
-        return al.ScriptedModel([chunked("It is ", "3."), chunked("eggs, flour, milk"), answer])
+        return al.testing.ScriptedModel(
+            [chunked("It is ", "3."), chunked("eggs, flour, milk"), answer]
+        )
 
 
 def test_local_demo_forces_the_tool_on_the_first_call(
@@ -251,13 +257,13 @@ def test_local_demo_forces_the_tool_on_the_first_call(
 
 @pytest.mark.anyio
 async def test_tool_choice_per_call_routes_by_the_transcript_tail() -> None:
-    forced = al.ScriptedModel([tool_calls(call("add", {"a": 1, "b": 1}))])
-    free = al.ScriptedModel(["two"])
+    forced = al.testing.ScriptedModel([tool_calls(call("add", {"a": 1, "b": 1}))])
+    free = al.testing.ScriptedModel(["two"])
     session = await ToolChoicePerCall(forced, free).start_session(al.SessionConfig("s"))
     user = al.Item.text(al.ItemKind.USER, "1 + 1?")
     tool = al.Item(al.ItemKind.TOOL, (al.ToolResultPart("call-1", "2"),))
-    await session.begin_turn(al.TurnRequest("s", "turn-1", [user]), None)
-    await session.begin_turn(al.TurnRequest("s", "turn-1", [user, tool]), None)
+    await session.begin_turn(al.model.TurnRequest("s", "turn-1", [user]), None)
+    await session.begin_turn(al.model.TurnRequest("s", "turn-1", [user, tool]), None)
     assert (len(forced.requests), len(free.requests)) == (1, 1)
 
 
@@ -271,7 +277,7 @@ def test_chat_finishes_a_turn_that_stopped_at_an_approval(tmp_path: Path) -> Non
         for tool in TOOLS:
             registry.add(tool)  # type: ignore[arg-type]
         agent = build_chat_agent(make_model(), registry, al.CancellationController())
-        async with al.SqliteSessionStore(path) as store:
+        async with al.store.SqliteSessionStore(path) as store:
             agent = attrs.evolve(agent, store=store)
             driver = await agent.start("s1")
             driver.submit_input([al.Item.text(al.ItemKind.USER, "touch")])

@@ -19,6 +19,7 @@ import pytest
 from cli_support import Answers, console, lines
 
 import agentloop as al
+import agentloop.transcript
 from agentloop.cli import main
 from agentloop.cli._demo import QUESTION, serve_command
 from agentloop.store import SqliteSessionStore, export_jsonl
@@ -263,7 +264,7 @@ def test_the_demo_saves_its_session_and_a_second_run_replaces_it(tmp_path: Path)
     assert items is not None
     assert len(items) == 9  # one run's transcript, not two: the second replaced the first
     assert items[1].text_content == QUESTION
-    assert al.find_violation(items) is None
+    assert al.transcript.find_violation(items) is None
     # the path has a space: the printed command quotes the store URL
     assert f"--store 'sqlite:///{path}'" in serve_command(path)
 

@@ -9,6 +9,11 @@ import anyio
 from cli_support import console, lines
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.store
+import agentloop.testing
+import agentloop.tools
 from agentloop.cli import main
 from agentloop.serve import Worker
 from agentloop.store import SqliteSessionStore, export_jsonl, input_digest
@@ -26,11 +31,11 @@ class Publish:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        return al.AskApproval("publishing needs a person", request.summary)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        return al.permissions.AskApproval("publishing needs a person", request.summary)
 
 
-def answer(request: al.TurnRequest) -> Any:
+def answer(request: al.model.TurnRequest) -> Any:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:
         return al.testing.tool_calls(al.testing.call("publish_report", ORIGINAL, id="call-1"))
@@ -39,10 +44,10 @@ def answer(request: al.TurnRequest) -> Any:
     return f"Done: {result.output}"
 
 
-def agent(store: al.SessionStore) -> al.Agent:
+def agent(store: al.store.SessionStore) -> al.Agent:
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(answer))
+        .model(al.testing.ScriptedModel(answer))
         .add_tool_source(al.ToolRegistry().with_tool(Publish()))
         .permissions(AskFirst())
         .store(store)

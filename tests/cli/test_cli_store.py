@@ -156,8 +156,9 @@ MYBOT = """
 import agentloop as al
 
 
+import agentloop.testing
 def make_model():
-    return al.ScriptedModel(["hi from mybot"])
+    return al.testing.ScriptedModel(["hi from mybot"])
 """
 
 

@@ -10,6 +10,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.tools
+import agentloop.transcript
 from agentloop.compaction import ELIDED_KEY, CompactionRequest, estimate_transcript
 
 K = al.ItemKind
@@ -38,7 +40,7 @@ def calls(*ids: str, name: str = "echo") -> al.Item:
 def result(
     call_id: str, output: Any = "ok", *, error: bool = False, outcome: str | None = None
 ) -> al.Item:
-    metadata = {al.OUTCOME_KEY: outcome} if outcome is not None else {}
+    metadata = {al.tools.OUTCOME_KEY: outcome} if outcome is not None else {}
     return al.Item(K.TOOL, [al.ToolResultPart(call_id, output, error, metadata=metadata)])
 
 
@@ -80,7 +82,7 @@ def provider_violation(before: Sequence[al.Item], after: Sequence[al.Item]) -> s
     kept, in order; the newest item (the input being answered) kept; when the
     transcript started with input after its system prompt, it still does.
     """
-    violation = al.find_violation(after)
+    violation = al.transcript.find_violation(after)
     if violation is not None:
         return violation.message
     index = 0
@@ -145,7 +147,7 @@ def irreducible_tokens(items: Sequence[al.Item]) -> int:
 # -- long transcripts -------------------------------------------------------
 
 _words = st.text(alphabet=string.ascii_letters + " ", min_size=1, max_size=40)
-_OUTCOMES = [None, None, None, *[outcome.value for outcome in al.ResultOutcome]]
+_OUTCOMES = [None, None, None, *[outcome.value for outcome in al.tools.ResultOutcome]]
 
 
 @st.composite
@@ -184,7 +186,7 @@ def long_transcripts(
             output: Any = draw(_words) * (1 + size // 20)
             if draw(st.integers(0, 5)) == 0:
                 output = {"rows": [output[:50]] * (1 + size // 60)}
-            metadata = {al.OUTCOME_KEY: outcome} if outcome else {}
+            metadata = {al.tools.OUTCOME_KEY: outcome} if outcome else {}
             error = outcome is not None or draw(st.integers(0, 6)) == 0
             results.append(al.ToolResultPart(call_id, output, error, metadata=metadata))
         if len(results) > 1 and draw(st.booleans()):

@@ -10,6 +10,10 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.tools
+import agentloop.transcript
 from agentloop.compaction import (
     CompactionOutcome,
     CompactionStrategy,
@@ -26,7 +30,7 @@ from agentloop.compaction import (
 from agentloop.testing import Reply, ScriptedModel, call, check_mutator, text, tool_calls
 
 SLACK = 100  # room for a marker and the scripted summary, in estimated tokens
-POINTS = list(al.MutationPoint)
+POINTS = list(al.transcript.MutationPoint)
 SETTINGS = settings(
     max_examples=60,
     # Shrinking transcripts of hundreds of items takes minutes; the unshrunk
@@ -61,11 +65,11 @@ FITTERS = ("keep_recent", "summarize")
 
 
 def run_pass(
-    compactor: Compactor, items: list[al.Item], point: al.MutationPoint, backend: str
-) -> tuple[list[al.Item], list[al.AgentEvent]]:
-    cursor = al.TranscriptCursor(list(items))
-    emitted: list[al.AgentEvent] = []
-    ctx = al.MutationContext("prop", "turn-1", point, None, emitted.append)
+    compactor: Compactor, items: list[al.Item], point: al.transcript.MutationPoint, backend: str
+) -> tuple[list[al.Item], list[al.observe.AgentEvent]]:
+    cursor = al.transcript.TranscriptCursor(list(items))
+    emitted: list[al.observe.AgentEvent] = []
+    ctx = al.transcript.MutationContext("prop", "turn-1", point, None, emitted.append)
     anyio.run(compactor.mutate, cursor, ctx, backend=backend)
     return list(cursor.items), emitted
 
@@ -76,9 +80,9 @@ def test_any_pipeline_keeps_long_transcripts_valid_and_within_budget(
     backend: str, ending: str
 ) -> None:
     point = (
-        al.MutationPoint.AFTER_TURN_ENDED
+        al.transcript.MutationPoint.AFTER_TURN_ENDED
         if ending == "input"
-        else al.MutationPoint.AFTER_TOOL_RESULT
+        else al.transcript.MutationPoint.AFTER_TOOL_RESULT
     )
 
     @SETTINGS
@@ -116,7 +120,7 @@ def test_any_pipeline_keeps_long_transcripts_valid_and_within_budget(
         assert report.items_before == len(items)
         assert report.items_after == len(after)
         assert report.tokens_after == estimate_transcript(after)
-        warned = [e for e in emitted if isinstance(e, al.LoopWarning)]
+        warned = [e for e in emitted if isinstance(e, al.observe.LoopWarning)]
         if report.outcome is CompactionOutcome.NO_OP:
             assert [item.parts for item in after] == [item.parts for item in items]
             assert len(warned) == 1
@@ -158,7 +162,7 @@ def session_model() -> ScriptedModel:
     """A model that calls a tool on every input and answers after the results, reporting
     the request's size as its usage (as a provider would)."""
 
-    def reply(request: al.TurnRequest) -> Reply:
+    def reply(request: al.model.TurnRequest) -> Reply:
         usage = al.Usage(input_tokens=estimate_transcript(request.transcript), output_tokens=20)
         last = request.transcript[-1]
         if last.kind is al.ItemKind.USER:

@@ -6,6 +6,8 @@ import pytest
 from compaction_support import answer, calls, request, result, system, texts, user
 
 import agentloop as al
+import agentloop.tools
+import agentloop.transcript
 from agentloop.compaction import (
     DROPPED_KEY,
     ELIDED_KEY,
@@ -69,7 +71,7 @@ async def test_keep_recent_widens_to_whole_tool_pairs() -> None:
         ("tool", "result c3: r3"),
         ("assistant", "a2"),
     ]
-    al.validate_transcript(out)
+    al.transcript.validate_transcript(out)
 
 
 async def test_keep_recent_with_nothing_before_the_first_input_changes_nothing() -> None:
@@ -147,8 +149,11 @@ async def test_drop_failed_results_empties_failed_bodies_and_keeps_pairs() -> No
     ]
     dropped = [part for item in out for part in item.tool_results()]
     assert [part.is_error for part in dropped] == [True, True, True, False]
-    assert dropped[1].metadata == {al.OUTCOME_KEY: "denied", ELIDED_KEY: "drop_failed_results"}
-    al.validate_transcript(out)
+    assert dropped[1].metadata == {
+        al.tools.OUTCOME_KEY: "denied",
+        ELIDED_KEY: "drop_failed_results",
+    }
+    al.transcript.validate_transcript(out)
     # a second pass finds nothing left to do
     assert await DropFailedResults().apply(out, request()) is out
 

@@ -9,7 +9,7 @@ import pytest
 from compaction_support import answer, calls, result, system, user
 
 import agentloop as al
-from agentloop import MutationPoint
+import agentloop.observe
 from agentloop.compaction import (
     REPORT_KEY,
     ContextOverflowTrigger,
@@ -20,6 +20,7 @@ from agentloop.compaction import (
     is_context_overflow,
     request_tokens,
 )
+from agentloop.transcript import MutationPoint
 
 TURN = MutationPoint.AFTER_TURN_ENDED
 ROUND = MutationPoint.AFTER_TOOL_RESULT
@@ -165,10 +166,10 @@ def test_overflow_trigger_arms_from_events_carrying_the_error() -> None:
     turn = al.TurnResult(
         "t", al.FinishReason.ERROR, (), metadata={"agentloop.error_kind": "context_overflow"}
     )
-    trigger.handle_event(al.TurnFinished(turn))
+    trigger.handle_event(al.observe.TurnFinished(turn))
     assert (
         trigger.check([], TURN) == "context_overflow: the last request exceeded the context window"
     )
-    trigger.handle_event(al.TurnFinished(attrs.evolve(turn, metadata={})))
-    trigger.handle_event(al.LoopWarning("unrelated"))
+    trigger.handle_event(al.observe.TurnFinished(attrs.evolve(turn, metadata={})))
+    trigger.handle_event(al.observe.LoopWarning("unrelated"))
     assert not trigger.armed

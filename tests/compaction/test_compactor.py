@@ -11,6 +11,10 @@ import pytest
 from compaction_support import answer, calls, result, system, texts, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.tools
+import agentloop.transcript
 from agentloop.compaction import (
     REPORT_KEY,
     CompactionOutcome,
@@ -33,21 +37,21 @@ pytestmark = pytest.mark.anyio
 
 class Events:
     def __init__(self) -> None:
-        self.events: list[al.AgentEvent] = []
+        self.events: list[al.observe.AgentEvent] = []
 
-    def handle_event(self, event: al.AgentEvent) -> None:
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
         self.events.append(event)
 
     def warnings(self) -> list[str]:
-        return [event.message for event in self.events if isinstance(event, al.LoopWarning)]
+        return [event.message for event in self.events if isinstance(event, al.observe.LoopWarning)]
 
 
-def usage_of(request: al.TurnRequest) -> al.Usage:
+def usage_of(request: al.model.TurnRequest) -> al.Usage:
     """What a provider would report: the request's size (here, the estimate)."""
     return al.Usage(input_tokens=estimate_transcript(request.transcript), output_tokens=8)
 
 
-def chatty(request: al.TurnRequest) -> Reply:
+def chatty(request: al.model.TurnRequest) -> Reply:
     return text(f"answer {len(request.transcript)} " + "words " * 40, usage=usage_of(request))
 
 
@@ -111,7 +115,7 @@ async def test_token_budget_compaction_in_a_session_reports_what_it_did() -> Non
     assert stamp["steps"][0]["strategy"] == "keep_recent"
     assert compacted.transcript[0] == system()
     assert events.warnings() == []
-    finished = [e for e in events.events if isinstance(e, al.MutationFinished)]
+    finished = [e for e in events.events if isinstance(e, al.observe.MutationFinished)]
     assert [e.dirty for e in finished].count(True) == len(compactor.reports)
 
 
@@ -189,13 +193,14 @@ class SplitsPairs:
 
 
 async def test_a_strategy_that_splits_a_pair_fails_the_step_and_is_named() -> None:
-    def model_fn(request: al.TurnRequest) -> Reply | str:
+    def model_fn(request: al.model.TurnRequest) -> Reply | str:
         if request.transcript[-1].kind is al.ItemKind.USER:
             return tool_calls(call("echo", {"value": "v"}, id="c1"), call("echo", id="c2"))
         return "done"
 
     compactor = Compactor(
-        [SplitsPairs()], triggers=[ItemCountTrigger(max_items=1, points=list(al.MutationPoint))]
+        [SplitsPairs()],
+        triggers=[ItemCountTrigger(max_items=1, points=list(al.transcript.MutationPoint))],
     )
     driver, _ = await start(compactor, ScriptedModel(model_fn), tools=[echo_tool()])
     driver.submit_input([user("go")])
@@ -220,7 +225,7 @@ def echo_tool(big: int = 0) -> al.Tool:
 
 
 async def test_large_outputs_are_trimmed_mid_turn_and_read_back_with_read_result() -> None:
-    def model_fn(request: al.TurnRequest) -> Reply | str:
+    def model_fn(request: al.model.TurnRequest) -> Reply | str:
         last = request.transcript[-1]
         if last.kind is al.ItemKind.USER:
             return tool_calls(call("echo", {"value": "head"}, id="big-1"), usage=usage_of(request))
@@ -381,7 +386,7 @@ async def test_trim_without_archive_in_a_compactor_still_validates() -> None:
 async def test_an_interrupt_during_the_summary_call_discards_the_whole_pass() -> None:
     entered = anyio.Event()
 
-    def summarize(request: al.TurnRequest) -> Reply:
+    def summarize(request: al.model.TurnRequest) -> Reply:
         entered.set()
         return hang()
 

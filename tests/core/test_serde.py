@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
 
 ids = st.text("abcdefgh-0123456789", min_size=1, max_size=8)
 texts = st.text(max_size=20)
@@ -66,28 +68,31 @@ deltas = st.one_of(
     st.builds(al.CommitPart, ids, simple_parts),
 )
 events = st.one_of(
-    st.builds(al.RunStarted, ids),
-    st.builds(al.TurnStarted, ids, ids),
-    st.builds(al.InputAccepted, ids, st.lists(items, max_size=2)),
-    st.builds(al.ContentDelta, deltas),
-    st.builds(al.ToolResultReceived, st.builds(al.ToolResultPart, ids, outputs, st.booleans())),
-    st.builds(al.ApprovalAnswered, ids, st.booleans(), st.booleans()),
-    st.builds(al.ToolCatalogChanged, ids, st.lists(ids).map(tuple)),
-    st.builds(al.MutationFinished, ids, st.none() | ids, ids, ids, st.booleans(), metadata),
-    st.builds(al.UsageUpdated, usages),
-    st.builds(al.LoopWarning, texts),
-    st.builds(al.TurnFinished, turn_results),
+    st.builds(al.observe.RunStarted, ids),
+    st.builds(al.observe.TurnStarted, ids, ids),
+    st.builds(al.observe.InputAccepted, ids, st.lists(items, max_size=2)),
+    st.builds(al.observe.ContentDelta, deltas),
+    st.builds(
+        al.observe.ToolResultReceived, st.builds(al.ToolResultPart, ids, outputs, st.booleans())
+    ),
+    st.builds(al.observe.ApprovalAnswered, ids, st.booleans(), st.booleans()),
+    st.builds(al.observe.ToolCatalogChanged, ids, st.lists(ids).map(tuple)),
+    st.builds(al.observe.MutationFinished, ids, st.none() | ids, ids, ids, st.booleans(), metadata),
+    st.builds(al.observe.UsageUpdated, usages),
+    st.builds(al.observe.LoopWarning, texts),
+    st.builds(al.observe.TurnFinished, turn_results),
 )
 breakpoints = st.one_of(
-    st.builds(al.ToolsEnd),
-    st.builds(al.TranscriptItemEnd, st.integers(0, 9)),
-    st.builds(al.TranscriptPartEnd, st.integers(0, 9), st.integers(0, 9)),
+    st.builds(al.model.AfterTools),
+    st.builds(al.model.AfterItem, st.integers(0, 9)),
+    st.builds(al.model.AfterPart, st.integers(0, 9), st.integers(0, 9)),
 )
 caches = st.builds(
-    al.PromptCacheRequest,
-    st.sampled_from(al.PromptCacheMode),
-    st.builds(al.AutomaticCache) | st.builds(al.ExplicitCache, st.lists(breakpoints, max_size=3)),
-    st.none() | st.sampled_from(al.PromptCacheRetention),
+    al.model.PromptCacheRequest,
+    st.sampled_from(al.model.PromptCacheMode),
+    st.builds(al.model.AutomaticCache)
+    | st.builds(al.model.ExplicitCache, st.lists(breakpoints, max_size=3)),
+    st.none() | st.sampled_from(al.model.PromptCacheRetention),
     st.none() | ids,
 )
 
@@ -106,8 +111,8 @@ def test_items_roundtrip(item: al.Item) -> None:
 
 @settings(max_examples=100)
 @given(events)
-def test_events_roundtrip(event: al.AgentEvent) -> None:
-    assert roundtrip(event, al.AgentEvent) == event
+def test_events_roundtrip(event: al.observe.AgentEvent) -> None:
+    assert roundtrip(event, al.observe.AgentEvent) == event
 
 
 @settings(max_examples=50)
@@ -128,7 +133,7 @@ def test_snapshots_roundtrip(
 
 @settings(max_examples=50)
 @given(caches)
-def test_session_configs_roundtrip(cache: al.PromptCacheRequest) -> None:
+def test_session_configs_roundtrip(cache: al.model.PromptCacheRequest) -> None:
     config = al.SessionConfig("s", cache=cache, limits=al.LoopLimits(tool_timeout=2.5))
     assert roundtrip(config, al.SessionConfig) == config
 

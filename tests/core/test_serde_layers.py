@@ -6,9 +6,11 @@ import ast
 from pathlib import Path
 
 import agentloop as al
-from agentloop.core._serde import make_converter
+import agentloop.model
+import agentloop.observe
+from agentloop.core._converter import make_converter
 from agentloop.loop._serde import configure_loop
-from agentloop.model._serde import configure_model
+from agentloop.model._config_codec import configure_model
 
 PACKAGE = Path(al.__file__).parent
 
@@ -33,16 +35,16 @@ def test_the_core_converter_knows_the_core_types() -> None:
 
 
 def test_events_and_cache_strategies_are_tagged_only_by_their_own_layers() -> None:
-    event = al.TurnStarted("s", "turn-1")
-    strategy = al.PromptCacheRequest.automatic().strategy
+    event = al.observe.TurnStarted("s", "turn-1")
+    strategy = al.model.PromptCacheRequest.automatic().strategy
     converter = make_converter()
-    assert "type" not in converter.unstructure(event, al.TurnStarted)
+    assert "type" not in converter.unstructure(event, al.observe.TurnStarted)
     configure_model(converter)
-    assert converter.unstructure(strategy, al.PromptCacheStrategy)["type"] == "automatic"
+    assert converter.unstructure(strategy, al.model.PromptCacheStrategy)["type"] == "automatic"
     configure_loop(converter)
     data = {"session_id": "s", "turn_id": "turn-1", "type": "turn_started"}
     assert al.unstructure(event) == data
-    assert al.structure(data, al.AgentEvent) == event
+    assert al.structure(data, al.observe.AgentEvent) == event
     approval = al.ApprovalRequest("c", "t", {}, "tool", "r", "s", "approval:c", "turn-1")
     written = converter.unstructure(approval)
     assert "driver" not in written

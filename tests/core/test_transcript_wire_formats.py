@@ -18,18 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop import (
-    Item,
-    ItemKind,
-    ProviderError,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    TurnRequest,
-    find_violation,
-)
+from agentloop import Item, ItemKind, ProviderError, TextPart, ToolCallPart, ToolResultPart
+from agentloop.model import TurnRequest
 from agentloop.providers import AnthropicModel, GeminiModel, OpenAIChatModel
 from agentloop.testing import VIOLATION_KINDS, invalid_transcripts, transcripts
+from agentloop.transcript import find_violation
 
 Body = dict[str, Any]
 

@@ -22,6 +22,9 @@ import anyio
 from dbos import DBOSClient
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.tools
 from agentloop.durable.dbos import DurableAgent
 from agentloop.testing import Reply, ScriptedModel, call, fail, hang, text, tool_calls
 
@@ -67,8 +70,10 @@ class Charge:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.CustomPermission("payment.charge", f"charge {request.input['amount']}")]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [
+            al.permissions.CustomPermission("payment.charge", f"charge {request.input['amount']}")
+        ]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         if request.input["amount"] < 0:
@@ -83,16 +88,16 @@ class Charge:
 class ApproveLargeCharges:
     """Charges above :data:`APPROVAL_LIMIT` ask a human."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "payment.charge" and int(request.summary.split()[1]) > APPROVAL_LIMIT:
-            return al.AskApproval("policy_requires_confirmation", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("policy_requires_confirmation", request.summary)
+        return al.permissions.Allow()
 
 
 def build_agent(workdir: Path) -> al.Agent:
     """The agent: 'charge N' makes the model call ``charge``, then it reports the result."""
 
-    def answer(request: al.TurnRequest) -> Reply:
+    def answer(request: al.model.TurnRequest) -> Reply:
         users = [_text(item) for item in request.transcript if item.kind is al.ItemKind.USER]
         line = {"turn": request.turn_id, "items": len(request.transcript), "users": users}
         _append(workdir / "requests.log", json.dumps(line))

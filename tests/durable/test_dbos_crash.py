@@ -24,6 +24,8 @@ from dbos import DBOSClient
 from durable_kit import IN_DOUBT_PREFIX, final_text, lines, user
 
 import agentloop as al
+import agentloop.tools
+import agentloop.transcript
 from agentloop.durable.dbos import (
     ApprovalStatus,
     approve,
@@ -150,11 +152,11 @@ async def test_a_worker_killed_inside_a_tool_recovers_with_the_call_in_doubt(
     tool_result = result.transcript[-2].parts[0]
     assert isinstance(tool_result, al.ToolResultPart)
     assert tool_result.is_error
-    assert al.result_outcome(tool_result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(tool_result) is al.tools.ResultOutcome.IN_DOUBT
     assert final_text(result.transcript).startswith(f"done: {IN_DOUBT_PREFIX}")
     assert fleet.charges() == ["turn-1-charge 5"]  # the side effect ran once
     assert _first_request_count(fleet) == 1  # the recorded response was not asked again
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 async def test_a_worker_killed_between_steps_replays_the_recorded_ones(fleet: Fleet) -> None:
@@ -175,7 +177,7 @@ async def test_a_worker_killed_between_steps_replays_the_recorded_ones(fleet: Fl
         _request("turn-1", 3, "charge 7"),  # the unrecorded call, cut by the kill
         _request("turn-1", 3, "charge 7"),
     ]
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 async def test_an_approval_survives_a_killed_worker_and_is_answered_later(
@@ -196,7 +198,7 @@ async def test_an_approval_survives_a_killed_worker_and_is_answered_later(
     assert (outcome.status, outcome.deadline) == (ApprovalStatus.APPROVED, pending.deadline)
     assert fleet.charges() == ["turn-1-charge 500"]
     assert _first_request_count(fleet) == 1
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 async def test_a_session_continues_across_worker_restarts(fleet: Fleet) -> None:
@@ -225,7 +227,7 @@ async def test_a_session_continues_across_worker_restarts(fleet: Fleet) -> None:
         _request("turn-2", 7, "charge 5", "charge 6"),
     ]
     assert fleet.charges() == ["turn-1-charge 5", "turn-2-charge 6"]
-    al.validate_transcript(two.transcript)
+    al.transcript.validate_transcript(two.transcript)
 
 
 async def test_a_recorded_model_failure_is_not_asked_again_on_recovery(fleet: Fleet) -> None:
@@ -261,7 +263,7 @@ async def test_a_recorded_model_failure_is_not_asked_again_on_recovery(fleet: Fl
     )
     assert fleet.requests()[3] == _request("turn-3", 2, "fail busy", "charge 5")
     assert fleet.charges() == ["turn-3-charge 5"]
-    al.validate_transcript(done.transcript)
+    al.transcript.validate_transcript(done.transcript)
 
 
 async def test_two_workers_share_a_queue_and_run_each_session_once(fleet: Fleet) -> None:

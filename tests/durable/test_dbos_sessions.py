@@ -18,6 +18,8 @@ from dbos import DBOS
 from durable_kit import Launched, build_agent, final_text, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.transcript
 from agentloop.durable.dbos import (
     DurableAgent,
     DurableError,
@@ -51,7 +53,7 @@ async def test_a_later_input_continues_the_session(launched: Launched) -> None:
         "done: charged 6",
     ]
     assert len(two.transcript) == 8
-    al.validate_transcript(two.transcript)
+    al.transcript.validate_transcript(two.transcript)
     # The second run's first request carries the whole first turn.
     assert launched.requests()[2:] == [
         {"turn": "turn-2", "items": 5, "users": ["charge 5", "charge 6"]},
@@ -80,7 +82,7 @@ async def test_an_input_sent_while_the_previous_run_waits_runs_after_it(
     assert final_text(two.transcript) == "done: charged 6"
     assert two.approvals == ()
     assert launched.charges() == ["turn-1-charge 500", "turn-2-charge 6"]
-    al.validate_transcript(two.transcript)
+    al.transcript.validate_transcript(two.transcript)
 
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
@@ -102,7 +104,7 @@ async def test_concurrent_senders_get_consecutive_runs(launched: Launched) -> No
         ["turn-1-charge 1", "turn-2-charge 2"],
         ["turn-1-charge 2", "turn-2-charge 1"],
     )
-    al.validate_transcript(last.transcript)
+    al.transcript.validate_transcript(last.transcript)
 
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
@@ -160,7 +162,7 @@ async def test_a_failed_model_call_ends_the_turn_and_the_session_goes_on(
         {"turn": "turn-2", "items": 4, "users": ["fail auth", "charge 5"]},
     ]
     assert launched.charges() == ["turn-2-charge 5"]
-    al.validate_transcript(done.transcript)
+    al.transcript.validate_transcript(done.transcript)
 
 
 RETRY = al.TurnRetryPolicy(max_retries=2, initial_delay=0.01)
@@ -206,7 +208,7 @@ async def test_a_retry_policy_retries_a_failed_turn_durably(
     )
     assert launched.charges() == [f"turn-{turns + 1}-charge 5"]
     assert launched.requests()[turns]["users"] == [text, "charge 5"]
-    al.validate_transcript(done.transcript)
+    al.transcript.validate_transcript(done.transcript)
 
 
 class _Silent:
@@ -216,9 +218,9 @@ class _Silent:
         return self
 
     async def begin_turn(
-        self, request: al.TurnRequest, cancellation: Any
-    ) -> AsyncIterator[al.ModelEvent]:
-        async def nothing() -> AsyncIterator[al.ModelEvent]:
+        self, request: al.model.TurnRequest, cancellation: Any
+    ) -> AsyncIterator[al.model.ModelEvent]:
+        async def nothing() -> AsyncIterator[al.model.ModelEvent]:
             for event in ():
                 yield event
 

@@ -18,6 +18,8 @@ import pytest
 from durable_kit import Launched, build_agent, final_text, user
 
 import agentloop as al
+import agentloop.tools
+import agentloop.transcript
 from agentloop.durable.dbos import (
     ApprovalOutcome,
     ApprovalStatus,
@@ -53,7 +55,7 @@ async def test_a_run_calls_the_model_and_the_tool_once_each(launched: Launched) 
     assert result.executor_id == "test"
     assert final_text(result.transcript) == "done: charged 5"
     assert result.approvals == ()
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
     assert launched.charges() == ["turn-1-charge 5"]
     assert launched.requests() == [
         {"turn": "turn-1", "items": 1, "users": ["charge 5"]},
@@ -87,7 +89,7 @@ async def test_an_approval_waits_for_a_client_and_runs_the_call(launched: Launch
     )
     assert launched.charges() == ["turn-1-charge 500"]
     assert await pending_approval(launched.client, workflow_id) is None
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
@@ -139,7 +141,7 @@ async def test_a_denial_or_an_unreadable_answer_never_runs_the_call(
     assert outcome.reason.startswith(reason)
     assert final_text(result.transcript) == f"done: {outcome.reason}"
     assert launched.charges() == []
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 @pytest.mark.parametrize("databases", ["sqlite"], indirect=True)
@@ -212,7 +214,9 @@ def test_durable_agent_refuses_what_it_cannot_wrap(workdir: Path) -> None:
     with pytest.raises(al.InvalidInputError, match="expects an Agent, got str"):
         DurableAgent("agent", name="bad")  # type: ignore[arg-type]
     agent = build_agent(workdir)
-    custom = al.Agent.builder().model(agent.model).tool_executor(al.BasicToolExecutor(())).build()
+    custom = (
+        al.Agent.builder().model(agent.model).tool_executor(al.tools.BasicToolExecutor(())).build()
+    )
     with pytest.raises(al.InvalidInputError, match="custom tool_executor"):
         DurableAgent(custom, name="bad")
     concurrent = al.Agent.builder().model(agent.model).task_manager(AsyncTaskManager()).build()

@@ -6,6 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, chunked, tool_calls
 
 USAGE = al.Usage(input_tokens=10, output_tokens=2)
@@ -40,8 +43,10 @@ class ReadNote:
     def __init__(self) -> None:
         self.inputs: list[Any] = []
 
-    def proposed_requests(self, request: al.ToolRequest) -> Sequence[al.PermissionRequest]:
-        return [al.FileSystemRead(f"/notes/{request.input['name']}")]
+    def proposed_requests(
+        self, request: al.ToolRequest
+    ) -> Sequence[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemRead(f"/notes/{request.input['name']}")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         self.inputs.append(request.input)
@@ -51,10 +56,10 @@ class ReadNote:
 class AskBeforeReading:
     """Reads need a human's yes."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.read":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
 def tour_script() -> list[Reply | str]:
@@ -71,7 +76,7 @@ def make_agent(
     *,
     note: ReadNote | None = None,
     cancellation: al.CancellationHandle | None = None,
-    mutator: al.LoopMutator | None = None,
+    mutator: al.transcript.LoopMutator | None = None,
 ) -> al.Agent:
     builder = (
         al.Agent.builder()

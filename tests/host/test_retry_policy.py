@@ -8,6 +8,7 @@ import pytest
 from host_support import make_agent
 
 import agentloop as al
+import agentloop.testing
 from agentloop.host import RunStopReason, TurnRetryPolicy, continue_from, run, stream
 from agentloop.testing import fail
 
@@ -20,12 +21,12 @@ def flaky(failures: int, kind: al.ProviderErrorKind = al.ProviderErrorKind.RETRY
     return [fail(al.ProviderError(f"failure {n}", kind=kind)) for n in range(failures)] + ["ok"]
 
 
-def request_transcripts(model: al.ScriptedModel) -> list[list[al.Item]]:
+def request_transcripts(model: al.testing.ScriptedModel) -> list[list[al.Item]]:
     return [list(request.transcript) for request in model.requests]
 
 
 async def test_a_retryable_failure_is_retried_with_the_same_request() -> None:
-    model = al.ScriptedModel(flaky(2))
+    model = al.testing.ScriptedModel(flaky(2))
     result = await run(make_agent(model), "q", retry=NO_WAIT)
     assert result.stop_reason is RunStopReason.FINISHED
     assert result.finish_reason is al.FinishReason.COMPLETED
@@ -43,7 +44,7 @@ async def test_a_retryable_failure_is_retried_with_the_same_request() -> None:
 
 
 async def test_retries_are_bounded() -> None:
-    model = al.ScriptedModel(flaky(3))
+    model = al.testing.ScriptedModel(flaky(3))
     result = await run(make_agent(model), "q", retry=NO_WAIT)
     assert result.finish_reason is al.FinishReason.ERROR
     assert result.error is not None
@@ -62,7 +63,7 @@ async def test_retries_are_bounded() -> None:
     ],
 )
 async def test_other_kinds_are_not_retried_by_default(kind: al.ProviderErrorKind) -> None:
-    model = al.ScriptedModel(flaky(1, kind))
+    model = al.testing.ScriptedModel(flaky(1, kind))
     result = await run(make_agent(model), "q", retry=NO_WAIT)
     assert result.finish_reason is al.FinishReason.ERROR
     assert result.error is not None
@@ -71,7 +72,7 @@ async def test_other_kinds_are_not_retried_by_default(kind: al.ProviderErrorKind
 
 
 async def test_retry_on_chooses_the_kinds() -> None:
-    model = al.ScriptedModel(flaky(1, al.ProviderErrorKind.INVALID_RESPONSE))
+    model = al.testing.ScriptedModel(flaky(1, al.ProviderErrorKind.INVALID_RESPONSE))
     policy = TurnRetryPolicy(
         max_retries=1, initial_delay=0.0, retry_on={al.ProviderErrorKind.INVALID_RESPONSE}
     )
@@ -80,14 +81,14 @@ async def test_retry_on_chooses_the_kinds() -> None:
 
 
 async def test_without_a_policy_a_failed_turn_is_returned() -> None:
-    model = al.ScriptedModel(flaky(1))
+    model = al.testing.ScriptedModel(flaky(1))
     result = await run(make_agent(model), "q")
     assert result.finish_reason is al.FinishReason.ERROR
     assert len(model.requests) == 1
 
 
 async def test_continue_from_a_failed_run_retries_the_same_driver() -> None:
-    model = al.ScriptedModel(flaky(1))
+    model = al.testing.ScriptedModel(flaky(1))
     failed = await run(make_agent(model), "q")
     assert failed.error is not None
     done = await continue_from(failed)
@@ -99,7 +100,7 @@ async def test_continue_from_a_failed_run_retries_the_same_driver() -> None:
 
 
 async def test_stream_retries_and_shows_the_failed_turn() -> None:
-    model = al.ScriptedModel(flaky(1))
+    model = al.testing.ScriptedModel(flaky(1))
     seen: list[str] = []
     async with stream(make_agent(model), "q", retry=NO_WAIT) as events:
         async for item in events:
@@ -141,5 +142,5 @@ def test_bad_policies_are_refused(options: dict[str, Any], message: str) -> None
 
 async def test_run_refuses_a_retry_that_is_not_a_policy() -> None:
     with pytest.raises(al.InvalidInputError) as raised:
-        await run(make_agent(al.ScriptedModel([])), "q", retry=3)  # type: ignore[arg-type]
+        await run(make_agent(al.testing.ScriptedModel([])), "q", retry=3)  # type: ignore[arg-type]
     assert str(raised.value) == "run: retry must be a TurnRetryPolicy or None, got int"

@@ -6,6 +6,9 @@ import pytest
 from host_support import USAGE, ReadNote, kinds, last_result_text, make_agent, tour_script
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.host import RunStopReason, continue_from, run
 from agentloop.testing import Reply, call, fail, text, tool_calls
 
@@ -15,7 +18,7 @@ TOUR_KINDS = ["system", "user", "assistant", "tool", "assistant", "tool", "assis
 
 
 async def test_run_with_sync_approver_finishes_the_turn() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
     seen: list[str] = []
 
     def approve(request: al.ApprovalRequest) -> bool:
@@ -33,12 +36,12 @@ async def test_run_with_sync_approver_finishes_the_turn() -> None:
     assert [turn.turn_id for turn in result.turns] == ["turn-1"]
     assert kinds(result.transcript) == TOUR_KINDS
     assert result.pending_approval is None
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
     model.assert_complete()
 
 
 async def test_async_approver_can_deny_with_a_reason() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
 
     async def approve(request: al.ApprovalRequest) -> al.ApprovalAnswer:
         return al.ApprovalAnswer.deny("not today")
@@ -51,7 +54,7 @@ async def test_async_approver_can_deny_with_a_reason() -> None:
 
 async def test_approver_can_patch_the_input() -> None:
     note = ReadNote()
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
     decision = al.ApprovalAnswer.approve_with({"name": "todo"})
 
     result = await run(make_agent(model, note=note), "q", approve=lambda request: decision)
@@ -61,7 +64,7 @@ async def test_approver_can_patch_the_input() -> None:
 
 
 async def test_approver_returning_something_else_is_refused() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
     with pytest.raises(al.InvalidInputError) as raised:
         await run(make_agent(model), "q", approve=lambda request: "yes")  # type: ignore[arg-type,return-value]
     assert str(raised.value) == (
@@ -72,7 +75,7 @@ async def test_approver_returning_something_else_is_refused() -> None:
 
 
 async def test_without_approver_the_run_stops_and_resumes() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
 
     paused = await run(make_agent(model), "q")
 
@@ -96,7 +99,7 @@ async def test_without_approver_the_run_stops_and_resumes() -> None:
 
 
 async def test_a_prompt_is_refused_while_an_approval_waits() -> None:
-    paused = await run(make_agent(al.ScriptedModel(tour_script())), "q")
+    paused = await run(make_agent(al.testing.ScriptedModel(tour_script())), "q")
     with pytest.raises(al.InvalidStateError) as raised:
         await continue_from(paused, "and more")
     assert str(raised.value) == (
@@ -113,7 +116,7 @@ async def test_a_prompt_is_refused_while_an_approval_waits() -> None:
 
 
 async def test_max_steps_stops_cleanly_and_resumes_with_an_approver() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
 
     stopped = await run(make_agent(model), "q", max_steps=1)
 
@@ -130,7 +133,7 @@ async def test_max_steps_stops_cleanly_and_resumes_with_an_approver() -> None:
 
 
 async def test_continue_from_a_finished_run_sends_the_whole_history() -> None:
-    model = al.ScriptedModel(["first answer", "second answer"])
+    model = al.testing.ScriptedModel(["first answer", "second answer"])
     agent = make_agent(model)
 
     first = await run(agent, "one", config="chat-1")
@@ -149,8 +152,8 @@ async def test_continue_from_a_finished_run_sends_the_whole_history() -> None:
 
 
 async def test_continue_from_with_another_agent() -> None:
-    first = await run(make_agent(al.ScriptedModel(["first answer"])), "one")
-    other = al.ScriptedModel(["from the other model"])
+    first = await run(make_agent(al.testing.ScriptedModel(["first answer"])), "one")
+    other = al.testing.ScriptedModel(["from the other model"])
 
     second = await continue_from(first, "two", agent=make_agent(other))
 
@@ -159,7 +162,7 @@ async def test_continue_from_with_another_agent() -> None:
 
 
 async def test_continue_from_a_finished_run_needs_a_prompt() -> None:
-    first = await run(make_agent(al.ScriptedModel(["done"])), "one")
+    first = await run(make_agent(al.testing.ScriptedModel(["done"])), "one")
     with pytest.raises(al.InvalidInputError) as raised:
         await continue_from(first)
     assert str(raised.value) == (
@@ -177,7 +180,7 @@ async def test_continue_from_a_finished_run_needs_a_prompt() -> None:
     ],
 )
 async def test_bad_prompts_are_refused(prompt: object, message: str) -> None:
-    model = al.ScriptedModel([])
+    model = al.testing.ScriptedModel([])
     with pytest.raises(al.InvalidInputError) as raised:
         await run(make_agent(model), prompt)  # type: ignore[arg-type]
     assert str(raised.value) == message
@@ -186,13 +189,13 @@ async def test_bad_prompts_are_refused(prompt: object, message: str) -> None:
 
 async def test_max_steps_below_one_is_refused() -> None:
     with pytest.raises(al.InvalidInputError) as raised:
-        await run(make_agent(al.ScriptedModel([])), "q", max_steps=0)
+        await run(make_agent(al.testing.ScriptedModel([])), "q", max_steps=0)
     assert str(raised.value) == "run: max_steps must be an int >= 1, got 0"
 
 
 async def test_items_prompt_and_a_provider_error_ends_the_run_as_a_failed_turn() -> None:
     # Behaviour change (issue 14): a failed model call ends the turn, not the driver.
-    model = al.ScriptedModel([fail(al.ProviderError("boom"))])
+    model = al.testing.ScriptedModel([fail(al.ProviderError("boom"))])
     result = await run(make_agent(model), [al.Item.text(al.ItemKind.USER, "q")])
     assert result.stop_reason is RunStopReason.FINISHED
     assert result.finish_reason is al.FinishReason.ERROR
@@ -215,7 +218,7 @@ async def test_a_cancelled_turn_is_a_finished_run() -> None:
             controller.interrupt()
             return "never seen"
 
-    model = al.ScriptedModel([tool_calls(call("stop")), text("unused")])
+    model = al.testing.ScriptedModel([tool_calls(call("stop")), text("unused")])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -228,12 +231,12 @@ async def test_a_cancelled_turn_is_a_finished_run() -> None:
 
     assert result.stop_reason is RunStopReason.FINISHED
     assert result.finish_reason is al.FinishReason.CANCELLED
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 async def test_an_interrupt_while_the_approver_thinks_cancels_the_turn() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
 
     def approve(request: al.ApprovalRequest) -> bool:
         controller.interrupt()  # e.g. Ctrl-C at the approval prompt
@@ -258,8 +261,10 @@ def _four_rounds() -> list[Reply | str]:
 async def test_run_counts_every_pause_as_a_step_like_next_does(max_steps: int) -> None:
     # run() goes through AfterToolResult pauses inside the driver; where it
     # stops, with which step count and state, is what max_steps next() calls give.
-    by_run = await run(make_agent(al.ScriptedModel(_four_rounds())), "q", max_steps=max_steps)
-    driver = await make_agent(al.ScriptedModel(_four_rounds())).start("run")
+    by_run = await run(
+        make_agent(al.testing.ScriptedModel(_four_rounds())), "q", max_steps=max_steps
+    )
+    driver = await make_agent(al.testing.ScriptedModel(_four_rounds())).start("run")
     driver.submit_input([al.Item.text(al.ItemKind.USER, "q")])
     steps = [await driver.next() for _ in range(min(max_steps, 5))]
 

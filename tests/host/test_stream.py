@@ -8,7 +8,10 @@ import pytest
 from host_support import kinds, make_agent, tour_script
 
 import agentloop as al
-from agentloop.host import RunStopReason, StreamItem, stream
+import agentloop.observe
+import agentloop.testing
+import agentloop.transcript
+from agentloop.host import EventOrStep, RunStopReason, stream
 from agentloop.testing import call, fail, hang, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -48,17 +51,19 @@ TOUR_ORDER = [
 class Exploding:
     """A mutator with a bug: fails the driver (not a provider error)."""
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         raise RuntimeError("bug")
 
 
-def names(items: list[StreamItem]) -> list[str]:
+def names(items: list[EventOrStep]) -> list[str]:
     return [type(item).__name__ for item in items]
 
 
 async def test_every_event_and_step_in_order() -> None:
-    model = al.ScriptedModel(tour_script())
-    seen: list[StreamItem] = []
+    model = al.testing.ScriptedModel(tour_script())
+    seen: list[EventOrStep] = []
     async with stream(make_agent(model), "q", approve=lambda request: True) as events:
         async for item in events:
             seen.append(item)
@@ -68,7 +73,7 @@ async def test_every_event_and_step_in_order() -> None:
     tokens = [
         item.delta.text
         for item in seen
-        if isinstance(item, al.ContentDelta) and isinstance(item.delta, al.AppendText)
+        if isinstance(item, al.observe.ContentDelta) and isinstance(item.delta, al.AppendText)
     ]
     assert tokens == ["42, and ", "eggs, flour, milk."]
     assert result.stop_reason is RunStopReason.FINISHED
@@ -77,7 +82,7 @@ async def test_every_event_and_step_in_order() -> None:
 
 
 async def test_the_consumer_can_answer_an_approval_inline() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
     async with stream(make_agent(model), "q") as events:
         async for item in events:
             if isinstance(item, al.ApprovalRequest):
@@ -90,7 +95,7 @@ async def test_the_consumer_can_answer_an_approval_inline() -> None:
 
 
 async def test_an_unanswered_approval_stops_the_stream() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
     async with stream(make_agent(model), "q") as events:
         seen = [item async for item in events]
         result = await events.result()
@@ -102,7 +107,7 @@ async def test_an_unanswered_approval_stops_the_stream() -> None:
 
 
 async def test_the_approver_runs_after_the_consumer_caught_up() -> None:
-    model = al.ScriptedModel(tour_script())
+    model = al.testing.ScriptedModel(tour_script())
     log: list[str] = []
 
     def approve(request: al.ApprovalRequest) -> bool:
@@ -119,13 +124,13 @@ async def test_the_approver_runs_after_the_consumer_caught_up() -> None:
 
 async def test_tokens_arrive_while_the_model_is_still_streaming() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [hang(al.BeginPart("text-0", al.PartKind.TEXT), al.AppendText("text-0", "Once"))]
     )
     agent = make_agent(model, cancellation=controller.handle())
     async with stream(agent, "a long poem") as events:
         async for item in events:
-            if isinstance(item, al.ContentDelta) and isinstance(item.delta, al.AppendText):
+            if isinstance(item, al.observe.ContentDelta) and isinstance(item.delta, al.AppendText):
                 controller.interrupt()  # the model is hanging: this token came live
         result = await events.result()
 
@@ -137,7 +142,7 @@ async def test_tokens_arrive_while_the_model_is_still_streaming() -> None:
 
 async def test_a_slow_consumer_holds_the_loop_back() -> None:
     rounds = 5
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("add", {"a": n, "b": 1})) for n in range(rounds)] + ["done"]
     )
     async with stream(make_agent(model), "q", buffer_size=1) as events:
@@ -160,12 +165,12 @@ async def test_a_slow_consumer_holds_the_loop_back() -> None:
 
 
 async def test_leaving_early_cancels_the_turn_and_keeps_the_transcript_valid() -> None:
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [hang(al.BeginPart("text-0", al.PartKind.TEXT), al.AppendText("text-0", "Once"))]
     )
     async with stream(make_agent(model), "q") as events:
         async for item in events:
-            if isinstance(item, al.ContentDelta):
+            if isinstance(item, al.observe.ContentDelta):
                 break
     driver = events.driver
     assert driver is not None
@@ -173,15 +178,15 @@ async def test_leaving_early_cancels_the_turn_and_keeps_the_transcript_valid() -
     transcript = driver.snapshot().transcript
     assert kinds(transcript) == ["system", "user", "assistant"]
     assert transcript[-1].metadata["agentloop.interrupt_stage"] == "host"
-    al.validate_transcript(transcript)
+    al.transcript.validate_transcript(transcript)
     with pytest.raises(al.InvalidStateError, match="the run did not finish"):
         await events.result()
 
 
 async def test_a_provider_error_is_a_failed_turn_in_the_stream() -> None:
     # Behaviour change (issue 14): the turn ends with ERROR; nothing is raised.
-    model = al.ScriptedModel([fail(al.ProviderError("boom", retryable=True))])
-    seen: list[StreamItem] = []
+    model = al.testing.ScriptedModel([fail(al.ProviderError("boom", retryable=True))])
+    seen: list[EventOrStep] = []
     async with stream(make_agent(model), "q") as events:
         async for item in events:
             seen.append(item)
@@ -196,7 +201,7 @@ async def test_a_provider_error_is_a_failed_turn_in_the_stream() -> None:
         "Finished",
     ]
     failed = seen[3]
-    assert isinstance(failed, al.ModelCallFailed)
+    assert isinstance(failed, al.observe.ModelCallFailed)
     assert (failed.turn_id, failed.index, failed.error_kind, failed.message) == (
         "turn-1",
         1,
@@ -209,8 +214,8 @@ async def test_a_provider_error_is_a_failed_turn_in_the_stream() -> None:
 
 
 async def test_errors_that_fail_the_driver_propagate_from_the_iteration() -> None:
-    model = al.ScriptedModel(["never"])
-    seen: list[StreamItem] = []
+    model = al.testing.ScriptedModel(["never"])
+    seen: list[EventOrStep] = []
 
     async def consume() -> None:
         async with stream(make_agent(model, mutator=Exploding()), "q") as events:
@@ -223,7 +228,7 @@ async def test_errors_that_fail_the_driver_propagate_from_the_iteration() -> Non
 
 
 async def test_errors_propagate_on_exit_when_nobody_iterated() -> None:
-    model = al.ScriptedModel(["never"])
+    model = al.testing.ScriptedModel(["never"])
 
     async def ignore() -> None:
         async with stream(make_agent(model, mutator=Exploding()), "q"):
@@ -234,14 +239,14 @@ async def test_errors_propagate_on_exit_when_nobody_iterated() -> None:
 
 
 async def test_result_drains_unread_events() -> None:
-    model = al.ScriptedModel(["hello"])
+    model = al.testing.ScriptedModel(["hello"])
     async with stream(make_agent(model), "q", buffer_size=1) as events:
         result = await events.result()
     assert result.final_text == "hello"
 
 
 async def test_iterating_outside_the_block_is_refused() -> None:
-    events = stream(make_agent(al.ScriptedModel([])), "q")
+    events = stream(make_agent(al.testing.ScriptedModel([])), "q")
     with pytest.raises(al.InvalidStateError) as raised:
         await events.__anext__()
     assert str(raised.value) == (
@@ -252,5 +257,5 @@ async def test_iterating_outside_the_block_is_refused() -> None:
 
 def test_bad_buffer_size_is_refused() -> None:
     with pytest.raises(al.InvalidInputError) as raised:
-        stream(make_agent(al.ScriptedModel([])), "q", buffer_size=0)
+        stream(make_agent(al.testing.ScriptedModel([])), "q", buffer_size=0)
     assert str(raised.value) == "stream: buffer_size must be an int >= 1, got 0"

@@ -6,6 +6,10 @@ import pytest
 from host_support import Add
 
 import agentloop as al
+import agentloop.host
+import agentloop.model
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import Reply, call, chunked, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -14,7 +18,7 @@ pytestmark = pytest.mark.anyio
 def _agent(*replies: Reply | str) -> al.Agent:
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(list(replies)))
+        .model(al.testing.ScriptedModel(list(replies)))
         .add_tool_source(al.ToolRegistry().with_tool(Add()))
         .build()
     )
@@ -141,7 +145,7 @@ def _reasoned_answer() -> Reply:
             al.AppendText("t-0", "It is "),
             al.AppendText("t-0", "42."),
             al.CommitPart("t-0", text),
-            al.ModelTurnResult(
+            al.model.ModelTurnResult(
                 al.FinishReason.COMPLETED, (al.Item(al.ItemKind.ASSISTANT, (thought, text)),)
             ),
         ]
@@ -156,7 +160,7 @@ def _call_with_streamed_arguments() -> Reply:
             al.AppendText("c-0", '{"a": 2, "b": 40}'),
             al.CommitPart("c-0", part),
             part,
-            al.ModelTurnResult(
+            al.model.ModelTurnResult(
                 al.FinishReason.TOOL_CALL, (al.Item(al.ItemKind.ASSISTANT, (part,)),)
             ),
         ]
@@ -184,8 +188,6 @@ async def test_text_deltas_across_tool_rounds_in_order() -> None:
 
 
 def test_run_sync_is_exported_from_both_namespaces() -> None:
-    import agentloop.host
-
     assert agentloop.host.run_sync is al.run_sync
     assert "run_sync" in al.__all__
     assert "run_sync" in agentloop.host.__all__

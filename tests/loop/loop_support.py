@@ -8,6 +8,9 @@ from typing import Any
 import anyio
 
 import agentloop as al
+import agentloop.observe
+import agentloop.permissions
+import agentloop.transcript
 
 
 def user(text: str) -> al.Item:
@@ -26,8 +29,10 @@ class EchoTool:
     def __init__(self) -> None:
         self.inputs: list[Any] = []
 
-    def proposed_requests(self, request: al.ToolRequest) -> Sequence[al.PermissionRequest]:
-        return [al.FileSystemRead("/tmp/echo")]
+    def proposed_requests(
+        self, request: al.ToolRequest
+    ) -> Sequence[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemRead("/tmp/echo")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         self.inputs.append(request.input)
@@ -68,27 +73,27 @@ class DynamicTool:
 
 
 class ApproveFsReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.read":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
 class DenyFsReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.read":
-            return al.Deny("path_not_allowed", "reads are not allowed here")
-        return al.Allow()
+            return al.permissions.Deny("path_not_allowed", "reads are not allowed here")
+        return al.permissions.Allow()
 
 
 class Recorder:
     """Records events and appended items."""
 
     def __init__(self) -> None:
-        self.events: list[al.AgentEvent] = []
+        self.events: list[al.observe.AgentEvent] = []
         self.items: list[al.Item] = []
 
-    def handle_event(self, event: al.AgentEvent) -> None:
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
         self.events.append(event)
 
     def on_item_appended(self, item: al.Item) -> None:
@@ -102,9 +107,11 @@ class PointRecorder:
     name = "points"
 
     def __init__(self) -> None:
-        self.points: list[al.MutationPoint] = []
+        self.points: list[al.transcript.MutationPoint] = []
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         self.points.append(ctx.point)
 
 
@@ -116,7 +123,9 @@ class KeepLast:
     def __init__(self, keep: int) -> None:
         self.keep = keep
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         if len(cursor) > self.keep:
             del cursor[: len(cursor) - self.keep]
 

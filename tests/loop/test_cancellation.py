@@ -9,6 +9,9 @@ import pytest
 from loop_support import ApproveFsReads, BlockingTool, EchoTool, tool_texts, user
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, hang, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +61,7 @@ def assert_cancelled(step: al.Step, stage: str) -> None:
 async def test_interrupt_during_a_tool_answers_the_call_and_the_next_turn_works() -> None:
     controller = al.CancellationController()
     tool = BlockingTool()
-    model = al.ScriptedModel([tool_calls(call("block", id="c1")), "fine"])
+    model = al.testing.ScriptedModel([tool_calls(call("block", id="c1")), "fine"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -74,12 +77,12 @@ async def test_interrupt_during_a_tool_answers_the_call_and_the_next_turn_works(
     assert tool_texts(driver.snapshot().transcript) == [
         ("c1", "cancelled: the turn was interrupted before this call finished", True)
     ]
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
     driver.submit_input([user("again")])
     final = await driver.next()
     assert isinstance(final, al.Finished)
     assert final.result.finish_reason is al.FinishReason.COMPLETED
-    al.validate_transcript(model.requests[-1].transcript)
+    al.transcript.validate_transcript(model.requests[-1].transcript)
     model.assert_complete()
 
 
@@ -90,7 +93,9 @@ class WaitingMutator:
         self.entered = anyio.Event()
         self.calls = 0
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         self.calls += 1
         if self.calls == 1:
             cursor.append(al.Item.text(al.ItemKind.CONTEXT, "half-done"))
@@ -101,7 +106,7 @@ class WaitingMutator:
 async def test_interrupt_during_a_mutator_discards_its_pass() -> None:
     controller = al.CancellationController()
     mutator = WaitingMutator()
-    model = al.ScriptedModel(["answer"])
+    model = al.testing.ScriptedModel(["answer"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -123,7 +128,7 @@ async def test_interrupt_during_a_mutator_discards_its_pass() -> None:
 
 async def test_interrupt_during_streaming_keeps_no_partial_output() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [hang(al.BeginPart("t", al.PartKind.TEXT), al.AppendText("t", "partial")), "ok"]
     )
     recorder_items: list[al.Item] = []
@@ -151,7 +156,7 @@ async def test_interrupt_during_streaming_keeps_no_partial_output() -> None:
 
 async def test_interrupt_while_an_approval_waits_closes_the_turn_on_next() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("echo", id="c1")), "after"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", id="c1")), "after"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -173,15 +178,15 @@ async def test_interrupt_while_an_approval_waits_closes_the_turn_on_next() -> No
         ("c1", "cancelled: the turn was interrupted before this call was approved", True)
     ]
     results = [r for i in driver.snapshot().transcript for r in i.tool_results()]
-    assert al.result_outcome(results[0]) is al.ResultOutcome.CANCELLED
+    assert al.tools.result_outcome(results[0]) is al.tools.ResultOutcome.CANCELLED
     driver.submit_input([user("next")])
     assert isinstance(await driver.next(), al.Finished)
-    al.validate_transcript(model.requests[-1].transcript)
+    al.transcript.validate_transcript(model.requests[-1].transcript)
 
 
 async def test_interrupt_during_after_tool_result_pause() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("echo", id="c1")), "unused"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", id="c1")), "unused"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -199,7 +204,7 @@ async def test_interrupt_during_after_tool_result_pause() -> None:
 
 async def test_host_cancelling_next_closes_the_turn_and_reraises() -> None:
     tool = BlockingTool()
-    model = al.ScriptedModel([tool_calls(call("block", id="c1")), "after"])
+    model = al.testing.ScriptedModel([tool_calls(call("block", id="c1")), "after"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -218,7 +223,7 @@ async def test_host_cancelling_next_closes_the_turn_and_reraises() -> None:
         group.cancel_scope.cancel()
     assert driver.state is al.DriverState.IDLE
     transcript = driver.snapshot().transcript
-    al.validate_transcript(transcript)
+    al.transcript.validate_transcript(transcript)
     assert transcript[-1].metadata["agentloop.interrupt_stage"] == "host"
     driver.submit_input([user("again")])
     assert isinstance(await driver.next(), al.Finished)
@@ -228,7 +233,7 @@ async def test_an_interrupt_between_turns_does_not_cancel_the_next_turn() -> Non
     controller = al.CancellationController()
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel(["one"]))
+        .model(al.testing.ScriptedModel(["one"]))
         .cancellation(controller.handle())
         .build()
     )

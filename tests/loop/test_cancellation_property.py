@@ -22,29 +22,23 @@ from hypothesis import strategies as st
 from agentloop import (
     AfterToolResult,
     Agent,
-    Allow,
     ApprovalRequest,
-    AskApproval,
     AwaitingInput,
     CancellationController,
-    FileSystemWrite,
     Finished,
     FinishReason,
     Item,
     ItemKind,
-    MutationContext,
-    PermissionRequest,
-    PermissionVerdict,
     Step,
     ToolContext,
-    ToolRegistry,
     ToolRequest,
     ToolSpec,
-    TranscriptCursor,
-    TurnRequest,
-    validate_transcript,
 )
+from agentloop.model import TurnRequest
+from agentloop.permissions import Allow, AskApproval, FileSystemWrite, PermissionRequest, Verdict
 from agentloop.testing import Reply, ScriptedModel, hang, model_scripts
+from agentloop.tools import ToolRegistry
+from agentloop.transcript import MutationContext, TranscriptCursor, validate_transcript
 
 pytestmark = pytest.mark.anyio
 
@@ -106,7 +100,7 @@ class Write:
 
 
 class AskForWrites:
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         if isinstance(request, FileSystemWrite):
             return AskApproval("sensitive_path", request.summary)
         return Allow()

@@ -13,16 +13,23 @@ from hypothesis import strategies as st
 from loop_support import ApproveFsReads, BlockingTool, EchoTool, Recorder, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.permissions
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.store import MemorySessionStore
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 
-def planned_model(rounds: int, calls_per_round: int = 2) -> al.ScriptedModel:
+def planned_model(rounds: int, calls_per_round: int = 2) -> al.testing.ScriptedModel:
     """Decides from the transcript alone, so a restored run sees the same replies."""
 
-    def answer(request: al.TurnRequest) -> Reply | str:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         items = list(request.transcript)
         done = sum(1 for item in items if item.tool_calls())
         turn = sum(1 for item in items if item.kind is al.ItemKind.USER)
@@ -38,10 +45,10 @@ def planned_model(rounds: int, calls_per_round: int = 2) -> al.ScriptedModel:
             )
         return f"turn {turn} done after {done} rounds"
 
-    return al.ScriptedModel(answer)
+    return al.testing.ScriptedModel(answer)
 
 
-def make_agent(model: al.ScriptedModel, **extra: Any) -> al.Agent:
+def make_agent(model: al.testing.ScriptedModel, **extra: Any) -> al.Agent:
     builder = (
         al.Agent.builder()
         .model(model)
@@ -115,7 +122,7 @@ async def run_with_restore(rounds: int, stop_at: int, limit: int = 30) -> None:
         reference_driver.snapshot().transcript
     )
     if restored.state is not al.DriverState.AWAITING_APPROVAL:
-        al.validate_transcript(restored.snapshot().transcript)
+        al.transcript.validate_transcript(restored.snapshot().transcript)
 
 
 @pytest.mark.parametrize("stop_at", range(0, 12))
@@ -152,7 +159,7 @@ async def test_the_document_is_versioned_json_holding_the_whole_state() -> None:
 
 async def test_a_checkpoint_is_refused_while_a_step_runs_and_after_a_failure() -> None:
     blocking = BlockingTool()
-    model = al.ScriptedModel([tool_calls(call("block")), "done"])
+    model = al.testing.ScriptedModel([tool_calls(call("block")), "done"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -168,7 +175,7 @@ async def test_a_checkpoint_is_refused_while_a_step_runs_and_after_a_failure() -
             driver.checkpoint()
         blocking.release.set()
 
-    failing = al.ScriptedModel([al.testing.fail(RuntimeError("boom"))])
+    failing = al.testing.ScriptedModel([al.testing.fail(RuntimeError("boom"))])
     broken = await al.Agent.builder().model(failing).input([user("go")]).build().start("s")
     with pytest.raises(RuntimeError):
         await broken.next()
@@ -254,8 +261,8 @@ class Journalled:
         self.runs = 0
         self.entered = anyio.Event()
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemRead("/bills")]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemRead("/bills")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         self.runs += 1
@@ -265,7 +272,7 @@ class Journalled:
 
 
 async def crash_while_running(tool: Journalled, store: MemorySessionStore) -> None:
-    model = al.ScriptedModel([tool_calls(call("pay", {}, id="call-pay"))])
+    model = al.testing.ScriptedModel([tool_calls(call("pay", {}, id="call-pay"))])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -295,7 +302,7 @@ async def test_a_started_call_without_result_is_answered_in_doubt_not_rerun() ->
     assert stored.started_calls == frozenset({"call-pay"})
 
     recorder = Recorder()
-    model = al.ScriptedModel(["I could not confirm the payment"])
+    model = al.testing.ScriptedModel(["I could not confirm the payment"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -306,7 +313,7 @@ async def test_a_started_call_without_result_is_answered_in_doubt_not_rerun() ->
         .build()
     )
     driver = await agent.resume(session_id="s")
-    assert [w.message for w in recorder.of(al.LoopWarning)] == [
+    assert [w.message for w in recorder.of(al.observe.LoopWarning)] == [
         "call call-pay (pay) started before the restore and has no result; answered as in "
         "doubt instead of running it again"
     ]
@@ -317,7 +324,7 @@ async def test_a_started_call_without_result_is_answered_in_doubt_not_rerun() ->
     result = model.last_request.transcript[-1].parts[0]
     assert isinstance(result, al.ToolResultPart)
     assert result.is_error
-    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
     assert result.output.startswith("in doubt: pay started before the session was restored")
 
 
@@ -331,7 +338,7 @@ async def test_an_idempotent_call_is_run_again_after_a_restore() -> None:
     assert stored.approvals["call-pay"].approved  # recorded when the host approved
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel([]))
+        .model(al.testing.ScriptedModel([]))
         .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(ApproveFsReads())
         .store(store)
@@ -391,7 +398,7 @@ async def test_a_cancelled_turn_survives_the_checkpoint() -> None:
     step = await restored.next()
     assert isinstance(step, al.Finished)
     assert step.result.finish_reason is al.FinishReason.CANCELLED
-    al.validate_transcript(restored.snapshot().transcript)
+    al.transcript.validate_transcript(restored.snapshot().transcript)
 
 
 class Payments:
@@ -419,7 +426,7 @@ async def test_a_result_that_landed_before_a_crash_is_kept(parallel: bool) -> No
     script = [tool_calls(call("pay", {}, id="call-a"), call("pay", {}, id="call-b"))]
 
     async def crash(manager: Any) -> None:
-        builder = al.Agent.builder().model(al.ScriptedModel(script))
+        builder = al.Agent.builder().model(al.testing.ScriptedModel(script))
         builder.add_tool_source(al.ToolRegistry().with_tool(tool)).store(store)
         if manager is not None:
             builder.task_manager(manager)
@@ -432,7 +439,7 @@ async def test_a_result_that_landed_before_a_crash_is_kept(parallel: bool) -> No
                 scope.cancel()
 
     if parallel:
-        async with al.AsyncTaskManager() as manager:
+        async with al.tasks.AsyncTaskManager() as manager:
             await crash(manager)
     else:
         await crash(None)
@@ -445,7 +452,7 @@ async def test_a_result_that_landed_before_a_crash_is_kept(parallel: bool) -> No
     ]
     assert stored.started_calls == frozenset({"call-a", "call-b"})  # the round owns call-a's
 
-    model = al.ScriptedModel(["call-a went through; call-b is unclear"])
+    model = al.testing.ScriptedModel(["call-a went through; call-b is unclear"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -463,5 +470,5 @@ async def test_a_result_that_landed_before_a_crash_is_kept(parallel: bool) -> No
         if isinstance(part, al.ToolResultPart)
     }
     assert results["call-a"].output == "paid call-a"
-    assert al.result_outcome(results["call-a"]) is None
-    assert al.result_outcome(results["call-b"]) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(results["call-a"]) is None
+    assert al.tools.result_outcome(results["call-b"]) is al.tools.ResultOutcome.IN_DOUBT

@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from test_checkpoint import comparable, drive, make_agent, planned_model
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.transcript
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +36,7 @@ CASES: list[dict[str, Any]] = json.loads(
 
 
 def agent_for(case: dict[str, Any]) -> al.Agent:
-    extra = {"permissions": al.AllowAll()} if case["allow_all"] else {}
+    extra = {"permissions": al.permissions.AllowAll()} if case["allow_all"] else {}
     return make_agent(planned_model(case["rounds"]), **extra)
 
 
@@ -159,7 +161,7 @@ async def test_version_2_special_documents_continue() -> None:
     step = await interrupted.next()
     assert isinstance(step, al.Finished)
     assert step.result.finish_reason is al.FinishReason.CANCELLED
-    al.validate_transcript(interrupted.snapshot().transcript)
+    al.transcript.validate_transcript(interrupted.snapshot().transcript)
 
 
 # -- hostile documents ----------------------------------------------------------------

@@ -17,6 +17,11 @@ import pytest
 from loop_support import EchoTool, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.store import MemorySessionStore, SessionStore
 from agentloop.testing import call, tool_calls
 
@@ -25,7 +30,7 @@ pytestmark = pytest.mark.anyio
 ROUNDS = 4
 
 
-def three_rounds_then_answer(request: al.TurnRequest) -> Any:
+def three_rounds_then_answer(request: al.model.TurnRequest) -> Any:
     """Calls echo until this turn has ``ROUNDS`` results, then answers."""
     turn_results = 0
     for item in reversed(request.transcript):
@@ -47,7 +52,9 @@ class DropFirstRound:
     def __init__(self) -> None:
         self.dropped = 0
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         items = list(cursor.items)
         if ctx.point != "after_tool_result" or self.dropped:
             return
@@ -75,9 +82,9 @@ class Recording(MemorySessionStore):
 def make_agent(store: SessionStore, mutator: DropFirstRound) -> al.Agent:
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(three_rounds_then_answer))
+        .model(al.testing.ScriptedModel(three_rounds_then_answer))
         .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
-        .permissions(al.AllowAll())
+        .permissions(al.permissions.AllowAll())
         .mutator(mutator)
         .store(store)
         .build()

@@ -6,23 +6,28 @@ import pytest
 from loop_support import ApproveFsReads, EchoTool, KeepLast, Recorder, tool_texts, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 
-def two_call_model(final: str = "done") -> al.ScriptedModel:
-    def answer(request: al.TurnRequest) -> Reply | str:
+def two_call_model(final: str = "done") -> al.testing.ScriptedModel:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         if request.transcript[-1].kind is al.ItemKind.TOOL:
             return final
         return tool_calls(
             call("echo", {"value": "a"}, id="call-1"), call("echo", {"value": "b"}, id="call-2")
         )
 
-    return al.ScriptedModel(answer)
+    return al.testing.ScriptedModel(answer)
 
 
-async def approval_driver(model: al.ScriptedModel | None = None) -> al.LoopDriver:
+async def approval_driver(model: al.testing.ScriptedModel | None = None) -> al.LoopDriver:
     agent = (
         al.Agent.builder()
         .model(model or two_call_model())
@@ -51,7 +56,7 @@ async def test_deny_with_reason_becomes_an_error_result_the_model_sees() -> None
         ("call-2", "approval denied", True),
     ]
     results = [r for item in driver.snapshot().transcript for r in item.tool_results()]
-    assert [al.result_outcome(r) for r in results] == [al.ResultOutcome.DENIED] * 2
+    assert [al.tools.result_outcome(r) for r in results] == [al.tools.ResultOutcome.DENIED] * 2
 
 
 async def test_approvals_resolve_in_any_order_and_mixed() -> None:
@@ -70,7 +75,7 @@ async def test_approvals_resolve_in_any_order_and_mixed() -> None:
         ("call-1", "no", True),
         ("call-2", "B!", False),
     ]
-    al.validate_transcript(model.requests[-1].transcript)
+    al.transcript.validate_transcript(model.requests[-1].transcript)
 
 
 async def test_submit_input_while_approval_pending_raises_and_changes_nothing() -> None:
@@ -114,7 +119,7 @@ async def test_resolve_rejects_a_non_decision() -> None:
 
 
 async def test_submit_input_rejects_bad_items_and_queues_nothing() -> None:
-    driver = await al.Agent.builder().model(al.ScriptedModel([])).build().start("s")
+    driver = await al.Agent.builder().model(al.testing.ScriptedModel([])).build().start("s")
     with pytest.raises(al.InvalidInputError, match="element 1 is str"):
         driver.submit_input([user("ok"), "not an item"])  # type: ignore[list-item]
     with pytest.raises(al.InvalidInputError, match="holds a tool_call or tool_result part"):
@@ -129,11 +134,11 @@ def test_builder_requires_a_model_and_a_valid_transcript() -> None:
         al.Agent.builder().build()
     broken = [al.Item(al.ItemKind.ASSISTANT, [al.ToolCallPart("c1", "echo", {})])]
     with pytest.raises(al.InvalidInputError, match="without matching tool_result: c1"):
-        al.Agent.builder().model(al.ScriptedModel([])).transcript(broken).build()
+        al.Agent.builder().model(al.testing.ScriptedModel([])).transcript(broken).build()
 
 
 async def test_awaiting_input_without_input_and_submit_through_interrupt() -> None:
-    model = al.ScriptedModel(["hi there"])
+    model = al.testing.ScriptedModel(["hi there"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -155,7 +160,7 @@ async def test_awaiting_input_without_input_and_submit_through_interrupt() -> No
 
 async def test_stream_without_result_ends_the_turn_with_a_protocol_error() -> None:
     # Behaviour change (issue 14): a broken model stream ends the turn, not the driver.
-    model = al.ScriptedModel([Reply.raw([al.BeginPart("p", al.PartKind.TEXT)]), "fixed"])
+    model = al.testing.ScriptedModel([Reply.raw([al.BeginPart("p", al.PartKind.TEXT)]), "fixed"])
     recorder = Recorder()
     agent = al.Agent.builder().model(model).observer(recorder).input([user("x")]).build()
     driver = await agent.start("s")
@@ -170,8 +175,8 @@ async def test_stream_without_result_ends_the_turn_with_a_protocol_error() -> No
     )
     assert result.metadata == {"agentloop.error_kind": "invalid_response"}
     assert driver.state is al.DriverState.IDLE
-    assert recorder.of(al.RunFailed) == []
-    (failed,) = recorder.of(al.ModelCallFailed)
+    assert recorder.of(al.observe.RunFailed) == []
+    (failed,) = recorder.of(al.observe.ModelCallFailed)
     assert failed.error_kind == "invalid_response"
     retried = await driver.retry()
     assert isinstance(retried, al.Finished)
@@ -180,7 +185,7 @@ async def test_stream_without_result_ends_the_turn_with_a_protocol_error() -> No
 
 
 async def test_a_call_id_repeating_an_earlier_round_gets_a_fresh_id() -> None:
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("echo", id="c1")), tool_calls(call("echo", id="c1")), "done"]
     )
     agent = (
@@ -202,11 +207,11 @@ async def test_a_call_id_repeating_an_earlier_round_gets_a_fresh_id() -> None:
         ("c1", "pong", False),
         ("c1_2", "pong", False),
     ]
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 async def test_a_call_id_repeated_within_one_response_answers_the_repeat_with_an_error() -> None:
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(
                 call("echo", {"value": "a"}, id="c1"), call("echo", {"value": "b"}, id="c1")
@@ -236,12 +241,12 @@ async def test_a_call_id_repeated_within_one_response_answers_the_repeat_with_an
             True,
         ),
     ]
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 async def test_a_non_assistant_item_from_the_model_ends_the_turn_as_a_protocol_error() -> None:
-    bad = al.ModelTurnResult(al.FinishReason.COMPLETED, (user("I am the user now"),))
-    model = al.ScriptedModel([Reply.raw([bad]), "ok"])
+    bad = al.model.ModelTurnResult(al.FinishReason.COMPLETED, (user("I am the user now"),))
+    model = al.testing.ScriptedModel([Reply.raw([bad]), "ok"])
     agent = al.Agent.builder().model(model).input([user("x")]).build()
     driver = await agent.start("s")
     step = await driver.next()
@@ -256,7 +261,7 @@ async def test_a_non_assistant_item_from_the_model_ends_the_turn_as_a_protocol_e
 
 
 async def test_mutator_that_breaks_pairs_raises_mutator_error_naming_the_call() -> None:
-    model = al.ScriptedModel([tool_calls(call("echo", id="call-7")), "done"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", id="call-7")), "done"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -276,14 +281,16 @@ async def test_mutator_that_breaks_pairs_raises_mutator_error_naming_the_call() 
 
 
 class Exploding:
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         raise RuntimeError("boom")
 
 
 async def test_mutator_exception_is_wrapped() -> None:
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel(["x"]))
+        .model(al.testing.ScriptedModel(["x"]))
         .mutator(Exploding())
         .input([user("x")])
         .build()
@@ -298,13 +305,13 @@ async def test_mutator_exception_is_wrapped() -> None:
 def test_validator_rejects_unanswered_and_duplicate_calls() -> None:
     call_item = al.Item(al.ItemKind.ASSISTANT, [al.ToolCallPart("c1", "echo", {})])
     with pytest.raises(al.TranscriptError, match="without matching tool_result: c1") as info:
-        al.validate_transcript([call_item])
+        al.transcript.validate_transcript([call_item])
     assert info.value.violation == "unanswered"
     with pytest.raises(al.TranscriptError, match="duplicate tool_call id c1"):
-        al.validate_transcript([call_item, call_item])
+        al.transcript.validate_transcript([call_item, call_item])
     ok = [call_item, al.Item(al.ItemKind.TOOL, [al.ToolResultPart("c1", "x")])]
-    al.validate_transcript(ok)
-    assert al.find_violation(ok) is None
+    al.transcript.validate_transcript(ok)
+    assert al.transcript.find_violation(ok) is None
 
 
 async def test_tool_specs_reach_the_model_sorted_by_name() -> None:
@@ -318,7 +325,7 @@ async def test_tool_specs_reach_the_model_sorted_by_name() -> None:
     registry = al.ToolRegistry()
     for name in ("zeta", "alpha", "mid"):
         registry.with_tool(Named(name))
-    model = al.ScriptedModel(["ok"])
+    model = al.testing.ScriptedModel(["ok"])
     agent = al.Agent.builder().model(model).add_tool_source(registry).input([user("x")]).build()
     await (await agent.start("s")).next()
     assert [s.name for s in model.requests[0].available_tools] == ["alpha", "mid", "zeta"]
@@ -333,7 +340,7 @@ async def test_first_source_wins_a_name_clash() -> None:
         async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
             return self.answer
 
-    model = al.ScriptedModel([tool_calls(call("echo", id="c1")), "done"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", id="c1")), "done"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -350,7 +357,7 @@ async def test_first_source_wins_a_name_clash() -> None:
 
 async def test_usage_is_summed_per_turn_and_stamped_on_assistant_items() -> None:
     usage = al.Usage(input_tokens=10, output_tokens=2)
-    model = al.ScriptedModel([tool_calls(call("echo", id="c1"), usage=usage), "done"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", id="c1"), usage=usage), "done"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -371,21 +378,21 @@ async def test_usage_is_summed_per_turn_and_stamped_on_assistant_items() -> None
 async def test_no_observer_events_are_built_without_observers() -> None:
     # Event construction is guarded by `if self._observers`; constructing an event
     # here would raise, so a run without observers proves none were built.
-    original = al.ContentDelta.__init__
+    original = al.observe.ContentDelta.__init__
 
     def forbidden(self: object, *args: object, **kwargs: object) -> None:
         raise AssertionError("an event was built with no observer registered")
 
-    al.ContentDelta.__init__ = forbidden  # type: ignore[method-assign]
+    al.observe.ContentDelta.__init__ = forbidden  # type: ignore[method-assign]
     try:
-        driver = await al.Agent.builder().model(al.ScriptedModel(["hi"])).build().start("s")
+        driver = await al.Agent.builder().model(al.testing.ScriptedModel(["hi"])).build().start("s")
         driver.submit_input([user("x")])
         assert isinstance(await driver.next(), al.Finished)
     finally:
-        al.ContentDelta.__init__ = original  # type: ignore[method-assign]
+        al.observe.ContentDelta.__init__ = original  # type: ignore[method-assign]
 
 
 def test_scripted_model_assert_complete_fails_when_replies_are_left() -> None:
-    model = al.ScriptedModel(["a", "b"])
+    model = al.testing.ScriptedModel(["a", "b"])
     with pytest.raises(AssertionError, match="2 of 2 scripted replies were never used"):
         model.assert_complete()

@@ -13,6 +13,12 @@ from hypothesis import strategies as st
 from loop_support import ApproveFsReads, EchoTool, Recorder, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.store
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, fail, text, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -29,11 +35,13 @@ ERRORS = {
 }
 
 
-def failing_at(point: str, error: al.ProviderError) -> Callable[[al.TurnRequest], Reply | str]:
+def failing_at(
+    point: str, error: al.ProviderError
+) -> Callable[[al.model.TurnRequest], Reply | str]:
     """A model that fails once at ``point`` and otherwise answers from the request."""
     state = {"failed": False}
 
-    def answer(request: al.TurnRequest) -> Reply | str:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         last = request.transcript[-1]
         fresh_turn = last.kind is al.ItemKind.USER
         should_fail = not state["failed"] and (
@@ -61,7 +69,7 @@ def make_agent(
     *,
     approvals: bool = False,
     observer: Recorder | None = None,
-    mutators: tuple[al.LoopMutator, ...] = (),
+    mutators: tuple[al.transcript.LoopMutator, ...] = (),
     limits: al.LoopLimits | None = None,
 ) -> al.Agent:
     builder = (
@@ -100,7 +108,7 @@ async def test_a_failure_at_each_point_ends_the_turn_and_retry_completes_it(
     point: str, kind: al.ProviderErrorKind
 ) -> None:
     error = ERRORS[kind]()
-    model = al.ScriptedModel(failing_at(point, error))
+    model = al.testing.ScriptedModel(failing_at(point, error))
     recorder = Recorder()
     driver = await make_agent(model, approvals=point == "after_approval", observer=recorder).start(
         "s"
@@ -117,13 +125,15 @@ async def test_a_failure_at_each_point_ends_the_turn_and_retry_completes_it(
     assert driver.retry_point is not None
     assert driver.retry_point.error is error
     transcript = driver.snapshot().transcript
-    al.validate_transcript(transcript)
+    al.transcript.validate_transcript(transcript)
     assert transcript[-1].kind in (al.ItemKind.USER, al.ItemKind.TOOL)
     failed_request = list(model.requests[-1].transcript)
     assert failed_request == list(transcript)
-    assert [e.error_kind for e in recorder.of(al.ModelCallFailed)] == [kind.value]
-    assert [e.result.finish_reason for e in recorder.of(al.TurnFinished)] == [al.FinishReason.ERROR]
-    assert recorder.of(al.RunFailed) == []
+    assert [e.error_kind for e in recorder.of(al.observe.ModelCallFailed)] == [kind.value]
+    assert [e.result.finish_reason for e in recorder.of(al.observe.TurnFinished)] == [
+        al.FinishReason.ERROR
+    ]
+    assert recorder.of(al.observe.RunFailed) == []
     calls_before = len(model.requests)
 
     done = await until_finished(driver, await driver.retry())
@@ -134,13 +144,13 @@ async def test_a_failure_at_each_point_ends_the_turn_and_retry_completes_it(
     assert len(model.requests) == calls_before + 1
     assert list(model.requests[-1].transcript) == failed_request
     assert driver.retry_point is None
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
     model.assert_requests_valid()
 
 
 async def test_the_failed_turn_holds_everything_it_added() -> None:
     error = ERRORS[Kind.RETRYABLE]()
-    model = al.ScriptedModel(failing_at("after_tool_round", error))
+    model = al.testing.ScriptedModel(failing_at("after_tool_round", error))
     driver = await make_agent(model).start("s")
     failed = await until_finished(driver)
     assert [item.kind for item in failed.result.items] == [
@@ -161,7 +171,7 @@ async def test_a_checkpoint_after_a_failure_restores_into_the_same_retryable_pos
     error = al.ProviderError(
         "overloaded", status=529, error_type="overloaded_error", retryable=True
     )
-    model = al.ScriptedModel(failing_at("after_tool_round", error))
+    model = al.testing.ScriptedModel(failing_at("after_tool_round", error))
     agent = make_agent(model)
     driver = await agent.start("s")
     await until_finished(driver)
@@ -180,7 +190,7 @@ async def test_a_checkpoint_after_a_failure_restores_into_the_same_retryable_pos
     }
     failed_request = list(model.requests[-1].transcript)
 
-    fresh = al.ScriptedModel(["done"])
+    fresh = al.testing.ScriptedModel(["done"])
     restored = await make_agent(fresh).resume(document)
     assert restored.state is al.DriverState.IDLE
     point = restored.retry_point
@@ -199,10 +209,10 @@ async def test_a_checkpoint_after_a_failure_restores_into_the_same_retryable_pos
 
 
 async def test_a_protocol_error_survives_a_checkpoint_as_its_class() -> None:
-    model = al.ScriptedModel([Reply.raw([al.BeginPart("p", al.PartKind.TEXT)])])
+    model = al.testing.ScriptedModel([Reply.raw([al.BeginPart("p", al.PartKind.TEXT)])])
     driver = await make_agent(model).start("s")
     await driver.next()
-    restored = await make_agent(al.ScriptedModel(["ok"])).resume(driver.checkpoint())
+    restored = await make_agent(al.testing.ScriptedModel(["ok"])).resume(driver.checkpoint())
     assert restored.retry_point is not None
     assert isinstance(restored.retry_point.error, al.ModelProtocolError)
     assert restored.retry_point.error.kind is Kind.INVALID_RESPONSE
@@ -210,7 +220,7 @@ async def test_a_protocol_error_survives_a_checkpoint_as_its_class() -> None:
 
 async def test_pending_input_stays_pending_through_a_retry() -> None:
     error = ERRORS[Kind.RETRYABLE]()
-    model = al.ScriptedModel([fail(error), "retried", "later answered"])
+    model = al.testing.ScriptedModel([fail(error), "retried", "later answered"])
     driver = await make_agent(model).start("s")
     await driver.next()
     driver.submit_input([user("later")])
@@ -231,7 +241,7 @@ async def test_pending_input_stays_pending_through_a_retry() -> None:
 
 
 async def test_a_failed_turn_keeps_follow_ups_queued() -> None:
-    model = al.ScriptedModel([fail(ERRORS[Kind.RETRYABLE]())])
+    model = al.testing.ScriptedModel([fail(ERRORS[Kind.RETRYABLE]())])
     driver = await make_agent(model).start("s")
     driver.follow_up([user("then this")])
     step = await driver.next()
@@ -241,7 +251,7 @@ async def test_a_failed_turn_keeps_follow_ups_queued() -> None:
 
 
 async def test_next_after_a_failure_says_to_retry() -> None:
-    model = al.ScriptedModel([fail(al.ProviderError("down", retryable=True))])
+    model = al.testing.ScriptedModel([fail(al.ProviderError("down", retryable=True))])
     driver = await make_agent(model).start("s")
     await driver.next()
     waiting = await driver.next()
@@ -253,7 +263,7 @@ async def test_next_after_a_failure_says_to_retry() -> None:
 
 
 async def test_retry_is_refused_without_a_failure_and_changes_nothing() -> None:
-    model = al.ScriptedModel(["fine"])
+    model = al.testing.ScriptedModel(["fine"])
     driver = await make_agent(model).start("s")
     await driver.next()
     before = driver.snapshot()
@@ -269,7 +279,7 @@ async def test_retry_is_refused_without_a_failure_and_changes_nothing() -> None:
 
 
 async def test_a_new_turn_clears_the_retry_point() -> None:
-    model = al.ScriptedModel([fail(ERRORS[Kind.RETRYABLE]()), "answer"])
+    model = al.testing.ScriptedModel([fail(ERRORS[Kind.RETRYABLE]()), "answer"])
     driver = await make_agent(model).start("s")
     await driver.next()
     driver.submit_input([user("never mind")])
@@ -281,7 +291,7 @@ async def test_a_new_turn_clears_the_retry_point() -> None:
 
 
 async def test_retry_refuses_something_that_is_not_a_mutator() -> None:
-    model = al.ScriptedModel([fail(ERRORS[Kind.RETRYABLE]())])
+    model = al.testing.ScriptedModel([fail(ERRORS[Kind.RETRYABLE]())])
     driver = await make_agent(model).start("s")
     await driver.next()
     with pytest.raises(al.InvalidInputError) as raised:
@@ -299,9 +309,11 @@ class KeepSystemAndLastUser:
     name = "compact"
 
     def __init__(self) -> None:
-        self.runs: list[al.MutationPoint] = []
+        self.runs: list[al.transcript.MutationPoint] = []
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         self.runs.append(ctx.point)
         items = list(cursor)
         last_user = max(i for i, item in enumerate(items) if item.kind is al.ItemKind.USER)
@@ -312,7 +324,7 @@ class KeepSystemAndLastUser:
 async def test_context_overflow_is_compacted_by_a_mutator_before_retry() -> None:
     limit = 4
 
-    def answer(request: al.TurnRequest) -> Reply | str:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         if len(request.transcript) > limit:
             return fail(ERRORS[Kind.CONTEXT_OVERFLOW]())
         return f"answer with {len(request.transcript)} items"
@@ -320,7 +332,7 @@ async def test_context_overflow_is_compacted_by_a_mutator_before_retry() -> None
     history = [user(f"old {n}") for n in range(3)] + [
         al.Item.text(al.ItemKind.ASSISTANT, "old reply")
     ]
-    model = al.ScriptedModel(answer)
+    model = al.testing.ScriptedModel(answer)
     agent = (
         al.Agent.builder()
         .model(model)
@@ -339,21 +351,23 @@ async def test_context_overflow_is_compacted_by_a_mutator_before_retry() -> None
     assert isinstance(done, al.Finished)
     assert done.result.finish_reason is al.FinishReason.COMPLETED
     assert done.result.final_items[0].text_content == "answer with 2 items"
-    assert compactor.runs == [al.MutationPoint.AFTER_TURN_ENDED]
+    assert compactor.runs == [al.transcript.MutationPoint.AFTER_TURN_ENDED]
     assert [i.text_content for i in model.requests[-1].transcript] == ["sys", "now"]
     # The one-shot mutator does not run again.
     driver.submit_input([user("more")])
     again = await driver.next()
     assert isinstance(again, al.Finished)
-    assert compactor.runs == [al.MutationPoint.AFTER_TURN_ENDED]
+    assert compactor.runs == [al.transcript.MutationPoint.AFTER_TURN_ENDED]
 
 
 async def test_a_mutator_error_still_fails_the_driver() -> None:
     class Broken:
-        async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+        async def mutate(
+            self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+        ) -> None:
             raise RuntimeError("bug")
 
-    driver = await make_agent(al.ScriptedModel([]), mutators=(Broken(),)).start("s")
+    driver = await make_agent(al.testing.ScriptedModel([]), mutators=(Broken(),)).start("s")
     with pytest.raises(al.MutatorError, match="mutator 'Broken' failed at after_turn_ended"):
         await driver.next()
     assert driver.state is al.DriverState.FAILED
@@ -362,7 +376,7 @@ async def test_a_mutator_error_still_fails_the_driver() -> None:
 
 
 async def test_a_bug_in_the_adapter_fails_the_driver() -> None:
-    model = al.ScriptedModel([fail(RuntimeError("adapter bug"))])
+    model = al.testing.ScriptedModel([fail(RuntimeError("adapter bug"))])
     driver = await make_agent(model).start("s")
     with pytest.raises(RuntimeError, match="adapter bug"):
         await driver.next()
@@ -373,7 +387,7 @@ async def test_a_bug_in_the_adapter_fails_the_driver() -> None:
 
 
 async def test_continue_turn_calls_the_model_on_a_user_tail() -> None:
-    model = al.ScriptedModel(["continued"])
+    model = al.testing.ScriptedModel(["continued"])
     history = [al.Item.text(al.ItemKind.SYSTEM, "sys"), user("unanswered")]
     driver = await al.Agent.builder().model(model).transcript(history).build().start("s")
     step = await driver.continue_turn()
@@ -387,18 +401,20 @@ async def test_continue_turn_calls_the_model_on_a_tool_tail() -> None:
     call_item = al.Item(al.ItemKind.ASSISTANT, (al.ToolCallPart("c1", "echo", {}),))
     result_item = al.Item(al.ItemKind.TOOL, (al.ToolResultPart("c1", "pong"),))
     history = [user("q"), call_item, result_item]
-    points: list[al.MutationPoint] = []
+    points: list[al.transcript.MutationPoint] = []
 
     class Points:
-        async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+        async def mutate(
+            self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+        ) -> None:
             points.append(ctx.point)
 
-    model = al.ScriptedModel(["after the tool"])
+    model = al.testing.ScriptedModel(["after the tool"])
     agent = al.Agent.builder().model(model).transcript(history).mutator(Points()).build()
     driver = await agent.start("s")
     step = await driver.continue_turn()
     assert isinstance(step, al.Finished)
-    assert points == [al.MutationPoint.AFTER_TOOL_RESULT]
+    assert points == [al.transcript.MutationPoint.AFTER_TOOL_RESULT]
     assert list(model.requests[0].transcript) == history
 
 
@@ -423,7 +439,7 @@ async def test_continue_turn_calls_the_model_on_a_tool_tail() -> None:
 async def test_continue_turn_refuses_a_tail_the_model_cannot_answer(
     history: list[al.Item], found: str
 ) -> None:
-    model = al.ScriptedModel([])
+    model = al.testing.ScriptedModel([])
     driver = await al.Agent.builder().model(model).transcript(history).build().start("s")
     with pytest.raises(al.InvalidStateError) as raised:
         await driver.continue_turn()
@@ -438,7 +454,7 @@ async def test_continue_turn_refuses_a_tail_the_model_cannot_answer(
 
 
 async def test_continue_turn_is_refused_inside_an_open_turn() -> None:
-    model = al.ScriptedModel([tool_calls(call("echo", id="c1"))])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", id="c1"))])
     driver = await make_agent(model, approvals=True).start("s")
     approval = await driver.next()
     assert isinstance(approval, al.ApprovalRequest)
@@ -452,7 +468,7 @@ async def test_continue_turn_is_refused_inside_an_open_turn() -> None:
 
 
 async def test_continue_turn_keeps_pending_input_pending() -> None:
-    model = al.ScriptedModel(["first", "second"])
+    model = al.testing.ScriptedModel(["first", "second"])
     driver = await al.Agent.builder().model(model).transcript([user("q")]).build().start("s")
     driver.submit_input([user("queued")])
     step = await driver.continue_turn()
@@ -469,13 +485,13 @@ async def test_continue_turn_keeps_pending_input_pending() -> None:
     [
         ("", "no text and no tool calls; finish reason completed"),
         (
-            Reply.raw([al.ModelTurnResult(al.FinishReason.MAX_TOKENS, ())]),
+            Reply.raw([al.model.ModelTurnResult(al.FinishReason.MAX_TOKENS, ())]),
             "no output items; finish reason max_tokens",
         ),
         (
             Reply.raw(
                 [
-                    al.ModelTurnResult(
+                    al.model.ModelTurnResult(
                         al.FinishReason.MAX_TOKENS,
                         (al.Item(al.ItemKind.ASSISTANT, (al.ReasoningPart("thinking..."),)),),
                     )
@@ -488,7 +504,7 @@ async def test_continue_turn_keeps_pending_input_pending() -> None:
 async def test_an_empty_response_ends_the_turn_with_a_stated_reason(
     reply: Reply | str, reason: str
 ) -> None:
-    model = al.ScriptedModel([reply, "real answer"])
+    model = al.testing.ScriptedModel([reply, "real answer"])
     driver = await make_agent(model).start("s")
     step = await driver.next()
     assert isinstance(step, al.Finished)
@@ -511,7 +527,7 @@ async def test_an_empty_response_ends_the_turn_with_a_stated_reason(
 
 async def test_the_usage_of_an_empty_response_is_counted() -> None:
     usage = al.Usage(input_tokens=12, output_tokens=3)
-    model = al.ScriptedModel([text("", usage=usage)])
+    model = al.testing.ScriptedModel([text("", usage=usage)])
     driver = await make_agent(model).start("s")
     step = await driver.next()
     assert isinstance(step, al.Finished)
@@ -526,7 +542,7 @@ async def test_the_usage_of_an_empty_response_is_counted() -> None:
 
 
 async def failed_document() -> dict[str, Any]:
-    model = al.ScriptedModel([fail(al.ProviderError("503", status=503, retryable=True))])
+    model = al.testing.ScriptedModel([fail(al.ProviderError("503", status=503, retryable=True))])
     driver = await make_agent(model).start("s")
     await driver.next()
     return json.loads(json.dumps(driver.checkpoint()))
@@ -574,7 +590,7 @@ def _set_kind(document: dict[str, Any]) -> None:
 async def test_a_corrupted_retry_point_is_rejected(corrupt: Any, message: str) -> None:
     document = await failed_document()
     corrupt(document)
-    model = al.ScriptedModel([])
+    model = al.testing.ScriptedModel([])
     with pytest.raises(al.CheckpointError, match=message):
         await make_agent(model).resume(document)
     assert model.requests == []
@@ -652,13 +668,13 @@ def test_turn_records_round_trip_through_json(
 async def test_a_store_keeps_the_failed_turn_and_a_restart_retries_it(
     store_kind: str, tmp_path: Any
 ) -> None:
-    store: al.SessionStore = (
-        al.MemorySessionStore()
+    store: al.store.SessionStore = (
+        al.store.MemorySessionStore()
         if store_kind == "memory"
-        else al.SqliteSessionStore(tmp_path / "sessions.db")
+        else al.store.SqliteSessionStore(tmp_path / "sessions.db")
     )
     error = al.ProviderError("overloaded", status=529, retryable=True)
-    model = al.ScriptedModel(failing_at("after_tool_round", error))
+    model = al.testing.ScriptedModel(failing_at("after_tool_round", error))
     agent = (
         al.Agent.builder()
         .model(model)
@@ -673,7 +689,7 @@ async def test_a_store_keeps_the_failed_turn_and_a_restart_retries_it(
     failed_request = list(model.requests[-1].transcript)
 
     # A new process: the same store, a fresh model.
-    fresh = al.ScriptedModel(["done"])
+    fresh = al.testing.ScriptedModel(["done"])
     restarted = await attrs.evolve(agent, model=fresh).resume(session_id="stored")
     assert restarted.retry_point is not None
     assert restarted.retry_point.error.status == 529
@@ -694,7 +710,7 @@ async def test_a_provider_error_caused_by_an_interrupt_is_a_cancelled_turn() -> 
         async def start_session(self, config: al.SessionConfig) -> InterruptThenFail:
             return self
 
-        async def begin_turn(self, request: al.TurnRequest, cancellation: Any) -> Any:
+        async def begin_turn(self, request: al.model.TurnRequest, cancellation: Any) -> Any:
             async def events() -> Any:
                 controller.interrupt()
                 raise al.ProviderError("connection closed", retryable=True)

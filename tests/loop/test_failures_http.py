@@ -14,6 +14,10 @@ from providers._openai_streams import text_stream, tool_call_stream
 from providers._server import ReplayServer, Reply, json_error, split_inside, sse
 
 import agentloop as al
+import agentloop.observe
+import agentloop.permissions
+import agentloop.tools
+import agentloop.transcript
 from agentloop.providers import AnthropicModel, GeminiModel, OpenAIChatModel, RetryPolicy
 
 pytestmark = pytest.mark.anyio
@@ -47,24 +51,24 @@ class Weather:
     def __init__(self, approval: bool) -> None:
         self.approval = approval
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemRead("/weather")] if self.approval else []
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemRead("/weather")] if self.approval else []
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         return f"sunny in {request.input['city']}"
 
 
 class AskForReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        return al.AskApproval("weather", request.summary)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        return al.permissions.AskApproval("weather", request.summary)
 
 
 class Deltas:
     def __init__(self) -> None:
         self.texts: list[str] = []
 
-    def handle_event(self, event: al.AgentEvent) -> None:
-        if isinstance(event, al.ContentDelta) and isinstance(event.delta, al.AppendText):
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
+        if isinstance(event, al.observe.ContentDelta) and isinstance(event.delta, al.AppendText):
             self.texts.append(event.delta.text)
 
 
@@ -140,7 +144,7 @@ async def test_a_failing_server_ends_the_turn_and_retry_sends_the_same_request(
         assert failed.result.error is not None
         assert failed.result.error.kind is kind
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert transcript[-1].kind in (al.ItemKind.USER, al.ItemKind.TOOL)
         assert not any("Hello" in item.text_content for item in transcript)
         checkpoint = driver.checkpoint()
@@ -153,7 +157,7 @@ async def test_a_failing_server_ends_the_turn_and_retry_sends_the_same_request(
         sent = messages(server)
         assert len(sent) == len(before) + 2
         assert sent[-1] == sent[-2]
-        al.validate_transcript(driver.snapshot().transcript)
+        al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 async def test_a_restored_driver_retries_against_the_server() -> None:
@@ -226,7 +230,7 @@ async def test_each_provider_fails_mid_stream_after_a_tool_round_and_retries(
             al.FinishReason.ERROR,
         ]
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert transcript[-1].kind is al.ItemKind.TOOL
         done = await driver.retry()
         assert isinstance(done, al.Finished)

@@ -14,6 +14,10 @@ from hypothesis import strategies as st
 from loop_support import ApproveFsReads, EchoTool, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, fail, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +57,7 @@ def reply_for(behaviour: str, number: int) -> Reply | str:
             al.AppendText("t", "partial"),
         )
     if behaviour == "protocol":
-        bad = al.ModelTurnResult(al.FinishReason.COMPLETED, (user("from the model"),))
+        bad = al.model.ModelTurnResult(al.FinishReason.COMPLETED, (user("from the model"),))
         return Reply.raw([bad])
     assert behaviour == "empty"
     return ""
@@ -66,7 +70,7 @@ class Plan:
         self._behaviours: Iterator[str] = iter(behaviours)
         self.failures = 0
 
-    def answer(self, request: al.TurnRequest) -> Reply | str:
+    def answer(self, request: al.model.TurnRequest) -> Reply | str:
         number = len(request.transcript)
         behaviour = next(self._behaviours, "text")
         if behaviour in FAILING:
@@ -74,7 +78,7 @@ class Plan:
         return reply_for(behaviour, number)
 
 
-def make_agent(model: al.ScriptedModel, approvals: bool) -> al.Agent:
+def make_agent(model: al.testing.ScriptedModel, approvals: bool) -> al.Agent:
     builder = (
         al.Agent.builder()
         .model(model)
@@ -89,7 +93,7 @@ def make_agent(model: al.ScriptedModel, approvals: bool) -> al.Agent:
 def check_usable(driver: al.LoopDriver) -> None:
     assert driver.state is not al.DriverState.FAILED
     if driver.state is al.DriverState.IDLE:
-        al.validate_transcript(driver.snapshot().transcript)
+        al.transcript.validate_transcript(driver.snapshot().transcript)
     json.dumps(driver.checkpoint())  # checkpointable between any two steps
 
 
@@ -106,7 +110,7 @@ async def play(
     behaviours: list[str], recoveries: list[str], answers: list[bool], approvals: bool
 ) -> None:
     plan = Plan(behaviours)
-    model = al.ScriptedModel(plan.answer)
+    model = al.testing.ScriptedModel(plan.answer)
     agent = make_agent(model, approvals)
     driver = await agent.start("s")
     recovery = iter(recoveries * 20)

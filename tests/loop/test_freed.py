@@ -15,6 +15,11 @@ import anyio
 import pytest
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +36,7 @@ class Observer:
     def __init__(self) -> None:
         self.events = 0
 
-    def handle_event(self, event: al.AgentEvent) -> None:
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
         self.events += 1
 
 
@@ -62,16 +67,16 @@ def no_collector() -> Iterator[None]:
         gc.enable()
 
 
-def reply(request: al.TurnRequest) -> object:
+def reply(request: al.model.TurnRequest) -> object:
     if request.transcript[-1].kind is al.ItemKind.USER:
         return tool_calls(call("echo", {"value": "a"}), call("echo", {"value": "b"}))
     return "done"
 
 
-def builder(manager: al.TaskManager | None) -> al.AgentBuilder:
+def builder(manager: al.tasks.TaskManager | None) -> al.AgentBuilder:
     built = (
         al.Agent.builder()
-        .model(al.ScriptedModel(reply))
+        .model(al.testing.ScriptedModel(reply))
         .add_tool_source(al.ToolRegistry().with_tool(echo))
     )
     return built.task_manager(manager) if manager is not None else built
@@ -81,7 +86,7 @@ def builder(manager: al.TaskManager | None) -> al.AgentBuilder:
 async def test_a_finished_run_is_freed_when_the_host_drops_it(
     setup: str, no_collector: None
 ) -> None:
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent_builder = builder(manager if setup != "simple" else None)
         if setup == "observed":
             agent_builder = agent_builder.observer(Observer())
@@ -123,7 +128,7 @@ async def test_a_driver_stepped_by_hand_is_freed_at_every_kind_of_step(no_collec
 async def test_a_manager_nobody_holds_is_freed_and_its_handle_stays_one_object(
     no_collector: None,
 ) -> None:
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         assert manager.handle() is handle  # the same object while the host keeps it
         result = await al.run(builder(manager).build(), "go", config="freed")

@@ -8,6 +8,8 @@ import warnings
 import pytest
 
 import agentloop as al
+import agentloop.observe
+import agentloop.testing
 
 pytestmark = pytest.mark.anyio
 
@@ -22,15 +24,18 @@ MESSAGE = (
 
 class Recorder:
     def __init__(self) -> None:
-        self.events: list[al.AgentEvent] = []
+        self.events: list[al.observe.AgentEvent] = []
 
-    def handle_event(self, event: al.AgentEvent) -> None:
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
         self.events.append(event)
 
 
 async def _driver(recorder: Recorder) -> al.LoopDriver:
     agent = (
-        al.Agent.builder().model(al.ScriptedModel(["Hello!", "Again!"])).observer(recorder).build()
+        al.Agent.builder()
+        .model(al.testing.ScriptedModel(["Hello!", "Again!"]))
+        .observer(recorder)
+        .build()
     )
     return await agent.start(al.SessionConfig("s"))
 
@@ -60,7 +65,9 @@ async def test_a_spinning_host_gets_one_warning_and_one_log_record(
             f"idle loop session_id='s' awaiting_input=5 hint={HINT!r}",
         )
     ]
-    assert [e.message for e in recorder.events if isinstance(e, al.LoopWarning)] == [MESSAGE]
+    assert [e.message for e in recorder.events if isinstance(e, al.observe.LoopWarning)] == [
+        MESSAGE
+    ]
 
 
 async def test_submitting_input_resets_the_count() -> None:
@@ -84,7 +91,7 @@ async def test_submitting_input_resets_the_count() -> None:
 
 
 async def test_run_and_a_host_that_stops_on_awaiting_input_are_never_warned() -> None:
-    agent = al.Agent.builder().model(al.ScriptedModel(["Hello!"])).build()
+    agent = al.Agent.builder().model(al.testing.ScriptedModel(["Hello!"])).build()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         result = await al.run(agent, "Hi")

@@ -15,6 +15,10 @@ import pytest
 from loop_support import ApproveFsReads, EchoTool, Recorder, tool_texts, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.store
+import agentloop.testing
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -28,8 +32,8 @@ def layer_id(layers: tuple[bool, bool, bool, bool]) -> str:
     return "+".join(name for name, on in zip(names, layers, strict=True) if on) or "plain"
 
 
-def model() -> al.ScriptedModel:
-    def answer(request: al.TurnRequest) -> Reply | str:
+def model() -> al.testing.ScriptedModel:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         last = request.transcript[-1]
         if last.kind is al.ItemKind.TOOL:
             return f"done after {len(request.transcript)} items"
@@ -39,11 +43,11 @@ def model() -> al.ScriptedModel:
             call("echo", {"value": "a"}, id="call-1"), call("echo", {"value": "b"}, id="call-2")
         )
 
-    return al.ScriptedModel(answer)
+    return al.testing.ScriptedModel(answer)
 
 
 async def drive(
-    layers: tuple[bool, bool, bool, bool], store: al.MemorySessionStore
+    layers: tuple[bool, bool, bool, bool], store: al.store.MemorySessionStore
 ) -> tuple[list[str], al.LoopDriver, Recorder]:
     """Run the session: two turns, three approvals; returns the step kinds."""
     durable, observed, cancellable, deadline = layers
@@ -80,7 +84,7 @@ async def drive(
 async def test_every_combination_of_layers_runs_the_same_session(
     layers: tuple[bool, bool, bool, bool],
 ) -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     steps, driver, recorder = await drive(layers, store)
     assert steps == [
         "ApprovalRequest",
@@ -104,7 +108,7 @@ async def test_every_combination_of_layers_runs_the_same_session(
     assert events == (EVENTS if observed else [])
     assert [
         (event.turn_id, event.index, event.transcript_items, event.tools, event.tools_withheld)
-        for event in recorder.of(al.ModelCallStarted)
+        for event in recorder.of(al.observe.ModelCallStarted)
     ] == (
         [("turn-1", 1, 1, 1, False), ("turn-1", 2, 4, 1, False),
          ("turn-2", 1, 6, 1, False), ("turn-2", 2, 8, 1, False)]

@@ -8,6 +8,11 @@ import anyio
 import pytest
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, hang, text, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -38,9 +43,9 @@ async def sleepy() -> str:
 
 async def drive(
     script: Any, limits: al.LoopLimits, *inputs: str
-) -> tuple[al.LoopDriver, al.ScriptedModel, list[al.Finished]]:
+) -> tuple[al.LoopDriver, al.testing.ScriptedModel, list[al.Finished]]:
     """Run one turn per input; return every turn's ``Finished`` (never hangs)."""
-    model = al.ScriptedModel(script)
+    model = al.testing.ScriptedModel(script)
     registry = al.ToolRegistry().with_tool(tick).with_tool(sleepy)
     agent = al.Agent.builder().model(model).add_tool_source(registry).build()
     driver = await agent.start(al.SessionConfig("s1", limits=limits))
@@ -51,7 +56,7 @@ async def drive(
             step = await driver.run_until_blocked()
             assert isinstance(step, al.Finished), step
             finished.append(step)
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
     return driver, model, finished
 
 
@@ -60,7 +65,7 @@ def limited(finished: al.Finished, name: str) -> None:
     assert dict(finished.result.metadata) == {LIMIT_KEY: name}
 
 
-def always_tick(request: al.TurnRequest) -> Reply:
+def always_tick(request: al.model.TurnRequest) -> Reply:
     return tool_calls(call("tick", {"n": len(request.transcript)}))
 
 
@@ -120,7 +125,9 @@ async def test_max_tool_calls_per_round_runs_none_of_an_oversized_round() -> Non
         "ask for fewer calls at a time"
     )
     assert results == [
-        al.ToolResultPart(f"call-{i}", message, True, metadata={al.OUTCOME_KEY: "limit_reached"})
+        al.ToolResultPart(
+            f"call-{i}", message, True, metadata={al.tools.OUTCOME_KEY: "limit_reached"}
+        )
         for i in range(3)
     ]
     model.assert_complete()
@@ -145,7 +152,7 @@ async def test_tool_timeout_answers_the_call_and_the_turn_goes_on() -> None:
             "call-1",
             "tool 'sleepy' timed out after 0.05 s",
             True,
-            metadata={al.OUTCOME_KEY: "timed_out"},
+            metadata={al.tools.OUTCOME_KEY: "timed_out"},
         )
     ]
     model.assert_complete()
@@ -183,7 +190,7 @@ USAGE = al.Usage(input_tokens=60, output_tokens=40, cost=0.5)
 async def test_token_limits_per_turn_stop_before_the_next_model_call(
     limits: al.LoopLimits, name: str
 ) -> None:
-    def script(request: al.TurnRequest) -> Reply:
+    def script(request: al.model.TurnRequest) -> Reply:
         return tool_calls(call("tick"), usage=USAGE)
 
     _, model, (finished,) = await drive(script, limits, "go")
@@ -212,7 +219,7 @@ async def test_session_limits_span_turns(limits: al.LoopLimits, name: str) -> No
 
 
 async def test_a_limited_turn_leaves_the_driver_usable() -> None:
-    def script(request: al.TurnRequest) -> Reply | str:
+    def script(request: al.model.TurnRequest) -> Reply | str:
         last = request.transcript[-1]
         if last.kind is al.ItemKind.USER and last.text_content == "loop":
             return tool_calls(call("tick"))
@@ -235,14 +242,14 @@ async def wipe(n: int) -> str:
 
 async def test_an_oversized_round_asks_for_no_approval_and_runs_nothing() -> None:
     counted.clear()
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(*(call("wipe", {"n": i}, id=f"call-{i}") for i in range(3)))]
     )
     agent = (
         al.Agent.builder()
         .model(model)
         .add_tool_source(al.ToolRegistry().with_tool(wipe))
-        .permissions(al.PolicyChain(al.ToolPolicy(destructive="approve")))
+        .permissions(al.permissions.PolicyChain(al.permissions.ToolPolicy(destructive="approve")))
         .input([user("go")])
         .build()
     )
@@ -254,18 +261,18 @@ async def test_an_oversized_round_asks_for_no_approval_and_runs_nothing() -> Non
     limited(step, "max_tool_calls_per_round")
     assert counted == []
     outcomes = [
-        (p.call_id, p.metadata[al.OUTCOME_KEY])
+        (p.call_id, p.metadata[al.tools.OUTCOME_KEY])
         for item in driver.snapshot().transcript
         for p in item.tool_results()
     ]
     assert outcomes == [(f"call-{i}", "limit_reached") for i in range(3)]
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 # -- a final answer at the limit ----------------------------------------------------
 
 
-def tick_while_tools_offered(request: al.TurnRequest) -> Reply | str:
+def tick_while_tools_offered(request: al.model.TurnRequest) -> Reply | str:
     if request.available_tools:
         return tool_calls(call("tick", {"n": len(request.transcript)}))
     return "here is what I found"
@@ -307,7 +314,7 @@ async def test_a_final_answer_that_still_calls_tools_is_answered_and_stops() -> 
         "not run: the turn reached its limit of 1 model calls; tools were withheld for a "
         "final answer, so no tool runs"
     )
-    assert al.result_outcome(results[-1]) is al.ResultOutcome.LIMIT_REACHED
+    assert al.tools.result_outcome(results[-1]) is al.tools.ResultOutcome.LIMIT_REACHED
 
 
 def test_on_limit_refuses_unknown_actions() -> None:
@@ -322,7 +329,7 @@ def test_on_limit_refuses_unknown_actions() -> None:
 # -- tool calls per turn and per session ----------------------------------------------
 
 
-def two_ticks_then_text(request: al.TurnRequest) -> Reply | str:
+def two_ticks_then_text(request: al.model.TurnRequest) -> Reply | str:
     rounds = sum(1 for item in request.transcript if any(item.tool_calls()))
     since_user = 0
     for item in reversed(request.transcript):
@@ -354,7 +361,7 @@ async def test_max_tool_calls_per_turn_refuses_the_round_that_would_exceed_it() 
 async def test_max_tool_calls_per_session_spans_turns_and_checkpoints() -> None:
     counted.clear()
     limits = al.LoopLimits(max_tool_calls_per_session=3)
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(call("tick", {"n": 1}), call("tick", {"n": 2})),
             "ok",
@@ -385,7 +392,7 @@ MILLION = al.Usage(input_tokens=1_000_000, output_tokens=100_000)
 
 
 async def test_the_price_table_fills_the_cost_the_provider_did_not_report() -> None:
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("tick"), usage=MILLION), text("never", usage=MILLION)],
         model_name="gpt-4o-2024-08-06",
     )
@@ -407,9 +414,9 @@ async def test_the_model_named_on_the_output_and_a_custom_table_win() -> None:
     output = al.Item(
         al.ItemKind.ASSISTANT, (al.TextPart("hi"),), metadata={"agentloop.model": "house-model"}
     )
-    reply = Reply.raw([al.ModelTurnResult(al.FinishReason.COMPLETED, (output,), MILLION)])
-    model = al.ScriptedModel([reply, text("unpriced", usage=MILLION)], model_name="gpt-4o")
-    table = al.PriceTable({"house-model": al.ModelPrice(input=1.0, output=10.0)})
+    reply = Reply.raw([al.model.ModelTurnResult(al.FinishReason.COMPLETED, (output,), MILLION)])
+    model = al.testing.ScriptedModel([reply, text("unpriced", usage=MILLION)], model_name="gpt-4o")
+    table = al.model.PriceTable({"house-model": al.model.ModelPrice(input=1.0, output=10.0)})
     agent = al.Agent.builder().model(model).build()
     driver = await agent.start(al.SessionConfig("s", price_table=table))
     driver.submit_input([user("go")])
@@ -425,7 +432,7 @@ async def test_the_model_named_on_the_output_and_a_custom_table_win() -> None:
 
 async def test_a_reported_cost_is_kept() -> None:
     reported = al.Usage(input_tokens=1_000_000, cost=0.01)
-    model = al.ScriptedModel([text("hi", usage=reported)], model_name="gpt-4o")
+    model = al.testing.ScriptedModel([text("hi", usage=reported)], model_name="gpt-4o")
     driver = await al.Agent.builder().model(model).input([user("go")]).build().start("s")
     step = await driver.next()
     assert isinstance(step, al.Finished)
@@ -433,7 +440,7 @@ async def test_a_reported_cost_is_kept() -> None:
 
 
 async def test_no_final_answer_when_a_usage_limit_is_also_reached() -> None:
-    def script(request: al.TurnRequest) -> Reply:
+    def script(request: al.model.TurnRequest) -> Reply:
         return tool_calls(call("tick"), usage=USAGE)
 
     limits = al.LoopLimits(

@@ -12,6 +12,8 @@ import pytest
 from test_failures import KeepSystemAndLastUser
 
 import agentloop as al
+import agentloop.model
+import agentloop.testing
 from agentloop.testing import fail
 
 pytestmark = pytest.mark.anyio
@@ -39,7 +41,7 @@ def load_drive() -> Any:
     return namespace["drive"]
 
 
-def overflow_until_compacted(request: al.TurnRequest) -> Any:
+def overflow_until_compacted(request: al.model.TurnRequest) -> Any:
     if len(request.transcript) > 2:
         return fail(al.ProviderError("too long", kind=al.ProviderErrorKind.CONTEXT_OVERFLOW))
     return "compacted answer"
@@ -49,7 +51,7 @@ async def test_the_documented_host_loop_retries_and_compacts() -> None:
     drive = load_drive()
     slept.clear()
     overloaded = al.ProviderError("503", status=503, retryable=True)
-    model = al.ScriptedModel([fail(overloaded), fail(overloaded), "fine"])
+    model = al.testing.ScriptedModel([fail(overloaded), fail(overloaded), "fine"])
     driver = (
         await al.Agent.builder()
         .model(model)
@@ -62,7 +64,7 @@ async def test_the_documented_host_loop_retries_and_compacts() -> None:
     assert slept == [2, 4]
 
     history = [al.Item.text(al.ItemKind.USER, "old"), al.Item.text(al.ItemKind.ASSISTANT, "r")]
-    model = al.ScriptedModel(overflow_until_compacted)
+    model = al.testing.ScriptedModel(overflow_until_compacted)
     agent = (
         al.Agent.builder()
         .model(model)
@@ -73,7 +75,9 @@ async def test_the_documented_host_loop_retries_and_compacts() -> None:
     result = await drive(await agent.start("s"), KeepSystemAndLastUser())
     assert result.final_items[0].text_content == "compacted answer"
 
-    model = al.ScriptedModel([fail(al.ProviderError("bad key", kind=al.ProviderErrorKind.AUTH))])
+    model = al.testing.ScriptedModel(
+        [fail(al.ProviderError("bad key", kind=al.ProviderErrorKind.AUTH))]
+    )
     agent = al.Agent.builder().model(model).input([al.Item.text(al.ItemKind.USER, "q")]).build()
     result = await drive(await agent.start("s"), KeepSystemAndLastUser())
     assert result.finish_reason is al.FinishReason.ERROR

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import agentloop as al
+import agentloop.tasks
 from agentloop.core._cancellation import CancellationController
 from agentloop.loop._actions import (
     CallModel,
@@ -34,7 +35,7 @@ from agentloop.loop._state import (
     TurnState,
 )
 from agentloop.model._protocol import ModelTurnResult, TurnRequest
-from agentloop.tasks._protocol import TaskFinished
+from agentloop.tasks._protocol import TaskResult
 from agentloop.tools import ToolRequest
 
 
@@ -54,11 +55,11 @@ class Host:
 class Background:
     """A task manager's background results, taken once."""
 
-    def __init__(self, done: list[TaskFinished] | None = None) -> None:
+    def __init__(self, done: list[TaskResult] | None = None) -> None:
         self.done = done or []
         self.taken = 0
 
-    def take_background(self) -> list[TaskFinished]:
+    def take_background(self) -> list[TaskResult]:
         self.taken += 1
         done, self.done = self.done, []
         return done
@@ -167,7 +168,7 @@ def test_input_starts_a_turn_that_calls_the_model() -> None:
 def test_background_results_start_a_turn_without_input() -> None:
     m, host = machine(), Host()
     result = al.ToolResultPart("bg", "done")
-    action = m.begin(host, Background([TaskFinished("t1", result)]))
+    action = m.begin(host, Background([TaskResult("t1", result)]))
     assert isinstance(action, CallModel)
     assert [item.kind for item in m.core.transcript] == [al.ItemKind.NOTIFICATION]
 
@@ -404,7 +405,9 @@ def test_a_round_the_host_answered_goes_straight_to_the_model() -> None:
 def test_a_round_of_background_calls_waits_for_input() -> None:
     m, host = machine(), Host()
     turn, tool_round = with_round(m, CallStatus.RUNNING)
-    m.call_started(tool_round.calls[0], tool_round, al.TaskLaunched("t", al.TaskKind.BACKGROUND))  # type: ignore[attr-defined]
+    m.call_started(
+        tool_round.calls[0], tool_round, al.tasks.TaskLaunched("t", al.tasks.TaskKind.BACKGROUND)
+    )  # type: ignore[attr-defined]
     action = m.round_collected(turn, tool_round, host)
     assert isinstance(action, Hand)
     assert isinstance(action.step, al.AwaitingInput)

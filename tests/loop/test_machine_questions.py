@@ -12,12 +12,13 @@ import pytest
 from test_machine import Background, Host, cancel, machine, with_round
 
 import agentloop as al
+import agentloop.tools
 from agentloop.loop._actions import FinishCancelled, Hand, RunRound
 from agentloop.loop._core import LoopCore
 from agentloop.loop._questions import QuestionBox, _Waiting, answer_question, surface_question
 from agentloop.loop._state import CallStatus, DriverEvent, DriverState, ToolRound, TurnState
 
-QUESTION = al.Question("k", "Which one?", {"type": "string"})
+QUESTION = al.tools.Question("k", "Which one?", {"type": "string"})
 
 
 class QuestionHost(Host):
@@ -25,7 +26,7 @@ class QuestionHost(Host):
         self.calls.append((question_id, answer))
 
 
-def asked(box: QuestionBox, call_id: str, question: al.Question = QUESTION) -> _Waiting:
+def asked(box: QuestionBox, call_id: str, question: al.tools.Question = QUESTION) -> _Waiting:
     """What ``box.ask(call_id, question)`` leaves before it awaits."""
     waiting = _Waiting(call_id, question)
     box._asked.append(waiting)

@@ -15,6 +15,12 @@ import pytest
 from loop_support import Recorder, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.store import (
     ClaimError,
     LeaseLostError,
@@ -35,8 +41,8 @@ class Pay:
     def __init__(self) -> None:
         self.runs: list[Any] = []
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite("/bills")]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite("/bills")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         self.runs.append(request.input)
@@ -44,11 +50,11 @@ class Pay:
 
 
 class AskToPay:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        return al.AskApproval("sensitive_path", request.summary)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        return al.permissions.AskApproval("sensitive_path", request.summary)
 
 
-def pay_once(request: al.TurnRequest) -> Any:
+def pay_once(request: al.model.TurnRequest) -> Any:
     if request.transcript[-1].kind is al.ItemKind.USER:
         return tool_calls(call("pay", {"amount": 5}, id="call-pay"))
     return "done"
@@ -57,9 +63,9 @@ def pay_once(request: al.TurnRequest) -> Any:
 def make_agent(store: SessionStore, tool: Pay, *, ask: bool = True, **extra: Any) -> al.Agent:
     builder = (
         al.Agent.builder()
-        .model(al.ScriptedModel(pay_once))
+        .model(al.testing.ScriptedModel(pay_once))
         .add_tool_source(al.ToolRegistry().with_tool(tool))
-        .permissions(AskToPay() if ask else al.AllowAll())
+        .permissions(AskToPay() if ask else al.permissions.AllowAll())
         .store(store)
     )
     for observer in extra.get("observers", ()):
@@ -149,12 +155,12 @@ async def test_a_call_claimed_by_another_driver_is_answered_in_doubt(store: Sess
     assert isinstance(await second.run_until_blocked(), al.Finished)
     assert tool.runs == [{"amount": 5}]
     doubted = results(second)["call-pay"]
-    assert al.result_outcome(doubted) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(doubted) is al.tools.ResultOutcome.IN_DOUBT
     assert doubted.output == (
         "in doubt: pay was claimed by another driver or worker of this session, which may "
         "have run it; it was not run again. Check its effects before retrying."
     )
-    assert recorder.of(al.LoopWarning) == []
+    assert recorder.of(al.observe.LoopWarning) == []
 
 
 async def test_a_crash_between_claim_and_result_is_in_doubt_never_rerun(
@@ -173,7 +179,7 @@ async def test_a_crash_between_claim_and_result_is_in_doubt_never_rerun(
     assert isinstance(await resumed.run_until_blocked(), al.Finished)
     assert tool.runs == []
     result = results(resumed)["call-pay"]
-    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
     assert result.output.startswith("in doubt: pay started before the session was restored")
     again = await make_agent(store, tool).resume(session_id="s")
     assert again.snapshot().transcript == resumed.snapshot().transcript
@@ -191,7 +197,7 @@ async def test_a_denial_recorded_by_another_process_is_honoured(store: SessionSt
     assert isinstance(await driver.run_until_blocked(), al.Finished)
     assert tool.runs == []
     result = results(driver)["call-pay"]
-    assert al.result_outcome(result) is al.ResultOutcome.DENIED
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.DENIED
     assert result.output == "approval denied by a decision recorded in the store"
 
 
@@ -375,7 +381,7 @@ async def test_a_failed_step_save_carries_the_step_and_can_be_retried(
     assert driver.state is al.DriverState.IDLE  # the step stands in memory
     assert tool.runs == [{"amount": 5}]
     # The response save inside the step failed too; it was reported, then retried.
-    assert [w.message.split(": ")[0] for w in recorder.of(al.LoopWarning)] == [
+    assert [w.message.split(": ")[0] for w in recorder.of(al.observe.LoopWarning)] == [
         "cannot save session 's' in state AFTER_TOOL_RESULT"
     ]
     with pytest.raises(al.SaveError):
@@ -393,17 +399,21 @@ class Broken:
     """A mutator that raises: a bug, so the driver goes FAILED (a failed model call
     would only end the turn)."""
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         raise RuntimeError("mutator bug")
 
 
 async def test_save_is_refused_without_a_store_or_inside_a_failed_driver(
     store: SessionStore,
 ) -> None:
-    plain = await al.Agent.builder().model(al.ScriptedModel(["hi"])).build().start("s")
+    plain = await al.Agent.builder().model(al.testing.ScriptedModel(["hi"])).build().start("s")
     with pytest.raises(al.InvalidStateError, match="this agent has no store"):
         await plain.save()
-    builder = al.Agent.builder().model(al.ScriptedModel(["hi"])).store(store).mutator(Broken())
+    builder = (
+        al.Agent.builder().model(al.testing.ScriptedModel(["hi"])).store(store).mutator(Broken())
+    )
     broken = await builder.build().start("broken")
     broken.submit_input([user("go")])
     with pytest.raises(al.MutatorError, match="mutator bug"):
@@ -413,12 +423,14 @@ async def test_save_is_refused_without_a_store_or_inside_a_failed_driver(
 
 
 async def test_input_is_durable_before_the_model_is_called(store: SessionStore) -> None:
-    builder = al.Agent.builder().model(al.ScriptedModel(["hi"])).store(store).mutator(Broken())
+    builder = (
+        al.Agent.builder().model(al.testing.ScriptedModel(["hi"])).store(store).mutator(Broken())
+    )
     broken = await builder.build().start("s")
     broken.submit_input([user("remember me")])
     with pytest.raises(al.MutatorError, match="mutator bug"):
         await broken.next()  # the step failed before the model was called: nothing saved after
-    agent = al.Agent.builder().model(al.ScriptedModel(["got it"])).store(store).build()
+    agent = al.Agent.builder().model(al.testing.ScriptedModel(["got it"])).store(store).build()
     resumed = await agent.resume(session_id="s")
     assert resumed.snapshot().pending_input == (user("remember me"),)
     finished = await resumed.next()
@@ -432,12 +444,14 @@ async def test_input_is_durable_before_the_model_is_called(store: SessionStore) 
 async def test_a_failed_model_call_keeps_the_input_and_retries_after_a_resume(
     store: SessionStore,
 ) -> None:
-    failing = await al.Agent.builder().model(al.ScriptedModel([])).store(store).build().start("s")
+    failing = (
+        await al.Agent.builder().model(al.testing.ScriptedModel([])).store(store).build().start("s")
+    )
     failing.submit_input([user("remember me")])
     failed = await failing.next()
     assert isinstance(failed, al.Finished)
     assert failed.result.finish_reason is al.FinishReason.ERROR
-    agent = al.Agent.builder().model(al.ScriptedModel(["got it"])).store(store).build()
+    agent = al.Agent.builder().model(al.testing.ScriptedModel(["got it"])).store(store).build()
     resumed = await agent.resume(session_id="s")
     assert [item.text_content for item in resumed.snapshot().transcript] == ["remember me"]
     finished = await resumed.retry()

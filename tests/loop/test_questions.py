@@ -14,6 +14,12 @@ from hypothesis import strategies as st
 from loop_support import BlockingTool, user
 
 import agentloop as al
+import agentloop.host
+import agentloop.permissions
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.store import SessionStatus
 from agentloop.testing import call, tool_calls
 
@@ -38,7 +44,7 @@ class AskingTool:
         self.cancelled = False
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
-        question = al.Question("elicitation", "Your name?", NAME_SCHEMA, {"mode": "form"})
+        question = al.tools.Question("elicitation", "Your name?", NAME_SCHEMA, {"mode": "form"})
         try:
             answer = await ctx.ask(question)
         except anyio.get_cancelled_exc_class():
@@ -53,13 +59,13 @@ class AskingTool:
 @asynccontextmanager
 async def asking_driver(
     *tools: Any, replies: list[Any] | None = None, calls: int = 1
-) -> AsyncIterator[tuple[al.LoopDriver, al.ScriptedModel]]:
+) -> AsyncIterator[tuple[al.LoopDriver, al.testing.ScriptedModel]]:
     script = replies or [
         tool_calls(*(call(tool.spec.name, {}, id=f"call-{n}") for n, tool in enumerate(tools))),
         "done",
     ]
-    model = al.ScriptedModel(script)
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel(script)
+    async with al.tasks.AsyncTaskManager() as manager:
         registry = al.ToolRegistry()
         for tool in tools:
             registry = registry.with_tool(tool)
@@ -94,7 +100,7 @@ async def test_a_question_surfaces_and_its_answer_reaches_the_call() -> None:
             "turn-1",
             (),
         )
-        assert step.question == al.Question(
+        assert step.question == al.tools.Question(
             "elicitation", "Your name?", NAME_SCHEMA, {"mode": "form"}
         )
         assert step.is_blocking
@@ -221,8 +227,10 @@ async def test_the_rounds_other_calls_run_on_while_a_question_waits() -> None:
 async def test_an_interrupt_while_a_question_waits_answers_every_call_once() -> None:
     asking, blocking = AskingTool(), BlockingTool()
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("ask_name", {}, id="a"), call("block", {}, id="b"))])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel(
+        [tool_calls(call("ask_name", {}, id="a"), call("block", {}, id="b"))]
+    )
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = (
             al.Agent.builder()
             .model(model)
@@ -243,7 +251,7 @@ async def test_an_interrupt_while_a_question_waits_answers_every_call_once() -> 
     assert [call_id for call_id, _ in tool_results(driver)] == ["a", "b"]
     assert asking.cancelled
     assert blocking.cancelled
-    assert al.find_violation(driver.snapshot().transcript) is None
+    assert al.transcript.find_violation(driver.snapshot().transcript) is None
 
 
 @pytest.mark.parametrize("declared", [True, False])
@@ -252,8 +260,8 @@ async def test_a_call_that_cannot_be_watched_cannot_ask(declared: bool) -> None:
         asks_host = declared
 
     tool = Asker()
-    model = al.ScriptedModel([tool_calls(call("ask_name", {}, id="a")), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("ask_name", {}, id="a")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         builder = al.Agent.builder().model(model)
         builder = builder.add_tool_source(al.ToolRegistry().with_tool(tool))
         if not declared:  # runs in a task of its own, but nothing watches for its question
@@ -280,8 +288,8 @@ async def test_run_answers_questions_with_its_callback_or_stops() -> None:
         (None, "question_pending", None),
     ]:
         tool = AskingTool()
-        model = al.ScriptedModel([tool_calls(call("ask_name", {}, id="a")), "done"])
-        async with al.AsyncTaskManager() as manager:
+        model = al.testing.ScriptedModel([tool_calls(call("ask_name", {}, id="a")), "done"])
+        async with al.tasks.AsyncTaskManager() as manager:
             agent = (
                 al.Agent.builder()
                 .model(model)
@@ -329,7 +337,7 @@ async def test_a_checkpoint_records_the_question_and_a_restore_answers_the_call_
             "path": [],
         }
         step.cancel()
-    model = al.ScriptedModel(["the call is in doubt"])
+    model = al.testing.ScriptedModel(["the call is in doubt"])
     agent = (
         al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(tool)).build()
     )
@@ -344,7 +352,7 @@ async def test_a_checkpoint_records_the_question_and_a_restore_answers_the_call_
         if isinstance(part, al.ToolResultPart)
     ]
     assert call_id == "call-0"
-    assert al.result_outcome(results[0]) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(results[0]) is al.tools.ResultOutcome.IN_DOUBT
 
 
 _json = st.recursive(
@@ -387,7 +395,7 @@ async def test_any_answer_payload_is_either_delivered_exactly_or_refused_unchang
 
 
 _questions = st.builds(
-    al.Question,
+    al.tools.Question,
     kind=st.text(min_size=1, max_size=8),
     message=st.text(max_size=12),
     schema=st.sampled_from([None, {"type": "string"}, NAME_SCHEMA, {"type": "array"}]),
@@ -399,7 +407,9 @@ _questions = st.builds(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(question=_questions)
-async def test_a_checkpoint_holding_any_question_reads_back_equal(question: al.Question) -> None:
+async def test_a_checkpoint_holding_any_question_reads_back_equal(
+    question: al.tools.Question,
+) -> None:
     from agentloop.loop._checkpoint import parse
 
     class Asker(AskingTool):
@@ -437,7 +447,9 @@ class ResumableAsker:
         resumed = ctx.resumed
         self.runs.append(None if resumed is None else (resumed.question.resume, resumed.answer))
         if resumed is None:
-            question = al.Question("seat", "Which seat?", {"type": "string"}, resume={"hold": 7})
+            question = al.tools.Question(
+                "seat", "Which seat?", {"type": "string"}, resume={"hold": 7}
+            )
             answer = await ctx.ask(question)
         else:
             if self.block_rerun:
@@ -453,10 +465,10 @@ async def test_a_resumable_question_is_asked_again_after_a_restore_and_the_call_
     store = MemorySessionStore()
     tool = ResumableAsker()
 
-    def agent(manager: al.AsyncTaskManager, script: list[Any]) -> al.Agent:
+    def agent(manager: al.tasks.AsyncTaskManager, script: list[Any]) -> al.Agent:
         return (
             al.Agent.builder()
-            .model(al.ScriptedModel(script))
+            .model(al.testing.ScriptedModel(script))
             .add_tool_source(al.ToolRegistry().with_tool(tool))
             .task_manager(manager)
             .store(store)
@@ -464,7 +476,7 @@ async def test_a_resumable_question_is_asked_again_after_a_restore_and_the_call_
             .build()
         )
 
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await agent(manager, [tool_calls(call("book", {}, id="a"))]).start("s")
         asked = await driver.next()
         assert isinstance(asked, al.CallQuestion)
@@ -474,7 +486,7 @@ async def test_a_resumable_question_is_asked_again_after_a_restore_and_the_call_
     assert saved.status is SessionStatus.AWAITING_INPUT
     assert saved.checkpoint["state"] == "AWAITING_ANSWER"
     assert al.store.session_problems(saved) == ()
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await agent(manager, ["done"]).resume(session_id="s")
         assert driver.state is al.DriverState.AWAITING_ANSWER
         again = await driver.next()
@@ -498,10 +510,10 @@ async def test_a_rerun_cut_short_by_a_second_restart_is_answered_in_doubt() -> N
     store = MemorySessionStore()
     tool = ResumableAsker(block_rerun=True)
 
-    def agent(manager: al.AsyncTaskManager, script: list[Any]) -> al.Agent:
+    def agent(manager: al.tasks.AsyncTaskManager, script: list[Any]) -> al.Agent:
         return (
             al.Agent.builder()
-            .model(al.ScriptedModel(script))
+            .model(al.testing.ScriptedModel(script))
             .add_tool_source(al.ToolRegistry().with_tool(tool))
             .task_manager(manager)
             .store(store)
@@ -509,10 +521,10 @@ async def test_a_rerun_cut_short_by_a_second_restart_is_answered_in_doubt() -> N
             .build()
         )
 
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await agent(manager, [tool_calls(call("book", {}, id="a"))]).start("s")
         assert isinstance(await driver.next(), al.CallQuestion)
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await agent(manager, []).resume(session_id="s")
         step = await driver.next()
         assert isinstance(step, al.CallQuestion)
@@ -522,7 +534,7 @@ async def test_a_rerun_cut_short_by_a_second_restart_is_answered_in_doubt() -> N
                 group.start_soon(driver.next)
                 await tool.rerunning.wait()
                 scope.cancel()
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await agent(manager, ["in doubt"]).resume(session_id="s")
         assert isinstance(await driver.run_until_blocked(), al.Finished)
     assert len(tool.runs) == 2  # never a third time
@@ -532,7 +544,7 @@ async def test_a_rerun_cut_short_by_a_second_restart_is_answered_in_doubt() -> N
         for part in item.parts
         if isinstance(part, al.ToolResultPart)
     ]
-    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
 
 
 class Summarizer:
@@ -546,7 +558,7 @@ class Summarizer:
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         prompt = (al.Item.text(al.ItemKind.USER, "Summarize: a long story"),)
-        question = al.Question("sampling", "summarize", None, model_prompt=prompt)
+        question = al.tools.Question("sampling", "summarize", None, model_prompt=prompt)
         answer = await ctx.ask(question)
         self.answers.append(answer)
         return answer.content["text"] if answer.accepted else f"no summary ({answer.action})"
@@ -563,9 +575,9 @@ async def test_the_agents_own_model_answers_a_question_within_the_turns_limits(
     script = [first, text("A story.", usage=al.Usage(input_tokens=7)), text("ok")]
     if limited:
         script = [first, text("ok")]  # the sampling call is never made
-    model = al.ScriptedModel(script)
+    model = al.testing.ScriptedModel(script)
     limits = al.LoopLimits(max_input_tokens_per_turn=10 if limited else None)
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = (
             al.Agent.builder()
             .model(model)
@@ -614,7 +626,7 @@ async def test_any_mix_of_questions_and_answers_leaves_every_call_answered_once(
         async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
             if not self.asks:
                 return "quiet"
-            answer = await ctx.ask(al.Question("k", "?", {"type": "string"}))
+            answer = await ctx.ask(al.tools.Question("k", "?", {"type": "string"}))
             return f"{answer.action.value}:{answer.content}"
 
     tools = [MaybeAsker(f"t{n}", ask) for n, ask in enumerate(asks)]
@@ -623,10 +635,10 @@ async def test_any_mix_of_questions_and_answers_leaves_every_call_answered_once(
     registry = al.ToolRegistry()
     for tool in tools:
         registry = registry.with_tool(tool)
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel(script))
+            .model(al.testing.ScriptedModel(script))
             .add_tool_source(registry)
             .task_manager(manager)
             .cancellation(controller.handle())
@@ -655,7 +667,7 @@ async def test_any_mix_of_questions_and_answers_leaves_every_call_answered_once(
             step = await driver.next()
     assert isinstance(step, al.Finished)
     transcript = driver.snapshot().transcript
-    assert al.find_violation(transcript) is None
+    assert al.transcript.find_violation(transcript) is None
     answered = [call_id for call_id, _ in tool_results(driver)]
     assert sorted(answered) == [f"c{n}" for n in range(len(tools))]
 
@@ -665,10 +677,10 @@ async def test_a_worker_rests_on_a_question_and_leaves_the_session_alone() -> No
 
     store = MemorySessionStore()
     tool = ResumableAsker()
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel([tool_calls(call("book", {}, id="a")), "booked"]))
+            .model(al.testing.ScriptedModel([tool_calls(call("book", {}, id="a")), "booked"]))
             .add_tool_source(al.ToolRegistry().with_tool(tool))
             .task_manager(manager)
             .store(store)
@@ -677,7 +689,7 @@ async def test_a_worker_rests_on_a_question_and_leaves_the_session_alone() -> No
         driver = await agent.start("s")
         driver.submit_input("book me")
         await driver.save()
-        worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
+        worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
         advanced = await worker.run_once()
         assert advanced is not None
         assert isinstance(advanced.step, al.CallQuestion)
@@ -697,12 +709,12 @@ async def test_an_approval_and_a_question_in_one_round_are_answered_one_at_a_tim
 
     asking, echo = AskingTool(), EchoTool()
     script = [tool_calls(call("ask_name", {}, id="q"), call("echo", {}, id="e")), "done"]
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel(script))
+            .model(al.testing.ScriptedModel(script))
             .add_tool_source(al.ToolRegistry().with_tool(asking).with_tool(echo))
-            .permissions(al.PolicyChain(ApproveFsReads()))
+            .permissions(al.permissions.PolicyChain(ApproveFsReads()))
             .task_manager(manager)
             .input([user("go")])
             .build()

@@ -9,12 +9,17 @@ import pytest
 from loop_support import ApproveFsReads, BlockingTool, EchoTool, Recorder, tool_texts, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 
-def agent_with(model: al.ScriptedModel, *tools: Any, **options: Any) -> al.Agent:
+def agent_with(model: al.testing.ScriptedModel, *tools: Any, **options: Any) -> al.Agent:
     registry = al.ToolRegistry()
     for tool in tools:
         registry.add(tool)
@@ -35,7 +40,7 @@ def texts(items: Any) -> list[str]:
 
 async def test_steering_skips_the_calls_not_yet_started_and_reaches_the_model() -> None:
     blocking = BlockingTool()
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("block", {}), call("echo", {}), call("echo", {})), "steered answer"]
     )
     echo = EchoTool()
@@ -64,13 +69,15 @@ async def test_steering_skips_the_calls_not_yet_started_and_reaches_the_model() 
     assert driver.queued_steering == ()
     request = model.last_request.transcript
     assert request[-1].text_content == "stop, do something else"
-    al.validate_transcript(driver.snapshot().transcript)
-    outcome = al.result_outcome(driver.snapshot().transcript[3].parts[0])  # type: ignore[arg-type]
-    assert outcome is al.ResultOutcome.SKIPPED
+    al.transcript.validate_transcript(driver.snapshot().transcript)
+    outcome = al.tools.result_outcome(driver.snapshot().transcript[3].parts[0])  # type: ignore[arg-type]
+    assert outcome is al.tools.ResultOutcome.SKIPPED
 
 
 async def test_steering_while_an_approval_waits_skips_the_question() -> None:
-    model = al.ScriptedModel([tool_calls(call("echo", {"value": "x"})), "ok, changed plans"])
+    model = al.testing.ScriptedModel(
+        [tool_calls(call("echo", {"value": "x"})), "ok, changed plans"]
+    )
     echo = EchoTool()
     driver = await agent_with(model, echo, permissions=ApproveFsReads()).start("s")
     driver.submit_input([user("go")])
@@ -88,13 +95,13 @@ async def test_steering_while_an_approval_waits_skips_the_question() -> None:
 async def test_steering_during_a_text_answer_continues_the_same_turn() -> None:
     gate = anyio.Event()
 
-    async def answer(request: al.TurnRequest) -> str:
+    async def answer(request: al.model.TurnRequest) -> str:
         if len(request.transcript) == 1:
             await gate.wait()
             return "first answer"
         return "answer to the steering"
 
-    model = al.ScriptedModel(answer)
+    model = al.testing.ScriptedModel(answer)
     recorder = Recorder()
     driver = await agent_with(model, observer=recorder).start("s")
     driver.submit_input([user("go")])
@@ -110,7 +117,7 @@ async def test_steering_during_a_text_answer_continues_the_same_turn() -> None:
         gate.set()
     assert isinstance(results[0], al.Finished)
     assert results[0].result.final_items[0].text_content == "answer to the steering"
-    assert len(recorder.of(al.TurnStarted)) == 1
+    assert len(recorder.of(al.observe.TurnStarted)) == 1
     assert [item.text_content for item in driver.snapshot().transcript] == [
         "go",
         "first answer",
@@ -124,7 +131,7 @@ async def test_steering_during_a_text_answer_continues_the_same_turn() -> None:
     [("one-at-a-time", [["a"], ["b"]]), ("all", [["a", "b"]])],
 )
 async def test_follow_ups_start_new_turns_by_mode(mode: str, turn_inputs: list[list[str]]) -> None:
-    model = al.ScriptedModel(["first", "second", "third"])
+    model = al.testing.ScriptedModel(["first", "second", "third"])
     agent = agent_with(model)
     driver = await agent.start(al.SessionConfig("s", follow_up_mode=mode))
     driver.submit_input([user("go")])
@@ -147,7 +154,7 @@ async def test_follow_ups_start_new_turns_by_mode(mode: str, turn_inputs: list[l
 
 @pytest.mark.parametrize("mode", ["one-at-a-time", "all"])
 async def test_steering_mode_decides_how_many_messages_one_boundary_takes(mode: str) -> None:
-    model = al.ScriptedModel([tool_calls(call("echo", {})), "one", "two"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", {})), "one", "two"])
     driver = await agent_with(model, EchoTool()).start(al.SessionConfig("s", steering_mode=mode))
     driver.submit_input([user("go")])
     assert isinstance(await driver.next(), al.AfterToolResult)
@@ -168,7 +175,7 @@ async def test_steering_mode_decides_how_many_messages_one_boundary_takes(mode: 
 
 async def test_queued_messages_survive_a_cancelled_turn() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("echo", {})), "after", "follow"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", {})), "after", "follow"])
     driver = await agent_with(
         model, EchoTool(), permissions=ApproveFsReads(), cancellation=controller.handle()
     ).start("s")
@@ -189,17 +196,17 @@ async def test_queued_messages_survive_a_cancelled_turn() -> None:
     assert driver.queued_steering == ()
     assert isinstance(await driver.next(), al.Finished)  # the follow-up's turn
     assert texts(model.last_request.transcript)[-1] == "later"
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 async def test_queues_are_checkpointed_and_restored() -> None:
-    model = al.ScriptedModel([tool_calls(call("echo", {})), "one", "two"])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", {})), "one", "two"])
     driver = await agent_with(model, EchoTool()).start("s")
     driver.submit_input([user("go")])
     assert isinstance(await driver.next(), al.AfterToolResult)
     driver.steer([user("s1")], label="ops")
     driver.follow_up([user("f1")])
-    restored = await agent_with(al.ScriptedModel(["one", "two"]), EchoTool()).resume(
+    restored = await agent_with(al.testing.ScriptedModel(["one", "two"]), EchoTool()).resume(
         driver.checkpoint()
     )
     assert [(m.label, m.items[0].text_content) for m in restored.queued_steering] == [("ops", "s1")]
@@ -209,7 +216,7 @@ async def test_queues_are_checkpointed_and_restored() -> None:
 
 
 async def test_bad_queue_input_is_refused_and_nothing_is_queued() -> None:
-    driver = await agent_with(al.ScriptedModel([])).start("s")
+    driver = await agent_with(al.testing.ScriptedModel([])).start("s")
     tool_item = al.Item(al.ItemKind.TOOL, (al.ToolResultPart("c", "x"),))
     cases: list[tuple[Any, dict[str, Any], str]] = [
         ([], {}, "steer expects at least one Item, got none"),
@@ -225,7 +232,7 @@ async def test_bad_queue_input_is_refused_and_nothing_is_queued() -> None:
         driver.follow_up([])
     assert driver.queued_steering == driver.queued_follow_ups == ()
 
-    failing = al.ScriptedModel([al.testing.fail(RuntimeError("boom"))])
+    failing = al.testing.ScriptedModel([al.testing.fail(RuntimeError("boom"))])
     broken = await agent_with(failing).start("s")
     broken.submit_input([user("go")])
     with pytest.raises(RuntimeError):
@@ -235,7 +242,7 @@ async def test_bad_queue_input_is_refused_and_nothing_is_queued() -> None:
 
 
 async def test_an_assistant_tail_is_never_sent_to_the_model() -> None:
-    model = al.ScriptedModel([])
+    model = al.testing.ScriptedModel([])
     recorder = Recorder()
     driver = await agent_with(model, observer=recorder).start("s")
     driver.submit_input([al.Item.text(al.ItemKind.ASSISTANT, "I already said this")])
@@ -247,5 +254,7 @@ async def test_an_assistant_tail_is_never_sent_to_the_model() -> None:
         "to answer; submit input first"
     )
     assert step.result.metadata == {"agentloop.no_model_call": reason}
-    assert [w.message for w in recorder.of(al.LoopWarning)] == [f"turn-1: no model call: {reason}"]
+    assert [w.message for w in recorder.of(al.observe.LoopWarning)] == [
+        f"turn-1: no model call: {reason}"
+    ]
     assert model.requests == []

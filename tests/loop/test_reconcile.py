@@ -19,6 +19,9 @@ from loop_support import ApproveFsReads, Recorder, user
 from test_checkpoint import Journalled, crash_while_running
 
 import agentloop as al
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import MemorySessionStore
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +54,7 @@ class Reconciled(Journalled):
 
 async def resume(tool: Journalled, store: MemorySessionStore) -> tuple[Any, Recorder, Any]:
     recorder = Recorder()
-    model = al.ScriptedModel(["done"])
+    model = al.testing.ScriptedModel(["done"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -70,7 +73,7 @@ async def test_a_call_in_doubt_is_settled_by_its_reconcile_with_the_same_key() -
     tool = Reconciled("known")
     await crash_while_running(tool, store)
     driver, recorder, model = await resume(tool, store)
-    assert [w.message for w in recorder.of(al.LoopWarning)] == [
+    assert [w.message for w in recorder.of(al.observe.LoopWarning)] == [
         "call call-pay (pay) started before the restore and has no result; settled by its "
         "tool's reconcile"
     ]
@@ -94,7 +97,7 @@ async def test_a_reconcile_that_cannot_tell_leaves_the_call_in_doubt(answer: str
     tool = Reconciled(answer)
     await crash_while_running(tool, store)
     driver, recorder, model = await resume(tool, store)
-    assert [w.message for w in recorder.of(al.LoopWarning)] == [
+    assert [w.message for w in recorder.of(al.observe.LoopWarning)] == [
         "call call-pay (pay) started before the restore and has no result; answered as in "
         "doubt instead of running it again"
     ]
@@ -103,7 +106,7 @@ async def test_a_reconcile_that_cannot_tell_leaves_the_call_in_doubt(answer: str
     assert tool.runs == 1
     result = model.last_request.transcript[-1].parts[0]
     assert isinstance(result, al.ToolResultPart)
-    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
 
 
 async def test_a_function_tools_reconciler_gets_the_structured_arguments() -> None:
@@ -123,7 +126,7 @@ async def test_a_function_tools_reconciler_gets_the_structured_arguments() -> No
         return f"paid {amount}"
 
     store = MemorySessionStore()
-    model = al.ScriptedModel([al.testing.tool_calls(al.testing.call("pay", {"amount": 5}))])
+    model = al.testing.ScriptedModel([al.testing.tool_calls(al.testing.call("pay", {"amount": 5}))])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -141,7 +144,7 @@ async def test_a_function_tools_reconciler_gets_the_structured_arguments() -> No
     stored = await store.load("s")
     assert stored is not None
     (call_id,) = stored.started_calls
-    after = al.ScriptedModel(["ok"])
+    after = al.testing.ScriptedModel(["ok"])
     resumed = await (
         al.Agent.builder().model(after).add_tool_source(al.ToolRegistry().with_tool(pay))
         .store(store).build().resume(session_id="s")

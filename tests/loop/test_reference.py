@@ -20,21 +20,26 @@ from loop_support import (
 )
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, hang, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 
-def fake_model() -> al.ScriptedModel:
+def fake_model() -> al.testing.ScriptedModel:
     """Like the reference FakeAdapter: call echo, then answer with what the tool said."""
 
-    def answer(request: al.TurnRequest) -> Reply | str:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         results = [r for item in request.transcript for r in item.tool_results()]
         if results:
             return f"tool said: {results[-1].output}"
         return tool_calls(call("echo", {}))
 
-    return al.ScriptedModel(answer)
+    return al.testing.ScriptedModel(answer)
 
 
 async def start(builder: al.AgentBuilder, session: str = "session-1") -> al.LoopDriver:
@@ -67,32 +72,34 @@ async def test_post_tool_continuation_reports_after_tool_result_mutation_point()
     driver.submit_input([user("ping")])
     await driver.run_until_blocked()
     assert points.points == [
-        al.MutationPoint.AFTER_TURN_ENDED,
-        al.MutationPoint.AFTER_TOOL_RESULT,
+        al.transcript.MutationPoint.AFTER_TURN_ENDED,
+        al.transcript.MutationPoint.AFTER_TOOL_RESULT,
     ]
 
 
 def test_pending_input_requires_input_bearing_tail_role() -> None:
-    assert not al.has_pending_input([])
+    assert not al.transcript.has_pending_input([])
     for kind in (al.ItemKind.SYSTEM, al.ItemKind.DEVELOPER, al.ItemKind.CONTEXT):
-        assert not al.has_pending_input([al.Item.text(kind, "x")])
-    assert not al.has_pending_input([al.Item.text(al.ItemKind.ASSISTANT, "x")])
-    assert al.has_pending_input([user("x")])
-    assert al.has_pending_input([al.Item.notification("background update")])
+        assert not al.transcript.has_pending_input([al.Item.text(kind, "x")])
+    assert not al.transcript.has_pending_input([al.Item.text(al.ItemKind.ASSISTANT, "x")])
+    assert al.transcript.has_pending_input([user("x")])
+    assert al.transcript.has_pending_input([al.Item.notification("background update")])
     result = al.ToolResultPart("call-test", "ok")
-    assert al.has_pending_input([al.Item(al.ItemKind.TOOL, [result])])
+    assert al.transcript.has_pending_input([al.Item(al.ItemKind.TOOL, [result])])
 
 
 class DropTrailingUser:
     name = "drop-trailing-user"
 
-    async def mutate(self, cursor: al.TranscriptCursor, ctx: al.MutationContext) -> None:
+    async def mutate(
+        self, cursor: al.transcript.TranscriptCursor, ctx: al.transcript.MutationContext
+    ) -> None:
         if cursor and cursor[-1].kind is al.ItemKind.USER:
             cursor.pop()
 
 
 async def test_drive_does_not_dispatch_without_valid_trailing_input() -> None:
-    model = al.ScriptedModel(["never used"])
+    model = al.testing.ScriptedModel(["never used"])
     builder = (
         al.Agent.builder()
         .model(model)
@@ -128,7 +135,7 @@ async def test_loop_uses_injected_permission_checker() -> None:
 
 async def test_loop_can_cancel_a_turn_and_continue_after_new_input() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel([hang(), "done"])
+    model = al.testing.ScriptedModel([hang(), "done"])
     builder = al.Agent.builder().model(model).cancellation(controller.handle())
     driver = await start(builder, "session-cancel")
     driver.submit_input([user("do the long task")])
@@ -199,14 +206,14 @@ async def test_loop_resumes_with_patched_input_on_approval() -> None:
 
 
 async def test_loop_tracks_multiple_pending_approvals_by_call_id() -> None:
-    def answer(request: al.TurnRequest) -> Reply | str:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         if request.transcript[-1].kind is al.ItemKind.TOOL:
             return "both approvals finished"
         return tool_calls(call("echo", {}, id="call-1"), call("echo", {}, id="call-2"))
 
     builder = (
         al.Agent.builder()
-        .model(al.ScriptedModel(answer))
+        .model(al.testing.ScriptedModel(answer))
         .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
         .permissions(ApproveFsReads())
     )
@@ -235,7 +242,7 @@ async def test_loop_compacts_transcript_before_new_turns() -> None:
     recorder = Recorder()
     builder = (
         al.Agent.builder()
-        .model(al.ScriptedModel(["one", "two"]))
+        .model(al.testing.ScriptedModel(["one", "two"]))
         .mutator(KeepLast(1))
         .observer(recorder)
     )
@@ -243,7 +250,7 @@ async def test_loop_compacts_transcript_before_new_turns() -> None:
     for text in ("first", "second"):
         driver.submit_input([user(text)])
         await driver.next()
-    finished = recorder.of(al.MutationFinished)
+    finished = recorder.of(al.observe.MutationFinished)
     assert [(event.mutator, event.point, event.dirty) for event in finished] == [
         ("keep-last", "after_turn_ended", False),
         ("keep-last", "after_turn_ended", True),
@@ -254,7 +261,7 @@ async def test_loop_compacts_transcript_before_new_turns() -> None:
 def test_transcript_validation_rejects_orphaned_tool_result() -> None:
     items = [al.Item(al.ItemKind.TOOL, [al.ToolResultPart("call-1", "result")])]
     with pytest.raises(al.TranscriptError, match="orphaned tool_result for call call-1") as info:
-        al.validate_transcript(items)
+        al.transcript.validate_transcript(items)
     assert info.value.violation == "orphaned"
     assert info.value.call_ids == ("call-1",)
 
@@ -266,12 +273,12 @@ def test_transcript_validation_rejects_duplicate_tool_result() -> None:
         al.Item(al.ItemKind.TOOL, [al.ToolResultPart("call-1", "again")]),
     ]
     with pytest.raises(al.TranscriptError, match="duplicate tool_result for call call-1"):
-        al.validate_transcript(items)
+        al.transcript.validate_transcript(items)
 
 
 async def test_loop_refreshes_tool_specs_each_turn() -> None:
     tool = DynamicTool()
-    model = al.ScriptedModel(["a", "b"])
+    model = al.testing.ScriptedModel(["a", "b"])
     builder = al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(tool))
     driver = await start(builder)
     for text in ("first", "second"):
@@ -285,7 +292,7 @@ async def test_loop_refreshes_tool_specs_each_turn() -> None:
 async def test_loop_emits_catalog_change_and_uses_updated_specs_next_turn() -> None:
     registry = al.ToolRegistry("mcp:mock")
     recorder = Recorder()
-    model = al.ScriptedModel(["a", "b"])
+    model = al.testing.ScriptedModel(["a", "b"])
     builder = al.Agent.builder().model(model).add_tool_source(registry).observer(recorder)
     driver = await start(builder, "session-catalog-events")
     driver.submit_input([user("first")])
@@ -294,17 +301,17 @@ async def test_loop_emits_catalog_change_and_uses_updated_specs_next_turn() -> N
     driver.submit_input([user("second")])
     await driver.next()
     assert [[s.name for s in r.available_tools] for r in model.requests] == [[], ["dynamic"]]
-    assert recorder.of(al.ToolCatalogChanged) == [
-        al.ToolCatalogChanged("mcp:mock", ("dynamic",), (), ())
+    assert recorder.of(al.observe.ToolCatalogChanged) == [
+        al.observe.ToolCatalogChanged("mcp:mock", ("dynamic",), (), ())
     ]
 
 
 async def test_loop_passes_session_default_and_next_turn_cache_requests() -> None:
-    model = al.ScriptedModel(["a", "b", "c"])
-    default = al.PromptCacheRequest.best_effort(al.AutomaticCache()).with_retention(
-        al.PromptCacheRetention.SHORT
+    model = al.testing.ScriptedModel(["a", "b", "c"])
+    default = al.model.PromptCacheRequest.best_effort(al.model.AutomaticCache()).with_retention(
+        al.model.PromptCacheRetention.SHORT
     )
-    override = al.PromptCacheRequest.required(al.ExplicitCache([al.TranscriptItemEnd(0)]))
+    override = al.model.PromptCacheRequest.required(al.model.ExplicitCache([al.model.AfterItem(0)]))
     agent = al.Agent.builder().model(model).build()
     driver = await agent.start(al.SessionConfig("session-cache", cache=default))
     driver.submit_input([user("first")])
@@ -357,8 +364,8 @@ async def test_observers_see_full_tool_round() -> None:
     driver = await start(builder, "observer-session")
     driver.submit_input([user("ping")])
     assert isinstance(await driver.run_until_blocked(), al.Finished)
-    (requested,) = recorder.of(al.ToolCallRequested)
-    (received,) = recorder.of(al.ToolResultReceived)
+    (requested,) = recorder.of(al.observe.ToolCallRequested)
+    (received,) = recorder.of(al.observe.ToolResultReceived)
     assert received.result.call_id == requested.call.id
     assert received.result.is_error is False
     assert [item.kind for item in recorder.items] == [
@@ -372,19 +379,21 @@ async def test_observers_see_full_tool_round() -> None:
 
 def test_convenience_cache_builders_construct_expected_defaults() -> None:
     cache = (
-        al.PromptCacheRequest.automatic()
-        .with_retention(al.PromptCacheRetention.SHORT)
+        al.model.PromptCacheRequest.automatic()
+        .with_retention(al.model.PromptCacheRetention.SHORT)
         .with_key("workspace:demo")
     )
     session = al.SessionConfig("demo").with_cache(cache)
     assert session.session_id == "demo"
     assert session.cache == cache
-    explicit = al.PromptCacheRequest.explicit(
-        [al.ToolsEnd(), al.TranscriptItemEnd(2), al.TranscriptPartEnd(3, 1)]
+    explicit = al.model.PromptCacheRequest.explicit(
+        [al.model.AfterTools(), al.model.AfterItem(2), al.model.AfterPart(3, 1)]
     )
-    assert explicit.mode is al.PromptCacheMode.BEST_EFFORT
-    assert explicit.strategy == al.ExplicitCache(
-        (al.ToolsEnd(), al.TranscriptItemEnd(2), al.TranscriptPartEnd(3, 1))
+    assert explicit.mode is al.model.PromptCacheMode.BEST_EFFORT
+    assert explicit.strategy == al.model.ExplicitCache(
+        (al.model.AfterTools(), al.model.AfterItem(2), al.model.AfterPart(3, 1))
     )
-    assert al.PromptCacheRequest.disabled().is_enabled is False
-    assert al.PromptCacheRequest.automatic_required().mode is al.PromptCacheMode.REQUIRED
+    assert al.model.PromptCacheRequest.disabled().is_enabled is False
+    assert (
+        al.model.PromptCacheRequest.automatic_required().mode is al.model.PromptCacheMode.REQUIRED
+    )

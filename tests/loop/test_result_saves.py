@@ -25,6 +25,12 @@ from hypothesis import strategies as st
 from loop_support import user
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.permissions
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import SessionStore
 from agentloop.testing import call, tool_calls
 
@@ -99,7 +105,7 @@ def agent(
     store: SessionStore,
     script: Any,
     *tools: Any,
-    manager: al.AsyncTaskManager | None = None,
+    manager: al.tasks.AsyncTaskManager | None = None,
     permissions: Any = None,
     observer: Any = None,
     transcript_observer: Any = None,
@@ -108,7 +114,7 @@ def agent(
     registry = al.ToolRegistry()
     for tool in tools:
         registry = registry.with_tool(tool)
-    builder = al.Agent.builder().model(al.ScriptedModel(script)).add_tool_source(registry)
+    builder = al.Agent.builder().model(al.testing.ScriptedModel(script)).add_tool_source(registry)
     builder = builder.store(store)
     if manager is not None:
         builder = builder.task_manager(manager)
@@ -123,7 +129,7 @@ def agent(
     return builder.build()
 
 
-def pay_once(request: al.TurnRequest) -> Any:
+def pay_once(request: al.model.TurnRequest) -> Any:
     if request.transcript[-1].kind is al.ItemKind.USER:
         return tool_calls(call("pay", {}, id="call-pay"))
     return "done"
@@ -135,7 +141,7 @@ async def stored_answers(store: SessionStore, session_id: str = "s") -> set[str]
     return set() if stored is None else answered(stored.checkpoint)
 
 
-def pay_and_slow(request: al.TurnRequest) -> Any:
+def pay_and_slow(request: al.model.TurnRequest) -> Any:
     if request.transcript[-1].kind is al.ItemKind.USER:
         return tool_calls(call("pay", {}, id="call-pay"), call("slow", {}, id="call-slow"))
     return "done"
@@ -186,7 +192,7 @@ async def test_a_finished_result_is_saved_before_the_round_waits_for_another_cal
     pay, slow = Pay(), Slow()
 
     saves = record_saves(store)
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await agent(store, pay_and_slow, pay, slow, manager=manager).start("s")
         driver.submit_input([user("pay, and wait")])
         stepped = await step_seeing_pay_stored_while_slow_runs(driver, store, slow)
@@ -201,7 +207,7 @@ async def test_a_result_is_saved_before_the_model_is_called_again_in_the_same_st
     tool = Pay()
     saves: list[set[str]] = []
 
-    async def check_before_model(request: al.TurnRequest) -> Any:
+    async def check_before_model(request: al.model.TurnRequest) -> Any:
         # The host answered the approval: the step calls the model again at
         # once. The result is saved before that call.
         if request.transcript[-1].kind is al.ItemKind.USER:
@@ -210,8 +216,8 @@ async def test_a_result_is_saved_before_the_model_is_called_again_in_the_same_st
         return "done"
 
     class AskFirst:
-        def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-            return al.AskApproval("confirm", request.summary)
+        def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+            return al.permissions.AskApproval("confirm", request.summary)
 
     driver = await agent(store, check_before_model, tool, permissions=AskFirst()).start("s")
     driver.submit_input([user("pay")])
@@ -228,8 +234,8 @@ class Boom(BaseException):
 
 
 class RaiseAtToolFinished:
-    def handle_event(self, event: al.AgentEvent) -> None:
-        if isinstance(event, al.ToolExecutionFinished):
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
+        if isinstance(event, al.observe.ToolExecutionFinished):
             raise Boom
 
 
@@ -334,7 +340,7 @@ async def test_a_turn_interrupted_as_a_result_is_saved_saves_it_before_waiting_f
             await anyio.lowlevel.checkpoint()  # and this save never starts
 
     saves = record_saves(store, interrupt_at_the_result_save)
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = controller.handle()
         built = agent(store, pay_and_slow, pay, slow, manager=manager, cancellation=handle)
         driver = await built.start("s")
@@ -380,10 +386,10 @@ class AskFor:
     def __init__(self, asked: frozenset[str]) -> None:
         self.asked = asked
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        if isinstance(request, al.ToolInvocation) and request.tool_name in self.asked:
-            return al.AskApproval("confirm", request.summary)
-        return al.Allow()
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        if isinstance(request, al.permissions.ToolInvocation) and request.tool_name in self.asked:
+            return al.permissions.AskApproval("confirm", request.summary)
+        return al.permissions.Allow()
 
 
 CALL = st.tuples(
@@ -421,7 +427,7 @@ async def test_no_claimed_result_is_acted_on_before_the_store_holds_it(
     }
     calls = 0
 
-    async def model(request: al.TurnRequest) -> Any:
+    async def model(request: al.model.TurnRequest) -> Any:
         nonlocal calls
         # Every claimed call's result the model is about to see is in the store.
         shown = {
@@ -443,7 +449,7 @@ async def test_no_claimed_result_is_acted_on_before_the_store_holds_it(
             )
         )
 
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         built = agent(
             store,
             model,

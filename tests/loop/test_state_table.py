@@ -15,6 +15,7 @@ import pytest
 
 import agentloop as al
 import agentloop.loop
+import agentloop.tools
 from agentloop.loop._core import LoopCore, event_after
 from agentloop.loop._state import (
     ANSWERED,
@@ -134,7 +135,7 @@ def test_every_step_maps_to_its_event() -> None:
     assert event_after(al.AfterToolResult("s", "turn-1", 3)) is DriverEvent.PAUSE
     assert event_after(al.AwaitingInput("s")) is DriverEvent.FINISH
     assert event_after(finished) is DriverEvent.FINISH
-    question = al.CallQuestion("question:c:1", "c", "t", "turn-1", al.Question("k", "m"))
+    question = al.CallQuestion("question:c:1", "c", "t", "turn-1", al.tools.Question("k", "m"))
     assert event_after(question) is DriverEvent.ASK_HOST
 
 

@@ -8,6 +8,9 @@ import pytest
 from loop_support import ApproveFsReads, EchoTool, Recorder, user
 
 import agentloop as al
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
 from agentloop.loop import _driver, _machine, _model_io, _observer, _rounds, _tool_io
 from agentloop.testing import call, fail, text, tool_calls
 
@@ -17,8 +20,8 @@ U1 = al.Usage(input_tokens=10, output_tokens=5)
 U2 = al.Usage(input_tokens=30, output_tokens=7)
 
 
-def two_round_model() -> al.ScriptedModel:
-    return al.ScriptedModel(
+def two_round_model() -> al.testing.ScriptedModel:
+    return al.testing.ScriptedModel(
         [
             tool_calls(
                 call("echo", {"value": "a"}, id="c1"),
@@ -32,7 +35,7 @@ def two_round_model() -> al.ScriptedModel:
 
 
 async def approval_driver(
-    model: al.ScriptedModel, recorder: Recorder | None = None
+    model: al.testing.ScriptedModel, recorder: Recorder | None = None
 ) -> al.LoopDriver:
     builder = (
         al.Agent.builder()
@@ -89,7 +92,7 @@ async def test_the_turn_result_holds_every_item_call_and_model_call() -> None:
         {"value": "b"},
         "no",
         True,
-        al.ResultOutcome.DENIED,
+        al.tools.ResultOutcome.DENIED,
     )
     assert (denied.started_at, denied.finished_at, denied.duration) == (None, None, None)
 
@@ -117,7 +120,9 @@ async def test_a_turn_result_round_trips_through_the_converter() -> None:
 
 async def test_each_model_call_and_tool_call_is_an_event() -> None:
     recorder = Recorder()
-    model = al.ScriptedModel([tool_calls(call("echo", {"value": "x"}, id="c1"), usage=U1), "ok"])
+    model = al.testing.ScriptedModel(
+        [tool_calls(call("echo", {"value": "x"}, id="c1"), usage=U1), "ok"]
+    )
     agent = (
         al.Agent.builder()
         .model(model)
@@ -130,22 +135,22 @@ async def test_each_model_call_and_tool_call_is_an_event() -> None:
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
 
-    started = recorder.of(al.ModelCallStarted)
+    started = recorder.of(al.observe.ModelCallStarted)
     assert [
         (e.turn_id, e.index, e.transcript_items, e.tools, e.tools_withheld) for e in started
     ] == [
         ("turn-1", 1, 1, 1, False),
         ("turn-1", 2, 3, 1, False),
     ]
-    finished = recorder.of(al.ModelCallFinished)
+    finished = recorder.of(al.observe.ModelCallFinished)
     assert [(e.index, e.finish_reason, e.usage) for e in finished] == [
         (1, al.FinishReason.TOOL_CALL, U1),
         (2, al.FinishReason.COMPLETED, None),
     ]
-    (tool_event,) = recorder.of(al.ToolExecutionFinished)
+    (tool_event,) = recorder.of(al.observe.ToolExecutionFinished)
     assert tool_event.result == al.ToolResultPart("c1", "x")
-    (ended,) = recorder.of(al.AgentEnded)
-    assert ended == al.AgentEnded("s", "turn-1", al.FinishReason.COMPLETED)
+    (ended,) = recorder.of(al.observe.AgentEnded)
+    assert ended == al.observe.AgentEnded("s", "turn-1", al.FinishReason.COMPLETED)
     names = [type(e).__name__ for e in recorder.events]
     assert names.index("TurnFinished") + 1 == names.index("AgentEnded")
 
@@ -158,7 +163,7 @@ async def test_a_tool_error_is_carried_by_its_event() -> None:
             raise ValueError("disk on fire")
 
     recorder = Recorder()
-    model = al.ScriptedModel([tool_calls(call("boom", id="c1")), "sorry"])
+    model = al.testing.ScriptedModel([tool_calls(call("boom", id="c1")), "sorry"])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -168,7 +173,7 @@ async def test_a_tool_error_is_carried_by_its_event() -> None:
         .build()
     )
     await (await agent.start("s")).run_until_blocked()
-    (event,) = recorder.of(al.ToolExecutionFinished)
+    (event,) = recorder.of(al.observe.ToolExecutionFinished)
     assert event.is_error
     assert event.result is not None
     assert event.result.is_error
@@ -177,14 +182,14 @@ async def test_a_tool_error_is_carried_by_its_event() -> None:
 
 async def test_no_agent_ended_while_input_waits() -> None:
     recorder = Recorder()
-    model = al.ScriptedModel(["one", "two"])
+    model = al.testing.ScriptedModel(["one", "two"])
     agent = al.Agent.builder().model(model).observer(recorder).input([user("go")]).build()
     driver = await agent.start("s")
     driver.follow_up([user("and then")])
     await driver.next()
-    assert recorder.of(al.AgentEnded) == []
+    assert recorder.of(al.observe.AgentEnded) == []
     await driver.next()
-    assert [e.turn_id for e in recorder.of(al.AgentEnded)] == ["turn-2"]
+    assert [e.turn_id for e in recorder.of(al.observe.AgentEnded)] == ["turn-2"]
 
 
 async def test_no_event_is_built_without_observers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,9 +199,9 @@ async def test_no_event_is_built_without_observers(monkeypatch: pytest.MonkeyPat
     for module in (_driver, _machine, _model_io, _observer, _rounds, _tool_io):
         for name in dir(module):
             value = getattr(module, name)
-            if isinstance(value, type) and issubclass(value, al.AgentEvent):
+            if isinstance(value, type) and issubclass(value, al.observe.AgentEvent):
                 monkeypatch.setattr(module, name, refuse)
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("echo", id="c1")), fail(al.ProviderError("x", retryable=True)), "ok"]
     )
     driver = await approval_driver(model)
@@ -213,7 +218,7 @@ async def test_no_event_is_built_without_observers(monkeypatch: pytest.MonkeyPat
 
 async def test_an_interrupted_turn_states_its_reason() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("echo", id="c1"))])
+    model = al.testing.ScriptedModel([tool_calls(call("echo", id="c1"))])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -232,4 +237,4 @@ async def test_an_interrupted_turn_states_its_reason() -> None:
         "interrupted while an approval was pending"
     )
     (cancelled,) = step.result.tool_calls
-    assert cancelled.outcome is al.ResultOutcome.CANCELLED
+    assert cancelled.outcome is al.tools.ResultOutcome.CANCELLED

@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
+import agentloop.observe
 from agentloop.mcp import HttpServer, StdioServer
 
 HERE = Path(__file__).resolve().parent
@@ -81,12 +82,12 @@ class Events:
     """Records every event."""
 
     def __init__(self) -> None:
-        self.events: list[al.AgentEvent] = []
+        self.events: list[al.observe.AgentEvent] = []
 
-    def handle_event(self, event: al.AgentEvent) -> None:
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
         self.events.append(event)
 
-    def of(self, kind: type[al.AgentEvent]) -> list[al.AgentEvent]:
+    def of(self, kind: type[al.observe.AgentEvent]) -> list[al.observe.AgentEvent]:
         return [event for event in self.events if isinstance(event, kind)]
 
 

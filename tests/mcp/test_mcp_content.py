@@ -11,6 +11,8 @@ import structlog
 from mcp_support import http_server, results, stdio_server
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
 from agentloop.mcp import McpToolSource
 from agentloop.testing import Reply, call, tool_calls
 
@@ -31,7 +33,7 @@ NOT_OFFERED = {
 async def test_tools_requiring_tasks_are_not_offered_and_annotations_survive_a_checkpoint(
     tmp_path: Path,
 ) -> None:
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(
                 call("mcp__srv__may_task", {}, id="c1"),
@@ -64,7 +66,7 @@ async def test_tools_requiring_tasks_are_not_offered_and_annotations_survive_a_c
     assert isinstance(step, al.Finished)
     may, needs, annotated = results(driver)
     assert (may.output, may.is_error) == ("ran without a task", False)
-    assert (needs.is_error, needs.metadata.get(al.OUTCOME_KEY)) == (True, "unknown_tool")
+    assert (needs.is_error, needs.metadata.get(al.tools.OUTCOME_KEY)) == (True, "unknown_tool")
     assert annotated.output == [
         al.TextPart(
             "for you", metadata={"mcp.annotations": {"audience": ["user"], "priority": 0.9}}
@@ -111,7 +113,7 @@ async def test_a_large_answer_over_http_is_truncated_and_one_over_the_limit_fail
             assert (await source.call_tool("add", {"a": 1, "b": 2})).value == "3"
             assert source.connections == 1
     (failed,) = results(driver)
-    assert (failed.is_error, failed.metadata.get(al.OUTCOME_KEY)) == (True, "failed")
+    assert (failed.is_error, failed.metadata.get(al.tools.OUTCOME_KEY)) == (True, "failed")
     assert failed.output == (
         "tool 'mcp__web__big' failed: McpCallError: MCP server 'web' answered tools/call 'big' "
         "with a message larger than max_message_size (1500000 bytes); it was not read (the "
@@ -122,7 +124,7 @@ async def test_a_large_answer_over_http_is_truncated_and_one_over_the_limit_fail
 async def run(source: McpToolSource, replies: list[Reply | str]) -> al.LoopDriver:
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel(list(replies)))
+        .model(al.testing.ScriptedModel(list(replies)))
         .add_tool_source(source)
         .input([al.Item.text(al.ItemKind.USER, "go")])
         .build()

@@ -13,6 +13,9 @@ import pytest
 from mcp_support import http_server, stdio_server, wait_for_file
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.mcp import McpServer, McpToolSource
 from agentloop.testing import call, tool_calls
 
@@ -41,10 +44,10 @@ async def agent_on(
     server: McpServer, protocol: str, script: list[Any], **options: Any
 ) -> AsyncIterator[al.LoopDriver]:
     source = McpToolSource(server, protocol=protocol, connect_timeout=LOADED, **options)  # type: ignore[arg-type]
-    async with source, al.AsyncTaskManager() as manager:
+    async with source, al.tasks.AsyncTaskManager() as manager:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel(script))
+            .model(al.testing.ScriptedModel(script))
             .add_tool_source(source)
             .task_manager(manager)
             .input([al.Item.text(al.ItemKind.USER, "go")])
@@ -200,11 +203,11 @@ async def test_a_restart_while_an_elicitation_waits(tmp_path: Path, protocol: st
         tool = f"mcp__{server.name}__ask_name"
 
         def agent(
-            source: McpToolSource, manager: al.AsyncTaskManager, script: list[Any]
+            source: McpToolSource, manager: al.tasks.AsyncTaskManager, script: list[Any]
         ) -> al.Agent:
             return (
                 al.Agent.builder()
-                .model(al.ScriptedModel(script))
+                .model(al.testing.ScriptedModel(script))
                 .add_tool_source(source)
                 .task_manager(manager)
                 .store(store)
@@ -213,7 +216,7 @@ async def test_a_restart_while_an_elicitation_waits(tmp_path: Path, protocol: st
             )
 
         first = McpToolSource(server, protocol=protocol, connect_timeout=LOADED, elicitation=True)  # type: ignore[arg-type]
-        async with first, al.AsyncTaskManager() as manager:
+        async with first, al.tasks.AsyncTaskManager() as manager:
             driver = await agent(first, manager, [tool_calls(call(tool, {}, id="a"))]).start("s")
             asked = await driver.next()
             assert isinstance(asked, al.CallQuestion)
@@ -222,7 +225,7 @@ async def test_a_restart_while_an_elicitation_waits(tmp_path: Path, protocol: st
         assert stored is not None
         assert stored.checkpoint["state"] == "AWAITING_ANSWER"
         second = McpToolSource(server, protocol=protocol, connect_timeout=LOADED, elicitation=True)  # type: ignore[arg-type]
-        async with second, al.AsyncTaskManager() as manager:
+        async with second, al.tasks.AsyncTaskManager() as manager:
             driver = await agent(second, manager, ["thanks"]).resume(session_id="s")
             if protocol == "auto":
                 assert driver.state is al.DriverState.AWAITING_ANSWER
@@ -249,7 +252,7 @@ async def test_a_restart_while_an_elicitation_waits(tmp_path: Path, protocol: st
             for part in item.parts
             if isinstance(part, al.ToolResultPart)
         ]
-        assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+        assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -284,7 +287,9 @@ async def test_a_call_run_inline_cannot_ask_and_the_server_hears_why(tmp_path: P
     async with source:
         agent = (
             al.Agent.builder()  # the default SimpleTaskManager: calls run inside next()
-            .model(al.ScriptedModel([tool_calls(call("mcp__srv__ask_name", {}, id="a")), "ok"]))
+            .model(
+                al.testing.ScriptedModel([tool_calls(call("mcp__srv__ask_name", {}, id="a")), "ok"])
+            )
             .add_tool_source(source)
             .input([al.Item.text(al.ItemKind.USER, "go")])
             .build()

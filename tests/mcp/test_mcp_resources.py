@@ -14,6 +14,10 @@ from mcp_support import HERE, Events, http_server, results, stdio_server
 from test_mcp_source import LOADED, outcome, run_session
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.permissions
+import agentloop.testing
 from agentloop.mcp import (
     McpCallError,
     McpPrompt,
@@ -192,7 +196,7 @@ async def test_reads_and_prompts_have_permission_kinds_of_their_own(tmp_path: Pa
         ),
         "done",
     ]
-    policy = al.KindPolicy(deny={"mcp.read_resource"}, allow={"*"})
+    policy = al.permissions.RequestKindPolicy(deny={"mcp.read_resource"}, allow={"*"})
     async with source_for("stdio", tmp_path, feature_tools=True) as source:
         driver, _, step = await run_session(source, replies, permissions=policy)
     assert isinstance(step, al.Finished)
@@ -216,7 +220,7 @@ async def test_list_changed_refreshes_what_the_feature_tools_offer(
 
     async with source_for(transport, tmp_path, feature_tools=True) as source:
 
-        def script(request: al.TurnRequest) -> Reply | str:
+        def script(request: al.model.TurnRequest) -> Reply | str:
             offered.append({spec.name: spec for spec in request.available_tools})
             answered = sum(item.kind is al.ItemKind.ASSISTANT for item in request.transcript)
             return replies[answered]
@@ -224,7 +228,7 @@ async def test_list_changed_refreshes_what_the_feature_tools_offer(
         events = Events()
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel(script))
+            .model(al.testing.ScriptedModel(script))
             .add_tool_source(source)
             .observer(events)
             .input([al.Item.text(al.ItemKind.USER, "go")])
@@ -233,8 +237,8 @@ async def test_list_changed_refreshes_what_the_feature_tools_offer(
         driver = await agent.start("s")
         step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
-    assert events.of(al.ToolCatalogChanged) == [
-        al.ToolCatalogChanged(
+    assert events.of(al.observe.ToolCatalogChanged) == [
+        al.observe.ToolCatalogChanged(
             "mcp:srv", changed=["mcp__srv__get_prompt", "mcp__srv__read_resource"]
         )
     ]

@@ -8,6 +8,7 @@ import pytest
 from mcp_support import http_server
 
 import agentloop as al
+import agentloop.permissions
 from agentloop.mcp import McpToolSource
 
 pytestmark = pytest.mark.anyio
@@ -21,12 +22,14 @@ async def test_roots_come_from_the_path_policy_in_both_protocol_eras(tmp_path: P
     docs.mkdir()
     (tmp_path / "link").symlink_to(work)  # the same directory by another name
     (tmp_path / "loop").symlink_to(tmp_path / "loop")  # cannot be resolved: left out
-    paths = al.PathPolicy(
+    paths = al.permissions.PathPolicy(
         allowed_roots=[work, tmp_path / "link", tmp_path / "loop", "docs"],
         read_only_roots=["docs"],  # also allowed, but PathPolicy denies writes there: read-only
         base=str(tmp_path),
     )  # fmt: skip
-    checker = al.PolicyChain(al.KindPolicy(deny={"shell.command"}), paths)
+    checker = al.permissions.PolicyChain(
+        al.permissions.RequestKindPolicy(deny={"shell.command"}), paths
+    )
     expected = {
         "advertised": True,
         "roots": [

@@ -12,6 +12,11 @@ import pytest
 from mcp_support import RAW_SERVER, Events, http_server, results, stdio_server, wait_for_file
 
 import agentloop as al
+import agentloop.model
+import agentloop.observe
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.mcp import (
     McpConnect,
     McpConnectionError,
@@ -35,7 +40,7 @@ ADD_SCHEMA = {
 
 
 def outcome(result: al.ToolResultPart) -> str | None:
-    value = result.metadata.get(al.OUTCOME_KEY)
+    value = result.metadata.get(al.tools.OUTCOME_KEY)
     return None if value is None else str(value)
 
 
@@ -48,14 +53,14 @@ async def run_session(
 ) -> tuple[al.LoopDriver, Events, al.Step]:
     """Run one turn whose model plays ``replies`` in order (recording the tools it is offered)."""
 
-    def script(request: al.TurnRequest) -> Reply | str:
+    def script(request: al.model.TurnRequest) -> Reply | str:
         if seen is not None:
             seen.append([spec.name for spec in request.available_tools])
         answered = sum(item.kind is al.ItemKind.ASSISTANT for item in request.transcript)
         return replies[answered]
 
     events = Events()
-    builder = al.Agent.builder().model(al.ScriptedModel(script)).add_tool_source(source)
+    builder = al.Agent.builder().model(al.testing.ScriptedModel(script)).add_tool_source(source)
     if permissions is not None:
         builder = builder.permissions(permissions)
     agent = builder.observer(events).input([al.Item.text(al.ItemKind.USER, "go")]).build()
@@ -151,7 +156,9 @@ async def test_list_changed_updates_the_catalog_before_the_next_model_call(
         assert source.drain_catalog_events() == []
         driver, events, step = await run_session(source, replies, seen=seen)
         assert source.drain_catalog_events() == [
-            al.ToolCatalogEvent("mcp:srv", added=["mcp__srv__extra"], removed=["mcp__srv__add"])
+            al.tools.ToolCatalogEvent(
+                "mcp:srv", added=["mcp__srv__extra"], removed=["mcp__srv__add"]
+            )
         ]
         assert add.current_spec() is None  # hidden once the server no longer lists it
         assert source.get("mcp__srv__add") is None
@@ -161,9 +168,9 @@ async def test_list_changed_updates_the_catalog_before_the_next_model_call(
     assert "mcp__srv__add" in seen[2]
     assert "mcp__srv__add" not in seen[3]
     assert [r.output for r in results(driver)] == ["grown", "abab", "shrunk"]
-    assert events.of(al.ToolCatalogChanged) == [
-        al.ToolCatalogChanged("mcp:srv", added=["mcp__srv__extra"]),
-        al.ToolCatalogChanged("mcp:srv", removed=["mcp__srv__add"]),
+    assert events.of(al.observe.ToolCatalogChanged) == [
+        al.observe.ToolCatalogChanged("mcp:srv", added=["mcp__srv__extra"]),
+        al.observe.ToolCatalogChanged("mcp:srv", removed=["mcp__srv__add"]),
     ]
 
 
@@ -181,8 +188,8 @@ async def test_streamable_http_server_lists_calls_and_reports_changes(tmp_path: 
     assert [r.output for r in results(driver)] == ["3", "grown"]
     assert "mcp__web__extra" in seen[2]
     assert "mcp__web__extra" not in seen[1]
-    assert events.of(al.ToolCatalogChanged) == [
-        al.ToolCatalogChanged("mcp:web", added=["mcp__web__extra"])
+    assert events.of(al.observe.ToolCatalogChanged) == [
+        al.observe.ToolCatalogChanged("mcp:web", added=["mcp__web__extra"])
     ]
 
 
@@ -251,7 +258,9 @@ async def test_a_malformed_answer_fails_the_call_not_the_driver() -> None:
 
 async def test_cancelling_a_call_sends_the_cancel_notification(tmp_path: Path) -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("mcp__srv__slow", {"seconds": 60}, id="c1")), "ok"])
+    model = al.testing.ScriptedModel(
+        [tool_calls(call("mcp__srv__slow", {"seconds": 60}, id="c1")), "ok"]
+    )
     async with McpToolSource(stdio_server(tmp_path), connect_timeout=LOADED) as source:
         agent = (
             al.Agent.builder()
@@ -283,7 +292,9 @@ async def test_cancelling_a_call_sends_the_cancel_notification(tmp_path: Path) -
 
 
 async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) -> None:
-    ask = al.KindPolicy(require_approval={"mcp.invoke_tool"})  # as docs/mcp.md writes it
+    ask = al.permissions.RequestKindPolicy(
+        require_approval={"mcp.invoke_tool"}
+    )  # as docs/mcp.md writes it
     replies: list[Reply | str] = [
         tool_calls(call("mcp__srv__add", {"a": 1, "b": 2}, id="c1")),
         "ok",
@@ -300,7 +311,9 @@ async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) ->
         assert isinstance(await driver.run_until_blocked(), al.Finished)
         assert [r.output for r in results(driver)] == ["3"]
 
-        deny = al.PolicyChain(al.KindPolicy(deny={"mcp.invoke_tool"}))
+        deny = al.permissions.PolicyChain(
+            al.permissions.RequestKindPolicy(deny={"mcp.invoke_tool"})
+        )
         driver, _, step = await run_session(source, replies, permissions=deny)
     assert isinstance(step, al.Finished)
     (denied,) = results(driver)
@@ -313,7 +326,7 @@ async def test_invocations_can_be_sent_for_approval_or_denied(tmp_path: Path) ->
 
 async def test_connecting_is_a_permission_request(tmp_path: Path) -> None:
     server = stdio_server(tmp_path)
-    deny = al.PolicyChain(al.KindPolicy(deny={"mcp.connect"}))
+    deny = al.permissions.PolicyChain(al.permissions.RequestKindPolicy(deny={"mcp.connect"}))
     with pytest.raises(McpConnectionError) as denied:
         async with McpToolSource(server, permissions=deny):
             pass
@@ -322,14 +335,16 @@ async def test_connecting_is_a_permission_request(tmp_path: Path) -> None:
         f"(Connect MCP server srv ({server.target})) (code: policy_denied)"
     )
 
-    ask = al.KindPolicy(require_approval={"mcp.connect"})  # a bare policy: used in a chain
+    ask = al.permissions.RequestKindPolicy(
+        require_approval={"mcp.connect"}
+    )  # a bare policy: used in a chain
     with pytest.raises(McpConnectionError, match="has no approve_connect callback"):
         async with McpToolSource(server, permissions=ask):
             pass
 
     asked: list[McpConnect] = []
 
-    async def approve(request: McpConnect, decision: al.AskApproval) -> bool:
+    async def approve(request: McpConnect, decision: al.permissions.AskApproval) -> bool:
         asked.append(request)
         return True
 

@@ -13,6 +13,10 @@ from mcp_support import TASK_SERVER, http_server, results, stdio_server, task_se
 from test_mcp_source import LOADED, run_session
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.mcp import (
     TASK_KEY,
     McpCallError,
@@ -260,7 +264,7 @@ async def test_task_timeout_must_be_a_positive_number(bad: Any) -> None:
 async def test_task_calls_run_in_the_background_with_route_mcp_tasks(
     tmp_path: Path, transport: str
 ) -> None:
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(call("mcp__tsk__work", {"n": 5}, id="c1")),
             tool_calls(call("mcp__tsk__plain", {"n": 6}, id="c2")),
@@ -279,7 +283,7 @@ async def test_task_calls_run_in_the_background_with_route_mcp_tasks(
             "mcp__tsk__bad_status", "mcp__tsk__fails", "mcp__tsk__long", "mcp__tsk__never",
             "mcp__tsk__server_cancels", "mcp__tsk__vanish", "mcp__tsk__work", "mcp__tsk__wrong_id",
         ]  # fmt: skip
-        manager = await stack.enter_async_context(al.AsyncTaskManager(routing=routing))
+        manager = await stack.enter_async_context(al.tasks.AsyncTaskManager(routing=routing))
         handle = manager.handle()
         agent = (
             al.Agent.builder()
@@ -296,9 +300,9 @@ async def test_task_calls_run_in_the_background_with_route_mcp_tasks(
             assert event is not None
             step = await driver.run_until_blocked()
         transcript = driver.snapshot().transcript
-    al.validate_transcript(transcript)
+    al.transcript.validate_transcript(transcript)
     placeholder, plain = [r for item in transcript for r in item.tool_results()]
-    assert al.result_outcome(placeholder) == al.ResultOutcome.BACKGROUND
+    assert al.tools.result_outcome(placeholder) == al.tools.ResultOutcome.BACKGROUND
     assert plain.output == 'ran plainly: plain {"n": 6}'
     assert [item.text_content for item in transcript if item.kind is al.ItemKind.NOTIFICATION] == [
         'Background tool call c1 completed: work done: {"n": 5}'

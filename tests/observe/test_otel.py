@@ -13,6 +13,11 @@ from opentelemetry.semconv.attributes import error_attributes as error
 from otel_support import pipeline, tree
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.observe import OtelObserver
 from agentloop.testing import Reply, call, fail, hang, text, tool_calls
 
@@ -35,8 +40,10 @@ class Add:
 class ReadNote:
     spec = al.ToolSpec("read_note", "Read a note.", {"type": "object"})
 
-    def proposed_requests(self, request: al.ToolRequest) -> Sequence[al.PermissionRequest]:
-        return [al.FileSystemRead("/notes/todo")]
+    def proposed_requests(
+        self, request: al.ToolRequest
+    ) -> Sequence[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemRead("/notes/todo")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         return "buy milk"
@@ -50,10 +57,10 @@ class Boom:
 
 
 class AskForReads:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.read":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
 def stamped(reply_text: str) -> Reply:
@@ -68,10 +75,10 @@ def stamped(reply_text: str) -> Reply:
             "agentloop.response_id": "msg_01",
         },
     )
-    return Reply.raw([USAGE, al.ModelTurnResult(al.FinishReason.COMPLETED, [item], USAGE)])
+    return Reply.raw([USAGE, al.model.ModelTurnResult(al.FinishReason.COMPLETED, [item], USAGE)])
 
 
-def agent(model: al.ScriptedModel, observer: OtelObserver, **extra: Any) -> al.Agent:
+def agent(model: al.testing.ScriptedModel, observer: OtelObserver, **extra: Any) -> al.Agent:
     registry = al.ToolRegistry().with_tool(Add()).with_tool(ReadNote()).with_tool(Boom())
     builder = al.Agent.builder().model(model).add_tool_source(registry).permissions(AskForReads())
     if "cancellation" in extra:
@@ -100,7 +107,7 @@ TOKENS = {
 async def test_span_tree_of_a_tool_round_an_approval_and_failures() -> None:
     provider, exporter = pipeline()
     observer = OtelObserver(provider, agent_name="helper", provider="scripted", model="script-1")
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(
                 call("add", {"a": 2, "b": 3}, id="c1"),
@@ -273,7 +280,7 @@ async def test_cancelled_model_call_and_cancelled_tool_call() -> None:
     controller = al.CancellationController()
     streaming = anyio.Event()
 
-    def script(request: al.TurnRequest) -> Reply | str:
+    def script(request: al.model.TurnRequest) -> Reply | str:
         if request.turn_id == "turn-1":
             streaming.set()
             return hang(al.BeginPart("t", al.PartKind.TEXT), al.AppendText("t", "thinking"))
@@ -283,7 +290,7 @@ async def test_cancelled_model_call_and_cancelled_tool_call() -> None:
     registry = al.ToolRegistry().with_tool(blocking)
     builder = (
         al.Agent.builder()
-        .model(al.ScriptedModel(script))
+        .model(al.testing.ScriptedModel(script))
         .add_tool_source(registry)
         .cancellation(controller.handle())
     )
@@ -359,7 +366,7 @@ async def test_host_span_parents_turns_and_tool_tasks_keep_their_parents() -> No
     provider, exporter = pipeline()
     tracer = trace.get_tracer("host", tracer_provider=provider)
     observer = OtelObserver(provider, model="m")
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(
                 call("add", {"a": 1, "b": 1}, id="c1"), call("add", {"a": 2, "b": 2}, id="c2")
@@ -368,7 +375,7 @@ async def test_host_span_parents_turns_and_tool_tasks_keep_their_parents() -> No
         ]
     )
     registry = al.ToolRegistry().with_tool(Add())
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         builder = al.Agent.builder().model(model).add_tool_source(registry).task_manager(manager)
         driver = (
             await observer.attach(builder)
@@ -413,7 +420,9 @@ async def test_content_is_captured_only_when_asked() -> None:
     for capture in (False, True):
         provider, exporter = pipeline()
         observer = OtelObserver(provider, capture_content=capture)
-        model = al.ScriptedModel([tool_calls(call("add", {"a": 1, "b": 2}, id="c1")), text("3!")])
+        model = al.testing.ScriptedModel(
+            [tool_calls(call("add", {"a": 1, "b": 2}, id="c1")), text("3!")]
+        )
         driver = await agent(model, observer).start("s1")
         assert isinstance(await driver.run_until_blocked(), al.Finished)
         content_keys = {

@@ -13,6 +13,9 @@ from providers import _openai_streams as openai_streams
 from providers._server import ReplayServer, sse
 
 import agentloop as al
+import agentloop.model
+import agentloop.testing
+import agentloop.tools
 from agentloop.observe import OtelObserver
 from agentloop.providers import OpenAIChatModel
 from agentloop.testing import Reply, call, tool_calls
@@ -32,7 +35,7 @@ class Add:
 def answered(reply_text: str) -> Reply:
     """A reply whose result names the answering model and the response id (no metadata)."""
     item = al.Item(al.ItemKind.ASSISTANT, (al.TextPart(reply_text),))
-    result = al.ModelTurnResult(
+    result = al.model.ModelTurnResult(
         al.FinishReason.COMPLETED, [item], USAGE, model="demo-1-20261201", response_id="resp_7"
     )
     return Reply.raw([USAGE, result])
@@ -63,7 +66,7 @@ def turn_span(attributes: dict[str, Any], children: list[Any]) -> Any:
 async def test_a_scripted_adapters_labels_and_answers_reach_the_spans() -> None:
     provider, exporter = pipeline()
     observer = OtelObserver(provider, capture_content=True)
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("add", {"a": 1, "b": 2}, id="c1"), usage=USAGE), answered("3")],
         model_name="demo-1",
     )
@@ -180,9 +183,9 @@ class Gateway:
     base_url = "https://models.example.com/v1"
 
     def __init__(self) -> None:
-        self.scripted = al.ScriptedModel([answered("ok")])
+        self.scripted = al.testing.ScriptedModel([answered("ok")])
 
-    async def start_session(self, config: al.SessionConfig) -> al.ModelSession:
+    async def start_session(self, config: al.SessionConfig) -> al.model.ModelSession:
         return await self.scripted.start_session(config)
 
 
@@ -238,5 +241,5 @@ def test_attach_before_the_model_is_refused_and_registers_nothing() -> None:
         "cannot attach OtelObserver: the builder has no model adapter yet; call "
         ".model(adapter) first, then attach(builder)"
     )
-    agent = builder.model(al.ScriptedModel(["ok"])).build()
+    agent = builder.model(al.testing.ScriptedModel(["ok"])).build()
     assert (agent.observers, agent.transcript_observers) == ((), ())

@@ -11,7 +11,10 @@ import pytest
 import structlog
 
 import agentloop as al
+import agentloop.observe
 import agentloop.observe as observe
+import agentloop.testing
+import agentloop.tools
 from agentloop.observe import JsonlEventReporter, StructlogObserver, UsageTotals, event_fields
 from agentloop.testing import call, chunked, tool_calls
 
@@ -28,7 +31,7 @@ class Echo:
 
 
 async def run(*observers: Any, session: str = "s1") -> al.LoopDriver:
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("echo", {}, id="c1"), usage=USAGE), chunked("a", "b", usage=USAGE)]
     )
     builder = al.Agent.builder().model(model).add_tool_source(al.ToolRegistry().with_tool(Echo()))
@@ -116,9 +119,9 @@ async def test_jsonl_reporter_writes_whole_events_and_keeps_write_errors() -> No
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert len(lines) == 17
     assert {line["session_id"] for line in lines} == {"s1"}
-    events = [al.structure(line["event"], al.AgentEvent) for line in lines]  # type: ignore[type-abstract]
-    received = [e for e in events if isinstance(e, al.ToolResultReceived)]
-    assert received == [al.ToolResultReceived(al.ToolResultPart("c1", "x" * 500))]
+    events = [al.structure(line["event"], al.observe.AgentEvent) for line in lines]  # type: ignore[type-abstract]
+    received = [e for e in events if isinstance(e, al.observe.ToolResultReceived)]
+    assert received == [al.observe.ToolResultReceived(al.ToolResultPart("c1", "x" * 500))]
 
     class Broken(io.StringIO):
         def write(self, text: str) -> int:
@@ -145,7 +148,7 @@ async def test_usage_totals_count_each_model_call_once_per_session() -> None:
 
 
 def test_event_fields_compact_items_and_long_text() -> None:
-    event = al.TurnFinished(
+    event = al.observe.TurnFinished(
         al.TurnResult("t1", al.FinishReason.COMPLETED, [al.Item.text(al.ItemKind.ASSISTANT, "y")])
     )
     assert event_fields(event) == {
@@ -160,4 +163,4 @@ def test_event_fields_compact_items_and_long_text() -> None:
             "error": None,
         }
     }
-    assert event_fields(al.LoopWarning("w" * 300)) == {"message": "w" * 200 + "..."}
+    assert event_fields(al.observe.LoopWarning("w" * 300)) == {"message": "w" * 200 + "..."}

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.output
 from agentloop.testing import ScriptedModel, call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -111,10 +112,10 @@ async def test_a_damaged_output_document_is_a_checkpoint_error() -> None:
     assert "an output spec document must have the keys" in str(raised.value)
 
 
-def specs() -> st.SearchStrategy[al.OutputSpec[Any]]:
+def specs() -> st.SearchStrategy[al.output.OutputSpec[Any]]:
     targets = st.sampled_from([Score, int, list[str], {"type": "object"}, dict[str, float]])
     return st.builds(
-        al.output_spec,
+        al.output.output_spec,
         targets,
         name=st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
         mode=st.sampled_from(list(al.OutputMode)),
@@ -125,7 +126,9 @@ def specs() -> st.SearchStrategy[al.OutputSpec[Any]]:
 
 @settings(max_examples=40, deadline=None)
 @given(specs())
-def test_an_output_spec_round_trips_through_a_session_config(spec: al.OutputSpec[Any]) -> None:
+def test_an_output_spec_round_trips_through_a_session_config(
+    spec: al.output.OutputSpec[Any],
+) -> None:
     config = al.SessionConfig("s", output=spec)
     data = json.loads(json.dumps(al.unstructure(config)))
     restored = al.structure(data, al.SessionConfig)

@@ -9,6 +9,9 @@ import attrs
 import pytest
 
 import agentloop as al
+import agentloop.output
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import ScriptedModel, call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +63,7 @@ async def test_tool_mode_is_chosen_for_a_model_without_a_native_mode() -> None:
     assert request.available_tools[0].input_schema == CITY_SCHEMA
     assert kinds(result.transcript) == ["user", "assistant", "tool"]
     assert list(result.transcript[-1].tool_results()) == [al.ToolResultPart("call-1", "accepted")]
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
     model.assert_complete()
 
 
@@ -89,7 +92,7 @@ async def test_tools_first_then_the_typed_answer_in_one_turn() -> None:
     assert len(result.turns) == 1
     assert [executed.tool_name for executed in result.turns[0].tool_calls] == ["lookup"]
     assert kinds(result.transcript) == ["user", "assistant", "tool", "assistant", "tool"]
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 async def test_a_native_answer_that_does_not_validate_goes_back_and_the_model_retries() -> None:
@@ -125,7 +128,7 @@ async def test_a_final_answer_that_does_not_validate_gets_an_error_result() -> N
         "corrected answer.",
         True,
     )
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 async def test_past_the_limit_the_turn_ends_with_a_typed_error_and_no_value() -> None:
@@ -193,7 +196,7 @@ async def test_an_answer_called_beside_other_tools_is_not_taken() -> None:
             True,
         ),
     ]
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 async def test_a_text_reply_in_tool_mode_is_taken_when_it_validates() -> None:
@@ -262,7 +265,7 @@ def test_builder_refuses_what_cannot_be_an_output() -> None:
         builder.output({"type": "nonsense"})
     assert str(raised.value).startswith("the output schema is not a valid JSON Schema: ")
     with pytest.raises(al.InvalidInputError) as raised:
-        builder.output(al.output_spec(City), max_retries=-2)
+        builder.output(al.output.output_spec(City), max_retries=-2)
     assert str(raised.value) == "output max_retries must be an int >= 0, got -2"
     # Nothing was set by the refused calls.
     assert builder.model(ScriptedModel([])).build().output is None

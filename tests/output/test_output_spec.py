@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.output
 from agentloop.core._items import Item, ItemKind, ToolCallPart
 from agentloop.output._answer import OUTPUT_REJECTED_KEY, Accepted, Exhausted, Rejected, judge
 from agentloop.testing import invalid_outputs, output_reply, outputs
@@ -56,7 +57,7 @@ LABEL = {
 
 
 def test_an_attrs_class_gives_a_strict_object_schema() -> None:
-    spec = al.output_spec(Label)
+    spec = al.output.output_spec(Label)
     assert (spec.name, spec.wrapped, spec.strict, spec.description) == (
         "Label",
         False,
@@ -68,7 +69,7 @@ def test_an_attrs_class_gives_a_strict_object_schema() -> None:
 
 
 def test_a_dataclass_nests_and_its_generated_doc_is_not_a_description() -> None:
-    spec = al.output_spec(Parcel)
+    spec = al.output.output_spec(Parcel)
     assert spec.schema == {
         "type": "object",
         "properties": {
@@ -92,14 +93,14 @@ def test_a_dataclass_nests_and_its_generated_doc_is_not_a_description() -> None:
 
 
 def test_a_typed_dict_keeps_its_optional_keys_optional_and_is_not_strict() -> None:
-    spec = al.output_spec(Move)
+    spec = al.output.output_spec(Move)
     assert spec.schema["required"] == ["piece"]
     assert spec.strict is False
     assert spec.parse('{"piece": "knight"}') == {"piece": "knight"}
 
 
 def test_a_plain_type_is_wrapped_in_an_object() -> None:
-    spec = al.output_spec(int)
+    spec = al.output.output_spec(int)
     assert spec.wrapped is True
     assert spec.schema == {
         "type": "object",
@@ -112,14 +113,14 @@ def test_a_plain_type_is_wrapped_in_an_object() -> None:
 
 
 def test_answers_in_a_markdown_fence_are_read() -> None:
-    spec = al.output_spec(int)
+    spec = al.output.output_spec(int)
     assert spec.parse('```json\n{"result": 1}\n```') == 1
     assert spec.parse('```\n{"result": 2}\n```') == 2
 
 
 def test_every_problem_is_listed_with_its_path() -> None:
-    spec = al.output_spec(Parcel)
-    with pytest.raises(al.OutputProblems) as raised:
+    spec = al.output.output_spec(Parcel)
+    with pytest.raises(al.output.OutputProblems) as raised:
         spec.check({"labels": [{"text": 1, "color": "green"}], "weight": "x", "dims": [1]})
     assert raised.value.problems == (
         "at $: 'size' is a required property",
@@ -138,16 +139,16 @@ class Node:
 
 def test_recursive_types_and_bad_names_are_refused() -> None:
     with pytest.raises(al.InvalidInputError) as raised:
-        al.output_spec(Node)
+        al.output.output_spec(Node)
     assert "it contains itself; recursive output types are not supported" in str(raised.value)
     with pytest.raises(al.InvalidInputError) as raised:
-        al.output_spec(int, name="has space")
+        al.output.output_spec(int, name="has space")
     assert str(raised.value) == (
         "output name must be 1-64 letters, digits, '_' or '-', got 'has space'"
     )
 
 
-SPECS = [al.output_spec(target) for target in (Label, Parcel, Move, int, list[str])]
+SPECS = [al.output.output_spec(target) for target in (Label, Parcel, Move, int, list[str])]
 
 
 @settings(max_examples=60, deadline=None)
@@ -173,7 +174,7 @@ def test_generated_invalid_outputs_are_rejected_until_the_limit(
     spec = attrs.evolve(spec, mode=al.OutputMode.TOOL, max_retries=limit)
     problems = spec.problems(value)
     assert problems
-    with pytest.raises(al.OutputProblems):
+    with pytest.raises(al.output.OutputProblems):
         spec.check(value)
     earlier = [Item(ItemKind.TOOL, (), metadata={OUTPUT_REJECTED_KEY: True})] * failures
     answer = ToolCallPart("c1", "final_answer", value)
@@ -192,7 +193,7 @@ def test_generated_invalid_outputs_are_rejected_until_the_limit(
         assert item.metadata == {OUTPUT_REJECTED_KEY: True}
 
 
-def answer_item(spec: al.OutputSpec[Any], value: Any) -> Item:
+def answer_item(spec: al.output.OutputSpec[Any], value: Any) -> Item:
     reply = output_reply(spec.with_mode(al.OutputMode.NATIVE), value)
     (item,) = reply.steps[-1].output_items  # type: ignore[union-attr]
     return item

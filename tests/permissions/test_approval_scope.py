@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.permissions import PendingPermission
 from agentloop.store import MemorySessionStore
 from agentloop.testing import call, tool_calls
@@ -22,8 +25,11 @@ pytestmark = pytest.mark.anyio
 ran: list[Any] = []
 
 
-def _two_requests(args: Mapping[str, Any]) -> list[al.PermissionRequest]:
-    return [al.FileSystemWrite(args["path"]), al.ShellCommand(["make", "install"])]
+def _two_requests(args: Mapping[str, Any]) -> list[al.permissions.PermissionRequest]:
+    return [
+        al.permissions.FileSystemWrite(args["path"]),
+        al.permissions.ShellCommand(["make", "install"]),
+    ]
 
 
 @al.tool(permissions=_two_requests)
@@ -33,10 +39,10 @@ async def install(path: str) -> str:
     return "installed"
 
 
-def _asking_policy(tmp: Path) -> al.PolicyChain:
-    return al.PolicyChain(
-        al.PathPolicy(allowed_roots=[tmp / "ws"], outside="approve"),
-        al.CommandPolicy(allow=["ls"]),
+def _asking_policy(tmp: Path) -> al.permissions.PolicyChain:
+    return al.permissions.PolicyChain(
+        al.permissions.PathPolicy(allowed_roots=[tmp / "ws"], outside="approve"),
+        al.permissions.CommandPolicy(allow=["ls"]),
     )
 
 
@@ -55,13 +61,13 @@ async def test_an_approval_shows_every_request_that_needs_it(tmp_path: Path) -> 
             "filesystem.write",
             f"Write {tmp}/etc (outside the allowed roots)",
             "sensitive_path",
-            repr(al.FileSystemWrite(str(tmp / "etc"))),
+            repr(al.permissions.FileSystemWrite(str(tmp / "etc"))),
         ),
         PendingPermission(
             "shell.command",
             "Run make install",
             "sensitive_command",
-            repr(al.ShellCommand(["make", "install"])),
+            repr(al.permissions.ShellCommand(["make", "install"])),
         ),
     )
     assert step.summary == f"Write {tmp}/etc (outside the allowed roots); Run make install"
@@ -75,10 +81,10 @@ async def test_an_approval_shows_every_request_that_needs_it(tmp_path: Path) -> 
     assert [r.output for r in results_of(driver)] == ["installed"]
 
 
-proposals: list[list[al.PermissionRequest]] = []
+proposals: list[list[al.permissions.PermissionRequest]] = []
 
 
-def _changing(args: Mapping[str, Any]) -> list[al.PermissionRequest]:
+def _changing(args: Mapping[str, Any]) -> list[al.permissions.PermissionRequest]:
     """A call whose requests grow after the first look (as a file system may change)."""
     return proposals.pop(0) if len(proposals) > 1 else proposals[0]
 
@@ -92,10 +98,10 @@ async def shifty() -> str:
 
 async def test_approving_grants_only_the_requests_shown() -> None:
     ran.clear()
-    first = al.CustomPermission("x.read", "Read the inbox")
-    second = al.CustomPermission("x.send", "Send mail as you")
+    first = al.permissions.CustomPermission("x.read", "Read the inbox")
+    second = al.permissions.CustomPermission("x.send", "Send mail as you")
     proposals[:] = [[first], [first, second]]
-    policy = al.PolicyChain(al.KindPolicy(require_approval=["x.*"]))
+    policy = al.permissions.PolicyChain(al.permissions.RequestKindPolicy(require_approval=["x.*"]))
     driver, _ = await start([shifty], [call("shifty", {}, id="c1")], permissions=policy)
     step = await driver.next()
     assert isinstance(step, al.ApprovalRequest)
@@ -116,8 +122,15 @@ async def test_approving_grants_only_the_requests_shown() -> None:
 
 async def test_a_denied_request_denies_the_call_without_asking() -> None:
     ran.clear()
-    proposals[:] = [[al.CustomPermission("x.read", "Read"), al.CustomPermission("y.wipe", "Wipe")]]
-    policy = al.PolicyChain(al.KindPolicy(require_approval=["x.*"], deny=["y.*"]))
+    proposals[:] = [
+        [
+            al.permissions.CustomPermission("x.read", "Read"),
+            al.permissions.CustomPermission("y.wipe", "Wipe"),
+        ]
+    ]
+    policy = al.permissions.PolicyChain(
+        al.permissions.RequestKindPolicy(require_approval=["x.*"], deny=["y.*"])
+    )
     (result,) = await run_round([shifty], [call("shifty", {}, id="c1")], permissions=policy)
     assert result.output == (
         "tool permission denied: y.wipe requests are not allowed (Wipe) (code: policy_denied)"
@@ -130,9 +143,9 @@ class Raising:
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "tool.invoke":
-            return al.Allow()
+            return al.permissions.Allow()
         raise self.error
 
 
@@ -148,8 +161,8 @@ class Answers:
     def __init__(self, answer: object) -> None:
         self.answer = answer
 
-    def evaluate(self, request: al.PermissionRequest) -> Any:
-        return al.Allow() if request.kind == "tool.invoke" else self.answer
+    def evaluate(self, request: al.permissions.PermissionRequest) -> Any:
+        return al.permissions.Allow() if request.kind == "tool.invoke" else self.answer
 
 
 @pytest.mark.parametrize(
@@ -176,15 +189,17 @@ class Answers:
             "Deny or AskApproval",
         ),
         (
-            Answers(al.Abstain()),
-            "permission checker Answers returned Abstain() for filesystem.write; expected "
+            Answers(al.permissions.NoVerdict()),
+            "permission checker Answers returned NoVerdict() for filesystem.write; expected "
             "Allow, Deny or AskApproval; a policy that can abstain must be wrapped in "
             "PolicyChain(...)",
         ),
         (
-            al.PolicyChain(al.KindPolicy(allow=["tool.*"]), Answers(42)),
+            al.permissions.PolicyChain(
+                al.permissions.RequestKindPolicy(allow=["tool.*"]), Answers(42)
+            ),
             "the permission checker PolicyChain raised TypeError: policy Answers returned 42 for "
-            "filesystem.write; expected Allow, Deny, AskApproval or Abstain while evaluating "
+            "filesystem.write; expected Allow, Deny, AskApproval or NoVerdict while evaluating "
             "filesystem.write",
         ),
     ],
@@ -204,7 +219,7 @@ async def test_a_checker_that_fails_answers_the_call_and_the_session_goes_on(
     assert ran == []
 
 
-@al.tool(permissions=lambda args: [al.FileSystemRead(args["path"])])
+@al.tool(permissions=lambda args: [al.permissions.FileSystemRead(args["path"])])
 async def loose_read(path: Any) -> str:
     """The path comes from the model, unchecked."""
     ran.append(path)
@@ -224,7 +239,7 @@ async def test_a_request_built_from_wrongly_typed_model_input_is_an_invalid_inpu
     tmp_path: Path, path: Any, problem: str
 ) -> None:
     ran.clear()
-    policy = al.PolicyChain(al.PathPolicy(allowed_roots=[tmp_path]))
+    policy = al.permissions.PolicyChain(al.permissions.PathPolicy(allowed_roots=[tmp_path]))
     (result,) = await run_round(
         [loose_read], [call("loose_read", {"path": path}, id="c1")], permissions=policy
     )
@@ -255,7 +270,7 @@ async def test_what_an_approval_showed_survives_a_restart(tmp_path: Path) -> Non
     def agent(replies: list[Any], *first_input: al.Item) -> al.Agent:
         return (
             al.Agent.builder()
-            .model(al.ScriptedModel(replies))
+            .model(al.testing.ScriptedModel(replies))
             .add_tool_source(al.ToolRegistry().with_tool(install))
             .permissions(_asking_policy(tmp))
             .store(store)

@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -16,7 +19,7 @@ pytestmark = pytest.mark.anyio
 written: list[str] = []
 
 
-@al.tool(permissions=lambda args: [al.FileSystemWrite(args["path"])])
+@al.tool(permissions=lambda args: [al.permissions.FileSystemWrite(args["path"])])
 def write(path: str) -> str:
     """Write a file (pretend)."""
     written.append(path)
@@ -30,7 +33,7 @@ def echo(text: str) -> str:
 
 
 def outcome(result: al.ToolResultPart) -> Any:
-    return result.metadata.get(al.OUTCOME_KEY)
+    return result.metadata.get(al.tools.OUTCOME_KEY)
 
 
 def results_of(driver: al.LoopDriver) -> list[al.ToolResultPart]:
@@ -41,7 +44,7 @@ async def start(checker: Any, *calls: al.ToolCallPart) -> tuple[al.LoopDriver, a
     registry = al.ToolRegistry().with_tool(write).with_tool(echo)
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel([tool_calls(*calls), "done"]))
+        .model(al.testing.ScriptedModel([tool_calls(*calls), "done"]))
         .add_tool_source(registry)
         .permissions(checker)
         .input([al.Item.text(al.ItemKind.USER, "go")])
@@ -54,7 +57,7 @@ async def start(checker: Any, *calls: al.ToolCallPart) -> tuple[al.LoopDriver, a
 async def test_a_bare_kind_policy_asks_for_what_it_names_and_allows_the_rest() -> None:
     written.clear()
     driver, step = await start(
-        al.KindPolicy(require_approval={"filesystem.write"}),
+        al.permissions.RequestKindPolicy(require_approval={"filesystem.write"}),
         call("echo", {"text": "hi"}, id="c1"),
         call("write", {"path": "/tmp/x"}, id="c2"),
     )
@@ -78,7 +81,7 @@ async def test_a_bare_kind_policy_asks_for_what_it_names_and_allows_the_rest() -
 async def test_a_bare_tool_policy_denies_what_it_names_and_allows_the_rest() -> None:
     written.clear()
     driver, step = await start(
-        al.ToolPolicy(deny={"write"}),
+        al.permissions.ToolPolicy(deny={"write"}),
         call("write", {"path": "/tmp/x"}, id="c1"),
         call("echo", {"text": "hi"}, id="c2"),
     )
@@ -96,7 +99,7 @@ async def test_a_bare_path_policy_keeps_writes_in_its_roots(tmp_path: Path) -> N
     inside, outside = tmp_path / "ws" / "a.txt", tmp_path / "b.txt"
     (tmp_path / "ws").mkdir()
     driver, step = await start(
-        al.PathPolicy(allowed_roots=[tmp_path / "ws"]),
+        al.permissions.PathPolicy(allowed_roots=[tmp_path / "ws"]),
         call("write", {"path": str(inside)}, id="c1"),
         call("write", {"path": str(outside)}, id="c2"),
     )
@@ -106,19 +109,28 @@ async def test_a_bare_path_policy_keeps_writes_in_its_roots(tmp_path: Path) -> N
 
 
 async def test_chains_and_plain_checkers_are_used_as_given() -> None:
-    chain = al.PolicyChain(al.KindPolicy(deny={"filesystem.write"}))
-    deny_all = al.DenyAll()
+    chain = al.permissions.PolicyChain(al.permissions.RequestKindPolicy(deny={"filesystem.write"}))
+    deny_all = al.permissions.DenyAll()
     for checker in (chain, deny_all):
-        agent = al.Agent.builder().model(al.ScriptedModel(["x"])).permissions(checker).build()
+        agent = (
+            al.Agent.builder().model(al.testing.ScriptedModel(["x"])).permissions(checker).build()
+        )
         assert agent.permissions is checker
-    bare = al.KindPolicy(deny={"filesystem.write"})
-    agent = al.Agent.builder().model(al.ScriptedModel(["x"])).permissions(bare).build()
-    assert isinstance(agent.permissions, al.PolicyChain)
-    assert (agent.permissions.policies, agent.permissions.fallback) == ((bare,), al.Allow())
+    bare = al.permissions.RequestKindPolicy(deny={"filesystem.write"})
+    agent = al.Agent.builder().model(al.testing.ScriptedModel(["x"])).permissions(bare).build()
+    assert isinstance(agent.permissions, al.permissions.PolicyChain)
+    assert (agent.permissions.policies, agent.permissions.fallback) == (
+        (bare,),
+        al.permissions.Allow(),
+    )
 
 
 async def test_something_that_is_no_checker_is_refused_and_the_builder_keeps_its_own() -> None:
-    builder = al.Agent.builder().model(al.ScriptedModel(["x"])).permissions(al.DenyAll())
+    builder = (
+        al.Agent.builder()
+        .model(al.testing.ScriptedModel(["x"]))
+        .permissions(al.permissions.DenyAll())
+    )
     before = builder.build().permissions
     with pytest.raises(al.InvalidInputError) as refused:
         builder.permissions("allow")  # type: ignore[arg-type]

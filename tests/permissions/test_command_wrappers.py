@@ -13,10 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.permissions
 
 WRAPPERS = ["env", "nice", "timeout", "nohup", "stdbuf", "sudo", "time", "setsid", "ionice"]
-EVERYTHING_BUT_RM = al.CommandPolicy(allow=[*WRAPPERS, "sh", "bash", "xargs", "ls", "echo"])
-NO_RM = al.CommandPolicy(allow=[*WRAPPERS, "sh", "bash", "xargs", "ls", "echo"], deny=["rm"])
+EVERYTHING_BUT_RM = al.permissions.CommandPolicy(
+    allow=[*WRAPPERS, "sh", "bash", "xargs", "ls", "echo"]
+)
+NO_RM = al.permissions.CommandPolicy(
+    allow=[*WRAPPERS, "sh", "bash", "xargs", "ls", "echo"], deny=["rm"]
+)
 
 
 # -- ShellCommand ------------------------------------------------------------------
@@ -38,7 +43,7 @@ NO_RM = al.CommandPolicy(allow=[*WRAPPERS, "sh", "bash", "xargs", "ls", "echo"],
 def test_shell_command_takes_an_argv_or_one_string_split_with_shlex(
     given_argv: object, argv: tuple[str, ...]
 ) -> None:
-    command = al.ShellCommand(given_argv)  # type: ignore[arg-type]
+    command = al.permissions.ShellCommand(given_argv)  # type: ignore[arg-type]
     assert command.argv == argv
     assert command.program == (argv[0] if argv else "")
 
@@ -73,16 +78,16 @@ def test_shell_command_refuses_what_is_no_argv(
     given_argv: object, error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error) as caught:
-        al.ShellCommand(given_argv)  # type: ignore[arg-type]
+        al.permissions.ShellCommand(given_argv)  # type: ignore[arg-type]
     assert str(caught.value) == message
 
 
 @given(st.lists(st.text(min_size=0, max_size=8).filter(lambda t: "\0" not in t), max_size=6))
 def test_a_joined_command_string_splits_back_into_its_argv(argv: list[str]) -> None:
-    command = al.ShellCommand(shlex.join(argv))
+    command = al.permissions.ShellCommand(shlex.join(argv))
     assert command.argv == tuple(argv)
     assert command.command == shlex.join(argv)
-    assert al.ShellCommand(argv).argv == tuple(argv)
+    assert al.permissions.ShellCommand(argv).argv == tuple(argv)
 
 
 @given(st.text(max_size=30))
@@ -91,59 +96,71 @@ def test_a_string_is_never_split_into_characters(text: str) -> None:
         words = tuple(shlex.split(text))
     except ValueError:
         with pytest.raises(ValueError, match=r"^ShellCommand: cannot split the command string"):
-            al.ShellCommand(text)
+            al.permissions.ShellCommand(text)
         return
-    assert al.ShellCommand(text).argv == words
+    assert al.permissions.ShellCommand(text).argv == words
 
 
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: al.FileSystemRead(None), "FileSystemRead path must be a string or os.PathLike"),
-        (lambda: al.FileSystemWrite(7), "FileSystemWrite path must be a string or os.PathLike"),
         (
-            lambda: al.ShellCommand(["ls"], cwd=3),
+            lambda: al.permissions.FileSystemRead(None),
+            "FileSystemRead path must be a string or os.PathLike",
+        ),
+        (
+            lambda: al.permissions.FileSystemWrite(7),
+            "FileSystemWrite path must be a string or os.PathLike",
+        ),
+        (
+            lambda: al.permissions.ShellCommand(["ls"], cwd=3),
             "ShellCommand cwd must be a string or os.PathLike",
         ),
-        (lambda: al.NetworkAccess(None), "NetworkAccess url must be a string, got NoneType"),
-        (lambda: al.CustomPermission(1, "s"), "CustomPermission kind must be a string, got int"),
-        (lambda: al.ToolInvocation(None), "ToolInvocation tool_name must be a string"),
+        (
+            lambda: al.permissions.NetworkAccess(None),
+            "NetworkAccess url must be a string, got NoneType",
+        ),
+        (
+            lambda: al.permissions.CustomPermission(1, "s"),
+            "CustomPermission kind must be a string, got int",
+        ),
+        (lambda: al.permissions.ToolInvocation(None), "ToolInvocation tool_name must be a string"),
     ],
 )
 def test_requests_refuse_wrongly_typed_fields(build: object, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         build()  # type: ignore[operator]
-    assert al.FileSystemRead(Path("/x")).path == "/x"
+    assert al.permissions.FileSystemRead(Path("/x")).path == "/x"
 
 
 # -- CommandPolicy: looking through wrappers -----------------------------------------------
 
 
-def approval(summary: str) -> al.AskApproval:
-    return al.AskApproval("sensitive_command", summary)
+def approval(summary: str) -> al.permissions.AskApproval:
+    return al.permissions.AskApproval("sensitive_command", summary)
 
 
-def denied(message: str) -> al.Deny:
-    return al.Deny("command_not_allowed", message)
+def denied(message: str) -> al.permissions.Deny:
+    return al.permissions.Deny("command_not_allowed", message)
 
 
 @pytest.mark.parametrize(
     ("argv", "decision"),
     [
-        (["env", "ls"], al.Allow()),
-        (["env"], al.Allow()),
-        (["/usr/bin/env", "-i", "-u", "HOME", "--", "ls", "-la"], al.Allow()),
-        (["nice", "-n", "5", "ls"], al.Allow()),
-        (["nice", "-5", "ls"], al.Allow()),
-        (["timeout", "-s", "KILL", "--kill-after=2", "5", "ls"], al.Allow()),
-        (["nohup", "stdbuf", "-oL", "ls"], al.Allow()),
-        (["sudo", "-u", "root", "-n", "ls"], al.Allow()),
-        (["time", "-p", "setsid", "-w", "ionice", "-c", "3", "ls"], al.Allow()),
-        (["sh", "-c", "ls -la /tmp"], al.Allow()),
-        (["bash", "-lc", "'ls' \"-la\""], al.Allow()),
-        (["bash", "-o", "pipefail", "-c", "env ls"], al.Allow()),
-        (["xargs", "-0", "-n", "1", "ls"], al.Allow()),
-        (["xargs"], al.Allow()),  # runs echo
+        (["env", "ls"], al.permissions.Allow()),
+        (["env"], al.permissions.Allow()),
+        (["/usr/bin/env", "-i", "-u", "HOME", "--", "ls", "-la"], al.permissions.Allow()),
+        (["nice", "-n", "5", "ls"], al.permissions.Allow()),
+        (["nice", "-5", "ls"], al.permissions.Allow()),
+        (["timeout", "-s", "KILL", "--kill-after=2", "5", "ls"], al.permissions.Allow()),
+        (["nohup", "stdbuf", "-oL", "ls"], al.permissions.Allow()),
+        (["sudo", "-u", "root", "-n", "ls"], al.permissions.Allow()),
+        (["time", "-p", "setsid", "-w", "ionice", "-c", "3", "ls"], al.permissions.Allow()),
+        (["sh", "-c", "ls -la /tmp"], al.permissions.Allow()),
+        (["bash", "-lc", "'ls' \"-la\""], al.permissions.Allow()),
+        (["bash", "-o", "pipefail", "-c", "env ls"], al.permissions.Allow()),
+        (["xargs", "-0", "-n", "1", "ls"], al.permissions.Allow()),
+        (["xargs"], al.permissions.Allow()),  # runs echo
         (
             ["env", "rm", "x"],
             approval(
@@ -201,8 +218,8 @@ def denied(message: str) -> al.Deny:
         (["sh", "-c"], approval("Run sh -c (sh -c has no script in its arguments)")),
     ],
 )
-def test_wrappers_are_looked_through(argv: list[str], decision: al.PermissionVerdict) -> None:
-    assert EVERYTHING_BUT_RM.evaluate(al.ShellCommand(argv)) == decision
+def test_wrappers_are_looked_through(argv: list[str], decision: al.permissions.Verdict) -> None:
+    assert EVERYTHING_BUT_RM.evaluate(al.permissions.ShellCommand(argv)) == decision
 
 
 @pytest.mark.parametrize(
@@ -240,30 +257,35 @@ def test_wrappers_are_looked_through(argv: list[str], decision: al.PermissionVer
     ],
 )
 def test_a_denied_program_is_denied_however_it_is_wrapped(argv: list[str], why: str) -> None:
-    assert NO_RM.evaluate(al.ShellCommand(argv)) == denied(
+    assert NO_RM.evaluate(al.permissions.ShellCommand(argv)) == denied(
         f"command {shlex.join(argv)!r} is not allowed: {why}"
     )
-    assert NO_RM.evaluate(al.ShellCommand(["rm\0", "x"])) == denied(
+    assert NO_RM.evaluate(al.permissions.ShellCommand(["rm\0", "x"])) == denied(
         "cannot run \"'rm\\x00' x\": an argument contains a NUL byte"
     )
 
 
 def test_allowing_env_does_not_allow_what_env_runs() -> None:
-    policy = al.CommandPolicy(allow=["env"], unknown="deny")
-    assert policy.evaluate(al.ShellCommand(["env"])) == al.Allow()
-    assert policy.evaluate(al.ShellCommand(["env", "curl", "x"])) == denied(
+    policy = al.permissions.CommandPolicy(allow=["env"], unknown="deny")
+    assert policy.evaluate(al.permissions.ShellCommand(["env"])) == al.permissions.Allow()
+    assert policy.evaluate(al.permissions.ShellCommand(["env", "curl", "x"])) == denied(
         "command 'env curl x' is not allowed: 'curl' is not on the allow list (env)"
     )
-    assert policy.evaluate(al.ShellCommand(["env", "sh", "-c", "curl x"])) == denied(
+    assert policy.evaluate(al.permissions.ShellCommand(["env", "sh", "-c", "curl x"])) == denied(
         "command \"env sh -c 'curl x'\" is not allowed: 'sh' is not on the allow list (env)"
     )
     # a shell a wrapper runs is not looked through, even when it and its script are allowed
-    everything = al.CommandPolicy(allow=["env", "sh", "curl"], unknown="deny")
-    assert everything.evaluate(al.ShellCommand(["env", "sh", "-c", "curl x"])) == denied(
+    everything = al.permissions.CommandPolicy(allow=["env", "sh", "curl"], unknown="deny")
+    assert everything.evaluate(
+        al.permissions.ShellCommand(["env", "sh", "-c", "curl x"])
+    ) == denied(
         "command \"env sh -c 'curl x'\" is not allowed: sh is a shell or interpreter run by env, "
         "and what a wrapper runs through one is not looked into"
     )
-    assert everything.evaluate(al.ShellCommand(["sh", "-c", "env curl x"])) == al.Allow()
+    assert (
+        everything.evaluate(al.permissions.ShellCommand(["sh", "-c", "env curl x"]))
+        == al.permissions.Allow()
+    )
 
 
 @pytest.fixture
@@ -281,30 +303,36 @@ def programs(tmp_path: Path) -> Path:
 def test_an_entry_and_a_program_match_as_path_or_base_name(programs: Path) -> None:
     tool, other = str(programs / "bin" / "tool"), str(programs / "other" / "tool")
     search = [str(programs / "bin")]
-    by_path = al.CommandPolicy(allow=[tool], search_path=search, unknown="deny")
-    by_name = al.CommandPolicy(allow=["tool"], search_path=search, unknown="deny")
+    by_path = al.permissions.CommandPolicy(allow=[tool], search_path=search, unknown="deny")
+    by_name = al.permissions.CommandPolicy(allow=["tool"], search_path=search, unknown="deny")
     for policy in (by_path, by_name):
-        assert policy.evaluate(al.ShellCommand(["tool", "x"])) == al.Allow()
-        assert policy.evaluate(al.ShellCommand([tool, "x"])) == al.Allow()
-        assert policy.evaluate(al.ShellCommand(["env", "tool"])) == denied(
+        assert policy.evaluate(al.permissions.ShellCommand(["tool", "x"])) == al.permissions.Allow()
+        assert policy.evaluate(al.permissions.ShellCommand([tool, "x"])) == al.permissions.Allow()
+        assert policy.evaluate(al.permissions.ShellCommand(["env", "tool"])) == denied(
             f"command 'env tool' is not allowed: 'env' is not on the allow list "
             f"({next(iter(policy.allow))})"
         )
         # another file with the same name is another program
-        assert isinstance(policy.evaluate(al.ShellCommand([other])), al.Deny)
+        assert isinstance(
+            policy.evaluate(al.permissions.ShellCommand([other])), al.permissions.Deny
+        )
     # a relative path is taken against the command's directory
-    assert by_name.evaluate(al.ShellCommand(["./tool"], cwd=str(programs / "bin"))) == al.Allow()
+    assert (
+        by_name.evaluate(al.permissions.ShellCommand(["./tool"], cwd=str(programs / "bin")))
+        == al.permissions.Allow()
+    )
     assert isinstance(
-        by_name.evaluate(al.ShellCommand(["./tool"], cwd=str(programs / "other"))), al.Deny
+        by_name.evaluate(al.permissions.ShellCommand(["./tool"], cwd=str(programs / "other"))),
+        al.permissions.Deny,
     )
     # a name that is not on the search path matches no path
-    elsewhere = al.CommandPolicy(allow=["tool"], search_path=[str(programs / "none")])
-    assert elsewhere.evaluate(al.ShellCommand([tool])) == approval(f"Run {tool}")
+    elsewhere = al.permissions.CommandPolicy(allow=["tool"], search_path=[str(programs / "none")])
+    assert elsewhere.evaluate(al.permissions.ShellCommand([tool])) == approval(f"Run {tool}")
     # the deny list matches base names both ways, without looking anything up
     for entry, program in [("tool", other), (other, "tool"), (tool, other)]:
-        assert al.CommandPolicy(deny=[entry]).evaluate(al.ShellCommand([program])) == denied(
-            f"command {program!r} is not allowed: {program!r} is on the deny list"
-        )
+        assert al.permissions.CommandPolicy(deny=[entry]).evaluate(
+            al.permissions.ShellCommand([program])
+        ) == denied(f"command {program!r} is not allowed: {program!r} is on the deny list")
     assert os.path.basename(tool) == "tool"
 
 
@@ -354,8 +382,8 @@ def test_no_wrapping_runs_a_denied_program(
     stack: list[tuple[str, list[str]]], command: list[str]
 ) -> None:
     argv = _wrapped(stack, command)
-    decision = NO_RM.evaluate(al.ShellCommand(argv))
-    assert isinstance(decision, al.Deny), (argv, decision)
+    decision = NO_RM.evaluate(al.permissions.ShellCommand(argv))
+    assert isinstance(decision, al.permissions.Deny), (argv, decision)
     assert "on the deny list" in decision.message
 
 
@@ -364,7 +392,9 @@ def test_no_wrapping_allows_a_program_not_on_the_allow_list(
     stack: list[tuple[str, list[str]]], command: list[str]
 ) -> None:
     argv = _wrapped(stack, command)
-    assert not isinstance(EVERYTHING_BUT_RM.evaluate(al.ShellCommand(argv)), al.Allow), argv
+    assert not isinstance(
+        EVERYTHING_BUT_RM.evaluate(al.permissions.ShellCommand(argv)), al.permissions.Allow
+    ), argv
 
 
 # runners that are never looked through, and ``time``, a keyword when a script starts with it
@@ -375,12 +405,15 @@ _OPAQUE_HERE = {"strace", "watch", "doas", "command", "exec", "time"}
 def test_wrapping_an_allowed_program_in_allowed_wrappers_without_variables_is_allowed(
     stack: list[tuple[str, list[str]]],
 ) -> None:
-    policy = al.CommandPolicy(allow=[*WRAPPERS, "sh", "bash", "dash", "/bin/sh", "ls"])
+    policy = al.permissions.CommandPolicy(allow=[*WRAPPERS, "sh", "bash", "dash", "/bin/sh", "ls"])
     argv = _wrapped(stack, ["ls", "-la"])
-    decision = policy.evaluate(al.ShellCommand(argv))
+    decision = policy.evaluate(al.permissions.ShellCommand(argv))
     sets_variables = any("=" in word and "--" not in word for _, form in stack for word in form)
     # a shell run by a wrapper is never looked through
     wrapped_shell = any(
         outer == "wrap" and inner == "shell" for (outer, _), (inner, _) in itertools.pairwise(stack)
     )
-    assert (decision == al.Allow()) != (sets_variables or wrapped_shell), (argv, decision)
+    assert (decision == al.permissions.Allow()) != (sets_variables or wrapped_shell), (
+        argv,
+        decision,
+    )

@@ -16,6 +16,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.permissions
 from agentloop.permissions import NetworkPolicy
 
 LOOPBACK_SPELLINGS = [
@@ -58,9 +59,9 @@ def test_a_spelling_that_reaches_loopback_is_denied_by_a_loopback_rule(
     with socket.create_connection((host, listener), timeout=5):
         pass  # the spelling really reaches the listener on 127.0.0.1
     decision = NetworkPolicy(deny=["127.0.0.1"]).evaluate(
-        al.NetworkAccess(f"http://{host}:{listener}/")
+        al.permissions.NetworkAccess(f"http://{host}:{listener}/")
     )
-    assert isinstance(decision, al.Deny), (host, decision)
+    assert isinstance(decision, al.permissions.Deny), (host, decision)
     assert decision.message.endswith("matches '127.0.0.1' on the deny list")
 
 
@@ -82,7 +83,9 @@ def test_the_policy_reads_a_host_where_the_resolver_sends_it(host: str) -> None:
     address = address.removeprefix("::ffff:") if "." in address else address
     reached = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
     bracketed = f"[{host}]" if ":" in host else host
-    decision = NetworkPolicy(deny=[reached]).evaluate(al.NetworkAccess(f"http://{bracketed}/"))
-    if al.NetworkAccess(f"http://{bracketed}/").host == "":
+    decision = NetworkPolicy(deny=[reached]).evaluate(
+        al.permissions.NetworkAccess(f"http://{bracketed}/")
+    )
+    if al.permissions.NetworkAccess(f"http://{bracketed}/").host == "":
         return  # the URL itself is unreadable: a different test's business
-    assert isinstance(decision, al.Deny), (host, address, decision)
+    assert isinstance(decision, al.permissions.Deny), (host, address, decision)

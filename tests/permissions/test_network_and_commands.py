@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.permissions
 from agentloop.permissions import NetworkPolicy
 
 
@@ -30,7 +31,7 @@ from agentloop.permissions import NetworkPolicy
     ],
 )
 def test_network_access_reads_scheme_and_host(url: str, scheme: str, host: str) -> None:
-    request = al.NetworkAccess(url)
+    request = al.permissions.NetworkAccess(url)
     assert (request.kind, request.summary, request.scheme, request.host) == (
         "network.request",
         f"Access {url}",
@@ -39,8 +40,8 @@ def test_network_access_reads_scheme_and_host(url: str, scheme: str, host: str) 
     )
 
 
-def denied(message: str) -> al.Deny:
-    return al.Deny("network_not_allowed", message)
+def denied(message: str) -> al.permissions.Deny:
+    return al.permissions.Deny("network_not_allowed", message)
 
 
 POLICY = NetworkPolicy(
@@ -51,13 +52,13 @@ POLICY = NetworkPolicy(
 @pytest.mark.parametrize(
     ("url", "decision"),
     [
-        ("https://api.example.com/v1", al.Allow()),
-        ("HTTPS://API.EXAMPLE.COM./v1", al.Allow()),
-        ("api.example.com:443", al.Allow()),
-        ("https://en.docs.example.com/", al.Allow()),
+        ("https://api.example.com/v1", al.permissions.Allow()),
+        ("HTTPS://API.EXAMPLE.COM./v1", al.permissions.Allow()),
+        ("api.example.com:443", al.permissions.Allow()),
+        ("https://en.docs.example.com/", al.permissions.Allow()),
         (
             "https://docs.example.com/",
-            al.AskApproval(
+            al.permissions.AskApproval(
                 "unknown_target",
                 "Access https://docs.example.com/ (host docs.example.com is not on the allow list)",
             ),
@@ -106,26 +107,37 @@ POLICY = NetworkPolicy(
         ),
     ],
 )
-def test_network_policy_decides_by_scheme_and_host(url: str, decision: al.PolicyVerdict) -> None:
-    assert POLICY.evaluate(al.NetworkAccess(url)) == decision
+def test_network_policy_decides_by_scheme_and_host(
+    url: str, decision: al.permissions.PolicyVerdict
+) -> None:
+    assert POLICY.evaluate(al.permissions.NetworkAccess(url)) == decision
 
 
 def test_network_policy_options_and_other_requests() -> None:
     strict = NetworkPolicy(allow=["example.com"], unknown="deny", schemes=["HTTPS", "wss"])
-    assert strict.evaluate(al.NetworkAccess("wss://example.com/socket")) == al.Allow()
-    assert strict.evaluate(al.NetworkAccess("https://example.org/")) == denied(
+    assert (
+        strict.evaluate(al.permissions.NetworkAccess("wss://example.com/socket"))
+        == al.permissions.Allow()
+    )
+    assert strict.evaluate(al.permissions.NetworkAccess("https://example.org/")) == denied(
         "cannot access 'https://example.org/': host 'example.org' is not on the allow list "
         "(example.com)"
     )
-    assert strict.evaluate(al.NetworkAccess("http://example.com/")) == denied(
+    assert strict.evaluate(al.permissions.NetworkAccess("http://example.com/")) == denied(
         "cannot access 'http://example.com/': scheme 'http' is not allowed (allowed: https, wss)"
     )
-    assert NetworkPolicy(allow=["*"]).evaluate(al.NetworkAccess("https://any.where/")) == al.Allow()
-    assert NetworkPolicy(unknown="deny").evaluate(al.NetworkAccess("x.org")) == denied(
+    assert (
+        NetworkPolicy(allow=["*"]).evaluate(al.permissions.NetworkAccess("https://any.where/"))
+        == al.permissions.Allow()
+    )
+    assert NetworkPolicy(unknown="deny").evaluate(al.permissions.NetworkAccess("x.org")) == denied(
         "cannot access 'x.org': host 'x.org' is not on the allow list (none)"
     )
-    assert strict.evaluate(al.FileSystemRead("/x")) == al.Abstain()
-    assert strict.evaluate(al.ShellCommand(["curl", "https://x.org"])) == al.Abstain()
+    assert strict.evaluate(al.permissions.FileSystemRead("/x")) == al.permissions.NoVerdict()
+    assert (
+        strict.evaluate(al.permissions.ShellCommand(["curl", "https://x.org"]))
+        == al.permissions.NoVerdict()
+    )
     with pytest.raises(TypeError) as caught:
         NetworkPolicy(allow="a.com")
     assert str(caught.value) == "expected a collection of names, got the string 'a.com'"
@@ -145,48 +157,65 @@ def dirs(tmp_path: Path) -> Path:
 
 def test_command_policy_checks_the_working_directory(dirs: Path) -> None:
     repo = dirs / "repo"
-    policy = al.CommandPolicy(allow=["make"], deny=["rm"], cwd_roots=[repo], base=str(repo))
+    policy = al.permissions.CommandPolicy(
+        allow=["make"], deny=["rm"], cwd_roots=[repo], base=str(repo)
+    )
 
-    def outside(shown: str, real: Path) -> al.Deny:
-        return al.Deny(
+    def outside(shown: str, real: Path) -> al.permissions.Deny:
+        return al.permissions.Deny(
             "command_not_allowed",
             f"cannot run 'make' in {shown}: it resolves to {real}, outside the allowed working "
             f"directories ({repo}); pass a cwd under one of them",
         )
 
-    assert policy.evaluate(al.ShellCommand(["make"])) == al.Allow()  # base is inside
-    assert policy.evaluate(al.ShellCommand(["make"], cwd="src")) == al.Allow()
-    assert policy.evaluate(al.ShellCommand(["make"], cwd=str(repo / "src"))) == al.Allow()
-    assert policy.evaluate(al.ShellCommand(["make"], cwd="..")) == outside("'..'", dirs)
-    assert policy.evaluate(al.ShellCommand(["make"], cwd="src/../..")) == outside(
+    assert (
+        policy.evaluate(al.permissions.ShellCommand(["make"])) == al.permissions.Allow()
+    )  # base is inside
+    assert (
+        policy.evaluate(al.permissions.ShellCommand(["make"], cwd="src")) == al.permissions.Allow()
+    )
+    assert (
+        policy.evaluate(al.permissions.ShellCommand(["make"], cwd=str(repo / "src")))
+        == al.permissions.Allow()
+    )
+    assert policy.evaluate(al.permissions.ShellCommand(["make"], cwd="..")) == outside("'..'", dirs)
+    assert policy.evaluate(al.permissions.ShellCommand(["make"], cwd="src/../..")) == outside(
         "'src/../..'", dirs
     )
-    assert policy.evaluate(al.ShellCommand(["make"], cwd="out")) == outside(
+    assert policy.evaluate(al.permissions.ShellCommand(["make"], cwd="out")) == outside(
         "'out'", dirs / "elsewhere"
     )
-    assert policy.evaluate(al.ShellCommand(["make"], cwd="/")) == outside("'/'", Path("/"))
-    assert policy.evaluate(al.ShellCommand(["make"], cwd="bad\0dir")) == al.Deny(
+    assert policy.evaluate(al.permissions.ShellCommand(["make"], cwd="/")) == outside(
+        "'/'", Path("/")
+    )
+    assert policy.evaluate(
+        al.permissions.ShellCommand(["make"], cwd="bad\0dir")
+    ) == al.permissions.Deny(
         "command_not_allowed", "cannot run 'make' in 'bad\\x00dir': the path contains a NUL byte"
     )
     # the deny list is checked first, the allow list after the directory
-    assert policy.evaluate(al.ShellCommand(["rm", "x"], cwd="/")) == al.Deny(
+    assert policy.evaluate(
+        al.permissions.ShellCommand(["rm", "x"], cwd="/")
+    ) == al.permissions.Deny(
         "command_not_allowed", "command 'rm x' is not allowed: 'rm' is on the deny list"
     )
-    assert policy.evaluate(al.ShellCommand(["curl"], cwd="src")) == al.AskApproval(
-        "sensitive_command", "Run curl (in src)"
+    assert policy.evaluate(
+        al.permissions.ShellCommand(["curl"], cwd="src")
+    ) == al.permissions.AskApproval("sensitive_command", "Run curl (in src)")
+    elsewhere = al.permissions.CommandPolicy(
+        allow=["make"], cwd_roots=[repo], base=str(dirs / "elsewhere")
     )
-    elsewhere = al.CommandPolicy(allow=["make"], cwd_roots=[repo], base=str(dirs / "elsewhere"))
-    assert elsewhere.evaluate(al.ShellCommand(["make"])) == al.Deny(
+    assert elsewhere.evaluate(al.permissions.ShellCommand(["make"])) == al.permissions.Deny(
         "command_not_allowed",
         f"cannot run 'make' in the default directory: it resolves to {dirs / 'elsewhere'}, "
         f"outside the allowed working directories ({repo}); pass a cwd under one of them",
     )
     # without cwd_roots the directory is not looked at
-    assert al.CommandPolicy(allow=["make"]).evaluate(al.ShellCommand(["make"], cwd="/")) == (
-        al.Allow()
-    )
+    assert al.permissions.CommandPolicy(allow=["make"]).evaluate(
+        al.permissions.ShellCommand(["make"], cwd="/")
+    ) == (al.permissions.Allow())
     with pytest.raises(TypeError, match="expected a collection of paths, got the single path"):
-        al.CommandPolicy(cwd_roots=str(repo))
+        al.permissions.CommandPolicy(cwd_roots=str(repo))
 
 
 # -- NetworkPolicy: every spelling of an address is that address ---------------------------
@@ -224,8 +253,8 @@ LOCAL = NetworkPolicy(deny=["127.0.0.1", "::1", "169.254.169.254"], allow=["*"])
     ],
 )
 def test_every_spelling_of_a_denied_address_is_denied(url: str, address: str, rule: str) -> None:
-    host = al.NetworkAccess(url).host
-    assert LOCAL.evaluate(al.NetworkAccess(url)) == denied(
+    host = al.permissions.NetworkAccess(url).host
+    assert LOCAL.evaluate(al.permissions.NetworkAccess(url)) == denied(
         f"cannot access {url!r}: host {host!r} (address {address}) matches {rule!r} on the "
         "deny list"
     )
@@ -239,27 +268,35 @@ def test_rules_are_read_in_the_same_canonical_form_and_may_be_networks() -> None
     )
     assert policy.deny == {"127.0.0.0/8", "10.0.0.0/8", "::1", "169.254.169.254"}
     assert policy.allow == {"127.0.0.1", "fd00::/8", "*.example.com"}
-    assert policy.evaluate(al.NetworkAccess("http://127.0.0.2/")) == denied(
+    assert policy.evaluate(al.permissions.NetworkAccess("http://127.0.0.2/")) == denied(
         "cannot access 'http://127.0.0.2/': host '127.0.0.2' matches '127.0.0.0/8' on the deny list"
     )
-    assert policy.evaluate(al.NetworkAccess("http://[::ffff:10.1.2.3]/")) == denied(
+    assert policy.evaluate(al.permissions.NetworkAccess("http://[::ffff:10.1.2.3]/")) == denied(
         "cannot access 'http://[::ffff:10.1.2.3]/': host '::ffff:10.1.2.3' (address 10.1.2.3) "
         "matches '10.0.0.0/8' on the deny list"
     )
-    assert policy.evaluate(al.NetworkAccess("http://[fd00::1:2]/")) == al.Allow()
-    assert policy.evaluate(al.NetworkAccess("https://api.example.com./")) == al.Allow()
+    assert (
+        policy.evaluate(al.permissions.NetworkAccess("http://[fd00::1:2]/"))
+        == al.permissions.Allow()
+    )
+    assert (
+        policy.evaluate(al.permissions.NetworkAccess("https://api.example.com./"))
+        == al.permissions.Allow()
+    )
     # a network holds addresses only, of its own family
-    assert policy.evaluate(al.NetworkAccess("http://10.example.org/")) == denied(
+    assert policy.evaluate(al.permissions.NetworkAccess("http://10.example.org/")) == denied(
         "cannot access 'http://10.example.org/': host '10.example.org' is not on the allow list "
         "(*.example.com, 127.0.0.1, fd00::/8)"
     )
-    assert policy.evaluate(al.NetworkAccess("http://[fe80::1%25eth0]/")) == denied(
+    assert policy.evaluate(al.permissions.NetworkAccess("http://[fe80::1%25eth0]/")) == denied(
         "cannot access 'http://[fe80::1%25eth0]/': host 'fe80::1%25eth0' (address fe80::1) is "
         "not on the allow list (*.example.com, 127.0.0.1, fd00::/8)"
     )
     # names that merely look numeric stay names
-    assert NetworkPolicy(deny=["127.0.0.1"]).evaluate(al.NetworkAccess("http://1.2.3.4.5/")) == (
-        al.AskApproval(
+    assert NetworkPolicy(deny=["127.0.0.1"]).evaluate(
+        al.permissions.NetworkAccess("http://1.2.3.4.5/")
+    ) == (
+        al.permissions.AskApproval(
             "unknown_target", "Access http://1.2.3.4.5/ (host 1.2.3.4.5 is not on the allow list)"
         )
     )
@@ -291,8 +328,8 @@ def test_an_address_is_denied_however_it_is_spelled(
     assert socket.inet_ntoa(socket.inet_aton(text)) == quad
     reached = "127.0.0.1" if quad == "0.0.0.0" else quad
     host = f"[::ffff:{quad}]" if bracketed_mapped else text
-    decision = NetworkPolicy(deny=[quad]).evaluate(al.NetworkAccess(f"http://{host}/"))
-    assert isinstance(decision, al.Deny), (host, decision)
+    decision = NetworkPolicy(deny=[quad]).evaluate(al.permissions.NetworkAccess(f"http://{host}/"))
+    assert isinstance(decision, al.permissions.Deny), (host, decision)
     assert decision.message.endswith(f"matches {reached!r} on the deny list"), decision.message
 
 
@@ -305,7 +342,7 @@ def test_an_ipv6_address_is_denied_compressed_or_exploded(address: ipaddress.IPv
     reached = mapped
     for spelled in (address.compressed, address.exploded, address.exploded.upper()):
         decision = NetworkPolicy(deny=[address.exploded]).evaluate(
-            al.NetworkAccess(f"http://[{spelled}]:443/")
+            al.permissions.NetworkAccess(f"http://[{spelled}]:443/")
         )
-        assert isinstance(decision, al.Deny), (spelled, decision)
+        assert isinstance(decision, al.permissions.Deny), (spelled, decision)
         assert decision.message.endswith(f"matches {str(reached)!r} on the deny list")

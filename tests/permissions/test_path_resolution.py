@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.permissions
 from agentloop.permissions import open_beneath, resolve_path
 
 NAMES = ["root", "outside", "sub", "f", "l0", "l1", "l2", "l3", "new", "..", "."]
@@ -84,20 +85,24 @@ def test_a_read_is_decided_on_the_file_the_kernel_opens(
     try:
         prefix, names = path
         root = tmp / "root"
-        policy = al.PathPolicy(allowed_roots=[root], base=str(root))
+        policy = al.permissions.PathPolicy(allowed_roots=[root], base=str(root))
         text = "/".join(names) if prefix == "relative" else f"{prefix}{tmp}/{'/'.join(names)}"
         opened_at = str(root) if prefix == "relative" else None
-        decision = policy.evaluate(al.FileSystemRead(text))
+        decision = policy.evaluate(al.permissions.FileSystemRead(text))
         real = _real_open(
             text if opened_at is None else os.path.join(opened_at, text), os.O_RDONLY | os.O_PATH
         )
         if isinstance(real, str):
             # the kernel found the file: the policy resolves to exactly that file
             assert policy.resolve(text) == real
-            assert (decision == al.Allow()) == _inside(real, root), (text, real, decision)
+            assert (decision == al.permissions.Allow()) == _inside(real, root), (
+                text,
+                real,
+                decision,
+            )
         elif real == errno.ELOOP:
-            assert isinstance(decision, al.Deny), (text, decision)
-        elif decision == al.Allow():
+            assert isinstance(decision, al.permissions.Deny), (text, decision)
+        elif decision == al.permissions.Allow():
             # the kernel cannot open it; if allowed, it would be created under the root
             assert real in (errno.ENOENT, errno.ENOTDIR), (text, real)
             assert _inside(resolve_path(text, str(root)), root)
@@ -116,10 +121,10 @@ def test_an_allowed_write_never_creates_a_file_outside_the_root(
     try:
         prefix, names = path
         root = tmp / "root"
-        policy = al.PathPolicy(allowed_roots=[root], base=str(root))
+        policy = al.permissions.PathPolicy(allowed_roots=[root], base=str(root))
         text = "/".join(names) if prefix == "relative" else f"{prefix}{tmp}/{'/'.join(names)}"
         full = os.path.join(str(root), text)
-        if policy.evaluate(al.FileSystemWrite(text)) == al.Allow():
+        if policy.evaluate(al.permissions.FileSystemWrite(text)) == al.permissions.Allow():
             # really write: the kernel follows every link, dangling ones included
             real = _real_open(full, os.O_WRONLY | os.O_CREAT)
             if isinstance(real, str):
@@ -138,13 +143,15 @@ def tree() -> Iterator[Path]:
     shutil.rmtree(tmp)
 
 
-def deny(path: object, why: str, verb: str = "read") -> al.Deny:
-    return al.Deny("path_not_allowed", f"cannot {verb} {path!r}: it cannot be resolved: {why}")
+def deny(path: object, why: str, verb: str = "read") -> al.permissions.Deny:
+    return al.permissions.Deny(
+        "path_not_allowed", f"cannot {verb} {path!r}: it cannot be resolved: {why}"
+    )
 
 
 def test_unresolvable_paths_are_denied(tree: Path) -> None:
     root = tree / "root"
-    policy = al.PathPolicy(allowed_roots=[root], base=str(root))
+    policy = al.permissions.PathPolicy(allowed_roots=[root], base=str(root))
     (root / "self").symlink_to("self")
     (root / "dangling").symlink_to(tree / "outside" / "not-yet")
     (root / "dangling-inside").symlink_to(root / "not-yet")
@@ -162,19 +169,23 @@ def test_unresolvable_paths_are_denied(tree: Path) -> None:
         "": "the path is empty",
     }
     for path, why in cases.items():
-        assert policy.evaluate(al.FileSystemRead(path)) == deny(path, why), path
-        assert policy.evaluate(al.FileSystemWrite(path)) == deny(path, why, "write"), path
+        assert policy.evaluate(al.permissions.FileSystemRead(path)) == deny(path, why), path
+        assert policy.evaluate(al.permissions.FileSystemWrite(path)) == deny(path, why, "write"), (
+            path
+        )
 
 
 def test_a_chain_of_links_is_followed_to_the_kernel_limit(tree: Path) -> None:
     root = tree / "root"
-    policy = al.PathPolicy(allowed_roots=[root], base=str(root))
+    policy = al.permissions.PathPolicy(allowed_roots=[root], base=str(root))
     (root / "c0").symlink_to("f")
     for index in range(1, 45):
         (root / f"c{index}").symlink_to(f"c{index - 1}")
-    assert policy.evaluate(al.FileSystemRead("c39")) == al.Allow()  # 40 links: the limit
+    assert (
+        policy.evaluate(al.permissions.FileSystemRead("c39")) == al.permissions.Allow()
+    )  # 40 links: the limit
     assert _real_open(str(root / "c39"), os.O_RDONLY) == f"{root}/f"
-    assert policy.evaluate(al.FileSystemRead("c40")) == deny(
+    assert policy.evaluate(al.permissions.FileSystemRead("c40")) == deny(
         "c40", "more than 40 symbolic links (a loop or a chain that is too long)"
     )
     assert _real_open(str(root / "c40"), os.O_RDONLY) == errno.ELOOP
@@ -182,7 +193,7 @@ def test_a_chain_of_links_is_followed_to_the_kernel_limit(tree: Path) -> None:
     (tree / "outside" / "o0").symlink_to(tree / "outside" / "f")
     (root / "far").symlink_to(tree / "outside" / "o0")
     (root / "farther").symlink_to("far")
-    assert policy.evaluate(al.FileSystemRead("farther")) == al.Deny(
+    assert policy.evaluate(al.permissions.FileSystemRead("farther")) == al.permissions.Deny(
         "path_not_allowed",
         f"cannot read 'farther': it resolves to {tree}/outside/f, outside the allowed roots "
         f"({root}); use a path under one of them",
@@ -191,12 +202,15 @@ def test_a_chain_of_links_is_followed_to_the_kernel_limit(tree: Path) -> None:
 
 def test_proc_self_root_and_links_inside_roots_that_point_outside(tree: Path) -> None:
     root = tree / "root"
-    policy = al.PathPolicy(allowed_roots=[root], base=str(root))
+    policy = al.permissions.PathPolicy(allowed_roots=[root], base=str(root))
     (root / "out").symlink_to(tree / "outside")
     (root / "proc-out").symlink_to(f"/proc/self/root{tree}/outside")
-    assert policy.evaluate(al.FileSystemRead(f"/proc/self/root{root}/f")) == al.Allow()
+    assert (
+        policy.evaluate(al.permissions.FileSystemRead(f"/proc/self/root{root}/f"))
+        == al.permissions.Allow()
+    )
     for path in ("out/f", "proc-out/f", f"/proc/self/root{tree}/outside/f", "sub/../../outside/f"):
-        assert policy.evaluate(al.FileSystemRead(path)) == al.Deny(
+        assert policy.evaluate(al.permissions.FileSystemRead(path)) == al.permissions.Deny(
             "path_not_allowed",
             f"cannot read {path!r}: it resolves to {tree}/outside/f, outside the allowed roots "
             f"({root}); use a path under one of them",
@@ -210,18 +224,20 @@ def test_proc_self_root_and_links_inside_roots_that_point_outside(tree: Path) ->
 def test_relative_paths_are_taken_against_base(tree: Path) -> None:
     root = tree / "root"
     (tree / "base-link").symlink_to(root / "sub")
-    policy = al.PathPolicy(allowed_roots=[root / "sub"], base=str(tree / "base-link"))
+    policy = al.permissions.PathPolicy(allowed_roots=[root / "sub"], base=str(tree / "base-link"))
     assert policy.resolve("f") == f"{root}/sub/f"
-    assert policy.evaluate(al.FileSystemRead("f")) == al.Allow()
-    assert policy.evaluate(al.FileSystemRead("../f")) == al.Deny(
+    assert policy.evaluate(al.permissions.FileSystemRead("f")) == al.permissions.Allow()
+    assert policy.evaluate(al.permissions.FileSystemRead("../f")) == al.permissions.Deny(
         "path_not_allowed",
         f"cannot read '../f': it resolves to {root}/f, outside the allowed roots ({root / 'sub'}); "
         "use a path under one of them",
     )
     # a base that cannot be resolved denies every relative path, absolute ones still decide
-    lost = al.PathPolicy(allowed_roots=[root], base=str(root / "no" / ".." / "f" / "x"))
-    assert lost.evaluate(al.FileSystemRead("f")) == deny("f", f"{root}/f is not a directory")
-    assert lost.evaluate(al.FileSystemRead(str(root / "f"))) == al.Allow()
+    lost = al.permissions.PathPolicy(allowed_roots=[root], base=str(root / "no" / ".." / "f" / "x"))
+    assert lost.evaluate(al.permissions.FileSystemRead("f")) == deny(
+        "f", f"{root}/f is not a directory"
+    )
+    assert lost.evaluate(al.permissions.FileSystemRead(str(root / "f"))) == al.permissions.Allow()
 
 
 @pytest.mark.parametrize(
@@ -236,17 +252,23 @@ def test_relative_paths_are_taken_against_base(tree: Path) -> None:
 def test_a_path_that_is_no_string_is_denied_even_if_it_slipped_past_the_request(
     tree: Path, path: object, why: str
 ) -> None:
-    request = al.FileSystemRead("placeholder")
+    request = al.permissions.FileSystemRead("placeholder")
     object.__setattr__(request, "path", path)  # as a buggy host could build it
-    policy = al.PathPolicy(allowed_roots=[tree / "root"])
+    policy = al.permissions.PathPolicy(allowed_roots=[tree / "root"])
     assert policy.evaluate(request) == deny(path, why)
 
 
 def test_a_root_that_cannot_be_resolved_contains_nothing(tree: Path) -> None:
     (tree / "loop").symlink_to("loop")
-    policy = al.PathPolicy(allowed_roots=[tree / "loop", tree / "root"])
-    assert policy.evaluate(al.FileSystemRead(str(tree / "root" / "f"))) == al.Allow()
-    assert isinstance(policy.evaluate(al.FileSystemRead(str(tree / "loop" / "f"))), al.Deny)
+    policy = al.permissions.PathPolicy(allowed_roots=[tree / "loop", tree / "root"])
+    assert (
+        policy.evaluate(al.permissions.FileSystemRead(str(tree / "root" / "f")))
+        == al.permissions.Allow()
+    )
+    assert isinstance(
+        policy.evaluate(al.permissions.FileSystemRead(str(tree / "loop" / "f"))),
+        al.permissions.Deny,
+    )
 
 
 def test_open_beneath_never_follows_a_link(tree: Path) -> None:
@@ -293,9 +315,9 @@ def test_open_beneath_creates_files_but_never_through_a_dangling_link(tree: Path
 
 def test_open_beneath_is_not_fooled_by_a_link_swapped_in_after_the_check(tree: Path) -> None:
     root = tree / "root"
-    policy = al.PathPolicy(allowed_roots=[root])
+    policy = al.permissions.PathPolicy(allowed_roots=[root])
     target = str(root / "sub" / "f")
-    assert policy.evaluate(al.FileSystemRead(target)) == al.Allow()
+    assert policy.evaluate(al.permissions.FileSystemRead(target)) == al.permissions.Allow()
     # the race the policy cannot see: sub becomes a link to outside after the check
     shutil.rmtree(root / "sub")
     (root / "sub").symlink_to(tree / "outside")

@@ -9,6 +9,10 @@ from typing import Any
 import pytest
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, tool_calls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
@@ -21,7 +25,7 @@ ETC_PASSWD = Path("/etc/passwd").resolve()
 opened: list[str] = []
 
 
-@al.tool(read_only=True, permissions=lambda args: [al.FileSystemRead(args["path"])])
+@al.tool(read_only=True, permissions=lambda args: [al.permissions.FileSystemRead(args["path"])])
 def read_file(path: str, ctx: al.ToolContext) -> str:
     """Read a text file (relative paths are relative to the workspace in ``ctx.resources``)."""
     opened.append(path)
@@ -31,7 +35,7 @@ def read_file(path: str, ctx: al.ToolContext) -> str:
 ran: list[list[str]] = []
 
 
-@al.tool(destructive=True, permissions=lambda args: [al.ShellCommand(args["argv"])])
+@al.tool(destructive=True, permissions=lambda args: [al.permissions.ShellCommand(args["argv"])])
 async def shell(argv: list[str]) -> str:
     """Run a command."""
     ran.append(argv)
@@ -56,7 +60,7 @@ async def test_path_traversal_attempts_are_denied_and_never_run(workspace: Path)
     opened.clear()
     ws = workspace / "ws"
     secret = workspace / "secret.txt"
-    policy = al.PolicyChain(al.PathPolicy(allowed_roots=[ws], base=str(ws)))
+    policy = al.permissions.PolicyChain(al.permissions.PathPolicy(allowed_roots=[ws], base=str(ws)))
     attempts = ["notes.txt", "../secret.txt", "link", str(secret), "/etc/passwd"]
     results = await run_round(
         [read_file],
@@ -83,7 +87,7 @@ async def test_path_traversal_attempts_are_denied_and_never_run(workspace: Path)
 
 async def test_a_denied_shell_command_becomes_an_error_result() -> None:
     ran.clear()
-    policy = al.PolicyChain(al.CommandPolicy(allow=["ls"], deny=["rm"]))
+    policy = al.permissions.PolicyChain(al.permissions.CommandPolicy(allow=["ls"], deny=["rm"]))
     results = await run_round(
         [shell],
         [
@@ -105,8 +109,10 @@ async def test_a_denied_shell_command_becomes_an_error_result() -> None:
     assert ran == [["ls"]]
 
 
-def approving_chain() -> al.PolicyChain:
-    return al.PolicyChain(al.ToolPolicy(destructive="approve"), al.CommandPolicy(allow=["ls"]))
+def approving_chain() -> al.permissions.PolicyChain:
+    return al.permissions.PolicyChain(
+        al.permissions.ToolPolicy(destructive="approve"), al.permissions.CommandPolicy(allow=["ls"])
+    )
 
 
 async def test_destructive_tools_need_approval_then_run() -> None:
@@ -151,7 +157,7 @@ async def test_denied_approval_becomes_a_denied_result() -> None:
     (result,) = results_of(driver)
     assert (result.output, result.is_error, outcome(result)) == ("not today", True, "denied")
     assert ran == []
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 async def two_pending() -> al.LoopDriver:
@@ -206,7 +212,7 @@ async def test_answering_twice_raises_and_keeps_the_first_answer() -> None:
 
 async def test_answering_after_the_turn_was_cancelled_raises() -> None:
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("shell", {"argv": ["ls"]}, id="call-1"))])
+    model = al.testing.ScriptedModel([tool_calls(call("shell", {"argv": ["ls"]}, id="call-1"))])
     agent = (
         al.Agent.builder()
         .model(model)
@@ -235,7 +241,7 @@ async def test_answering_after_the_turn_was_cancelled_raises() -> None:
     assert final.result.finish_reason is al.FinishReason.CANCELLED
     (result,) = results_of(driver)
     assert outcome(result) == "cancelled"
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 async def test_approve_with_edited_input_is_validated_again() -> None:
@@ -259,7 +265,7 @@ async def test_approve_with_edited_input_is_validated_again() -> None:
 fetched: list[str] = []
 
 
-@al.tool(open_world=True, permissions=lambda args: [al.NetworkAccess(args["url"])])
+@al.tool(open_world=True, permissions=lambda args: [al.permissions.NetworkAccess(args["url"])])
 async def fetch(url: str) -> str:
     """Fetch a URL (pretend)."""
     fetched.append(url)
@@ -270,7 +276,9 @@ async def test_network_requests_are_allowed_denied_or_asked_by_host() -> None:
     from agentloop.permissions import NetworkPolicy
 
     fetched.clear()
-    policy = al.PolicyChain(NetworkPolicy(allow=["api.example.com"], deny=["*.evil.com"]))
+    policy = al.permissions.PolicyChain(
+        NetworkPolicy(allow=["api.example.com"], deny=["*.evil.com"])
+    )
     driver, _ = await start(
         [fetch],
         [
@@ -303,10 +311,10 @@ async def test_network_requests_are_allowed_denied_or_asked_by_host() -> None:
         ("fetched https://docs.python.org/3/", None),
     ]
     assert fetched == ["https://api.example.com/v1", "https://docs.python.org/3/"]
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
-@al.tool(permissions=lambda args: [al.ShellCommand(args["argv"], cwd=args["cwd"])])
+@al.tool(permissions=lambda args: [al.permissions.ShellCommand(args["argv"], cwd=args["cwd"])])
 async def run_in(argv: list[str], cwd: str | None = None) -> str:
     """Run a command in a directory."""
     ran.append(argv)
@@ -316,7 +324,9 @@ async def run_in(argv: list[str], cwd: str | None = None) -> str:
 async def test_a_command_outside_the_working_directory_roots_is_denied(workspace: Path) -> None:
     ran.clear()
     ws = workspace / "ws"
-    policy = al.PolicyChain(al.CommandPolicy(allow=["ls"], cwd_roots=[ws], base=str(ws)))
+    policy = al.permissions.PolicyChain(
+        al.permissions.CommandPolicy(allow=["ls"], cwd_roots=[ws], base=str(ws))
+    )
     results = await run_round(
         [run_in],
         [

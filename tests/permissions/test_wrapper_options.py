@@ -11,13 +11,14 @@ import shlex
 import pytest
 
 import agentloop as al
+import agentloop.permissions
 
 ALLOWED = [
     *["env", "nice", "timeout", "nohup", "stdbuf", "xargs", "find", "git", "flock", "watch"],
     *["sudo", "doas", "time", "setsid", "ionice", "chroot", "ssh"],
     *["ls", "echo", "sh", "python3", "awk"],
 ]
-POLICY = al.CommandPolicy(allow=ALLOWED, deny=["rm"])
+POLICY = al.permissions.CommandPolicy(allow=ALLOWED, deny=["rm"])
 ENVIRONMENT = "a wrapper sets environment variables, which can change what runs"
 INTERPRETED = "and what a wrapper runs through one is not looked into"
 GIT_SETTING = (
@@ -26,24 +27,24 @@ GIT_SETTING = (
 )
 
 
-def runs_rm(argv: list[str], program: str = "rm") -> al.Deny:
-    return al.Deny(
+def runs_rm(argv: list[str], program: str = "rm") -> al.permissions.Deny:
+    return al.permissions.Deny(
         "command_not_allowed",
         f"command {shlex.join(argv)!r} is not allowed: {program!r} is on the deny list "
         "(it runs it)",
     )
 
 
-def may_run_rm(argv: list[str], why: str) -> al.Deny:
-    return al.Deny(
+def may_run_rm(argv: list[str], why: str) -> al.permissions.Deny:
+    return al.permissions.Deny(
         "command_not_allowed",
         f"command {shlex.join(argv)!r} is not allowed: it may run 'rm', which is on the deny list "
         f"({why})",
     )
 
 
-def asks(argv: list[str], why: str) -> al.AskApproval:
-    return al.AskApproval("sensitive_command", f"Run {shlex.join(argv)} ({why})")
+def asks(argv: list[str], why: str) -> al.permissions.AskApproval:
+    return al.permissions.AskApproval("sensitive_command", f"Run {shlex.join(argv)} ({why})")
 
 
 CASES: list[tuple[list[str], object]] = [
@@ -55,11 +56,11 @@ CASES: list[tuple[list[str], object]] = [
     (["xargs", "-l", "rm", "ls"], "runs rm"),
     (["xargs", "-e", "rm", "ls"], "runs rm"),
     (["xargs", "--repl", "rm"], "runs rm"),  # an abbreviation of --replace
-    (["xargs", "--replace=rm", "ls", "rm"], al.Allow()),
-    (["xargs", "-irm", "ls"], al.Allow()),
-    (["xargs", "-I", "rm", "ls", "rm"], al.Allow()),
-    (["xargs", "-E", "rm", "-L", "1", "--max-args", "2", "ls"], al.Allow()),
-    (["xargs", "-0n1", "ls"], al.Allow()),
+    (["xargs", "--replace=rm", "ls", "rm"], al.permissions.Allow()),
+    (["xargs", "-irm", "ls"], al.permissions.Allow()),
+    (["xargs", "-I", "rm", "ls", "rm"], al.permissions.Allow()),
+    (["xargs", "-E", "rm", "-L", "1", "--max-args", "2", "ls"], al.permissions.Allow()),
+    (["xargs", "-0n1", "ls"], al.permissions.Allow()),
     (["xargs", "--e", "ls"], "xargs has the ambiguous option '--e' (it may be --eof, --exit)"),
     (
         ["xargs", "--null=x", "ls"],
@@ -86,8 +87,8 @@ CASES: list[tuple[list[str], object]] = [
         ["env", "awk", 'BEGIN { system("rm x") }'],
         f"may run rm: awk is a shell or interpreter run by env, {INTERPRETED}",
     ),
-    (["sh", "-c", "timeout 5 ls"], al.Allow()),
-    (["python3", "x.py"], al.Allow()),
+    (["sh", "-c", "timeout 5 ls"], al.permissions.Allow()),
+    (["python3", "x.py"], al.permissions.Allow()),
     (["xargs", "env", "ls"], "xargs adds arguments read from its input to env"),
     (["xargs", "git", "log"], "xargs adds arguments read from its input to git"),
     # find: -exec, -execdir, -ok, -okdir run their command
@@ -97,11 +98,20 @@ CASES: list[tuple[list[str], object]] = [
     (["find", ".", "-okdir", "/bin/rm", ";"], "runs /bin/rm"),
     (
         ["find", ".", "-name", "*.py", "-exec", "ls", "-l", "{}", "+", "-exec", "echo", ";"],
-        al.Allow(),
+        al.permissions.Allow(),
     ),
-    (["find", ".", "-name", "-exec", "-print"], al.Allow()),  # -exec is the pattern of -name
-    (["find", "-L", "-O2", ".", "-maxdepth", "1", "-newermt", "2020-01-01", "-print0"], al.Allow()),
-    (["find", ".", "-exec", "echo", "+", ";"], al.Allow()),  # + ends -exec only after {}
+    (
+        ["find", ".", "-name", "-exec", "-print"],
+        al.permissions.Allow(),
+    ),  # -exec is the pattern of -name
+    (
+        ["find", "-L", "-O2", ".", "-maxdepth", "1", "-newermt", "2020-01-01", "-print0"],
+        al.permissions.Allow(),
+    ),
+    (
+        ["find", ".", "-exec", "echo", "+", ";"],
+        al.permissions.Allow(),
+    ),  # + ends -exec only after {}
     (
         ["find", ".", "-exec", "{}", ";"],
         "find -exec runs the files it finds ('{}' is in the program name)",
@@ -117,7 +127,7 @@ CASES: list[tuple[list[str], object]] = [
         ["find", ".", "-exec", "env", "{}", ";"],
         "find -exec puts the names of the files it finds into env",
     ),
-    (["find", ".", "-exec", "env", "ls", ";"], al.Allow()),
+    (["find", ".", "-exec", "env", "ls", ";"], al.permissions.Allow()),
     # git: settings and options that run programs
     (["git", "-c", "core.pager=rm", "log"], f"may run rm: git -c 'core.pager=rm' {GIT_SETTING}"),
     (
@@ -137,9 +147,12 @@ CASES: list[tuple[list[str], object]] = [
         ["git", "--config-env=core.pager=PAGER", "log"],
         "git '--config-env=core.pager=PAGER' sets configuration from a variable",
     ),
-    (["git", "-c", "color.ui=never", "-C", "/repo", "--no-pager", "log", "-n", "3"], al.Allow()),
-    (["git", "--version"], al.Allow()),
-    (["git", "config", "--get", "core.pager"], al.Allow()),
+    (
+        ["git", "-c", "color.ui=never", "-C", "/repo", "--no-pager", "log", "-n", "3"],
+        al.permissions.Allow(),
+    ),
+    (["git", "--version"], al.permissions.Allow()),
+    (["git", "config", "--get", "core.pager"], al.permissions.Allow()),
     (
         ["git", "st"],
         "git 'st' is not one of git's own commands looked into: it runs an alias or the "
@@ -175,7 +188,7 @@ CASES: list[tuple[list[str], object]] = [
         ["git", "ls-remote", "-u", "rm", "url"],
         "may run rm: git ls-remote option '-u' may name a program for git to run",
     ),
-    (["git", "clone", "--depth", "1", "url"], al.Allow()),
+    (["git", "clone", "--depth", "1", "url"], al.permissions.Allow()),
     (
         ["git", "difftool"],
         "git difftool runs the diff tool named in its arguments or configuration",
@@ -186,29 +199,29 @@ CASES: list[tuple[list[str], object]] = [
     (["env", "GIT_PAGER=cat", "git", "log"], ENVIRONMENT),
     # the other wrappers' tables
     (["env", "--ignore-signal", "rm", "ls"], "runs rm"),
-    (["env", "--unset", "rm", "--default-signal=INT", "ls"], al.Allow()),
+    (["env", "--unset", "rm", "--default-signal=INT", "ls"], al.permissions.Allow()),
     (
         ["env", "--i", "ls"],
         "env has the ambiguous option '--i' (it may be --ignore-environment, --ignore-signal)",
     ),
-    (["nice", "-n", "rm", "ls"], al.Allow()),
-    (["nice", "--adj=5", "-5", "ls"], al.Allow()),
-    (["timeout", "--signal", "rm", "5", "ls"], al.Allow()),
+    (["nice", "-n", "rm", "ls"], al.permissions.Allow()),
+    (["nice", "--adj=5", "-5", "ls"], al.permissions.Allow()),
+    (["timeout", "--signal", "rm", "5", "ls"], al.permissions.Allow()),
     (
         ["timeout", "--v", "5", "ls"],
         "timeout has the ambiguous option '--v' (it may be --verbose, --version)",
     ),
-    (["stdbuf", "-o", "rm", "--err=0", "ls"], al.Allow()),
+    (["stdbuf", "-o", "rm", "--err=0", "ls"], al.permissions.Allow()),
     (["nohup", "-x", "ls"], "nohup has the unknown option -x"),
-    (["time", "--output", "rm", "-p", "ls"], al.Allow()),
-    (["flock", "-w", "rm", "lock", "ls"], al.Allow()),
+    (["time", "--output", "rm", "-p", "ls"], al.permissions.Allow()),
+    (["flock", "-w", "rm", "lock", "ls"], al.permissions.Allow()),
     (["flock", "lock", "rm"], "runs rm"),
-    (["flock", "9"], al.Allow()),
+    (["flock", "9"], al.permissions.Allow()),
     (["flock", "lock", "-c", "ls"], "flock -c runs its command through the shell named by $SHELL"),
-    (["watch", "-x", "-n", "rm", "ls"], al.Allow()),
+    (["watch", "-x", "-n", "rm", "ls"], al.permissions.Allow()),
     (["watch", "-d", "ls"], "watch runs its command through sh -c unless given -x"),
-    (["sudo", "-u", "rm", "--preserve-env=PATH", "ls"], al.Allow()),
-    (["env", "-", "ls"], al.Allow()),
+    (["sudo", "-u", "rm", "--preserve-env=PATH", "ls"], al.permissions.Allow()),
+    (["env", "-", "ls"], al.permissions.Allow()),
     (["sudo", "-", "ls"], "'-' is not on the allow list (" + ", ".join(sorted(ALLOWED)) + ")"),
     (["sudo", "-D", "/", "ls"], "sudo option -D changes what runs in a way not looked into"),
     (["doas", "-L"], "doas option -L changes what runs in a way not looked into"),
@@ -232,13 +245,13 @@ def test_each_wrapper_is_read_as_the_program_reads_it(argv: list[str], expected:
         expected = may_run_rm(argv, expected.removeprefix("may run rm: "))
     elif isinstance(expected, str):
         expected = asks(argv, expected)
-    assert POLICY.evaluate(al.ShellCommand(argv)) == expected
+    assert POLICY.evaluate(al.permissions.ShellCommand(argv)) == expected
 
 
 def test_a_command_that_cannot_be_read_is_denied_with_unknown_deny() -> None:
-    strict = al.CommandPolicy(allow=ALLOWED, deny=["rm"], unknown="deny")
+    strict = al.permissions.CommandPolicy(allow=ALLOWED, deny=["rm"], unknown="deny")
     argv = ["xargs", "-I", "X", "sh", "-c", "X"]
-    assert strict.evaluate(al.ShellCommand(argv)) == al.Deny(
+    assert strict.evaluate(al.permissions.ShellCommand(argv)) == al.permissions.Deny(
         "command_not_allowed",
         f"command {shlex.join(argv)!r} is not allowed: sh is a shell or interpreter run by "
         f"xargs, {INTERPRETED}",

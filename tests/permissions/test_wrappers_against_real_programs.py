@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.permissions
 from agentloop.permissions._wrapper_table import WRAPPERS
 from agentloop.permissions._wrappers import unwrap
 
@@ -71,7 +72,7 @@ UNOBSERVABLE = {
     "watch": "watch needs a terminal and runs its command forever",
 }
 ALLOWED = frozenset({*PACKAGES, "ls", "echo", "cat"} - {"chroot"})
-POLICY = al.CommandPolicy(allow=ALLOWED, deny=["rm"])
+POLICY = al.permissions.CommandPolicy(allow=ALLOWED, deny=["rm"])
 RECORD = '{ printf \'%s\\037\' "$(basename "$0")" "$@"; printf \'\\036\'; } >> '
 
 
@@ -136,11 +137,11 @@ def run(sandbox: Path, argv: list[str]) -> tuple[int, list[str]]:
     return process.returncode, [record.split("\037")[0] for record in records if record]
 
 
-def check(sandbox: Path, argv: list[str]) -> tuple[al.PolicyVerdict, list[str]]:
+def check(sandbox: Path, argv: list[str]) -> tuple[al.permissions.PolicyVerdict, list[str]]:
     """Run ``argv`` and check the policy against what really ran."""
-    decision = POLICY.evaluate(al.ShellCommand(argv))
+    decision = POLICY.evaluate(al.permissions.ShellCommand(argv))
     status, ran = run(sandbox, argv)
-    if decision == al.Allow():
+    if decision == al.permissions.Allow():
         assert set(ran) <= ALLOWED, (argv, ran)
     chain = unwrap(argv)
     if chain.opaque is None:
@@ -161,8 +162,8 @@ needs = {
 }
 
 
-def denied(message: str) -> al.Deny:
-    return al.Deny("command_not_allowed", message)
+def denied(message: str) -> al.permissions.Deny:
+    return al.permissions.Deny("command_not_allowed", message)
 
 
 @needs["xargs"]
@@ -181,7 +182,7 @@ def test_xargs_replace_feeds_its_input_to_a_shell_that_is_never_allowed(sandbox:
     argv = ["xargs", "-a", "input.txt", "-I", "ls", "sh", "-c", "ls"]
     decision, ran = check(sandbox, argv)
     assert ran == ["xargs", "sh", "rm"]  # each line of input.txt became the script
-    assert decision == al.AskApproval(
+    assert decision == al.permissions.AskApproval(
         "sensitive_command",
         f"Run {shlex.join(argv)} (sh is a shell or interpreter run by xargs, and what a wrapper "
         "runs through one is not looked into)",
@@ -427,4 +428,4 @@ def test_a_shell_or_wrapper_that_xargs_or_find_feeds_is_never_allowed(
     event(f"policy: {type(decision).__name__}; ran rm: {'rm' in ran}")
     fed = feeder[0] == "xargs" or any("{}" in word for word in words)
     if fed or "sh" in runner or "bash" in runner:  # find adds nothing without {}
-        assert decision != al.Allow(), argv
+        assert decision != al.permissions.Allow(), argv

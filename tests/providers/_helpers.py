@@ -19,19 +19,19 @@ from agentloop import (
     FinishReason,
     Item,
     ItemKind,
-    ModelTurnResult,
     ReasoningPart,
     SessionConfig,
     TextPart,
     ToolCallPart,
-    ToolRegistry,
     ToolResultPart,
     ToolSpec,
 )
 from agentloop.core._cancellation import TurnCancellation
 from agentloop.loop._driver import LoopDriver
+from agentloop.model import ModelTurnResult
 from agentloop.model._protocol import ModelEvent, TurnRequest
 from agentloop.providers import RetryPolicy
+from agentloop.tools import ToolRegistry
 
 from ._server import ReplayServer, Reply
 

@@ -13,12 +13,12 @@ from agentloop import (
     FinishReason,
     Item,
     ItemKind,
-    ModelTurnResult,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
 )
+from agentloop.model import ModelTurnResult
 from agentloop.model._admission import PROVIDER_CALL_ID_KEY, AdmittedOutput, admit_model_output
 from agentloop.providers import (
     AnthropicModel,

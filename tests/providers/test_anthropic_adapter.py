@@ -15,7 +15,6 @@ from agentloop import (
     FinishReason,
     InvalidInputError,
     PartKind,
-    PromptCacheRequest,
     ProviderError,
     ReasoningPart,
     SessionConfig,
@@ -23,8 +22,9 @@ from agentloop import (
     ToolCallPart,
     Usage,
 )
-from agentloop.model._config import PromptCacheRetention, ToolsEnd, TranscriptItemEnd
-from agentloop.model._config import TranscriptPartEnd as PartEnd
+from agentloop.model import PromptCacheRequest
+from agentloop.model._session_config import AfterItem, AfterTools, PromptCacheRetention
+from agentloop.model._session_config import AfterPart as PartEnd
 from agentloop.providers import AnthropicModel
 
 from . import _anthropic_streams as streams
@@ -315,7 +315,7 @@ async def test_automatic_cache_marks_the_last_tool_and_the_last_block() -> None:
 
 
 async def test_explicit_cache_marks_exact_item_and_part_blocks() -> None:
-    cache = PromptCacheRequest.explicit([ToolsEnd(), TranscriptItemEnd(0), PartEnd(2, 2)])
+    cache = PromptCacheRequest.explicit([AfterTools(), AfterItem(0), PartEnd(2, 2)])
     body = await body_for(turn(multi_turn_transcript(), [WEATHER], cache=cache))
     assert body["tools"][0]["cache_control"] == {"type": "ephemeral"}
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -324,18 +324,18 @@ async def test_explicit_cache_marks_exact_item_and_part_blocks() -> None:
 
 
 async def test_required_cache_that_cannot_be_honoured_is_an_error() -> None:
-    cache = PromptCacheRequest.explicit_required([ToolsEnd()])
+    cache = PromptCacheRequest.explicit_required([AfterTools()])
     async with ReplayServer([]) as server:
         session = await model_for(server).start_session(SessionConfig("s1"))
         with pytest.raises(ProviderError) as caught:
             await session.begin_turn(turn([user("x")], cache=cache), None)
         assert server.requests == []
     assert caught.value.error_type == "cache_unsupported"
-    assert "ToolsEnd() names no cacheable block" in str(caught.value)
+    assert "AfterTools() names no cacheable block" in str(caught.value)
 
 
 async def test_best_effort_cache_drops_what_cannot_be_cached() -> None:
-    cache = PromptCacheRequest.explicit([ToolsEnd(), TranscriptItemEnd(9)])
+    cache = PromptCacheRequest.explicit([AfterTools(), AfterItem(9)])
     body = await body_for(turn([user("x")], cache=cache))
     assert "cache_control" not in json.dumps(body)
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.tools
 from agentloop.providers import (
     AnthropicModel,
     GeminiModel,

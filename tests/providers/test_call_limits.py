@@ -12,7 +12,8 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentloop import InvalidInputError, ModelTurnResult, ProviderError, Usage
+from agentloop import InvalidInputError, ProviderError, Usage
+from agentloop.model import ModelTurnResult
 from agentloop.providers import (
     DEFAULT_DEADLINE,
     AnthropicModel,

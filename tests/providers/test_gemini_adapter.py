@@ -15,7 +15,6 @@ from agentloop import (
     Item,
     ItemKind,
     PartKind,
-    PromptCacheRequest,
     ProviderError,
     ReasoningPart,
     SessionConfig,
@@ -23,7 +22,8 @@ from agentloop import (
     ToolCallPart,
     Usage,
 )
-from agentloop.model._config import ToolsEnd
+from agentloop.model import PromptCacheRequest
+from agentloop.model._session_config import AfterTools
 from agentloop.providers import GeminiModel
 
 from . import _gemini_streams as streams
@@ -344,7 +344,7 @@ def ToolResultPartFor(call_id: str) -> Any:
 async def test_required_explicit_cache_is_an_error() -> None:
     async with ReplayServer([]) as server:
         session = await model_for(server).start_session(SessionConfig("s1"))
-        cache = PromptCacheRequest.explicit_required([ToolsEnd()])
+        cache = PromptCacheRequest.explicit_required([AfterTools()])
         with pytest.raises(ProviderError, match="cannot honour a required explicit prompt cache"):
             await session.begin_turn(turn([user("x")], cache=cache), None)
 

@@ -26,7 +26,6 @@ from agentloop import (
     FinishReason,
     InvalidInputError,
     ItemKind,
-    ModelTurnResult,
     PartKind,
     ProviderError,
     TextPart,
@@ -43,6 +42,7 @@ from agentloop.local import (
     llama_server_available,
 )
 from agentloop.local import _install as local_internals
+from agentloop.model import ModelTurnResult
 from agentloop.model._protocol import ModelEvent
 from agentloop.providers import OpenAIChatModel, ProviderErrorKind
 

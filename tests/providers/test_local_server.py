@@ -24,7 +24,6 @@ from agentloop import (
     InvalidInputError,
     Item,
     ItemKind,
-    ModelTurnResult,
     PartKind,
     TextPart,
     ToolCallPart,
@@ -44,6 +43,7 @@ from agentloop.local import (
     local_server_available,
 )
 from agentloop.local import _install as local_internals
+from agentloop.model import ModelTurnResult
 from agentloop.model._protocol import ModelEvent
 from agentloop.providers import OpenAIChatModel
 

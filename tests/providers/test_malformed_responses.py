@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop import ModelTurnResult, ProviderError
+from agentloop import ProviderError
+from agentloop.model import ModelTurnResult
 from agentloop.providers import (
     AnthropicModel,
     GeminiModel,

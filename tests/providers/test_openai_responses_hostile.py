@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from agentloop import (
     AppendText,
     FinishReason,
-    ModelTurnResult,
     ProviderError,
     ProviderErrorKind,
     TextPart,
     ToolCallPart,
 )
+from agentloop.model import ModelTurnResult
 from agentloop.providers import OpenAIResponsesModel, OpenAIResponsesStreamTranslator
 
 from . import _responses_streams as streams

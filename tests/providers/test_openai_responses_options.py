@@ -12,16 +12,14 @@ from agentloop import (
     Item,
     ItemKind,
     MediaPart,
-    PromptCacheRequest,
-    PromptCacheRetention,
     ProviderError,
     StructuredPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
-    ToolsEnd,
     ToolSpec,
 )
+from agentloop.model import AfterTools, PromptCacheRequest, PromptCacheRetention
 from agentloop.providers import OpenAIResponsesModel, from_string
 
 from . import _responses_streams as streams
@@ -160,8 +158,9 @@ async def test_prompt_cache_key_and_retention_and_a_required_breakpoint() -> Non
     cache = PromptCacheRequest(key="tenant-7", retention=PromptCacheRetention.EXTENDED)
     body = await body_for(turn([user("x")], cache=cache))
     assert (body["prompt_cache_key"], body["prompt_cache_retention"]) == ("tenant-7", "24h")
+    request = PromptCacheRequest.explicit_required([AfterTools()])
     with pytest.raises(ProviderError) as caught:
-        await body_for(turn([user("x")], cache=PromptCacheRequest.explicit_required([ToolsEnd()])))
+        await body_for(turn([user("x")], cache=request))
     assert str(caught.value) == (
         "OpenAI: cannot honour a required explicit prompt cache: the Responses API caches "
         "prefixes automatically and takes no breakpoints; use PromptCacheRequest.automatic()"

@@ -16,21 +16,19 @@ from agentloop import (
     CommitPart,
     FinishReason,
     InvalidInputError,
-    ModelTurnResult,
     PartKind,
     ProviderError,
     TextPart,
     ToolCallPart,
 )
+from agentloop.model import ModelTurnResult, StreamAccumulator, parse_tool_arguments
 from agentloop.providers import (
     AnthropicModel,
     GeminiModel,
     OpenAIChatModel,
     RetryPolicy,
     Secret,
-    StreamAccumulator,
     from_string,
-    parse_tool_arguments,
 )
 from agentloop.providers._config import resolve_api_key
 from agentloop.providers._retry import parse_retry_after

@@ -11,6 +11,11 @@ from typing import Any, TypeVar
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.store
+import agentloop.testing
+import agentloop.tools
 from agentloop.serve import ServeConfig, SqliteAuditLog, create_app
 from agentloop.store import SqliteSessionStore
 
@@ -29,21 +34,21 @@ class PublishReport:
 
     spec = al.ToolSpec("publish_report", "Publish a report.", SCHEMA)
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite(str(request.input["path"]))]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite(str(request.input["path"]))]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         return f"published {request.input['path']}"
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.write":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
-def answer(request: al.TurnRequest) -> Any:
+def answer(request: al.model.TurnRequest) -> Any:
     """Publish the path the user names; then report the tool's result."""
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:
@@ -59,11 +64,11 @@ def answer(request: al.TurnRequest) -> Any:
     )
 
 
-def build_agent(store: al.SessionStore) -> al.Agent:
+def build_agent(store: al.store.SessionStore) -> al.Agent:
     """The agent both the test (to park sessions) and the server's worker use."""
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(answer))
+        .model(al.testing.ScriptedModel(answer))
         .add_tool_source(al.ToolRegistry().with_tool(PublishReport()))
         .permissions(AskBeforeWriting())
         .store(store)
@@ -71,7 +76,9 @@ def build_agent(store: al.SessionStore) -> al.Agent:
     )
 
 
-async def park_async(store: al.SessionStore, session_id: str, path: str) -> al.ApprovalRequest:
+async def park_async(
+    store: al.store.SessionStore, session_id: str, path: str
+) -> al.ApprovalRequest:
     """Run a session until it waits for approval of ``publish_report(path)``."""
     driver = await build_agent(store).start(session_id)
     driver.submit_input([al.Item.text(al.ItemKind.USER, path)])

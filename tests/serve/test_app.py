@@ -17,6 +17,8 @@ from markupsafe import escape
 from serve_support import TOKEN, build_agent, park_async
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
 from agentloop.serve import MemoryAuditLog, ServeConfig, SqliteAuditLog, Worker, create_app
 from agentloop.store import MemorySessionStore, SessionStatus, SqliteSessionStore, input_digest
 
@@ -305,7 +307,7 @@ async def test_a_call_claimed_elsewhere_after_the_approval_never_runs_twice(inbo
     assert items is not None
     [result] = items[2].parts
     assert isinstance(result, al.ToolResultPart)
-    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
     assert result.output.startswith("in doubt: publish_report started before the session")
     lease = await inbox.store.acquire("s1", "next-worker", 5)  # the lease was released
     await inbox.store.release(lease)
@@ -393,9 +395,9 @@ async def test_the_session_view_shows_every_outcome(inbox: Inbox) -> None:
     outcomes = {
         "c-ok": None,
         "c-err": None,
-        "c-denied": al.ResultOutcome.DENIED,
-        "c-cancelled": al.ResultOutcome.CANCELLED,
-        "c-doubt": al.ResultOutcome.IN_DOUBT,
+        "c-denied": al.tools.ResultOutcome.DENIED,
+        "c-cancelled": al.tools.ResultOutcome.CANCELLED,
+        "c-doubt": al.tools.ResultOutcome.IN_DOUBT,
     }
     calls = [al.ToolCallPart(call_id, "publish_report", {"path": call_id}) for call_id in outcomes]
     results = [
@@ -413,7 +415,7 @@ async def test_the_session_view_shows_every_outcome(inbox: Inbox) -> None:
         al.Item(al.ItemKind.TOOL, tuple(results)),
         al.Item.text(al.ItemKind.ASSISTANT, "Some went through."),
     ]
-    agent = al.Agent.builder().model(al.ScriptedModel(lambda r: "x")).transcript(transcript)
+    agent = al.Agent.builder().model(al.testing.ScriptedModel(lambda r: "x")).transcript(transcript)
     driver = await agent.store(inbox.store).build().start("outcomes")
     await inbox.store.save_checkpoint("outcomes", driver.checkpoint())
     await inbox.signed_in()

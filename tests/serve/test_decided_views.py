@@ -13,6 +13,8 @@ from markupsafe import escape
 from serve_support import TOKEN, build_agent, park_async
 
 import agentloop as al
+import agentloop.model
+import agentloop.testing
 from agentloop.serve import MemoryAuditLog, ServeConfig, Worker, create_app
 from agentloop.store import MemorySessionStore, input_digest
 
@@ -98,7 +100,7 @@ async def test_a_parked_session_says_what_it_waits_for_until_it_is_resumed(
     assert '<td class="status">awaiting input</td>' in shown["/partials/inbox"]
 
 
-def two_calls(request: al.TurnRequest) -> Any:
+def two_calls(request: al.model.TurnRequest) -> Any:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:
         return al.testing.tool_calls(
@@ -113,7 +115,7 @@ async def test_one_decision_of_two_leaves_the_other_waiting(anyio_backend: str) 
     agent = build_agent(store)
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel(two_calls))
+        .model(al.testing.ScriptedModel(two_calls))
         .add_tool_source(agent.tool_sources[0])
         .permissions(agent.permissions)
         .store(store)

@@ -551,9 +551,11 @@ KEY_ID = "sk-proj-abcdefghijklmnopqrstuvwx0123"
 
 async def _park_with_call_id(store: MemorySessionStore, call_id: str) -> None:
     import agentloop as al
+    import agentloop.model
+    import agentloop.testing
     from agentloop.testing import call, text, tool_calls
 
-    def answer(request: al.TurnRequest) -> Any:
+    def answer(request: al.model.TurnRequest) -> Any:
         if request.transcript[-1].kind is al.ItemKind.USER:
             return tool_calls(call("publish_report", {"path": "/reports/k.txt"}, id=call_id))
         return text("Done.")
@@ -561,7 +563,7 @@ async def _park_with_call_id(store: MemorySessionStore, call_id: str) -> None:
     agent = build_agent(store)
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel(answer))
+        .model(al.testing.ScriptedModel(answer))
         .add_tool_source(agent.tool_sources[0])
         .permissions(agent.permissions)
         .store(store)

@@ -11,6 +11,8 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.testing
 from agentloop.store import SessionStore, SqliteSessionStore
 
 
@@ -30,13 +32,13 @@ def note(marker: Path, text: str) -> None:
 
 
 async def main(target: str, marker: Path) -> None:
-    async def hang(request: al.TurnRequest) -> str:
+    async def hang(request: al.model.TurnRequest) -> str:
         note(marker, request.transcript[-1].text_content)
         await anyio.sleep(3600)
         raise AssertionError("killed before this")
 
     async with open_store(target) as store:  # type: ignore[attr-defined]
-        agent = al.Agent.builder().model(al.ScriptedModel(hang)).store(store).build()
+        agent = al.Agent.builder().model(al.testing.ScriptedModel(hang)).store(store).build()
         driver = await agent.start("durable-input")
         driver.submit_input([al.Item.text(al.ItemKind.USER, "keep this message")])
         await driver.next()

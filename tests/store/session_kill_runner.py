@@ -16,6 +16,10 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import SessionStore, SqliteSessionStore
 from agentloop.testing import Reply, call, tool_calls
 
@@ -35,8 +39,8 @@ class Append:
         self.side_effects = side_effects
         self.ask = ask
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite(str(self.side_effects))] if self.ask else []
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite(str(self.side_effects))] if self.ask else []
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         with self.side_effects.open("a", encoding="utf-8") as file:
@@ -59,13 +63,13 @@ class Lookup:
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.write":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
-def answer(request: al.TurnRequest) -> Reply | str:
+def answer(request: al.model.TurnRequest) -> Reply | str:
     """Decided from the transcript alone: ``ROUNDS_PER_TURN`` tool rounds, then an answer."""
     items = list(request.transcript)
     last_user = max(i for i, item in enumerate(items) if item.kind is al.ItemKind.USER)
@@ -82,7 +86,7 @@ def answer(request: al.TurnRequest) -> Reply | str:
 def build_agent(store: SessionStore, side_effects: Path) -> al.Agent:
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(answer))
+        .model(al.testing.ScriptedModel(answer))
         .add_tool_source(
             al.ToolRegistry()
             .with_tool(Append("append", side_effects, ask=True))

@@ -19,6 +19,11 @@ import httpx
 import pytest
 
 import agentloop as al
+import agentloop.host
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.serve import MemoryAuditLog, ServeConfig, create_app
 from agentloop.store import (
     MemorySessionStore,
@@ -61,14 +66,14 @@ class Pay:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        if isinstance(request, al.ToolInvocation):
-            return al.AskApproval("confirm", request.summary)
-        return al.Allow()
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        if isinstance(request, al.permissions.ToolInvocation):
+            return al.permissions.AskApproval("confirm", request.summary)
+        return al.permissions.Allow()
 
 
 def agent(store: SessionStore, pay: Pay, *, die: bool = False) -> al.Agent:
-    def reply(request: al.TurnRequest) -> Any:
+    def reply(request: al.model.TurnRequest) -> Any:
         if request.transcript[-1].kind is al.ItemKind.USER:
             return tool_calls(call("pay", {}, id="call-1"))
         if die:
@@ -77,7 +82,7 @@ def agent(store: SessionStore, pay: Pay, *, die: bool = False) -> al.Agent:
 
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(reply))
+        .model(al.testing.ScriptedModel(reply))
         .add_tool_source(al.ToolRegistry().with_tool(pay))
         .permissions(AskFirst())
         .store(store)
@@ -149,7 +154,7 @@ async def test_a_session_saved_idle_with_its_turn_open_is_reported_ready_and_con
         ("s1", SessionStatus.READY, (OPEN_TURN,))
     ]
 
-    worker = al.SessionWorker(store=store, agent=agent(store, pay), owner="w1", ttl=5)
+    worker = al.host.SessionWorker(store=store, agent=agent(store, pay), owner="w1", ttl=5)
     advanced = await worker.run_once()
     assert advanced is not None
     assert isinstance(advanced.step, al.Finished)

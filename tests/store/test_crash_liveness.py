@@ -31,6 +31,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import (
     MemorySessionStore,
     SessionStatus,
@@ -155,16 +160,19 @@ class PlanTool:
 
 
 class AskFor:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        if isinstance(request, al.ToolInvocation) and request.tool_name in ("asked", "refused"):
-            return al.AskApproval("confirm", request.summary)
-        return al.Allow()
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        if isinstance(request, al.permissions.ToolInvocation) and request.tool_name in (
+            "asked",
+            "refused",
+        ):
+            return al.permissions.AskApproval("confirm", request.summary)
+        return al.permissions.Allow()
 
 
-def model(plan: Plan, world: World) -> Callable[[al.TurnRequest], Any]:
+def model(plan: Plan, world: World) -> Callable[[al.model.TurnRequest], Any]:
     """Decides from the request: which turn (user items) and round (tool-call items since)."""
 
-    def reply(request: al.TurnRequest) -> Any:
+    def reply(request: al.model.TurnRequest) -> Any:
         transcript = request.transcript
         turn = sum(item.kind is al.ItemKind.USER for item in transcript) - 1
         last_user = max(i for i, item in enumerate(transcript) if item.kind is al.ItemKind.USER)
@@ -198,7 +206,7 @@ def build(store: CrashingStore, plan: Plan, world: World, manager: Any) -> al.Ag
         registry = registry.with_tool(PlanTool(name, world))
     builder = (
         al.Agent.builder()
-        .model(al.ScriptedModel(model(plan, world)))
+        .model(al.testing.ScriptedModel(model(plan, world)))
         .add_tool_source(registry)
         .permissions(AskFor())
         .store(store)  # type: ignore[arg-type]
@@ -269,7 +277,7 @@ async def run_to_end(
     for _ in range(50):
         store = CrashingStore(inner, deaths)
         try:
-            async with al.AsyncTaskManager() as manager:
+            async with al.tasks.AsyncTaskManager() as manager:
                 return await run_process(
                     store, plan, world, session_id, manager if plan.parallel else None
                 ), world
@@ -324,7 +332,7 @@ def check_same_end(
     assert shape(found) == shape(expected), where
     baseline = results(expected)
     for call_id, result in results(found).items():
-        if al.result_outcome(result) is al.ResultOutcome.IN_DOUBT:
+        if al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT:
             # Only a claimed call can be in doubt, and it ran at most once.
             assert call_id.split("-")[0] in ("pay", "asked", "broken"), where
             continue

@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.model
+import agentloop.testing
 from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
 
 SESSION = "damaged"
@@ -46,12 +48,12 @@ NOT_AN_ITEM = [
 ]
 
 
-def reply(request: al.TurnRequest) -> str:
+def reply(request: al.model.TurnRequest) -> str:
     return f"answer {len(request.transcript)}"
 
 
 def agent(store: SessionStore) -> al.Agent:
-    return al.Agent.builder().model(al.ScriptedModel(reply)).store(store).build()
+    return al.Agent.builder().model(al.testing.ScriptedModel(reply)).store(store).build()
 
 
 async def _write_session(store: SessionStore) -> None:

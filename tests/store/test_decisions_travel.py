@@ -15,6 +15,10 @@ from typing import Any
 import pytest
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import (
     MemorySessionStore,
     PostgresSessionStore,
@@ -38,8 +42,8 @@ class Pay:
     def __init__(self) -> None:
         self.runs: list[Any] = []
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite(f"/ledger/{request.input['amount']}")]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite(f"/ledger/{request.input['amount']}")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         self.runs.append(request.input)
@@ -47,11 +51,11 @@ class Pay:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        return al.AskApproval("payments need a person", request.summary)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        return al.permissions.AskApproval("payments need a person", request.summary)
 
 
-def reply(request: al.TurnRequest) -> Any:
+def reply(request: al.model.TurnRequest) -> Any:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:
         return al.testing.tool_calls(al.testing.call("pay", {"amount": 500}, id="call-pay"))
@@ -63,7 +67,7 @@ def reply(request: al.TurnRequest) -> Any:
 def make_agent(store: Any, tool: Pay) -> al.Agent:
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(reply))
+        .model(al.testing.ScriptedModel(reply))
         .add_tool_source(al.ToolRegistry().with_tool(tool))
         .permissions(AskFirst())
         .store(store)

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.testing
 from agentloop.store import (
     MemorySessionStore,
     PendingCall,
@@ -31,7 +32,7 @@ USER_INPUT = st.lists(items(kinds=[al.ItemKind.USER], tool_parts=False), min_siz
 
 
 async def input_round_trip(store: SessionStore, queued: list[al.Item]) -> None:
-    agent = al.Agent.builder().model(al.ScriptedModel(["ok"])).store(store).build()
+    agent = al.Agent.builder().model(al.testing.ScriptedModel(["ok"])).store(store).build()
     await (await agent.start("s1")).save()
     await enqueue_input(store, "s1", queued)
     driver = await agent.resume(session_id="s1")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import agentloop as al
+import agentloop.testing
 from agentloop.store import PostgresSessionStore, SessionStore, SqliteSessionStore
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +47,7 @@ async def resume_and_answer(store: SessionStore) -> None:
     assert stored is not None
     assert stored.checkpoint["state"] == "IDLE"
     assert stored.status is al.store.SessionStatus.READY  # a worker would pick it up
-    agent = al.Agent.builder().model(al.ScriptedModel(["got it"])).store(store).build()
+    agent = al.Agent.builder().model(al.testing.ScriptedModel(["got it"])).store(store).build()
     driver = await agent.resume(session_id="durable-input")
     assert driver.snapshot().pending_input == (al.Item.text(al.ItemKind.USER, "keep this message"),)
     assert isinstance(await driver.next(), al.Finished)

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop import CheckpointError, Item, ItemKind, unstructure
-from agentloop._serde import structure
+from agentloop import CheckpointError, Item, ItemKind, structure, unstructure
 from agentloop.store._documents import (
     _ENCODER,
     _encode,

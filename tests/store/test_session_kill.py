@@ -15,6 +15,11 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from session_kill_runner import ROUNDS_PER_TURN, SESSION_ID, TURNS, build_agent, drive
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.store import MemorySessionStore, SqliteSessionStore
 from agentloop.testing import Reply, call, format_transcript, tool_calls
 
@@ -89,14 +94,14 @@ async def test_a_killed_session_resumes_without_running_a_side_effect_twice(
     context = f"seed {seed}, {kills} kills, in doubt {sorted(in_doubt)}\n" + format_transcript(
         transcript
     )
-    al.validate_transcript(transcript)
+    al.transcript.validate_transcript(transcript)
     lines = side_effect_lines(side_effects)
     assert len(lines) == len(set(lines)), context  # no call id ran twice
     results = results_of(transcript)
     doubted = {
         call_id
         for call_id, result in results.items()
-        if al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+        if al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
     }
     assert doubted == in_doubt, context
     appended = {
@@ -123,8 +128,8 @@ class Pay:
         self.runs: list[str] = []
         self.entered = anyio.Event()
 
-    def proposed_requests(self, request: al.ToolRequest) -> list[al.PermissionRequest]:
-        return [al.FileSystemWrite("/bills")]
+    def proposed_requests(self, request: al.ToolRequest) -> list[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemWrite("/bills")]
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         self.runs.append(request.call_id)
@@ -135,19 +140,21 @@ class Pay:
 
 
 class AskBeforePaying:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        return al.AskApproval("sensitive_path", request.summary)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        return al.permissions.AskApproval("sensitive_path", request.summary)
 
 
-def pay_once(request: al.TurnRequest) -> Reply | str:
+def pay_once(request: al.model.TurnRequest) -> Reply | str:
     if request.transcript[-1].kind is al.ItemKind.USER:
         return tool_calls(call("pay", id="call-pay"))
     return "done"
 
 
-def pay_agent(tool: Pay, store: MemorySessionStore, checker: al.PermissionChecker) -> al.Agent:
+def pay_agent(
+    tool: Pay, store: MemorySessionStore, checker: al.permissions.PermissionChecker
+) -> al.Agent:
     registry = al.ToolRegistry().with_tool(tool)
-    builder = al.Agent.builder().model(al.ScriptedModel(pay_once)).add_tool_source(registry)
+    builder = al.Agent.builder().model(al.testing.ScriptedModel(pay_once)).add_tool_source(registry)
     return builder.permissions(checker).store(store).build()
 
 
@@ -157,7 +164,7 @@ async def approve_all(driver: al.LoopDriver) -> None:
 
 
 async def crash_in_pay(
-    tool: Pay, store: MemorySessionStore, checker: al.PermissionChecker
+    tool: Pay, store: MemorySessionStore, checker: al.permissions.PermissionChecker
 ) -> al.LoopDriver:
     """Run until ``pay`` is executing, "kill" the step there, resume from the store."""
     driver = await pay_agent(tool, store, checker).start("s")
@@ -179,17 +186,17 @@ async def test_an_approved_call_that_started_is_answered_in_doubt() -> None:
     assert isinstance(await resumed.run_until_blocked(), al.Finished)
     assert tool.runs == ["call-pay"]
     result = results_of(resumed.snapshot().transcript)["call-pay"]
-    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
 
 
 async def test_a_call_started_in_the_step_that_asked_for_it_is_not_run_again() -> None:
     """The model's response is journaled before its calls start, so the call is in doubt."""
     tool = Pay()
-    resumed = await crash_in_pay(tool, MemorySessionStore(), al.AllowAll())
+    resumed = await crash_in_pay(tool, MemorySessionStore(), al.permissions.AllowAll())
     assert isinstance(await resumed.run_until_blocked(), al.Finished)
     assert tool.runs == ["call-pay"]
     result = results_of(resumed.snapshot().transcript)["call-pay"]
-    assert al.result_outcome(result) is al.ResultOutcome.IN_DOUBT
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
 
 
 async def test_a_restored_turn_with_an_in_doubt_result_is_not_idle() -> None:

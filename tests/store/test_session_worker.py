@@ -18,6 +18,11 @@ import anyio
 import pytest
 
 import agentloop as al
+import agentloop.host
+import agentloop.model
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import (
     LeaseHeldError,
     LeaseLostError,
@@ -75,11 +80,11 @@ class Effect:
 
 
 class AskFirst:
-    def evaluate(self, request: Any) -> al.AskApproval:
-        return al.AskApproval("sensitive_path", request.summary)
+    def evaluate(self, request: Any) -> al.permissions.AskApproval:
+        return al.permissions.AskApproval("sensitive_path", request.summary)
 
 
-def reply(request: al.TurnRequest) -> Any:
+def reply(request: al.model.TurnRequest) -> Any:
     """One effect call per user message (its id from the transcript), then an answer."""
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER:
@@ -92,7 +97,7 @@ def reply(request: al.TurnRequest) -> Any:
 def make_agent(store: SessionStore, effect: Effect, *, ask: bool = False) -> al.Agent:
     builder = (
         al.Agent.builder()
-        .model(al.ScriptedModel(reply))
+        .model(al.testing.ScriptedModel(reply))
         .add_tool_source(al.ToolRegistry().with_tool(effect))
         .store(store)
     )
@@ -132,7 +137,7 @@ async def test_enqueued_input_is_picked_up_by_the_next_worker(store: SessionStor
     effect = Effect()
     agent = make_agent(store, effect)
     await idle_session(store, agent, "s1")
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
     assert await worker.run_once() is None  # nothing ready yet
 
     version = await enqueue_input(store, "s1", [user("job one")])
@@ -170,7 +175,7 @@ async def test_run_advances_every_queued_session_then_stops(store: SessionStore)
     async def all_rest() -> bool:
         return not await store.sessions_ready()
 
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1", poll_interval=0.01)
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", poll_interval=0.01)
     with anyio.fail_after(30):
         await worker.run(stop=all_rest)
     assert effect.ran == ["call-1", "call-1", "call-1"]
@@ -190,7 +195,7 @@ async def test_an_approver_reads_the_inbox_and_the_worker_applies_the_decision(
     agent = make_agent(store, effect, ask=True)
     await idle_session(store, agent, "s1")
     await enqueue_input(store, "s1", [user("deploy")])
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1")
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1")
     advanced = await worker.run_once()
     assert advanced is not None
     assert isinstance(advanced.step, al.ApprovalRequest)
@@ -235,7 +240,7 @@ async def test_a_lease_lost_to_the_renewal_raises_exactly_lease_lost_error(
     agent = make_agent(store, effect)
     await idle_session(store, agent, "s1")
     await enqueue_input(store, "s1", [user("job")])
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.3)
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.3)
     taken: list[int] = []
 
     async def take_over() -> None:
@@ -268,7 +273,7 @@ async def test_a_lease_lost_at_the_save_raises_exactly_lease_lost_error(
     agent = make_agent(store, effect)
     await idle_session(store, agent, "s1")
     await enqueue_input(store, "s1", [user("job")])
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=60)  # renews at 20 s
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=60)  # renews at 20 s
 
     async def take_over() -> None:
         await effect.entered.wait()
@@ -294,7 +299,7 @@ async def test_a_cancelled_worker_releases_its_lease_and_re_raises(store: Sessio
     agent = make_agent(store, effect)
     await idle_session(store, agent, "s1")
     await enqueue_input(store, "s1", [user("job")])
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
     with anyio.move_on_after(0.5) as scope:
         await worker.run_once()
     assert scope.cancelled_caught
@@ -311,7 +316,7 @@ async def test_advance_takes_a_given_session_and_refuses_a_leased_or_unknown_one
     agent = make_agent(store, effect)
     await idle_session(store, agent, "s1")
     await enqueue_input(store, "s1", [user("job")])
-    worker = al.SessionWorker(store=store, agent=lambda session_id: agent, owner="w1")
+    worker = al.host.SessionWorker(store=store, agent=lambda session_id: agent, owner="w1")
     held = await store.acquire("s1", "another-worker", 30)
     before = await store.load("s1")
     with pytest.raises(LeaseHeldError, match="it is leased to 'another-worker'"):
@@ -361,7 +366,7 @@ async def test_bad_worker_arguments_are_refused(arguments: dict[str, Any], messa
     store = MemorySessionStore()
     given: dict[str, Any] = {"store": store, "agent": make_agent(store, Effect()), "owner": "w1"}
     with pytest.raises(al.InvalidInputError, match=message.replace("(", r"\(")):
-        al.SessionWorker(**{**given, **arguments})
+        al.host.SessionWorker(**{**given, **arguments})
 
 
 async def test_a_decision_recorded_while_the_worker_drives_is_applied_in_the_same_lease(
@@ -375,7 +380,7 @@ async def test_a_decision_recorded_while_the_worker_drives_is_applied_in_the_sam
     # the resume finds no pending call to apply it to, the step surfaces the request.
     digest = input_digest("effect", {"job": "deploy"})
     await store.record_approval("s1", "call-1", input_digest=digest, approved=True)
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1")
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1")
     advanced = await worker.run_once()
     assert advanced is not None
     assert isinstance(advanced.step, al.Finished)
@@ -394,7 +399,7 @@ async def test_a_failed_drive_keeps_its_lease_until_it_expires(store: SessionSto
     for name in ("slow", "next"):
         await idle_session(store, agent, name)
         await enqueue_input(store, name, [user(f"job {name}")])
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.6, step_timeout=0.3)
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.6, step_timeout=0.3)
     with pytest.raises(TimeoutError) as caught:
         await worker.run_once()
     assert type(caught.value) is TimeoutError
@@ -418,7 +423,7 @@ async def test_input_queued_during_a_pause_reaches_the_next_model_call(
     stored = await store.load("s1")
     assert stored is not None
     assert (stored.checkpoint["state"], stored.status) == ("AFTER_TOOL_RESULT", SessionStatus.READY)
-    advanced = await al.SessionWorker(store=store, agent=agent, owner="w1").run_once()
+    advanced = await al.host.SessionWorker(store=store, agent=agent, owner="w1").run_once()
     assert advanced is not None
     assert isinstance(advanced.step, al.Finished)
     assert texts(await store.transcript("s1")) == [
@@ -446,7 +451,7 @@ async def test_a_renewal_that_fails_for_any_reason_is_a_lost_lease() -> None:
     agent = make_agent(store, effect)
     await idle_session(store, agent, "s1")
     await enqueue_input(store, "s1", [user("job")])
-    worker = al.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.3)
+    worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=0.3)
     with anyio.fail_after(30), pytest.raises(LeaseLostError) as caught:
         await worker.run_once()
     assert type(caught.value) is LeaseLostError

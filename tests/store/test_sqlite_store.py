@@ -245,7 +245,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
 async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
     tmp_path: Path,
 ) -> None:
-    from agentloop.store import Approval, input_digest
+    from agentloop.store import RecordedApproval, input_digest
 
     path = tmp_path / "v2.db"
     waiting = sample_checkpoint(
@@ -285,7 +285,7 @@ async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
         assert loaded is not None
         assert loaded.checkpoint == waiting
         assert dict(loaded.approvals) == {
-            "c1": Approval(
+            "c1": RecordedApproval(
                 session_id="waiting",
                 call_id="c1",
                 input_digest="sha256:old",

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from agentloop.store import (
-    Approval,
     MemorySessionStore,
     PostgresSessionStore,
+    RecordedApproval,
     SessionStore,
     SqliteSessionStore,
 )
@@ -64,7 +64,7 @@ class ForgetsDecisionDetails(MemorySessionStore):
 
     async def record_approval(  # type: ignore[override]
         self, session_id: str, call_id: str, *, input_digest: str, approved: bool, **_: object
-    ) -> Approval:
+    ) -> RecordedApproval:
         return await super().record_approval(
             session_id, call_id, input_digest=input_digest, approved=approved
         )
@@ -73,7 +73,7 @@ class ForgetsDecisionDetails(MemorySessionStore):
 class AcceptsAnyReason(MemorySessionStore):
     """The bug: turns any reason into text instead of refusing one that is not a str."""
 
-    async def record_approval(self, *args: Any, reason: Any = None, **kw: Any) -> Approval:
+    async def record_approval(self, *args: Any, reason: Any = None, **kw: Any) -> RecordedApproval:
         text = None if reason is None else str(reason)
         return await super().record_approval(*args, reason=text, **kw)
 

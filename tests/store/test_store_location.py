@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import agentloop as al
+import agentloop.testing
 from agentloop.store import SqliteSessionStore
 
 pytestmark = pytest.mark.anyio
@@ -17,7 +18,7 @@ EXPECTED = "a file path (sessions.db), sqlite:///PATH.db or postgresql://USER@HO
 
 async def _round_trip(store: SqliteSessionStore) -> list[str]:
     async with store:
-        agent = al.Agent.builder().model(al.ScriptedModel(["Hello!"])).store(store).build()
+        agent = al.Agent.builder().model(al.testing.ScriptedModel(["Hello!"])).store(store).build()
         result = await al.run(agent, "Hi", config="s")
         assert result.final_text == "Hello!"
         return [info.session_id for info in await store.list_sessions()]

@@ -20,6 +20,7 @@ import anyio
 import pytest
 
 import agentloop as al
+import agentloop.store
 from agentloop.store import (
     PostgresSessionStore,
     RedisSessionStore,
@@ -40,7 +41,7 @@ def ready_document(session_id: str) -> dict[str, object]:
         finish_reason=al.FinishReason.TOOL_CALL,
     )
     return {
-        "format": al.CHECKPOINT_FORMAT,
+        "format": al.store.CHECKPOINT_FORMAT,
         "version": 1,
         "session_id": session_id,
         "state": "AFTER_TOOL_RESULT",

@@ -9,6 +9,10 @@ import anyio
 import anyio.abc
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 
 
 def user(text: str) -> al.Item:
@@ -60,8 +64,10 @@ class GateTool:
         for call_id in self.invoked:
             self.release(call_id)
 
-    def proposed_requests(self, request: al.ToolRequest) -> Sequence[al.PermissionRequest]:
-        return [al.FileSystemRead(f"/data/{request.call_id}")] if self.guarded else []
+    def proposed_requests(
+        self, request: al.ToolRequest
+    ) -> Sequence[al.permissions.PermissionRequest]:
+        return [al.permissions.FileSystemRead(f"/data/{request.call_id}")] if self.guarded else []
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
         call_id = request.call_id
@@ -93,10 +99,10 @@ class SleepTool:
 class ApproveFsReads:
     """Every filesystem read needs a human's approval."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         if request.kind == "filesystem.read":
-            return al.AskApproval("sensitive_path", request.summary)
-        return al.Allow()
+            return al.permissions.AskApproval("sensitive_path", request.summary)
+        return al.permissions.Allow()
 
 
 class StepRunner:
@@ -119,17 +125,17 @@ class StepRunner:
         return self.step
 
 
-async def next_event(handle: al.TaskManagerHandle) -> al.TaskEvent:
+async def next_event(handle: al.tasks.TaskManagerHandle) -> al.tasks.TaskEvent:
     event = await handle.next_event()
     assert event is not None
     return event
 
 
-async def events(handle: al.TaskManagerHandle, count: int) -> list[al.TaskEvent]:
+async def events(handle: al.tasks.TaskManagerHandle, count: int) -> list[al.tasks.TaskEvent]:
     return [await next_event(handle) for _ in range(count)]
 
 
-def describe(event: al.TaskEvent) -> tuple[str, str, str]:
+def describe(event: al.tasks.TaskEvent) -> tuple[str, str, str]:
     """(event type, call id, tool name) for whole-outcome assertions."""
     return (type(event).__name__, event.task.call_id, event.task.tool_name)
 
@@ -144,10 +150,10 @@ def notifications(items: Sequence[al.Item]) -> list[str]:
 
 
 def build(
-    model: al.ScriptedModel,
-    manager: al.TaskManager,
+    model: al.testing.ScriptedModel,
+    manager: al.tasks.TaskManager,
     *tools: al.Tool,
-    permissions: al.PermissionChecker | None = None,
+    permissions: al.permissions.PermissionChecker | None = None,
     cancellation: al.CancellationHandle | None = None,
 ) -> al.AgentBuilder:
     registry = al.ToolRegistry()

@@ -21,6 +21,10 @@ from tasks_support import (
 )
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -29,8 +33,8 @@ pytestmark = pytest.mark.anyio
 async def test_sixteen_parallel_calls_append_results_in_call_order() -> None:
     gate = GateTool("gate")
     ids = [f"c{index:02d}" for index in range(16)]
-    model = al.ScriptedModel([tool_calls(*(call("gate", id=i) for i in ids)), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(*(call("gate", id=i) for i in ids)), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -49,16 +53,16 @@ async def test_sixteen_parallel_calls_append_results_in_call_order() -> None:
             (call_id, f"gate-done:{call_id}", False) for call_id in ids
         ]
         assert isinstance(await driver.next(), al.Finished)
-        al.validate_transcript(driver.snapshot().transcript)
+        al.transcript.validate_transcript(driver.snapshot().transcript)
         model.assert_complete()
 
 
 async def test_a_failing_call_among_parallel_calls_is_an_error_result_and_task_failed() -> None:
     gate = GateTool("gate")
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("gate"), call("gate", {"fail": True}), call("gate")), "done"]
     )
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -85,11 +89,11 @@ async def test_a_failing_call_among_parallel_calls_is_an_error_result_and_task_f
 async def test_detach_after_moves_a_slow_call_to_the_background() -> None:
     slow = GateTool("slow")
     quick = GateTool("quick", blocking=False)
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("slow"), call("quick")), "answered without slow", "slow is done"]
     )
-    routing = al.RouteByName({"slow": al.DetachAfter(0)})
-    async with al.AsyncTaskManager(routing=routing, detach_after=30) as manager:
+    routing = al.tasks.RouteByName({"slow": al.tasks.DetachAfter(0)})
+    async with al.tasks.AsyncTaskManager(routing=routing, detach_after=30) as manager:
         handle = manager.handle()
         driver = await build(model, manager, slow, quick).build().start("s")
         driver.submit_input([user("go")])
@@ -97,8 +101,8 @@ async def test_detach_after_moves_a_slow_call_to_the_background() -> None:
         assert isinstance(step, al.AfterToolResult)
         transcript = driver.snapshot().transcript
         results = [r for item in transcript for r in item.tool_results()]
-        assert [(r.call_id, al.result_outcome(r)) for r in results] == [
-            ("call-1", al.ResultOutcome.DETACHED),
+        assert [(r.call_id, al.tools.result_outcome(r)) for r in results] == [
+            ("call-1", al.tools.ResultOutcome.DETACHED),
             ("call-2", None),
         ]
         assert results[0].output == (
@@ -119,7 +123,7 @@ async def test_detach_after_moves_a_slow_call_to_the_background() -> None:
             ("TaskSucceeded", "call-2", "quick"),
         ]
         running = await handle.list_running()
-        assert [(t.call_id, t.kind) for t in running] == [("call-1", al.TaskKind.BACKGROUND)]
+        assert [(t.call_id, t.kind) for t in running] == [("call-1", al.tasks.TaskKind.BACKGROUND)]
 
         slow.release("call-1")
         assert describe(await next_event(handle)) == ("TaskSucceeded", "call-1", "slow")
@@ -127,7 +131,7 @@ async def test_detach_after_moves_a_slow_call_to_the_background() -> None:
         assert isinstance(resumed, al.Finished)
         assert resumed.result.items[0].text_content == "slow is done"
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert notifications(transcript) == [
             "Background tool call call-1 completed: slow-done:call-1"
         ]
@@ -136,8 +140,8 @@ async def test_detach_after_moves_a_slow_call_to_the_background() -> None:
 
 async def test_a_quick_call_never_detaches() -> None:
     quick = GateTool("quick", blocking=False)
-    model = al.ScriptedModel([tool_calls(call("quick")), "done"])
-    async with al.AsyncTaskManager(detach_after=30) as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("quick")), "done"])
+    async with al.tasks.AsyncTaskManager(detach_after=30) as manager:
         handle = manager.handle()
         driver = await build(model, manager, quick).build().start("s")
         driver.submit_input([user("go")])
@@ -151,9 +155,9 @@ async def test_a_quick_call_never_detaches() -> None:
 
 async def test_cancel_a_background_task_through_the_handle() -> None:
     gate = GateTool("gate")
-    model = al.ScriptedModel([tool_calls(call("gate")), "saw the cancellation"])
-    routing = al.RouteByName({"gate": al.TaskKind.BACKGROUND})
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("gate")), "saw the cancellation"])
+    routing = al.tasks.RouteByName({"gate": al.tasks.TaskKind.BACKGROUND})
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -168,7 +172,7 @@ async def test_cancel_a_background_task_through_the_handle() -> None:
         assert isinstance(step, al.Finished)
         assert step.result.items[0].text_content == "saw the cancellation"
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert notifications(transcript) == [
             "Background tool call call-1 failed: cancelled: task task-1 (gate) did not "
             "finish: the host cancelled it"
@@ -182,8 +186,8 @@ async def test_cancel_a_background_task_through_the_handle() -> None:
 
 async def test_cancel_a_foreground_task_through_the_handle_answers_its_call() -> None:
     gate = GateTool("gate")
-    model = al.ScriptedModel([tool_calls(call("gate"), call("gate")), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("gate"), call("gate")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -203,9 +207,9 @@ async def test_cancel_a_foreground_task_through_the_handle_answers_its_call() ->
 
 async def test_background_result_arriving_while_awaiting_input_drives_the_model() -> None:
     gate = GateTool("gate")
-    model = al.ScriptedModel([tool_calls(call("gate"), call("gate")), "both are done"])
-    routing = al.RouteByName({"gate": al.TaskKind.BACKGROUND})
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("gate"), call("gate")), "both are done"])
+    routing = al.tasks.RouteByName({"gate": al.tasks.TaskKind.BACKGROUND})
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -224,7 +228,7 @@ async def test_background_result_arriving_while_awaiting_input_drives_the_model(
             "Background tool call call-2 completed: gate-done:call-2",
             "Background tool call call-1 completed: gate-done:call-1",
         ]
-        al.validate_transcript(driver.snapshot().transcript)
+        al.transcript.validate_transcript(driver.snapshot().transcript)
         model.assert_complete()
 
 
@@ -232,15 +236,15 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
     background = GateTool("bg")
     foreground = GateTool("fg")
     guarded = GateTool("read", guarded=True, blocking=False)
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [
             tool_calls(call("bg"), call("read"), call("fg"), call("read")),
             "round done",
             "background done",
         ]
     )
-    routing = al.RouteByName({"bg": al.TaskKind.BACKGROUND})
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    routing = al.tasks.RouteByName({"bg": al.tasks.TaskKind.BACKGROUND})
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         builder = build(
             model, manager, background, foreground, guarded, permissions=ApproveFsReads()
@@ -271,7 +275,7 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
         assert guarded.invoked == ["call-2"]  # a denied call never runs
         assert [t.call_id for t in await handle.list_running()] == ["call-1"]
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert [(c, e) for c, _, e in tool_outputs(transcript)] == [
             ("call-1", False),  # the background placeholder
             ("call-2", False),  # results land in call order, whatever order they finished
@@ -281,7 +285,7 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
 
         background.release("call-1")
         await next_event(handle)  # Started call-1
-        while not isinstance(event := await next_event(handle), al.TaskSucceeded) or (
+        while not isinstance(event := await next_event(handle), al.tasks.TaskSucceeded) or (
             event.task.call_id != "call-1"
         ):
             pass
@@ -292,8 +296,8 @@ async def test_approvals_surface_one_by_one_while_background_calls_run() -> None
 
 
 async def test_starting_a_task_outside_the_block_is_refused() -> None:
-    manager = al.AsyncTaskManager()
-    model = al.ScriptedModel([tool_calls(call("quick"))])
+    manager = al.tasks.AsyncTaskManager()
+    model = al.testing.ScriptedModel([tool_calls(call("quick"))])
     driver = await build(model, manager, GateTool("quick", blocking=False)).build().start("s")
     driver.submit_input([user("go")])
     with pytest.raises(al.InvalidStateError) as raised:
@@ -303,12 +307,12 @@ async def test_starting_a_task_outside_the_block_is_refused() -> None:
         "expected OPEN; use it as `async with AsyncTaskManager(...) as manager:` and run the "
         "driver inside"
     )
-    assert manager.state is al.TaskManagerState.NEW
+    assert manager.state is al.tasks.TaskManagerState.NEW
     assert await manager.handle().list_running() == []
 
 
 async def test_a_manager_is_entered_once() -> None:
-    manager = al.AsyncTaskManager()
+    manager = al.tasks.AsyncTaskManager()
     states = [manager.state]
     async with manager:
         states.append(manager.state)
@@ -324,15 +328,15 @@ async def test_a_manager_is_entered_once() -> None:
 
 async def test_an_error_in_the_block_propagates_unwrapped() -> None:
     with pytest.raises(KeyError, match="boom"):
-        async with al.AsyncTaskManager():
+        async with al.tasks.AsyncTaskManager():
             raise KeyError("boom")
 
 
 async def test_leaving_the_block_cancels_running_tasks() -> None:
     gate = GateTool("gate")
-    model = al.ScriptedModel([tool_calls(call("gate"))])
-    routing = al.RouteByName({"gate": al.TaskKind.BACKGROUND})
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("gate"))])
+    routing = al.tasks.RouteByName({"gate": al.tasks.TaskKind.BACKGROUND})
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -353,8 +357,8 @@ async def test_leaving_the_block_cancels_running_tasks() -> None:
 async def test_an_approval_surfaces_while_a_foreground_call_still_runs() -> None:
     slow = GateTool("slow")
     guarded = GateTool("read", guarded=True, blocking=False)
-    model = al.ScriptedModel([tool_calls(call("slow"), call("read")), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("slow"), call("read")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         builder = build(model, manager, slow, guarded, permissions=ApproveFsReads())
         driver = await builder.build().start("s")
         driver.submit_input([user("go")])
@@ -389,15 +393,19 @@ class Watcher:
 
 
 @pytest.mark.parametrize(
-    "routing", [al.TaskKind.BACKGROUND, al.DetachAfter(0)], ids=["background", "detached"]
+    "routing",
+    [al.tasks.TaskKind.BACKGROUND, al.tasks.DetachAfter(0)],
+    ids=["background", "detached"],
 )
 async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
-    routing: al.RouteChoice,
+    routing: al.tasks.TaskRoute,
 ) -> None:
     watcher = Watcher()
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("watch", {})), "noted", "done"])
-    async with al.AsyncTaskManager(routing=al.RouteByName({"watch": routing})) as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("watch", {})), "noted", "done"])
+    async with al.tasks.AsyncTaskManager(
+        routing=al.tasks.RouteByName({"watch": routing})
+    ) as manager:
         agent = (
             al.Agent.builder()
             .model(model)
@@ -413,7 +421,7 @@ async def test_a_background_tool_is_not_cancelled_by_a_later_interrupt(
         controller.interrupt()  # a later interrupt, after the call left the turn
         watcher.gate.set()
         handle = manager.handle()
-        while not isinstance(await handle.next_event(), al.TaskSucceeded):
+        while not isinstance(await handle.next_event(), al.tasks.TaskSucceeded):
             pass
         step = await driver.run_until_blocked()
         assert isinstance(step, al.Finished)
@@ -434,8 +442,8 @@ async def echo(value: str) -> str:
     return value
 
 
-async def run_echo_rounds(manager: al.AsyncTaskManager, rounds: int) -> None:
-    model = al.ScriptedModel(
+async def run_echo_rounds(manager: al.tasks.AsyncTaskManager, rounds: int) -> None:
+    model = al.testing.ScriptedModel(
         [*(tool_calls(call("echo", {"value": f"v{i}"}, id=f"c{i}")) for i in range(rounds)), "done"]
     )
     agent = build(model, manager, echo).build()
@@ -445,7 +453,7 @@ async def run_echo_rounds(manager: al.AsyncTaskManager, rounds: int) -> None:
 
 
 async def test_events_are_recorded_only_once_the_handle_was_taken() -> None:
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         await run_echo_rounds(manager, 3)  # nobody can read these: none is kept
         handle = manager.handle()
         await run_echo_rounds(manager, 1)
@@ -463,7 +471,7 @@ async def test_unread_events_are_bounded_the_oldest_dropped_with_one_warning(
 
     monkeypatch.setattr(async_module, "MAX_UNREAD_EVENTS", 3)
     with structlog.testing.capture_logs() as logs:
-        async with al.AsyncTaskManager() as manager:
+        async with al.tasks.AsyncTaskManager() as manager:
             handle = manager.handle()
             await run_echo_rounds(manager, 3)  # 6 events, the first 3 dropped
     assert [describe(e) for e in await events(handle, 3)] == [

@@ -17,6 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -29,11 +33,11 @@ class Echo:
         return f"ok:{request.call_id}"
 
 
-def stray(call_id: str) -> al.TaskFinished:
-    return al.TaskFinished(f"stray-{call_id}", al.ToolResultPart(call_id, f"stray:{call_id}"))
+def stray(call_id: str) -> al.tasks.TaskResult:
+    return al.tasks.TaskResult(f"stray-{call_id}", al.ToolResultPart(call_id, f"stray:{call_id}"))
 
 
-class Straying(al.SimpleTaskManager):
+class Straying(al.tasks.SimpleTaskManager):
     """Runs each call at once; reports some results only from ``wait_for_turn``, with
     stray results (``(position, call_id)``) slipped in among them."""
 
@@ -41,19 +45,19 @@ class Straying(al.SimpleTaskManager):
         super().__init__()
         self._deferred = deferred
         self._strays = strays
-        self._queue: list[al.TaskFinished] = []
+        self._queue: list[al.tasks.TaskResult] = []
         self._reported = 0
 
     async def start_task(
-        self, launch: al.TaskLaunch, turn_id: str
-    ) -> al.TaskFinished | al.TaskLaunched:
+        self, launch: al.tasks.TaskLaunch, turn_id: str
+    ) -> al.tasks.TaskResult | al.tasks.TaskLaunched:
         done = await super().start_task(launch, turn_id)
         if launch.request.call_id not in self._deferred:
             return done
         self._queue.append(done)
-        return al.TaskLaunched(done.task_id, al.TaskKind.FOREGROUND)
+        return al.tasks.TaskLaunched(done.task_id, al.tasks.TaskKind.FOREGROUND)
 
-    async def wait_for_turn(self, turn_id: str) -> al.TurnUpdate | None:
+    async def wait_for_turn(self, turn_id: str) -> al.tasks.TurnUpdate | None:
         for index, (position, call_id) in enumerate(self._strays):
             if position <= self._reported:
                 del self._strays[index]
@@ -68,7 +72,7 @@ async def run_round(calls: int, manager: Straying) -> al.RunResult:
     reply = tool_calls(*(call("echo", id=f"c{index}") for index in range(calls)))
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel([reply, "done"]))
+        .model(al.testing.ScriptedModel([reply, "done"]))
         .add_tool_source(al.ToolRegistry().with_tool(Echo()))
         .task_manager(manager)
         .build()
@@ -99,7 +103,7 @@ async def test_a_duplicate_result_comes_after_the_round_as_a_notification() -> N
     results, notes = results_and_notifications(result.transcript)
     assert results == [("c0", "ok:c0"), ("c1", "ok:c1")]
     assert notes == ["Background tool call c0 completed: stray:c0"]
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -127,7 +131,7 @@ async def test_stray_results_never_come_between_calls_and_their_results(
     result = await run_round(calls, manager)
 
     assert result.stop_reason == "finished"
-    al.validate_transcript(result.transcript)
+    al.transcript.validate_transcript(result.transcript)
     results, notes = results_and_notifications(result.transcript)
     # Every call answered once, by its own run, in call order.
     assert results == [(call_id, f"ok:{call_id}") for call_id in ids]

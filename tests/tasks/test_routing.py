@@ -6,6 +6,9 @@ import pytest
 from tasks_support import GateTool, build, user
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -16,65 +19,66 @@ def request(name: str) -> al.ToolRequest:
 
 
 def test_route_by_name_uses_the_listed_decision_else_the_default() -> None:
-    routing = al.RouteByName(
-        {"bg": al.TaskKind.BACKGROUND, "slow": al.DetachAfter(2.5)},
-        default=al.DetachAfter(60),
+    routing = al.tasks.RouteByName(
+        {"bg": al.tasks.TaskKind.BACKGROUND, "slow": al.tasks.DetachAfter(2.5)},
+        default=al.tasks.DetachAfter(60),
     )
-    assert routing.route(request("bg")) is al.TaskKind.BACKGROUND
-    assert routing.route(request("slow")) == al.DetachAfter(2.5)
-    assert routing.route(request("other")) == al.DetachAfter(60)
-    assert al.RouteByName({}).route(request("x")) is al.TaskKind.FOREGROUND
-    assert isinstance(routing, al.RoutingPolicy)
+    assert routing.route(request("bg")) is al.tasks.TaskKind.BACKGROUND
+    assert routing.route(request("slow")) == al.tasks.DetachAfter(2.5)
+    assert routing.route(request("other")) == al.tasks.DetachAfter(60)
+    assert al.tasks.RouteByName({}).route(request("x")) is al.tasks.TaskKind.FOREGROUND
+    assert isinstance(routing, al.tasks.RoutingPolicy)
 
 
 def test_route_by_annotation_reads_the_catalog_at_routing_time() -> None:
     registry = al.ToolRegistry().with_tool(GateTool("local"))
-    routing = al.RouteByAnnotation(
+    routing = al.tasks.RouteByAnnotation(
         registry,
-        lambda a: al.TaskKind.BACKGROUND if a.open_world else al.TaskKind.FOREGROUND,
+        lambda a: al.tasks.TaskKind.BACKGROUND if a.open_world else al.tasks.TaskKind.FOREGROUND,
     )
-    assert routing.route(request("web")) is al.TaskKind.FOREGROUND  # unknown: default
+    assert routing.route(request("web")) is al.tasks.TaskKind.FOREGROUND  # unknown: default
     registry.add(GateTool("web", annotations=al.ToolAnnotations(open_world=True)))
-    assert routing.route(request("web")) is al.TaskKind.BACKGROUND
-    assert routing.route(request("local")) is al.TaskKind.FOREGROUND
+    assert routing.route(request("web")) is al.tasks.TaskKind.BACKGROUND
+    assert routing.route(request("local")) is al.tasks.TaskKind.FOREGROUND
 
 
 def test_bad_decisions_and_durations_are_refused() -> None:
     with pytest.raises(al.ToolError) as raised:
-        al.RouteByName({"bg": "background"})  # type: ignore[dict-item]
+        al.tasks.RouteByName({"bg": "background"})  # type: ignore[dict-item]
     assert str(raised.value) == (
         "RouteByName route for 'bg' returned 'background'; expected TaskKind.FOREGROUND, "
         "TaskKind.BACKGROUND or DetachAfter(seconds)"
     )
     with pytest.raises(al.InvalidInputError, match=r"seconds >= 0, got -1"):
-        al.DetachAfter(-1)
+        al.tasks.DetachAfter(-1)
     with pytest.raises(al.InvalidInputError, match=r"seconds >= 0, got nan"):
-        al.AsyncTaskManager(detach_after=float("nan"))
+        al.tasks.AsyncTaskManager(detach_after=float("nan"))
 
 
 async def test_a_callable_routes_calls_end_to_end() -> None:
     web = GateTool("web", annotations=al.ToolAnnotations(open_world=True))
     local = GateTool("local", blocking=False)
     registry = al.ToolRegistry().with_tool(web).with_tool(local)
-    routing = al.RouteByAnnotation(
-        registry, lambda a: al.TaskKind.BACKGROUND if a.open_world else al.TaskKind.FOREGROUND
+    routing = al.tasks.RouteByAnnotation(
+        registry,
+        lambda a: al.tasks.TaskKind.BACKGROUND if a.open_world else al.tasks.TaskKind.FOREGROUND,
     )
-    model = al.ScriptedModel([tool_calls(call("web"), call("local")), "done"])
-    async with al.AsyncTaskManager(routing=routing.route) as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("web"), call("local")), "done"])
+    async with al.tasks.AsyncTaskManager(routing=routing.route) as manager:
         driver = await build(model, manager, web, local).build().start("s")
         driver.submit_input([user("go")])
         step = await driver.run_until_blocked()
         assert isinstance(step, al.Finished)
         running = await manager.handle().list_running()
-        assert [(t.tool_name, t.kind) for t in running] == [("web", al.TaskKind.BACKGROUND)]
+        assert [(t.tool_name, t.kind) for t in running] == [("web", al.tasks.TaskKind.BACKGROUND)]
 
 
 async def test_a_routing_policy_that_raises_fails_the_step_with_a_tool_error() -> None:
-    def broken(request: al.ToolRequest) -> al.RouteChoice:
+    def broken(request: al.ToolRequest) -> al.tasks.TaskRoute:
         raise KeyError(request.tool_name)
 
-    model = al.ScriptedModel([tool_calls(call("local"))])
-    async with al.AsyncTaskManager(routing=broken) as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("local"))])
+    async with al.tasks.AsyncTaskManager(routing=broken) as manager:
         driver = await build(model, manager, GateTool("local")).build().start("s")
         driver.submit_input([user("go")])
         with pytest.raises(al.ToolError) as raised:

@@ -12,6 +12,9 @@ import pytest
 from tasks_support import StepRunner, next_event, notifications, user
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -45,12 +48,12 @@ class SessionGate:
 
 
 def shared_agent(
-    manager: al.AsyncTaskManager, gate: SessionGate, replies: list[Reply | str]
+    manager: al.tasks.AsyncTaskManager, gate: SessionGate, replies: list[Reply | str]
 ) -> al.Agent:
     # One scripted model per session: ScriptedModel plays one script per start.
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(replies))
+        .model(al.testing.ScriptedModel(replies))
         .add_tool_source(al.ToolRegistry().with_tool(gate))
         .task_manager(manager)
         .build()
@@ -72,7 +75,7 @@ async def test_each_session_gets_its_own_results_whatever_finishes_first(
 ) -> None:
     gate = SessionGate()
     reply = tool_calls(*(call("gate") for _ in range(calls)))
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         drivers = {}
         for name in ("a", "b"):
             drivers[name] = await shared_agent(manager, gate, [reply, "done"]).start(name)
@@ -97,8 +100,8 @@ async def test_each_session_gets_its_own_results_whatever_finishes_first(
 
 async def test_a_background_result_reaches_only_its_own_session() -> None:
     gate = SessionGate()
-    routing = al.RouteByName({"gate": al.TaskKind.BACKGROUND})
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    routing = al.tasks.RouteByName({"gate": al.tasks.TaskKind.BACKGROUND})
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         a = await shared_agent(manager, gate, [tool_calls(call("gate")), "a saw it"]).start("a")
         b = await shared_agent(manager, gate, ["b answers", "b again"]).start("b")
@@ -107,10 +110,10 @@ async def test_a_background_result_reaches_only_its_own_session() -> None:
         await gate.entered("a", "call-1").wait()
         gate.release("a", "call-1")
         started = await handle.next_event()
-        assert isinstance(started, al.TaskStarted)
+        assert isinstance(started, al.tasks.TaskStarted)
         assert started.task.session_id == "a"
         finished = await handle.next_event()
-        assert isinstance(finished, al.TaskSucceeded)
+        assert isinstance(finished, al.tasks.TaskSucceeded)
         b.submit_input([user("hello")])
         step = await b.next()
         assert isinstance(step, al.Finished)
@@ -131,11 +134,11 @@ async def test_a_background_result_reaches_only_its_own_session() -> None:
 async def test_interrupting_one_sessions_turn_leaves_the_others_tasks_running() -> None:
     gate = SessionGate()
     controller = al.CancellationController()
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         agent_a = (
             al.Agent.builder()
-            .model(al.ScriptedModel([tool_calls(call("gate"), call("gate")), "a done"]))
+            .model(al.testing.ScriptedModel([tool_calls(call("gate"), call("gate")), "a done"]))
             .add_tool_source(al.ToolRegistry().with_tool(gate))
             .task_manager(manager)
             .cancellation(controller.handle())
@@ -167,8 +170,8 @@ async def test_interrupting_one_sessions_turn_leaves_the_others_tasks_running() 
 
 async def test_the_managers_own_take_returns_every_sessions_background_results() -> None:
     gate = SessionGate()
-    routing = al.RouteByName({"gate": al.TaskKind.BACKGROUND})
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    routing = al.tasks.RouteByName({"gate": al.tasks.TaskKind.BACKGROUND})
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         drivers = []
         for name in ("a", "b"):
@@ -187,12 +190,12 @@ async def test_the_managers_own_take_returns_every_sessions_background_results()
 
 
 async def test_a_view_is_per_driver_and_shares_the_managers_handle() -> None:
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         one, two = manager.for_session("s"), manager.for_session("s")
         assert one is not two
         assert one.session_id == "s"
         assert one.handle() is manager.handle()
-        assert isinstance(one, al.TaskManager)
+        assert isinstance(one, al.tasks.TaskManager)
 
 
 @pytest.mark.parametrize("calls", [1, 2])
@@ -209,10 +212,10 @@ async def test_a_long_lived_manager_keeps_nothing_of_finished_turns(calls: int) 
 
     reply = tool_calls(*(call("echo") for _ in range(calls)))
 
-    async def one_session(manager: al.AsyncTaskManager, name: str) -> None:
+    async def one_session(manager: al.tasks.AsyncTaskManager, name: str) -> None:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel([reply, "done", reply, "done"]))
+            .model(al.testing.ScriptedModel([reply, "done", reply, "done"]))
             .add_tool_source(al.ToolRegistry().with_tool(Echo()))
             .task_manager(manager)
             .build()
@@ -222,8 +225,8 @@ async def test_a_long_lived_manager_keeps_nothing_of_finished_turns(calls: int) 
             assert result.stop_reason == "finished"
             agent = result.continuation()
 
-    manager_file = al.AsyncTaskManager.__init__.__code__.co_filename
-    async with al.AsyncTaskManager() as manager:
+    manager_file = al.tasks.AsyncTaskManager.__init__.__code__.co_filename
+    async with al.tasks.AsyncTaskManager() as manager:
         await one_session(manager, "warm-up")
         gc.collect()
         tracemalloc.start()
@@ -251,7 +254,9 @@ async def test_a_resumed_driver_receives_the_background_results_its_predecessor_
     session's checkpoint on the same manager takes it, and no other session does."""
     gate = SessionGate()
     replies: list[Reply | str] = [tool_calls(call("gate")), "started", "got it"]
-    everything_background = al.AsyncTaskManager(routing=lambda request: al.TaskKind.BACKGROUND)
+    everything_background = al.tasks.AsyncTaskManager(
+        routing=lambda request: al.tasks.TaskKind.BACKGROUND
+    )
     async with everything_background as manager:
         handle = manager.handle()
         agents = {name: shared_agent(manager, gate, replies) for name in ("a", "b")}
@@ -265,7 +270,7 @@ async def test_a_resumed_driver_receives_the_background_results_its_predecessor_
         other = "b" if resume_first == "a" else "a"
         resumed = {name: await agents[name].resume(documents[name]) for name in ("a", "b")}
         gate.release(resume_first, "call-1")
-        while not isinstance(await next_event(handle), al.TaskSucceeded):
+        while not isinstance(await next_event(handle), al.tasks.TaskSucceeded):
             pass
         assert isinstance(await resumed[other].next(), al.AwaitingInput)  # nothing for it yet
         done = await resumed[resume_first].next()
@@ -275,7 +280,7 @@ async def test_a_resumed_driver_receives_the_background_results_its_predecessor_
             f"Background tool call call-1 completed: {resume_first}:call-1"
         ]
         gate.release(other, "call-1")
-        while not isinstance(await next_event(handle), al.TaskSucceeded):
+        while not isinstance(await next_event(handle), al.tasks.TaskSucceeded):
             pass
         assert notifications(resumed[other].snapshot().transcript) == []
         assert isinstance(await resumed[other].next(), al.Finished)

@@ -15,6 +15,10 @@ from hypothesis import strategies as st
 from tasks_support import GateTool, StepRunner, build, describe, events, tool_outputs, user
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -42,8 +46,8 @@ class ContextTool:
 
 async def test_a_sole_call_sees_the_drivers_context_and_its_own_changes_stay_its_own() -> None:
     tool = ContextTool()
-    model = al.ScriptedModel([tool_calls(call("ctx")), tool_calls(call("ctx")), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("ctx")), tool_calls(call("ctx")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         agent = build(model, manager, tool).build()
         token = VAR.set("host")
@@ -82,8 +86,8 @@ class WhereTool:
 async def test_a_sole_call_runs_in_the_task_awaiting_next() -> None:
     tool = WhereTool()
     seen = tool.seen
-    model = al.ScriptedModel([tool_calls(call("where")), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("where")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await build(model, manager, tool).build().start("s")
         driver.submit_input([user("go")])
         assert isinstance(await driver.next(), al.AfterToolResult)
@@ -96,8 +100,8 @@ GATE_CANCELLED = [("TaskStarted", "call-1", "gate"), ("TaskCancelled", "call-1",
 
 async def test_cancel_a_running_sole_call_through_the_handle_answers_its_call() -> None:
     gate = GateTool("gate")
-    model = al.ScriptedModel([tool_calls(call("gate")), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("gate")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -123,8 +127,8 @@ async def test_cancel_a_running_sole_call_through_the_handle_answers_its_call() 
 async def test_an_interrupt_during_a_sole_call_cancels_the_tool_and_closes_the_turn() -> None:
     gate = GateTool("gate")
     controller = al.CancellationController()
-    model = al.ScriptedModel([tool_calls(call("gate")), "fine"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("gate")), "fine"])
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         agent = build(model, manager, gate, cancellation=controller.handle()).build()
         driver = await agent.start("s")
@@ -142,7 +146,7 @@ async def test_an_interrupt_during_a_sole_call_cancels_the_tool_and_closes_the_t
         assert tool_outputs(transcript) == [
             ("call-1", "cancelled: the turn was interrupted before this call finished", True)
         ]
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert await handle.list_running() == []
         driver.submit_input([user("again")])
         final = await driver.next()
@@ -154,8 +158,8 @@ async def test_an_interrupt_during_a_sole_call_cancels_the_tool_and_closes_the_t
 
 async def test_the_host_cancelling_next_during_a_sole_call_cancels_it_and_closes_the_turn() -> None:
     gate = GateTool("gate")
-    model = al.ScriptedModel([tool_calls(call("gate")), "after"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("gate")), "after"])
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         driver = await build(model, manager, gate).build().start("s")
         driver.submit_input([user("go")])
@@ -170,7 +174,7 @@ async def test_the_host_cancelling_next_during_a_sole_call_cancels_it_and_closes
         assert driver.state is al.DriverState.IDLE
         assert gate.cancelled == ["call-1"]
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert transcript[-1].metadata["agentloop.interrupt_stage"] == "host"
         assert tool_outputs(transcript) == [
             ("call-1", "cancelled: the turn was interrupted before this call finished", True)
@@ -184,8 +188,8 @@ async def test_the_host_cancelling_next_during_a_sole_call_cancels_it_and_closes
 async def test_a_round_of_two_calls_still_runs_them_in_tasks_of_their_own() -> None:
     tool = WhereTool()
     where = tool.seen
-    model = al.ScriptedModel([tool_calls(call("where"), call("where")), "done"])
-    async with al.AsyncTaskManager() as manager:
+    model = al.testing.ScriptedModel([tool_calls(call("where"), call("where")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
         driver = await build(model, manager, tool).build().start("s")
         driver.submit_input([user("go")])
         assert isinstance(await driver.next(), al.AfterToolResult)
@@ -203,7 +207,7 @@ class Recorder:
         self.entered = anyio.Event()
         self.release = anyio.Event()
 
-    def launch(self, call_id: str, *, wait: bool = False) -> al.TaskLaunch:
+    def launch(self, call_id: str, *, wait: bool = False) -> al.tasks.TaskLaunch:
         request = al.ToolRequest(call_id, "rec", {}, "s", "t1")
 
         async def run() -> al.ToolResultPart:
@@ -213,15 +217,15 @@ class Recorder:
                 await self.release.wait()
             return al.ToolResultPart(call_id, "ran")
 
-        return al.TaskLaunch(request, run, sole=True)
+        return al.tasks.TaskLaunch(request, run, sole=True)
 
 
 async def test_start_task_runs_a_sole_launch_and_returns_its_result() -> None:
     recorder = Recorder()
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         started = await manager.start_task(recorder.launch("c1"), "t1")
-        assert started == al.TaskFinished("task-1", al.ToolResultPart("c1", "ran"))
+        assert started == al.tasks.TaskResult("task-1", al.ToolResultPart("c1", "ran"))
         assert recorder.ran == ["c1"]
         assert await handle.list_running() == []
         assert await manager.wait_for_turn("t1") is None
@@ -233,7 +237,7 @@ async def test_start_task_runs_a_sole_launch_and_returns_its_result() -> None:
 
 async def test_a_sole_launch_started_by_a_cancelled_caller_never_runs() -> None:
     recorder = Recorder()
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         handle = manager.handle()
         with anyio.CancelScope() as scope:
             scope.cancel()
@@ -250,8 +254,8 @@ async def test_a_running_sole_launch_cancelled_from_another_task_answers_cancell
     how: str,
 ) -> None:
     recorder = Recorder()
-    results: list[al.TaskFinished | al.TaskLaunched] = []
-    manager = al.AsyncTaskManager()
+    results: list[al.tasks.TaskResult | al.tasks.TaskLaunched] = []
+    manager = al.tasks.AsyncTaskManager()
     async with anyio.create_task_group() as group, manager:
         handle = manager.handle()
 
@@ -267,13 +271,13 @@ async def test_a_running_sole_launch_cancelled_from_another_task_answers_cancell
         # Left the block ("shutdown") or not: the launch answered either way.
     why = "the host cancelled it" if how == "handle" else "the task manager shut down"
     assert results == [
-        al.TaskFinished(
+        al.tasks.TaskResult(
             "task-1",
             al.ToolResultPart(
                 "c1",
                 f"cancelled: task task-1 (rec) did not finish: {why}",
                 is_error=True,
-                metadata={al.OUTCOME_KEY: al.ResultOutcome.CANCELLED.value},
+                metadata={al.tools.OUTCOME_KEY: al.tools.ResultOutcome.CANCELLED.value},
             ),
         )
     ]
@@ -286,8 +290,8 @@ async def test_a_running_sole_launch_cancelled_from_another_task_answers_cancell
 async def test_a_sole_launch_with_a_detach_limit_or_a_background_route_gets_a_task() -> None:
     where: list[Any] = []
     for manager in (
-        al.AsyncTaskManager(detach_after=30.0),
-        al.AsyncTaskManager(routing=lambda request: al.TaskKind.BACKGROUND),
+        al.tasks.AsyncTaskManager(detach_after=30.0),
+        al.tasks.AsyncTaskManager(routing=lambda request: al.tasks.TaskKind.BACKGROUND),
     ):
         async with manager:
             request = al.ToolRequest("c1", "rec", {}, "s", "t1")
@@ -296,7 +300,7 @@ async def test_a_sole_launch_with_a_detach_limit_or_a_background_route_gets_a_ta
                 where.append(anyio.get_current_task().id)
                 return al.ToolResultPart("c1", "ran")
 
-            await manager.start_task(al.TaskLaunch(request, run, sole=True), "t1")
+            await manager.start_task(al.tasks.TaskLaunch(request, run, sole=True), "t1")
             await anyio.sleep(0.01)
             assert len(where) == 1  # ran in its own task before anyone waited
             assert where.pop() != anyio.get_current_task().id
@@ -333,10 +337,10 @@ class ScriptedTool:
         return f"saw {seen}"
 
 
-async def play(rounds: list[list[str]], manager: al.AsyncTaskManager) -> tuple[Any, ...]:
+async def play(rounds: list[list[str]], manager: al.tasks.AsyncTaskManager) -> tuple[Any, ...]:
     """Run one turn with a one-call round per entry; the transcript's results and events."""
     replies: list[Reply | str] = [tool_calls(call("script", {"steps": s})) for s in rounds]
-    model = al.ScriptedModel([*replies, "done"])
+    model = al.testing.ScriptedModel([*replies, "done"])
     async with manager:
         handle = manager.handle()
         token = VAR.set("host")
@@ -354,7 +358,7 @@ async def play(rounds: list[list[str]], manager: al.AsyncTaskManager) -> tuple[A
 @settings(max_examples=60, deadline=None)
 @given(rounds=st.lists(STEPS, min_size=1, max_size=3))
 async def test_a_sole_call_ends_as_it_would_in_a_task_of_its_own(rounds: list[list[str]]) -> None:
-    in_place = await play(rounds, al.AsyncTaskManager())
+    in_place = await play(rounds, al.tasks.AsyncTaskManager())
     # A detach limit nobody reaches makes the manager spawn a task for every call.
-    in_a_task = await play(rounds, al.AsyncTaskManager(detach_after=3600))
+    in_a_task = await play(rounds, al.tasks.AsyncTaskManager(detach_after=3600))
     assert in_place == in_a_task

@@ -21,18 +21,25 @@ from hypothesis import strategies as st
 from tasks_support import ApproveFsReads, GateTool, StepRunner, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 KINDS = ("fg", "bg", "detach", "read")
-ROUTING = al.RouteByName({"bg": al.TaskKind.BACKGROUND, "detach": al.DetachAfter(0)})
+ROUTING = al.tasks.RouteByName(
+    {"bg": al.tasks.TaskKind.BACKGROUND, "detach": al.tasks.DetachAfter(0)}
+)
 REST = (al.DriverState.IDLE, al.DriverState.AFTER_TOOL_RESULT, al.DriverState.AWAITING_APPROVAL)
 
 plans = st.lists(st.tuples(st.sampled_from(KINDS), st.booleans()), min_size=1, max_size=4)
 
 
-def planner(request: al.TurnRequest) -> Reply | str:
+def planner(request: al.model.TurnRequest) -> Reply | str:
     """Calls the tools a ``plan:`` user message lists; otherwise answers "ok"."""
     last = request.transcript[-1]
     if last.kind is al.ItemKind.USER and last.text_content.startswith("plan:"):
@@ -44,7 +51,7 @@ def planner(request: al.TurnRequest) -> Reply | str:
 class Host:
     """The system under test plus what the test saw of it."""
 
-    def __init__(self, group: anyio.abc.TaskGroup, manager: al.AsyncTaskManager) -> None:
+    def __init__(self, group: anyio.abc.TaskGroup, manager: al.tasks.AsyncTaskManager) -> None:
         self.group = group
         self.manager = manager
         self.handle = manager.handle()
@@ -62,7 +69,7 @@ class Host:
             registry.add(tool)
         builder = (
             al.Agent.builder()
-            .model(al.ScriptedModel(planner))
+            .model(al.testing.ScriptedModel(planner))
             .add_tool_source(registry)
             .task_manager(self.manager)
             .permissions(ApproveFsReads())
@@ -121,9 +128,9 @@ class Host:
         state = self.driver.state
         assert state in REST
         if state is not al.DriverState.AWAITING_APPROVAL:
-            al.validate_transcript(transcript)
+            al.transcript.validate_transcript(transcript)
             return
-        violation = al.find_violation(transcript)
+        violation = al.transcript.find_violation(transcript)
         assert violation is not None
         assert violation.kind == "unanswered"
         names = {c.id: c.name for item in transcript for c in item.tool_calls()}
@@ -135,7 +142,7 @@ class Host:
 
     async def read_events(self) -> None:
         while True:
-            event: al.TaskEvent | None = None
+            event: al.tasks.TaskEvent | None = None
             # A buffered event is returned without waiting; the zero timeout
             # only ends the wait once the buffer is empty.
             with anyio.move_on_after(0):
@@ -143,10 +150,10 @@ class Host:
             if event is None:
                 return
             task_id = event.task.task_id
-            if isinstance(event, al.TaskStarted):
+            if isinstance(event, al.tasks.TaskStarted):
                 assert task_id not in self.started
                 self.started.append(task_id)
-            elif not isinstance(event, al.TaskDetached):
+            elif not isinstance(event, al.tasks.TaskDetached):
                 assert task_id in self.started
                 self.ended[task_id] += 1
                 assert self.ended[task_id] == 1, f"{task_id} ended twice: {event}"
@@ -197,7 +204,10 @@ actions = st.lists(
 async def test_random_hosts_keep_the_transcript_valid_and_end_every_task_once(
     script: list[tuple[int, int, list[tuple[str, bool]], bool]],
 ) -> None:
-    async with al.AsyncTaskManager(routing=ROUTING) as manager, anyio.create_task_group() as group:
+    async with (
+        al.tasks.AsyncTaskManager(routing=ROUTING) as manager,
+        anyio.create_task_group() as group,
+    ):
         host = Host(group, manager)
         await host.start()
         for which, target, plan, approve in script:
@@ -232,4 +242,4 @@ async def test_random_hosts_keep_the_transcript_valid_and_end_every_task_once(
     await host.read_events()
     assert sorted(host.ended) == sorted(host.started)
     assert set(host.ended.values()) <= {1}
-    al.validate_transcript(host.driver.snapshot().transcript)
+    al.transcript.validate_transcript(host.driver.snapshot().transcript)

@@ -13,15 +13,20 @@ import pytest
 from tasks_support import GateTool, StepRunner, describe, next_event, notifications, user
 
 import agentloop as al
+import agentloop.model
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import Reply, call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 
-def fake_model(*calls: str) -> al.ScriptedModel:
+def fake_model(*calls: str) -> al.testing.ScriptedModel:
     """Calls ``calls`` once, then answers with what the last tool said."""
 
-    def answer(request: al.TurnRequest) -> Reply | str:
+    def answer(request: al.model.TurnRequest) -> Reply | str:
         last = request.transcript[-1]
         if last.kind is al.ItemKind.NOTIFICATION:
             return "tool said: " + last.text_content.split(": ", 1)[1]
@@ -29,7 +34,7 @@ def fake_model(*calls: str) -> al.ScriptedModel:
             return f"tool said: {list(last.tool_results())[-1].output}"
         return tool_calls(*(call(name) for name in calls))
 
-    return al.ScriptedModel(answer)
+    return al.testing.ScriptedModel(answer)
 
 
 class BlockingTool(GateTool):
@@ -46,8 +51,8 @@ class BlockingTool(GateTool):
 
 async def test_async_task_manager_background_round_requires_explicit_continue() -> None:
     tool = BlockingTool("background-wait", "background-done")
-    routing = al.RouteByName({"background-wait": al.TaskKind.BACKGROUND})
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    routing = al.tasks.RouteByName({"background-wait": al.tasks.TaskKind.BACKGROUND})
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         agent = (
             al.Agent.builder()
@@ -63,12 +68,12 @@ async def test_async_task_manager_background_round_requires_explicit_continue() 
         assert isinstance(first, al.AwaitingInput)
         started = await next_event(handle)
         assert describe(started) == ("TaskStarted", "call-1", "background-wait")
-        assert started.task.kind is al.TaskKind.BACKGROUND
+        assert started.task.kind is al.tasks.TaskKind.BACKGROUND
 
         await tool.entered("call-1").wait()
         tool.release("call-1")
         completed = await next_event(handle)
-        assert isinstance(completed, al.TaskSucceeded)
+        assert isinstance(completed, al.tasks.TaskSucceeded)
         assert completed.result.output == "background-done"
 
         resumed = await driver.next()
@@ -76,7 +81,7 @@ async def test_async_task_manager_background_round_requires_explicit_continue() 
         assert resumed.result.finish_reason is al.FinishReason.COMPLETED
         assert resumed.result.items[0].text_content == "tool said: background-done"
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         assert notifications(transcript) == [
             "Background tool call call-1 completed: background-done"
         ]
@@ -86,13 +91,13 @@ async def test_loop_interrupt_cancels_foreground_tasks_but_keeps_background_task
     controller = al.CancellationController()
     foreground = BlockingTool("foreground-wait", "foreground-done")
     background = BlockingTool("background-wait", "background-done")
-    routing = al.RouteByName(
+    routing = al.tasks.RouteByName(
         {
-            "foreground-wait": al.TaskKind.FOREGROUND,
-            "background-wait": al.TaskKind.BACKGROUND,
+            "foreground-wait": al.tasks.TaskKind.FOREGROUND,
+            "background-wait": al.tasks.TaskKind.BACKGROUND,
         }
     )
-    async with al.AsyncTaskManager(routing=routing) as manager:
+    async with al.tasks.AsyncTaskManager(routing=routing) as manager:
         handle = manager.handle()
         agent = (
             al.Agent.builder()
@@ -126,17 +131,17 @@ async def test_loop_interrupt_cancels_foreground_tasks_but_keeps_background_task
         assert foreground.cancelled == ["call-1"]
         running = await handle.list_running()
         assert [(task.tool_name, task.kind) for task in running] == [
-            ("background-wait", al.TaskKind.BACKGROUND)
+            ("background-wait", al.tasks.TaskKind.BACKGROUND)
         ]
         transcript = driver.snapshot().transcript
-        al.validate_transcript(transcript)
+        al.transcript.validate_transcript(transcript)
         results = {r.call_id: r for item in transcript for r in item.tool_results()}
-        assert al.result_outcome(results["call-1"]) is al.ResultOutcome.CANCELLED
-        assert al.result_outcome(results["call-2"]) is al.ResultOutcome.BACKGROUND
+        assert al.tools.result_outcome(results["call-1"]) is al.tools.ResultOutcome.CANCELLED
+        assert al.tools.result_outcome(results["call-2"]) is al.tools.ResultOutcome.BACKGROUND
 
         background.release("call-2")
         completed = await next_event(handle)
-        assert isinstance(completed, al.TaskSucceeded)
+        assert isinstance(completed, al.tasks.TaskSucceeded)
         assert completed.task.tool_name == "background-wait"
         assert completed.result.output == "background-done"
 
@@ -144,4 +149,4 @@ async def test_loop_interrupt_cancels_foreground_tasks_but_keeps_background_task
         resumed = await driver.next()
         assert isinstance(resumed, al.Finished)
         assert resumed.result.items[0].text_content == "tool said: background-done"
-        al.validate_transcript(driver.snapshot().transcript)
+        al.transcript.validate_transcript(driver.snapshot().transcript)

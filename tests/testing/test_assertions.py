@@ -6,17 +6,9 @@ import re
 
 import pytest
 
-from agentloop import (
-    Item,
-    ItemKind,
-    MutationContext,
-    MutationPoint,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    TranscriptCursor,
-)
+from agentloop import Item, ItemKind, TextPart, ToolCallPart, ToolResultPart
 from agentloop.testing import assert_transcript_valid, check_mutator, format_transcript
+from agentloop.transcript import MutationContext, MutationPoint, TranscriptCursor
 
 
 def _round(call_id: str) -> list[Item]:

@@ -13,16 +13,11 @@ import attrs
 import pytest
 
 import agentloop as al
-from agentloop import (
-    Item,
-    ItemKind,
-    MutationContext,
-    MutationPoint,
-    ResultOutcome,
-    TranscriptCursor,
-    result_outcome,
-)
+import agentloop.testing
+from agentloop import Item, ItemKind
 from agentloop.testing import call, check_mutator, tool_calls
+from agentloop.tools import ResultOutcome, result_outcome
+from agentloop.transcript import MutationContext, MutationPoint, TranscriptCursor
 
 SUMMARY = Item.text(ItemKind.CONTEXT, "[earlier items compacted]")
 SHRINK = 2.0  # finding a bug uses the default budget; a short shrink keeps the suite quick
@@ -125,7 +120,7 @@ def test_cursor_items_is_a_read_only_live_view() -> None:
 async def test_the_driver_refuses_a_mutator_that_writes_to_cursor_items(
     anyio_backend: str,
 ) -> None:
-    model = al.ScriptedModel([tool_calls(call("missing")), "done"])
+    model = al.testing.ScriptedModel([tool_calls(call("missing")), "done"])
     agent = (
         al.Agent.builder()
         .model(model)

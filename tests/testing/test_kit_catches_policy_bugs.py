@@ -13,6 +13,7 @@ import pytest
 from hypothesis import Phase, given, settings
 
 import agentloop as al
+import agentloop.permissions
 from agentloop.testing import (
     adversarial_commands,
     adversarial_paths,
@@ -32,34 +33,40 @@ class StartsWithWorkspace:
     def __init__(self, root: str) -> None:
         self.root = root
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         path = getattr(request, "path", "")
         if path.startswith(self.root + "/"):
-            return al.Allow()
-        return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, f"{path} is outside {self.root}")
+            return al.permissions.Allow()
+        return al.permissions.Deny(
+            al.permissions.DenyCode.PATH_NOT_ALLOWED, f"{path} is outside {self.root}"
+        )
 
 
 class NormalisedPrefix(StartsWithWorkspace):
     """Better but still wrong: normalises ``..`` but compares strings, not components,
     and never looks at symlinks."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         path = posixpath.normpath(os.path.join(self.root, request.path))  # type: ignore[attr-defined]
         if path.startswith(self.root):
-            return al.Allow()
-        return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, f"{path} is outside {self.root}")
+            return al.permissions.Allow()
+        return al.permissions.Deny(
+            al.permissions.DenyCode.PATH_NOT_ALLOWED, f"{path} is outside {self.root}"
+        )
 
 
 class ResolvedWorkspace(StartsWithWorkspace):
     """The fixed docs example: resolve (``..``, symlinks), then compare components."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
         path = getattr(request, "path", "")
         real = os.path.realpath(os.path.join(self.root, path))
         root = os.path.realpath(self.root)
         if os.path.commonpath([real, root]) == root:
-            return al.Allow()
-        return al.Deny(al.DenyCode.PATH_NOT_ALLOWED, f"{path} resolves to {real}, outside {root}")
+            return al.permissions.Allow()
+        return al.permissions.Deny(
+            al.permissions.DenyCode.PATH_NOT_ALLOWED, f"{path} resolves to {real}, outside {root}"
+        )
 
 
 def test_a_prefix_test_on_the_raw_path_is_caught() -> None:
@@ -80,7 +87,7 @@ def test_a_normalised_prefix_test_is_caught_by_siblings_and_symlinks() -> None:
 def test_resolving_policies_pass(root: str | None) -> None:
     check_path_policy(ResolvedWorkspace, root)
     sandbox = root or path_sandbox()
-    check_path_policy(al.PathPolicy(allowed_roots=[sandbox], base=sandbox), root)
+    check_path_policy(al.permissions.PathPolicy(allowed_roots=[sandbox], base=sandbox), root)
 
 
 def test_the_sandbox_has_links_out_and_in() -> None:
@@ -106,21 +113,21 @@ def test_path_cases_know_where_they_resolve(case: object) -> None:
 class DenyRmByExactName:
     """Bug: ``/bin/rm`` and ``sh -c 'rm ...'`` get through."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        assert isinstance(request, al.ShellCommand)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        assert isinstance(request, al.permissions.ShellCommand)
         if request.argv[0] == "rm":
-            return al.Deny(al.DenyCode.COMMAND_NOT_ALLOWED, "no rm")
-        return al.Allow()
+            return al.permissions.Deny(al.permissions.DenyCode.COMMAND_NOT_ALLOWED, "no rm")
+        return al.permissions.Allow()
 
 
 class DenyRmByBaseName(DenyRmByExactName):
     """Bug: catches ``/bin/rm`` but lets a shell run it."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        assert isinstance(request, al.ShellCommand)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        assert isinstance(request, al.permissions.ShellCommand)
         if os.path.basename(request.argv[0]) == "rm":
-            return al.Deny(al.DenyCode.COMMAND_NOT_ALLOWED, "no rm")
-        return al.Allow()
+            return al.permissions.Deny(al.permissions.DenyCode.COMMAND_NOT_ALLOWED, "no rm")
+        return al.permissions.Allow()
 
 
 def test_a_deny_list_on_the_exact_program_text_is_caught() -> None:
@@ -131,9 +138,11 @@ def test_a_deny_list_on_the_exact_program_text_is_caught() -> None:
 
 
 def test_an_allow_list_passes() -> None:
-    policy = al.CommandPolicy(allow={"ls", "cat", "echo"}, unknown="deny")
+    policy = al.permissions.CommandPolicy(allow={"ls", "cat", "echo"}, unknown="deny")
     check_command_policy(policy, ["rm", "curl"])
-    check_command_policy(al.CommandPolicy(allow={"ls"}, deny={"rm"}, unknown="approve"), ["rm"])
+    check_command_policy(
+        al.permissions.CommandPolicy(allow={"ls"}, deny={"rm"}, unknown="approve"), ["rm"]
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -150,21 +159,21 @@ def test_command_cases_name_what_they_run(case: object) -> None:
 class HostInUrl:
     """Bug: looks for the allowed host anywhere in the URL text."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        assert isinstance(request, al.NetworkAccess)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        assert isinstance(request, al.permissions.NetworkAccess)
         if "example.com" in request.url:
-            return al.Allow()
-        return al.Deny(al.DenyCode.NETWORK_NOT_ALLOWED, "not example.com")
+            return al.permissions.Allow()
+        return al.permissions.Deny(al.permissions.DenyCode.NETWORK_NOT_ALLOWED, "not example.com")
 
 
 class HostSuffix(HostInUrl):
     """Bug: ``endswith`` on the parsed host lets ``evil-example.com`` in."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        assert isinstance(request, al.NetworkAccess)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        assert isinstance(request, al.permissions.NetworkAccess)
         if request.host.endswith("example.com"):
-            return al.Allow()
-        return al.Deny(al.DenyCode.NETWORK_NOT_ALLOWED, "not example.com")
+            return al.permissions.Allow()
+        return al.permissions.Deny(al.permissions.DenyCode.NETWORK_NOT_ALLOWED, "not example.com")
 
 
 def test_a_substring_or_suffix_host_test_is_caught() -> None:
@@ -175,7 +184,9 @@ def test_a_substring_or_suffix_host_test_is_caught() -> None:
 
 
 def test_the_network_policy_passes() -> None:
-    check_url_policy(al.NetworkPolicy(allow={"example.com"}, unknown="deny"), ["example.com"])
+    check_url_policy(
+        al.permissions.NetworkPolicy(allow={"example.com"}, unknown="deny"), ["example.com"]
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -192,10 +203,10 @@ class Recording:
     def __init__(self) -> None:
         self.urls: list[str] = []
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        assert isinstance(request, al.NetworkAccess)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        assert isinstance(request, al.permissions.NetworkAccess)
         self.urls.append(request.url)
-        return al.Deny(al.DenyCode.NETWORK_NOT_ALLOWED, "no")
+        return al.permissions.Deny(al.permissions.DenyCode.NETWORK_NOT_ALLOWED, "no")
 
 
 def test_kit_entry_points_take_hypothesis_settings_and_a_seed() -> None:

@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, Phase, reporting
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import invariant
 
-from agentloop import Item, ItemKind, MutationContext, TranscriptCursor
+from agentloop import Item, ItemKind
 from agentloop.testing import AgentStateMachine, bounded_shrinking, check_mutator
+from agentloop.transcript import MutationContext, TranscriptCursor
 
 
 class ModelIsNeverCalled(AgentStateMachine):

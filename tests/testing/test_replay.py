@@ -10,6 +10,9 @@ import pytest
 from hypothesis import HealthCheck
 
 import agentloop as al
+import agentloop.model
+import agentloop.store
+import agentloop.tools
 from agentloop.testing import (
     AgentStateMachine,
     ReplayDriftError,
@@ -53,7 +56,7 @@ async def run(model: al.ModelAdapter, table: dict[str, str], store: Any = None) 
     return driver
 
 
-async def record(store: al.SessionStore) -> list[al.Item]:
+async def record(store: al.store.SessionStore) -> list[al.Item]:
     script = [tool_calls(call("lookup", {"key": "a"}), text="checking"), "a is 1"]
     driver = await run(ScriptedModel(script), {"a": "1"}, store)
     return list(driver.snapshot().transcript)
@@ -64,7 +67,7 @@ def stable(items: list[al.Item]) -> list[al.Item]:
 
 
 async def test_a_recorded_session_replays_to_the_same_transcript(anyio_backend: str) -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     recorded = await record(store)
     model = await ScriptedModel.from_session(store, "recorded")
     assert model.replay is not None
@@ -76,7 +79,7 @@ async def test_a_recorded_session_replays_to_the_same_transcript(anyio_backend: 
 
 
 async def test_a_changed_tool_output_is_a_drift_with_a_diff(anyio_backend: str) -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     await record(store)
     model = await ScriptedModel.from_session(store, "recorded")
     with pytest.raises(ReplayDriftError) as raised:
@@ -102,7 +105,7 @@ async def test_a_changed_tool_output_is_a_drift_with_a_diff(anyio_backend: str) 
 async def test_an_unrecorded_session_and_an_unused_recording_are_reported(
     anyio_backend: str,
 ) -> None:
-    store = al.MemorySessionStore()
+    store = al.store.MemorySessionStore()
     with pytest.raises(LookupError, match="cannot replay session 'nope'"):
         await ScriptedModel.from_session(store, "nope")
     await record(store)
@@ -122,7 +125,7 @@ def test_digests_ignore_timestamps_usage_and_ids_but_not_content() -> None:
 def test_a_request_past_the_end_of_the_recording_says_so() -> None:
     transcript = [user("a"), al.Item.text(al.ItemKind.ASSISTANT, "b")]
     script = ReplayScript(transcript)
-    later = al.TurnRequest("s", "t", [*transcript, user("c")])
+    later = al.model.TurnRequest("s", "t", [*transcript, user("c")])
     with pytest.raises(ReplayDriftError, match="goes past the end of the recording"):
         script(later)
 
@@ -171,7 +174,7 @@ def test_agent_state_machine_plays_a_recording_then_explores(anyio_backend: str)
 
 def test_replay_needs_no_event_loop_of_its_own() -> None:
     async def main() -> None:
-        store = al.MemorySessionStore()
+        store = al.store.MemorySessionStore()
         await record(store)
         model = await ScriptedModel.from_session(store, "recorded")
         await run(model, {"a": "1"})

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 import agentloop as al
+import agentloop.model
 from agentloop.testing import ScriptedModel
 
 
 async def ask(model: ScriptedModel, transcript: list[al.Item]) -> None:
-    stream = await model.begin_turn(al.TurnRequest("s", "t", transcript), None)
+    stream = await model.begin_turn(al.model.TurnRequest("s", "t", transcript), None)
     async for _ in stream:
         pass
 

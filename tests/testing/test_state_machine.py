@@ -15,28 +15,19 @@ from hypothesis.stateful import invariant
 
 from agentloop import (
     AgentBuilder,
-    Allow,
-    AskApproval,
-    AsyncTaskManager,
-    DetachAfter,
     DriverState,
-    FileSystemWrite,
     Item,
     ItemKind,
-    MutationContext,
     MutatorError,
-    PermissionRequest,
-    PermissionVerdict,
-    RouteByName,
-    RouteChoice,
-    TaskKind,
     ToolContext,
-    ToolRegistry,
     ToolRequest,
     ToolSpec,
-    TranscriptCursor,
 )
+from agentloop.permissions import Allow, AskApproval, FileSystemWrite, PermissionRequest, Verdict
+from agentloop.tasks import AsyncTaskManager, DetachAfter, RouteByName, TaskKind, TaskRoute
 from agentloop.testing import PROBE_TOOL_NAME, AgentStateMachine
+from agentloop.tools import ToolRegistry
+from agentloop.transcript import MutationContext, TranscriptCursor
 
 SETTINGS = hypothesis.settings(
     max_examples=20,
@@ -74,7 +65,7 @@ class WriteNote:
 
 
 class AskBeforeWriting:
-    def evaluate(self, request: PermissionRequest) -> PermissionVerdict:
+    def evaluate(self, request: PermissionRequest) -> Verdict:
         if isinstance(request, FileSystemWrite):
             return AskApproval("sensitive_path", request.summary)
         return Allow()
@@ -146,7 +137,7 @@ class AsyncTaskManagerMachine(AgentStateMachine):
     and detaching calls (the probe tool stays in the foreground)."""
 
     def task_manager(self) -> AsyncTaskManager:
-        routes: dict[str, RouteChoice] = {
+        routes: dict[str, TaskRoute] = {
             "background_sleep": TaskKind.BACKGROUND,
             "detaching_sleep": DetachAfter(0),
         }
@@ -189,7 +180,7 @@ class AsyncDetachAfterMachine(AsyncTaskManagerMachine):
 
     def task_manager(self) -> AsyncTaskManager:
         # The probe must not detach: an interrupt it fires would then land between steps.
-        routes: dict[str, RouteChoice] = {
+        routes: dict[str, TaskRoute] = {
             "background_sleep": TaskKind.BACKGROUND,
             PROBE_TOOL_NAME: DetachAfter(60),
         }

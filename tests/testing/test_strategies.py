@@ -13,24 +13,17 @@ from hypothesis import strategies as st
 import agentloop.testing
 from agentloop import (
     AfterToolResult,
-    AllowAll,
     ApprovalRequest,
     AwaitingInput,
-    BasicToolExecutor,
     Item,
     ItemKind,
-    PreparedCall,
-    ResultOutcome,
     ToolRequest,
     ToolResultPart,
     TranscriptError,
-    find_violation,
-    has_pending_input,
-    result_outcome,
     structure,
     unstructure,
-    validate_transcript,
 )
+from agentloop.permissions import AllowAll
 from agentloop.testing import (
     VIOLATION_KINDS,
     Approve,
@@ -49,6 +42,8 @@ from agentloop.testing import (
     tool_specs,
     transcripts,
 )
+from agentloop.tools import BasicToolExecutor, PreparedCall, ResultOutcome, result_outcome
+from agentloop.transcript import find_violation, has_pending_input, validate_transcript
 
 FAST = settings(
     max_examples=50,

@@ -7,8 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop import ItemKind, ResultOutcome, find_violation, result_outcome
+from agentloop import ItemKind
 from agentloop.testing import TranscriptShape, continuations, transcripts
+from agentloop.tools import ResultOutcome, result_outcome
+from agentloop.transcript import find_violation
 
 FAST = settings(
     max_examples=40,

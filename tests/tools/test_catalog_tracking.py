@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
-from agentloop.tools import catalog_change
+import agentloop.tools
+from agentloop.tools import compare_catalogs
 
 _NAMES = ("a", "b", "c")
 _TEXTS = ("one", "two")
@@ -57,7 +58,7 @@ class Model:
             if len(now) == len(before) and all(before.get(n) is s for n, s in now.items()):
                 continue
             self.seen[id(source)] = now
-            change = catalog_change(source.name, before, now)
+            change = compare_catalogs(source.name, before, now)
             if change is not None:
                 events.append(change)
         return events
@@ -82,7 +83,7 @@ def test_catalog_events_and_specs_follow_the_documented_rules(
     initial: list[list[al.ToolSpec]], steps: list[Any]
 ) -> None:
     sources = [ListedSource(f"s{index}", listing) for index, listing in enumerate(initial)]
-    executor = al.BasicToolExecutor(sources)
+    executor = al.tools.BasicToolExecutor(sources)
     model = Model(sources)
     for step in steps:
         kind = step[0]

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop as al
-from agentloop.tools import catalog_change
+import agentloop.tools
+from agentloop.tools import compare_catalogs
 
 _NAMES = ("a", "b", "c")
 _TEXTS = (None, "one", "two")  # None: the tool hides
@@ -61,7 +62,7 @@ class Model:
         ):
             self.reported = now
             return []
-        change = catalog_change(source, self.reported, now)
+        change = compare_catalogs(source, self.reported, now)
         self.reported = now
         return [] if change is None else [change]
 

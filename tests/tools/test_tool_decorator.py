@@ -12,6 +12,8 @@ import pytest
 from tools_support import outcome, run_one
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.tools
 
 pytestmark = pytest.mark.anyio
 
@@ -109,8 +111,8 @@ def test_spec_comes_from_the_function() -> None:
     )
     assert weather.timeout == 5
     assert isinstance(weather, al.Tool)
-    assert isinstance(weather, al.FunctionTool)
-    assert al.json_schema_for(Place) == WEATHER_SCHEMA["properties"]["place"]  # type: ignore[index]
+    assert isinstance(weather, al.tools.FunctionTool)
+    assert al.tools.json_schema_for(Place) == WEATHER_SCHEMA["properties"]["place"]  # type: ignore[index]
 
 
 def test_name_and_description_can_be_overridden() -> None:
@@ -361,7 +363,7 @@ async def test_tool_timeout_option_bounds_sync_tools() -> None:
 written: list[str] = []
 
 
-@al.tool(destructive=True, permissions=lambda args: [al.FileSystemWrite(args["path"])])
+@al.tool(destructive=True, permissions=lambda args: [al.permissions.FileSystemWrite(args["path"])])
 async def save(path: str, text: str) -> str:
     """Write a note."""
     written.append(path)
@@ -370,18 +372,22 @@ async def save(path: str, text: str) -> str:
 
 def test_permissions_function_sees_structured_arguments() -> None:
     request = al.ToolRequest("c", "save", {"path": "a.txt", "text": "x"}, "s", "t")
-    assert list(save.proposed_requests(request)) == [al.FileSystemWrite("a.txt")]
+    assert list(save.proposed_requests(request)) == [al.permissions.FileSystemWrite("a.txt")]
 
 
 async def test_permissions_function_requests_are_checked_before_the_call() -> None:
     written.clear()
-    result = await run_one(save, {"path": "/etc/motd", "text": "hello"}, permissions=al.DenyAll())
+    result = await run_one(
+        save, {"path": "/etc/motd", "text": "hello"}, permissions=al.permissions.DenyAll()
+    )
     assert result.output == (
         "tool permission denied: all tool permissions are denied (Call tool save) "
         "(code: policy_denied)"
     )
     assert outcome(result) == "permission_denied"
-    denied_writes = al.PolicyChain(al.KindPolicy(deny=["filesystem.write"]))
+    denied_writes = al.permissions.PolicyChain(
+        al.permissions.RequestKindPolicy(deny=["filesystem.write"])
+    )
     result = await run_one(save, {"path": "/etc/motd", "text": "hello"}, permissions=denied_writes)
     assert result.output == (
         "tool permission denied: filesystem.write requests are not allowed (Write /etc/motd) "
@@ -419,7 +425,7 @@ async def test_a_call_without_a_permissions_function_is_structured_once() -> Non
 async def test_a_permissions_function_sees_arguments_the_call_does_not_share() -> None:
     seen: list[CountedPoint] = []
 
-    def permissions(arguments: Any) -> list[al.PermissionRequest]:
+    def permissions(arguments: Any) -> list[al.permissions.PermissionRequest]:
         seen.append(arguments["point"])
         arguments["point"].x = 99  # the call itself gets freshly structured arguments
         return []

@@ -10,6 +10,8 @@ import structlog
 from tools_support import outcome, run_one, run_round
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.tools
 from agentloop.testing import call
 
 pytestmark = pytest.mark.anyio
@@ -96,14 +98,14 @@ async def test_schema_violations_become_error_results(call_input: Any, problem: 
     invoked.clear()
     result = await run_one(add, call_input)
     assert result == al.ToolResultPart(
-        "call-1", invalid(problem), True, metadata={al.OUTCOME_KEY: "invalid_input"}
+        "call-1", invalid(problem), True, metadata={al.tools.OUTCOME_KEY: "invalid_input"}
     )
     assert invoked == []
 
 
 async def test_malformed_json_arguments_become_an_error_result() -> None:
     invoked.clear()
-    broken = al.ToolCallPart("call-1", "add", {}, metadata={al.RAW_ARGUMENTS_KEY: '{"a": 1,'})
+    broken = al.ToolCallPart("call-1", "add", {}, metadata={al.tools.RAW_ARGUMENTS_KEY: '{"a": 1,'})
     (result,) = await run_round([add], [broken])
     assert result.output == invalid("the arguments are not valid JSON: '{\"a\": 1,'")
     assert outcome(result) == "invalid_input"
@@ -122,7 +124,7 @@ async def test_unknown_tool_lists_the_available_tools() -> None:
             "call-1",
             "unknown tool 'nope'; available tools: add, loose",
             True,
-            metadata={al.OUTCOME_KEY: "unknown_tool"},
+            metadata={al.tools.OUTCOME_KEY: "unknown_tool"},
         )
     ]
 
@@ -134,7 +136,7 @@ async def test_a_raising_tool_becomes_an_error_result_and_a_logged_traceback() -
         "call-1",
         "tool 'boom' failed: RuntimeError: kaboom",
         True,
-        metadata={al.OUTCOME_KEY: "failed"},
+        metadata={al.tools.OUTCOME_KEY: "failed"},
     )
     assert [(log["event"], log["tool"], log["exc_info"]) for log in logs] == [
         ("tool raised", "boom", True)
@@ -148,17 +150,17 @@ async def test_a_tool_that_never_returns_times_out_by_loop_limits() -> None:
         "call-1",
         "tool 'sleepy' timed out after 0.05 s",
         True,
-        metadata={al.OUTCOME_KEY: "timed_out"},
+        metadata={al.tools.OUTCOME_KEY: "timed_out"},
     )
 
 
 async def test_executor_tool_timeout_and_whole_seconds_in_the_message() -> None:
     registry = al.ToolRegistry().with_tool(Sleepy())
-    executor = al.BasicToolExecutor([registry], tool_timeout=1)
+    executor = al.tools.BasicToolExecutor([registry], tool_timeout=1)
     prepared = executor.prepare(
-        al.ToolRequest("c1", "sleepy", {}, "s", "t"), al.AllowAll(), approved=False
+        al.ToolRequest("c1", "sleepy", {}, "s", "t"), al.permissions.AllowAll(), approved=False
     )
-    assert isinstance(prepared, al.PreparedCall)
+    assert isinstance(prepared, al.tools.PreparedCall)
     assert prepared.timeout == 1
     with anyio.fail_after(5):
         result = await executor.invoke(prepared, al.ToolContext("s", "t", "c1"))
@@ -175,7 +177,9 @@ async def test_executor_tool_timeout_and_whole_seconds_in_the_message() -> None:
     ],
 )
 async def test_large_outputs_are_truncated_with_a_marker(n: int, output: Any) -> None:
-    executor = al.BasicToolExecutor([al.ToolRegistry().with_tool(Chatty())], max_output_chars=20)
+    executor = al.tools.BasicToolExecutor(
+        [al.ToolRegistry().with_tool(Chatty())], max_output_chars=20
+    )
     result = await run_one(Chatty(), {"n": n}, executor=executor)
     assert result == al.ToolResultPart("call-1", output)
 
@@ -196,8 +200,8 @@ async def test_an_invalid_tool_schema_is_reported_not_raised() -> None:
 class AbstainingPolicy:
     """A policy of the host's own that abstains (a built-in one alone is put in a chain)."""
 
-    def evaluate(self, request: al.PermissionRequest) -> al.PolicyVerdict:
-        return al.Abstain()
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.PolicyVerdict:
+        return al.permissions.NoVerdict()
 
 
 async def test_a_bare_policy_that_abstains_fails_the_call_not_the_session() -> None:
@@ -208,11 +212,11 @@ async def test_a_bare_policy_that_abstains_fails_the_call_not_the_session() -> N
     )
     assert result == al.ToolResultPart(
         "call-1",
-        "tool 'add' was not run: permission checker AbstainingPolicy returned Abstain() for "
+        "tool 'add' was not run: permission checker AbstainingPolicy returned NoVerdict() for "
         "tool.invoke; expected Allow, Deny or AskApproval; a policy that can abstain must "
         "be wrapped in PolicyChain(...)",
         True,
-        metadata={al.OUTCOME_KEY: "permission_denied"},
+        metadata={al.tools.OUTCOME_KEY: "permission_denied"},
     )
 
 
@@ -247,7 +251,7 @@ async def roomy(n: int) -> str:
 
 
 async def test_a_tool_can_set_its_own_output_limit() -> None:
-    executor = al.BasicToolExecutor(
+    executor = al.tools.BasicToolExecutor(
         [al.ToolRegistry().with_tool(terse).with_tool(roomy).with_tool(Chatty())],
         max_output_chars=20,
     )
@@ -273,7 +277,7 @@ async def test_a_tool_can_set_its_own_output_limit() -> None:
 @pytest.mark.parametrize("limit", [0, -1, 2.5, True])
 def test_output_limits_must_be_positive_integers(limit: Any) -> None:
     with pytest.raises(ValueError, match="max_output_chars") as caught:
-        al.BasicToolExecutor([], max_output_chars=limit)
+        al.tools.BasicToolExecutor([], max_output_chars=limit)
     assert str(caught.value) == (
         f"BasicToolExecutor: max_output_chars must be a positive integer or None, got {limit!r}"
     )

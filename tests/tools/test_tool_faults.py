@@ -16,6 +16,10 @@ import sniffio
 from tools_support import outcome, results_of, run_one, run_round, user
 
 import agentloop as al
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -117,7 +121,7 @@ async def test_a_tool_awaiting_a_cancelled_task_does_not_cancel_the_turn() -> No
     )
 
 
-def _slow_writer(target: Path, delay: float) -> al.FunctionTool[..., str]:
+def _slow_writer(target: Path, delay: float) -> al.tools.FunctionTool[..., str]:
     @al.tool(name="slow_write")
     def slow_write() -> str:
         """Sleeps, then writes a file: a side effect a thread finishes on its own."""
@@ -130,8 +134,8 @@ def _slow_writer(target: Path, delay: float) -> al.FunctionTool[..., str]:
 
 async def _driver_for(tool: al.Tool, executor_options: dict[str, Any], **limits: Any) -> Any:
     registry = al.ToolRegistry().with_tool(tool)
-    executor = al.BasicToolExecutor([registry], **executor_options)
-    model = al.ScriptedModel([tool_calls(call("slow_write", {}, id="c1")), "done"])
+    executor = al.tools.BasicToolExecutor([registry], **executor_options)
+    model = al.testing.ScriptedModel([tool_calls(call("slow_write", {}, id="c1")), "done"])
     return await (
         al.Agent.builder()
         .model(model)
@@ -200,13 +204,13 @@ async def test_a_cancelled_turn_does_not_claim_a_running_thread_was_cancelled(
     registry = al.ToolRegistry().with_tool(slow_write)
     steps: list[al.Step] = []
     async with AsyncExitStack() as stack:
-        tasks: Any = al.SimpleTaskManager()
+        tasks: Any = al.tasks.SimpleTaskManager()
         if manager == "async":
-            tasks = await stack.enter_async_context(al.AsyncTaskManager())
+            tasks = await stack.enter_async_context(al.tasks.AsyncTaskManager())
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel([tool_calls(call("slow_write", {}, id="c1")), "done"]))
-            .tool_executor(al.BasicToolExecutor([registry], thread_grace=0.05))
+            .model(al.testing.ScriptedModel([tool_calls(call("slow_write", {}, id="c1")), "done"]))
+            .tool_executor(al.tools.BasicToolExecutor([registry], thread_grace=0.05))
             .task_manager(tasks)
             .cancellation(controller.handle())
             .input([user("go")])
@@ -233,7 +237,7 @@ async def test_a_cancelled_turn_does_not_claim_a_running_thread_was_cancelled(
         "in_doubt",
     )
     assert await _appears(target)
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
 
 
 class ZeroTimeout:
@@ -255,7 +259,7 @@ async def test_a_timeout_of_zero_or_garbage_is_refused_not_unlimited(value: Any)
         "failed",
     )
     with pytest.raises(ValueError, match="tool_timeout must be") as caught:
-        al.BasicToolExecutor(tool_timeout=value)
+        al.tools.BasicToolExecutor(tool_timeout=value)
     assert str(caught.value) == (
         "BasicToolExecutor: tool_timeout must be a positive number of seconds or None (no "
         f"limit), got {value!r}"
@@ -267,5 +271,5 @@ async def test_a_timeout_of_zero_or_garbage_is_refused_not_unlimited(value: Any)
 async def test_thread_grace_must_be_finite_and_not_negative() -> None:
     for value in (-1, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="thread_grace must be a finite number of seconds"):
-            al.BasicToolExecutor(thread_grace=value)
+            al.tools.BasicToolExecutor(thread_grace=value)
     assert (await run_one(al.tool(lambda: "ok", name="fine"), {})).output == "ok"

@@ -9,15 +9,18 @@ import pytest
 from tools_support import results_of, run_round, user
 
 import agentloop as al
+import agentloop.observe
+import agentloop.testing
+import agentloop.tools
 from agentloop.testing import call, tool_calls
-from agentloop.tools import catalog_change
+from agentloop.tools import compare_catalogs
 
 pytestmark = pytest.mark.anyio
 
 
 def named(
     name: str, answer: str, description: str | None = None
-) -> al.FunctionTool[[], Coroutine[Any, Any, str]]:
+) -> al.tools.FunctionTool[[], Coroutine[Any, Any, str]]:
     async def answer_fn() -> str:
         return answer
 
@@ -56,7 +59,7 @@ def test_registry_add_remove_lookup_and_sorted_specs() -> None:
     assert registry.names() == ["alpha"]
     assert repr(registry) == "<ToolRegistry 'main': alpha>"
     # the net change since the last drain: beta came and went unseen
-    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", added=("alpha",))]
+    assert registry.drain_catalog_events() == [al.tools.ToolCatalogEvent("main", added=("alpha",))]
     assert registry.drain_catalog_events() == []
 
 
@@ -73,7 +76,7 @@ def test_replacing_a_tool_is_reported_as_changed_only_if_its_spec_differs() -> N
     registry.add(named("a", "2"))
     registry.add(named("b", "3"))
     assert registry.drain_catalog_events() == [
-        al.ToolCatalogEvent("main", added=("b",), changed=("a",))
+        al.tools.ToolCatalogEvent("main", added=("b",), changed=("a",))
     ]
 
 
@@ -81,13 +84,13 @@ def test_a_tool_whose_current_spec_changes_or_hides_is_reported() -> None:
     tool = Versioned("live")
     registry = al.ToolRegistry("main").with_tool(tool)
     tool.version = 2
-    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", changed=("live",))]
+    assert registry.drain_catalog_events() == [al.tools.ToolCatalogEvent("main", changed=("live",))]
     tool.version = 0
     assert registry.specs() == []
     assert registry.get("live") is tool  # hidden, still callable by name
-    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", removed=("live",))]
+    assert registry.drain_catalog_events() == [al.tools.ToolCatalogEvent("main", removed=("live",))]
     tool.version = 3
-    assert registry.drain_catalog_events() == [al.ToolCatalogEvent("main", added=("live",))]
+    assert registry.drain_catalog_events() == [al.tools.ToolCatalogEvent("main", added=("live",))]
 
 
 def test_catalog_change_diffs_two_catalogs_for_custom_sources() -> None:
@@ -95,17 +98,17 @@ def test_catalog_change_diffs_two_catalogs_for_custom_sources() -> None:
     keep = al.ToolSpec("k", "same")
     before = {"x": one, "gone": keep, "k": keep}
     after = {"x": two, "new": keep, "k": keep, "also": keep}
-    assert catalog_change("mcp:docs", before, after) == al.ToolCatalogEvent(
+    assert compare_catalogs("mcp:docs", before, after) == al.tools.ToolCatalogEvent(
         "mcp:docs", added=("also", "new"), removed=("gone",), changed=("x",)
     )
-    assert catalog_change("mcp:docs", after, dict(after)) is None
+    assert compare_catalogs("mcp:docs", after, dict(after)) is None
 
 
 async def test_federated_sources_first_source_wins_a_name() -> None:
     first = al.ToolRegistry("first").with_tool(named("same", "from first"))
     second = al.ToolRegistry("second").with_tool(named("same", "from second"))
     second.with_tool(named("other", "other"))
-    executor = al.BasicToolExecutor([first, second])
+    executor = al.tools.BasicToolExecutor([first, second])
     assert [spec.description for spec in executor.specs()] == [
         "Answers other.",
         "Answers from first.",
@@ -125,22 +128,22 @@ COLLISION = (
 async def test_collision_policy_error_refuses_duplicate_names() -> None:
     first = al.ToolRegistry("first").with_tool(named("same", "1"))
     second = al.ToolRegistry("second").with_tool(named("same", "2"))
-    executor = al.BasicToolExecutor([first, second], collision="error")
+    executor = al.tools.BasicToolExecutor([first, second], collision="error")
     with pytest.raises(al.ToolError) as caught:
         executor.specs()
     assert str(caught.value) == COLLISION
     with pytest.raises(ValueError, match="collision must be 'first_wins' or 'error'"):
-        al.BasicToolExecutor([first], collision="last_wins")  # type: ignore[arg-type]
+        al.tools.BasicToolExecutor([first], collision="last_wins")  # type: ignore[arg-type]
 
 
 async def test_a_collision_under_the_error_policy_fails_the_driver_before_the_model_call() -> None:
     first = al.ToolRegistry("first").with_tool(named("same", "1"))
     second = al.ToolRegistry("second").with_tool(named("same", "2"))
-    model = al.ScriptedModel(["never"])
+    model = al.testing.ScriptedModel(["never"])
     agent = (
         al.Agent.builder()
         .model(model)
-        .tool_executor(al.BasicToolExecutor([first, second], collision="error"))
+        .tool_executor(al.tools.BasicToolExecutor([first, second], collision="error"))
         .input([user("go")])
         .build()
     )
@@ -157,15 +160,15 @@ async def test_a_collision_under_the_error_policy_fails_the_driver_before_the_mo
 class Events:
     """Records events and how many model requests had been made when each arrived."""
 
-    def __init__(self, model: al.ScriptedModel) -> None:
+    def __init__(self, model: al.testing.ScriptedModel) -> None:
         self.model = model
-        self.events: list[tuple[int, al.AgentEvent]] = []
+        self.events: list[tuple[int, al.observe.AgentEvent]] = []
 
-    def handle_event(self, event: al.AgentEvent) -> None:
+    def handle_event(self, event: al.observe.AgentEvent) -> None:
         self.events.append((len(self.model.requests), event))
 
-    def catalog(self) -> list[tuple[int, al.AgentEvent]]:
-        return [(n, e) for n, e in self.events if isinstance(e, al.ToolCatalogChanged)]
+    def catalog(self) -> list[tuple[int, al.observe.AgentEvent]]:
+        return [(n, e) for n, e in self.events if isinstance(e, al.observe.ToolCatalogChanged)]
 
 
 async def test_catalog_changes_are_reported_before_the_next_model_call() -> None:
@@ -179,7 +182,7 @@ async def test_catalog_changes_are_reported_before_the_next_model_call() -> None
         return f"installed {name}"
 
     registry.with_tool(install)
-    model = al.ScriptedModel(
+    model = al.testing.ScriptedModel(
         [tool_calls(call("install", {"name": "fresh"})), tool_calls(call("fresh")), "done"]
     )
     events = Events(model)
@@ -195,7 +198,9 @@ async def test_catalog_changes_are_reported_before_the_next_model_call() -> None
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished)
     # one event, after the first model call and before the second
-    assert events.catalog() == [(1, al.ToolCatalogChanged("live", ("fresh",), ("install",), ()))]
+    assert events.catalog() == [
+        (1, al.observe.ToolCatalogChanged("live", ("fresh",), ("install",), ()))
+    ]
     assert [[s.name for s in r.available_tools] for r in model.requests] == [
         ["install"],
         ["fresh"],
@@ -215,7 +220,9 @@ async def test_a_changed_spec_is_reported_and_sent_with_the_next_call() -> None:
         return "upgraded"
 
     registry.with_tool(upgrade)
-    model = al.ScriptedModel([tool_calls(call("upgrade")), tool_calls(call("live")), "done"])
+    model = al.testing.ScriptedModel(
+        [tool_calls(call("upgrade")), tool_calls(call("live")), "done"]
+    )
     events = Events(model)
     agent = (
         al.Agent.builder()
@@ -227,7 +234,7 @@ async def test_a_changed_spec_is_reported_and_sent_with_the_next_call() -> None:
     )
     driver = await agent.start("s1")
     assert isinstance(await driver.run_until_blocked(), al.Finished)
-    assert events.catalog() == [(1, al.ToolCatalogChanged("mcp:docs", (), (), ("live",)))]
+    assert events.catalog() == [(1, al.observe.ToolCatalogChanged("mcp:docs", (), (), ("live",)))]
     assert [[(s.name, s.description) for s in r.available_tools] for r in model.requests] == [
         [("live", "version 1"), ("upgrade", "Upgrade the live tool.")],
         [("live", "version 2"), ("upgrade", "Upgrade the live tool.")],
@@ -243,7 +250,7 @@ def test_a_registry_refuses_a_non_string_name() -> None:
 
 async def test_sessions_sharing_a_registry_each_see_a_catalog_change() -> None:
     registry = al.ToolRegistry("shared").with_tool(named("old", "old"))
-    model = al.ScriptedModel(["one", "two", "three", "four"])
+    model = al.testing.ScriptedModel(["one", "two", "three", "four"])
     events = Events(model)
     agent = al.Agent.builder().model(model).add_tool_source(registry).observer(events).build()
     first, second = await agent.start("a"), await agent.start("b")
@@ -256,7 +263,7 @@ async def test_sessions_sharing_a_registry_each_see_a_catalog_change() -> None:
     second.submit_input([user("hello")])
     assert isinstance(await first.next(), al.Finished)
     assert isinstance(await second.next(), al.Finished)
-    change = al.ToolCatalogChanged("shared", ("new",), (), ())
+    change = al.observe.ToolCatalogChanged("shared", ("new",), (), ())
     assert events.catalog() == [(1, change), (2, change)]  # once per session
     assert [[s.name for s in r.available_tools] for r in model.requests] == [
         ["old"],
@@ -270,20 +277,20 @@ async def test_a_change_another_drain_took_is_still_news_for_the_driver() -> Non
     # while the listing is unchanged; a change taken by a direct drain in
     # between and undone again is measured against what the executor saw.
     registry = al.ToolRegistry("shared").with_tool(named("old", "old"))
-    executor = al.BasicToolExecutor([registry])
-    model = al.ScriptedModel(["one", "two", "three", "four"])
+    executor = al.tools.BasicToolExecutor([registry])
+    model = al.testing.ScriptedModel(["one", "two", "three", "four"])
     events = Events(model)
     agent = al.Agent.builder().model(model).tool_executor(executor).observer(events).build()
     driver = await agent.start("s")
     driver.submit_input([user("hi")])
     assert isinstance(await driver.next(), al.Finished)
     registry.add(named("new", "new"))
-    assert executor.drain_catalog_events() == [al.ToolCatalogEvent("shared", added=("new",))]
+    assert executor.drain_catalog_events() == [al.tools.ToolCatalogEvent("shared", added=("new",))]
     registry.remove("new")  # the listing the driver saw last, object for object
     for text in ("again", "more"):
         driver.submit_input([user(text)])
         assert isinstance(await driver.next(), al.Finished)
-    assert events.catalog() == [(1, al.ToolCatalogChanged("shared", (), ("new",), ()))]
+    assert events.catalog() == [(1, al.observe.ToolCatalogChanged("shared", (), ("new",), ()))]
     assert [[s.name for s in r.available_tools] for r in model.requests] == [
         ["old"],
         ["old"],
@@ -292,5 +299,5 @@ async def test_a_change_another_drain_took_is_still_news_for_the_driver() -> Non
     registry.add(named("later", "later"))
     driver.submit_input([user("last")])
     assert isinstance(await driver.next(), al.Finished)
-    assert events.catalog()[-1] == (3, al.ToolCatalogChanged("shared", ("later",), (), ()))
+    assert events.catalog()[-1] == (3, al.observe.ToolCatalogChanged("shared", ("later",), (), ()))
     assert [s.name for s in model.requests[-1].available_tools] == ["later", "old"]

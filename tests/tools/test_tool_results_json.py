@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from tools_support import outcome, results_of, run_one, user
 
 import agentloop as al
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import MemorySessionStore, SqliteSessionStore
 from agentloop.testing import call, tool_calls
 
@@ -269,7 +271,7 @@ weird = st.recursive(
 
 
 async def _round_trip(value: Any, store: Any) -> None:
-    model = al.ScriptedModel([tool_calls(call("returns", {}, id="c1")), "done", "again"])
+    model = al.testing.ScriptedModel([tool_calls(call("returns", {}, id="c1")), "done", "again"])
     agent = (
         al.Agent.builder()
         .model(model)

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from schema_support import Color, Level, json_values, to_json, type_hints, values_of
 
 import agentloop as al
+import agentloop.tools
 
 
-def probe_tool(hint: Any) -> al.FunctionTool[..., str]:
+def probe_tool(hint: Any) -> al.tools.FunctionTool[..., str]:
     def probe(value):  # type: ignore[no-untyped-def]
         return ""
 
@@ -22,11 +23,11 @@ def probe_tool(hint: Any) -> al.FunctionTool[..., str]:
     return al.tool(probe)
 
 
-def schema_accepts(tool: al.FunctionTool[..., str], value: Any) -> bool:
+def schema_accepts(tool: al.tools.FunctionTool[..., str], value: Any) -> bool:
     return jsonschema.Draft202012Validator(tool.spec.input_schema).is_valid({"value": value})
 
 
-def structures(tool: al.FunctionTool[..., str], value: Any) -> bool:
+def structures(tool: al.tools.FunctionTool[..., str], value: Any) -> bool:
     try:
         tool.arguments({"value": value})
     except al.InvalidInputError:
@@ -84,7 +85,7 @@ def test_schema_and_structuring_agree_on_any_json(
     ],
 )
 def test_exact_schemas(hint: Any, schema: dict[str, Any]) -> None:
-    assert al.json_schema_for(hint) == schema
+    assert al.tools.json_schema_for(hint) == schema
 
 
 @attrs.frozen
@@ -94,7 +95,7 @@ class Node:
 
 def test_recursive_attrs_classes_are_refused() -> None:
     with pytest.raises(TypeError) as caught:
-        al.json_schema_for(Node)
+        al.tools.json_schema_for(Node)
     assert str(caught.value) == (
         "cannot describe Node in JSON Schema: it contains itself; recursive attrs classes are "
         "not supported"

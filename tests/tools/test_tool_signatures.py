@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from schema_support import json_values, to_json, type_hints, values_of
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.tools
 
 
 @attrs.frozen
@@ -40,7 +42,7 @@ def signatures(draw: st.DrawFn) -> list[Param]:
     return params
 
 
-def function_tool(params: list[Param]) -> al.FunctionTool[..., str]:
+def function_tool(params: list[Param]) -> al.tools.FunctionTool[..., str]:
     def probe(**arguments: Any) -> str:
         return ""
 
@@ -54,11 +56,11 @@ def function_tool(params: list[Param]) -> al.FunctionTool[..., str]:
     return al.tool(probe)
 
 
-def accepts(tool: al.FunctionTool[..., str], call_input: Any) -> bool:
+def accepts(tool: al.tools.FunctionTool[..., str], call_input: Any) -> bool:
     return jsonschema.Draft202012Validator(tool.spec.input_schema).is_valid(call_input)
 
 
-def structures(tool: al.FunctionTool[..., str], call_input: Any) -> bool:
+def structures(tool: al.tools.FunctionTool[..., str], call_input: Any) -> bool:
     try:
         tool.arguments(call_input)
     except al.InvalidInputError:
@@ -66,15 +68,15 @@ def structures(tool: al.FunctionTool[..., str], call_input: Any) -> bool:
     return True
 
 
-def prepares(tool: al.FunctionTool[..., str], call_input: Any) -> bool:
+def prepares(tool: al.tools.FunctionTool[..., str], call_input: Any) -> bool:
     """Whether the default executor lets the call through (lookup, schema, permissions)."""
-    executor = al.BasicToolExecutor([al.ToolRegistry().with_tool(tool)])
+    executor = al.tools.BasicToolExecutor([al.ToolRegistry().with_tool(tool)])
     request = al.ToolRequest("call-1", "probe", call_input, "s", "t")
-    outcome = executor.prepare(request, al.AllowAll(), approved=False)
+    outcome = executor.prepare(request, al.permissions.AllowAll(), approved=False)
     if isinstance(outcome, al.ToolResultPart):
-        assert al.result_outcome(outcome) is al.ResultOutcome.INVALID_INPUT
+        assert al.tools.result_outcome(outcome) is al.tools.ResultOutcome.INVALID_INPUT
         return False
-    assert isinstance(outcome, al.PreparedCall)
+    assert isinstance(outcome, al.tools.PreparedCall)
     return True
 
 

@@ -7,8 +7,8 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agentloop import _serde
 from agentloop.core._items import ToolResultPart
+from agentloop.loop import _serde
 from agentloop.tools._outputs import stored_result
 
 

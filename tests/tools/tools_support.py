@@ -6,6 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import agentloop as al
+import agentloop.permissions
+import agentloop.testing
+import agentloop.tools
+import agentloop.transcript
 from agentloop.testing import tool_calls
 
 
@@ -19,21 +23,21 @@ def results_of(driver: al.LoopDriver) -> list[al.ToolResultPart]:
 
 
 def outcome(result: al.ToolResultPart) -> Any:
-    return result.metadata.get(al.OUTCOME_KEY)
+    return result.metadata.get(al.tools.OUTCOME_KEY)
 
 
 async def start(
     tools: Sequence[al.Tool] = (),
     calls: Sequence[al.ToolCallPart] = (),
     *,
-    permissions: al.PermissionChecker | None = None,
+    permissions: al.permissions.PermissionChecker | None = None,
     limits: al.LoopLimits | None = None,
     resources: Any = None,
-    executor: al.ToolExecutor | None = None,
-    sources: Sequence[al.ToolSource] = (),
-) -> tuple[al.LoopDriver, al.ScriptedModel]:
+    executor: al.tools.ToolExecutor | None = None,
+    sources: Sequence[al.tools.ToolSource] = (),
+) -> tuple[al.LoopDriver, al.testing.ScriptedModel]:
     """A driver whose model asks for ``calls`` once, then answers "done"."""
-    model = al.ScriptedModel([tool_calls(*calls), "done"])
+    model = al.testing.ScriptedModel([tool_calls(*calls), "done"])
     registry = al.ToolRegistry()
     for tool in tools:
         registry.with_tool(tool)
@@ -58,7 +62,7 @@ async def run_round(
     step = await driver.run_until_blocked()
     assert isinstance(step, al.Finished), step
     assert step.result.finish_reason is al.FinishReason.COMPLETED
-    al.validate_transcript(driver.snapshot().transcript)
+    al.transcript.validate_transcript(driver.snapshot().transcript)
     model.assert_complete()
     return results_of(driver)
 

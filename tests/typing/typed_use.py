@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 import agentloop as al
+import agentloop.tools
 from agentloop.testing import ScriptedModel
 
 

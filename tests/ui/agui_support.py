@@ -25,6 +25,11 @@ from hypercorn.config import Config
 from pydantic import TypeAdapter
 
 import agentloop as al
+import agentloop.model
+import agentloop.permissions
+import agentloop.store
+import agentloop.testing
+import agentloop.tools
 from agentloop import AppendText, BeginPart, PartKind
 from agentloop.testing import call, chunked, fail, reasoning, tool_calls
 
@@ -57,11 +62,11 @@ class Deploy:
 
 
 class AskFirst:
-    def evaluate(self, request: al.PermissionRequest) -> al.PermissionVerdict:
-        return al.AskApproval("deploys need a person", request.summary)
+    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
+        return al.permissions.AskApproval("deploys need a person", request.summary)
 
 
-def answer(request: al.TurnRequest) -> Any:
+def answer(request: al.model.TurnRequest) -> Any:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.TOOL:
         results = [p for item in request.transcript for p in item.tool_results()]
@@ -83,10 +88,10 @@ def answer(request: al.TurnRequest) -> Any:
     return chunked("Hello", " there.")
 
 
-def build_agent(store: al.SessionStore, tool: Deploy | None = None) -> al.Agent:
+def build_agent(store: al.store.SessionStore, tool: Deploy | None = None) -> al.Agent:
     return (
         al.Agent.builder()
-        .model(al.ScriptedModel(answer))
+        .model(al.testing.ScriptedModel(answer))
         .add_tool_source(al.ToolRegistry().with_tool(tool or Deploy()))
         .permissions(AskFirst())
         .store(store)

@@ -11,6 +11,10 @@ import pytest
 from agui_support import TOKEN, assert_conformant, post_run, run_input, types
 
 import agentloop as al
+import agentloop.model
+import agentloop.tasks
+import agentloop.testing
+import agentloop.tools
 from agentloop.store import MemorySessionStore
 from agentloop.testing import call, tool_calls
 from agentloop.ui import AguiConfig, create_agui_app
@@ -23,11 +27,11 @@ class Confirm:
     asks_host = True
 
     async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
-        answer = await ctx.ask(al.Question("confirm", "Really?"))
+        answer = await ctx.ask(al.tools.Question("confirm", "Really?"))
         return answer.action.value
 
 
-def answer(request: al.TurnRequest) -> Any:
+def answer(request: al.model.TurnRequest) -> Any:
     last = request.transcript[-1]
     if last.kind is al.ItemKind.TOOL or last.text_content == "go on":
         return "noted"
@@ -36,10 +40,10 @@ def answer(request: al.TurnRequest) -> Any:
 
 async def test_a_question_ends_the_run_with_a_clear_error() -> None:
     store = MemorySessionStore()
-    async with al.AsyncTaskManager() as manager:
+    async with al.tasks.AsyncTaskManager() as manager:
         agent = (
             al.Agent.builder()
-            .model(al.ScriptedModel(answer))
+            .model(al.testing.ScriptedModel(answer))
             .add_tool_source(al.ToolRegistry().with_tool(Confirm()))
             .task_manager(manager)
             .store(store)

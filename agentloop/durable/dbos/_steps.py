@@ -16,14 +16,14 @@ from typing import Any
 import attrs
 from dbos import DBOS
 
-from ..._serde import structure, unstructure
 from ...core._cancellation import TurnCancellation
 from ...core._errors import AgentLoopError, ModelProtocolError, ProviderError
 from ...core._items import Part
 from ...core._tool_spec import ToolSpec
+from ...loop._serde import structure, unstructure
 from ...loop._session_store import ClaimError, SessionStore, input_digest
-from ...model._config import SessionConfig
 from ...model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
+from ...model._session_config import SessionConfig
 from ...tools._errors import ToolInDoubtError
 from ...tools._registry import ToolCatalogEvent, ToolSource
 from ...tools._tool import Tool, ToolContext, ToolOutput, ToolRequest

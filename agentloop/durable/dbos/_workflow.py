@@ -21,9 +21,9 @@ from typing import Any, assert_never
 from dbos import DBOS
 
 from ..._log import get_logger
-from ..._serde import structure, unstructure
 from ...core._items import Item
 from ...loop._driver import LoopDriver
+from ...loop._serde import structure, unstructure
 from ...loop._steps import (
     AfterToolResult,
     AnswerKind,
@@ -34,7 +34,7 @@ from ...loop._steps import (
     Finished,
     Step,
 )
-from ...model._config import SessionConfig
+from ...model._session_config import SessionConfig
 from ._agent import DurableAgent, registered_agent, run_workflow_id
 from ._results import ApprovalOutcome, ApprovalStatus, DurableApproval, DurableError
 

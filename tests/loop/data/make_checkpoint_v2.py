@@ -37,7 +37,7 @@ async def positional() -> list[dict[str, Any]]:
         (2, True, (1, 2, 3)),
     ):
         for position in positions:
-            extra = {"permissions": al.AllowAll()} if allow_all else {}
+            extra = {"permissions": al.permissions.AllowAll()} if allow_all else {}
             driver = await make_agent(planned_model(rounds), **extra).start("s")
             driver.submit_input([user("first")])
             await drive(driver, 0, position)
@@ -67,21 +67,21 @@ async def special() -> list[dict[str, Any]]:
     # A retry point: the second model call of the turn failed.
     calls = 0
 
-    def failing(request: al.TurnRequest) -> Any:
+    def failing(request: al.model.TurnRequest) -> Any:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise al.ProviderError("overloaded", status=529, error_type="overloaded_error")
         return _first_round(request)
 
-    def _first_round(request: al.TurnRequest) -> Any:
+    def _first_round(request: al.model.TurnRequest) -> Any:
         return tool_calls(call("echo", {"value": "x"}, id="call-r-0"))
 
     agent = (
         al.Agent.builder()
-        .model(al.ScriptedModel(failing))
+        .model(al.testing.ScriptedModel(failing))
         .add_tool_source(al.ToolRegistry().with_tool(EchoTool()))
-        .permissions(al.AllowAll())
+        .permissions(al.permissions.AllowAll())
         .build()
     )
     driver = await agent.start("s")

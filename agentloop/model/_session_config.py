@@ -24,9 +24,9 @@ __all__ = [
     "PromptCacheStrategy",
     "QueueMode",
     "SessionConfig",
-    "ToolsEnd",
-    "TranscriptItemEnd",
-    "TranscriptPartEnd",
+    "AfterTools",
+    "AfterItem",
+    "AfterPart",
 ]
 
 
@@ -47,26 +47,26 @@ class PromptCacheRetention(StrEnum):
 
 
 @attrs.frozen
-class ToolsEnd:
-    """Cache breakpoint after the last tool definition."""
+class AfterTools:
+    """Cache breakpoint after the last tool definition (``PromptCacheRequest.explicit``)."""
 
 
 @attrs.frozen
-class TranscriptItemEnd:
+class AfterItem:
     """Cache breakpoint after transcript item ``index``."""
 
     index: int
 
 
 @attrs.frozen
-class TranscriptPartEnd:
+class AfterPart:
     """Cache breakpoint after part ``part_index`` of transcript item ``item_index``."""
 
     item_index: int
     part_index: int
 
 
-CacheBreakpoint: TypeAlias = ToolsEnd | TranscriptItemEnd | TranscriptPartEnd
+CacheBreakpoint: TypeAlias = AfterTools | AfterItem | AfterPart
 
 
 @attrs.frozen

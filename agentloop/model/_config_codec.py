@@ -7,26 +7,26 @@ from typing import Any, get_origin
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
+from ..core._converter import configure_tagged
 from ..core._errors import CheckpointError
-from ..core._serde import configure_tagged
 from ..output._spec import OutputMode, OutputSpec
-from ._config import (
+from ._session_config import (
+    AfterItem,
+    AfterPart,
+    AfterTools,
     AutomaticCache,
     CacheBreakpoint,
     ExplicitCache,
     PromptCacheStrategy,
     SessionConfig,
-    ToolsEnd,
-    TranscriptItemEnd,
-    TranscriptPartEnd,
 )
 
 __all__ = ["configure_model"]
 
 _BREAKPOINT_TAGS: dict[type, str] = {
-    ToolsEnd: "tools_end",
-    TranscriptItemEnd: "transcript_item_end",
-    TranscriptPartEnd: "transcript_part_end",
+    AfterTools: "tools_end",
+    AfterItem: "transcript_item_end",
+    AfterPart: "transcript_part_end",
 }
 _STRATEGY_TAGS: dict[type, str] = {AutomaticCache: "automatic", ExplicitCache: "explicit"}
 
