@@ -64,9 +64,9 @@ from .host._run import (
 from .host._stream import EventOrStep, EventStream, stream
 from .host._sync import run_sync
 from .loop._agent import Agent, AgentBuilder
+from .loop._converter import converter, structure, unstructure
 from .loop._driver import LoopDriver, LoopSnapshot
 from .loop._events import ExecutedToolCall, ModelCallRecord, TurnResult
-from .loop._serde import converter, structure, unstructure
 from .loop._state import DriverState, RetryPoint
 from .loop._steps import (
     AfterToolResult,

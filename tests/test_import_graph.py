@@ -123,8 +123,8 @@ LOOP_FLOORS: dict[str, int] = {
             "_events",
             "_mutators",
             "_observer",
-            "_responses",
-            "_results",
+            "_response_admission",
+            "_call_results",
             "_session_store",
             "_state",
             "_steps",
@@ -132,11 +132,11 @@ LOOP_FLOORS: dict[str, int] = {
         0,
     ),
     # 1: the codec (one checkpoint module with its checks, the converter)
-    **dict.fromkeys(["_checkpoint", "_checkpoint_checks", "_checkpoint_memo", "_serde"], 1),
+    **dict.fromkeys(["_checkpoint", "_checkpoint_checks", "_checkpoint_memo", "_converter"], 1),
     # 2: the core that decides
     **dict.fromkeys(["_core", "_machine", "_output", "_rounds", "_host_calls", "_questions"], 2),
     # 3: the effects and the durable layer
-    **dict.fromkeys(["_effects", "_model_io", "_tool_io", "_persistence", "_sampling"], 3),
+    **dict.fromkeys(["_driver_parts", "_model_io", "_tool_io", "_persistence", "_sampling"], 3),
     # 4: the step loop and the driver; 5: the agent
     "_step_runner": 4,
     "_durable_steps": 4,

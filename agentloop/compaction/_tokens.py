@@ -19,7 +19,7 @@ from ..core._items import (
     ToolCallPart,
     ToolResultPart,
 )
-from ..loop._serde import unstructure
+from ..loop._converter import unstructure
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -3,7 +3,7 @@
 :func:`make_converter` returns a converter that knows the core's types (items,
 parts, deltas, usage); each layer above adds its own hooks with its
 ``configure_*`` function (``model._config_codec.configure_model``,
-``loop._serde.configure_loop``). Unions are tagged with a ``"type"`` key. A
+``loop._converter.configure_loop``). Unions are tagged with a ``"type"`` key. A
 ``ToolResultPart.output`` is written as ``{"output_type": "text"|"json"|"parts",
 "output": ...}`` so text, JSON values and part lists round-trip without guessing.
 """

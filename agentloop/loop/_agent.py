@@ -23,7 +23,7 @@ from ..tools._executor import BasicToolExecutor, ToolExecutor
 from ..tools._registry import ToolSource
 from ._checkpoint import parse
 from ._driver import LoopDriver
-from ._effects import DriverParts
+from ._driver_parts import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
 from ._output import session_config

@@ -26,11 +26,11 @@ from ..core._items import Item, Part, ToolCallPart, ToolResultPart, Usage
 from ..model._config_codec import configure_model
 from ..model._session_config import PromptCacheRequest, SessionConfig
 from ..tools._tool import ToolRequest
+from ._call_results import answer
 from ._checkpoint_checks import check_consistency
 from ._checkpoint_memo import CaptureMemo
+from ._converter import configure_loop, structure, unstructure
 from ._events import ExecutedToolCall, ModelCallRecord
-from ._results import answer
-from ._serde import configure_loop, structure, unstructure
 from ._state import (
     ANSWERED,
     RESTING,

@@ -26,8 +26,8 @@ from ..tools._questions import QuestionAnswer
 from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
+from ._driver_parts import DriverParts, transcript_listener
 from ._durable_steps import step_runner_class
-from ._effects import DriverParts, transcript_listener
 from ._host_calls import (
     answer_approval,
     begin_step,

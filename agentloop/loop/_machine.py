@@ -35,13 +35,13 @@ from ._actions import (
     RecordDecisions,
     RunRound,
 )
+from ._call_results import duplicate
 from ._core import LoopCore
 from ._events import ModelCallRecord
 from ._mutators import MutationPoint
 from ._observer import Nobody
 from ._output import OUTPUT_ACCEPTED_KEY, unrun_answer
-from ._responses import admit_response, empty_reason, response_model, stamp_output
-from ._results import duplicate
+from ._response_admission import admit_response, empty_reason, response_model, stamp_output
 from ._rounds import RoundRules, shown_question
 from ._state import (
     EMPTY_RESPONSE_KEY,

@@ -26,7 +26,7 @@ from ..core._errors import ModelProtocolError, MutatorError, ProviderError
 from ..core._items import Item, ToolCallPart, Usage
 from ..core._transcript import find_violation
 from ..model._protocol import ModelEvent, ModelSession, ModelTurnResult, TurnRequest
-from ._effects import CLEANUP_SECONDS, UNGUARDED, cancel_scope
+from ._driver_parts import CLEANUP_SECONDS, UNGUARDED, cancel_scope
 from ._machine import ModelAnswer
 from ._mutators import LoopMutator, MutationContext, MutationPoint, TranscriptCursor
 from ._observer import NOBODY, Nobody

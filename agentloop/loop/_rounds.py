@@ -20,11 +20,11 @@ from ..tasks._protocol import TaskDetached, TaskKind, TaskLaunched, TaskResult
 from ..tools._executor import PendingApproval, PreparedCall
 from ..tools._permission_check import approval_summary
 from ._actions import Action, CallModel, FinishCancelled, Hand
+from ._call_results import answer, placeholder, refused
 from ._core import LoopCore
 from ._events import ExecutedToolCall
 from ._mutators import MutationPoint
 from ._observer import Nobody
-from ._results import answer, placeholder, refused
 from ._state import (
     ERROR_KIND_KEY,
     LIMIT_KEY,

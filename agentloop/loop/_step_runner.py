@@ -27,7 +27,7 @@ from ..core._errors import IdleLoopWarning
 from ..model._protocol import TurnRequest
 from ._actions import Action, CallModel, FinishCancelled, Hand, RecordDecisions, RunRound
 from ._core import LoopCore, event_after
-from ._effects import CLEANUP_SECONDS, cancel_scope
+from ._driver_parts import CLEANUP_SECONDS, cancel_scope
 from ._host_calls import begin_step
 from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled

@@ -30,7 +30,7 @@ from ..tools._executor import (
 from ..tools._permission_check import granted_permissions
 from ..tools._questions import QuestionAnswer, Resumed
 from ..tools._tool import ToolContext
-from ._effects import UNGUARDED, DriverParts
+from ._driver_parts import UNGUARDED, DriverParts
 from ._observer import NOBODY, Nobody
 from ._questions import Asked, QuestionBox
 from ._state import RoundCall, TurnState

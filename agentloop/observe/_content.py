@@ -42,7 +42,7 @@ def _part(part: Any) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    from ..loop._serde import unstructure
+    from ..loop._converter import unstructure
 
     return (
         unstructure(value)

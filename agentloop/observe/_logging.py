@@ -9,8 +9,8 @@ from typing import IO, Any, Literal, TextIO
 
 import structlog
 
+from ..loop._converter import unstructure
 from ..loop._events import AgentEvent, ContentDelta, RunStarted, TurnStarted
-from ..loop._serde import unstructure
 
 __all__ = ["JsonlEventReporter", "StructlogObserver", "event_fields"]
 

@@ -114,7 +114,7 @@ def _part_text(part: Part) -> str:
         return part.text
     if isinstance(part, StructuredPart):
         return json.dumps(part.value, ensure_ascii=False, separators=(",", ":"))
-    from ..loop._serde import unstructure
+    from ..loop._converter import unstructure
 
     return json.dumps(unstructure(part), ensure_ascii=False, separators=(",", ":"))
 

@@ -373,7 +373,7 @@ def _output_text(output: Any) -> str:
         if len(texts) == len(output):
             return "\n".join(texts)
     try:
-        from ..loop._serde import unstructure
+        from ..loop._converter import unstructure
 
         return pretty(unstructure(output))
     except Exception:

@@ -39,7 +39,7 @@ import attrs
 
 from ..core._errors import CheckpointError
 from ..core._items import Item
-from ..loop import _serde
+from ..loop import _converter
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._checkpoint_memo import identical_prefix
 from ._item_check import NO_ANSWERS, usual_item_answers
@@ -293,7 +293,7 @@ def _check_items(
             continue
         data = json.loads(encoded[position - shared]) if plain is None else plain
         try:
-            _serde.structure(data, Item)
+            _converter.structure(data, Item)
         except Exception as error:
             raise CheckpointError(
                 f"{prefix}: transcript item {position} is not an agentloop item "

@@ -23,8 +23,8 @@ import anyio
 
 from ..core._errors import InvalidInputError
 from ..core._items import Item
+from ..loop._converter import unstructure
 from ..loop._core import checked_input
-from ..loop._serde import unstructure
 from ..loop._session_store import Lease, LeaseHeldError, SessionStore
 
 __all__ = ["enqueue_input"]

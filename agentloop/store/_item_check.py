@@ -2,7 +2,7 @@
 
 ``usual_item_answers`` decides the usual items (text, tool-call and tool-result
 parts, exact types, no unknown key) without structuring them; anything else
-is left to ``_serde.structure(data, Item)``, which decides it and words the
+is left to ``loop._converter.structure(data, Item)``, which decides it and words the
 refusal. It accepts only what structuring accepts (a hypothesis property in
 ``tests/store/test_item_check.py``): a change to ``Item``'s rules must be
 mirrored here or the property fails.
@@ -40,7 +40,7 @@ def usual_item_answers(data: dict[str, Any]) -> frozenset[str] | None:
 
     ``data`` is exact JSON (``_is_plain_json``). Decided here: the shapes the
     driver writes (text, tool-call and tool-result parts; exact types; no
-    unknown key), which ``_serde.structure(data, Item)`` accepts. ``None``
+    unknown key), which ``loop._converter.structure(data, Item)`` accepts. ``None``
     for anything else: structuring decides it (and words the refusal).
     """
     kind = data.get("kind")

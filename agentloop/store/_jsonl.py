@@ -9,7 +9,7 @@ from typing import IO, Any
 
 from ..core._errors import InvalidInputError
 from ..core._items import Item
-from ..loop import _serde
+from ..loop import _converter
 from ._documents import describe_item_error, encode_json
 
 __all__ = ["export_jsonl", "import_jsonl"]
@@ -30,7 +30,7 @@ def export_jsonl(items: Iterable[Item], target: str | os.PathLike[str] | IO[str]
                 f"found {type(item).__name__}; pass the transcript's items"
             )
         try:
-            lines.append(encode_json(_serde.unstructure(item), f"item {index}") + "\n")
+            lines.append(encode_json(_converter.unstructure(item), f"item {index}") + "\n")
         except ValueError as error:
             raise InvalidInputError(
                 f"cannot export JSONL transcript: {error}; make the item's values JSON"
@@ -81,7 +81,7 @@ def _read_items(lines: Iterable[str], source_name: str) -> list[Item]:
                 f"{prefix}: line {number} is not JSON ({reason}); fix or remove line {number}"
             ) from None
         try:
-            items.append(_serde.structure(data, Item))
+            items.append(_converter.structure(data, Item))
         except Exception as error:
             raise InvalidInputError(
                 f"{prefix}: line {number} is not an agentloop item "

@@ -2,7 +2,7 @@
 
 A session's ``meta`` (its version, status, lease and row counts), each claim
 row and each decision row is an attrs record, turned into JSON text by the
-package's converter (``agentloop.loop._serde``: strict, extra keys refused) and
+package's converter (``agentloop.loop._converter``: strict, extra keys refused) and
 back. A text that does not decode raises ``CheckpointError`` naming the
 session and the row, so a damaged backend fails closed.
 """
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ..core._errors import CheckpointError
-from ..loop import _serde
+from ..loop import _converter
 from ..loop._session_store import Claim, RecordedApproval, SessionStatus
 from ._documents import _encode
 from ._rules import LeaseRow, stored_approval, timestamp
@@ -126,7 +126,7 @@ def encode_record(record: Any) -> str:
     kind = type(record)
     hook = _HOOKS.get(kind)
     if hook is None:
-        hook = _HOOKS[kind] = _serde.converter.get_unstructure_hook(kind)
+        hook = _HOOKS[kind] = _converter.converter.get_unstructure_hook(kind)
     return _encode(hook(record))  # plain JSON by construction: no check needed
 
 
@@ -141,7 +141,7 @@ def decode_record(text: object, kind: type[_R], session_id: str, what: str) -> _
     try:
         if not isinstance(text, str):
             raise TypeError(f"it holds {type(text).__name__}, expected JSON text")
-        return _serde.structure(json.loads(text), kind)
+        return _converter.structure(json.loads(text), kind)
     except Exception as error:
         reason = describe_item_error(error)
         raise CheckpointError(

@@ -16,7 +16,7 @@ import cattrs
 
 from ..core._errors import CheckpointError
 from ..core._items import Item
-from ..loop import _serde
+from ..loop import _converter
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 
 __all__ = [
@@ -74,7 +74,7 @@ def decode_stored(
         where = f"{prefix}: item row {expected}"
         data = _decode_json(text, where, fix)
         try:
-            items.append(_serde.structure(data, Item))
+            items.append(_converter.structure(data, Item))
         except Exception as error:
             raise CheckpointError(
                 f"{where} is not an agentloop item ({describe_item_error(error)}); {fix}"

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core._errors import InvalidInputError
 from ..core._items import Item, ItemKind, ToolResultPart
-from ..loop._serde import unstructure
+from ..loop._converter import unstructure
 from ..loop._session_store import (
     ClaimError,
     LeaseHeldError,

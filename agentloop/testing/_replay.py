@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import attrs
 
 from ..core._items import FinishReason, Item, ItemKind, ToolCallPart
-from ..loop._serde import unstructure
+from ..loop._converter import unstructure
 from ..loop._session_store import SessionStore
 from ..model._protocol import ModelTurnResult, TurnRequest
 from ._replies import Reply

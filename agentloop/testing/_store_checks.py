@@ -31,7 +31,7 @@ from ..core._items import (
     Usage,
 )
 from ..loop._checkpoint import CHECKPOINT_FORMAT
-from ..loop._serde import unstructure
+from ..loop._converter import unstructure
 from ..loop._session_store import (
     ClaimError,
     Lease,

@@ -9,7 +9,7 @@ import agentloop as al
 import agentloop.model
 import agentloop.observe
 from agentloop.core._converter import make_converter
-from agentloop.loop._serde import configure_loop
+from agentloop.loop._converter import configure_loop
 from agentloop.model._config_codec import configure_model
 
 PACKAGE = Path(al.__file__).parent

@@ -8,7 +8,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentloop.core._items import ToolResultPart
-from agentloop.loop import _serde
+from agentloop.loop import _converter as loop_converter
 from agentloop.tools._outputs import stored_result
 
 
@@ -22,8 +22,8 @@ def test_a_text_result_reads_back_as_it_was_written(  # limit >= 2: "{}" fits
     assert result.metadata == {}
     if limit is None or len(text) <= limit:
         assert result.output == text
-    saved = json.dumps(_serde.unstructure(result), allow_nan=False, ensure_ascii=False)
-    assert _serde.structure(json.loads(saved), ToolResultPart) == result
+    saved = json.dumps(loop_converter.unstructure(result), allow_nan=False, ensure_ascii=False)
+    assert loop_converter.structure(json.loads(saved), ToolResultPart) == result
 
 
 class _Text(str):

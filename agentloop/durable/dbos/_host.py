@@ -19,7 +19,7 @@ from dbos._error import DBOSWorkflowIDInUseError
 from ..._log import get_logger
 from ...core._errors import InvalidInputError, ProviderError
 from ...core._items import FinishReason, Item
-from ...loop._serde import structure, unstructure
+from ...loop._converter import structure, unstructure
 from ...loop._steps import ApprovalAnswer
 from ._agent import run_number, run_workflow_id, runs_prefix
 from ._results import ApprovalOutcome, DurableApproval, DurableError, DurableRunResult

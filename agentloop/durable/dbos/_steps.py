@@ -20,7 +20,7 @@ from ...core._cancellation import TurnCancellation
 from ...core._errors import AgentLoopError, ModelProtocolError, ProviderError
 from ...core._items import Part
 from ...core._tool_spec import ToolSpec
-from ...loop._serde import structure, unstructure
+from ...loop._converter import structure, unstructure
 from ...loop._session_store import ClaimError, SessionStore, input_digest
 from ...model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
 from ...model._session_config import SessionConfig

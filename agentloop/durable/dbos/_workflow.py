@@ -22,8 +22,8 @@ from dbos import DBOS
 
 from ..._log import get_logger
 from ...core._items import Item
+from ...loop._converter import structure, unstructure
 from ...loop._driver import LoopDriver
-from ...loop._serde import structure, unstructure
 from ...loop._steps import (
     AfterToolResult,
     AnswerKind,
