@@ -60,6 +60,7 @@ class PostgresDialect:
     prefix = "agentloop_"
     placeholder = "%s"
     pipelined = True
+    row_lock = " FOR UPDATE"
 
     def __init__(self, conninfo: str, pool_size: int) -> None:
         self._conninfo = conninfo
@@ -100,6 +101,10 @@ class PostgresDialect:
     def next_number(self, connection: Any, counter: str) -> int:
         """``nextval`` of the counter's sequence (created on first use): ``agentloop_NAME``,
         or for a name that is not lowercase letters, one named by its digest."""
+        return int(self.take_number(connection, counter).fetchone()[0])
+
+    def take_number(self, connection: Any, counter: str) -> Any:
+        """Queue ``nextval`` of the counter's sequence; the cursor holds the value."""
         if _COUNTER.match(counter):
             sequence = f"agentloop_{counter}"
         else:
@@ -107,8 +112,7 @@ class PostgresDialect:
         if sequence not in self._sequences:
             connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
             self._sequences.add(sequence)
-        row = connection.execute("SELECT nextval(%s::regclass)", (sequence,))
-        return int(row.fetchone()[0])
+        return connection.execute("SELECT nextval(%s::regclass)", (sequence,))
 
     async def close(self) -> None:
         """Close every connection."""
