@@ -33,7 +33,7 @@ from ..loop._session_store import (
     check_ttl,
     summarize,
 )
-from ._backend import BackendHead, BackendWrite, StorageBackend
+from ._backend import BackendHead, BackendWrite, NumberedCommit, StorageBackend
 from ._documents import (
     TURN_LISTS,
     EncodedCheckpoint,
@@ -69,7 +69,7 @@ from ._rules import (
     with_undecided_calls,
 )
 
-__all__ = ["CLAIMS", "DECISIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
+__all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
 CLAIMS = "claims"
 """The table of claimed (or started) calls, by call id."""
@@ -81,6 +81,11 @@ VERSIONS = "versions"
 TOKENS = "tokens"
 """The counter of fencing tokens."""
 
+INCARNATIONS = "incarnations"
+"""The counter of new heads: each starts a range of revisions of its own."""
+
+_REVISION_BITS = 32
+"""A new head's revisions start at its incarnation number times 2**32, plus one."""
 _CACHED_SESSIONS = 64
 _CACHED_METAS = 1024
 _ATTEMPTS = 10_000
@@ -102,6 +107,8 @@ class BackendSessionStore:
         """Each recent session's last save through this store: its version and encoding."""
         self._metas: dict[str, tuple[str, SessionMeta]] = {}
         """Each recent session's meta record as last written or read: its text and value."""
+        self._heads: dict[str, tuple[BackendHead, SessionMeta, dict[str, ClaimRow]]] = {}
+        """Each recent session's head as this store last committed it (see ``_known_head``)."""
         self._lock = threading.Lock()
         self._clock = time.time
 
@@ -154,18 +161,61 @@ class BackendSessionStore:
         document: str | None = None,
         lists: Mapping[str, tuple[int, tuple[str, ...]]] | None = None,
         rows: Mapping[str, Mapping[str, str]] | None = None,
+        claims: Mapping[str, ClaimRow] | None = None,
     ) -> bool:
-        """Commit ``meta`` (and a new ``document``) on the revision of ``head``."""
+        """Commit ``meta`` (a new ``document``, ``claims`` rows) on the revision of ``head``."""
         revision = 0 if head is None else head.revision
         if document is None and head is not None:
             document = head.document
         text = encode_record(meta)
-        new_head = BackendHead(revision=revision + 1, meta=text, document=document)
-        write = BackendWrite(head=new_head, lists=lists or {}, rows=rows or {})
-        applied = await self.backend.commit(session_id, revision, write)
-        if applied:
-            self._know_meta(session_id, text, meta)
-        return applied
+        new_head = BackendHead(
+            revision=await self._next_revision(head), meta=text, document=document
+        )
+        rows = dict(rows or {})
+        if claims:
+            rows[CLAIMS] = {key: encode_record(row) for key, row in claims.items()}
+        write = BackendWrite(head=new_head, lists=lists or {}, rows=rows)
+        try:
+            applied = await self.backend.commit(session_id, revision, write)
+        except BaseException:
+            self._forget_head(session_id)
+            raise
+        if not applied:
+            self._forget_head(session_id)
+            return False
+        self._know_meta(session_id, text, meta)
+        known = self._known_head(session_id)
+        carried = known[2] if known is not None and known[0] == head else {}
+        self._know_head(session_id, new_head, meta, {**carried, **(claims or {})})
+        return True
+
+    async def _next_revision(self, head: BackendHead | None) -> int:
+        """The revision of a commit on ``head``: one more, or for a new head the start of a
+        range no other incarnation of the session used (so a revision never repeats)."""
+        if head is not None:
+            return head.revision + 1
+        return (await self.backend.next_number(INCARNATIONS) << _REVISION_BITS) + 1
+
+    def _known_head(
+        self, session_id: str
+    ) -> tuple[BackendHead, SessionMeta, dict[str, ClaimRow]] | None:
+        """The head this store last committed for the session, its meta and the claim rows
+        known at it (``None`` if unknown, or refused since)."""
+        with self._lock:
+            return self._heads.get(session_id)
+
+    def _know_head(
+        self, session_id: str, head: BackendHead, meta: SessionMeta, claims: dict[str, ClaimRow]
+    ) -> None:
+        with self._lock:
+            self._heads.pop(session_id, None)
+            self._heads[session_id] = (head, meta, claims)
+            while len(self._heads) > _CACHED_METAS:
+                del self._heads[next(iter(self._heads))]
+
+    def _forget_head(self, session_id: str) -> None:
+        with self._lock:
+            self._heads.pop(session_id, None)
 
     async def _rows(
         self, session_id: str, table: str, kind: type[_R], keys: Collection[str] | None = None
@@ -189,65 +239,106 @@ class BackendSessionStore:
         expected_version: int | None = None,
         fencing_token: int | None = None,
     ) -> int:
-        """Replace the session's document (see :meth:`SessionStore.save_checkpoint`)."""
+        """Replace the session's document (see :meth:`SessionStore.save_checkpoint`).
+
+        The first attempt decides on the head this store last committed, when
+        it has one, without reading it: the commit's compare-and-set applies
+        only if that head is still the stored one (revisions never repeat,
+        not even after a delete), and a refusal, or a check that fails on it,
+        starts over from a fresh read.
+        """
         with self._lock:
             last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
         status, pending = summarize(checkpoint)
         operation = f"save checkpoint for session {session_id!r}"
         await anyio.lowlevel.checkpoint()
+        known = self._known_head(session_id)
         for _attempt in range(_ATTEMPTS):
-            head, meta, version, claims = await self._save_reads(session_id, encoded)
-            lease = self._live_lease(meta)
-            check_fence(session_id, fencing_token, lease, self._clock(), operation)
-            saved = head is not None and head.document is not None
-            check_version(session_id, expected_version, meta.version if saved else None)
+            if known is None:
+                head, meta = await self._head(session_id)
+                claims: dict[str, ClaimRow] = {}
+            else:
+                head, meta, claims = known
+            try:
+                check_fence(
+                    session_id, fencing_token, self._live_lease(meta), self._clock(), operation
+                )
+                saved = head is not None and head.document is not None
+                check_version(session_id, expected_version, meta.version if saved else None)
+            except Exception:
+                if known is None:
+                    raise
+                known = None  # decided on a cached head: decide again on the stored one
+                continue
             lists = await self._list_writes(session_id, meta if saved else None, encoded)
             answered = answered_from(encoded, lists[ITEMS][0])
-            if claims is None or not answered <= claims[0]:
-                claims = answered, await self._rows(session_id, CLAIMS, ClaimRow, answered)
-            new_meta = SessionMeta(
-                version=version,
-                updated_at=time.time(),
-                status=status,
-                pending=pending,
-                item_count=len(encoded.items),
-                turn_counts=turn_counts(encoded.turn),
-                lease=meta.lease,
+            if not answered <= claims.keys():
+                wanted = answered - claims.keys()
+                claims = {**claims, **await self._rows(session_id, CLAIMS, ClaimRow, wanted)}
+            marked = _answered(claims, answered)
+            fields = {
+                "updated_at": time.time(),
+                "status": status,
+                "pending": pending,
+                "item_count": len(encoded.items),
+                "turn_counts": turn_counts(encoded.turn),
+                "lease": meta.lease,
+            }
+            version = await self._commit_save(
+                session_id, head, claims, marked, fields, encoded.head, lists
             )
-            rows = _answered(claims[1], answered)
-            if await self._commit(
-                session_id, head, new_meta, document=encoded.head, lists=lists, rows=rows
-            ):
+            if version is not None:
                 self._remember(session_id, version, encoded)
                 return version
+            known = None
         else:
             raise _refused_too_often()
 
-    async def _save_reads(
-        self, session_id: str, encoded: EncodedCheckpoint
-    ) -> tuple[BackendHead | None, SessionMeta, int, _Claims | None]:
-        """A save's reads, at once: the head, a version number and, when this store wrote
-        the last save, the claims of the calls the new items answer (``None`` otherwise)."""
-        found: dict[str, Any] = {}
-        with self._lock:
-            last = self._written.get(session_id)
-        guess = None if last is None else answered_from(encoded, len(last[1].items))
+    async def _commit_save(
+        self,
+        session_id: str,
+        head: BackendHead | None,
+        claims: dict[str, ClaimRow],
+        marked: dict[str, ClaimRow],
+        fields: dict[str, Any],
+        document: str,
+        lists: Mapping[str, tuple[int, tuple[str, ...]]],
+    ) -> int | None:
+        """Commit a save on ``head``'s revision with the next version number (taken in
+        the commit when the backend offers :class:`NumberedCommit`); the version, or
+        ``None`` when refused."""
+        revision = 0 if head is None else head.revision
+        new_revision = await self._next_revision(head)
+        rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
+        built: list[tuple[str, SessionMeta]] = []
 
-        async def number() -> None:
-            found["version"] = await self.backend.next_number(VERSIONS)
+        def write(version: int) -> BackendWrite:
+            meta = SessionMeta(version=version, **fields)
+            text = encode_record(meta)
+            built.append((text, meta))
+            new_head = BackendHead(revision=new_revision, meta=text, document=document)
+            return BackendWrite(head=new_head, lists=lists, rows=rows)
 
-        async def claims(call_ids: frozenset[str]) -> None:
-            found["claims"] = call_ids, await self._rows(session_id, CLAIMS, ClaimRow, call_ids)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(number)
-            if guess:
-                group.start_soon(claims, guess)
-            head, meta = await self._head(session_id)
-        if guess is not None and not guess:
-            found["claims"] = guess, {}
-        return head, meta, found["version"], found.get("claims")
+        try:
+            if isinstance(self.backend, NumberedCommit):
+                version = await self.backend.commit_numbered(session_id, revision, VERSIONS, write)
+            else:
+                number = await self.backend.next_number(VERSIONS)
+                applied = await self.backend.commit(session_id, revision, write(number))
+                version = number if applied else None
+        except BaseException:
+            self._forget_head(session_id)
+            raise
+        if version is None:
+            self._forget_head(session_id)
+            return None
+        text, meta = built[-1]
+        self._know_meta(session_id, text, meta)
+        known_claims = {**claims, **marked}
+        new_head = BackendHead(revision=new_revision, meta=text, document=document)
+        self._know_head(session_id, new_head, meta, known_claims)
+        return version
 
     async def _list_writes(
         self, session_id: str, meta: SessionMeta | None, encoded: EncodedCheckpoint
@@ -294,9 +385,7 @@ class BackendSessionStore:
             head, meta = await self._head(session_id)
             check_fence(session_id, None, self._live_lease(meta), self._clock(), operation)
             row = ClaimRow(tool_name=tool_name, input_digest=None, claimed_at=time.time())
-            if await self._commit(
-                session_id, head, meta, rows={CLAIMS: {call_id: encode_record(row)}}
-            ):
+            if await self._commit(session_id, head, meta, claims={call_id: row}):
                 return
         else:
             raise _refused_too_often()
@@ -327,9 +416,7 @@ class BackendSessionStore:
                 None if decision is None else (decision.input_digest, decision.approved),
             )
             row = ClaimRow(tool_name=tool_name, input_digest=input_digest, claimed_at=time.time())
-            if await self._commit(
-                session_id, head, meta, rows={CLAIMS: {call_id: encode_record(row)}}
-            ):
+            if await self._commit(session_id, head, meta, claims={call_id: row}):
                 return row.claim(session_id, call_id)
         else:
             raise _refused_too_often()
@@ -591,21 +678,17 @@ class BackendSessionStore:
         await self.backend.delete(session_id)
         with self._lock:
             self._written.pop(session_id, None)
+            self._heads.pop(session_id, None)
         return head is not None and head.document is not None
 
 
-_Claims = tuple[frozenset[str], dict[str, ClaimRow]]
-"""Call ids, and the claim rows found for them."""
-
-
-def _answered(claims: dict[str, ClaimRow], answered: frozenset[str]) -> dict[str, dict[str, str]]:
+def _answered(claims: dict[str, ClaimRow], answered: frozenset[str]) -> dict[str, ClaimRow]:
     """The claim rows a save marks answered: its new results answer them."""
-    marked = {
-        call_id: encode_record(attrs.evolve(row, answered=True))
+    return {
+        call_id: attrs.evolve(row, answered=True)
         for call_id, row in claims.items()
         if call_id in answered and not row.answered
     }
-    return {CLAIMS: marked} if marked else {}
 
 
 def _refused_too_often() -> CheckpointError:

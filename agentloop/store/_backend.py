@@ -16,22 +16,25 @@ The texts are opaque to a backend: store them and give them back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["BackendHead", "BackendWrite", "StorageBackend"]
+__all__ = ["BackendHead", "BackendWrite", "NumberedCommit", "StorageBackend"]
 
 
 @attrs.frozen(kw_only=True)
 class BackendHead:
     """A session's head as a backend stores it.
 
-    ``revision`` is ``1`` for a session's first commit and grows by one at
-    every commit; ``meta`` is the library's small record of the session
-    (version, status, lease, row counts); ``document`` the checkpoint
-    document without its transcript, ``None`` before the first save.
+    ``revision`` is the number the library gives each commit (store it
+    exactly: it may exceed 2**53): a session's first commit starts a range of
+    its own (``1``, or a multiple of 2**32 plus one, so a session deleted and
+    created again never repeats a revision) and every commit adds one;
+    ``meta`` is the library's small record of the session (version, status,
+    lease, row counts); ``document`` the checkpoint document without its
+    transcript, ``None`` before the first save.
     """
 
     revision: int
@@ -102,4 +105,31 @@ class StorageBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release connections; the stored data stays."""
+        ...
+
+
+@runtime_checkable
+class NumberedCommit(Protocol):
+    """An optional fast path a :class:`StorageBackend` MAY also offer.
+
+    :class:`~agentloop.store.BackendSessionStore` uses it for a save when the
+    backend has it; otherwise it calls :meth:`StorageBackend.next_number`
+    and then :meth:`StorageBackend.commit`, which is equivalent.
+    """
+
+    async def commit_numbered(
+        self,
+        session_id: str,
+        expected_revision: int,
+        counter: str,
+        write: Callable[[int], BackendWrite],
+    ) -> int | None:
+        """Take ``counter``'s next number ``n`` and commit ``write(n)`` (see
+        :meth:`StorageBackend.commit`), as one call; ``n`` if it applied, else ``None``.
+
+        ``n`` must be taken after the compare-and-set's lock (or in its
+        atomic step), so two writers of one head that both apply take their
+        numbers in the order they commit. A refused commit may spend a number.
+        ``write`` is pure and may run in any thread.
+        """
         ...

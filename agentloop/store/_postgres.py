@@ -60,6 +60,7 @@ class PostgresDialect:
     prefix = "agentloop_"
     placeholder = "%s"
     pipelined = True
+    row_lock = " FOR UPDATE"
 
     def __init__(self, conninfo: str, pool_size: int) -> None:
         self._conninfo = conninfo
@@ -100,15 +101,26 @@ class PostgresDialect:
     def next_number(self, connection: Any, counter: str) -> int:
         """``nextval`` of the counter's sequence (created on first use): ``agentloop_NAME``,
         or for a name that is not lowercase letters, one named by its digest."""
-        if _COUNTER.match(counter):
-            sequence = f"agentloop_{counter}"
-        else:
-            sequence = "agentloop_n_" + hashlib.sha256(counter.encode()).hexdigest()[:24]
+        import psycopg
+
+        sequence = _sequence(counter)
+        if sequence not in self._sequences:
+            # Two processes creating it at once: one of them gets a unique violation
+            # (IF NOT EXISTS is not atomic); the sequence exists either way.
+            with suppress(psycopg.errors.UniqueViolation):
+                connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
+            self._sequences.add(sequence)
+        return int(self.take_number(connection, counter).fetchone()[0])
+
+    def take_number(self, connection: Any, counter: str) -> Any:
+        """Queue ``nextval`` of the counter's sequence in the caller's transaction; the
+        cursor holds the value. The sequence must exist (the schema's, or one
+        :meth:`next_number` created)."""
+        sequence = _sequence(counter)
         if sequence not in self._sequences:
             connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
             self._sequences.add(sequence)
-        row = connection.execute("SELECT nextval(%s::regclass)", (sequence,))
-        return int(row.fetchone()[0])
+        return connection.execute("SELECT nextval(%s::regclass)", (sequence,))
 
     async def close(self) -> None:
         """Close every connection."""
@@ -155,6 +167,14 @@ def ensure_schema(connection: Any, where: str) -> int:
             move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection), where)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
     return found
+
+
+def _sequence(counter: str) -> str:
+    """The counter's sequence: ``agentloop_NAME``, or for a name that is not lowercase
+    letters, one named by its digest."""
+    if _COUNTER.match(counter):
+        return f"agentloop_{counter}"
+    return "agentloop_n_" + hashlib.sha256(counter.encode()).hexdigest()[:24]
 
 
 def _columns(connection: Any, table: str) -> set[str]:

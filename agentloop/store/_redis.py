@@ -33,7 +33,7 @@ _COMMIT = """
 local prefix, session = ARGV[1], ARGV[2]
 local head = prefix .. 'head:' .. session
 local stored = redis.call('HGET', head, 'revision')
-if (stored and tonumber(stored) or 0) ~= tonumber(ARGV[3]) then return 0 end
+if (stored or '0') ~= ARGV[3] then return 0 end  -- as text: exact past 2^53
 redis.call('HSET', head, 'revision', ARGV[4], 'meta', ARGV[5])
 if ARGV[6] == '1' then redis.call('HSET', head, 'document', ARGV[7]) end
 redis.call('SADD', prefix .. 'sessions', session)

@@ -19,7 +19,7 @@ transaction, counters and the schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
@@ -40,6 +40,8 @@ class Dialect(Protocol):
     pipelined: bool
     """Whether :meth:`write` queues statements, sent at the first read of a result and
     at the end of the block (then a result is read only once all is queued)."""
+    row_lock: str
+    """Appended to a ``SELECT`` of a head to lock its row until the transaction ends."""
 
     async def run(self, operation: str, work: Callable[[Any], T]) -> T:
         """``work(connection)`` in a thread with a connection of its own; ``operation``
@@ -54,6 +56,11 @@ class Dialect(Protocol):
         """The counter's next value, committed (outside any transaction of the caller)."""
         ...
 
+    def take_number(self, connection: Any, counter: str) -> Any:
+        """Queue the counter's next value in the caller's transaction: a cursor whose
+        one row holds it."""
+        ...
+
     async def close(self) -> None:
         """Close the connections; later calls raise ``InvalidStateError``."""
         ...
@@ -61,6 +68,7 @@ class Dialect(Protocol):
 
 _STATEMENTS = {
     "read": "SELECT revision, meta, document FROM {t}heads WHERE session_id = ?",
+    "lock_head": "SELECT revision FROM {t}heads WHERE session_id = ?{lock}",
     "insert_head": "INSERT INTO {t}heads (session_id, revision, meta, document) "
     "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING RETURNING revision",
     "update_head": "UPDATE {t}heads SET revision = ?, meta = ?, document = ? "
@@ -86,7 +94,9 @@ class SqlBackend:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self._sql = {
-            name: text.format(t=dialect.prefix).replace("?", dialect.placeholder)
+            name: text.format(t=dialect.prefix, lock=dialect.row_lock).replace(
+                "?", dialect.placeholder
+            )
             for name, text in _STATEMENTS.items()
         }
 
@@ -112,16 +122,7 @@ class SqlBackend:
         else:
             statement = self._sql["update_head"]
             values = (head.revision, head.meta, head.document, session_id, expected_revision)
-        appended = [
-            (session_id, name, start + offset, text)
-            for name, (start, rows) in write.lists.items()
-            for offset, text in enumerate(rows)
-        ]
-        put = [
-            (session_id, table, key, text)
-            for table, rows_by_key in write.rows.items()
-            for key, text in rows_by_key.items()
-        ]
+        appended, put = _rows(session_id, write)
 
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
@@ -129,15 +130,68 @@ class SqlBackend:
                 # round trip); the rows then travel with COMMIT.
                 if connection.execute(statement, values).fetchone() is None:
                     return False  # nothing written: the transaction commits no change
-                for name, (start, _rows) in write.lists.items():
-                    connection.execute(self._sql["cut_list"], (session_id, name, start))
-                if appended:
-                    connection.cursor().executemany(self._sql["append"], appended)
-                if put:
-                    connection.cursor().executemany(self._sql["put"], put)
+                self._write_rows(connection, session_id, write.lists, appended, put)
             return True
 
         return await self.dialect.run(f"write session {session_id!r}", work)
+
+    async def commit_numbered(
+        self,
+        session_id: str,
+        expected_revision: int,
+        counter: str,
+        write: Callable[[int], BackendWrite],
+    ) -> int | None:
+        """The counter's next number ``n`` and the commit of ``write(n)``, in one transaction.
+
+        The head's row is locked (SQLite: the write lock of ``BEGIN IMMEDIATE``)
+        and its revision read with the number, in one round trip; the head and
+        rows then travel with ``COMMIT``. A first commit (no head to lock) takes
+        the number, then commits.
+        """
+        if expected_revision == 0:
+            number = await self.next_number(counter)
+            return number if await self.commit(session_id, 0, write(number)) else None
+        pipelined = self.dialect.pipelined
+
+        def work(connection: Any) -> int | None:
+            with self.dialect.write(connection):
+                locked = connection.execute(self._sql["lock_head"], (session_id,))
+                # In a pipeline, the number travels with the lock (and a refused
+                # commit spends it); otherwise it is taken once the revision matched.
+                taken = self.dialect.take_number(connection, counter) if pipelined else None
+                found = locked.fetchall()
+                if taken is None and found and int(found[0][0]) == expected_revision:
+                    taken = self.dialect.take_number(connection, counter)
+                number = None if taken is None else int(taken.fetchall()[0][0])
+                if number is None or not found or int(found[0][0]) != expected_revision:
+                    return None
+                done = write(number)
+                head = done.head
+                connection.execute(
+                    self._sql["update_head"],
+                    (head.revision, head.meta, head.document, session_id, expected_revision),
+                )
+                appended, put = _rows(session_id, done)
+                self._write_rows(connection, session_id, done.lists, appended, put)
+            return number
+
+        return await self.dialect.run(f"write session {session_id!r}", work)
+
+    def _write_rows(
+        self,
+        connection: Any,
+        session_id: str,
+        lists: Mapping[str, tuple[int, tuple[str, ...]]],
+        appended: list[tuple[str, str, int, str]],
+        put: list[tuple[str, str, str, str]],
+    ) -> None:
+        for name, (start, _rows) in lists.items():
+            connection.execute(self._sql["cut_list"], (session_id, name, start))
+        if appended:
+            connection.cursor().executemany(self._sql["append"], appended)
+        if put:
+            connection.cursor().executemany(self._sql["put"], put)
 
     async def read_list(self, session_id: str, name: str) -> list[str]:
         """The list's rows, in order: those at positions 0, 1, ... up to the first missing one.
@@ -215,6 +269,23 @@ class SqlBackend:
     async def aclose(self) -> None:
         """Close the connections; the data stays."""
         await self.dialect.close()
+
+
+def _rows(
+    session_id: str, write: BackendWrite
+) -> tuple[list[tuple[str, str, int, str]], list[tuple[str, str, str, str]]]:
+    """A write's list rows to append and keyed rows to put, as statement parameters."""
+    appended = [
+        (session_id, name, start + offset, text)
+        for name, (start, rows) in write.lists.items()
+        for offset, text in enumerate(rows)
+    ]
+    put = [
+        (session_id, table, key, text)
+        for table, rows_by_key in write.rows.items()
+        for key, text in rows_by_key.items()
+    ]
+    return appended, put
 
 
 def _head(row: Any) -> BackendHead:

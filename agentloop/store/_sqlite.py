@@ -70,6 +70,7 @@ class SqliteDialect:
     prefix = ""
     placeholder = "?"
     pipelined = False
+    row_lock = ""  # BEGIN IMMEDIATE holds the file's write lock
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -102,14 +103,18 @@ class SqliteDialect:
         connection.execute("PRAGMA synchronous=NORMAL")
         try:
             with self.write(connection):
-                row = connection.execute(
-                    "INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT (name) "
-                    "DO UPDATE SET value = value + 1 RETURNING value",
-                    (counter,),
-                ).fetchone()
+                row = self.take_number(connection, counter).fetchone()
         finally:
             connection.execute("PRAGMA synchronous=FULL")
         return int(row[0])
+
+    def take_number(self, connection: sqlite3.Connection, counter: str) -> sqlite3.Cursor:
+        """Increment ``counter`` in the caller's transaction; the cursor holds the value."""
+        return connection.execute(
+            "INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT (name) "
+            "DO UPDATE SET value = value + 1 RETURNING value",
+            (counter,),
+        )
 
     async def close(self) -> None:
         """Close the connection."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from ..store._backend import BackendHead, BackendWrite, StorageBackend
+from ..store._backend import BackendHead, BackendWrite, NumberedCommit, StorageBackend
 
 __all__ = ["check_backend"]
 
@@ -235,6 +235,50 @@ async def _check_concurrent_commits(backend: StorageBackend) -> None:
     await backend.delete(session_id)
 
 
+async def _check_large_revisions(backend: StorageBackend) -> None:
+    session_id = _session()
+    big = 2**53 + 1  # a new head's revisions start at a multiple of 2**32 and grow
+    _expect(
+        "commit",
+        "a first commit of revision 2**53 + 1",
+        await backend.commit(session_id, 0, _write(big)),
+        True,
+    )
+    _expect("read", "the head of revision 2**53 + 1", await backend.read(session_id), _head(big))
+    stale = await backend.commit(session_id, big - 1, _write(big + 1))
+    _expect("commit", "a commit expecting revision 2**53 (the head is at 2**53 + 1)", stale, False)
+    applied = await backend.commit(session_id, big, _write(big + 1))
+    _expect("commit", "a commit expecting revision 2**53 + 1, the head's", applied, True)
+    await backend.delete(session_id)
+
+
+async def _check_numbered_commit(backend: StorageBackend) -> None:
+    if not isinstance(backend, NumberedCommit):
+        return  # an optional fast path; the store uses next_number() and commit() instead
+    session_id, counter = _session(), _session()
+    await backend.commit(session_id, 0, _write(1))
+    taken: list[int] = []
+
+    def write(number: int) -> BackendWrite:
+        taken.append(number)
+        return _write(2, lists={"l": (0, (f"n{number}",))})
+
+    number = await backend.commit_numbered(session_id, 1, counter, write)
+    _expect("commit_numbered", "a commit on the head's revision: its number", number, 1)
+    _expect("commit_numbered", "the numbers given to write()", taken, [1])
+    _expect("commit_numbered", "the head it stored", await backend.read(session_id), _head(2))
+    _expect(
+        "commit_numbered", "the list it wrote", await backend.read_list(session_id, "l"), ["n1"]
+    )
+    refused = await backend.commit_numbered(session_id, 1, counter, write)
+    _expect("commit_numbered", "a commit on a stale revision", refused, None)
+    _expect("commit_numbered", "the head after it", await backend.read(session_id), _head(2))
+    after = await backend.next_number(counter)
+    if not after > 1:
+        _fail("commit_numbered", "the counter's next number after it gave 1", "> 1", after)
+    await backend.delete(session_id)
+
+
 CHECKS = (
     _check_compare_and_set,
     _check_lists,
@@ -242,6 +286,8 @@ CHECKS = (
     _check_isolation_and_delete,
     _check_numbers,
     _check_concurrent_commits,
+    _check_large_revisions,
+    _check_numbered_commit,
 )
 
 

@@ -1,8 +1,9 @@
 """The storage protocol: a sound backend passes; a broken one is caught, the primitive named."""
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +14,10 @@ from agentloop.store import (
     BackendWrite,
     MemoryBackend,
     MemorySessionStore,
+    SqliteSessionStore,
     StorageBackend,
 )
+from agentloop.store._backend import NumberedCommit
 from agentloop.testing.store_conformance import (
     check_backend,
     check_claims,
@@ -183,4 +186,38 @@ async def test_a_backend_that_never_commits_is_refused_not_retried_forever() -> 
         await run_check(check_versions, lambda: nullcontext(store))
     assert "; the backend's primitive commit() is wrong: a first commit expecting revision 0" in (
         str(failed.value)
+    )
+
+
+async def test_the_sql_backend_keeps_every_primitive_and_the_numbered_commit(
+    tmp_path: Path,
+) -> None:
+    async with SqliteSessionStore(tmp_path / "sessions.db") as store:
+        assert isinstance(store.backend, NumberedCommit)
+        await check_backend(store.backend)
+        assert await store.backend.heads() == {}
+
+
+class NumbersBlindly(MemoryBackend):
+    """The bug: its commit_numbered commits whatever revision the head is at."""
+
+    async def commit_numbered(
+        self,
+        session_id: str,
+        expected_revision: int,
+        counter: str,
+        write: Callable[[int], BackendWrite],
+    ) -> int | None:
+        head = await self.read(session_id)
+        number = await self.next_number(counter)
+        revision = 0 if head is None else head.revision
+        return number if await self.commit(session_id, revision, write(number)) else None
+
+
+async def test_check_backend_names_a_wrong_numbered_commit() -> None:
+    with pytest.raises(AssertionError) as caught:
+        await check_backend(NumbersBlindly())
+    assert str(caught.value) == (
+        "the backend's primitive commit_numbered() is wrong: a commit on a stale revision: "
+        "expected None, found 2"
     )

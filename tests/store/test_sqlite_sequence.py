@@ -64,6 +64,7 @@ async def test_the_counters_hold_the_last_version_and_token_given(tmp_path: Path
         assert await store.delete("a") is True  # its version stays given
         lease = await store.acquire("w", "worker", 30)
         assert rows_of(path, "SELECT name, value FROM counters ORDER BY name") == [
+            ("incarnations", 2),  # a new head's revisions start a range of their own
             ("tokens", lease.token),
             ("versions", 3),
         ]
