@@ -7,8 +7,10 @@ elicitation, sampling and roots tools it offers only to a client advertising the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -83,8 +85,6 @@ def everything(transport: str) -> Iterator[McpServer]:
 
 
 def wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
-    import socket
-
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         if process.poll() is not None:
@@ -124,6 +124,17 @@ def outputs(driver: al.LoopDriver) -> list[Any]:
     ]
 
 
+def sampled(model: str, answer: str) -> str:
+    """What trigger-sampling-request says the client answered."""
+    result = {
+        "model": model,
+        "stopReason": "endTurn",
+        "role": "assistant",
+        "content": {"type": "text", "text": answer},
+    }
+    return "LLM sampling result: \n" + json.dumps(result, indent=2)
+
+
 @pytest.fixture(params=["stdio", "http"])
 def server(request: pytest.FixtureRequest) -> Iterator[McpServer]:
     with everything(str(request.param)) as served:
@@ -154,3 +165,145 @@ async def test_plain_tools_are_offered_and_the_asking_ones_only_when_advertised(
     )
     assert (echoed.value, echoed.is_error) == ("Echo: hi there", False)
     assert (summed.value, summed.is_error) == ("The sum of 2 and 3.5 is 5.5.", False)
+
+
+async def test_resources_and_prompts_list_read_and_get(server: McpServer) -> None:
+    docs = PACKAGE / "dist" / "docs"
+    async with McpToolSource(server, connect_timeout=LOADED) as source:
+        listed = await source.list_resources()
+        templates = await source.list_resource_templates()
+        architecture = await source.read_resource("demo://resource/static/document/architecture.md")
+        dynamic = await source.read_resource("demo://resource/dynamic/text/3")
+        prompts = await source.list_prompts()
+        simple = await source.get_prompt("simple-prompt")
+        filled = await source.get_prompt("args-prompt", {"city": "Paris", "state": "TX"})
+    names = sorted(path.name for path in docs.glob("*.md"))
+    assert [(r.uri, r.name, r.mime_type) for r in listed] == [
+        (f"demo://resource/static/document/{name}", name, "text/markdown") for name in names
+    ]
+    assert [t.uri_template for t in templates] == [
+        "demo://resource/dynamic/text/{resourceId}",
+        "demo://resource/dynamic/blob/{resourceId}",
+    ]
+    assert architecture == [
+        al.TextPart(
+            text=(docs / "architecture.md").read_text(),
+            metadata={
+                "mcp.uri": "demo://resource/static/document/architecture.md",
+                "mcp.mime_type": "text/markdown",
+            },
+        )
+    ]
+    [part] = dynamic
+    assert isinstance(part, al.TextPart)
+    assert part.text.startswith("Resource 3: This is a plaintext resource created at ")
+    assert part.metadata == {
+        "mcp.uri": "demo://resource/dynamic/text/3",
+        "mcp.mime_type": "text/plain",
+    }
+    assert [p.name for p in prompts] == [
+        "simple-prompt",
+        "args-prompt",
+        "completable-prompt",
+        "resource-prompt",
+    ]
+    assert [(a.name, a.required) for a in prompts[1].arguments] == [
+        ("city", True),
+        ("state", False),
+    ]
+    assert [(m.role, m.part) for m in simple.messages] == [
+        ("user", al.TextPart(text="This is a simple prompt without arguments."))
+    ]
+    assert [(m.role, m.part) for m in filled.messages] == [
+        ("user", al.TextPart(text="What's weather in Paris, TX?"))
+    ]
+
+
+async def test_the_roots_tool_lists_our_roots(server: McpServer, tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    async with McpToolSource(server, connect_timeout=LOADED, roots=[tmp_path / "work"]) as source:
+        listed = await source.call_tool("get-roots-list", {})
+    work = tmp_path / "work"
+    assert (listed.value, listed.is_error) == (
+        f"Current MCP Roots (1 total):\n\n1. {work}\n   URI: {work.resolve().as_uri()}\n\n"
+        "Note: This server demonstrates the roots protocol capability but doesn't actually "
+        "access files. The roots are provided by the MCP client and can be used by servers "
+        "that need file system access.",
+        False,
+    )
+
+
+async def test_an_accepted_elicitation_reaches_the_server(server: McpServer) -> None:
+    tool = "mcp__ev__trigger-elicitation-request"
+    script = [tool_calls(call(tool, {}, id="a")), "thanks"]
+    async with agent_on(server, script, elicitation=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert (step.call_id, step.tool_name) == ("a", tool)
+        assert step.question.kind == "mcp.elicitation"
+        assert step.question.message == "Please provide inputs for the following fields:"
+        assert step.question.schema is not None
+        assert step.question.schema["required"] == ["name"]
+        with pytest.raises(al.InvalidInputError):
+            step.answer({"check": True})  # no name: refused here, nothing sent
+        step.answer({"name": "Ada", "check": True, "integer": 7})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [output] = outputs(driver)
+    assert output == (
+        "✅ User provided the requested information!\nUser inputs:\n- Name: Ada\n"
+        "- Agreed to terms: true\n- Favorite Integer: 7\n\nRaw result: "
+        + json.dumps(
+            {"action": "accept", "content": {"name": "Ada", "check": True, "integer": 7}}, indent=2
+        )
+    )
+
+
+async def test_a_declined_elicitation_reaches_the_server(server: McpServer) -> None:
+    script = [tool_calls(call("mcp__ev__trigger-elicitation-request", {}, id="a")), "ok"]
+    async with agent_on(server, script, elicitation=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        step.decline()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [output] = outputs(driver)
+    assert output == (
+        "❌ User declined to provide the requested information.\n\nRaw result: "
+        + json.dumps({"action": "decline"}, indent=2)
+    )
+
+
+async def test_sampling_answered_by_the_host(server: McpServer) -> None:
+    tool = "mcp__ev__trigger-sampling-request"
+    script = [tool_calls(call(tool, {"prompt": "a haiku", "maxTokens": 20}, id="a")), "ok"]
+    async with agent_on(server, script, sampling=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert step.question.kind == "mcp.sampling"
+        assert step.question.data["systemPrompt"] == "You are a helpful test server."
+        assert step.question.data["maxTokens"] == 20
+        assert step.question.data["messages"] == [
+            {
+                "role": "user",
+                "content": {
+                    "type": "text",
+                    "text": "Resource trigger-sampling-request context: a haiku",
+                },
+            }
+        ]
+        step.answer({"text": "Old pond, frog jumps in.", "model": "host-model"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [output] = outputs(driver)
+    assert output == sampled("host-model", "Old pond, frog jumps in.")
+
+
+async def test_sampling_answered_by_the_agents_model(server: McpServer) -> None:
+    tool = "mcp__ev__trigger-sampling-request"
+    script = [
+        tool_calls(call(tool, {"prompt": "a haiku"}, id="a")),
+        text("Frog, pond, splash."),
+        "ok",
+    ]
+    async with agent_on(server, script, sampling="model") as driver:
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [output] = outputs(driver)
+    assert output == sampled("scripted-model", "Frog, pond, splash.")
