@@ -307,3 +307,100 @@ async def test_sampling_answered_by_the_agents_model(server: McpServer) -> None:
         assert isinstance(await driver.run_until_blocked(), al.Finished)
     [output] = outputs(driver)
     assert output == sampled("scripted-model", "Frog, pond, splash.")
+
+
+@pytest.mark.parametrize(
+    ("options", "asking"),
+    [
+        ({"elicitation": True}, ["trigger-elicitation-request", "trigger-url-elicitation"]),
+        ({"sampling": True}, ["trigger-sampling-request"]),
+        ({"sampling": "model"}, ["trigger-sampling-request"]),
+        ({"roots": []}, ["get-roots-list"]),
+    ],
+)
+async def test_each_capability_offers_its_own_tools(
+    options: dict[str, Any], asking: list[str]
+) -> None:
+    with everything("stdio") as server:
+        async with McpToolSource(server, connect_timeout=LOADED, **options) as source:
+            names = sorted(spec.name for spec in source.specs())
+    assert names == sorted(f"mcp__ev__{name}" for name in [*PLAIN_TOOLS, *asking])
+
+
+async def test_a_cancelled_elicitation_reaches_the_server(server: McpServer) -> None:
+    script = [tool_calls(call("mcp__ev__trigger-elicitation-request", {}, id="a")), "ok"]
+    async with agent_on(server, script, elicitation=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        step.cancel()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        "\u26a0\ufe0f User cancelled the elicitation dialog.\n\nRaw result: "
+        + json.dumps({"action": "cancel"}, indent=2)
+    ]
+
+
+async def test_a_url_elicitation_is_a_question_with_the_url(server: McpServer) -> None:
+    tool = "mcp__ev__trigger-url-elicitation"
+    arguments = {"url": "https://example.com/consent", "elicitationId": "e-7"}
+    script = [tool_calls(call(tool, arguments, id="a")), "ok"]
+    async with agent_on(server, script, elicitation=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        question = step.question
+        assert (question.kind, question.message, question.schema) == (
+            "mcp.elicitation_url",
+            "Please open the link to complete this action.",
+            None,
+        )
+        assert question.data == {
+            "server": "ev",
+            "mode": "url",
+            "message": "Please open the link to complete this action.",
+            "url": "https://example.com/consent",
+            "elicitationId": "e-7",
+        }
+        step.answer()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        "\u2705 User completed the URL elicitation flow.\nElicitation ID: e-7\n"
+        "URL: https://example.com/consent\n\nRaw result: "
+        + json.dumps({"action": "accept"}, indent=2)
+    ]
+
+
+async def test_a_task_tool_asks_for_clarification_while_it_runs(server: McpServer) -> None:
+    """simulate-research-query is a task tool (taskSupport "required"): polled to its end;
+    its elicitation comes through tasks/result while the task is input_required."""
+    tool = "mcp__ev__simulate-research-query"
+    script = [tool_calls(call(tool, {"topic": "python", "ambiguous": True}, id="a")), "ok"]
+    async with agent_on(server, script, elicitation=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert step.question.message == (
+            'The research query "python" could have multiple interpretations. '
+            "Please clarify what you're looking for:"
+        )
+        assert step.question.schema is not None
+        choices = step.question.schema["properties"]["interpretation"]["oneOf"]
+        assert [choice["const"] for choice in choices] == ["programming", "snake", "comedy"]
+        with pytest.raises(al.InvalidInputError):
+            step.answer({"interpretation": "the language"})  # not one of the choices
+        step.answer({"interpretation": "snake"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [result] = [r for item in driver.snapshot().transcript for r in item.tool_results()]
+    assert isinstance(result.output, str)
+    assert result.output.startswith(
+        "# Research Report: python (snake)\n\n## Research Parameters\n- **Topic**: python\n"
+        "- **Clarification**: snake\n"
+    )
+    assert "Status progressed: `working` → `input_required` → `working` → `completed`" in (
+        result.output
+    )
+    # The task's state when the client turned to tasks/result (docs/mcp.md "Tasks").
+    assert {
+        key: value for key, value in result.metadata["mcp.task"].items() if key != "taskId"
+    } == {
+        "status": "input_required",
+        "statusMessage": 'Found multiple interpretations for "python". Requesting clarification...',
+    }
