@@ -404,3 +404,79 @@ async def test_a_task_tool_asks_for_clarification_while_it_runs(server: McpServe
         "status": "input_required",
         "statusMessage": 'Found multiple interpretations for "python". Requesting clarification...',
     }
+
+
+async def test_a_url_elicitation_required_error_is_asked_and_the_call_run_again(
+    server: McpServer,
+) -> None:
+    """errorPath: the first call is refused with -32042 naming a prerequisite URL; once
+    the host accepts it the call runs again and asks its own URL (the request path)."""
+    tool = "mcp__ev__trigger-url-elicitation"
+    arguments = {"url": "https://example.com/consent", "elicitationId": "e-8", "errorPath": True}
+    script = [tool_calls(call(tool, arguments, id="a")), "ok"]
+    async with agent_on(server, script, elicitation=True) as driver:
+        first = await driver.next()
+        assert isinstance(first, al.CallQuestion)
+        assert (first.question.kind, first.question.data["url"]) == (
+            "mcp.elicitation_url",
+            "https://modelcontextprotocol.io",
+        )
+        assert first.question.message == (
+            "Open this link to satisfy the prerequisite, then retry the request."
+        )
+        first.answer()
+        second = await driver.next()
+        assert isinstance(second, al.CallQuestion)
+        assert (second.call_id, second.question.data["url"]) == (
+            "a",
+            "https://example.com/consent",
+        )
+        second.answer()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        "\u2705 User completed the URL elicitation flow.\nElicitation ID: e-8\n"
+        "URL: https://example.com/consent\n\nRaw result: "
+        + json.dumps({"action": "accept"}, indent=2)
+    ]
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_a_refused_required_url_fails_the_call_unrun(server: McpServer, action: str) -> None:
+    tool = "mcp__ev__trigger-url-elicitation"
+    arguments = {"url": "https://example.com/consent", "errorPath": True}
+    script = [tool_calls(call(tool, arguments, id="a")), "ok"]
+    async with agent_on(server, script, elicitation=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        getattr(step, action)()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        f"tool {tool!r} failed: McpCallError: MCP server 'ev' requires a visit to "
+        "https://modelcontextprotocol.io before tools/call 'trigger-url-elicitation'; the "
+        f"host answered {action}, so the call was not run"
+    ]
+
+
+async def test_a_required_url_that_cannot_be_asked_fails_the_call() -> None:
+    """The default SimpleTaskManager runs calls inline: nobody can be asked."""
+    tool = "mcp__ev__trigger-url-elicitation"
+    arguments = {"url": "https://example.com/consent", "errorPath": True}
+    with everything("stdio") as server:
+        async with McpToolSource(server, connect_timeout=LOADED, elicitation=True) as source:
+            agent = (
+                al.Agent.builder()
+                .model(al.testing.ScriptedModel([tool_calls(call(tool, arguments, id="a")), "ok"]))
+                .add_tool_source(source)
+                .input([al.Item.text(al.ItemKind.USER, "go")])
+                .build()
+            )
+            driver = await agent.start("s")
+            assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        f"tool {tool!r} failed: McpCallError: MCP server 'ev' requires a visit to "
+        "https://modelcontextprotocol.io before tools/call 'trigger-url-elicitation', which "
+        "could not be asked: cannot ask the host from call a: it runs inline in the driver's "
+        "step, so next() cannot return the question while it runs; build the agent with "
+        ".task_manager(AsyncTaskManager()) entered around the driver, so each call runs in a "
+        "task of its own"
+    ]
