@@ -480,3 +480,23 @@ async def test_a_required_url_that_cannot_be_asked_fails_the_call() -> None:
         ".task_manager(AsyncTaskManager()) entered around the driver, so each call runs in a "
         "task of its own"
     ]
+
+
+async def test_resources_and_prompts_as_tools_for_the_model(server: McpServer) -> None:
+    script = [
+        tool_calls(
+            call("mcp__ev__read_resource", {"uri": "demo://resource/dynamic/text/4"}, id="r"),
+            call(
+                "mcp__ev__get_prompt",
+                {"name": "args-prompt", "arguments": {"city": "Oslo"}},
+                id="p",
+            ),
+        ),
+        "ok",
+    ]
+    async with agent_on(server, script, feature_tools=True) as driver:
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    read, prompt = outputs(driver)
+    assert isinstance(read, str)
+    assert read.startswith("Resource 4: This is a plaintext resource created at ")
+    assert prompt == "[user] What's weather in Oslo?"
