@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -500,3 +501,48 @@ async def test_resources_and_prompts_as_tools_for_the_model(server: McpServer) -
     assert isinstance(read, str)
     assert read.startswith("Resource 4: This is a plaintext resource created at ")
     assert prompt == "[user] What's weather in Oslo?"
+
+
+def url_gate() -> StdioServer:
+    return StdioServer("gate", sys.executable, [str(Path(__file__).parent / "url_gate_server.py")])
+
+
+async def test_a_server_that_keeps_requiring_urls_is_given_up_on() -> None:
+    script = [tool_calls(call("mcp__gate__always", {}, id="a")), "ok"]
+    async with agent_on(url_gate(), script, protocol="legacy", elicitation=True) as driver:
+        asked = 0
+        step = await driver.next()
+        while isinstance(step, al.CallQuestion):
+            assert step.question.data["url"] == "https://example.com/gate"
+            asked += 1
+            step.answer()
+            step = await driver.next()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert asked == 10
+    assert outputs(driver) == [
+        "tool 'mcp__gate__always' failed: McpCallError: MCP server 'gate' required URL "
+        "elicitations more than 10 times in tools/call 'always'"
+    ]
+
+
+async def test_a_malformed_url_elicitation_required_error_fails_the_call() -> None:
+    script = [tool_calls(call("mcp__gate__malformed", {}, id="a")), "ok"]
+    async with agent_on(url_gate(), script, protocol="legacy", elicitation=True) as driver:
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    [output] = outputs(driver)
+    assert isinstance(output, str)
+    assert output.startswith(
+        "tool 'mcp__gate__malformed' failed: McpCallError: MCP server 'gate' refused "
+        "tools/call 'malformed' with a malformed URL elicitation required error (sign in "
+        "first): 1 validation error for list[ElicitRequestURLParams]"
+    )
+
+
+async def test_without_elicitation_the_servers_error_fails_the_call() -> None:
+    script = [tool_calls(call("mcp__gate__always", {}, id="a")), "ok"]
+    async with agent_on(url_gate(), script, protocol="legacy") as driver:
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        "tool 'mcp__gate__always' failed: McpCallError: MCP server 'gate' failed tools/call "
+        "'always': MCPError: sign in first"
+    ]
