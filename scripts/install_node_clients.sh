@@ -1,7 +1,8 @@
 #!/bin/sh
 # The JavaScript clients the tests run with node (tests never install anything):
-# tests/ui/node/ holds the official AG-UI TypeScript client (@ag-ui/client), pinned by
-# its package-lock.json. `make test` runs this first; a no-op when the installed tree
+# tests/ui/node/ holds the official AG-UI TypeScript client (@ag-ui/client) and the
+# reference MCP test server (@modelcontextprotocol/server-everything, run by
+# tests/mcp/test_mcp_everything.py), pinned by its package-lock.json. `make test` runs this first; a no-op when the installed tree
 # matches the lock file. Needs node and npm (Debian: apt-get install -y nodejs npm).
 set -eu
 cd "$(dirname "$0")/../tests/ui/node"

@@ -12,7 +12,7 @@ import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from ._errors import McpCallError, McpConnectionError
+from ._errors import McpCallError, McpConnectionError, McpError
 
 __all__ = ["Connection", "describe", "is_lost", "is_modern", "lists_change", "request", "usable"]
 
@@ -89,6 +89,8 @@ async def request(
         )
     if failure:
         error = failure[0]
+        if isinstance(error, McpError):  # ours, already saying what failed
+            raise error
         if _is_oversized(connection, error):
             raise McpCallError(
                 f"MCP server {server!r} answered {operation} with a message larger than "

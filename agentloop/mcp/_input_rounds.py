@@ -19,6 +19,7 @@ import attrs
 import mcp_types
 import pydantic
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from ..tools._questions import QuestionAnswer, Resumed
 from ..tools._tool import ToolContext
@@ -38,6 +39,9 @@ MAX_ROUNDS = 10
 """How many input-required rounds one call may take."""
 
 _REQUESTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(mcp_types.InputRequest)
+_URL_ELICITATIONS: pydantic.TypeAdapter[list[mcp_types.ElicitRequestURLParams]] = (
+    pydantic.TypeAdapter(list[mcp_types.ElicitRequestURLParams])
+)
 _RESPONSES: dict[str, type[pydantic.BaseModel]] = {
     "elicitation/create": mcp_types.ElicitResult,
     "sampling/createMessage": mcp_types.CreateMessageResult,
@@ -53,7 +57,60 @@ async def send_call(
     ctx: ToolContext | None,
 ) -> Any:
     """``tools/call``; on a 2026-era connection a call that may ask drives its
-    input-required rounds itself, so each question carries what resumes it."""
+    input-required rounds itself, so each question carries what resumes it. A call
+    refused with a URL elicitation required error (-32042) asks each URL, then runs
+    again (the server did not process the refused request)."""
+    for _ in range(MAX_ROUNDS):
+        try:
+            return await _call_once(client, asking, name, arguments, ctx)
+        except MCPError as error:
+            if error.code != mcp_types.URL_ELICITATION_REQUIRED:
+                raise
+            if ctx is None or not asking.elicitation:
+                raise
+            await _ask_required_urls(asking, name, error)
+    raise McpCallError(
+        f"MCP server {asking.server!r} required URL elicitations more than {MAX_ROUNDS} "
+        f"times in tools/call {name!r}",
+        server=asking.server,
+    )
+
+
+async def _ask_required_urls(asking: Asking, name: str, error: MCPError) -> None:
+    """Ask the host each URL elicitation of a -32042 error; raises :class:`McpCallError`
+    when one is declined, cancelled or cannot be asked, or the error is malformed."""
+    server = asking.server
+    try:
+        wanted = _URL_ELICITATIONS.validate_python((error.data or {}).get("elicitations"))
+    except (pydantic.ValidationError, AttributeError) as invalid:
+        raise McpCallError(
+            f"MCP server {server!r} refused tools/call {name!r} with a malformed URL "
+            f"elicitation required error ({error.message}): {invalid}",
+            server=server,
+        ) from None
+    for params in wanted:
+        answer = await asking.ask("elicitation/create", elicitation_question(server, params))
+        if isinstance(answer, mcp_types.ErrorData):
+            raise McpCallError(
+                f"MCP server {server!r} requires a visit to {params.url} before tools/call "
+                f"{name!r}, which could not be asked: {answer.message}",
+                server=server,
+            )
+        if not answer.accepted:
+            raise McpCallError(
+                f"MCP server {server!r} requires a visit to {params.url} before tools/call "
+                f"{name!r}; the host answered {answer.action.value}, so the call was not run",
+                server=server,
+            )
+
+
+async def _call_once(
+    client: Client,
+    asking: Asking,
+    name: str,
+    arguments: dict[str, Any],
+    ctx: ToolContext | None,
+) -> Any:
     if ctx is not None and asking.enabled and is_modern(client):
         return await call_with_input(client, asking, ctx, name, arguments)
     if ctx is not None and ctx.resumed is not None:
