@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._extras import is_installed
 from ..loop._agent import Agent
 from ..loop._session_store import SessionStore
 from ._audit import (
@@ -19,7 +20,7 @@ from ._audit import (
     PostgresAuditLog,
     SqliteAuditLog,
 )
-from ._config import ServeConfig
+from ._config import SERVE_MODULES, ServeConfig
 from ._run import open_store
 from ._worker import Worker
 
@@ -62,9 +63,12 @@ def create_app(
     try:
         from ._app import create_app as build
     except ModuleNotFoundError as error:
+        # Name the extra's first missing module in its declared order, not whichever
+        # one the app's imports happen to reach first.
+        name = next((m for m in SERVE_MODULES if not is_installed(m)), error.name)
         raise ModuleNotFoundError(
-            f"agentloop serve needs the serve extra ({error.name} is missing): "
+            f"agentloop serve needs the serve extra ({name} is missing): "
             "pip install 'agentloop-runtime[serve]'",
-            name=error.name,
+            name=name,
         ) from None
     return build(store, config=config, audit=audit, agent=agent, agui=agui)

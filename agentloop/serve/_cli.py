@@ -11,11 +11,10 @@ import anyio
 from .._extras import install_command
 from .._imports import current_directory_on_path, not_found_hint
 from ..core._errors import InvalidInputError
-from ._config import ServeConfig, new_token
+from ._config import SERVE_MODULES, ServeConfig, new_token
 
 __all__ = ["add_serve_parser", "run_serve"]
 
-_EXTRA_MODULES = ("starlette", "uvicorn", "sse_starlette", "jinja2")
 _SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
@@ -70,7 +69,7 @@ async def run_serve(arguments: argparse.Namespace, line: Callable[[str], None]) 
     """Open the store, build the app, print the URL with its token, serve until interrupted."""
     import importlib
 
-    for module in _EXTRA_MODULES:
+    for module in SERVE_MODULES:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError:

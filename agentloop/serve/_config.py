@@ -8,6 +8,9 @@ import attrs
 
 __all__ = ["ServeConfig", "new_token"]
 
+SERVE_MODULES = ("starlette", "uvicorn", "sse_starlette", "jinja2")
+"""The serve extra's modules, in the order a missing one is named."""
+
 
 def new_token() -> str:
     """A fresh random access token (URL-safe, 256 bits)."""
