@@ -57,6 +57,13 @@ import agentloop.tools
 from agentloop.core._transcript import TranscriptView
 from agentloop.tools._fast_check import compile_fast_check
 
+
+def _home(al: Any, package: str, name: str) -> Any:
+    """``al.<package>.<name>``, or ``al.<name>`` for a ``--against`` baseline from before
+    issue 36 moved it out of the root."""
+    return getattr(getattr(al, package), name, None) or getattr(al, name)
+
+
 CLOCK = time.process_time if "--cpu" in sys.argv else time.perf_counter
 """W1's clock: ``--cpu`` counts this process's CPU time only (on a loaded machine
 wall time grows with a turn's length, as longer turns are preempted more)."""
@@ -134,12 +141,12 @@ class _FastSession:
         if self.in_turn <= self.rounds:
             self.calls += 1
             part = al.ToolCallPart(f"call-{self.calls}", "echo", {"value": "x"})
-            result = al.model.ModelTurnResult(
+            result = _home(al, "model", "ModelTurnResult")(
                 al.FinishReason.TOOL_CALL, (al.Item(al.ItemKind.ASSISTANT, (part,)),)
             )
         else:
             self.in_turn = 0
-            result = al.model.ModelTurnResult(
+            result = _home(al, "model", "ModelTurnResult")(
                 al.FinishReason.COMPLETED, (al.Item.text(al.ItemKind.ASSISTANT, "done"),)
             )
         return _one(result)
@@ -226,7 +233,7 @@ async def least_rounds(rounds: int) -> float:
     transcript: list[Any] = [al.Item.text(al.ItemKind.USER, "go")]
     start = CLOCK()
     while True:
-        request = al.model.TurnRequest("bench", "turn-1", TranscriptView(transcript))
+        request = _home(al, "model", "TurnRequest")("bench", "turn-1", TranscriptView(transcript))
         events = [event async for event in await session.begin_turn(request, None)]
         result = events[-1]  # the stream's closing ModelTurnResult
         transcript += result.output_items
