@@ -6,15 +6,18 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 import agentloop as al
 import agentloop.observe
-from agentloop.mcp import HttpServer, StdioServer
+import agentloop.tasks
+import agentloop.testing
+from agentloop.mcp import HttpServer, McpServer, McpToolSource, StdioServer
 
 HERE = Path(__file__).resolve().parent
 SERVER = str(HERE / "mcp_server.py")
@@ -93,3 +96,36 @@ class Events:
 
 def results(driver: al.LoopDriver) -> list[al.ToolResultPart]:
     return [r for item in driver.snapshot().transcript for r in item.tool_results()]
+
+
+LOADED = 60.0
+"""Seconds a test server may take to start on a loaded machine (connect timeout)."""
+
+
+@asynccontextmanager
+async def agent_on(
+    server: McpServer, script: list[Any], **options: Any
+) -> AsyncIterator[al.LoopDriver]:
+    """A started driver over ``server`` (an entered ``AsyncTaskManager``, so calls may ask
+    the host), its model scripted by ``script``; ``options`` go to ``McpToolSource``."""
+    source = McpToolSource(server, connect_timeout=LOADED, **options)
+    async with source, al.tasks.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(al.testing.ScriptedModel(script))
+            .add_tool_source(source)
+            .task_manager(manager)
+            .input([al.Item.text(al.ItemKind.USER, "go")])
+            .build()
+        )
+        yield await agent.start("s")
+
+
+def outputs(driver: al.LoopDriver) -> list[Any]:
+    """The outputs of the driver's tool results, in transcript order."""
+    return [
+        part.output
+        for item in driver.snapshot().transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]

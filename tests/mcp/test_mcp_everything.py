@@ -14,13 +14,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import START_TIMEOUT, free_port
+from mcp_support import LOADED, START_TIMEOUT, agent_on, free_port, outputs
 
 import agentloop as al
 import agentloop.tasks
@@ -30,7 +30,6 @@ from agentloop.testing import call, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 
-LOADED = 60.0
 PACKAGE = (
     Path(__file__).resolve().parents[1]
     / "ui" / "node" / "node_modules" / "@modelcontextprotocol" / "server-everything"
@@ -97,32 +96,6 @@ def wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError("server-everything did not listen in time") from None
             time.sleep(0.05)
-
-
-@asynccontextmanager
-async def agent_on(
-    server: McpServer, script: list[Any], **options: Any
-) -> AsyncIterator[al.LoopDriver]:
-    source = McpToolSource(server, connect_timeout=LOADED, **options)
-    async with source, al.tasks.AsyncTaskManager() as manager:
-        agent = (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(script))
-            .add_tool_source(source)
-            .task_manager(manager)
-            .input([al.Item.text(al.ItemKind.USER, "go")])
-            .build()
-        )
-        yield await agent.start("s")
-
-
-def outputs(driver: al.LoopDriver) -> list[Any]:
-    return [
-        part.output
-        for item in driver.snapshot().transcript
-        for part in item.parts
-        if isinstance(part, al.ToolResultPart)
-    ]
 
 
 def sampled(model: str, answer: str) -> str:

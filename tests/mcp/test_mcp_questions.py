@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp_support import http_server, stdio_server, wait_for_file
+from mcp_support import LOADED, agent_on, http_server, outputs, stdio_server, wait_for_file
 
 import agentloop as al
 import agentloop.tasks
@@ -21,7 +21,6 @@ from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
-LOADED = 60.0
 NAME_SCHEMA = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
@@ -37,32 +36,6 @@ def served(kind: str, marks: Path) -> Iterator[McpServer]:
     else:
         with http_server(marks) as server:
             yield server
-
-
-@asynccontextmanager
-async def agent_on(
-    server: McpServer, protocol: str, script: list[Any], **options: Any
-) -> AsyncIterator[al.LoopDriver]:
-    source = McpToolSource(server, protocol=protocol, connect_timeout=LOADED, **options)  # type: ignore[arg-type]
-    async with source, al.tasks.AsyncTaskManager() as manager:
-        agent = (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(script))
-            .add_tool_source(source)
-            .task_manager(manager)
-            .input([al.Item.text(al.ItemKind.USER, "go")])
-            .build()
-        )
-        yield await agent.start("s")
-
-
-def outputs(driver: al.LoopDriver) -> list[Any]:
-    return [
-        part.output
-        for item in driver.snapshot().transcript
-        for part in item.parts
-        if isinstance(part, al.ToolResultPart)
-    ]
 
 
 def structured(driver: al.LoopDriver) -> list[Any]:
@@ -83,7 +56,7 @@ async def test_a_form_elicitation_is_a_question_the_host_answers(
     with served(transport, tmp_path) as server:
         name = server.name
         script = [tool_calls(call(f"mcp__{name}__ask_name", {}, id="a")), "thanks"]
-        async with agent_on(server, protocol, script, elicitation=True) as driver:
+        async with agent_on(server, script, protocol=protocol, elicitation=True) as driver:
             step = await driver.next()
             assert isinstance(step, al.CallQuestion)
             assert (step.call_id, step.tool_name) == ("a", f"mcp__{name}__ask_name")
@@ -113,7 +86,7 @@ async def test_declined_and_cancelled_elicitations_reach_the_server(
 ) -> None:
     server = stdio_server(tmp_path)
     script = [tool_calls(call("mcp__srv__ask_name", {}, id="a")), "ok"]
-    async with agent_on(server, protocol, script, elicitation=True) as driver:
+    async with agent_on(server, script, protocol=protocol, elicitation=True) as driver:
         step = await driver.next()
         assert isinstance(step, al.CallQuestion)
         getattr(step, action)()
@@ -128,7 +101,7 @@ async def test_a_url_elicitation_carries_the_url_and_accepts_without_content(
 ) -> None:
     server = stdio_server(tmp_path)
     script = [tool_calls(call("mcp__srv__sign_in", {}, id="a")), "ok"]
-    async with agent_on(server, protocol, script, elicitation=True) as driver:
+    async with agent_on(server, script, protocol=protocol, elicitation=True) as driver:
         step = await driver.next()
         assert isinstance(step, al.CallQuestion)
         assert step.question.kind == "mcp.elicitation_url"
@@ -150,7 +123,7 @@ async def test_sampling_is_a_question_answered_with_the_models_text(
     with served(transport, tmp_path) as server:
         tool = f"mcp__{server.name}__summarize"
         script = [tool_calls(call(tool, {"text": "a long story"}, id="a")), "ok"]
-        async with agent_on(server, protocol, script, sampling=True) as driver:
+        async with agent_on(server, script, protocol=protocol, sampling=True) as driver:
             step = await driver.next()
             assert isinstance(step, al.CallQuestion)
             question = step.question
@@ -173,7 +146,7 @@ async def test_a_declined_sampling_request_fails_the_servers_call(
 ) -> None:
     server = stdio_server(tmp_path)
     script = [tool_calls(call("mcp__srv__summarize", {"text": "x"}, id="a")), "ok"]
-    async with agent_on(server, protocol, script, sampling=True) as driver:
+    async with agent_on(server, script, protocol=protocol, sampling=True) as driver:
         step = await driver.next()
         assert isinstance(step, al.CallQuestion)
         step.decline()
@@ -185,7 +158,7 @@ async def test_a_declined_sampling_request_fails_the_servers_call(
 async def test_without_the_flags_no_capability_is_advertised(tmp_path: Path) -> None:
     server = stdio_server(tmp_path)
     script = [tool_calls(call("mcp__srv__ask_name", {}, id="a")), "ok"]
-    async with agent_on(server, "legacy", script) as driver:
+    async with agent_on(server, script, protocol="legacy") as driver:
         step = await driver.run_until_blocked()
         assert isinstance(step, al.Finished)
     [output] = outputs(driver)
@@ -265,7 +238,7 @@ async def test_sampling_answered_by_the_agents_own_model(tmp_path: Path, protoco
         text("A story, told long.", usage=al.Usage(input_tokens=5, output_tokens=4)),
         "ok",
     ]
-    async with agent_on(server, protocol, script, sampling="model") as driver:
+    async with agent_on(server, script, protocol=protocol, sampling="model") as driver:
         finished = await driver.run_until_blocked()  # no question reaches the host
         assert isinstance(finished, al.Finished)
     assert structured(driver) == [{"text": "A story, told long.", "model": "scripted-model"}]
@@ -307,7 +280,9 @@ async def test_the_time_a_question_waits_does_not_count_against_call_timeout(
 ) -> None:
     server = stdio_server(tmp_path)
     script = [tool_calls(call("mcp__srv__ask_name", {}, id="a")), "ok"]
-    async with agent_on(server, "legacy", script, elicitation=True, call_timeout=3.0) as driver:
+    async with agent_on(
+        server, script, protocol="legacy", elicitation=True, call_timeout=3.0
+    ) as driver:
         step = await driver.next()
         assert isinstance(step, al.CallQuestion)
         await anyio.sleep(4.0)  # the host takes longer than the call may
