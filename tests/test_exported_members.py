@@ -108,7 +108,15 @@ EXPORTED: dict[str, list[str]] = {
         "unstructure",
     ],
     "agentloop.a2a": [
+        "APPROVAL_ANSWER_SCHEMA",
+        "APPROVAL_KIND",
+        "INPUT_ANSWER_SCHEMA",
+        "INPUT_KIND",
         "A2AConfig",
+        "A2ATool",
+        "A2AToolSource",
+        "RemoteAgentConnectionError",
+        "RemoteAgentError",
         "create_a2a_app",
     ],
     "agentloop.cli": [
