@@ -18,7 +18,10 @@ polls while it works) until it rests, and then:
 
 Time spent waiting for our host does not count against ``call_timeout``; the
 remote agent's does. A cancelled call cancels the remote task (shielded, at
-most 5 s).
+most 5 s), except a call stopped while it waits for the host's answer without the
+turn being cancelled (the process stops, the task manager closes): its task is
+left waiting in ``input-required``, so a restored driver can ask again and
+answer it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 from a2a.client import Client
-from a2a.types import CancelTaskRequest, GetTaskRequest, SendMessageRequest, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    TaskState,
+)
 
 from .._log import get_logger
 from ..core._errors import AgentLoopError
@@ -46,6 +55,12 @@ log = get_logger()
 T = TypeVar("T")
 
 _CANCEL_TIMEOUT = 5.0
+_RESTING = (
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_REJECTED,
+    TaskState.TASK_STATE_CANCELED,
+)
 _ENDED = {
     TaskState.TASK_STATE_FAILED: "failed",
     TaskState.TASK_STATE_REJECTED: "was rejected",
@@ -61,6 +76,7 @@ class CallLimits:
     poll_interval: float
     max_events: int
     max_rounds: int
+    streaming: bool
 
 
 class RemoteCall:
@@ -87,6 +103,7 @@ class RemoteCall:
         self._view = TaskView()
         self._left = limits.call_timeout
         self._events = 0
+        self._asking = False  # waiting for the host's answer to a question
 
     async def run(self) -> ToolOutput:
         """The call's result; raises :class:`RemoteAgentError` when the agent cannot
@@ -94,7 +111,14 @@ class RemoteCall:
         try:
             return await self._run()
         except anyio.get_cancelled_exc_class():
-            await self._cancel_remote("the call was cancelled")
+            turn = self._ctx.cancellation
+            if self._asking and not (turn is not None and turn.is_cancelled):
+                # Stopped while the host thinks, not by the host (the process stops, the
+                # task manager closes): a restored driver asks again and goes on.
+                log.info("a2a call stopped, its task left waiting", agent=self._agent,
+                         task=self._view.task_id)  # fmt: skip
+            else:
+                await self._cancel_remote("the call was cancelled")
             raise
 
     async def _run(self) -> ToolOutput:
@@ -187,7 +211,9 @@ class RemoteCall:
                 "text": bounded(view.status_text()),
             }
             try:
+                self._asking = True
                 answer = await self._ctx.ask(attrs.evolve(question, resume=resume))
+                self._asking = False
             except AgentLoopError as error:  # nobody can answer (the call runs inline)
                 await self._cancel_remote("the question could not be asked")
                 raise self._error(
@@ -258,7 +284,8 @@ class RemoteCall:
                     raise self._error(f"the task sent more than {self._limits.max_events} events")
                 view.add(event)
 
-        await self._timed(exchange, "SendStreamingMessage/SendMessage")
+        what = "SendStreamingMessage" if self._limits.streaming else "SendMessage"
+        await self._timed(exchange, what)
 
     async def _settle(self) -> None:
         """Poll ``GetTask`` while the task works (a stream may end before it rests)."""
@@ -292,16 +319,25 @@ class RemoteCall:
         )
 
     async def _cancel_remote(self, why: str) -> None:
-        """``CancelTask`` (shielded, bounded) unless the task ended or never started."""
+        """``CancelTask`` (shielded, bounded) unless the task ended; a task whose id no
+        answer named yet (a blocking ``SendMessage`` still waiting) is looked up among
+        the tasks of the call's own context (``ListTasks``)."""
         view = self._view
-        if not view.task_id or view.reply is not None or view.state in _ENDED:
+        if view.reply is not None or view.state in _ENDED:
             return
         if view.state == TaskState.TASK_STATE_COMPLETED:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_TIMEOUT):
             try:
-                await self._client.cancel_task(CancelTaskRequest(id=view.task_id))
-                log.info("a2a task cancelled", agent=self._agent, task=view.task_id, why=why)
+                if not view.task_id and view.context_id:
+                    listed = await self._client.list_tasks(
+                        ListTasksRequest(context_id=view.context_id)
+                    )
+                    open_tasks = [t for t in listed.tasks if t.status.state not in _RESTING]
+                    view.task_id = open_tasks[-1].id if open_tasks else ""
+                if view.task_id:
+                    await self._client.cancel_task(CancelTaskRequest(id=view.task_id))
+                    log.info("a2a task cancelled", agent=self._agent, task=view.task_id, why=why)
                 return
             except Exception as error:
                 log.warning(

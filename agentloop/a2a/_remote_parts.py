@@ -103,11 +103,7 @@ class TaskView:
     def _artifact(self, artifact: Artifact, *, append: bool) -> None:
         known = self.artifacts.get(artifact.artifact_id)
         if append and known is not None:
-            parts = list(artifact.parts)
-            last = known.parts[-1] if known.parts else None
-            if parts and last is not None and last.HasField("text") and parts[0].HasField("text"):
-                last.text += parts.pop(0).text  # a streamed chunk continues the text
-            known.parts.extend(parts)
+            known.parts.extend(artifact.parts)  # as the server's own task record keeps it
         else:
             self.artifacts[artifact.artifact_id] = artifact
 
@@ -146,7 +142,8 @@ def build_message(
 
 def to_output(view: TaskView, agent: str, *, is_error: bool = False) -> ToolOutput:
     """The result of a finished view: its artifacts' parts (else the reply's or the
-    status message's parts). All text: one string; else the parts."""
+    status message's parts). All text: one string, the parts joined by newlines (as
+    a2a-sdk's ``get_artifact_text``); one data part: its value; else the parts."""
     parts: list[Part] = []
     for artifact in view.artifacts.values():
         parts.extend(artifact.parts)

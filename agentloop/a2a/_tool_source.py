@@ -209,6 +209,7 @@ class A2AToolSource:
             poll_interval=self.poll_interval,
             max_events=self.max_events,
             max_rounds=self.max_input_rounds,
+            streaming=self.streaming,
         )
         self._tools = self._offered(self.card)
         log.info("a2a agent connected", agent=self.url, tools=len(self._tools))

@@ -42,7 +42,11 @@ def child_server(
                 raise AssertionError(f"{script.name} did not start:\n{log.read_text()}")
         finally:
             child.terminate()
-            child.wait(20)
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:  # uvicorn waits for open streams: not here
+                child.kill()
+                child.wait(20)
 
 
 def _answers(child: subprocess.Popen[bytes], card: str) -> bool:
