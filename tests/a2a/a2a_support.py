@@ -25,18 +25,14 @@ def child_server(
     arguments: Callable[[int], list[str]],
     logs: Path,
     card_path: str = "",
-    *,
-    port: int | None = None,
 ) -> Iterator[str]:
     """``python SCRIPT *arguments(port)`` until the block ends; its base URL.
 
     A child that dies before its agent card answers (its port taken meanwhile) is
     started again on another port, at most three times; its stderr is in the failure.
-    ``port``: that port (a restart on the same address), tried once.
     """
-    fixed = port
     for attempt in range(3):
-        port = fixed if fixed is not None else free_port()
+        port = free_port()
         log = logs / f"{script.stem}-{port}-{attempt}.log"
         with log.open("wb") as errors:
             child = subprocess.Popen([sys.executable, str(script), *arguments(port)], stderr=errors)
@@ -45,7 +41,7 @@ def child_server(
             if _answers(child, f"{base}{card_path}/.well-known/agent-card.json"):
                 yield base
                 return
-            if attempt == 2 or fixed is not None or "address already in use" not in log.read_text():
+            if attempt == 2 or "address already in use" not in log.read_text():
                 raise AssertionError(f"{script.name} did not start:\n{log.read_text()}")
         finally:
             child.terminate()

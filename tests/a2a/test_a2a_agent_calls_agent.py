@@ -1,7 +1,7 @@
 """Agent calls agent: an agentloop agent calls an agentloop A2A server (``a2a_server.py``,
 another process) through ``A2AToolSource``; the remote agent's approval surfaces at the
 top as an ``a2a.approval`` ``CallQuestion`` and the answer continues the same remote
-task: approve, deny, edit, a refused edit asked again, and a restart of both processes
+task: approve, deny, edit, a refused edit asked again, and a restart of our process
 while the question waits. Both anyio backends (the calling side)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.types import ListTasksRequest, TaskState
-from a2a_support import child_server, free_port
+from a2a.types import CancelTaskRequest, ListTasksRequest, TaskState
+from a2a_support import child_server
 
 import agentloop as al
 import agentloop.model
@@ -39,13 +39,13 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def serve(tmp_path: Path, port: int | None = None) -> Any:
+def serve(tmp_path: Path) -> Any:
     """Our A2A server (SQLite sessions and task records in ``tmp_path``) in a child."""
 
     def arguments(port: int) -> list[str]:
         return [str(tmp_path / "sessions.db"), str(tmp_path / "tasks.db"), str(port), TOKEN]
 
-    return child_server(SERVER, arguments, tmp_path, port=port)
+    return child_server(SERVER, arguments, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -161,42 +161,74 @@ async def test_an_edit_the_remote_refuses_is_asked_again_on_the_same_task(remote
     assert final_text(driver) == "Remote: Result: deployed api"
 
 
-async def test_both_processes_restart_while_the_question_waits(tmp_path: Path) -> None:
+async def test_our_process_restarts_while_the_question_waits(remote: str) -> None:
     """The call's question is in our session's checkpoint with the remote task and
-    context ids; after both restarts the answer continues that very task."""
-    store, port, session = MemorySessionStore(), free_port(), "caller-1"
-    with serve(tmp_path, port) as base:
-        async with (
-            A2AToolSource(base, headers=HEADERS) as source,
-            al.tasks.AsyncTaskManager() as manager,
-        ):
-            driver = await caller(source, manager, store).start(session)
-            driver.submit_input([al.Item.text(al.ItemKind.USER, "deploy db")])
-            first = await driver.next()
-            assert isinstance(first, al.CallQuestion)
-        # Our process "stops" here: the call is cut while the question waits.
-        ids = first.question.data["taskId"], first.question.data["contextId"]
-        assert await remote_tasks(base, ids[1]) == [(ids[0], "TASK_STATE_INPUT_REQUIRED")]
-    with serve(tmp_path, port) as base:  # the remote restarts too, on its stores
-        async with (
-            A2AToolSource(base, headers=HEADERS) as source,
-            al.tasks.AsyncTaskManager() as manager,
-        ):
-            driver = await caller(source, manager, store).resume(session_id=session)
-            again = await driver.next()
-            assert isinstance(again, al.CallQuestion)
-            assert again.question == first.question
-            again.answer({"approved": True})
-            finished = await driver.run_until_blocked()
-        assert isinstance(finished, al.Finished)
-        assert final_text(driver) == "Remote: Result: deployed db"
-        [result] = [
-            p for i in driver.snapshot().transcript for p in i.parts
-            if isinstance(p, al.ToolResultPart)
-        ]  # fmt: skip
-        assert result.metadata["a2a.task"] == {
-            "id": ids[0],
-            "contextId": ids[1],
-            "state": "TASK_STATE_COMPLETED",
-        }
-        assert await remote_tasks(base, ids[1]) == [(ids[0], "TASK_STATE_COMPLETED")]
+    context ids; after a restart the answer continues that very task. (The remote
+    server's own restart is tested in test_a2a_server.py.)"""
+    store, session = MemorySessionStore(), str(uuid.uuid4())
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).start(session)
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "deploy db")])
+        first = await driver.next()
+        assert isinstance(first, al.CallQuestion)
+    # Our process "stops" here: the call is cut while the question waits, and the
+    # remote task is left waiting for the answer.
+    ids = first.question.data["taskId"], first.question.data["contextId"]
+    assert await remote_tasks(remote, ids[1]) == [(ids[0], "TASK_STATE_INPUT_REQUIRED")]
+    saved = await store.load(session)
+    assert saved is not None
+    assert saved.checkpoint["state"] == "AWAITING_ANSWER"
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).resume(session_id=session)
+        again = await driver.next()
+        assert isinstance(again, al.CallQuestion)
+        assert again.question == first.question
+        again.answer({"approved": True})
+        finished = await driver.run_until_blocked()
+    assert isinstance(finished, al.Finished)
+    assert final_text(driver) == "Remote: Result: deployed db"
+    [result] = [
+        p for i in driver.snapshot().transcript for p in i.parts
+        if isinstance(p, al.ToolResultPart)
+    ]  # fmt: skip
+    assert result.metadata["a2a.task"] == {
+        "id": ids[0],
+        "contextId": ids[1],
+        "state": "TASK_STATE_COMPLETED",
+    }
+    assert await remote_tasks(remote, ids[1]) == [(ids[0], "TASK_STATE_COMPLETED")]
+
+
+async def test_a_task_that_moved_on_is_not_answered_after_a_restart(remote: str) -> None:
+    """The remote task was cancelled meanwhile: the answer is not sent, the call says so."""
+    store, session = MemorySessionStore(), str(uuid.uuid4())
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).start(session)
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "deploy cache")])
+        first = await driver.next()
+        assert isinstance(first, al.CallQuestion)
+    task_id = first.question.data["taskId"]
+    async with sdk_client(remote) as client:
+        await client.cancel_task(CancelTaskRequest(id=task_id))
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).resume(session_id=session)
+        again = await driver.next()
+        assert isinstance(again, al.CallQuestion)
+        again.answer({"approved": True})
+        await driver.run_until_blocked()
+    assert final_text(driver) == (
+        f"Remote: remote agent {remote}: task {task_id} is TASK_STATE_CANCELED now, no longer "
+        "waiting for input; the answer given after the restart was not sent"
+    )
