@@ -61,6 +61,11 @@ _RESTING = (
     TaskState.TASK_STATE_REJECTED,
     TaskState.TASK_STATE_CANCELED,
 )
+_SETTLED = (
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_REJECTED,
+)
 _ENDED = {
     TaskState.TASK_STATE_FAILED: "failed",
     TaskState.TASK_STATE_REJECTED: "was rejected",
@@ -120,6 +125,22 @@ class RemoteCall:
             else:
                 await self._cancel_remote("the call was cancelled")
             raise
+
+    async def reconcile(self) -> ToolOutput | None:
+        """The result of this call's remote task when it ended completed, failed or
+        rejected (found with ``ListTasks`` on the call's own context), else ``None``:
+        the call stays in doubt (still running, waiting, cancelled, or not found)."""
+        context_id = self._ctx.idempotency_key
+        with anyio.move_on_after(self._limits.call_timeout):
+            listed = await self._client.list_tasks(ListTasksRequest(context_id=context_id))
+            ended = [t for t in listed.tasks if t.status.state in _SETTLED]
+            if not ended:
+                return None
+            # ListTasks leaves artifacts out unless asked; GetTask has the whole task.
+            self._view.take_task(await self._client.get_task(GetTaskRequest(id=ended[-1].id)))
+            log.info("a2a call reconciled", agent=self._agent, task=self._view.task_id)
+            return await self._finished()
+        return None
 
     async def _run(self) -> ToolOutput:
         resume = self._resume_data()

@@ -12,6 +12,7 @@ data).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,11 +26,13 @@ __all__ = [
     "INPUT_ANSWER_SCHEMA",
     "INPUT_KIND",
     "MAX_APPROVALS",
+    "MAX_DATA",
     "MAX_TEXT",
     "Asked",
     "answer_parts",
     "asked_of",
     "bounded",
+    "bounded_json",
     "question_for",
 ]
 
@@ -64,6 +67,18 @@ MAX_TEXT = 4_000
 """The most characters of a remote text shown in a question or an error."""
 MAX_APPROVALS = 50
 """The most approvals one input-required status may list."""
+
+
+MAX_DATA = 64_000
+"""The most characters of JSON a question's data keeps of the remote's data."""
+
+
+def bounded_json(value: Any, limit: int = MAX_DATA) -> Any:
+    """``value``, or a note saying how large it was when its JSON passes ``limit``."""
+    size = len(json.dumps(value, default=repr))
+    if size <= limit:
+        return value
+    return {"omitted": f"{size} characters of JSON (more than {limit} are not kept)"}
 
 
 def bounded(text: str, limit: int = MAX_TEXT) -> str:
@@ -121,7 +136,7 @@ def _approval(value: dict[str, Any]) -> dict[str, Any]:
     return {
         "callId": bounded(value["callId"], 200),
         "toolName": bounded(tool, 200) if isinstance(tool, str) else "",
-        "input": value.get("input"),
+        "input": bounded_json(value.get("input")),
         "reason": bounded(reason) if isinstance(reason, str) else "",
     }
 
@@ -140,7 +155,7 @@ def question_for(
         data = {**where, "approval": approval, "text": shown}
         return Question(APPROVAL_KIND, message, APPROVAL_ANSWER_SCHEMA, data)
     message = f"remote agent {agent!r} asks: {shown or '(no text)'}"
-    data = {**where, "text": shown, "data": list(data_parts)}
+    data = {**where, "text": shown, "data": bounded_json(list(data_parts))}
     return Question(INPUT_KIND, message, INPUT_ANSWER_SCHEMA, data)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .._extras import require_extra
 from .._log import get_logger
@@ -85,6 +85,11 @@ class A2ATool:
     async def invoke(self, request: ToolRequest, ctx: ToolContext) -> ToolOutput:
         """Send the message as a remote task and return its result."""
         return await self.source.call(self, request, ctx)
+
+    async def reconcile(self, request: ToolRequest, ctx: ToolContext) -> ToolOutput | None:
+        """Settle a call left in doubt by a restart: its remote task's result when the
+        task ended completed, failed or rejected; else ``None`` (still in doubt)."""
+        return await self.source.call(self, request, ctx, reconcile=True)
 
 
 class A2AToolSource:
@@ -269,9 +274,20 @@ class A2AToolSource:
 
     # -- calls -------------------------------------------------------------------------
 
-    async def call(self, tool: A2ATool, request: ToolRequest, ctx: ToolContext) -> ToolOutput:
+    @overload
+    async def call(self, tool: A2ATool, request: ToolRequest, ctx: ToolContext) -> ToolOutput: ...
+
+    @overload
+    async def call(
+        self, tool: A2ATool, request: ToolRequest, ctx: ToolContext, *, reconcile: bool
+    ) -> ToolOutput | None: ...
+
+    async def call(
+        self, tool: A2ATool, request: ToolRequest, ctx: ToolContext, *, reconcile: bool = False
+    ) -> ToolOutput | None:
         """One call of ``tool`` (see the class docstring); raises
-        :class:`~agentloop.a2a.RemoteAgentError` when the agent cannot serve it."""
+        :class:`~agentloop.a2a.RemoteAgentError` when the agent cannot serve it.
+        ``reconcile``: only look for the result of the call's earlier remote task."""
         from ._remote_call import RemoteCall
 
         client, limits = self._client, self._limits
@@ -291,4 +307,4 @@ class A2AToolSource:
             ctx=ctx,
             skill=tool.skill,
         )
-        return await call.run()
+        return await call.reconcile() if reconcile else await call.run()

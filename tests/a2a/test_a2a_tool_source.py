@@ -352,3 +352,26 @@ async def test_an_answer_past_max_response_bytes_is_an_error_result(sdk_server: 
         "A2AToolSource(max_response_bytes=...) if such answers are expected)"
     )
     assert TASK_ID.search(str(result.output)) is None
+
+
+async def test_a_call_in_doubt_is_settled_by_its_remote_task_when_that_ended(
+    sdk_server: str,
+) -> None:
+    """``reconcile`` (the executor's, for a call a restart left in doubt) finds the
+    call's task by its context (the call's idempotency key)."""
+    url = f"{sdk_server}/plain"
+    ran: dict[str, al.ToolOutput] = {}
+    settled: dict[str, al.ToolOutput | None] = {}
+    async with A2AToolSource(url) as source:
+        [spec] = source.specs()
+        tool = source.get(spec.name)
+        assert tool is not None
+        for text in ["echo ab", "fail", "never sent"]:
+            session = str(uuid.uuid4())
+            ctx = al.ToolContext(session, "t", "c1")
+            request = al.ToolRequest("c1", spec.name, {"message": text}, session, "t")
+            if text != "never sent":
+                ran[text] = await tool.invoke(request, ctx)
+            settled[text] = await tool.reconcile(request, ctx)
+    assert settled == {"echo ab": ran["echo ab"], "fail": ran["fail"], "never sent": None}
+    assert (ran["echo ab"].value, ran["fail"].is_error) == ("a\nb", True)
