@@ -134,7 +134,7 @@ def _approval(value: dict[str, Any]) -> dict[str, Any]:
     tool = value.get("toolName")
     reason = value.get("reason")
     return {
-        "callId": bounded(value["callId"], 200),
+        "callId": value["callId"],  # exact: the answer names the call with it
         "toolName": bounded(tool, 200) if isinstance(tool, str) else "",
         "input": bounded_json(value.get("input")),
         "reason": bounded(reason) if isinstance(reason, str) else "",
