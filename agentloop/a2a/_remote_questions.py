@@ -151,7 +151,8 @@ def question_for(
     if approval is not None:
         tool = approval["toolName"] or "a tool"
         why = f": {approval['reason']}" if approval["reason"] else ""
-        message = f"remote agent {agent!r} asks for approval of {tool} ({approval['callId']}){why}"
+        call_id = bounded(approval["callId"], 200)
+        message = f"remote agent {agent!r} asks for approval of {tool} ({call_id}){why}"
         data = {**where, "approval": approval, "text": shown}
         return Question(APPROVAL_KIND, message, APPROVAL_ANSWER_SCHEMA, data)
     message = f"remote agent {agent!r} asks: {shown or '(no text)'}"
