@@ -145,7 +145,13 @@ class RemoteCall:
     async def _run(self) -> ToolOutput:
         resume = self._resume_data()
         if resume is None:
-            parts = [{"text": self._arguments["message"]}]
+            message = self._arguments.get("message")
+            if not isinstance(message, str) or not message:
+                raise self._error(
+                    f"tool {self._tool!r} expects the input {{message: non-empty str, data?: "
+                    f"object}}, got {bounded(repr(self._arguments), 300)}; nothing was sent"
+                )
+            parts = [{"text": message}]
             if "data" in self._arguments:
                 parts.append({"data": self._arguments["data"]})
             self._view.context_id = self._ctx.idempotency_key

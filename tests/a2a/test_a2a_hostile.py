@@ -204,3 +204,26 @@ async def test_a_card_of_any_shape_is_used_or_refused(body: bytes) -> None:
     else:
         event("used")
         assert len(specs) == 1
+
+
+@pytest.mark.parametrize("arguments", [{}, {"message": ""}, {"message": 3, "data": {}}])
+async def test_a_call_by_hand_without_a_message_sends_nothing(arguments: dict[str, Any]) -> None:
+    sent: list[httpx.Request] = []
+    transport = hostile(json.dumps(card(False)).encode(), [])
+
+    async def record(request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("agent-card.json"):
+            sent.append(request)
+        return await transport.handle_async_request(request)
+
+    async with A2AToolSource(URL, http_transport=httpx.MockTransport(record)) as source:
+        tool = source.get("a2a__hostile")
+        assert tool is not None
+        request = al.ToolRequest("c1", "a2a__hostile", arguments, "s", "t")
+        with pytest.raises(RemoteAgentError) as raised:
+            await tool.invoke(request, al.ToolContext("s", "t", "c1"))
+    assert str(raised.value) == (
+        f"remote agent {URL}: tool 'a2a__hostile' expects the input {{message: non-empty "
+        f"str, data?: object}}, got {arguments!r}; nothing was sent"
+    )
+    assert sent == []
