@@ -150,7 +150,7 @@ def hostile(card_body: bytes, answered: list[tuple[str, bytes]]) -> httpx.MockTr
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(streaming=st.booleans(), answered=st.lists(answers, min_size=1, max_size=5))
 async def test_any_answer_is_an_output_or_a_remote_agent_error(
@@ -179,7 +179,7 @@ async def test_any_answer_is_an_output_or_a_remote_agent_error(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(body=st.one_of(
     st.binary(max_size=80),

@@ -42,7 +42,7 @@ data_parts = st.lists(
 WHERE = {"agent": "http://remote.test", "taskId": "t-1", "contextId": "c-1"}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(text=st.text(max_size=5_000), parts=data_parts)
 def test_any_status_gives_valid_questions_and_answers(text: str, parts: list[Any]) -> None:
     listed = [

@@ -299,12 +299,18 @@ async def test_cancelling_a_running_call_cancels_the_remote_task(sdk_server: str
         session = str(uuid.uuid4())
         ctx = al.ToolContext(session, "t", "c1")
         request = al.ToolRequest("c1", spec.name, {"message": "slow"}, session, "t")
-        with anyio.move_on_after(1):
-            await tool.invoke(request, ctx)
-    async with sdk_client(url) as client:
-        listed = await client.list_tasks(ListTasksRequest(context_id=ctx.idempotency_key))
-    [task] = listed.tasks
+        async with anyio.create_task_group() as group, sdk_client(url) as client:
+            group.start_soon(tool.invoke, request, ctx)
+            while not await tasks_of(client, ctx.idempotency_key):  # noqa: ASYNC110 - remote
+                await anyio.sleep(0.02)
+            group.cancel_scope.cancel()  # our call is cancelled
+        async with sdk_client(url) as client:
+            [task] = await tasks_of(client, ctx.idempotency_key)
     assert TaskState.Name(task.status.state) == "TASK_STATE_CANCELED"
+
+
+async def tasks_of(client: Any, context_id: str) -> list[Any]:
+    return list((await client.list_tasks(ListTasksRequest(context_id=context_id))).tasks)
 
 
 @pytest.mark.parametrize(
