@@ -116,7 +116,10 @@ class A2AToolSource:
     ``{"approved", "editedArgs"?, "reason"?}``), else ``"a2a.input"`` (answer
     ``{"text", "data"?}``); the answers continue the same remote task. A declined
     or cancelled question cancels the remote task. The agent needs an entered
-    ``AsyncTaskManager`` so the call can ask. See docs/a2a.md.
+    ``AsyncTaskManager`` so the call can ask. Each call's remote context is its
+    idempotency key: a question survives a restart (the restored driver asks it
+    again and the answer continues the same task), and a call left in doubt is
+    settled by its task's result when that ended (``reconcile``). See docs/a2a.md.
 
     Bounds: ``call_timeout`` seconds of remote work per call (time waiting for the
     host not counted), ``max_response_bytes`` per HTTP response (a whole event

@@ -132,6 +132,10 @@ async def test_the_card_becomes_a_tool(agent_url: str) -> None:
         ]
         assert source.get("a2a__helper__echo") is not None
         assert source.drain_catalog_events() == []
+    async with A2AToolSource(agent_url, streaming=False) as source:
+        assert source.streaming is False
+        _, result = await call_remote(source, "echo ab")
+    assert result.output == "a\nb"
 
 
 async def test_a_completed_task_is_the_result(agent_url: str) -> None:
