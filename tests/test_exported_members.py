@@ -390,6 +390,7 @@ EXPORTED: dict[str, list[str]] = {
     "agentloop.store": [
         "CHECKPOINT_FORMAT",
         "CHECKPOINT_VERSION",
+        "AnswerStore",
         "BackendHead",
         "BackendSessionStore",
         "BackendWrite",
@@ -402,7 +403,9 @@ EXPORTED: dict[str, list[str]] = {
         "MemoryBackend",
         "MemorySessionStore",
         "PendingCall",
+        "PendingQuestion",
         "PostgresSessionStore",
+        "RecordedAnswer",
         "RecordedApproval",
         "RedisBackend",
         "RedisSessionStore",

@@ -247,9 +247,10 @@ class SessionWorker:
         for _ in range(_RESUMES):
             driver = await agent.resume(session_id=lease.session_id, lease=lease)
             step = await _until_rest(driver)
-            while isinstance(step, CallQuestion) and (
-                answer := await self._answer(lease, step)
-            ) is not None:
+            while (
+                isinstance(step, CallQuestion)
+                and (answer := await self._answer(lease, step)) is not None
+            ):
                 driver.answer_question_for(step.id, answer)
                 step = await _until_rest(driver)
             if not isinstance(step, ApprovalRequest) or not await self._decided(lease, step):

@@ -25,6 +25,7 @@ from ..core._items import Item
 from ._stored_answers import PendingQuestion, RecordedAnswer, question_ids
 
 __all__ = [
+    "AnswerStore",
     "RecordedApproval",
     "Claim",
     "ClaimError",
@@ -457,22 +458,6 @@ class SessionStore(Protocol):
         """
         ...
 
-    async def record_answer(
-        self, session_id: str, question_id: str, *, action: str, content: Any = None
-    ) -> RecordedAnswer:
-        """Record the answer to ``question_id``, a question the saved session waits on.
-
-        ``action`` is ``"accept"`` (``content`` must match the question's
-        schema), ``"decline"`` or ``"cancel"`` (no content); a question whose
-        call cannot resume from an answer takes only a decline or cancel.
-        Needs no lease; the worker resuming the session hands the answer to the
-        question asked again. An answer is final: a second one raises
-        ``ClaimError`` (reason ``"answered"``), an answer to a question the
-        session does not wait on ``ClaimError`` (``"not_pending"``), and one
-        that does not fit ``InvalidInputError``; nothing is written then.
-        """
-        ...
-
     async def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
         """Lease the session to ``owner`` for ``ttl`` seconds, with a new fencing token.
 
@@ -497,13 +482,6 @@ class SessionStore(Protocol):
         """Sessions whose saved round has a call with no recorded decision, oldest first.
 
         Each row's ``undecided_calls`` gives those calls' tool, input and digest.
-        """
-        ...
-
-    async def sessions_awaiting_answer(self) -> list[SessionSummary]:
-        """Sessions waiting on a question with no answer recorded, oldest first.
-
-        Each row's ``unanswered_questions`` gives those questions.
         """
         ...
 
@@ -534,4 +512,38 @@ class SessionStore(Protocol):
 
     async def transcript(self, session_id: str) -> list[Item] | None:
         """The items of the session's last document, or ``None`` if never saved."""
+        ...
+
+
+@runtime_checkable
+class AnswerStore(Protocol):
+    """A store that also keeps answers to the questions its sessions wait on.
+
+    Every store of ``agentloop.store`` is one (``BackendSessionStore``); a
+    ``SessionStore`` written before it (a wrapper, say) need not be: the
+    inbox then cannot answer questions, and a worker finds no answers
+    (``StoredSession.answers`` stays empty).
+    """
+
+    async def record_answer(
+        self, session_id: str, question_id: str, *, action: str, content: Any = None
+    ) -> RecordedAnswer:
+        """Record the answer to ``question_id``, a question the saved session waits on.
+
+        ``action`` is ``"accept"`` (``content`` must match the question's
+        schema), ``"decline"`` or ``"cancel"`` (no content); a question whose
+        call cannot resume from an answer takes only a decline or cancel.
+        Needs no lease; the worker resuming the session hands the answer to the
+        question asked again. An answer is final: a second one raises
+        ``ClaimError`` (reason ``"answered"``), an answer to a question the
+        session does not wait on ``ClaimError`` (``"not_pending"``), and one
+        that does not fit ``InvalidInputError``; nothing is written then.
+        """
+        ...
+
+    async def sessions_awaiting_answer(self) -> list[SessionSummary]:
+        """Sessions waiting on a question with no answer recorded, oldest first.
+
+        Each row's ``unanswered_questions`` gives those questions.
+        """
         ...

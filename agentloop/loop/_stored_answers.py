@@ -103,13 +103,13 @@ def pending_questions(
     round does not hold, or that is malformed, is left out. Never raises."""
     found: dict[str, PendingQuestion] = {}
     for question_id, step, question in _asked(document):
-        call_id, tool_name = step.get("call_id"), step.get("tool_name")
-        kind, message = question.get("kind"), question.get("message")
+        texts = [step.get("call_id"), step.get("tool_name")]
+        texts += [question.get("kind"), question.get("message")]
         schema = question.get("schema")
-        if not all(isinstance(value, str) for value in (call_id, tool_name, kind, message)):
+        strings = [value for value in texts if isinstance(value, str)]
+        if len(strings) != len(texts) or not (schema is None or isinstance(schema, Mapping)):
             continue
-        if schema is not None and not isinstance(schema, Mapping):
-            continue
+        call_id, tool_name, kind, message = strings
         found[question_id] = PendingQuestion(
             question_id=question_id,
             call_id=call_id,

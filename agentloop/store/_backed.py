@@ -72,7 +72,7 @@ from ._rules import (
     with_undecided_calls,
 )
 
-__all__ = ["ANSWERS", "CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
+__all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
 CLAIMS = "claims"
 """The table of claimed (or started) calls, by call id."""
