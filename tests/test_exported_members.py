@@ -293,6 +293,8 @@ EXPORTED: dict[str, list[str]] = {
         "MutationFinished",
         "MutationStarted",
         "OtelObserver",
+        "QuestionAnswered",
+        "QuestionAsked",
         "RunFailed",
         "RunStarted",
         "SessionUsage",
