@@ -6,13 +6,25 @@ both anyio backends, each stream checked by ag-ui-validate."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-from agui_support import TOKEN, assert_conformant, post_run, resume, run_input, types
+from agui_support import (
+    TOKEN,
+    assert_conformant,
+    hypercorn_serving,
+    post_run,
+    resume,
+    run_input,
+    types,
+)
 
 import agentloop as al
 import agentloop.model
@@ -228,3 +240,48 @@ async def test_a_question_that_cannot_resume_is_cancelled_and_answered_in_doubt(
     stored = await store.load("t1")
     assert stored is not None
     assert tool_outputs(stored)[0][0::2] == ("call-1", "in_doubt")
+
+
+async def test_the_official_client_answers_a_question() -> None:
+    node = shutil.which("node")
+    assert node is not None, "node is not installed (apt-get install -y nodejs npm)"
+    folder = Path(__file__).parent / "node"
+    assert (folder / "node_modules" / "@ag-ui" / "client").is_dir(), (
+        "@ag-ui/client is not installed: run sh scripts/install_node_clients.sh"
+    )
+    store = MemorySessionStore()
+    async with al.tasks.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(al.testing.ScriptedModel(reply))
+            .add_tool_source(al.ToolRegistry().with_tool(Book()))
+            .task_manager(manager)
+            .store(store)
+            .build()
+        )
+        app = create_agui_app(agent, config=AguiConfig(token=TOKEN))
+        async with hypercorn_serving(app) as base:
+            with anyio.fail_after(60):
+                done = await anyio.run_process(
+                    [node, "agui_question_client.mjs", base + "/", TOKEN],
+                    cwd=folder,
+                    check=False,
+                )
+    assert done.returncode == 0, done.stderr.decode()
+    result = json.loads(done.stdout)
+    assert result["interrupts"] == [
+        {
+            "id": QUESTION,
+            "reason": "input_required",
+            "message": "Which seat?",
+            "toolCallId": "call-1",
+            "responseSchema": SEAT,
+        }
+    ]
+    assert result["first"][-2:] == ["STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert result["second"][:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+    assert result["second"][-1] == "RUN_FINISHED"
+    assert (result["pendingAfter"], result["last"]) == (0, "noted: booked 2A")
+    stored = await store.load("thread-question")
+    assert stored is not None
+    assert tool_outputs(stored) == [("call-1", "booked 2A", None)]
