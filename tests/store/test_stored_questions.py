@@ -317,3 +317,22 @@ async def test_a_schema_6_sqlite_file_resting_on_a_question_moves_to_awaiting_an
     connection = sqlite3.connect(path)
     assert connection.execute("SELECT value FROM meta").fetchall() == [("7",)]
     connection.close()
+
+
+async def test_a_migration_4_postgres_head_resting_on_a_question_moves_to_awaiting_answer(
+    postgres_uri: str,
+) -> None:
+    import psycopg
+
+    async with PostgresSessionStore(postgres_uri) as store:
+        await rest_on_question(store, Book())
+    # As migration 4 wrote it: status awaiting_input, nothing pending, version 4.
+    with psycopg.connect(postgres_uri, autocommit=True) as connection:
+        [(meta,)] = connection.execute("SELECT meta FROM agentloop_heads").fetchall()
+        old = {**json.loads(meta), "status": "awaiting_input", "pending": []}
+        connection.execute("UPDATE agentloop_heads SET meta = %s", (json.dumps(old),))
+        connection.execute("DELETE FROM agentloop_schema WHERE version = 5")
+    async with PostgresSessionStore(postgres_uri) as store:
+        assert await store.schema_version() == 5
+        [row] = await store.sessions_awaiting_answer()
+        assert row.unanswered_questions == (pending(),)
