@@ -87,3 +87,33 @@ async def resume(store: SessionStore, session_id: str) -> al.host.AdvancedSessio
     async with asking(store) as agent:
         worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
         return await worker.advance(session_id)
+
+
+class Ask:
+    """Asks ``question`` (with resume data) and answers with the answer it got."""
+
+    asks_host = True
+
+    def __init__(self, question: al.tools.Question) -> None:
+        self.spec = al.ToolSpec("ask", "Ask the user.", {"type": "object"})
+        self.question = question
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        answer = ctx.resumed.answer if ctx.resumed else await ctx.ask(self.question)
+        return f"{answer.action.value}: {answer.content}"
+
+
+async def park_on(store: SessionStore, session_id: str, question: al.tools.Question) -> None:
+    """Park ``session_id`` on ``question`` (asked by an ``Ask`` tool)."""
+    async with al.tasks.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(al.testing.ScriptedModel([tool_calls(call("ask", {}, id="call-1"))]))
+            .add_tool_source(al.ToolRegistry().with_tool(Ask(question)))
+            .task_manager(manager)
+            .store(store)
+            .build()
+        )
+        driver = await agent.start(session_id)
+        driver.submit_input("go")
+        assert isinstance(await driver.next(), al.CallQuestion)

@@ -236,3 +236,95 @@ async def test_an_answer_is_recorded_once_and_the_worker_goes_on_from_it(
 )
 def test_the_form_a_schema_makes(schema: Any, expected: Any) -> None:
     assert form_fields(schema) == expected
+
+
+async def test_url_and_sampling_questions_have_cards_of_their_own(tmp_path: Path) -> None:
+    from question_support import park_on
+
+    from agentloop.mcp._asking import SAMPLING_ANSWER_SCHEMA
+
+    async with SqliteSessionStore(tmp_path / "s.db") as store:
+        url = al.tools.Question(
+            "mcp.elicitation_url",
+            "Sign in to the bank",
+            None,
+            {"mode": "url", "url": "https://bank.example/login?x=1&y=2"},
+            resume={"n": 1},
+        )
+        messages = [{"role": "user", "content": {"type": "text", "text": "Summarize <b>it</b>"}}]
+        sampling = al.tools.Question(
+            "mcp.sampling",
+            "MCP server 'docs' asks for a model answer to: Summarize <b>it</b>",
+            SAMPLING_ANSWER_SCHEMA,
+            {"server": "docs", "messages": messages},
+            resume={"n": 2},
+        )
+        await park_on(store, "url-1", url)
+        await park_on(store, "sampling-1", sampling)
+        config = ServeConfig(token=TOKEN, identity="alice", worker=False)
+        app = create_app(store, config=config, audit=MemoryAuditLog())
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+            inbox = QuestionInbox(store, client)
+            page = await inbox.sign_in()
+            assert 'id="question-count">2<' in page
+            assert (
+                '<a class="question-url" href="https://bank.example/login?x=1&amp;y=2" '
+                'target="_blank" rel="noopener noreferrer">https://bank.example/login?x=1&amp;y=2'
+                "</a>"
+            ) in page
+            assert "I've done it</button>" in page
+            assert (
+                '<li><strong>user</strong>: <span class="sampling-text">Summarize '
+                "&lt;b&gt;it&lt;/b&gt;</span></li>"
+            ) in page
+            assert '<textarea name="text" class="reply"' in page
+            refs = re.findall(r'data-session="([^"]+)" data-question-ref="(ref-[0-9a-f]+)"', page)
+            by_session = dict(refs)
+            inbox.ref = by_session["url-1"]
+            done = await inbox.answer(session_id="url-1", action="accept")
+            assert done.status_code == 200, done.json()
+            inbox.ref = by_session["sampling-1"]
+            wrong = await inbox.answer(
+                session_id="sampling-1", action="accept", content={"reply": "x"}
+            )
+            assert wrong.status_code == 422
+            sent = await inbox.answer(
+                session_id="sampling-1", action="accept", content={"text": "A summary."}
+            )
+            assert sent.status_code == 200, sent.json()
+        answers = {}
+        for session_id in ("url-1", "sampling-1"):
+            stored = await store.load(session_id)
+            assert stored is not None
+            [recorded] = stored.answers.values()
+            answers[session_id] = (recorded.action, recorded.content)
+        assert answers == {
+            "url-1": ("accept", None),
+            "sampling-1": ("accept", {"text": "A summary."}),
+        }
+
+
+async def test_the_in_process_worker_goes_on_from_an_answer(inbox: QuestionInbox) -> None:
+    import anyio
+    from question_support import asking
+
+    from agentloop.serve import Worker
+
+    await inbox.sign_in()
+    assert (await inbox.answer(action="decline")).status_code == 200
+    advanced = anyio.Event()
+
+    async def changed() -> None:
+        advanced.set()
+
+    async with asking(inbox.store) as agent:
+        worker = Worker(inbox.store, agent, poll_interval=0.05, on_change=changed)
+        async with anyio.create_task_group() as group:
+            group.start_soon(worker.run)  # it finds the answered session by polling
+            with anyio.fail_after(30):
+                await advanced.wait()
+            group.cancel_scope.cancel()
+    items = await inbox.store.transcript("s1")
+    assert items is not None
+    assert items[-1].text_content == "done: not booked (decline)"
