@@ -13,6 +13,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agentloop as al
 import agentloop.host
@@ -29,6 +31,8 @@ from agentloop.store import (
     SessionStore,
     SqliteSessionStore,
 )
+from agentloop.store._answers import AnswerRow
+from agentloop.store._records import decode_record, encode_record
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -336,3 +340,30 @@ async def test_a_migration_4_postgres_head_resting_on_a_question_moves_to_awaiti
         assert await store.schema_version() == 5
         [row] = await store.sessions_awaiting_answer()
         assert row.unanswered_questions == (pending(),)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(
+    row=st.builds(
+        AnswerRow,
+        action=st.sampled_from(["accept", "decline", "cancel"]),
+        content=JSON,
+        answered_at=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    )
+)
+def test_an_answer_row_round_trips_through_its_text(row: AnswerRow) -> None:
+    assert decode_record(encode_record(row), AnswerRow, "s", "an answer row") == row
+    answer = row.answer("s", "question:a:1")
+    assert (answer.action, answer.content, answer.newly_recorded) == (
+        row.action,
+        row.content,
+        False,
+    )
