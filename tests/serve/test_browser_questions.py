@@ -74,3 +74,17 @@ def test_a_form_question_is_answered_in_the_browser(
     assert on_store(database, transcript)[-1].text_content == (
         "done: booked meal=fish, row=12, seat=4C, window=True"
     )
+
+
+def test_a_question_asked_after_the_page_loaded_appears_live(
+    database: Path, server: ServerThread, context: Any
+) -> None:
+    page = context.new_page()
+    page.goto(f"{server.base}/?token={TOKEN}")
+    expect(page.locator("#live")).to_have_text("● live")
+    expect(page.locator(".question-card")).to_have_count(0)
+    on_store(database, lambda store: park_question(store, "trip-2"))
+    # The server's poll notices the new question and the page reloads its list (SSE).
+    card = page.locator('.question-card[data-session="trip-2"]')
+    expect(card.locator(".question-message")).to_have_text("Which seat?")
+    expect(page.locator("#question-count")).to_have_text("1")
