@@ -26,13 +26,16 @@ from ..core._items import Item
 from ..loop._session_store import (
     Claim,
     Lease,
+    RecordedAnswer,
     RecordedApproval,
     SessionInfo,
+    SessionStatus,
     SessionSummary,
     StoredSession,
     check_ttl,
     summarize,
 )
+from ._answers import ANSWERS, AnswerRow, check_new_answer, with_unanswered_questions
 from ._backend import BackendHead, BackendWrite, NumberedCommit, StorageBackend
 from ._documents import (
     TURN_LISTS,
@@ -457,6 +460,29 @@ class BackendSessionStore:
         else:
             raise _refused_too_often()
 
+    async def record_answer(
+        self, session_id: str, question_id: str, *, action: str, content: Any = None
+    ) -> RecordedAnswer:
+        """Record the answer to ``question_id`` (see :meth:`SessionStore.record_answer`)."""
+        await anyio.lowlevel.checkpoint()
+        for _attempt in range(_ATTEMPTS):
+            head, meta = await self._head(session_id)
+            answers = await self._rows(session_id, ANSWERS, AnswerRow, (question_id,))
+            found = answers.get(question_id)
+            existing = None if found is None else found.answer(session_id, question_id)
+            document = None if head is None else head.document
+            check_new_answer(
+                session_id, question_id, meta.status, meta.pending, document, existing,
+                action, content,
+            )  # fmt: skip
+            row = AnswerRow(action=action, content=content, answered_at=time.time())
+            if await self._commit(
+                session_id, head, meta, rows={ANSWERS: {question_id: encode_record(row)}}
+            ):
+                return row.answer(session_id, question_id, newly_recorded=True)
+        else:
+            raise _refused_too_often()
+
     # -- leases -------------------------------------------------------------------------
 
     async def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
@@ -518,9 +544,11 @@ class BackendSessionStore:
         return is_ready(meta.status, meta.pending, undecided)
 
     async def _undecided(self, session_id: str, meta: SessionMeta) -> tuple[str, ...]:
+        """The pending calls with no decision, or the pending questions with no answer."""
         if not meta.pending:
             return ()
-        decided = await self.backend.read_rows(session_id, DECISIONS, meta.pending)
+        table = ANSWERS if meta.status is SessionStatus.AWAITING_ANSWER else DECISIONS
+        decided = await self.backend.read_rows(session_id, table, meta.pending)
         return tuple(call_id for call_id in meta.pending if call_id not in decided)
 
     async def renew(self, lease: Lease, ttl: float) -> Lease:
@@ -562,13 +590,17 @@ class BackendSessionStore:
             if head.document is None:
                 continue
             meta = self._meta(session_id, head.meta)
+            waiting = await self._undecided(session_id, meta)
+            asks = meta.status is SessionStatus.AWAITING_ANSWER
             summary = SessionSummary(
                 session_id=session_id,
                 status=meta.status,
                 version=meta.version,
                 updated_at=timestamp(meta.updated_at),
-                pending_approvals=meta.pending,
-                undecided=await self._undecided(session_id, meta),
+                pending_approvals=() if asks else meta.pending,
+                undecided=() if asks else waiting,
+                pending_questions=meta.pending if asks else (),
+                unanswered=waiting if asks else (),
             )
             found.append((summary, head, meta))
         found.sort(key=lambda entry: entry[0].version)
@@ -583,6 +615,15 @@ class BackendSessionStore:
             if summary.undecided
         ]
 
+    async def sessions_awaiting_answer(self) -> list[SessionSummary]:
+        """Sessions waiting on a question with no answer recorded, oldest first."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            with_unanswered_questions(summary, head.document)
+            for summary, head, _meta in await self._summaries()
+            if summary.unanswered
+        ]
+
     async def sessions_ready(self) -> list[SessionSummary]:
         """Sessions a worker can advance now, not under a live lease, oldest first."""
         await anyio.lowlevel.checkpoint()
@@ -592,7 +633,7 @@ class BackendSessionStore:
             lease = self._live_lease(meta)
             if lease is not None and lease.live(now):
                 continue
-            if is_ready(summary.status, summary.pending_approvals, summary.undecided):
+            if is_ready(meta.status, meta.pending, summary.undecided + summary.unanswered):
                 ready.append(summary)
         return ready
 
@@ -632,6 +673,7 @@ class BackendSessionStore:
             if everything:
                 rows[CLAIMS] = await self._rows(session_id, CLAIMS, ClaimRow)
                 rows[DECISIONS] = await self._rows(session_id, DECISIONS, DecisionRow)
+                rows[ANSWERS] = await self._rows(session_id, ANSWERS, AnswerRow)
             again = await self.backend.read(session_id)
             if again is not None and again.revision == head.revision:
                 break
@@ -662,6 +704,11 @@ class BackendSessionStore:
             status=meta.status,
             approvals={
                 call_id: row.approval(session_id, call_id) for call_id, row in decisions.items()
+            },
+            answers={
+                key: row.answer(session_id, key)
+                for key, row in rows[ANSWERS].items()
+                if key in meta.pending and meta.status is SessionStatus.AWAITING_ANSWER
             },
         )
 
