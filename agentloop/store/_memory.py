@@ -51,6 +51,10 @@ class MemoryBackend:
                 stored = session.lists.setdefault(name, [])
                 del stored[start:]
                 stored.extend(rows)
+            for table, keys in write.drop.items():
+                stored_rows = session.tables.get(table, {})
+                for key in keys:
+                    stored_rows.pop(key, None)
             for table, rows_by_key in write.rows.items():
                 session.tables.setdefault(table, {}).update(rows_by_key)
             return True
