@@ -406,6 +406,8 @@ EXPORTED: dict[str, list[str]] = {
         "RecordedApproval",
         "RedisBackend",
         "RedisSessionStore",
+        "SavedStep",
+        "SessionHistory",
         "SessionInfo",
         "SessionProblem",
         "SessionStatus",

@@ -23,6 +23,7 @@ import attrs
 
 from ..core._errors import CheckpointError
 from ..core._items import Item
+from ..loop._session_history import SavedStep
 from ..loop._session_store import (
     Claim,
     Lease,
@@ -45,6 +46,7 @@ from ._documents import (
     turn_counts,
     turn_starts,
 )
+from ._history import DEFAULT_HISTORY_LIMIT, HistoryPlan, check_limit, plan_history, summary_of
 from ._records import (
     ITEMS,
     TURN_LIST_PREFIX,
@@ -68,6 +70,7 @@ from ._rules import (
     timestamp,
     with_undecided_calls,
 )
+from ._time_travel import fork_session, list_steps, load_step, rewind_session
 
 __all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
@@ -98,11 +101,17 @@ class BackendSessionStore:
 
     ``backend`` provides the atomic primitives; this class keeps every rule
     of the protocol. Leases expire by this process's clock. ``aclose`` (or
-    leaving ``async with``) closes the backend.
+    leaving ``async with``) closes the backend. ``history_limit`` is how many
+    of each session's latest saved steps are kept addressable at least
+    (:meth:`history`, :meth:`load_step`, :meth:`fork`, :meth:`rewind`; ``0``:
+    none); ``InvalidInputError`` unless an int >= 0.
     """
 
-    def __init__(self, backend: StorageBackend) -> None:
+    def __init__(
+        self, backend: StorageBackend, *, history_limit: int = DEFAULT_HISTORY_LIMIT
+    ) -> None:
         self.backend = backend
+        self.history_limit = check_limit(history_limit)
         self._written: dict[str, tuple[int, EncodedCheckpoint]] = {}
         """Each recent session's last save through this store: its version and encoding."""
         self._metas: dict[str, tuple[str, SessionMeta]] = {}
@@ -173,6 +182,12 @@ class BackendSessionStore:
         )
         rows = dict(rows or {})
         if claims:
+            claims = {
+                key: row
+                if row.revision is not None
+                else attrs.evolve(row, revision=new_head.revision)
+                for key, row in claims.items()
+            }
             rows[CLAIMS] = {key: encode_record(row) for key, row in claims.items()}
         write = BackendWrite(head=new_head, lists=lists or {}, rows=rows)
         try:
@@ -245,8 +260,23 @@ class BackendSessionStore:
         it has one, without reading it: the commit's compare-and-set applies
         only if that head is still the stored one (revisions never repeat,
         not even after a delete), and a refusal, or a check that fails on it,
-        starts over from a fresh read.
+        starts over from a fresh read. The save is the session's next step
+        in its history (see :meth:`history`).
         """
+        return await self._save(session_id, checkpoint, expected_version, fencing_token)
+
+    async def _save(
+        self,
+        session_id: str,
+        checkpoint: Mapping[str, Any],
+        expected_version: int | None,
+        fencing_token: int | None,
+        *,
+        origin: str | None = None,
+        claim_rows: Mapping[str, ClaimRow] | None = None,
+    ) -> int:
+        """:meth:`save_checkpoint`, with the step's ``origin`` and claim rows to write
+        with it (a fork's calls in doubt, a rewind's calls in doubt again)."""
         with self._lock:
             last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
@@ -276,17 +306,29 @@ class BackendSessionStore:
             if not answered <= claims.keys():
                 wanted = answered - claims.keys()
                 claims = {**claims, **await self._rows(session_id, CLAIMS, ClaimRow, wanted)}
-            marked = _answered(claims, answered)
+            marked = {**_answered(claims, answered), **(claim_rows or {})}
+            now = time.time()
             fields = {
-                "updated_at": time.time(),
+                "updated_at": now,
                 "status": status,
                 "pending": pending,
                 "item_count": len(encoded.items),
                 "turn_counts": turn_counts(encoded.turn),
                 "lease": meta.lease,
             }
+            step_fields = {
+                "saved_at": now,
+                "state": str(checkpoint.get("state")),
+                "status": status,
+                "item_count": len(encoded.items),
+                "turn_counts": fields["turn_counts"],
+                "summary": summary_of(checkpoint),
+                "origin": origin,
+            }
+            plan = plan_history(meta.history, self.history_limit, encoded, lists, step_fields)
+            fields["history"] = plan.mark
             version = await self._commit_save(
-                session_id, head, claims, marked, fields, encoded.head, lists
+                session_id, head, claims, marked, fields, encoded.head, lists, plan
             )
             if version is not None:
                 self._remember(session_id, version, encoded)
@@ -304,6 +346,7 @@ class BackendSessionStore:
         fields: dict[str, Any],
         document: str,
         lists: Mapping[str, tuple[int, tuple[str, ...]]],
+        plan: HistoryPlan,
     ) -> int | None:
         """Commit a save on ``head``'s revision with the next version number (taken in
         the commit when the backend offers :class:`NumberedCommit`); the version, or
@@ -318,7 +361,8 @@ class BackendSessionStore:
             text = encode_record(meta)
             built.append((text, meta))
             new_head = BackendHead(revision=new_revision, meta=text, document=document)
-            return BackendWrite(head=new_head, lists=lists, rows=rows)
+            all_rows = {**rows, **plan.rows(version, new_revision)}
+            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=plan.drop)
 
         try:
             if isinstance(self.backend, NumberedCommit):
@@ -670,6 +714,33 @@ class BackendSessionStore:
         await anyio.lowlevel.checkpoint()
         found = await self._snapshot(session_id, everything=False)
         return None if found is None else found[2]
+
+    # -- the step history (``_time_travel.py``) ------------------------------------------
+
+    async def history(self, session_id: str) -> list[SavedStep]:
+        """The session's kept steps, oldest first (``[]`` for an unknown session)."""
+        return await list_steps(self, session_id)
+
+    async def load_step(self, session_id: str, step: int) -> StoredSession:
+        """The session as saved at ``step``, with the calls in doubt then (claimed before
+        that save, no result in it); ``InvalidInputError`` naming the kept steps."""
+        return await load_step(self, session_id, step)
+
+    async def fork(self, session_id: str, *, at: int | None, new_session_id: str) -> int:
+        """Save step ``at`` (``None``: the latest document) as the first step of
+        ``new_session_id`` (``StaleSessionError`` if it exists); its version.
+
+        The fork's past is the step's: its calls claimed before that save with no
+        result are in doubt in the fork; nothing the original did later is. The
+        original is unchanged."""
+        return await fork_session(self, session_id, at, new_session_id)
+
+    async def rewind(self, session_id: str, *, to: int, expected_version: int | None = None) -> int:
+        """Save step ``to`` as the session's next step (its history is kept); its version.
+
+        Claims and decisions stay: a call that ran after step ``to`` and has no
+        result in it is in doubt again, never run twice."""
+        return await rewind_session(self, session_id, to, expected_version)
 
     async def delete(self, session_id: str) -> bool:
         """Forget the session, its lease, claims and approvals; ``True`` if it had a document."""

@@ -24,6 +24,7 @@ import anyio.to_thread
 from ..core._errors import CheckpointError, InvalidStateError
 from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite
+from ._history import DEFAULT_HISTORY_LIMIT
 
 __all__ = ["RedisBackend", "RedisSessionStore"]
 
@@ -217,11 +218,22 @@ class RedisSessionStore(BackendSessionStore):
 
     ``RedisSessionStore("redis://localhost:6379/0")``; see :class:`RedisBackend`
     for ``prefix`` and ``max_connections``. Same protocol, same conformance
-    suite as every store; leases expire by each process's own clock.
+    suite as every store; leases expire by each process's own clock. ``history_limit``:
+    how many of each session's latest steps stay addressable at least (0: none).
     """
 
-    def __init__(self, url: str, *, prefix: str = "agentloop:", max_connections: int = 8) -> None:
-        super().__init__(RedisBackend(url, prefix=prefix, max_connections=max_connections))
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "agentloop:",
+        max_connections: int = 8,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
+    ) -> None:
+        super().__init__(
+            RedisBackend(url, prefix=prefix, max_connections=max_connections),
+            history_limit=history_limit,
+        )
 
     async def __aenter__(self) -> RedisSessionStore:
         return self
