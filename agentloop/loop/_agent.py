@@ -161,9 +161,11 @@ class Agent(Generic[DepsT, OutT]):
         latest save, a new step, so the history is kept and a later step can be
         rewound to again. Returns the new version; resume the session to continue.
 
-        The session keeps its claims: a call that ran after step ``to`` has no
-        result there and is in doubt again (its tool's ``reconcile`` may settle
-        it), never run twice. ``expected_version`` refuses the rewind
+        A call the step holds that ran after it (no result there) is in doubt
+        again (its tool's ``reconcile`` may settle it), never run twice; the
+        claims and decisions of the calls the step does not hold are set aside,
+        so the session's next calls are new ones (a rewind forward to a step
+        that holds them brings them back). ``expected_version`` refuses the rewind
         (``StaleSessionError``) if the session moved on; a live lease refuses it
         (``LeaseLostError``).
         """

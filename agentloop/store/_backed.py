@@ -46,7 +46,14 @@ from ._documents import (
     turn_counts,
     turn_starts,
 )
-from ._history import DEFAULT_HISTORY_LIMIT, HistoryPlan, check_limit, plan_history, summary_of
+from ._history import (
+    DEFAULT_HISTORY_LIMIT,
+    HistoryPlan,
+    SideRows,
+    check_limit,
+    plan_history,
+    summary_of,
+)
 from ._records import (
     ITEMS,
     TURN_LIST_PREFIX,
@@ -274,9 +281,11 @@ class BackendSessionStore:
         *,
         origin: str | None = None,
         claim_rows: Mapping[str, ClaimRow] | None = None,
+        side: SideRows | None = None,
     ) -> int:
-        """:meth:`save_checkpoint`, with the step's ``origin`` and claim rows to write
-        with it (a fork's calls in doubt, a rewind's calls in doubt again)."""
+        """:meth:`save_checkpoint`, with the step's ``origin``, claim rows to write with
+        it (a fork's calls in doubt, a rewind's calls in doubt again) and ``side`` rows
+        to put and drop (a rewind's claims and decisions of the abandoned steps)."""
         with self._lock:
             last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
@@ -328,7 +337,7 @@ class BackendSessionStore:
             plan = plan_history(meta.history, self.history_limit, encoded, lists, step_fields)
             fields["history"] = plan.mark
             version = await self._commit_save(
-                session_id, head, claims, marked, fields, encoded.head, lists, plan
+                session_id, head, claims, marked, fields, encoded.head, lists, plan, side
             )
             if version is not None:
                 self._remember(session_id, version, encoded)
@@ -347,6 +356,7 @@ class BackendSessionStore:
         document: str,
         lists: Mapping[str, tuple[int, tuple[str, ...]]],
         plan: HistoryPlan,
+        side: SideRows | None = None,
     ) -> int | None:
         """Commit a save on ``head``'s revision with the next version number (taken in
         the commit when the backend offers :class:`NumberedCommit`); the version, or
@@ -362,7 +372,12 @@ class BackendSessionStore:
             built.append((text, meta))
             new_head = BackendHead(revision=new_revision, meta=text, document=document)
             all_rows = {**rows, **plan.rows(version, new_revision)}
-            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=plan.drop)
+            drop = plan.drop
+            if side is not None:
+                for table, put in side.rows.items():
+                    all_rows[table] = {**put, **all_rows.get(table, {})}
+                drop = {**drop, **side.drop}
+            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=drop)
 
         try:
             if isinstance(self.backend, NumberedCommit):

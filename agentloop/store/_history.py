@@ -32,6 +32,7 @@ __all__ = [
     "STEPS",
     "HistoryPlan",
     "HistoryRow",
+    "SideRows",
     "StepRow",
     "check_limit",
     "plan_history",
@@ -87,6 +88,14 @@ def check_limit(limit: object) -> int:
             f"history_limit must be an int >= 0 (0 keeps no step history), got {limit!r}"
         )
     return limit
+
+
+@attrs.frozen
+class SideRows:
+    """Rows a save also puts and drops (a rewind moving claims and decisions)."""
+
+    rows: Mapping[str, Mapping[str, str]]
+    drop: Mapping[str, tuple[str, ...]]
 
 
 @attrs.frozen
@@ -177,13 +186,20 @@ def rebuild(
 
 
 def summary_of(checkpoint: Mapping[str, Any]) -> str:
-    """A short text for a step: its last item's kind and the start of what it says."""
+    """A short text for a step: the start of its queued input, else of its last item."""
+    queued = checkpoint.get("pending_input")
+    if isinstance(queued, list) and queued:
+        return "queued " + _item_text(queued[0])
     transcript = checkpoint.get("transcript")
     if not isinstance(transcript, list) or not transcript:
         return "(empty transcript)"
-    last = transcript[-1]
-    kind = last.get("kind", "?") if isinstance(last, Mapping) else "?"
-    parts = last.get("parts") if isinstance(last, Mapping) else None
+    return _item_text(transcript[-1])
+
+
+def _item_text(item: object) -> str:
+    """``kind: text``, the text cut at 80 characters."""
+    kind = item.get("kind", "?") if isinstance(item, Mapping) else "?"
+    parts = item.get("parts") if isinstance(item, Mapping) else None
     said = [_said(part) for part in parts if isinstance(part, Mapping)] if parts else []
     text = " ".join(part for part in said if part)
     return f"{kind}: {text[:77] + '...' if len(text) > 80 else text}".rstrip(": ")

@@ -11,9 +11,12 @@ Written once for every :class:`~agentloop.store.BackendSessionStore`:
   every recorded decision stay the original's, so the fork's calls are its
   own (its own idempotency keys, its own single-use approvals);
 - a **rewind** saves a step's document as the session's next step. The
-  session keeps every claim: a call that ran after the step and has no
-  result in it is in doubt again (its tool's ``reconcile`` may settle it),
-  never run twice; recorded decisions stay too.
+  claims and decisions of the calls the step holds stay: such a call that
+  ran after the step and has no result in it is in doubt again (its tool's
+  ``reconcile`` may settle it), never run twice. Those of calls the step
+  does not hold (the abandoned steps' own calls) are set aside
+  (``rewound_*`` tables), so the session's next calls are new ones; a
+  later rewind to a step that holds them brings them back.
 """
 
 from __future__ import annotations
@@ -28,14 +31,29 @@ from ..core._errors import CheckpointError, InvalidInputError
 from ..loop._session_history import SavedStep
 from ..loop._session_store import StoredSession
 from ._documents import answered_call_ids, decode_stored
-from ._history import HISTORY, STEPS, HistoryRow, StepRow, rebuild, step_key
-from ._records import ClaimRow
+from ._history import HISTORY, STEPS, HistoryRow, SideRows, StepRow, rebuild, step_key
+from ._records import ClaimRow, decode_record
 from ._rules import timestamp
 
 if TYPE_CHECKING:
     from ._backed import BackendSessionStore
 
-__all__ = ["fork_session", "list_steps", "load_step", "rewind_session"]
+__all__ = [
+    "REWOUND_CLAIMS",
+    "REWOUND_DECISIONS",
+    "fork_session",
+    "list_steps",
+    "load_step",
+    "rewind_session",
+]
+
+CLAIMS = "claims"
+DECISIONS = "decisions"
+REWOUND_CLAIMS = "rewound_claims"
+"""Claims of calls a rewind left behind (not in the step it went back to), by call id: a
+later rewind to a step that holds the call brings its claim back."""
+REWOUND_DECISIONS = "rewound_decisions"
+"""The same for recorded decisions."""
 
 _ATTEMPTS = 100
 """How many times a step's load starts over because a save pruned its rows meanwhile."""
@@ -131,7 +149,7 @@ async def load_step(store: BackendSessionStore, session_id: str, step: int) -> S
     """The session as saved at ``step``: its document, version, and calls in doubt then."""
     await anyio.lowlevel.checkpoint()
     row, document = await _document_at(store, session_id, step)
-    claims = await store._rows(session_id, "claims", ClaimRow)
+    claims = await store._rows(session_id, CLAIMS, ClaimRow)
     return StoredSession(
         session_id=session_id,
         checkpoint=document,
@@ -167,7 +185,7 @@ async def fork_session(
             "original's id"
         )
     await anyio.lowlevel.checkpoint()
-    claims = await store._rows(session_id, "claims", ClaimRow)
+    claims = await store._rows(session_id, CLAIMS, ClaimRow)
     if at is None:
         stored = await store.load(session_id)
         if stored is None:
@@ -200,18 +218,42 @@ async def rewind_session(
     """Save step ``to`` of ``session_id`` as its next step; the session's new version."""
     await anyio.lowlevel.checkpoint()
     _row, document = await _document_at(store, session_id, to)
-    claims = await store._rows(session_id, "claims", ClaimRow)
-    called = {
-        part.get("id")
-        for item in document["transcript"]
-        for part in item.get("parts", ())
-        if isinstance(part, Mapping) and part.get("type") == "tool_call"
+    called = _called(document)
+    answered = answered_call_ids(document["transcript"])
+    claims, moved_claims = _split(await store.backend.read_rows(session_id, CLAIMS), called)
+    decisions, moved_decisions = _split(
+        await store.backend.read_rows(session_id, DECISIONS), called
+    )
+    archived = await store.backend.read_rows(session_id, REWOUND_CLAIMS)
+    back = {key: text for key, text in archived.items() if key in called and key not in claims}
+    archived_decisions = await store.backend.read_rows(session_id, REWOUND_DECISIONS)
+    back_decisions = {
+        key: text
+        for key, text in archived_decisions.items()
+        if key in called and key not in decisions
     }
-    again = {
-        call_id: attrs.evolve(claim, answered=False)
-        for call_id, claim in _doubted(document, claims, 2**63).items()
-        if claim.answered and call_id in called
+    restored = {
+        call_id: decode_record(text, ClaimRow, session_id, f"{CLAIMS} row {call_id!r}")
+        for call_id, text in {**claims, **back}.items()
+        if call_id not in answered
     }
+    again = {  # claimed, no result in the step: in doubt again, never run twice
+        call_id: attrs.evolve(claim, answered=False) for call_id, claim in restored.items()
+    }
+    side = SideRows(
+        rows={
+            CLAIMS: {key: text for key, text in back.items() if key not in again},
+            DECISIONS: back_decisions,
+            REWOUND_CLAIMS: moved_claims,
+            REWOUND_DECISIONS: moved_decisions,
+        },
+        drop={
+            CLAIMS: tuple(moved_claims),
+            DECISIONS: tuple(moved_decisions),
+            REWOUND_CLAIMS: tuple(back),
+            REWOUND_DECISIONS: tuple(back_decisions),
+        },
+    )
     return await store._save(
         session_id,
         document,
@@ -219,4 +261,21 @@ async def rewind_session(
         None,
         origin=f"rewound to step {to}",
         claim_rows=again,
+        side=side,
     )
+
+
+def _called(document: Mapping[str, Any]) -> set[str]:
+    """The ids of the tool calls in ``document``'s transcript."""
+    return {
+        part["id"]
+        for item in document["transcript"]
+        for part in item.get("parts", ())
+        if isinstance(part, Mapping) and part.get("type") == "tool_call" and "id" in part
+    }
+
+
+def _split(rows: Mapping[str, str], called: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``rows`` of the calls in ``called`` (kept), and the others (set aside by a rewind)."""
+    kept = {key: text for key, text in rows.items() if key in called}
+    return kept, {key: text for key, text in rows.items() if key not in called}

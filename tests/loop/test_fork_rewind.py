@@ -12,7 +12,8 @@ process dies in it. Then:
   claimed before the step's save), and no call ever runs twice in one session,
   also when a process dies while a call runs and another resumes;
 - the original's later claims are not in doubt in the fork; a rewound session
-  keeps them, so they are in doubt there instead;
+  keeps those of the calls its step holds (in doubt there, never run again)
+  and sets the others aside (its next calls are new ones);
 - a fork of a session resting on an approval rests on it too, and the
   original's answer does not answer the fork's.
 """
@@ -170,7 +171,7 @@ async def run_dying(
         done = False
         async with anyio.create_task_group() as group:
 
-            async def run() -> None:
+            async def run(driver: al.LoopDriver = driver) -> None:
                 nonlocal done
                 await drive(driver, remaining, answers)
                 done = True
@@ -330,7 +331,9 @@ async def test_a_fork_of_a_session_resting_on_an_approval_keeps_it_pending(kind:
         await original.run_until_blocked()
         assert _runs(world, "s") == [approval.call_id]
 
-        pending = {row.session_id: row.undecided for row in await store.sessions_awaiting_approval()}
+        pending = {
+            row.session_id: row.undecided for row in await store.sessions_awaiting_approval()
+        }
         assert pending == {fork_id: (approval.call_id,)}
         fork = await host.agent().resume(session_id=fork_id)
         assert fork.state is al.DriverState.AWAITING_APPROVAL
@@ -385,19 +388,23 @@ async def test_a_rewound_session_goes_on_from_the_step_and_never_runs_a_call_twi
         assert plain(driver.snapshot().transcript) == plain(
             (await host.agent().resume(at_step.checkpoint)).snapshot().transcript
         )
+        ran = len(world.effects)
         await run_dying(host, "s", later)
-        runs = _runs(world, "s")
-        assert len(runs) == len(set(runs))  # what ran before the rewind never runs again
-        # A call that ran after the step and has no result in it comes back in doubt.
+        runs_after = [call_id for session, call_id, _key in world.effects[ran:] if session == "s"]
+        assert len(runs_after) == len(set(runs_after))
+        # A call the step holds never runs again; one that ran after the step and has no
+        # result in it comes back in doubt.
         called = {
             part["id"]
             for item in at_step.checkpoint["transcript"]
             for part in item["parts"]
             if part.get("type") == "tool_call"
         }
+        assert not set(runs_after) & called & ran_before
         unanswered = called - _answered(at_step.checkpoint["transcript"])
-        for call_id in unanswered & ran_before:
-            assert call_id in _in_doubt((await store.transcript("s")) or [])
+        final = await store.transcript("s")
+        assert final is not None
+        assert unanswered & ran_before <= _in_doubt(final)
 
         # Forward again: the latest step before the rewind, as it was.
         await host.agent().rewind("s", to=before[-1].step)
@@ -492,7 +499,8 @@ async def test_a_fork_without_at_continues_from_the_latest_save_under_a_new_id()
     assert (first.step, first.origin) == (1, f"forked from 's' at its version {first.version - 1}")
     original = await store.load("s")
     fork = await store.load(fork_id)
-    assert original is not None and fork is not None
+    assert original is not None
+    assert fork is not None
     assert fork.checkpoint == {
         **original.checkpoint,
         "session_id": fork_id,
