@@ -21,8 +21,8 @@ Written once for every :class:`~agentloop.store.BackendSessionStore`:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol, TypeVar
 
 import anyio.lowlevel
 import attrs
@@ -30,13 +30,11 @@ import attrs
 from ..core._errors import CheckpointError, InvalidInputError
 from ..loop._session_history import SavedStep
 from ..loop._session_store import StoredSession
+from ._backend import StorageBackend
 from ._documents import answered_call_ids, decode_stored
 from ._history import HISTORY, STEPS, HistoryRow, SideRows, StepRow, rebuild, step_key
 from ._records import ClaimRow, decode_record
 from ._rules import timestamp
-
-if TYPE_CHECKING:
-    from ._backed import BackendSessionStore
 
 __all__ = [
     "REWOUND_CLAIMS",
@@ -54,6 +52,33 @@ REWOUND_CLAIMS = "rewound_claims"
 later rewind to a step that holds the call brings its claim back."""
 REWOUND_DECISIONS = "rewound_decisions"
 """The same for recorded decisions."""
+
+_R = TypeVar("_R")
+
+
+class BackendSessionStore(Protocol):
+    """What these operations use of :class:`~agentloop.store.BackendSessionStore`."""
+
+    backend: StorageBackend
+
+    async def _rows(
+        self, session_id: str, table: str, kind: type[_R], keys: Collection[str] | None = None
+    ) -> dict[str, _R]: ...
+
+    async def _save(
+        self,
+        session_id: str,
+        checkpoint: Mapping[str, Any],
+        expected_version: int | None,
+        fencing_token: int | None,
+        *,
+        origin: str | None = None,
+        claim_rows: Mapping[str, ClaimRow] | None = None,
+        side: SideRows | None = None,
+    ) -> int: ...
+
+    async def load(self, session_id: str) -> StoredSession | None: ...
+
 
 _ATTEMPTS = 100
 """How many times a step's load starts over because a save pruned its rows meanwhile."""
@@ -160,17 +185,13 @@ async def load_step(store: BackendSessionStore, session_id: str, step: int) -> S
     )
 
 
-def _renamed(document: dict[str, Any], session_id: str, new_session_id: str) -> dict[str, Any]:
+def _renamed(document: dict[str, Any], new_session_id: str) -> dict[str, Any]:
+    """``document`` naming ``new_session_id`` (at its top and in its config)."""
+    renamed = {**document, "session_id": new_session_id}
     config = document.get("config")
-    if not isinstance(config, dict) or config.get("session_id") != session_id:
-        raise CheckpointError(
-            f"cannot fork session {session_id!r}: its document's config does not name it"
-        )
-    return {
-        **document,
-        "session_id": new_session_id,
-        "config": {**config, "session_id": new_session_id},
-    }
+    if isinstance(config, dict) and "session_id" in config:
+        renamed["config"] = {**config, "session_id": new_session_id}
+    return renamed
 
 
 async def fork_session(
@@ -204,7 +225,7 @@ async def fork_session(
     }
     return await store._save(
         new_session_id,
-        _renamed(document, session_id, new_session_id),
+        _renamed(document, new_session_id),
         0,
         None,
         origin=f"forked from {session_id!r} at {where}",
