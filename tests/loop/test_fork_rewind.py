@@ -53,6 +53,8 @@ class World:
     die_at: int | None = None
     """The number of payments after which the next one dies while it runs (``None``: never)."""
     dying: anyio.Event = attrs.field(factory=anyio.Event)
+    reconciles: bool = False
+    """Whether ``pay``'s reconcile settles a call in doubt from the payments (by its key)."""
 
 
 class Pay:
@@ -76,6 +78,12 @@ class Pay:
             world.dying.set()
             await anyio.sleep_forever()  # the process dies while the call runs
         return f"paid {request.input['amount']}"
+
+    async def reconcile(self, request: al.ToolRequest, ctx: al.ToolContext) -> str | None:
+        keys = {key for _session, _call, key in self.world.effects}
+        if self.world.reconciles and ctx.idempotency_key in keys:
+            return f"paid {request.input['amount']} (settled)"
+        return None
 
 
 @al.tool(idempotent=True)
@@ -203,6 +211,15 @@ def _in_doubt(transcript: list[al.Item]) -> set[str]:
     }
 
 
+def _settled(transcript: list[al.Item]) -> set[str]:
+    return {
+        part.call_id
+        for item in transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart) and str(part.output).endswith("(settled)")
+    }
+
+
 def _runs(world: World, session_id: str) -> list[str]:
     return [call_id for session, call_id, _key in world.effects if session == session_id]
 
@@ -293,13 +310,19 @@ async def test_fork_then_continue_is_restore_then_continue(
     inputs=st.lists(WORDS, min_size=1, max_size=3),
     later=st.lists(WORDS, min_size=1, max_size=3),
     die_at=st.integers(0, 3),
+    reconciles=st.booleans(),
     choice=st.data(),
 )
 async def test_kills_in_a_fork_never_run_a_claimed_call_twice(
-    kind: str, inputs: list[str], later: list[str], die_at: int, choice: st.DataObject
+    kind: str,
+    inputs: list[str],
+    later: list[str],
+    die_at: int,
+    reconciles: bool,
+    choice: st.DataObject,
 ) -> None:
     async with opened(kind) as store:
-        world = World()
+        world = World(reconciles=reconciles)
         await run_dying(await started(store, world), "s", inputs)
         at = choice.draw(history_steps(await store.history("s")), label="fork at")
         at_step = await store.load_step("s", at)
@@ -310,9 +333,11 @@ async def test_kills_in_a_fork_never_run_a_claimed_call_twice(
         runs = _runs(world, "f")
         assert len(runs) == len(set(runs))  # never twice, whoever resumed
         assert not set(runs) & (_answered(at_step.checkpoint["transcript"]) | at_step.started_calls)
-        if world.die_at is None:  # it died: that call is in doubt now, not run again
+        if world.die_at is None:  # it died: that call is settled or in doubt, not run again
             died = _runs(world, "f")[die_at] if len(runs) > die_at else None
-            assert died is None or died in _in_doubt(driver.snapshot().transcript)
+            transcript = driver.snapshot().transcript
+            settled = _settled(transcript)
+            assert died is None or died in (settled if reconciles else _in_doubt(transcript))
 
 
 @pytest.mark.parametrize("kind", STORES)
@@ -360,14 +385,20 @@ async def test_a_fork_of_a_session_resting_on_an_approval_keeps_it_pending(kind:
 @given(
     inputs=st.lists(WORDS, min_size=1, max_size=3),
     die_at=st.none() | st.integers(0, 2),
+    reconciles=st.booleans(),
     later=st.lists(WORDS, max_size=3),
     choice=st.data(),
 )
 async def test_a_rewound_session_goes_on_from_the_step_and_never_runs_a_call_twice(
-    kind: str, inputs: list[str], die_at: int | None, later: list[str], choice: st.DataObject
+    kind: str,
+    inputs: list[str],
+    die_at: int | None,
+    reconciles: bool,
+    later: list[str],
+    choice: st.DataObject,
 ) -> None:
     async with opened(kind) as store:
-        world = World(die_at=die_at)
+        world = World(die_at=die_at, reconciles=reconciles)
         host = await started(store, world)
         await run_dying(host, "s", inputs)
         world.die_at = None
@@ -404,7 +435,7 @@ async def test_a_rewound_session_goes_on_from_the_step_and_never_runs_a_call_twi
         unanswered = called - _answered(at_step.checkpoint["transcript"])
         final = await store.transcript("s")
         assert final is not None
-        assert unanswered & ran_before <= _in_doubt(final)
+        assert unanswered & ran_before <= (_settled(final) if reconciles else _in_doubt(final))
 
         # Forward again: the latest step before the rewind, as it was.
         await host.agent().rewind("s", to=before[-1].step)
