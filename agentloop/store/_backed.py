@@ -23,7 +23,6 @@ import attrs
 
 from ..core._errors import CheckpointError
 from ..core._items import Item
-from ..loop._session_history import SavedStep
 from ..loop._session_store import (
     Claim,
     Lease,
@@ -77,7 +76,7 @@ from ._rules import (
     timestamp,
     with_undecided_calls,
 )
-from ._time_travel import fork_session, list_steps, load_step, rewind_session
+from ._time_travel import StepHistory
 
 __all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
@@ -103,15 +102,15 @@ _ATTEMPTS = 10_000
 _R = TypeVar("_R")
 
 
-class BackendSessionStore:
+class BackendSessionStore(StepHistory):
     """A :class:`~agentloop.store.SessionStore` built on a :class:`StorageBackend`.
 
     ``backend`` provides the atomic primitives; this class keeps every rule
     of the protocol. Leases expire by this process's clock. ``aclose`` (or
     leaving ``async with``) closes the backend. ``history_limit`` is how many
     of each session's latest saved steps are kept addressable at least
-    (:meth:`history`, :meth:`load_step`, :meth:`fork`, :meth:`rewind`; ``0``:
-    none); ``InvalidInputError`` unless an int >= 0.
+    (:meth:`history`, :meth:`load_step`, :meth:`fork`, :meth:`rewind`, from
+    :class:`StepHistory`; ``0``: none); ``InvalidInputError`` unless an int >= 0.
     """
 
     def __init__(
@@ -729,33 +728,6 @@ class BackendSessionStore:
         await anyio.lowlevel.checkpoint()
         found = await self._snapshot(session_id, everything=False)
         return None if found is None else found[2]
-
-    # -- the step history (``_time_travel.py``) ------------------------------------------
-
-    async def history(self, session_id: str) -> list[SavedStep]:
-        """The session's kept steps, oldest first (``[]`` for an unknown session)."""
-        return await list_steps(self, session_id)
-
-    async def load_step(self, session_id: str, step: int) -> StoredSession:
-        """The session as saved at ``step``, with the calls in doubt then (claimed before
-        that save, no result in it); ``InvalidInputError`` naming the kept steps."""
-        return await load_step(self, session_id, step)
-
-    async def fork(self, session_id: str, *, at: int | None, new_session_id: str) -> int:
-        """Save step ``at`` (``None``: the latest document) as the first step of
-        ``new_session_id`` (``StaleSessionError`` if it exists); its version.
-
-        The fork's past is the step's: its calls claimed before that save with no
-        result are in doubt in the fork; nothing the original did later is. The
-        original is unchanged."""
-        return await fork_session(self, session_id, at, new_session_id)
-
-    async def rewind(self, session_id: str, *, to: int, expected_version: int | None = None) -> int:
-        """Save step ``to`` as the session's next step (its history is kept); its version.
-
-        Claims and decisions stay: a call that ran after step ``to`` and has no
-        result in it is in doubt again, never run twice."""
-        return await rewind_session(self, session_id, to, expected_version)
 
     async def delete(self, session_id: str) -> bool:
         """Forget the session, its lease, claims and approvals; ``True`` if it had a document."""

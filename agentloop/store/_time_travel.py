@@ -39,6 +39,8 @@ from ._rules import timestamp
 __all__ = [
     "REWOUND_CLAIMS",
     "REWOUND_DECISIONS",
+    "HistoryHost",
+    "StepHistory",
     "fork_session",
     "list_steps",
     "load_step",
@@ -56,7 +58,7 @@ REWOUND_DECISIONS = "rewound_decisions"
 _R = TypeVar("_R")
 
 
-class BackendSessionStore(Protocol):
+class HistoryHost(Protocol):
     """What these operations use of :class:`~agentloop.store.BackendSessionStore`."""
 
     backend: StorageBackend
@@ -84,7 +86,7 @@ _ATTEMPTS = 100
 """How many times a step's load starts over because a save pruned its rows meanwhile."""
 
 
-async def _steps(store: BackendSessionStore, session_id: str) -> dict[int, StepRow]:
+async def _steps(store: HistoryHost, session_id: str) -> dict[int, StepRow]:
     rows = await store._rows(session_id, STEPS, StepRow)
     return {int(key): row for key, row in rows.items()}
 
@@ -103,7 +105,7 @@ def _saved(session_id: str, step: int, row: StepRow) -> SavedStep:
     )
 
 
-async def list_steps(store: BackendSessionStore, session_id: str) -> list[SavedStep]:
+async def list_steps(store: HistoryHost, session_id: str) -> list[SavedStep]:
     """The session's kept steps, oldest first."""
     await anyio.lowlevel.checkpoint()
     steps = await _steps(store, session_id)
@@ -119,7 +121,7 @@ def _unknown_step(session_id: str, step: object, steps: Mapping[int, StepRow]) -
 
 
 async def _document_at(
-    store: BackendSessionStore, session_id: str, step: int
+    store: HistoryHost, session_id: str, step: int
 ) -> tuple[StepRow, dict[str, Any]]:
     """Step ``step``'s row and checkpoint document, rebuilt from its base step."""
     if isinstance(step, bool) or not isinstance(step, int):
@@ -170,7 +172,7 @@ def _doubted(
     }
 
 
-async def load_step(store: BackendSessionStore, session_id: str, step: int) -> StoredSession:
+async def load_step(store: HistoryHost, session_id: str, step: int) -> StoredSession:
     """The session as saved at ``step``: its document, version, and calls in doubt then."""
     await anyio.lowlevel.checkpoint()
     row, document = await _document_at(store, session_id, step)
@@ -195,7 +197,7 @@ def _renamed(document: dict[str, Any], new_session_id: str) -> dict[str, Any]:
 
 
 async def fork_session(
-    store: BackendSessionStore, session_id: str, at: int | None, new_session_id: str
+    store: HistoryHost, session_id: str, at: int | None, new_session_id: str
 ) -> int:
     """Save step ``at`` (``None``: the latest saved document) of ``session_id`` as the first
     step of ``new_session_id``, which must not exist; the new session's version."""
@@ -234,7 +236,7 @@ async def fork_session(
 
 
 async def rewind_session(
-    store: BackendSessionStore, session_id: str, to: int, expected_version: int | None
+    store: HistoryHost, session_id: str, to: int, expected_version: int | None
 ) -> int:
     """Save step ``to`` of ``session_id`` as its next step; the session's new version."""
     await anyio.lowlevel.checkpoint()
@@ -300,3 +302,38 @@ def _split(rows: Mapping[str, str], called: set[str]) -> tuple[dict[str, str], d
     """``rows`` of the calls in ``called`` (kept), and the others (set aside by a rewind)."""
     kept = {key: text for key, text in rows.items() if key in called}
     return kept, {key: text for key, text in rows.items() if key not in called}
+
+
+class StepHistory:
+    """The :class:`~agentloop.store.SessionHistory` methods of ``BackendSessionStore``."""
+
+    async def history(self: HistoryHost, session_id: str) -> list[SavedStep]:
+        """The session's kept steps, oldest first (``[]`` for an unknown session)."""
+        return await list_steps(self, session_id)
+
+    async def load_step(self: HistoryHost, session_id: str, step: int) -> StoredSession:
+        """The session as saved at ``step``, with the calls in doubt then (claimed before
+        that save, no result in it); ``InvalidInputError`` naming the kept steps."""
+        return await load_step(self, session_id, step)
+
+    async def fork(
+        self: HistoryHost, session_id: str, *, at: int | None, new_session_id: str
+    ) -> int:
+        """Save step ``at`` (``None``: the latest document) as the first step of
+        ``new_session_id`` (``StaleSessionError`` if it exists); its version.
+
+        The fork's past is the step's: its calls claimed before that save with no
+        result are in doubt in the fork; nothing the original did later is. The
+        original is unchanged."""
+        return await fork_session(self, session_id, at, new_session_id)
+
+    async def rewind(
+        self: HistoryHost, session_id: str, *, to: int, expected_version: int | None = None
+    ) -> int:
+        """Save step ``to`` as the session's next step (its history is kept); its version.
+
+        A call the step holds that ran after it (no result there) is in doubt again,
+        never run twice; the claims and decisions of the calls it does not hold are
+        set aside (``rewound_*`` tables) and brought back by a rewind to a step that
+        holds them."""
+        return await rewind_session(self, session_id, to, expected_version)
