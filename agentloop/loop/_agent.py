@@ -149,7 +149,8 @@ class Agent(Generic[DepsT, OutT]):
         step would. Its past is the step's: a call claimed before that save with
         no result is in doubt in the fork; nothing the original did afterwards
         is (its later calls are not in doubt, its recorded approvals do not
-        answer the fork's). The original is unchanged.
+        answer the fork's). A call it inherits without a result keeps the
+        idempotency key it had in the original. The original is unchanged.
         """
         store = self._history_store("fork", session_id)
         new_id = new_session_id or f"{session_id}-fork-{uuid.uuid4().hex[:12]}"

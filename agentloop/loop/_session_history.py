@@ -9,14 +9,27 @@ every shipped store) implements it; ``Agent.fork``, ``Agent.rewind`` and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from ._session_store import SessionStatus, StoredSession
 
-__all__ = ["SavedStep", "SessionHistory"]
+__all__ = ["INHERITED_KEYS", "SavedStep", "SessionHistory", "inherited_keys"]
+
+INHERITED_KEYS = "agentloop.inherited_keys"
+"""The key of a forked session's config metadata that maps each call the fork inherited
+unanswered to the session its idempotency key is derived from (its original's)."""
+
+
+def inherited_keys(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """The calls of a session config's ``metadata`` that keep another session's keys."""
+    found = metadata.get(INHERITED_KEYS)
+    if not isinstance(found, Mapping):
+        return {}
+    return {key: value for key, value in found.items() if isinstance(value, str)}
 
 
 @attrs.frozen(kw_only=True)

@@ -28,7 +28,7 @@ import anyio.lowlevel
 import attrs
 
 from ..core._errors import CheckpointError, InvalidInputError
-from ..loop._session_history import SavedStep
+from ..loop._session_history import INHERITED_KEYS, SavedStep, inherited_keys
 from ..loop._session_store import StoredSession
 from ._backend import StorageBackend
 from ._documents import answered_call_ids, decode_stored
@@ -187,12 +187,21 @@ async def load_step(store: HistoryHost, session_id: str, step: int) -> StoredSes
     )
 
 
-def _renamed(document: dict[str, Any], new_session_id: str) -> dict[str, Any]:
-    """``document`` naming ``new_session_id`` (at its top and in its config)."""
+def _renamed(document: dict[str, Any], session_id: str, new_session_id: str) -> dict[str, Any]:
+    """``document`` naming ``new_session_id`` (at its top and in its config); the calls
+    it holds without a result keep the idempotency keys they had (config metadata)."""
     renamed = {**document, "session_id": new_session_id}
     config = document.get("config")
     if isinstance(config, dict) and "session_id" in config:
-        renamed["config"] = {**config, "session_id": new_session_id}
+        config = {**config, "session_id": new_session_id}
+        metadata = config.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        known = inherited_keys(metadata)
+        open_calls = _called(document) - answered_call_ids(document["transcript"])
+        if open_calls:
+            keys = {call_id: known.get(call_id, session_id) for call_id in sorted(open_calls)}
+            config["metadata"] = {**metadata, INHERITED_KEYS: keys}
+        renamed["config"] = config
     return renamed
 
 
@@ -227,7 +236,7 @@ async def fork_session(
     }
     return await store._save(
         new_session_id,
-        _renamed(document, new_session_id),
+        _renamed(document, session_id, new_session_id),
         0,
         None,
         origin=f"forked from {session_id!r} at {where}",

@@ -248,6 +248,7 @@ def history_steps(steps: list[al.store.SavedStep]) -> st.SearchStrategy[int]:
     inputs=st.lists(WORDS, min_size=1, max_size=4),
     answers=st.lists(st.booleans(), max_size=4),
     die_at=st.none() | st.integers(0, 2),
+    reconciles=st.booleans(),
     later=st.lists(WORDS, max_size=3),
     choice=st.data(),
 )
@@ -256,11 +257,12 @@ async def test_fork_then_continue_is_restore_then_continue(
     inputs: list[str],
     answers: list[bool],
     die_at: int | None,
+    reconciles: bool,
     later: list[str],
     choice: st.DataObject,
 ) -> None:
     async with opened(kind) as store:
-        world = World(die_at=die_at)
+        world = World(die_at=die_at, reconciles=reconciles)
         original = await started(store, world)
         await run_dying(original, "s", inputs, answers)
         world.die_at = None  # no process dies from here on
@@ -278,7 +280,7 @@ async def test_fork_then_continue_is_restore_then_continue(
         fork_driver = await forked.agent().resume(session_id="f")
         await drive(fork_driver, list(later), [])
 
-        restored = Host(MemorySessionStore(), World())
+        restored = Host(MemorySessionStore(), world)  # the same world: its payments too
         restore_driver = await restored.agent().resume(
             at_step.checkpoint, started_calls=at_step.started_calls
         )
