@@ -48,6 +48,14 @@ from ._documents import (
     turn_counts,
     turn_starts,
 )
+from ._history import (
+    DEFAULT_HISTORY_LIMIT,
+    HistoryPlan,
+    SideRows,
+    check_limit,
+    plan_history,
+    summary_of,
+)
 from ._records import (
     ITEMS,
     TURN_LIST_PREFIX,
@@ -71,6 +79,7 @@ from ._rules import (
     timestamp,
     with_undecided_calls,
 )
+from ._time_travel import StepHistory
 
 __all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
@@ -96,16 +105,22 @@ _ATTEMPTS = 10_000
 _R = TypeVar("_R")
 
 
-class BackendSessionStore:
+class BackendSessionStore(StepHistory):
     """A :class:`~agentloop.store.SessionStore` built on a :class:`StorageBackend`.
 
     ``backend`` provides the atomic primitives; this class keeps every rule
     of the protocol. Leases expire by this process's clock. ``aclose`` (or
-    leaving ``async with``) closes the backend.
+    leaving ``async with``) closes the backend. ``history_limit`` is how many
+    of each session's latest saved steps are kept addressable at least
+    (:meth:`history`, :meth:`load_step`, :meth:`fork`, :meth:`rewind`, from
+    :class:`StepHistory`; ``0``: none); ``InvalidInputError`` unless an int >= 0.
     """
 
-    def __init__(self, backend: StorageBackend) -> None:
+    def __init__(
+        self, backend: StorageBackend, *, history_limit: int = DEFAULT_HISTORY_LIMIT
+    ) -> None:
         self.backend = backend
+        self.history_limit = check_limit(history_limit)
         self._written: dict[str, tuple[int, EncodedCheckpoint]] = {}
         """Each recent session's last save through this store: its version and encoding."""
         self._metas: dict[str, tuple[str, SessionMeta]] = {}
@@ -176,6 +191,12 @@ class BackendSessionStore:
         )
         rows = dict(rows or {})
         if claims:
+            claims = {
+                key: row
+                if row.revision is not None
+                else attrs.evolve(row, revision=new_head.revision)
+                for key, row in claims.items()
+            }
             rows[CLAIMS] = {key: encode_record(row) for key, row in claims.items()}
         write = BackendWrite(head=new_head, lists=lists or {}, rows=rows)
         try:
@@ -248,8 +269,25 @@ class BackendSessionStore:
         it has one, without reading it: the commit's compare-and-set applies
         only if that head is still the stored one (revisions never repeat,
         not even after a delete), and a refusal, or a check that fails on it,
-        starts over from a fresh read.
+        starts over from a fresh read. The save is the session's next step
+        in its history (see :meth:`history`).
         """
+        return await self._save(session_id, checkpoint, expected_version, fencing_token)
+
+    async def _save(
+        self,
+        session_id: str,
+        checkpoint: Mapping[str, Any],
+        expected_version: int | None,
+        fencing_token: int | None,
+        *,
+        origin: str | None = None,
+        claim_rows: Mapping[str, ClaimRow] | None = None,
+        side: SideRows | None = None,
+    ) -> int:
+        """:meth:`save_checkpoint`, with the step's ``origin``, claim rows to write with
+        it (a fork's calls in doubt, a rewind's calls in doubt again) and ``side`` rows
+        to put and drop (a rewind's claims and decisions of the abandoned steps)."""
         with self._lock:
             last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
@@ -279,17 +317,29 @@ class BackendSessionStore:
             if not answered <= claims.keys():
                 wanted = answered - claims.keys()
                 claims = {**claims, **await self._rows(session_id, CLAIMS, ClaimRow, wanted)}
-            marked = _answered(claims, answered)
+            marked = {**_answered(claims, answered), **(claim_rows or {})}
+            now = time.time()
             fields = {
-                "updated_at": time.time(),
+                "updated_at": now,
                 "status": status,
                 "pending": pending,
                 "item_count": len(encoded.items),
                 "turn_counts": turn_counts(encoded.turn),
                 "lease": meta.lease,
             }
+            step_fields = {
+                "saved_at": now,
+                "state": str(checkpoint.get("state")),
+                "status": status,
+                "item_count": len(encoded.items),
+                "turn_counts": fields["turn_counts"],
+                "summary": summary_of(checkpoint),
+                "origin": origin,
+            }
+            plan = plan_history(meta.history, self.history_limit, encoded, lists, step_fields)
+            fields["history"] = plan.mark
             version = await self._commit_save(
-                session_id, head, claims, marked, fields, encoded.head, lists
+                session_id, head, claims, marked, fields, encoded.head, lists, plan, side
             )
             if version is not None:
                 self._remember(session_id, version, encoded)
@@ -307,6 +357,8 @@ class BackendSessionStore:
         fields: dict[str, Any],
         document: str,
         lists: Mapping[str, tuple[int, tuple[str, ...]]],
+        plan: HistoryPlan,
+        side: SideRows | None = None,
     ) -> int | None:
         """Commit a save on ``head``'s revision with the next version number (taken in
         the commit when the backend offers :class:`NumberedCommit`); the version, or
@@ -321,7 +373,13 @@ class BackendSessionStore:
             text = encode_record(meta)
             built.append((text, meta))
             new_head = BackendHead(revision=new_revision, meta=text, document=document)
-            return BackendWrite(head=new_head, lists=lists, rows=rows)
+            all_rows = {**rows, **plan.rows(version, new_revision)}
+            drop = plan.drop
+            if side is not None:
+                for table, put in side.rows.items():
+                    all_rows[table] = {**put, **all_rows.get(table, {})}
+                drop = {**drop, **side.drop}
+            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=drop)
 
         try:
             if isinstance(self.backend, NumberedCommit):

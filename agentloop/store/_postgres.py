@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core._errors import CheckpointError, InvalidInputError
 from ._backed import BackendSessionStore
+from ._history import DEFAULT_HISTORY_LIMIT
 from ._pool import ConnectionPool
 from ._sql_backend import SqlBackend
 from ._sql_legacy import move_legacy_rows
@@ -260,10 +261,13 @@ class PostgresSessionStore(BackendSessionStore):
     psycopg's async connections run on asyncio only, so the store drives the
     blocking psycopg API in worker threads (at most ``pool_size`` at once):
     it works under asyncio and trio alike. A call that is cancelled while
-    its transaction runs waits for the transaction to finish.
+    its transaction runs waits for the transaction to finish. ``history_limit``:
+    how many of each session's latest steps stay addressable at least (0: none).
     """
 
-    def __init__(self, conninfo: str, *, pool_size: int = 4) -> None:
+    def __init__(
+        self, conninfo: str, *, pool_size: int = 4, history_limit: int = DEFAULT_HISTORY_LIMIT
+    ) -> None:
         if not isinstance(conninfo, str) or not conninfo:
             raise InvalidInputError(
                 f"PostgresSessionStore expects a connection string, got {conninfo!r}"
@@ -281,7 +285,7 @@ class PostgresSessionStore(BackendSessionStore):
             ) from None
         self._dialect = PostgresDialect(conninfo, pool_size)
         self._sql_backend = SqlBackend(self._dialect)
-        super().__init__(self._sql_backend)
+        super().__init__(self._sql_backend, history_limit=history_limit)
 
     def __repr__(self) -> str:
         pool = self._dialect.pool
