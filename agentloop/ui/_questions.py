@@ -22,13 +22,17 @@ import attrs
 from ag_ui.core import Interrupt
 
 from ..core._errors import InvalidInputError
-from ..loop._stored_answers import PendingQuestion
+from ..loop._session_store import SessionStatus, StoredSession
+from ..loop._steps import CallQuestion
+from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
 from ..tools._questions import Question, QuestionAnswer, check_answer
 from ._problems import RunRefused
 
 __all__ = [
     "QUESTION_REASON",
     "QuestionReply",
+    "open_questions",
+    "pending_of",
     "question_interrupt",
     "read_question_answers",
 ]
@@ -37,6 +41,30 @@ QUESTION_REASON = "input_required"
 """The ``reason`` of a question's interrupt."""
 
 _NO_CONTENT = {"type": "null"}
+
+
+def open_questions(stored: StoredSession | None) -> tuple[PendingQuestion, ...]:
+    """The questions a stored session waits on with no answer recorded (none unless it
+    awaits an answer)."""
+    if stored is None or stored.status is not SessionStatus.AWAITING_ANSWER:
+        return ()
+    ids = tuple(q for q in question_ids(stored.checkpoint) if q not in stored.answers)
+    return pending_questions(stored.checkpoint, ids)
+
+
+def pending_of(step: CallQuestion) -> PendingQuestion:
+    """``step``'s question as a :class:`PendingQuestion`."""
+    question = step.question
+    return PendingQuestion(
+        question_id=step.id,
+        call_id=step.call_id,
+        tool_name=step.tool_name,
+        kind=question.kind,
+        message=question.message,
+        schema=question.schema,
+        data=question.data,
+        resumable=question.resume is not None,
+    )
 
 
 def question_interrupt(pending: PendingQuestion) -> Interrupt:

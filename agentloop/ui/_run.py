@@ -40,7 +40,7 @@ from ..core._errors import InvalidInputError
 from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._session_store import AnswerStore, ClaimError, Lease, SessionStatus, SessionStore
+from ..loop._session_store import AnswerStore, ClaimError, Lease, SessionStore
 from ..loop._steps import (
     AfterToolResult,
     ApprovalRequest,
@@ -49,7 +49,7 @@ from ..loop._steps import (
     Finished,
     Step,
 )
-from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
+from ..loop._stored_answers import PendingQuestion
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
@@ -60,7 +60,13 @@ from ._events import EventTranslator
 from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
 from ._problems import RunRefused
-from ._questions import QuestionReply, question_interrupt, read_question_answers
+from ._questions import (
+    QuestionReply,
+    open_questions,
+    pending_of,
+    question_interrupt,
+    read_question_answers,
+)
 from ._resume import interrupts
 
 __all__ = ["AguiRunner"]
@@ -159,7 +165,7 @@ class AguiRunner:
             return _Thread(driver=driver, resumed=False)
         transcript = await self._store.transcript(thread) or []
         items = new_input(run_input.messages, transcript)
-        rows, questions = self._rows(stored), _questions(stored)
+        rows, questions = self._rows(stored), open_questions(stored)
         listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(questions)])
         if (rows or questions) and items:
             raise RunRefused(
@@ -277,7 +283,7 @@ class AguiRunner:
             rows = self._rows(await self._store.load(thread))
             found = interrupts(rows) if rows else [_step_interrupt(step)]
         if isinstance(step, CallQuestion):
-            found = [question_interrupt(_pending(step))]
+            found = [question_interrupt(pending_of(step))]
         await self._state(run_input, emit, found)
         if found:
             outcome = RunFinishedInterruptOutcome(interrupts=found)
@@ -339,30 +345,8 @@ async def _next_saving_on_cancel(driver: LoopDriver) -> Step:
         raise
 
 
-def _questions(stored: Any) -> tuple[PendingQuestion, ...]:
-    """The questions the stored session waits on (none unless it awaits an answer)."""
-    if stored is None or stored.status is not SessionStatus.AWAITING_ANSWER:
-        return ()
-    ids = tuple(q for q in question_ids(stored.checkpoint) if q not in stored.answers)
-    return pending_questions(stored.checkpoint, ids)
-
-
 def _question_ids(questions: tuple[PendingQuestion, ...]) -> list[str]:
     return [pending.question_id for pending in questions]
-
-
-def _pending(step: CallQuestion) -> PendingQuestion:
-    question = step.question
-    return PendingQuestion(
-        question_id=step.id,
-        call_id=step.call_id,
-        tool_name=step.tool_name,
-        kind=question.kind,
-        message=question.message,
-        schema=question.schema,
-        data=question.data,
-        resumable=question.resume is not None,
-    )
 
 
 def _step_interrupt(step: ApprovalRequest) -> Interrupt:
