@@ -183,7 +183,12 @@ class A2ARunner:
     async def _record_answers(self, session_id: str, replies: Sequence[Any]) -> None:
         """Record each checked answer to a question (the store checks it once more)."""
         store = self._store
-        assert isinstance(store, AnswerStore)  # _questions finds none otherwise
+        if not isinstance(store, AnswerStore):
+            raise RunRefused(
+                "this session store keeps no answers to questions (use a store of "
+                "agentloop.store); nothing was recorded",
+                code="question_unsupported",
+            )
         for reply in replies:
             answer = reply.answer
             try:
