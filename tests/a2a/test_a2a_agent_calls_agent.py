@@ -274,3 +274,32 @@ async def test_a_remote_tools_question_is_asked_at_the_top_with_its_schema(remot
     ]
     asked, driver = await run_through(remote, "book", lambda s: s.decline())
     assert final_text(driver) == "Remote: Result: decline"  # the remote tool saw the decline
+
+
+async def test_a_remote_tools_question_is_answered_after_our_restart(remote: str) -> None:
+    """Our process stops while the remote tool's question waits; the restored driver asks
+    it again, and its decline goes to the remote tool (the remote task is not cancelled)."""
+    store, session = MemorySessionStore(), str(uuid.uuid4())
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).start(session)
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "book")])
+        first = await driver.next()
+        assert isinstance(first, al.CallQuestion)
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).resume(session_id=session)
+        again = await driver.next()
+        assert isinstance(again, al.CallQuestion)
+        assert (again.question.kind, again.question.schema) == ("mcp.elicitation", SEAT)
+        again.decline()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert final_text(driver) == "Remote: Result: decline"
+    data = first.question.data
+    assert await remote_tasks(remote, data["contextId"]) == [
+        (data["taskId"], "TASK_STATE_COMPLETED")
+    ]
