@@ -22,10 +22,10 @@ from ..core._errors import InvalidInputError
 from ..loop._stored_answers import PendingQuestion
 from ..tools._questions import Question, QuestionAnswer, check_answer
 from ..ui._problems import RunRefused
+from ..ui._questions import QuestionReply
 
 __all__ = [
     "EVERY_CALL",
-    "QuestionReply",
     "Reply",
     "approval_answers",
     "question_answers",
@@ -46,14 +46,6 @@ class Reply:
 
     data: tuple[Any, ...] = ()
     text: str = ""
-
-
-@attrs.frozen(kw_only=True)
-class QuestionReply:
-    """One checked answer to a waiting question: what the store records."""
-
-    question_id: str
-    answer: QuestionAnswer
 
 
 def question_entry(pending: PendingQuestion) -> dict[str, Any]:

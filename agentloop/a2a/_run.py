@@ -20,21 +20,19 @@ from typing import Any, assert_never
 import attrs
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError
 from ..core._items import Item
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._session_store import AnswerStore, ClaimError, Lease, SessionStore, StoredSession
+from ..loop._session_store import AnswerStore, Lease, SessionStore, StoredSession
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..loop._stored_answers import PendingQuestion
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
-from ..tools._questions import QuestionAnswer
 from ..ui._answers import interrupt_id, read_resume
 from ..ui._lease import run_leased
 from ..ui._problems import RunRefused
-from ..ui._questions import open_questions, pending_of
+from ..ui._questions import open_questions, pending_of, record_replies, stored_answer
 from ._replies import EVERY_CALL, Reply, approval_answers, question_answers
 
 __all__ = ["A2ARunner", "Rested"]
@@ -144,7 +142,8 @@ class A2ARunner:
             stored = await self._store.load(session_id)
             questions = open_questions(stored)
             if questions:
-                await self._record_answers(session_id, question_answers(reply, questions))
+                replies = question_answers(reply, questions)
+                await record_replies(self._store, session_id, replies, label="question")
             else:
                 await self._decide(session_id, self.waiting(stored), reply, who)
             driver = await self._agent.resume(session_id=session_id, lease=lease)
@@ -180,37 +179,6 @@ class A2ARunner:
                     f"call {answer.row.call_id!r}: {refused.message}", code="decision_refused"
                 ) from None
 
-    async def _record_answers(self, session_id: str, replies: Sequence[Any]) -> None:
-        """Record each checked answer to a question (the store checks it once more)."""
-        store = self._store
-        if not isinstance(store, AnswerStore):
-            raise RunRefused(
-                "this session store keeps no answers to questions (use a store of "
-                "agentloop.store); nothing was recorded",
-                code="question_unsupported",
-            )
-        for reply in replies:
-            answer = reply.answer
-            try:
-                await store.record_answer(
-                    session_id, reply.question_id, action=answer.action.value,
-                    content=answer.content,
-                )  # fmt: skip
-            except (ClaimError, InvalidInputError) as refused:
-                raise RunRefused(
-                    f"question {reply.question_id!r}: {refused}", code="decision_refused"
-                ) from None
-            log.info("question answered", session_id=session_id, question_id=reply.question_id,
-                     action=answer.action.value)  # fmt: skip
-
-    async def _stored_answer(self, session_id: str, step: CallQuestion) -> QuestionAnswer | None:
-        """The answer the store holds for ``step`` (recorded before this request resumed)."""
-        stored = await self._store.load(session_id)
-        recorded = stored.answers.get(step.id) if stored is not None else None
-        if recorded is None:
-            return None
-        return QuestionAnswer(recorded.action, recorded.content)
-
     @staticmethod
     def _entry(call_id: str | None, payload: Any, rows: list[InboxRow]) -> _Entry:
         if call_id is None:
@@ -236,7 +204,7 @@ class A2ARunner:
                 case Finished() | AwaitingInput():
                     return Rested(step=step)
                 case CallQuestion():
-                    answer = await self._stored_answer(session_id, step)
+                    answer = await stored_answer(self._store, session_id, step.id)
                     if answer is not None:
                         driver.answer_question_for(step.id, answer)
                         continue

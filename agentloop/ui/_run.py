@@ -36,11 +36,10 @@ from ag_ui.core import (
 )
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError
 from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._session_store import AnswerStore, ClaimError, Lease, SessionStore
+from ..loop._session_store import Lease, SessionStore
 from ..loop._steps import (
     AfterToolResult,
     ApprovalRequest,
@@ -53,7 +52,6 @@ from ..loop._stored_answers import PendingQuestion
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
-from ..tools._questions import QuestionAnswer
 from ._answers import interrupt_id, read_resume, response_schema
 from ._config import AguiConfig
 from ._events import EventTranslator
@@ -61,11 +59,12 @@ from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
 from ._problems import RunRefused
 from ._questions import (
-    QuestionReply,
     open_questions,
     pending_of,
     question_interrupt,
     read_question_answers,
+    record_replies,
+    stored_answer,
 )
 from ._resume import interrupts
 
@@ -184,7 +183,7 @@ class AguiRunner:
                 "RunAgentInput.resume. Nothing was changed",
                 code="interrupt_open",
             )
-        await self._record_replies(thread, replies)
+        await record_replies(self._store, thread, replies, label="interrupt")
         for answer in answers:
             try:
                 await self._decider.decide(
@@ -209,33 +208,6 @@ class AguiRunner:
         asked = stored.checkpoint.get("state") == "AWAITING_ANSWER"
         return _Thread(driver=driver, resumed=bool(answers) or asked)
 
-    async def _record_replies(self, thread: str, replies: list[QuestionReply]) -> None:
-        """Record each checked answer to a question (the store checks it once more)."""
-        store = self._store
-        for reply in replies:
-            if not isinstance(store, AnswerStore):
-                raise RunRefused(
-                    "this store keeps no answers to questions; nothing was recorded",
-                    code="question_unsupported",
-                )
-            answer = reply.answer
-            try:
-                await store.record_answer(
-                    thread, reply.question_id, action=answer.action.value, content=answer.content
-                )
-            except (ClaimError, InvalidInputError) as refused:
-                raise RunRefused(
-                    f"interrupt {reply.question_id!r}: {refused}", code="decision_refused"
-                ) from None
-
-    async def _stored_answer(self, thread: str, step: CallQuestion) -> QuestionAnswer | None:
-        """The answer the store holds for ``step`` (recorded before this run resumed)."""
-        stored = await self._store.load(thread)
-        recorded = stored.answers.get(step.id) if stored is not None else None
-        if recorded is None:
-            return None
-        return QuestionAnswer(recorded.action, recorded.content)
-
     async def _drive(
         self,
         run_input: RunAgentInput,
@@ -250,7 +222,7 @@ class AguiRunner:
                 case AfterToolResult():
                     continue
                 case CallQuestion():
-                    answer = await self._stored_answer(run_input.thread_id, step)
+                    answer = await stored_answer(self._store, run_input.thread_id, step.id)
                     if answer is not None:
                         driver.answer_question_for(step.id, answer)
                         continue
