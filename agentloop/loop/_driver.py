@@ -61,7 +61,7 @@ from ._steps import (
 )
 from ._tool_io import tool_io_for
 
-__all__ = ["LoopDriver", "LoopSnapshot"]
+__all__ = ["LoopDriver", "LoopSnapshot", "restore_driver"]
 
 log = get_logger()
 
@@ -117,32 +117,6 @@ class LoopDriver:
             tool_io_for(parts, observer),
             parts.mutators,
         )
-
-    @classmethod
-    async def _restore(
-        cls, parts: DriverParts, restored: Restored, started_calls: frozenset[str]
-    ) -> LoopDriver:
-        """A driver continuing from a parsed checkpoint (see ``Agent.resume``): a call
-        that started before it and left no result is settled by its tool's
-        ``reconcile`` if it can, else answered in doubt (never run again)."""
-        driver = cls(parts, restored.transcript, restored.pending_input)
-        core, observer = driver._core, driver._machine.observer
-        turn = restored.turn
-        doubted = []
-        if turn is not None:
-            snapshot = parts.cancellation.snapshot() if parts.cancellation else None
-            doubted = restore_turn(turn, snapshot, started_calls, driver)
-        if doubted:  # settled before the state is restored from the calls' statuses
-            assert turn is not None
-            await _settle(driver, turn, doubted)
-        core.restore(restored, turn)
-        if core.detached:
-            observer.warning(
-                "restored with background calls "
-                f"{', '.join(sorted(core.detached))} outstanding: their results arrive "
-                "only if this process's task manager still runs them"
-            )
-        return driver
 
     # -- reading -------------------------------------------------------------
 
@@ -261,15 +235,6 @@ class LoopDriver:
         """Save the session to the agent's store now (retry after a ``SaveError``)."""
         await self._runner.journal.save_now(self._core)
 
-    async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
-        """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
-        the same step (``run()`` without hooks; see ``StepRunner.next_through_pauses``).
-        A driver with a store takes every step (each pause is saved)."""
-        runner = self._runner
-        if runner.saves_steps or pauses < 1:
-            return await self.next(), 0
-        return await runner.next_through_pauses(pauses, self)
-
     # -- the host's input and answers ------------------------------------------
 
     def submit_input(self, items: str | Sequence[Item]) -> None:
@@ -335,6 +300,32 @@ class LoopDriver:
         that does not match the question's schema."""
         runner = self._runner
         answer_question(self._core, runner.tools.questions, question_id, answer)
+
+
+async def restore_driver(
+    parts: DriverParts, restored: Restored, started_calls: frozenset[str]
+) -> LoopDriver:
+    """A driver continuing from a parsed checkpoint (see ``Agent.resume``): a call
+    that started before it and left no result is settled by its tool's
+    ``reconcile`` if it can, else answered in doubt (never run again)."""
+    driver = LoopDriver(parts, restored.transcript, restored.pending_input)
+    core, observer = driver._core, driver._machine.observer
+    turn = restored.turn
+    doubted = []
+    if turn is not None:
+        snapshot = parts.cancellation.snapshot() if parts.cancellation else None
+        doubted = restore_turn(turn, snapshot, started_calls, driver)
+    if doubted:  # settled before the state is restored from the calls' statuses
+        assert turn is not None
+        await _settle(driver, turn, doubted)
+    core.restore(restored, turn)
+    if core.detached:
+        observer.warning(
+            "restored with background calls "
+            f"{', '.join(sorted(core.detached))} outstanding: their results arrive "
+            "only if this process's task manager still runs them"
+        )
+    return driver
 
 
 async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:
