@@ -1,6 +1,6 @@
 """The step loop: performs what the core decides, one action at a time.
 
-``StepRunner.perform`` is the whole of a step: it asks the core
+``StepRunner.run_step`` is the whole of a step: it asks the core
 (:class:`~agentloop.loop._machine.LoopMachine`) for the step's first action,
 performs each action through the model I/O and the tool I/O, and hands the
 outcome back to the core, until the core hands the host a step. ``resolver``
