@@ -40,7 +40,7 @@ from ._machine import LoopMachine
 from ._model_io import model_io_for
 from ._mutators import LoopMutator, MutationPoint
 from ._observer import observers_of
-from ._persistence import Persistence
+from ._persistence import Persistence, Unsaved
 from ._questions import answer_question
 from ._state import (
     CallStatus,
@@ -112,7 +112,9 @@ class LoopDriver:
         )
         self._runner = runner(
             self._machine,
-            Persistence(parts.store, config, observer),
+            Persistence(parts.store, config, observer)
+            if parts.store is not None
+            else Unsaved(config.session_id),
             model_io,
             tool_io_for(parts, observer),
             parts.mutators,

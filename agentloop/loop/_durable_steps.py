@@ -27,6 +27,7 @@ import anyio
 
 from ..tasks._protocol import TurnUpdate
 from ._actions import Action, CallModel, RecordDecisions, RunRound
+from ._persistence import Persistence
 from ._questions import Asked, claim_key
 from ._state import RoundCall, ToolRound, TurnState
 from ._step_runner import GuardedStepRunner, StepRunner
@@ -39,6 +40,8 @@ class DurableStepRunner(StepRunner):
     """The step loop of a driver with a store (see the module docstring)."""
 
     __slots__ = ()
+
+    journal: Persistence  # a driver with a store has one (see step_runner_class)
 
     saves_steps = True
 

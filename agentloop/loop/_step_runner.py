@@ -34,7 +34,7 @@ from ._host_calls import begin_step
 from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
-from ._persistence import Persistence
+from ._persistence import Persistence, Unsaved
 from ._questions import Asked, surface_question
 from ._sampling import answer_with_model
 from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
@@ -78,7 +78,7 @@ class StepRunner:
     def __init__(
         self,
         machine: LoopMachine,
-        journal: Persistence,
+        journal: Persistence | Unsaved,
         model_io: ModelIO,
         tools: ToolIO,
         mutators: tuple[LoopMutator, ...],
