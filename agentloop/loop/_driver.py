@@ -19,32 +19,28 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError, InvalidStateError
+from ..core._errors import InvalidInputError
 from ..core._items import Item, Usage
 from ..model._session_config import PromptCacheRequest, SessionConfig
 from ..tools._questions import QuestionAnswer
-from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
 from ._driver_parts import DriverParts, transcript_listener
 from ._durable_steps import step_runner_class
 from ._host_calls import (
     answer_approval,
-    begin_step,
     input_items,
     queued_message,
-    refuse_outside_idle,
     sole_undecided,
 )
 from ._machine import LoopMachine
 from ._model_io import model_io_for
-from ._mutators import LoopMutator, MutationPoint
+from ._mutators import LoopMutator
 from ._observer import observers_of
 from ._persistence import Persistence, Unsaved
 from ._questions import answer_question
 from ._state import (
     CallStatus,
-    DriverEvent,
     DriverState,
     QueuedMessage,
     Restored,
@@ -192,24 +188,7 @@ class LoopDriver:
         compactor after a ``CONTEXT_OVERFLOW``), then the agent's own. Pending
         input and queued messages stay queued. Returns the step like ``next()``.
         """
-        core = self._core
-        for position, mutator in enumerate(mutators):
-            if not callable(getattr(mutator, "mutate", None)):
-                raise InvalidInputError(
-                    f"retry(): mutators[{position}] is a {type(mutator).__name__}, not a "
-                    "LoopMutator (it needs an async mutate(cursor, ctx) method)"
-                )
-        if core.retry_point is None:
-            refuse_outside_idle(core, "retry()")
-            raise InvalidStateError(
-                "cannot retry(): no model call failed since the last turn started; "
-                "use continue_turn() to call the model on the transcript as it is, "
-                "or submit input and call next()"
-            )
-        begin_step(core, DriverEvent.RETRY, "retry()")
-        point = MutationPoint(core.retry_point.point)
-        turn = self._machine.start_turn()
-        return await self._runner.run_step(CallModel(turn, point, False, tuple(mutators)), self)
+        return await self._runner.run_step(self._machine.retry(mutators), self)
 
     async def continue_turn(self) -> Step:
         """Call the model on the transcript as it is, in a new turn (seed 003's continue).
@@ -220,11 +199,7 @@ class LoopDriver:
         Use it for a driver rebuilt from a transcript whose last model call
         never answered.
         """
-        refuse_outside_idle(self._core, "continue_turn()")
-        point = MutationPoint(self._core.continue_point("continue_turn()"))
-        begin_step(self._core, DriverEvent.CONTINUE, "continue_turn()")
-        action = CallModel(self._machine.start_turn(), point, False)
-        return await self._runner.run_step(action, self)
+        return await self._runner.run_step(self._machine.continue_turn(), self)
 
     async def run_until_blocked(self) -> Blocked:
         """Call ``next()`` through ``AfterToolResult`` pauses; return the first other step."""
