@@ -23,7 +23,7 @@ from ..tasks._simple import SimpleTaskManager
 from ..tools._executor import BasicToolExecutor, ToolExecutor
 from ..tools._registry import ToolSource
 from ._checkpoint import parse
-from ._driver import LoopDriver
+from ._driver import LoopDriver, restore_driver
 from ._driver_parts import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
@@ -127,7 +127,7 @@ class Agent(Generic[DepsT, OutT]):
             checkpoint = stored.checkpoint
             started |= stored.started_calls
         restored = parse(checkpoint)
-        driver = await LoopDriver._restore(await self._parts(restored.config), restored, started)
+        driver = await restore_driver(await self._parts(restored.config), restored, started)
         _attach_stored(driver, stored, lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(restored.config.session_id))
