@@ -39,6 +39,7 @@ from ._host_calls import (
 from ._machine import LoopMachine
 from ._model_io import model_io_for
 from ._mutators import LoopMutator, MutationPoint
+from ._nested import pending_child_approval
 from ._observer import observers_of
 from ._persistence import Persistence
 from ._questions import answer_question
@@ -326,7 +327,11 @@ class LoopDriver:
         self.answer_approval_for(sole_undecided(self._core), decision)
 
     def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
-        """Answer the approval for ``call_id``; ``next()`` then runs or denies the call."""
+        """Answer the approval for ``call_id``; ``next()`` then runs or denies the call.
+        A child agent's approval shown as a ``ChildApprovalRequest`` is answered too."""
+        if (child := pending_child_approval(self._core, call_id, self)) is not None:
+            child.answer(decision)
+            return
         answer_approval(self._core, call_id, decision, self._machine.observer)
 
     def answer_question_for(self, question_id: str, answer: QuestionAnswer) -> None:

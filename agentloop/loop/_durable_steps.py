@@ -29,7 +29,7 @@ from ._actions import Action, CallModel, FinishCancelled, RecordDecisions, RunRo
 from ._questions import Asked, claim_key
 from ._state import RoundCall, ToolRound, TurnState
 from ._step_runner import GuardedStepRunner, StepRunner
-from ._steps import CallQuestion, Resolver, Step
+from ._steps import CallQuestion, ChildApprovalRequest, Resolver, Step
 
 __all__ = ["DurableStepRunner", "GuardedDurableStepRunner", "step_runner_class"]
 
@@ -103,7 +103,7 @@ class DurableStepRunner(StepRunner):
 
     async def _collect(
         self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
-    ) -> CallQuestion | None:
+    ) -> CallQuestion | ChildApprovalRequest | None:
         machine, journal, core = self.machine, self.journal, self.core
         questions = self.tools.questions
         while tool_round.running():

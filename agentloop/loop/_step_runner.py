@@ -36,7 +36,14 @@ from ._persistence import Persistence
 from ._questions import Asked, surface_question
 from ._sampling import answer_with_model
 from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
-from ._steps import AfterToolResult, AwaitingInput, CallQuestion, Resolver, Step
+from ._steps import (
+    AfterToolResult,
+    AwaitingInput,
+    CallQuestion,
+    ChildApprovalRequest,
+    Resolver,
+    Step,
+)
 from ._tool_io import ToolIO
 
 __all__ = ["IDLE_STEPS_BEFORE_WARNING", "GuardedStepRunner", "StepRunner"]
@@ -205,7 +212,7 @@ class StepRunner:
 
     async def _question(
         self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
-    ) -> CallQuestion | None:
+    ) -> CallQuestion | ChildApprovalRequest | None:
         """Answer the running calls' questions for the model; the first one for the host."""
         questions = self.tools.questions
         if questions.for_model_waiting():
@@ -226,7 +233,7 @@ class StepRunner:
 
     async def _collect(
         self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
-    ) -> CallQuestion | None:
+    ) -> CallQuestion | ChildApprovalRequest | None:
         """Wait for the round's running calls, handing each update to the core; a question
         a running call asked is the step (the call waits for its answer, running on)."""
         machine, tools = self.machine, self.tools
