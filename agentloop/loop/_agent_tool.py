@@ -30,6 +30,7 @@ from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import FinishReason, Item, Usage
 from ..core._tool_spec import ToolSpec
 from ..model._session_config import LoopLimits, SessionConfig
+from ..tools._questions import QuestionAnswer
 from ..tools._tool import ToolContext, ToolOutput, ToolRequest
 from ._converter import unstructure
 from ._driver import LoopDriver
@@ -117,14 +118,20 @@ class AgentTool:
         controller = CancellationController()
         agent = attrs.evolve(self.agent, cancellation=controller.handle(), input=())
         session_id = f"{ctx.session_id}/{ctx.call_id}"
-        config = SessionConfig(session_id) if self.limits is None else SessionConfig(
-            session_id, limits=self.limits
-        )  # fmt: skip
-        driver = await agent.start(config)
-        driver.submit_input(str(request.input["input"]))
+        resumed = ctx.resumed
+        checkpoint = resumed.question.resume if resumed is not None else None
+        if isinstance(checkpoint, dict):  # a restored parent: the child goes on from it
+            driver = await agent.resume(checkpoint)
+        else:
+            config = SessionConfig(session_id) if self.limits is None else SessionConfig(
+                session_id, limits=self.limits
+            )  # fmt: skip
+            driver = await agent.start(config)
+            driver.submit_input(str(request.input["input"]))
+            resumed = None
         result: TurnResult | None = None
         try:
-            result = await self._drive(driver, ctx)
+            result = await self._drive(driver, ctx, None if resumed is None else resumed.answer)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_SECONDS):
                 result = await _close(driver, controller)
@@ -135,8 +142,11 @@ class AgentTool:
                 self.on_run(ChildRun(ctx.call_id, session_id, transcript, driver.usage, result))
         return self._output(result, driver)
 
-    async def _drive(self, driver: LoopDriver, ctx: ToolContext) -> TurnResult | None:
-        """Step the child to the end of its turn, carrying its interrupts up."""
+    async def _drive(
+        self, driver: LoopDriver, ctx: ToolContext, given: QuestionAnswer | None
+    ) -> TurnResult | None:
+        """Step the child to the end of its turn, carrying its interrupts up (``given``:
+        the answer, given before a restore, to the interrupt the child rests on)."""
         while True:
             step = await driver.next()
             if isinstance(step, Finished):
@@ -144,12 +154,13 @@ class AgentTool:
             if isinstance(step, AwaitingInput):
                 return None
             if isinstance(step, ApprovalRequest):
-                await _ask_approval(driver, step, ctx)
+                await _ask_approval(driver, step, ctx, given)
             elif isinstance(step, CallQuestion):
-                answer = await ctx.ask(child_question(step))
+                answer = given or await ctx.ask(child_question(step, _resume_data(driver)))
                 driver.answer_question_for(step.id, answer)
             else:
                 assert isinstance(step, AfterToolResult)
+            given = None
 
     def _output(self, result: TurnResult | None, driver: LoopDriver) -> ToolOutput:
         """The call's result: the child's final answer, with its usage."""
@@ -176,10 +187,22 @@ def _final_text(result: TurnResult) -> str:
     return "\n".join(text for text in texts if text)
 
 
-async def _ask_approval(driver: LoopDriver, step: ApprovalRequest, ctx: ToolContext) -> None:
-    """Ask the parent's host for the child's approval; answer the child with its decision."""
+def _resume_data(driver: LoopDriver) -> dict[str, Any] | None:
+    """The child's checkpoint to ask with (``None``: it cannot be taken now, e.g. calls
+    run beside its pending approval; a restored parent then answers the call in doubt)."""
     try:
-        answer = await ctx.ask(child_question(step))
+        return driver.checkpoint()
+    except InvalidStateError:
+        return None
+
+
+async def _ask_approval(
+    driver: LoopDriver, step: ApprovalRequest, ctx: ToolContext, given: QuestionAnswer | None
+) -> None:
+    """Ask the parent's host for the child's approval (unless ``given``); answer the child
+    with its decision."""
+    try:
+        answer = given or await ctx.ask(child_question(step, _resume_data(driver)))
     except InvalidStateError as error:  # nobody above can answer: the child's call is denied
         log.warning("child approval cannot surface", call_id=step.call_id, error=str(error))
         driver.answer_approval_for(step.call_id, _denial(error))

@@ -340,6 +340,7 @@ class LoopDriver:
         that does not match the question's schema."""
         runner = self._runner
         answer_question(self._core, runner.tools.questions, question_id, answer)
+        runner.journal.note_answer()
 
 
 async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:

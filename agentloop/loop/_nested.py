@@ -69,14 +69,15 @@ def path_entry(tool_name: str, call_id: str) -> str:
     return f"{tool_name}:{call_id}"
 
 
-def child_question(step: ApprovalRequest | CallQuestion) -> Question:
-    """The question a call running a child agent asks its host for the child's ``step``."""
+def child_question(step: ApprovalRequest | CallQuestion, resume: Any = None) -> Question:
+    """The question a call running a child agent asks its host for the child's ``step``
+    (``resume``: the child's checkpoint, so a restored parent can resume the child)."""
     data = {"step": unstructure(step)}
     if isinstance(step, ApprovalRequest):
         message = f"{step.tool_name}: {step.summary}" if step.summary else step.tool_name
-        return Question(CHILD_APPROVAL, message, DECISION_SCHEMA, data)
+        return Question(CHILD_APPROVAL, message, DECISION_SCHEMA, data, resume)
     inner = step.question
-    return Question(CHILD_QUESTION, inner.message, inner.schema, data)
+    return Question(CHILD_QUESTION, inner.message, inner.schema, data, resume)
 
 
 def decision_of(answer: QuestionAnswer) -> ApprovalAnswer:

@@ -216,6 +216,13 @@ class Persistence:
             self._journaled.discard(call.call.id)
             self._results_unsaved = True
 
+    def note_answer(self) -> None:
+        """A running call was handed the host's answer to its question: the next save
+        before a wait holds that it no longer waits (a restore then answers the call in
+        doubt instead of asking again and running it a second time)."""
+        if self._store is not None:
+            self._results_unsaved = True
+
     @property
     def results_unsaved(self) -> bool:
         """Whether a claimed call has a result that no save holds yet."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import agentloop as al
 import agentloop.agents
+import agentloop.model
 import agentloop.permissions
 import agentloop.testing
 import agentloop.transcript
@@ -64,9 +65,7 @@ def assert_answered_once(transcript: Sequence[al.Item]) -> None:
     assert sorted(calls) == sorted(answered)
 
 
-def child_agent(
-    script: list[Any], *tools: Any, manager: Any = None, output: Any = None
-) -> al.Agent:
+def child_agent(script: Any, *tools: Any, manager: Any = None, output: Any = None) -> al.Agent:
     registry = al.ToolRegistry()
     for tool in tools or (EchoTool(),):
         registry = registry.with_tool(tool)
@@ -79,6 +78,24 @@ def child_agent(
     return builder.build()
 
 
-def echo_then(answer: str, call_id: str = "c-1", value: str = "x") -> list[Any]:
-    """A child script: one echo call, then ``answer``."""
-    return [tool_calls(call("echo", {"value": value}, id=call_id)), answer]
+def echo_then(answer: str, call_id: str = "c-1", value: str = "x") -> Any:
+    """A child model: one echo call, then ``answer`` once the transcript holds a result
+    (decided from the request, so a restored child's new model goes on the same way)."""
+
+    def reply(request: al.model.TurnRequest) -> Any:
+        if any(item.kind is al.ItemKind.TOOL for item in request.transcript):
+            return answer
+        return tool_calls(call("echo", {"value": value}, id=call_id))
+
+    return reply
+
+
+def then(first: Any, answer: str) -> Any:
+    """A model that replies ``first`` (a tool-call reply), then ``answer`` after a result."""
+
+    def reply(request: al.model.TurnRequest) -> Any:
+        if any(item.kind is al.ItemKind.TOOL for item in request.transcript):
+            return answer
+        return first
+
+    return reply
