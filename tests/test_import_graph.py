@@ -125,6 +125,7 @@ LOOP_FLOORS: dict[str, int] = {
             "_observer",
             "_response_admission",
             "_call_results",
+            "_child_usage",
             "_session_store",
             "_state",
             "_steps",

@@ -10,7 +10,7 @@ agent on the history so far, made valid for any provider. See ``docs/agents.md``
 """
 
 from ..loop._agent_tool import CHILD_SESSION_KEY, AgentTool, ChildRun
-from ..loop._state import CHILD_USAGE_KEY
+from ..loop._child_usage import CHILD_USAGE_KEY
 from ..loop._steps import ChildApprovalRequest
 from ._handoff import HANDOFF_KEY, Handoff, HandoffResult, handoff, run_handoffs, take_handoff
 from ._history import HistoryFilter, portable_history, without_tool_rounds

@@ -32,12 +32,13 @@ from ..core._tool_spec import ToolSpec
 from ..model._session_config import LoopLimits, SessionConfig
 from ..tools._questions import QuestionAnswer
 from ..tools._tool import ToolContext, ToolOutput, ToolRequest
+from ._child_usage import CHILD_USAGE_KEY, usage_fields
 from ._converter import unstructure
 from ._driver import LoopDriver
 from ._driver_parts import CLEANUP_SECONDS
 from ._events import TurnResult
 from ._nested import child_question, decision_of
-from ._state import CHILD_USAGE_KEY, DriverState, usage_fields
+from ._state import DriverState
 from ._steps import (
     AfterToolResult,
     ApprovalAnswer,

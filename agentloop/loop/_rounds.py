@@ -21,12 +21,12 @@ from ..tools._executor import PendingApproval, PreparedCall
 from ..tools._permission_check import approval_summary
 from ._actions import Action, CallModel, FinishCancelled, Hand
 from ._call_results import answer, placeholder, refused
+from ._child_usage import CHILD_USAGE_KEY, usage_of
 from ._core import LoopCore
 from ._events import ExecutedToolCall
 from ._mutators import MutationPoint
 from ._observer import Nobody
 from ._state import (
-    CHILD_USAGE_KEY,
     ERROR_KIND_KEY,
     LIMIT_KEY,
     CallStatus,
@@ -37,7 +37,6 @@ from ._state import (
     TurnState,
     interrupted_assistant_item,
     interrupted_turn_metadata,
-    usage_of,
 )
 from ._steps import (
     AfterToolResult,

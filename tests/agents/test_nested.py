@@ -366,3 +366,37 @@ async def test_as_tool_refuses_bad_limits() -> None:
     child = child_agent(["x"])
     with pytest.raises(al.InvalidInputError, match="limits must be a LoopLimits or None, got 3"):
         child.as_tool("helper", "Helps.", limits=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reported", "usage"),
+    [
+        ({"input_tokens": 5, "output_tokens": 2, "cost": 1}, al.Usage(5, 2, cost=1.0)),
+        ({"input_tokens": 3}, al.Usage(3, 0)),
+        ({"input_tokens": -1}, None),
+        ({"input_tokens": True}, None),
+        ({"input_tokens": 1, "cost": "free"}, None),
+        ("many", None),
+    ],
+)
+async def test_any_result_reporting_usage_counts_and_bad_reports_are_ignored(
+    reported: Any, usage: al.Usage | None
+) -> None:
+    class Reporter:
+        spec = al.ToolSpec("report", "Reports usage.", {"type": "object"})
+
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> al.ToolOutput:
+            return al.ToolOutput("ok", metadata={al.agents.CHILD_USAGE_KEY: reported})
+
+    agent = (
+        al.Agent.builder()
+        .model(al.testing.ScriptedModel([tool_calls(call("report", {}, id="r")), "done"]))
+        .add_tool_source(al.ToolRegistry().with_tool(Reporter()))
+        .input([user("go")])
+        .build()
+    )
+    driver = await agent.start("s")
+    finished = await driver.run_until_blocked()
+    assert isinstance(finished, al.Finished)
+    assert driver.usage == usage
+    assert finished.result.usage == usage
