@@ -126,6 +126,7 @@ LOOP_FLOORS: dict[str, int] = {
             "_response_admission",
             "_call_results",
             "_session_history",
+            "_child_usage",
             "_session_store",
             "_state",
             "_steps",
@@ -136,14 +137,17 @@ LOOP_FLOORS: dict[str, int] = {
     # 1: the codec (one checkpoint module with its checks, the converter)
     **dict.fromkeys(["_checkpoint", "_checkpoint_checks", "_checkpoint_memo", "_converter"], 1),
     # 2: the core that decides
-    **dict.fromkeys(["_core", "_machine", "_output", "_rounds", "_host_calls", "_questions"], 2),
+    **dict.fromkeys(
+        ["_core", "_machine", "_nested", "_output", "_rounds", "_host_calls", "_questions"], 2
+    ),
     # 3: the effects and the durable layer
     **dict.fromkeys(["_driver_parts", "_model_io", "_tool_io", "_persistence", "_sampling"], 3),
-    # 4: the step loop and the driver; 5: the agent
+    # 4: the step loop and the driver; 5: the agent (and an agent as a tool)
     "_step_runner": 4,
     "_durable_steps": 4,
     "_driver": 4,
     "_agent": 5,
+    "_agent_tool": 5,
 }
 """Each ``agentloop.loop`` module's floor: a module imports only from its floor or below."""
 

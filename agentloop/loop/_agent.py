@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, cast, overload
 
 import attrs
@@ -14,7 +14,7 @@ from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item
 from ..core._transcript import find_violation
 from ..model._protocol import ModelAdapter
-from ..model._session_config import SessionConfig
+from ..model._session_config import LoopLimits, SessionConfig
 from ..output._spec import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ..permissions._checker import CheckerLike, as_checker
 from ..permissions._requests import ALLOW_ALL, PermissionChecker
@@ -22,6 +22,7 @@ from ..tasks._protocol import TaskManager
 from ..tasks._simple import SimpleTaskManager
 from ..tools._executor import BasicToolExecutor, ToolExecutor
 from ..tools._registry import ToolSource
+from ._agent_tool import AgentTool, ChildRun
 from ._checkpoint import parse
 from ._driver import LoopDriver, restore_driver
 from ._driver_parts import DriverParts
@@ -187,6 +188,33 @@ class Agent(Generic[DepsT, OutT]):
                 "(every agentloop.store store is one)"
             )
         return store
+
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        *,
+        input_description: str = "What to ask the agent, in plain words.",
+        limits: LoopLimits | None = None,
+        on_run: Callable[[ChildRun], None] | None = None,
+    ) -> AgentTool:
+        """This agent as a tool of another: each call runs it in a driver of its own
+        (session ``<parent session>/<call id>``), nested in the parent's tool round,
+        on the call's ``input``; its final answer is the result and its usage counts
+        in the parent's. Its approvals and its calls' questions surface at the top
+        driver as its own steps (``ChildApprovalRequest``, ``CallQuestion``) with a
+        ``path`` naming the calls above it (the parent needs an entered
+        ``AsyncTaskManager``; without one, the child's approvals are denied, saying
+        why). ``limits`` bound the child's turn; ``on_run`` is told how each run
+        ended (``ChildRun``: its transcript, usage and last turn)."""
+        return AgentTool(
+            self,
+            name=name,
+            description=description,
+            input_description=input_description,
+            limits=limits,
+            on_run=on_run,
+        )
 
     async def _parts(self, config: SessionConfig) -> DriverParts:
         session = await self.model.start_session(config)

@@ -130,6 +130,7 @@ def configure_loop(converter: cattrs.Converter) -> None:
             _cattrs_omit_if_default=False,
             _driver=cattrs.gen.override(omit=True),
             requests=cattrs.gen.override(omit_if_default=True),
+            path=cattrs.gen.override(omit_if_default=True),
         ),
     )
     # A turn without structured output is written as before ``output`` existed.

@@ -36,6 +36,7 @@ from ._host_calls import (
 from ._machine import LoopMachine
 from ._model_io import model_io_for
 from ._mutators import LoopMutator
+from ._nested import pending_child_approval
 from ._observer import observers_of
 from ._persistence import Persistence, Unsaved
 from ._questions import answer_question
@@ -268,7 +269,11 @@ class LoopDriver:
         self.answer_approval_for(sole_undecided(self._core), decision)
 
     def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
-        """Answer the approval for ``call_id``; ``next()`` then runs or denies the call."""
+        """Answer the approval for ``call_id``; ``next()`` then runs or denies the call.
+        A child agent's approval shown as a ``ChildApprovalRequest`` is answered too."""
+        if (child := pending_child_approval(self._core, call_id, self)) is not None:
+            child.answer(decision)
+            return
         answer_approval(self._core, call_id, decision, self._machine.observer)
 
     def answer_question_for(self, question_id: str, answer: QuestionAnswer) -> None:
@@ -278,6 +283,7 @@ class LoopDriver:
         runner = self._runner
         call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
         self._machine.observer.question_answered(call_id, question_id, answer.action.value)
+        runner.journal.note_answer()
 
 
 async def restore_driver(

@@ -46,6 +46,7 @@ from ._core import LoopCore
 from ._events import ModelCallRecord
 from ._host_calls import begin_step, refuse_outside_idle
 from ._mutators import LoopMutator, MutationPoint
+from ._nested import host_step
 from ._observer import Nobody
 from ._output import OUTPUT_ACCEPTED_KEY, unrun_answer
 from ._response_admission import admit_response, empty_reason, response_model, stamp_output
@@ -179,7 +180,8 @@ class LoopMachine(RoundRules):
             if (approval := self.surface_approval(tool_round)) is not None:
                 return Hand(approval)
             if (question := shown_question(tool_round)) is not None:
-                return Hand(question)  # asked again: the host has not answered it
+                # Asked again: the host has not answered it.
+                return Hand(host_step(question, resolver))
         return RunRound(turn, tool_round)
 
     def model_phase(self, done: Sequence[TaskResult], resolver: Resolver) -> Action:

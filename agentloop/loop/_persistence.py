@@ -92,6 +92,9 @@ class Unsaved:
         """Refuse: there is no store to save to."""
         _refuse_save(self._session_id)
 
+    def note_answer(self) -> None:
+        """Nothing to save: an answered question matters only to a stored session."""
+
 
 def _refuse_lease(session_id: str, lease: object) -> NoReturn:
     if not isinstance(lease, Lease):
@@ -248,6 +251,13 @@ class Persistence:
         finished = [c for c in tool_round.calls if c.call.id in self._journaled and c.answered]
         for call in finished:
             self._journaled.discard(call.call.id)
+            self._results_unsaved = True
+
+    def note_answer(self) -> None:
+        """A running call was handed the host's answer to its question: the next save
+        before a wait holds that it no longer waits (a restore then answers the call in
+        doubt instead of asking again and running it a second time)."""
+        if self._store is not None:
             self._results_unsaved = True
 
     @property

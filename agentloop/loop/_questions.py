@@ -26,9 +26,10 @@ import anyio
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..tools._questions import Question, QuestionAnswer, check_answer
 from ._core import LoopCore
+from ._nested import host_step
 from ._rounds import shown_question
 from ._state import CallStatus, DriverState, RoundCall, ToolRound, TurnState
-from ._steps import CallQuestion, Resolver
+from ._steps import CallQuestion, ChildApprovalRequest, Resolver
 
 __all__ = [
     "ASKED",
@@ -182,6 +183,7 @@ class QuestionBox:
     async def race(self, wait: Callable[[str], Awaitable[T]], turn_id: str) -> T | Asked:
         """``wait(turn_id)``, ended early (``ASKED``) when a question comes first."""
         if self.waiting():
+            await anyio.lowlevel.checkpoint()  # a step loop going round stays cancellable
             return ASKED
         with anyio.CancelScope() as scope:
             self._waker = scope
@@ -200,10 +202,16 @@ def deliver(waiting: _Waiting, answer: QuestionAnswer) -> None:
 
 def surface_question(
     turn: TurnState, tool_round: ToolRound, box: QuestionBox, resolver: Resolver
-) -> CallQuestion | None:
+) -> CallQuestion | ChildApprovalRequest | None:
     """The oldest question not yet shown as a step (marked shown on its call), unless the
-    turn was cancelled; a question of a call that no longer runs is answered "cancel"."""
+    turn was cancelled (then every question not shown is answered "cancel"); a question
+    of a call that no longer runs is answered "cancel".
+    A child agent's approval or question is shown as the child's step (``host_step``)."""
     if turn.is_cancelled:
+        # Nobody will be shown them: answered at once, so no wait spins on them.
+        while (waiting := box.unshown()) is not None:
+            deliver(waiting, QuestionAnswer.cancel())
+            box.discard(waiting)
         return None
     while (waiting := box.unshown()) is not None:
         call = tool_round.by_id(waiting.call_id)
@@ -220,7 +228,7 @@ def surface_question(
             driver=resolver,
         )
         waiting.shown = call.question = step
-        return step
+        return host_step(step, resolver)
     return None
 
 

@@ -21,6 +21,7 @@ from ..tools._executor import PendingApproval, PreparedCall
 from ..tools._permission_check import approval_summary
 from ._actions import Action, CallModel, FinishCancelled, Hand
 from ._call_results import answer, placeholder, refused
+from ._child_usage import CHILD_USAGE_KEY, usage_of
 from ._core import LoopCore
 from ._events import ExecutedToolCall
 from ._mutators import MutationPoint
@@ -117,6 +118,17 @@ class RoundRules:
             call.move(status)
         call.question = call.resumed = None  # a question it still waited on is moot
         tool_round.results[call.index] = result
+        if result.metadata and CHILD_USAGE_KEY in result.metadata:
+            self._count_child_usage(result.metadata[CHILD_USAGE_KEY])
+
+    def _count_child_usage(self, fields: Any) -> None:
+        """Add a child agent's usage (a result's ``CHILD_USAGE_KEY``) to the turn's and the
+        session's totals, so the parent's limits count it."""
+        usage = usage_of(fields)
+        core = self.core
+        if usage is not None and core.turn is not None:
+            core.turn.add_usage(usage)
+            core.add_session_usage(usage)
 
     def skip_at_steering(self, call: RoundCall, tool_round: ToolRound) -> bool:
         """Answer ``call`` "skipped" if a steering message waits (the tool-call boundary)."""

@@ -24,6 +24,7 @@ from ._steps import (
     ApprovalRequest,
     AwaitingInput,
     CallQuestion,
+    ChildApprovalRequest,
     Finished,
     Step,
 )
@@ -145,6 +146,13 @@ STEP_KINDS: tuple[StepKind, ...] = (
         DriverEvent.ASK_APPROVAL,
         DriverState.AWAITING_APPROVAL,
         DriverEvent.RESTORE_APPROVAL,
+    ),
+    StepKind(
+        ChildApprovalRequest,
+        "child_approval_request",
+        DriverEvent.ASK_HOST,
+        DriverState.AWAITING_ANSWER,
+        DriverEvent.RESTORE_QUESTION,
     ),
     StepKind(
         CallQuestion,

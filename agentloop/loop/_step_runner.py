@@ -38,7 +38,14 @@ from ._persistence import Persistence, Unsaved
 from ._questions import Asked, surface_question
 from ._sampling import answer_with_model
 from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
-from ._steps import AfterToolResult, AwaitingInput, CallQuestion, Resolver, Step
+from ._steps import (
+    AfterToolResult,
+    AwaitingInput,
+    CallQuestion,
+    ChildApprovalRequest,
+    Resolver,
+    Step,
+)
 from ._tool_io import ToolIO
 
 __all__ = ["IDLE_STEPS_BEFORE_WARNING", "GuardedStepRunner", "StepRunner"]
@@ -212,13 +219,13 @@ class StepRunner:
 
     async def _question(
         self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
-    ) -> CallQuestion | None:
+    ) -> CallQuestion | ChildApprovalRequest | None:
         """Answer the running calls' questions for the model; the first one for the host."""
         questions = self.tools.questions
         if questions.for_model_waiting():
             await answer_with_model(self.machine, self.model_io, turn, questions)
         question = surface_question(turn, tool_round, questions, resolver)
-        if question is not None:
+        if isinstance(question, CallQuestion):  # a child's approval is the child's own step
             self.machine.observer.question_asked(question)
         return question
 
@@ -236,7 +243,7 @@ class StepRunner:
 
     async def _collect(
         self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
-    ) -> CallQuestion | None:
+    ) -> CallQuestion | ChildApprovalRequest | None:
         """Wait for the round's running calls, handing each update to the core; a question
         a running call asked is the step (the call waits for its answer, running on)."""
         questions = self.tools.questions

@@ -23,6 +23,7 @@ __all__ = [
     "AwaitingInput",
     "Blocked",
     "CallQuestion",
+    "ChildApprovalRequest",
     "Finished",
     "Interrupt",
     "Resolver",
@@ -165,6 +166,9 @@ class ApprovalRequest(Interrupt):
     task_id: str | None = None
     metadata: Metadata = attrs.field(default=_empty())
     requests: tuple[PendingPermission, ...] = attrs.field(default=(), converter=_pending)
+    path: tuple[str, ...] = attrs.field(default=(), converter=tuple, kw_only=True)
+    """The agent calls above the call, from the top: ``"<tool name>:<call id>"`` of each
+    call that runs a child agent (``Agent.as_tool``); empty for this driver's own call."""
     _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
 
     def approve(self) -> None:
@@ -178,6 +182,38 @@ class ApprovalRequest(Interrupt):
     def deny(self, reason: str | None = None) -> None:
         """Refuse the call; the model gets an error result with ``reason``."""
         self._bound().answer_approval_for(self.call_id, ApprovalAnswer.deny(reason))
+
+
+@attrs.frozen
+class ChildApprovalRequest(ApprovalRequest):
+    """An approval a child agent's call needs (``Agent.as_tool``), surfaced here.
+
+    Answered exactly like an :class:`ApprovalRequest` (``approve()``,
+    ``approve_with(input)``, ``deny(reason)``, or the driver's
+    ``answer_approval_for(call_id, ...)``); ``path`` names the calls that run
+    the child (and grandchild), from the top. The driver rests in
+    ``AWAITING_ANSWER``: the call running the child waits for the answer
+    (``question_id``) while the round's other calls go on.
+    """
+
+    question_id: str = attrs.field(default="", kw_only=True)
+
+    def approve(self) -> None:
+        """Run the child's call as its model asked."""
+        self.answer(ApprovalAnswer.approve())
+
+    def approve_with(self, input: Any) -> None:
+        """Run the child's call with ``input`` instead of its model's arguments."""
+        self.answer(ApprovalAnswer.approve_with(input))
+
+    def deny(self, reason: str | None = None) -> None:
+        """Refuse the child's call; the child's model gets an error result with ``reason``."""
+        self.answer(ApprovalAnswer.deny(reason))
+
+    def answer(self, decision: ApprovalAnswer) -> None:
+        """Answer with ``decision``; it reaches the child when the driver goes on."""
+        content = {"kind": decision.kind.value, "input": decision.input, "reason": decision.reason}
+        self._bound().answer_question_for(self.question_id, QuestionAnswer.accept(content))
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -110,6 +111,11 @@ class _Session:
     seen: list[Item] = attrs.field(factory=list)  # for content capture
     tool_descriptions: dict[str, str] = attrs.field(factory=dict)  # of the tools last offered
     answer: ModelTurnResult | None = None  # the last model call's closing result
+
+
+_WATCHED: weakref.WeakValueDictionary[str, _Session] = weakref.WeakValueDictionary()
+"""Every session an observer in this process watches, by id: a child agent's turn finds
+the tool span of the call running it here (its observer may be another instance)."""
 
 
 class OtelObserver:
@@ -267,8 +273,20 @@ class OtelObserver:
     def _session_named(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session(session_id)
+            session = self._sessions[session_id] = _WATCHED[session_id] = _Session(session_id)
         return session
+
+    @staticmethod
+    def _turn_context(session_id: str) -> otel_context.Context:
+        """Where a turn's span goes: under the ``execute_tool`` span of the call running it
+        when it is a child agent's (``Agent.as_tool``: session ``<parent>/<call id>``) and
+        an observer in this process watches the parent, else under the current context."""
+        parent_id, separator, call_id = session_id.rpartition("/")
+        parent = _WATCHED.get(parent_id) if separator else None
+        span = parent.tools.get(call_id) if parent is not None else None
+        if span is None:
+            return otel_context.get_current()
+        return trace.set_span_in_context(span)
 
     def _turn_started(self, session: _Session, turn_id: str) -> None:
         self._end_turn(session, error=None)  # a turn left open by a failed driver
@@ -285,7 +303,7 @@ class OtelObserver:
             attributes[REQUEST_MODEL] = self._model
         session.turn = self.tracer.start_span(
             f"invoke_agent {self.agent_name}",
-            context=otel_context.get_current(),
+            context=self._turn_context(session.session_id),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=now,

@@ -8,6 +8,7 @@ from dbos import DBOSConfig
 from ...core._errors import InvalidInputError
 from ...host._run import TurnRetryPolicy
 from ...loop._agent import Agent
+from ...loop._agent_tool import AgentTool
 from ...loop._session_store import SessionStore
 from ...tasks._simple import SimpleTaskManager
 from ._results import DurableError
@@ -64,6 +65,7 @@ class DurableAgent:
                 f"({type(agent.task_manager).__name__}): concurrent tool calls would make the "
                 "order of DBOS steps depend on timing; leave the default SimpleTaskManager"
             )
+        _refuse_child_agents(agent)
         if not isinstance(name, str) or not name:
             raise InvalidInputError(f"DurableAgent name must be a non-empty str, got {name!r}")
         if not isinstance(approval_timeout, (int, float)) or not approval_timeout > 0:
@@ -92,6 +94,20 @@ class DurableAgent:
             store=None,
             input=(),
         )
+
+
+def _refuse_child_agents(agent: Agent) -> None:
+    """Raise for a tool that runs another agent (``Agent.as_tool``): its model and tool
+    calls would all run inside one DBOS step, so a crash would run them again."""
+    for source in agent.tool_sources:
+        for spec in source.specs():
+            if isinstance(source.get(spec.name), AgentTool):
+                raise InvalidInputError(
+                    f"DurableAgent cannot wrap an agent whose tool {spec.name!r} runs another "
+                    "agent (Agent.as_tool): the child's model and tool calls would run inside "
+                    "one DBOS step, so a crash would run them all again; register the child "
+                    "as a DurableAgent of its own (a workflow per session) instead"
+                )
 
 
 def registered_agent(name: str, workflow_id: str | None) -> DurableAgent:
