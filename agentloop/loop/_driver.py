@@ -82,13 +82,14 @@ class LoopSnapshot:
 class LoopDriver:
     """Advances one session a step at a time (see the module docstring)."""
 
-    __slots__ = ("__weakref__", "_core", "_machine", "_runner")
+    __slots__ = ("__weakref__", "_core", "_machine", "_released", "_runner")
 
     def __init__(
         self, parts: DriverParts, transcript: Sequence[Item], pending: Sequence[Item]
     ) -> None:
         config = parts.config
         observer = observers_of(parts.observers)
+        self._released = False
         self._core = core = LoopCore(
             config, transcript, pending, transcript_listener(parts.transcript_observers)
         )
@@ -197,6 +198,7 @@ class LoopDriver:
         approval. A turn that failed (``FinishReason.ERROR``) is checkpointed
         with its retry point.
         """
+        self._refuse_released("checkpoint()")
         check_checkpointable(self._core)
         return capture(self._core, self._core.state, self.config)
 
@@ -204,6 +206,7 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
+        self._refuse_released("next()")
         return await self._runner.next_step(self)
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
@@ -216,6 +219,7 @@ class LoopDriver:
         compactor after a ``CONTEXT_OVERFLOW``), then the agent's own. Pending
         input and queued messages stay queued. Returns the step like ``next()``.
         """
+        self._refuse_released("retry()")
         core = self._core
         for position, mutator in enumerate(mutators):
             if not callable(getattr(mutator, "mutate", None)):
@@ -244,6 +248,7 @@ class LoopDriver:
         Use it for a driver rebuilt from a transcript whose last model call
         never answered.
         """
+        self._refuse_released("continue_turn()")
         refuse_outside_idle(self._core, "continue_turn()")
         point = MutationPoint(self._core.continue_point("continue_turn()"))
         begin_step(self._core, DriverEvent.CONTINUE, "continue_turn()")
@@ -259,12 +264,54 @@ class LoopDriver:
 
     async def save(self) -> None:
         """Save the session to the agent's store now (retry after a ``SaveError``)."""
+        self._refuse_released("save()")
         await self._runner.journal.save_now(self._core)
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` was called: the driver refuses every further use."""
+        return self._released
+
+    async def release(self) -> None:
+        """The host drops this driver (its session saved): stop what it still runs.
+
+        Cancels the current turn's running calls (e.g. a call waiting in
+        ``ToolContext.ask`` for the answer to a ``CallQuestion``) and waits
+        until they end, recording nothing: no result, no save, no event. The
+        stored session stays the truth: a driver resumed from it asks the
+        question again (a call with resume data goes on from the answer) or
+        answers the call in doubt. Background calls go on. Afterwards every
+        operation but reading raises ``InvalidStateError``; releasing again
+        does nothing. Refused while a step runs (cancel the task awaiting
+        ``next()`` first).
+        """
+        if self._released:
+            return
+        core = self._core
+        if core.state is DriverState.STEPPING:
+            raise InvalidStateError(
+                f"cannot release() session {self.session_id!r}'s driver in state STEPPING: "
+                "a step is still running; await it (or cancel the task awaiting next()) "
+                "first"
+            )
+        self._released = True
+        if core.turn is not None:
+            await self._runner.tools.tasks.on_turn_interrupted(core.turn.turn_id)
+        log.debug("driver released", session_id=self.session_id)
+
+    def _refuse_released(self, operation: str) -> None:
+        if self._released:
+            raise InvalidStateError(
+                f"cannot {operation} on session {self.session_id!r}'s driver: it was "
+                "released (release()), its running calls cancelled; resume the session "
+                "from the store (Agent.resume) for a driver that goes on"
+            )
 
     async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
         """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
         the same step (``run()`` without hooks; see ``StepRunner.next_through_pauses``).
         A driver with a store takes every step (each pause is saved)."""
+        self._refuse_released("next()")
         runner = self._runner
         if runner.saves_steps or pauses < 1:
             return await self.next(), 0
@@ -278,6 +325,7 @@ class LoopDriver:
         A string is one user message: ``submit_input("hi")`` is
         ``submit_input([Item.text(ItemKind.USER, "hi")])``.
         """
+        self._refuse_released("submit_input()")
         checked = input_items(self._core, items)
         self._core.pending_input = (*self._core.pending_input, *checked)
         self._runner.idle_steps = 0
@@ -285,6 +333,7 @@ class LoopDriver:
 
     def set_next_turn_cache(self, request: PromptCacheRequest | None) -> None:
         """Use ``request`` for the next model call only (then the session default again)."""
+        self._refuse_released("set_next_turn_cache()")
         self._core.require_state(
             "set the next turn's cache request", DriverState.IDLE, DriverState.AFTER_TOOL_RESULT
         )
@@ -302,6 +351,7 @@ class LoopDriver:
         "skipped: <label> sent a new message", and the message goes to the
         model in the continuation call. Queued messages survive a cancelled turn.
         """
+        self._refuse_released("steer()")
         message = queued_message(self._core, "steer", items, label)
         self._core.steering = (*self._core.steering, message)
 
@@ -311,11 +361,13 @@ class LoopDriver:
         Callable at any time, even while ``next()`` runs; a cancelled turn
         leaves it queued for the next turn that finishes.
         """
+        self._refuse_released("follow_up()")
         message = queued_message(self._core, "follow_up", items, label)
         self._core.follow_ups = (*self._core.follow_ups, message)
 
     def clear_queues(self) -> tuple[QueuedMessage, ...]:
         """Drop every queued steering and follow-up message; return them."""
+        self._refuse_released("clear_queues()")
         core = self._core
         dropped = (*core.steering, *core.follow_ups)
         core.steering = core.follow_ups = ()
@@ -323,16 +375,19 @@ class LoopDriver:
 
     def answer_approval(self, decision: ApprovalAnswer) -> None:
         """Answer the one pending approval (raises if there are none or several)."""
+        self._refuse_released("answer_approval()")
         self.answer_approval_for(sole_undecided(self._core), decision)
 
     def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
         """Answer the approval for ``call_id``; ``next()`` then runs or denies the call."""
+        self._refuse_released("answer_approval_for()")
         answer_approval(self._core, call_id, decision, self._machine.observer)
 
     def answer_question_for(self, question_id: str, answer: QuestionAnswer) -> None:
         """Answer the pending ``CallQuestion`` ``question_id`` (its call gets ``answer`` at
         once and runs on); raises, changing nothing, for another question or an answer
         that does not match the question's schema."""
+        self._refuse_released("answer_question_for()")
         runner = self._runner
         call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
         self._machine.observer.question_answered(call_id, question_id, answer.action.value)
