@@ -295,8 +295,12 @@ class LoopDriver:
                 "first"
             )
         self._released = True
+        tools = self._runner.tools
         if core.turn is not None:
-            await self._runner.tools.tasks.on_turn_interrupted(core.turn.turn_id)
+            await tools.tasks.on_turn_interrupted(core.turn.turn_id)
+        # A question asked from another task than its call's (an MCP server's request
+        # mid-call) ends too, answered "cancel" only now that its call was stopped.
+        tools.questions.release(_nothing_runs)
         log.debug("driver released", session_id=self.session_id)
 
     def _refuse_released(self, operation: str) -> None:
@@ -391,6 +395,10 @@ class LoopDriver:
         runner = self._runner
         call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
         self._machine.observer.question_answered(call_id, question_id, answer.action.value)
+
+
+def _nothing_runs(call_id: str) -> bool:
+    return False
 
 
 async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:
