@@ -142,12 +142,14 @@ LOOP_FLOORS: dict[str, int] = {
     ),
     # 3: the effects and the durable layer
     **dict.fromkeys(["_driver_parts", "_model_io", "_tool_io", "_persistence", "_sampling"], 3),
-    # 4: the step loop and the driver; 5: the agent (and an agent as a tool)
+    # 4: the step loop and the driver; 5: the agent (and an agent as a tool) and what
+    # hosts do with a driver
     "_step_runner": 4,
     "_durable_steps": 4,
     "_driver": 4,
     "_agent": 5,
     "_agent_tool": 5,
+    "_release": 5,
 }
 """Each ``agentloop.loop`` module's floor: a module imports only from its floor or below."""
 

@@ -21,7 +21,8 @@ polls while it works) until it rests, and then:
 Time spent waiting for our host does not count against ``call_timeout``; the
 remote agent's does. A cancelled call cancels the remote task (shielded, at
 most 5 s), except a call stopped while it waits for the host's answer without the
-turn being cancelled (the process stops, the task manager closes): its task is
+turn being cancelled (the process stops, the task manager closes, the host releases
+the driver with ``LoopDriver.release()``): its task is
 left waiting in ``input-required``, so a restored driver can ask again and
 answer it.
 """
@@ -121,7 +122,8 @@ class RemoteCall:
             turn = self._ctx.cancellation
             if self._asking and not (turn is not None and turn.is_cancelled):
                 # Stopped while the host thinks, not by the host (the process stops, the
-                # task manager closes): a restored driver asks again and goes on.
+                # task manager closes, the driver is released): a restored driver asks
+                # again and goes on.
                 log.info("a2a call stopped, its task left waiting", agent=self._agent,
                          task=self._view.task_id)  # fmt: skip
             else:

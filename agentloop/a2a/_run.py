@@ -23,6 +23,7 @@ from .._log import get_logger
 from ..core._items import Item
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
+from ..loop._release import release_dropped
 from ..loop._session_store import AnswerStore, Lease, SessionStore, StoredSession
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..loop._stored_answers import PendingQuestion
@@ -193,6 +194,14 @@ class A2ARunner:
         return _Entry(interrupt_id=interrupt_id(call_id), status="resolved", payload=payload)
 
     async def _drive(self, session_id: str, driver: LoopDriver) -> Rested:
+        """Step until the session rests; then release the driver (saved as it rests, a
+        call still waiting for a question's answer ends, unrecorded)."""
+        try:
+            return await self._steps(session_id, driver)
+        finally:
+            await release_dropped(driver)
+
+    async def _steps(self, session_id: str, driver: LoopDriver) -> Rested:
         for _ in range(self._max_steps):
             step = await driver.next()
             match step:

@@ -24,6 +24,7 @@ import structlog
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
+from ..loop._release import release_dropped
 from ..loop._session_store import (
     Lease,
     LeaseError,
@@ -246,13 +247,16 @@ class SessionWorker:
         agent = self._agent_for(lease.session_id)
         for _ in range(_RESUMES):
             driver = await agent.resume(session_id=lease.session_id, lease=lease)
-            step = await _until_rest(driver)
-            while (
-                isinstance(step, CallQuestion)
-                and (answer := await self._answer(lease, step)) is not None
-            ):
-                driver.answer_question_for(step.id, answer)
+            try:
                 step = await _until_rest(driver)
+                while (
+                    isinstance(step, CallQuestion)
+                    and (answer := await self._answer(lease, step)) is not None
+                ):
+                    driver.answer_question_for(step.id, answer)
+                    step = await _until_rest(driver)
+            finally:  # saved as it rests: a call still waiting (a question) ends, unrecorded
+                await release_dropped(driver)
             if not isinstance(step, ApprovalRequest) or not await self._decided(lease, step):
                 return step
         return step

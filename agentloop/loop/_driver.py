@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError
+from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
 from ..model._session_config import PromptCacheRequest, SessionConfig
 from ..tools._questions import QuestionAnswer
@@ -79,13 +79,14 @@ class LoopSnapshot:
 class LoopDriver:
     """Advances one session a step at a time (see the module docstring)."""
 
-    __slots__ = ("__weakref__", "_core", "_machine", "_runner")
+    __slots__ = ("__weakref__", "_core", "_machine", "_released", "_runner")
 
     def __init__(
         self, parts: DriverParts, transcript: Sequence[Item], pending: Sequence[Item]
     ) -> None:
         config = parts.config
         observer = observers_of(parts.observers)
+        self._released = False
         self._core = core = LoopCore(
             config, transcript, pending, transcript_listener(parts.transcript_observers)
         )
@@ -170,6 +171,7 @@ class LoopDriver:
         approval. A turn that failed (``FinishReason.ERROR``) is checkpointed
         with its retry point.
         """
+        self._refuse_released("checkpoint()")
         check_checkpointable(self._core)
         return capture(self._core, self._core.state, self.config)
 
@@ -177,6 +179,7 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
+        self._refuse_released("next()")
         return await self._runner.next_step(self)
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
@@ -189,6 +192,7 @@ class LoopDriver:
         compactor after a ``CONTEXT_OVERFLOW``), then the agent's own. Pending
         input and queued messages stay queued. Returns the step like ``next()``.
         """
+        self._refuse_released("retry()")
         return await self._runner.run_step(self._machine.retry(mutators), self)
 
     async def continue_turn(self) -> Step:
@@ -200,6 +204,7 @@ class LoopDriver:
         Use it for a driver rebuilt from a transcript whose last model call
         never answered.
         """
+        self._refuse_released("continue_turn()")
         return await self._runner.run_step(self._machine.continue_turn(), self)
 
     async def run_until_blocked(self) -> Blocked:
@@ -211,7 +216,52 @@ class LoopDriver:
 
     async def save(self) -> None:
         """Save the session to the agent's store now (retry after a ``SaveError``)."""
+        self._refuse_released("save()")
         await self._runner.journal.save_now(self._core)
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` was called: the driver refuses every further use."""
+        return self._released
+
+    async def release(self) -> None:
+        """The host drops this driver (its session saved): stop what it still runs.
+
+        Cancels the current turn's running calls (e.g. a call waiting in
+        ``ToolContext.ask`` for the answer to a ``CallQuestion``) and waits
+        until they end, recording nothing: no result, no save, no event. The
+        stored session stays the truth: a driver resumed from it asks the
+        question again (a call with resume data goes on from the answer) or
+        answers the call in doubt. Background calls go on. Afterwards every
+        operation but reading raises ``InvalidStateError``; releasing again
+        does nothing. Refused while a step runs (cancel the task awaiting
+        ``next()`` first).
+        """
+        if self._released:
+            return
+        core = self._core
+        if core.state is DriverState.STEPPING:
+            raise InvalidStateError(
+                f"cannot release() session {self.session_id!r}'s driver in state STEPPING: "
+                "a step is still running; await it (or cancel the task awaiting next()) "
+                "first"
+            )
+        self._released = True
+        tools = self._runner.tools
+        if core.turn is not None:
+            await tools.tasks.on_turn_interrupted(core.turn.turn_id)
+        # A question asked from another task than its call's (an MCP server's request
+        # mid-call) ends too, answered "cancel" only now that its call was stopped.
+        tools.questions.release(_nothing_runs)
+        log.debug("driver released", session_id=self.session_id)
+
+    def _refuse_released(self, operation: str) -> None:
+        if self._released:
+            raise InvalidStateError(
+                f"cannot {operation} on session {self.session_id!r}'s driver: it was "
+                "released (release()), its running calls cancelled; resume the session "
+                "from the store (Agent.resume) for a driver that goes on"
+            )
 
     # -- the host's input and answers ------------------------------------------
 
@@ -221,6 +271,7 @@ class LoopDriver:
         A string is one user message: ``submit_input("hi")`` is
         ``submit_input([Item.text(ItemKind.USER, "hi")])``.
         """
+        self._refuse_released("submit_input()")
         checked = input_items(self._core, items)
         self._core.pending_input = (*self._core.pending_input, *checked)
         self._runner.idle_steps = 0
@@ -228,6 +279,7 @@ class LoopDriver:
 
     def set_next_turn_cache(self, request: PromptCacheRequest | None) -> None:
         """Use ``request`` for the next model call only (then the session default again)."""
+        self._refuse_released("set_next_turn_cache()")
         self._core.require_state(
             "set the next turn's cache request", DriverState.IDLE, DriverState.AFTER_TOOL_RESULT
         )
@@ -245,6 +297,7 @@ class LoopDriver:
         "skipped: <label> sent a new message", and the message goes to the
         model in the continuation call. Queued messages survive a cancelled turn.
         """
+        self._refuse_released("steer()")
         message = queued_message(self._core, "steer", items, label)
         self._core.steering = (*self._core.steering, message)
 
@@ -254,11 +307,13 @@ class LoopDriver:
         Callable at any time, even while ``next()`` runs; a cancelled turn
         leaves it queued for the next turn that finishes.
         """
+        self._refuse_released("follow_up()")
         message = queued_message(self._core, "follow_up", items, label)
         self._core.follow_ups = (*self._core.follow_ups, message)
 
     def clear_queues(self) -> tuple[QueuedMessage, ...]:
         """Drop every queued steering and follow-up message; return them."""
+        self._refuse_released("clear_queues()")
         core = self._core
         dropped = (*core.steering, *core.follow_ups)
         core.steering = core.follow_ups = ()
@@ -266,11 +321,13 @@ class LoopDriver:
 
     def answer_approval(self, decision: ApprovalAnswer) -> None:
         """Answer the one pending approval (raises if there are none or several)."""
+        self._refuse_released("answer_approval()")
         self.answer_approval_for(sole_undecided(self._core), decision)
 
     def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
         """Answer the approval for ``call_id``; ``next()`` then runs or denies the call.
         A child agent's approval shown as a ``ChildApprovalRequest`` is answered too."""
+        self._refuse_released("answer_approval_for()")
         if (child := pending_child_approval(self._core, call_id, self)) is not None:
             child.answer(decision)
             return
@@ -280,6 +337,7 @@ class LoopDriver:
         """Answer the pending ``CallQuestion`` ``question_id`` (its call gets ``answer`` at
         once and runs on); raises, changing nothing, for another question or an answer
         that does not match the question's schema."""
+        self._refuse_released("answer_question_for()")
         runner = self._runner
         call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
         self._machine.observer.question_answered(call_id, question_id, answer.action.value)
@@ -310,6 +368,10 @@ async def restore_driver(
             "only if this process's task manager still runs them"
         )
     return driver
+
+
+def _nothing_runs(call_id: str) -> bool:
+    return False
 
 
 async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:

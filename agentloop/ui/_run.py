@@ -39,6 +39,7 @@ from .._log import get_logger
 from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
+from ..loop._release import release_dropped
 from ..loop._session_store import Lease, SessionStore
 from ..loop._steps import (
     AfterToolResult,
@@ -141,11 +142,14 @@ class AguiRunner:
             transcript_observers=(*self._agent.transcript_observers, translator),
         )
         prepared = await self._prepare(run_input, who, agent, lease)
-        transcript = prepared.driver.snapshot().transcript
-        if prepared.resumed:
-            emit(MessagesSnapshotEvent(messages=snapshot_messages(transcript)))
-        translator.begin(len(transcript))
-        await self._drive(run_input, prepared.driver, emit, translator)
+        try:
+            transcript = prepared.driver.snapshot().transcript
+            if prepared.resumed:
+                emit(MessagesSnapshotEvent(messages=snapshot_messages(transcript)))
+            translator.begin(len(transcript))
+            await self._drive(run_input, prepared.driver, emit, translator)
+        finally:  # saved as it rests: a call still waiting (a question) ends, unrecorded
+            await release_dropped(prepared.driver)
 
     async def _prepare(
         self, run_input: RunAgentInput, who: str, agent: Agent, lease: Lease

@@ -2,10 +2,10 @@
 another process) through ``A2AToolSource``; the remote agent's approval surfaces at the
 top as an ``a2a.approval`` ``CallQuestion`` and the answer continues the same remote
 task: approve, deny, edit, a refused edit asked again, and a restart of our process
-while the question waits. A question asked by the remote agent's own tool (three levels:
-our agent -> A2A -> the remote agent's tool) surfaces at the top with its kind and schema,
-and the answer (or a decline) goes back to that tool. Both anyio backends (the calling
-side)."""
+(or a release of our driver) while the question waits. A question asked by the remote
+agent's own tool (three levels: our agent -> A2A -> the remote agent's tool) surfaces at
+the top with its kind and schema, and the answer (or a decline) goes back to that tool.
+Both anyio backends (the calling side)."""
 
 from __future__ import annotations
 
@@ -303,3 +303,33 @@ async def test_a_remote_tools_question_is_answered_after_our_restart(remote: str
     assert await remote_tasks(remote, data["contextId"]) == [
         (data["taskId"], "TASK_STATE_COMPLETED")
     ]
+
+
+async def test_a_released_driver_leaves_the_remote_task_waiting_for_the_resumed_one(
+    remote: str,
+) -> None:
+    """A host drops its driver resting on the remote call's question (``release()``):
+    the call's task ends, the remote task is left waiting (not cancelled), and a driver
+    resumed on the same source and task manager answers that very task."""
+    store, session = MemorySessionStore(), str(uuid.uuid4())
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        agent = caller(source, manager, store)
+        driver = await agent.start(session)
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "deploy db")])
+        first = await driver.next()
+        assert isinstance(first, al.CallQuestion)
+        await driver.release()
+        assert await manager.handle().list_running() == []
+        ids = first.question.data["taskId"], first.question.data["contextId"]
+        assert await remote_tasks(remote, ids[1]) == [(ids[0], "TASK_STATE_INPUT_REQUIRED")]
+        resumed = await agent.resume(session_id=session)
+        again = await resumed.next()
+        assert isinstance(again, al.CallQuestion)
+        assert again.question == first.question
+        again.answer({"approved": True})
+        assert isinstance(await resumed.run_until_blocked(), al.Finished)
+    assert final_text(resumed) == "Remote: Result: deployed db"
+    assert await remote_tasks(remote, ids[1]) == [(ids[0], "TASK_STATE_COMPLETED")]
