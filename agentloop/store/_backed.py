@@ -34,7 +34,7 @@ from ..loop._session_store import (
     summarize,
 )
 from ._backend import BackendHead, BackendWrite, NumberedCommit, StorageBackend
-from ._documents import (
+from ._codec import (
     TURN_LISTS,
     EncodedCheckpoint,
     answered_call_ids,
@@ -624,11 +624,10 @@ class BackendSessionStore:
             if head is None or head.document is None:
                 return None
             items = await self.backend.read_list(session_id, ITEMS)
-            turn: list[tuple[object, object, object]] = []
+            turn: dict[str, list[str]] = {}
             rows: dict[str, Any] = {}
             for name in TURN_LISTS:  # also without counts: a row then is extra, not lost
-                texts = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
-                turn.extend((name, position, text) for position, text in enumerate(texts))
+                turn[name] = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
             if everything:
                 rows[CLAIMS] = await self._rows(session_id, CLAIMS, ClaimRow)
                 rows[DECISIONS] = await self._rows(session_id, DECISIONS, DecisionRow)
@@ -637,9 +636,8 @@ class BackendSessionStore:
                 break
         else:
             raise _refused_too_often()
-        rows_by_position = list(enumerate(items))
         document, decoded = decode_stored(
-            session_id, head.document, rows_by_position, meta.item_count, turn, meta.turn_counts
+            session_id, head.document, items, meta.item_count, turn, meta.turn_counts
         )
         return meta, document, decoded, rows
 
@@ -653,10 +651,11 @@ class BackendSessionStore:
         claims: dict[str, ClaimRow] = rows[CLAIMS]
         decisions: dict[str, DecisionRow] = rows[DECISIONS]
         open_claims = {call_id for call_id, row in claims.items() if not row.answered}
+        transcript = document["transcript"]
         return StoredSession(
             session_id=session_id,
             checkpoint=document,
-            started_calls=frozenset(open_claims - answered_call_ids(document["transcript"])),
+            started_calls=frozenset(open_claims.difference(*map(answered_call_ids, transcript))),
             updated_at=timestamp(meta.updated_at),
             version=meta.version,
             status=meta.status,
