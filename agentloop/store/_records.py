@@ -71,6 +71,10 @@ class SessionMeta:
     turn_counts: str | None = None
     lease: LeaseRecord | None = None
 
+    def lease_row(self) -> LeaseRow | None:
+        """The session's last granted lease as the rules take it (``None``: never leased)."""
+        return None if self.lease is None else self.lease.row()
+
 
 @attrs.frozen(kw_only=True)
 class ClaimRow:
