@@ -105,9 +105,9 @@ class PostgresDialect:
 
         sequence = _sequence(counter)
         if sequence not in self._sequences:
-            # Two processes creating it at once: one of them gets a unique violation
-            # (IF NOT EXISTS is not atomic); the sequence exists either way.
-            with suppress(psycopg.errors.UniqueViolation):
+            # Two processes creating it at once: one of them gets a unique violation or
+            # "relation already exists" (IF NOT EXISTS is not atomic); it exists either way.
+            with suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
             self._sequences.add(sequence)
         return int(self.take_number(connection, counter).fetchone()[0])
