@@ -135,14 +135,14 @@ class Saves:
         known, marked = claims
         rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
         new_revision = await self._heads.next_revision(head)
-        built: list[tuple[BackendHead, SessionMeta]] = []
+        built: dict[int, tuple[BackendHead, SessionMeta]] = {}
 
         def write(version: int) -> BackendWrite:
             meta = SessionMeta(version=version, **fields)
             new_head = BackendHead(
                 revision=new_revision, meta=encode_record(meta), document=document
             )
-            built.append((new_head, meta))
+            built[version] = (new_head, meta)
             return BackendWrite(head=new_head, lists=lists, rows=rows)
 
         backend = self._heads.backend
@@ -157,7 +157,9 @@ class Saves:
             )
             version = number if applied else None
         if version is not None:
-            new_head, meta = built[-1]
+            if version not in built:  # the backend wrote it without calling write(version)
+                write(version)
+            new_head, meta = built[version]
             self._heads.committed(session_id, new_head, meta, {**known, **marked})
         return version
 
