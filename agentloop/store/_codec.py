@@ -159,11 +159,15 @@ class _Encoder:
 
     A slot is the transcript, one turn list, or one object member of the
     head. An element of a turn list that is one of this save's new
-    transcript items (by identity) takes that item's text.
+    transcript items (by identity) takes that item's text. A new item whose
+    text is the last save's item text at its position was checked then: the
+    same JSON, the same decision (so a document built anew, not from the last
+    one's objects, costs the encoding of its items, not their structuring).
     """
 
     def __init__(self, old: dict[object, Encoded]) -> None:
         self._old = old
+        self._checked = old.get("transcript", ((), ()))[1]  # the last save's item texts
         self._fresh: dict[int, str] = {}  # this save's new items' texts, by id
         self.encoded: dict[object, Encoded] = {}
         self.turn: TurnTexts = {}
@@ -186,11 +190,15 @@ class _Encoder:
                 "expected an item object"
             )
         text = _text_at(value, ("transcript", index))
-        try:
-            item: Item = _converter.structure(value, Item)
-        except Exception as error:
-            raise _NotAnItem(index, error) from None
-        self.answers[id(value)] = frozenset(part.call_id for part in item.tool_results())
+        checked = self._checked
+        if index < len(checked) and checked[index] == text:
+            self.answers[id(value)] = answered_call_ids(value)
+        else:
+            try:
+                item: Item = _converter.structure(value, Item)
+            except Exception as error:
+                raise _NotAnItem(index, error) from None
+            self.answers[id(value)] = frozenset(part.call_id for part in item.tool_results())
         self._fresh[id(value)] = text
         return text
 
