@@ -153,9 +153,11 @@ class PostgresDialect:
         """A save on a head in one statement (:data:`_SAVE`): the number it took, ``None``
         if refused, ``NotImplemented`` when the number's place in the meta is not plain."""
         sequence, mark = _sequence(counter), str(_MARK)
-        built = write(_MARK)
+        if sequence not in self._sequences:
+            return NotImplemented  # created by next_number(), on the general path
+        built = write(_MARK)  # pure: a probe for where the number goes
         head = built.head
-        if sequence not in self._sequences or head.meta.count(mark) != 1:
+        if head.meta.count(mark) != 1:
             return NotImplemented
         before, _mark, after = head.meta.partition(mark)
         texts = [text for _start, rows in built.lists.values() for text in rows]
@@ -187,7 +189,11 @@ class PostgresDialect:
                 "texts": [row[2] for row in put],
             },
         ).fetchone()
-        return None if found is None else int(found[0][len(before) : len(found[0]) - len(after)])
+        if found is None:
+            return None
+        number = int(found[0][len(before) : len(found[0]) - len(after)])
+        write(number)  # the last call gets the number taken, as on the general path
+        return number
 
     def take_number(self, connection: Any, counter: str) -> Any:
         """Queue ``nextval`` of the counter's sequence in the caller's transaction; the
