@@ -128,6 +128,7 @@ LOOP_FLOORS: dict[str, int] = {
             "_session_store",
             "_state",
             "_steps",
+            "_stored_answers",
         ],
         0,
     ),

@@ -1,4 +1,8 @@
-"""``agentloop.a2a``: an agent as an A2A server (a2a-sdk 1.x, protocol 1.0).
+"""``agentloop.a2a``: A2A (a2a-sdk 1.x, protocol 1.0) both ways.
+
+``A2AToolSource(url)`` offers a remote A2A agent as a tool; a remote task
+waiting in ``input-required`` surfaces as a ``CallQuestion`` (kind
+:data:`APPROVAL_KIND` or :data:`INPUT_KIND`) and the host's answer continues it.
 
 ``create_a2a_app(agent, config=A2AConfig(url=...))`` returns an ASGI app: the
 agent card at ``/.well-known/agent-card.json`` and JSON-RPC (``SendMessage``,
@@ -17,12 +21,31 @@ from .._extras import require_extra
 from ..loop._agent import Agent
 from ..serve._audit import AuditLog
 from ._config import A2AConfig
+from ._errors import RemoteAgentConnectionError, RemoteAgentError
+from ._remote_questions import (
+    APPROVAL_ANSWER_SCHEMA,
+    APPROVAL_KIND,
+    INPUT_ANSWER_SCHEMA,
+    INPUT_KIND,
+)
+from ._tool_source import A2ATool, A2AToolSource
 
 if TYPE_CHECKING:
     from a2a.server.tasks.task_store import TaskStore
     from starlette.types import ASGIApp
 
-__all__ = ["A2AConfig", "create_a2a_app"]
+__all__ = [
+    "APPROVAL_ANSWER_SCHEMA",
+    "APPROVAL_KIND",
+    "INPUT_ANSWER_SCHEMA",
+    "INPUT_KIND",
+    "A2AConfig",
+    "A2ATool",
+    "A2AToolSource",
+    "RemoteAgentConnectionError",
+    "RemoteAgentError",
+    "create_a2a_app",
+]
 
 
 def create_a2a_app(

@@ -36,6 +36,7 @@ from ..loop._session_store import (
 )
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..store._consistency import session_problems
+from ..tools._questions import QuestionAnswer
 
 __all__ = ["AdvancedSession", "RestingStep", "SessionWorker"]
 
@@ -237,14 +238,38 @@ class SessionWorker:
                 return
 
     async def _drive(self, lease: Lease) -> RestingStep:
-        """Resume and step until the session rests; again if a decision came meanwhile."""
+        """Resume and step until the session rests; again if a decision came meanwhile.
+
+        A question asked again on the resume (its call can go on from an answer)
+        is answered with the answer the store holds for it, and the drive goes on.
+        """
         agent = self._agent_for(lease.session_id)
         for _ in range(_RESUMES):
             driver = await agent.resume(session_id=lease.session_id, lease=lease)
             step = await _until_rest(driver)
+            while (
+                isinstance(step, CallQuestion)
+                and (answer := await self._answer(lease, step)) is not None
+            ):
+                driver.answer_question_for(step.id, answer)
+                step = await _until_rest(driver)
             if not isinstance(step, ApprovalRequest) or not await self._decided(lease, step):
                 return step
         return step
+
+    async def _answer(self, lease: Lease, step: CallQuestion) -> QuestionAnswer | None:
+        """The answer the store holds for ``step``'s question, or ``None``."""
+        stored = await self.store.load(lease.session_id)
+        recorded = stored.answers.get(step.id) if stored is not None else None
+        if recorded is None:
+            return None
+        log.info(
+            "answering a question from the store",
+            session_id=lease.session_id,
+            question_id=step.id,
+            action=recorded.action,
+        )
+        return QuestionAnswer(recorded.action, recorded.content)
 
     def _agent_for(self, session_id: str) -> Agent:
         agent = self.agent if isinstance(self.agent, Agent) else self.agent(session_id)
@@ -282,7 +307,7 @@ async def _until_rest(driver: LoopDriver) -> RestingStep:
                 continue
             return step
         if isinstance(step, AwaitingInput | ApprovalRequest | CallQuestion):
-            return step  # a question: its call waits in this process's task manager
+            return step  # a question: answered from the store (_drive), else it rests
         assert_never(step)
 
 

@@ -51,6 +51,8 @@ _EVENT_TAGS: dict[type, str] = {
     events.ToolResultReceived: "tool_result_received",
     events.ApprovalRequested: "approval_required",
     events.ApprovalAnswered: "approval_resolved",
+    events.QuestionAsked: "question_asked",
+    events.QuestionAnswered: "question_answered",
     events.ToolCatalogChanged: "tool_catalog_changed",
     events.MutationStarted: "mutation_started",
     events.MutationFinished: "mutation_finished",

@@ -334,7 +334,8 @@ class LoopDriver:
         once and runs on); raises, changing nothing, for another question or an answer
         that does not match the question's schema."""
         runner = self._runner
-        answer_question(self._core, runner.tools.questions, question_id, answer)
+        call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
+        self._machine.observer.question_answered(call_id, question_id, answer.action.value)
 
 
 async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:

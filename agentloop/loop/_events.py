@@ -27,6 +27,8 @@ __all__ = [
     "AgentEvent",
     "ApprovalRequested",
     "ApprovalAnswered",
+    "QuestionAsked",
+    "QuestionAnswered",
     "ContentDelta",
     "InputAccepted",
     "ExecutedToolCall",
@@ -251,6 +253,27 @@ class ApprovalAnswered(AgentEvent):
     call_id: str
     approved: bool
     patched: bool = False
+
+
+@attrs.frozen
+class QuestionAsked(AgentEvent):
+    """A running call asked the host a question (a ``CallQuestion`` step surfaced)."""
+
+    call_id: str
+    tool_name: str
+    question_id: str
+    kind: str
+    message: str
+
+
+@attrs.frozen
+class QuestionAnswered(AgentEvent):
+    """The host answered a running call's question: ``action`` is ``"accept"`` (answered),
+    ``"decline"`` (declined) or ``"cancel"`` (cancelled)."""
+
+    call_id: str
+    question_id: str
+    action: str
 
 
 @attrs.frozen

@@ -31,6 +31,8 @@ from ._events import (
     ModelCallStarted,
     MutationFinished,
     MutationStarted,
+    QuestionAnswered,
+    QuestionAsked,
     RunFailed,
     ToolCallRequested,
     ToolCatalogChanged,
@@ -42,6 +44,7 @@ from ._events import (
     TurnStarted,
     UsageUpdated,
 )
+from ._steps import CallQuestion
 
 __all__ = ["NOBODY", "Nobody", "Observers", "observers_of"]
 
@@ -78,6 +81,12 @@ class Nobody:
 
     def approval_answered(self, call_id: str, approved: bool, edited: bool) -> None:
         """The host answered an approval."""
+
+    def question_asked(self, question: CallQuestion) -> None:
+        """A running call's question surfaced as a step."""
+
+    def question_answered(self, call_id: str, question_id: str, action: str) -> None:
+        """The host answered a running call's question."""
 
     def tool_started(self, call_id: str, tool_name: str, task_id: str | None) -> None:
         """A call's task started."""
@@ -182,6 +191,17 @@ class Observers(Nobody):
 
     def approval_answered(self, call_id: str, approved: bool, edited: bool) -> None:
         self.emit(ApprovalAnswered(call_id, approved, edited))
+
+    def question_asked(self, question: CallQuestion) -> None:
+        asked = question.question
+        self.emit(
+            QuestionAsked(
+                question.call_id, question.tool_name, question.id, asked.kind, asked.message
+            )
+        )
+
+    def question_answered(self, call_id: str, question_id: str, action: str) -> None:
+        self.emit(QuestionAnswered(call_id, question_id, action))
 
     def tool_started(self, call_id: str, tool_name: str, task_id: str | None) -> None:
         self.emit(ToolExecutionStarted(call_id, tool_name, task_id))

@@ -224,9 +224,10 @@ def surface_question(
     return None
 
 
-def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: Any) -> None:
-    """Check the host's ``answer`` to ``question_id`` and hand it to the waiting call;
-    raises (changing nothing) when no such question waits or the answer does not fit."""
+def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: Any) -> str:
+    """Check the host's ``answer`` to ``question_id`` and hand it to the waiting call (whose
+    id it returns); raises (changing nothing) when no such question waits or the answer
+    does not fit."""
     where = f"answer_question_for({question_id!r})"
     call = _pending_call(core, question_id, where)
     assert call.question is not None
@@ -235,7 +236,7 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
     if waiting is None and can_resume(call):
         # Asked before a restore: the call runs again from the answer on the next step.
         call.resumed, call.question = (call.question, answer), None
-        return
+        return call.call.id
     if waiting is None:
         raise InvalidStateError(
             f"cannot {where}: call {call.call.id} no longer waits for it (it ended, or "
@@ -243,6 +244,7 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
         )
     call.question = None
     deliver(waiting, answer)
+    return call.call.id
 
 
 def can_resume(call: RoundCall) -> bool:

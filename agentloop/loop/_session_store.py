@@ -22,8 +22,10 @@ import attrs
 
 from ..core._errors import AgentLoopError, InvalidInputError
 from ..core._items import Item
+from ._stored_answers import PendingQuestion, RecordedAnswer, question_ids
 
 __all__ = [
+    "AnswerStore",
     "RecordedApproval",
     "Claim",
     "ClaimError",
@@ -32,6 +34,8 @@ __all__ = [
     "LeaseHeldError",
     "LeaseLostError",
     "PendingCall",
+    "PendingQuestion",
+    "RecordedAnswer",
     "SessionInfo",
     "SessionStatus",
     "SessionStore",
@@ -114,6 +118,8 @@ class SessionStatus(StrEnum):
     """At rest: nothing to do until the host submits input."""
     AWAITING_APPROVAL = "awaiting_approval"
     """A tool round waits for approval decisions (``pending_approvals``)."""
+    AWAITING_ANSWER = "awaiting_answer"
+    """A running call waits for the answer to its question (``pending_questions``)."""
     READY = "ready"
     """A worker can call ``next()`` now: a paused round, or queued input."""
 
@@ -188,6 +194,8 @@ class StoredSession:
     version: int = 0
     status: SessionStatus = SessionStatus.AWAITING_INPUT
     approvals: Mapping[str, RecordedApproval] = attrs.field(factory=dict)
+    answers: Mapping[str, RecordedAnswer] = attrs.field(factory=dict)
+    """The answers recorded for the questions the session waits on, by question id."""
 
 
 @attrs.frozen(kw_only=True)
@@ -231,6 +239,12 @@ class SessionSummary:
     pending_approvals: tuple[str, ...]
     undecided: tuple[str, ...]
     undecided_calls: tuple[PendingCall, ...] = ()
+    pending_questions: tuple[str, ...] = ()
+    """The ids of the questions the session waits on (status ``awaiting_answer``)."""
+    unanswered: tuple[str, ...] = ()
+    """Those of them with no answer recorded yet."""
+    unanswered_questions: tuple[PendingQuestion, ...] = ()
+    """The unanswered questions, in the same order; ``sessions_awaiting_answer`` fills it."""
 
 
 # -- pure helpers ----------------------------------------------------------------------
@@ -278,13 +292,15 @@ def summarize(document: Mapping[str, Any]) -> tuple[SessionStatus, tuple[str, ..
     with status ``awaiting_approval``); ``AFTER_TOOL_RESULT``, or ``IDLE``
     with queued ``pending_input``/``steering``/``follow_ups`` or a turn still
     open (saved by an older agentloop before its next model call) -> ready;
-    anything else (``AWAITING_ANSWER`` too: a running call's question, answered by the
-    process that holds the driver; workers leave it alone) -> awaiting input. Never
+    ``AWAITING_ANSWER`` -> awaiting answer (the ids of the questions the round's
+    calls wait on, in place of calls); anything else -> awaiting input. Never
     raises on odd documents.
     """
     state = document.get("state")
     if state == "AWAITING_APPROVAL":
         return SessionStatus.AWAITING_APPROVAL, _pending_approvals(document)
+    if state == "AWAITING_ANSWER":
+        return SessionStatus.AWAITING_ANSWER, question_ids(document)
     if state == "AFTER_TOOL_RESULT":
         return SessionStatus.READY, ()
 
@@ -472,8 +488,9 @@ class SessionStore(Protocol):
     async def sessions_ready(self) -> list[SessionSummary]:
         """Sessions a worker can advance now, not under a live lease, oldest first.
 
-        Ready: status ``READY``, or ``AWAITING_APPROVAL`` with a decision
-        recorded for every pending call.
+        Ready: status ``READY``, ``AWAITING_APPROVAL`` with a decision recorded
+        for every pending call, or ``AWAITING_ANSWER`` with an answer recorded
+        for every question it waits on.
         """
         ...
 
@@ -495,4 +512,38 @@ class SessionStore(Protocol):
 
     async def transcript(self, session_id: str) -> list[Item] | None:
         """The items of the session's last document, or ``None`` if never saved."""
+        ...
+
+
+@runtime_checkable
+class AnswerStore(Protocol):
+    """A store that also keeps answers to the questions its sessions wait on.
+
+    Every store of ``agentloop.store`` is one (``BackendSessionStore``); a
+    ``SessionStore`` written before it (a wrapper, say) need not be: the
+    inbox then cannot answer questions, and a worker finds no answers
+    (``StoredSession.answers`` stays empty).
+    """
+
+    async def record_answer(
+        self, session_id: str, question_id: str, *, action: str, content: Any = None
+    ) -> RecordedAnswer:
+        """Record the answer to ``question_id``, a question the saved session waits on.
+
+        ``action`` is ``"accept"`` (``content`` must match the question's
+        schema), ``"decline"`` or ``"cancel"`` (no content); a question whose
+        call cannot resume from an answer takes only a decline or cancel.
+        Needs no lease; the worker resuming the session hands the answer to the
+        question asked again. An answer is final: a second one raises
+        ``ClaimError`` (reason ``"answered"``), an answer to a question the
+        session does not wait on ``ClaimError`` (``"not_pending"``), and one
+        that does not fit ``InvalidInputError``; nothing is written then.
+        """
+        ...
+
+    async def sessions_awaiting_answer(self) -> list[SessionSummary]:
+        """Sessions waiting on a question with no answer recorded, oldest first.
+
+        Each row's ``unanswered_questions`` gives those questions.
+        """
         ...

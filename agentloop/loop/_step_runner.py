@@ -210,7 +210,10 @@ class StepRunner:
         questions = self.tools.questions
         if questions.for_model_waiting():
             await answer_with_model(self.machine, self.model_io, turn, questions)
-        return surface_question(turn, tool_round, questions, resolver)
+        question = surface_question(turn, tool_round, questions, resolver)
+        if question is not None:
+            self.machine.observer.question_asked(question)
+        return question
 
     async def _start_call(self, action: RunRound, call: RoundCall, resolver: Resolver) -> None:
         """Prepare ``call`` and start it, unless the executor answered it or it waits for

@@ -35,6 +35,8 @@ from ..loop._events import (
     ApprovalAnswered,
     ApprovalRequested,
     ContentDelta,
+    QuestionAnswered,
+    QuestionAsked,
     RunFailed,
     RunStarted,
     ToolCallRequested,
@@ -227,6 +229,8 @@ class OtelObserver:
                 },
             )
             session.model_wait_since = self._clock()
+        elif isinstance(event, QuestionAsked | QuestionAnswered):
+            self._question_event(session, event)
         elif isinstance(event, ToolExecutionStarted):
             attributes = {} if event.task_id is None else {"agentloop.task.id": event.task_id}
             self._tool_event(session, event.call_id, "agentloop.tool.started", attributes)
@@ -425,6 +429,19 @@ class OtelObserver:
             chat.set_attribute(RESPONSE_ID, response_id)
 
     # -- tool calls ------------------------------------------------------------
+
+    def _question_event(self, session: _Session, event: QuestionAsked | QuestionAnswered) -> None:
+        """A span event on the asking call's span: ``agentloop.question.asked`` (kind,
+        message: content, so only with ``capture_content``) or ``.answered`` (action)."""
+        attributes: dict[str, Any] = {"agentloop.question.id": event.question_id}
+        if isinstance(event, QuestionAsked):
+            attributes["agentloop.question.kind"] = event.kind
+            if self.capture_content:
+                attributes["agentloop.question.message"] = event.message
+            self._tool_event(session, event.call_id, "agentloop.question.asked", attributes)
+            return
+        attributes["agentloop.question.action"] = event.action
+        self._tool_event(session, event.call_id, "agentloop.question.answered", attributes)
 
     def _tool_event(
         self, session: _Session, call_id: str, name: str, attributes: dict[str, Any]

@@ -26,14 +26,15 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..loop._agent import Agent
-from ..loop._session_store import SessionStore
+from ..loop._session_store import AnswerStore, SessionStore
 from ._access import SessionCookies, TokenGate
-from ._api import Changes, DecisionEndpoint
+from ._api import Changes, DecisionEndpoint, check_csrf
 from ._audit import AuditLog, MemoryAuditLog
 from ._config import ServeConfig
 from ._decide import Decider
 from ._guards import BodyLimit, HostCheck, SecurityHeaders
 from ._pages import Pages, identity
+from ._questions import AnswerEndpoint
 from ._redact import Redactor
 from ._views import CallRefs
 from ._worker import Worker
@@ -123,6 +124,14 @@ class InboxApp:
             changes=self.changes,
             worker=self.worker,
         )
+        self._answer = AnswerEndpoint(
+            store,
+            refs=refs,
+            check=lambda request: check_csrf(request, csrf),
+            who=identity(config, redactor),
+            changed=self.changes.notify,
+            worker=self.worker,
+        )
         self._agui = agent if agui else None
 
     async def _changed(self) -> None:
@@ -140,6 +149,7 @@ class InboxApp:
             Route("/partials/sessions/{session_id:path}", self.session_partial),
             Route("/audit", self.audit),
             Route("/api/decide", self.decide, methods=["POST"]),
+            Route("/api/answer", self.answer, methods=["POST"]),
             Route("/events", self.events),
             Mount("/static", app=StaticFiles(directory=_STATIC), name="static"),
         ]
@@ -167,6 +177,10 @@ class InboxApp:
     async def decide(self, request: Request) -> Response:
         """``POST /api/decide``: CSRF and origin checked, decision recorded, worker woken."""
         return await self._decision.handle(request)
+
+    async def answer(self, request: Request) -> Response:
+        """``POST /api/answer``: CSRF and origin checked, answer recorded, worker woken."""
+        return await self._answer.handle(request)
 
     async def events(self, request: Request) -> Response:
         """``GET /events``: a Server-Sent Events stream, one ``changed`` event per change."""
@@ -229,9 +243,13 @@ class InboxApp:
             try:
                 sessions = await store.list_sessions()
                 waiting = await store.sessions_awaiting_approval()
+                asked = (
+                    await store.sessions_awaiting_answer() if isinstance(store, AnswerStore) else []
+                )
                 current = (
                     tuple((s.session_id, s.updated_at) for s in sessions),
                     tuple((s.session_id, s.version, s.undecided) for s in waiting),
+                    tuple((s.session_id, s.version, s.unanswered) for s in asked),
                 )
             except Exception:
                 log.exception("polling the store failed")

@@ -16,6 +16,7 @@ from ._attention import AttentionList
 from ._audit import AuditLog
 from ._config import ServeConfig
 from ._inbox import InboxRow, pending_approvals, session_view
+from ._questions import question_cards
 from ._redact import Redactor
 from ._views import CallRefs, decision_status, entry_values, row_values
 
@@ -99,7 +100,12 @@ class Pages:
                     "status": decision_status(stored, entry, self._redactor),
                 }
             )
-        return {"rows": rows, "recent": recent, "attention": await self._attention.rows()}
+        return {
+            "rows": rows,
+            "questions": await question_cards(self._store, self._refs, self._redactor),
+            "recent": recent,
+            "attention": await self._attention.rows(),
+        }
 
     async def inbox(self, request: Request) -> Response:
         values = await self._inbox_values()

@@ -1,4 +1,5 @@
-"""The in-process worker: advances a session once its approvals are decided.
+"""The in-process worker: advances a session once its approvals are decided (or its
+question answered).
 
 For each session it runs ``agentloop.SessionWorker.advance``: lease the
 session in the store, resume it with the configured agent under that lease
@@ -30,6 +31,9 @@ from ..loop._session_store import LeaseHeldError, SessionStatus, SessionStore
 __all__ = ["Worker", "load_agent"]
 
 log = structlog.get_logger("agentloop")
+
+_DECIDED = (SessionStatus.AWAITING_APPROVAL, SessionStatus.AWAITING_ANSWER)
+"""The statuses of sessions a decision (or an answer) made ready: this worker's to run."""
 
 
 def load_agent(factory: Callable[..., Any], store: SessionStore) -> Agent:
@@ -73,7 +77,7 @@ class Worker:
             for summary in ready:
                 # Only sessions a decision unblocked: a session ready for another
                 # reason (queued input, a paused round) is its own host's to run.
-                if summary.status is not SessionStatus.AWAITING_APPROVAL:
+                if summary.status not in _DECIDED:
                     continue
                 if self._failed.get(summary.session_id) == summary.version:
                     continue  # it failed at this version: retry once it changes, or on wake()

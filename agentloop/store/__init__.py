@@ -10,6 +10,7 @@ in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
 
 from ..loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from ..loop._session_store import (
+    AnswerStore,
     Claim,
     ClaimError,
     Lease,
@@ -17,6 +18,8 @@ from ..loop._session_store import (
     LeaseHeldError,
     LeaseLostError,
     PendingCall,
+    PendingQuestion,
+    RecordedAnswer,
     RecordedApproval,
     SessionInfo,
     SessionStatus,
@@ -39,6 +42,7 @@ from ._sqlite import SqliteSessionStore
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_VERSION",
+    "AnswerStore",
     "BackendHead",
     "BackendSessionStore",
     "BackendWrite",
@@ -51,7 +55,9 @@ __all__ = [
     "MemoryBackend",
     "MemorySessionStore",
     "PendingCall",
+    "PendingQuestion",
     "PostgresSessionStore",
+    "RecordedAnswer",
     "RecordedApproval",
     "RedisBackend",
     "RedisSessionStore",

@@ -25,12 +25,15 @@ from ..core._items import Item
 from ..loop._session_store import (
     Claim,
     Lease,
+    RecordedAnswer,
     RecordedApproval,
     SessionInfo,
+    SessionStatus,
     SessionSummary,
     StoredSession,
     check_ttl,
 )
+from ._answers import ANSWERS, AnswerRow, check_new_answer, with_unanswered_questions
 from ._backend import BackendHead, StorageBackend
 from ._codec import TURN_LISTS, answered_call_ids, decode_stored
 from ._heads import AGAIN, CLAIMS, INCARNATIONS, Again, Heads, retried
@@ -190,6 +193,30 @@ class BackendSessionStore:
 
         return await retried(attempt)
 
+    async def record_answer(
+        self, session_id: str, question_id: str, *, action: str, content: Any = None
+    ) -> RecordedAnswer:
+        """Record the answer to ``question_id`` (see :meth:`SessionStore.record_answer`)."""
+        await anyio.lowlevel.checkpoint()
+
+        async def attempt() -> RecordedAnswer | Again:
+            head, meta = await self._heads.read(session_id)
+            answers = await self._heads.rows(session_id, ANSWERS, AnswerRow, (question_id,))
+            found = answers.get(question_id)
+            existing = None if found is None else found.answer(session_id, question_id)
+            document = None if head is None else head.document
+            check_new_answer(
+                session_id, question_id, meta.status, meta.pending, document, existing,
+                action, content,
+            )  # fmt: skip
+            row = AnswerRow(action=action, content=content, answered_at=time.time())
+            rows = {ANSWERS: {question_id: encode_record(row)}}
+            if await self._heads.commit(session_id, head, meta, rows=rows):
+                return row.answer(session_id, question_id, newly_recorded=True)
+            return AGAIN
+
+        return await retried(attempt)
+
     # -- leases -------------------------------------------------------------------------
 
     async def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
@@ -252,9 +279,11 @@ class BackendSessionStore:
         return is_ready(meta.status, meta.pending, undecided)
 
     async def _undecided(self, session_id: str, meta: SessionMeta) -> tuple[str, ...]:
+        """The pending calls with no decision, or the pending questions with no answer."""
         if not meta.pending:
             return ()
-        decided = await self.backend.read_rows(session_id, DECISIONS, meta.pending)
+        table = ANSWERS if meta.status is SessionStatus.AWAITING_ANSWER else DECISIONS
+        decided = await self.backend.read_rows(session_id, table, meta.pending)
         return tuple(call_id for call_id in meta.pending if call_id not in decided)
 
     async def renew(self, lease: Lease, ttl: float) -> Lease:
@@ -298,13 +327,17 @@ class BackendSessionStore:
             if head.document is None:
                 continue
             meta = self._heads.meta(session_id, head.meta)
+            waiting = await self._undecided(session_id, meta)
+            asks = meta.status is SessionStatus.AWAITING_ANSWER
             summary = SessionSummary(
                 session_id=session_id,
                 status=meta.status,
                 version=meta.version,
                 updated_at=timestamp(meta.updated_at),
-                pending_approvals=meta.pending,
-                undecided=await self._undecided(session_id, meta),
+                pending_approvals=() if asks else meta.pending,
+                undecided=() if asks else waiting,
+                pending_questions=meta.pending if asks else (),
+                unanswered=waiting if asks else (),
             )
             found.append((summary, head, meta))
         found.sort(key=lambda entry: entry[0].version)
@@ -319,6 +352,15 @@ class BackendSessionStore:
             if summary.undecided
         ]
 
+    async def sessions_awaiting_answer(self) -> list[SessionSummary]:
+        """Sessions waiting on a question with no answer recorded, oldest first."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            with_unanswered_questions(summary, head.document)
+            for summary, head, _meta in await self._summaries()
+            if summary.unanswered
+        ]
+
     async def sessions_ready(self) -> list[SessionSummary]:
         """Sessions a worker can advance now, not under a live lease, oldest first."""
         await anyio.lowlevel.checkpoint()
@@ -328,7 +370,7 @@ class BackendSessionStore:
             lease = meta.lease_row()
             if lease is not None and lease.live(now):
                 continue
-            if is_ready(summary.status, summary.pending_approvals, summary.undecided):
+            if is_ready(meta.status, meta.pending, summary.undecided + summary.unanswered):
                 ready.append(summary)
         return ready
 
@@ -362,17 +404,18 @@ class BackendSessionStore:
             turn: dict[str, list[str]] = {}
             for name in TURN_LISTS:  # also without counts: a row then is extra, not lost
                 turn[name] = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
-            claims, decisions = {}, {}
+            claims, decisions, answers = {}, {}, {}
             if everything:
                 claims = await self._heads.rows(session_id, CLAIMS, ClaimRow)
                 decisions = await self._heads.rows(session_id, DECISIONS, DecisionRow)
+                answers = await self._heads.rows(session_id, ANSWERS, AnswerRow)
             again = await self.backend.read(session_id)
             if again is None or again.revision != head.revision:
                 return AGAIN
             document, decoded = decode_stored(
                 session_id, head.document, items, meta.item_count, turn, meta.turn_counts
             )
-            return _Snapshot(meta, document, decoded, claims, decisions)
+            return _Snapshot(meta, document, decoded, claims, decisions, answers)
 
         return await retried(attempt)
 
@@ -396,6 +439,11 @@ class BackendSessionStore:
                 call_id: row.approval(session_id, call_id)
                 for call_id, row in found.decisions.items()
             },
+            answers={
+                key: row.answer(session_id, key)
+                for key, row in found.answers.items()
+                if key in meta.pending and meta.status is SessionStatus.AWAITING_ANSWER
+            },
         )
 
     async def transcript(self, session_id: str) -> list[Item] | None:
@@ -416,10 +464,11 @@ class BackendSessionStore:
 
 @attrs.frozen
 class _Snapshot:
-    """One revision of a session, decoded: its meta, document, items, claims and decisions."""
+    """One revision of a session, decoded: its meta, document, items, and rows."""
 
     meta: SessionMeta
     document: dict[str, Any]
     items: list[Item]
     claims: dict[str, ClaimRow]
     decisions: dict[str, DecisionRow]
+    answers: dict[str, AnswerRow]

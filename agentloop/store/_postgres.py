@@ -6,7 +6,9 @@ tables (see ``_sql_backend``; texts, not ``jsonb``: jsonb reorders keys and
 drops duplicates, and a loaded document must be deep-equal to the saved
 one), and a sequence per counter (``agentloop_versions``,
 ``agentloop_tokens``). Migrations 1 to 3 built a table per kind of row;
-migration 4 moves their rows onto the backend's tables (see ``_sql_legacy``).
+migration 4 moves their rows onto the backend's tables (see ``_sql_legacy``);
+migration 5 gives sessions resting on a question their own status
+(``_sql_restatus``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ._backend import BackendWrite
 from ._pool import ConnectionPool
 from ._sql_backend import SqlBackend
 from ._sql_legacy import move_legacy_rows
+from ._sql_restatus import restatus_questions
 
 __all__ = ["MIGRATIONS", "PostgresSessionStore"]
 
@@ -42,10 +45,11 @@ CREATE TABLE agentloop_keyed (
 )
 """
 
-MIGRATIONS: tuple[str, ...] = ("", "", "", _TABLES)
+MIGRATIONS: tuple[str, ...] = ("", "", "", _TABLES, "")
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``. Migrations 1
 to 3 built the table-per-kind layout (agentloop 0.x); a new database skips them, and 4 moves
-an older one's rows onto the backend's tables, whichever of its columns it has."""
+an older one's rows onto the backend's tables, whichever of its columns it has. 5 (rows only)
+re-derives the status of the heads resting on a question."""
 
 _LEGACY_NAMES = {
     role: f"agentloop_{role}"
@@ -246,8 +250,10 @@ def ensure_schema(connection: Any, where: str) -> int:
         for statement in MIGRATIONS[version - 1].split(";"):
             if statement.strip():
                 connection.execute(statement)
-        if found > 0 and version == len(MIGRATIONS):
+        if found > 0 and version == 4:
             move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection), where)
+        if found > 0 and version == 5:
+            _restatus(connection)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
     return found
 
@@ -258,6 +264,17 @@ def _sequence(counter: str) -> str:
     if _COUNTER.match(counter):
         return f"agentloop_{counter}"
     return "agentloop_n_" + hashlib.sha256(counter.encode()).hexdigest()[:24]
+
+
+def _restatus(connection: Any) -> None:
+    """Migration 5: the heads resting on a question get status ``awaiting_answer``."""
+    heads = connection.execute("SELECT session_id, meta, document FROM agentloop_heads").fetchall()
+    restatus_questions(
+        heads,
+        lambda session_id, meta: connection.execute(
+            "UPDATE agentloop_heads SET meta = %s WHERE session_id = %s", (meta, session_id)
+        ),
+    )
 
 
 def _columns(connection: Any, table: str) -> set[str]:

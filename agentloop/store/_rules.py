@@ -312,7 +312,9 @@ def with_undecided_calls(summary: SessionSummary, head: object) -> SessionSummar
 
 
 def is_ready(status: SessionStatus, pending: tuple[str, ...], undecided: tuple[str, ...]) -> bool:
-    """Whether a worker can advance a session: ready, or every pending approval decided."""
+    """Whether a worker can advance a session: ready, or every pending approval decided (every
+    pending question answered)."""
     if status is SessionStatus.READY:
         return True
-    return status is SessionStatus.AWAITING_APPROVAL and bool(pending) and not undecided
+    waits = status in (SessionStatus.AWAITING_APPROVAL, SessionStatus.AWAITING_ANSWER)
+    return waits and bool(pending) and not undecided

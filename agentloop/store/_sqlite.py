@@ -4,7 +4,9 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``): the backend's
 ``heads``, ``lists`` and ``keyed`` tables (see ``_sql_backend``) and
 ``counters(name, value)``. Files of schema 1 to 5 (a table per kind of row)
 are moved onto these tables when opened, in the transaction that records
-version 6 (see ``_sql_legacy``); a file of a newer schema is refused.
+the version (see ``_sql_legacy``); schema 7 gives sessions resting on a
+question their own status (``_sql_restatus``: a schema 6 file's heads are
+re-derived when opened); a file of a newer schema is refused.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from ._location import sqlite_file
 from ._pool import ConnectionPool
 from ._sql_backend import SqlBackend
 from ._sql_legacy import move_legacy_rows
+from ._sql_restatus import restatus_questions
 
 __all__ = ["SCHEMA_VERSION", "SqliteSessionStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema this module writes; a file with a newer one is refused, older ones moved."""
 
 _SCHEMA = """
@@ -161,7 +164,12 @@ class SqliteDialect:
                 "SELECT value FROM meta WHERE key = 'schema_version'"
             ).fetchone()
             found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
-        if found is not None and found < SCHEMA_VERSION:
+        if found == 6:
+            _restatus(connection)
+            connection.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
+        elif found is not None and found < SCHEMA_VERSION:
             self._create(connection, found)
         elif found != SCHEMA_VERSION:
             raise CheckpointError(
@@ -189,10 +197,22 @@ class SqliteDialect:
                 connection, _LEGACY_NAMES, _columns, _inserter(connection), repr(self.path)
             )
             connection.execute("DELETE FROM meta")
+            _restatus(connection)
         connection.executemany("INSERT INTO counters (name, value) VALUES (?, ?)", counters.items())
         connection.execute(
             "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
+
+
+def _restatus(connection: sqlite3.Connection) -> None:
+    """Schema 7: the heads resting on a question get status ``awaiting_answer``."""
+    heads = connection.execute("SELECT session_id, meta, document FROM heads").fetchall()
+    restatus_questions(
+        heads,
+        lambda session_id, meta: connection.execute(
+            "UPDATE heads SET meta = ? WHERE session_id = ?", (meta, session_id)
+        ),
+    )
 
 
 def _inserter(connection: Any) -> Any:

@@ -7,7 +7,10 @@ changing anything: an unknown or bad resume entry, new input on a thread
 with an open interrupt, or an open interrupt left unanswered. Answers are
 recorded through the inbox's decider (single-use, bound to the input,
 audited), so the session resumes with exactly those decisions, here or
-after a restart. Then the driver runs until it rests.
+after a restart; answers to a running call's question (``_questions``)
+through the store's ``record_answer``, and the question, asked again when
+the session resumes, is answered from the store. Then the driver runs until
+it rests (a question: an ``input_required`` interrupt).
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from ag_ui.core import (
 )
 
 from .._log import get_logger
+from ..core._errors import InvalidInputError
 from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._session_store import Lease, SessionStore
+from ..loop._session_store import AnswerStore, ClaimError, Lease, SessionStatus, SessionStore
 from ..loop._steps import (
     AfterToolResult,
     ApprovalRequest,
@@ -45,15 +49,18 @@ from ..loop._steps import (
     Finished,
     Step,
 )
+from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
+from ..tools._questions import QuestionAnswer
 from ._answers import interrupt_id, read_resume, response_schema
 from ._config import AguiConfig
 from ._events import EventTranslator
 from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
 from ._problems import RunRefused
+from ._questions import QuestionReply, question_interrupt, read_question_answers
 from ._resume import interrupts
 
 __all__ = ["AguiRunner"]
@@ -152,21 +159,26 @@ class AguiRunner:
             return _Thread(driver=driver, resumed=False)
         transcript = await self._store.transcript(thread) or []
         items = new_input(run_input.messages, transcript)
-        rows = self._rows(stored)
-        if rows and items:
+        rows, questions = self._rows(stored), _questions(stored)
+        listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(questions)])
+        if (rows or questions) and items:
             raise RunRefused(
-                f"thread {thread!r} has open interrupts ({_ids(rows)}); new messages cannot "
+                f"thread {thread!r} has open interrupts ({listed}); new messages cannot "
                 "be sent until they are answered: send a run with resume entries for them "
                 "and no new messages. Nothing was changed",
                 code="interrupt_open",
             )
-        answers = read_resume(resume, rows, now=self._now())
-        if rows and not answers:
+        replies = read_question_answers(resume, questions)
+        asked_ids = set(_question_ids(questions))
+        rest = [entry for entry in resume if entry.interrupt_id not in asked_ids]
+        answers = read_resume(rest, rows, now=self._now())
+        if (rows or questions) and not (answers or replies):
             raise RunRefused(
-                f"thread {thread!r} has open interrupts ({_ids(rows)}); answer them with "
+                f"thread {thread!r} has open interrupts ({listed}); answer them with "
                 "RunAgentInput.resume. Nothing was changed",
                 code="interrupt_open",
             )
+        await self._record_replies(thread, replies)
         for answer in answers:
             try:
                 await self._decider.decide(
@@ -191,6 +203,33 @@ class AguiRunner:
         asked = stored.checkpoint.get("state") == "AWAITING_ANSWER"
         return _Thread(driver=driver, resumed=bool(answers) or asked)
 
+    async def _record_replies(self, thread: str, replies: list[QuestionReply]) -> None:
+        """Record each checked answer to a question (the store checks it once more)."""
+        store = self._store
+        for reply in replies:
+            if not isinstance(store, AnswerStore):
+                raise RunRefused(
+                    "this store keeps no answers to questions; nothing was recorded",
+                    code="question_unsupported",
+                )
+            answer = reply.answer
+            try:
+                await store.record_answer(
+                    thread, reply.question_id, action=answer.action.value, content=answer.content
+                )
+            except (ClaimError, InvalidInputError) as refused:
+                raise RunRefused(
+                    f"interrupt {reply.question_id!r}: {refused}", code="decision_refused"
+                ) from None
+
+    async def _stored_answer(self, thread: str, step: CallQuestion) -> QuestionAnswer | None:
+        """The answer the store holds for ``step`` (recorded before this run resumed)."""
+        stored = await self._store.load(thread)
+        recorded = stored.answers.get(step.id) if stored is not None else None
+        if recorded is None:
+            return None
+        return QuestionAnswer(recorded.action, recorded.content)
+
     async def _drive(
         self,
         run_input: RunAgentInput,
@@ -204,18 +243,18 @@ class AguiRunner:
             match step:
                 case AfterToolResult():
                     continue
+                case CallQuestion():
+                    answer = await self._stored_answer(run_input.thread_id, step)
+                    if answer is not None:
+                        driver.answer_question_for(step.id, answer)
+                        continue
+                    translator.close()
+                    emit(await self._terminal(run_input, step, emit, translator))
+                    return
                 case ApprovalRequest() | Finished() | AwaitingInput():
                     translator.close()
                     emit(await self._terminal(run_input, step, emit, translator))
                     return
-                case CallQuestion():
-                    raise RunRefused(
-                        f"tool call {step.call_id} ({step.tool_name}) asked a question "
-                        f"({step.question.kind}: {step.question.message}); AG-UI runs cannot "
-                        "answer questions of running calls yet (the session is saved; its "
-                        "next run answers the call as in doubt)",
-                        code="question_unsupported",
-                    )
                 case _:
                     assert_never(step)
         raise RunRefused(
@@ -227,7 +266,7 @@ class AguiRunner:
     async def _terminal(
         self,
         run_input: RunAgentInput,
-        step: ApprovalRequest | Finished | AwaitingInput,
+        step: ApprovalRequest | CallQuestion | Finished | AwaitingInput,
         emit: Emit,
         translator: EventTranslator,
     ) -> BaseEvent:
@@ -237,6 +276,8 @@ class AguiRunner:
         if isinstance(step, ApprovalRequest):
             rows = self._rows(await self._store.load(thread))
             found = interrupts(rows) if rows else [_step_interrupt(step)]
+        if isinstance(step, CallQuestion):
+            found = [question_interrupt(_pending(step))]
         await self._state(run_input, emit, found)
         if found:
             outcome = RunFinishedInterruptOutcome(interrupts=found)
@@ -298,8 +339,30 @@ async def _next_saving_on_cancel(driver: LoopDriver) -> Step:
         raise
 
 
-def _ids(rows: list[InboxRow]) -> str:
-    return ", ".join(interrupt_id(row.call_id) for row in rows)
+def _questions(stored: Any) -> tuple[PendingQuestion, ...]:
+    """The questions the stored session waits on (none unless it awaits an answer)."""
+    if stored is None or stored.status is not SessionStatus.AWAITING_ANSWER:
+        return ()
+    ids = tuple(q for q in question_ids(stored.checkpoint) if q not in stored.answers)
+    return pending_questions(stored.checkpoint, ids)
+
+
+def _question_ids(questions: tuple[PendingQuestion, ...]) -> list[str]:
+    return [pending.question_id for pending in questions]
+
+
+def _pending(step: CallQuestion) -> PendingQuestion:
+    question = step.question
+    return PendingQuestion(
+        question_id=step.id,
+        call_id=step.call_id,
+        tool_name=step.tool_name,
+        kind=question.kind,
+        message=question.message,
+        schema=question.schema,
+        data=question.data,
+        resumable=question.resume is not None,
+    )
 
 
 def _step_interrupt(step: ApprovalRequest) -> Interrupt:

@@ -482,8 +482,8 @@ async def test_a_resumable_question_is_asked_again_after_a_restore_and_the_call_
         assert isinstance(asked, al.CallQuestion)
     saved = await store.load("s")
     assert saved is not None
-    # Workers leave it alone: only a driver holding the question answers it.
-    assert saved.status is SessionStatus.AWAITING_INPUT
+    # Stored as awaiting an answer (an inbox can answer it: see tests/store).
+    assert saved.status is SessionStatus.AWAITING_ANSWER
     assert saved.checkpoint["state"] == "AWAITING_ANSWER"
     assert al.store.session_problems(saved) == ()
     async with al.tasks.AsyncTaskManager() as manager:

@@ -57,6 +57,23 @@ def _round(*calls: tuple[str, str]) -> dict[str, Any]:
             (SessionStatus.AWAITING_APPROVAL, ()),
         ),
         ({"state": "FAILED", "pending_input": [{}]}, (SessionStatus.AWAITING_INPUT, ())),
+        (
+            {
+                "state": "AWAITING_ANSWER",
+                "turn": {
+                    "round": {
+                        "calls": [
+                            {"question": None},
+                            {"question": {"id": "question:b:1", "question": {"kind": "k"}}},
+                            {"question": {"id": 4, "question": {}}},
+                            {"question": {"id": "question:d:2", "question": "x"}},
+                        ]
+                    }
+                },
+            },
+            (SessionStatus.AWAITING_ANSWER, ("question:b:1",)),
+        ),
+        ({"state": "AWAITING_ANSWER", "turn": None}, (SessionStatus.AWAITING_ANSWER, ())),
     ],
 )
 def test_a_documents_status(document: dict[str, Any], expected: object) -> None:

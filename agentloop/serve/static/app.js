@@ -140,6 +140,78 @@ document.addEventListener("click", (event) => {
   else if (button.classList.contains("edit")) card.querySelector(".editor").hidden = false;
 });
 
+// -- questions of running calls -------------------------------------------------------
+function answerContent(card) {
+  const mode = card.dataset.mode;
+  if (mode === "url" || mode === "confirm") return { value: null };
+  if (mode === "sampling") return { value: { text: card.querySelector(".reply").value } };
+  if (mode === "json") {
+    try {
+      return { value: JSON.parse(card.querySelector(".json-answer").value) };
+    } catch (error) {
+      return { error: "The answer is not JSON: " + error.message };
+    }
+  }
+  const value = {};
+  for (const field of card.querySelectorAll("[data-kind]")) {
+    const kind = field.dataset.kind;
+    if (kind === "boolean") value[field.name] = field.checked;
+    else if (kind === "enum") { if (field.value !== "") value[field.name] = JSON.parse(field.value); }
+    else if (field.value !== "") value[field.name] = kind === "string" ? field.value : Number(field.value);
+  }
+  return { value: value };
+}
+
+async function answer(card, action) {
+  const body = {
+    session_id: card.dataset.session,
+    question_ref: card.dataset.questionRef,
+    action: action,
+  };
+  if (action === "accept") {
+    const found = answerContent(card);
+    if (found.error) { show(card, ".error", found.error); return; }
+    const schema = card.dataset.schema ? JSON.parse(card.dataset.schema) : null;
+    const problem = check(schema, found.value, "");
+    if (problem) { show(card, ".error", "The answer does not match the question's schema: " + problem); return; }
+    if (found.value !== null) body.content = found.value;
+  }
+  card.querySelectorAll("button").forEach((b) => (b.disabled = true));
+  card.classList.add("pending");
+  let reply;
+  try {
+    const response = await fetch("/api/answer", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify(body),
+      credentials: "same-origin",
+    });
+    reply = await response.json();
+  } catch (error) {
+    reply = { ok: false, error: "The server did not answer: " + error.message };
+  }
+  card.classList.remove("pending");
+  const label = card.dataset.session + " · " + card.querySelector(".tool-name").textContent + ": ";
+  if (reply.ok) {
+    card.classList.add("answered");
+    show(card, ".result", reply.message);
+    notify(label + reply.message, "ok");
+  } else {
+    show(card, ".error", reply.error);
+    if (reply.status === 409) notify(label + reply.error, "error");
+    else card.querySelectorAll("button").forEach((b) => (b.disabled = false));
+  }
+  if (reply.ok || reply.status === 409) queueRefresh();
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button");
+  const card = button && button.closest(".question-card");
+  if (!card) return;
+  if (button.classList.contains("accept")) answer(card, "accept");
+  else if (button.classList.contains("decline")) answer(card, "decline");
+});
+
 // -- live updates ---------------------------------------------------------------------
 let refreshing = null;
 
@@ -183,6 +255,26 @@ function restoreState(content, saved) {
   }
 }
 
+// What the person typed into each question's form: kept across a live refresh.
+function saveAnswers(content) {
+  const typed = new Map();
+  for (const card of content.querySelectorAll(".question-card")) {
+    const fields = Array.from(card.querySelectorAll("input, select, textarea"));
+    typed.set(card.dataset.questionRef, fields.map((f) => [f.name, f.type === "checkbox" ? f.checked : f.value]));
+  }
+  return typed;
+}
+
+function restoreAnswers(content, typed) {
+  for (const card of content.querySelectorAll(".question-card")) {
+    for (const [name, value] of typed.get(card.dataset.questionRef) || []) {
+      const field = card.querySelector('[name="' + CSS.escape(name) + '"]');
+      if (!field) continue;
+      if (field.type === "checkbox") field.checked = value; else field.value = value;
+    }
+  }
+}
+
 async function refresh() {
   if (!partial) return;
   const response = await fetch(partial, { credentials: "same-origin" });
@@ -192,8 +284,10 @@ async function refresh() {
   // A card whose decision is on its way stays as it is while the server still lists it.
   const pending = Array.from(content.querySelectorAll(".card.pending"));
   const saved = saveState(content);
+  const typed = saveAnswers(content);
   content.innerHTML = html;
   restoreState(content, saved);
+  restoreAnswers(content, typed);
   const inbox = document.getElementById("inbox");
   for (const card of pending) {
     const same = inbox && Array.from(inbox.children).find((c) => cardKey(c) === cardKey(card));

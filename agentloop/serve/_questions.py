@@ -1,0 +1,214 @@
+"""Questions of running calls in the inbox: the cards, the form a schema makes, the answers.
+
+A session resting on a question (``awaiting_answer``) shows as a question
+card: the message; for a form-mode elicitation, a form made from the
+requested schema (string, number, integer, boolean and enum fields: the
+MCP spec's restricted schema); for a URL-mode one, the URL and "I've done
+it"; for sampling, the request's messages and a reply box; anything else as
+JSON. ``POST /api/answer`` checks the request as ``/api/decide`` does (CSRF,
+Origin, content type, body limits) and records the answer through the
+store's ``record_answer``: checked against the question's schema (422,
+nothing recorded) and final (a second answer: 409).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..core._errors import InvalidInputError
+from ..loop._session_store import AnswerStore, ClaimError, SessionStore
+from ..loop._stored_answers import PendingQuestion, question_ids
+from ._guards import RequestRefused, read_json
+from ._redact import Redactor
+from ._views import CallRefs
+from ._worker import Worker
+
+__all__ = ["AnswerEndpoint", "form_fields", "question_cards"]
+
+log = structlog.get_logger("agentloop")
+
+_FIELD_TYPES = ("string", "number", "integer", "boolean")
+_VERBS = {"accept": "Answered", "decline": "Declined", "cancel": "Cancelled"}
+
+
+def _field(name: str, schema: Any, required: bool) -> dict[str, Any] | None:
+    if not isinstance(schema, dict):
+        return None
+    options = schema.get("enum")
+    kind = "enum" if isinstance(options, list) and options else schema.get("type")
+    if kind not in (*_FIELD_TYPES, "enum"):
+        return None
+    names = schema.get("enumNames")
+    labels = names if isinstance(names, list) and len(names) == len(options or ()) else options
+    return {
+        "name": name,
+        "kind": kind,
+        "title": str(schema.get("title") or name),
+        "description": str(schema.get("description") or ""),
+        "required": required,
+        "default": schema.get("default"),
+        "options": [
+            {"value": json.dumps(value), "label": str(label)}
+            for value, label in zip(options or (), labels or (), strict=False)
+        ],
+    }
+
+
+def form_fields(schema: Any) -> list[dict[str, Any]] | None:
+    """The form fields of an object schema whose properties are all primitive or enums (the
+    MCP spec's restricted elicitation schema); ``None`` when it is not such a schema."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return None
+    properties = schema.get("properties") or {}
+    required = schema.get("required") or []
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return None
+    fields = [_field(name, value, name in required) for name, value in properties.items()]
+    return None if any(field is None for field in fields) else fields  # type: ignore[return-value]
+
+
+def _card(session_id: str, pending: PendingQuestion, refs: CallRefs, redactor: Redactor) -> Any:
+    data = pending.data if isinstance(pending.data, dict) else {}
+    if pending.kind == "mcp.sampling":
+        mode = "sampling"
+    elif pending.schema is None:
+        mode = "url" if isinstance(data.get("url"), str) else "confirm"
+    else:
+        mode = "form" if form_fields(pending.schema) is not None else "json"
+    messages = data.get("messages") if mode == "sampling" else None
+    return {
+        "session_id": session_id,
+        "question_ref": refs.ref(session_id, pending.question_id),
+        "question_id": redactor.text(pending.question_id),
+        "tool_name": pending.tool_name,
+        "kind": pending.kind,
+        "message": redactor.text(pending.message),
+        "mode": mode,
+        "resumable": pending.resumable,
+        "fields": form_fields(pending.schema) or [],
+        "schema_json": json.dumps(pending.schema) if pending.schema is not None else "",
+        "url": redactor.text(str(data.get("url", ""))) if mode == "url" else "",
+        "messages": [
+            {"role": str(m.get("role", "")), "text": redactor.text(_text(m.get("content")))}
+            for m in messages if isinstance(m, dict)
+        ] if isinstance(messages, list) else [],
+    }  # fmt: skip
+
+
+def _text(content: Any) -> str:
+    blocks = content if isinstance(content, list) else [content]
+    return "\n".join(
+        str(block.get("text", "")) for block in blocks if isinstance(block, dict)
+    ) or json.dumps(content)
+
+
+async def question_cards(
+    store: SessionStore, refs: CallRefs, redactor: Redactor
+) -> list[dict[str, Any]]:
+    """The inbox's question cards, oldest session first (none when the store keeps no
+    answers)."""
+    if not isinstance(store, AnswerStore):
+        return []
+    return [
+        _card(summary.session_id, pending, refs, redactor)
+        for summary in await store.sessions_awaiting_answer()
+        for pending in summary.unanswered_questions
+    ]
+
+
+def _refused(message: str, status: int) -> Response:
+    return JSONResponse({"ok": False, "error": message, "status": status}, status)
+
+
+class AnswerEndpoint:
+    """``POST /api/answer``: checks the request, records the answer, wakes the worker."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        refs: CallRefs,
+        check: Callable[[Request], str | None],
+        who: Callable[[Request], str],
+        changed: Callable[[], None],
+        worker: Worker | None,
+    ) -> None:
+        self._store = store
+        self._refs = refs
+        self._check = check
+        self._who = who
+        self._changed = changed
+        self._worker = worker
+
+    async def handle(self, request: Request) -> Response:
+        """Answer one request (JSON ``{session_id, question_ref, action, content?}``)."""
+        refusal = self._check(request)
+        if refusal is not None:
+            return _refused(refusal, 403)
+        try:
+            body = await read_json(request)
+        except RequestRefused as refused:
+            return _refused(refused.message, refused.status)
+        fields = ("session_id", "question_ref", "action")
+        if not isinstance(body, dict) or not all(isinstance(body.get(k), str) for k in fields):
+            return _refused(
+                "expected a JSON object with session_id, question_ref and action strings "
+                "(and content, for an accept)",
+                400,
+            )
+        if not isinstance(self._store, AnswerStore):
+            return _refused("this store keeps no answers to questions", 501)
+        session_id = body["session_id"]
+        stored = await self._store.load(session_id)
+        if stored is None:
+            return _refused(f"session {session_id!r} no longer exists", 404)
+        candidates = [*question_ids(stored.checkpoint), *stored.answers]
+        question_id = next(
+            (q for q in candidates if hmac.compare_digest(self._refs.ref(session_id, q),
+                                                          body["question_ref"])),
+            None,
+        )  # fmt: skip
+        if question_id is None:
+            return _refused(
+                f"session {session_id!r} moved on: the question this page showed is no longer "
+                "asked; nothing was recorded",
+                409,
+            )
+        return await self._record(request, session_id, question_id, body)
+
+    async def _record(
+        self, request: Request, session_id: str, question_id: str, body: dict[str, Any]
+    ) -> Response:
+        action, content = body["action"], body.get("content")
+        try:
+            await self._store.record_answer(  # type: ignore[attr-defined]
+                session_id, question_id, action=action, content=content
+            )
+        except ClaimError as error:
+            message = (
+                "this question was already answered; nothing was changed"
+                if error.reason == "answered"
+                else f"session {session_id!r} moved on: the question is no longer asked; "
+                "nothing was recorded"
+            )
+            return _refused(message, 409)
+        except InvalidInputError as error:
+            return _refused(f"refused: {error}", 422)
+        who = self._who(request)
+        log.info("question answered", session_id=session_id, action=action, answered_by=who)
+        self._changed()
+        if self._worker is not None:
+            self._worker.wake()
+        then = (
+            "a worker resumes the session"
+            if self._worker is not None
+            else "waiting for an external worker to resume the session"
+        )
+        return JSONResponse({"ok": True, "message": f"{_VERBS[action]} by {who}; {then}."})

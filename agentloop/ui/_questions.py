@@ -1,0 +1,121 @@
+"""A running call's question as an AG-UI interrupt, and its answer from ``resume``.
+
+A run resting on a ``CallQuestion`` ends in ``RUN_FINISHED`` with an
+interrupt outcome: one interrupt, id the question's id
+(``question:CALL_ID:N``), reason ``input_required``, the question's message,
+the asking call's id and, as ``responseSchema``, the question's schema (an
+accept's content; ``{"type": "null"}`` when it takes none). ``metadata.agentloop``
+says the question's kind, the request data and whether the call can go on
+from an answer. A resume entry answers it: ``status: "resolved"`` with the
+content as ``payload`` (accept), or ``status: "cancelled"`` (cancel; a
+``metadata`` of ``{"action": "decline"}`` declines instead). Every entry is
+checked (schema included) before the store records the answer; the run
+resumes the session and the question, asked again, is answered from the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+from ag_ui.core import Interrupt
+
+from ..core._errors import InvalidInputError
+from ..loop._stored_answers import PendingQuestion
+from ..tools._questions import Question, QuestionAnswer, check_answer
+from ._problems import RunRefused
+
+__all__ = [
+    "QUESTION_REASON",
+    "QuestionReply",
+    "question_interrupt",
+    "read_question_answers",
+]
+
+QUESTION_REASON = "input_required"
+"""The ``reason`` of a question's interrupt."""
+
+_NO_CONTENT = {"type": "null"}
+
+
+def question_interrupt(pending: PendingQuestion) -> Interrupt:
+    """The interrupt a run ends with while ``pending`` waits for its answer."""
+    schema = dict(pending.schema) if pending.schema is not None else _NO_CONTENT
+    return Interrupt(
+        id=pending.question_id,
+        reason=QUESTION_REASON,
+        message=pending.message,
+        tool_call_id=pending.call_id,
+        response_schema=schema,
+        metadata={
+            "agentloop": {
+                "toolName": pending.tool_name,
+                "kind": pending.kind,
+                "data": pending.data,
+                "resumable": pending.resumable,
+            }
+        },
+    )
+
+
+@attrs.frozen(kw_only=True)
+class QuestionReply:
+    """One checked answer to an open question: what the store records."""
+
+    question_id: str
+    answer: QuestionAnswer
+
+
+def read_question_answers(
+    entries: Sequence[Any], questions: Sequence[PendingQuestion]
+) -> list[QuestionReply]:
+    """The ``resume`` entries that answer ``questions``, each checked; ``RunRefused`` names
+    the first bad one (nothing recorded)."""
+    by_id = {pending.question_id: pending for pending in questions}
+    replies: list[QuestionReply] = []
+    for position, entry in enumerate(entries):
+        pending = by_id.get(entry.interrupt_id)
+        if pending is None:
+            continue
+        where = f"resume[{position}]"
+        if any(reply.question_id == pending.question_id for reply in replies):
+            raise RunRefused(
+                f"{where} answers interrupt {entry.interrupt_id!r} a second time; send one "
+                "entry per interrupt. Nothing was recorded",
+                code="duplicate_interrupt",
+            )
+        answer = _answer(where, entry, pending)
+        replies.append(QuestionReply(question_id=pending.question_id, answer=answer))
+    return replies
+
+
+def _answer(where: str, entry: Any, pending: PendingQuestion) -> QuestionAnswer:
+    if entry.status == "cancelled":
+        if entry.payload is not None:
+            raise _bad(where, pending, "a cancelled entry carries no payload")
+        metadata = entry.metadata if isinstance(entry.metadata, dict) else {}
+        declined = metadata.get("action") == "decline"
+        return QuestionAnswer.decline() if declined else QuestionAnswer.cancel()
+    if not pending.resumable:
+        raise _bad(
+            where,
+            pending,
+            f"call {pending.call_id} ({pending.tool_name}) cannot go on from an answer sent "
+            "now (its question has no resume data: the run that asked it is over); cancel "
+            "the interrupt instead (the call is then answered as in doubt)",
+        )
+    schema = dict(pending.schema) if pending.schema is not None else None
+    answer = QuestionAnswer.accept(entry.payload)
+    try:
+        check_answer(Question(pending.kind, pending.message, schema), answer, "payload")
+    except InvalidInputError as error:
+        raise _bad(where, pending, str(error).removeprefix("payload: ")) from None
+    return answer
+
+
+def _bad(where: str, pending: PendingQuestion, problem: str) -> RunRefused:
+    return RunRefused(
+        f"{where}: interrupt {pending.question_id!r}: {problem}; nothing was recorded",
+        code="bad_resume",
+    )
