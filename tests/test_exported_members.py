@@ -419,6 +419,8 @@ EXPORTED: dict[str, list[str]] = {
         "RecordedApproval",
         "RedisBackend",
         "RedisSessionStore",
+        "SavedStep",
+        "SessionHistory",
         "SessionInfo",
         "SessionProblem",
         "SessionStatus",

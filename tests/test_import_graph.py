@@ -116,7 +116,7 @@ def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
 
 LOOP_FLOORS: dict[str, int] = {
     # 0: values (steps, state, events, actions, mutators, the results the core writes,
-    # response admission, the store protocol, the observer layer's interface)
+    # response admission, the store protocol and its history, the observer layer's interface)
     **dict.fromkeys(
         [
             "_actions",
@@ -125,6 +125,7 @@ LOOP_FLOORS: dict[str, int] = {
             "_observer",
             "_response_admission",
             "_call_results",
+            "_session_history",
             "_session_store",
             "_state",
             "_steps",

@@ -2,13 +2,14 @@
 
 ``A2AToolSource(url)`` offers a remote A2A agent as a tool; a remote task
 waiting in ``input-required`` surfaces as a ``CallQuestion`` (kind
-:data:`APPROVAL_KIND` or :data:`INPUT_KIND`) and the host's answer continues it.
+:data:`APPROVAL_KIND`, :data:`INPUT_KIND`, or a remote call's own question with
+its kind and schema) and the host's answer continues it.
 
 ``create_a2a_app(agent, config=A2AConfig(url=...))`` returns an ASGI app: the
 agent card at ``/.well-known/agent-card.json`` and JSON-RPC (``SendMessage``,
 ``SendStreamingMessage``, ...) at ``/``. A context is a session of the agent's
-store; a task whose session parks on approvals waits in
-``TASK_STATE_INPUT_REQUIRED`` until the client answers on the same task.
+store; a task whose session parks on approvals or on a running call's question
+waits in ``TASK_STATE_INPUT_REQUIRED`` until the client answers on the same task.
 Needs the a2a extra (``pip install 'agentloop-runtime[a2a]'``). See
 ``docs/a2a.md``.
 """

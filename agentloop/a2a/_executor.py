@@ -8,8 +8,14 @@ listing them: a text part saying what waits, and a data part
 responseSchema}]}``. The client answers on the same task and context with a
 data part per call, ``{callId?, approved, editedArgs?, reason?}`` (``callId``
 may be left out when one call waits), or a text part ``approve`` / ``deny``
-(``deny: REASON``) for every waiting call. A bad answer changes nothing: the
-task stays in ``input-required`` and the status message says what was wrong.
+(``deny: REASON``) for every waiting call. When a running call asks a
+question (``CallQuestion``: an MCP elicitation, a remote agent's question),
+the task waits in ``input-required`` too, with a text part saying what is
+asked and a data part ``{"questions": [{questionId, callId, toolName, kind,
+message, schema, data, resumable}]}``; the client answers with a data part
+``{questionId?, action, content?}`` per question (see ``_replies``). A bad
+answer changes nothing: the task stays in ``input-required`` and the status
+message says what was wrong.
 """
 
 from __future__ import annotations
@@ -21,22 +27,19 @@ from a2a.server.agent_execution.agent_executor import AgentExecutor
 from a2a.server.agent_execution.context import RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks.task_updater import TaskUpdater
-from a2a.types import Message, Part, Task, TaskState, TaskStatus
+from a2a.types import Message, Task, TaskState, TaskStatus
 
 from .._log import get_logger
 from ..core._items import FinishReason, Item, ItemKind, TextPart
-from ..loop._steps import ApprovalRequest, AwaitingInput, Finished
-from ..serve._inbox import InboxRow
+from ..loop._steps import ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..ui._answers import response_schema
 from ..ui._problems import RunRefused
-from ._run import EVERY_CALL, A2ARunner, Rested
+from ._replies import Reply, question_entry
+from ._run import A2ARunner, Rested
 
 __all__ = ["AgentLoopExecutor"]
 
 log = get_logger()
-
-_APPROVE = ("approve", "approved", "yes")
-_DENY = ("deny", "denied", "no")
 
 
 class AgentLoopExecutor(AgentExecutor):
@@ -66,15 +69,15 @@ class AgentLoopExecutor(AgentExecutor):
         )
         try:
             if waiting:
-                rested = await self._runner.answer(context_id, _answers(message), self._who)
+                rested = await self._runner.answer(context_id, _reply(message), self._who)
             else:
                 await updater.start_work()
                 rested = await self._runner.start(context_id, _input(message))
         except RunRefused as refused:
             text = f"{refused.code}: {refused.message}"
             if waiting:
-                rows = await self._runner.waiting_now(context_id)
-                await updater.requires_input(message=_approvals_message(updater, rows, text))
+                now = await self._runner.waiting_now(context_id)
+                await updater.requires_input(message=_waiting_message(updater, now, text))
             else:
                 await updater.reject(message=updater.new_agent_message([new_text_part(text)]))
             return
@@ -85,8 +88,13 @@ class AgentLoopExecutor(AgentExecutor):
         if isinstance(step, ApprovalRequest):
             waiting = "; ".join(f"{r.call_id} ({r.tool_name})" for r in rested.waiting)
             text = f"waiting for approval: {waiting or step.call_id}"
-            message = _approvals_message(updater, list(rested.waiting), text)
-            await updater.requires_input(message=message)
+            await updater.requires_input(message=_waiting_message(updater, rested, text))
+        elif isinstance(step, CallQuestion):
+            asked = "; ".join(
+                f"{q.question_id} ({q.tool_name}): {q.message}" for q in rested.questions
+            )
+            text = f"waiting for an answer: {asked}"
+            await updater.requires_input(message=_waiting_message(updater, rested, text))
         elif isinstance(step, Finished):
             result = step.result
             if result.finish_reason is FinishReason.ERROR:
@@ -120,37 +128,24 @@ def _input(message: Message | None) -> list[Item]:
     return [Item(ItemKind.USER, [TextPart(text)], id=message.message_id or None)]
 
 
-def _answers(message: Message | None) -> list[tuple[str | None, Any]]:
-    """The answers a message carries: data parts, or an approve / deny text."""
+def _reply(message: Message | None) -> Reply:
     if message is None:
         raise RunRefused("no message", code="bad_answer")
-    found: list[tuple[str | None, Any]] = []
-    for data in get_data_parts(message.parts):
-        if isinstance(data, dict) and isinstance(data.get("callId"), str):
-            payload = {k: v for k, v in data.items() if k != "callId"}
-            found.append((data["callId"], payload))
-        else:
-            found.append((None, data))
-    if found:
-        return found
-    text = " ".join(get_text_parts(message.parts)).strip()
-    word, _, reason = text.partition(":")
-    if word.strip().lower() in _APPROVE:
-        return [(EVERY_CALL, {"approved": True})]
-    if word.strip().lower() in _DENY:
-        denial: dict[str, Any] = {"approved": False}
-        if reason.strip():
-            denial["reason"] = reason.strip()
-        return [(EVERY_CALL, denial)]
-    raise RunRefused(
-        "the task waits for approvals: answer with a data part {callId?, approved, "
-        "editedArgs?, reason?} per call, or the text 'approve' or 'deny: REASON'. "
-        "Nothing was recorded",
-        code="bad_answer",
-    )
+    text = " ".join(get_text_parts(message.parts))
+    return Reply(data=tuple(get_data_parts(message.parts)), text=text)
 
 
-def _approvals_message(updater: TaskUpdater, rows: list[InboxRow], text: str) -> Message:
+def _waiting_message(updater: TaskUpdater, rested: Rested, text: str) -> Message:
+    """The status message of a task in ``input-required``: ``text`` and what waits."""
+    if rested.questions:
+        questions = [question_entry(pending) for pending in rested.questions]
+        data: dict[str, Any] = {"questions": questions}
+    else:
+        data = {"approvals": _approvals(rested)}
+    return updater.new_agent_message([new_text_part(text), new_data_part(data)])
+
+
+def _approvals(rested: Rested) -> list[dict[str, Any]]:
     approvals = [
         {
             "callId": row.call_id,
@@ -160,7 +155,6 @@ def _approvals_message(updater: TaskUpdater, rows: list[InboxRow], text: str) ->
             "inputDigest": row.digest,
             "responseSchema": response_schema(row.schema),
         }
-        for row in rows
+        for row in rested.waiting
     ]
-    parts: list[Part] = [new_text_part(text), new_data_part({"approvals": approvals})]
-    return updater.new_agent_message(parts)
+    return approvals

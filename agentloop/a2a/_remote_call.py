@@ -12,8 +12,10 @@ polls while it works) until it rests, and then:
   (``ToolContext.ask``; see ``_remote_questions``), and the answers go back in
   one message on the same task and context. A declined or cancelled question
   cancels the remote task (``CancelTask``) and ends the call with an error
-  result. Each question's ``resume`` data holds the task and context ids and
-  the answers given so far, so after a restart the call goes on from the
+  result, except a remote call's own question (an agentloop server's
+  ``{"questions": [...]}``): its decline or cancel is sent back as the answer.
+  Each question's ``resume`` data holds the task and context ids and the
+  answers given so far, so after a restart the call goes on from the
   answer (``ToolContext.resumed``) on the same remote task.
 
 Time spent waiting for our host does not count against ``call_timeout``; the
@@ -247,7 +249,7 @@ class RemoteCall:
                     f"task {view.task_id} needs input, which could not be asked of the "
                     f"host ({error}); the task was cancelled"
                 ) from None
-            if not answer.accepted:
+            if not answer.accepted and asked.question is None:
                 return await self._refused(question.message, answer.action.value)
             parts.extend(answer_parts(asked, answer))
         return parts
@@ -286,7 +288,7 @@ class RemoteCall:
             )
         asked = Asked.from_json(resume["asked"])
         answer = self._ctx.resumed.answer
-        if not answer.accepted:
+        if not answer.accepted and asked.question is None:
             return await self._refused(self._ctx.resumed.question.message, answer.action.value)
         parts = [*resume["answered"], *answer_parts(asked, answer)]
         pending = [Asked.from_json(item) for item in resume["pending"]]

@@ -1,11 +1,14 @@
 """One A2A request against a session: check, record answers, drive until the session rests.
 
 The A2A context id is the session id. A new task brings user input; a message
-on a task waiting in ``input-required`` answers its approvals. Either way the
-session's lease is held for the whole request, nothing is changed before
-every check passed, and answers are recorded through the inbox's decider
-(single-use, bound to the input, audited), so the session resumes from the
-store with exactly those decisions, here or after a restart.
+on a task waiting in ``input-required`` answers its approvals or the question
+a running call asked. Either way the session's lease is held for the whole
+request, nothing is changed before every check passed, approvals are recorded
+through the inbox's decider (single-use, bound to the input, audited) and
+answers to questions through the store's ``record_answer`` (checked against
+the question's schema, final), so the session resumes from the store with
+exactly those answers, here or after a restart: a question, asked again when
+the session resumes, is answered from the store.
 """
 
 from __future__ import annotations
@@ -16,22 +19,25 @@ from typing import Any, assert_never
 
 import attrs
 
+from .._log import get_logger
 from ..core._items import Item
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._session_store import Lease, SessionStore, StoredSession
+from ..loop._session_store import AnswerStore, Lease, SessionStore, StoredSession
 from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
+from ..loop._stored_answers import PendingQuestion
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
 from ..ui._answers import interrupt_id, read_resume
 from ..ui._lease import run_leased
 from ..ui._problems import RunRefused
+from ..ui._questions import open_questions, pending_of, record_replies, stored_answer
+from ._replies import EVERY_CALL, Reply, approval_answers, question_answers
 
-__all__ = ["EVERY_CALL", "A2ARunner", "Rested"]
+__all__ = ["A2ARunner", "Rested"]
 
-EVERY_CALL = "*"
-"""The call id of an answer that applies to every waiting call (``approve`` / ``deny``)."""
+log = get_logger()
 
 
 @attrs.frozen(kw_only=True)
@@ -45,10 +51,12 @@ class _Entry:
 
 @attrs.frozen(kw_only=True)
 class Rested:
-    """Where a request left the session: the step it rests at and the calls still waiting."""
+    """Where a request left the session: the step it rests at, and the calls waiting for
+    a decision or the questions waiting for an answer."""
 
-    step: Finished | AwaitingInput | ApprovalRequest
+    step: Finished | AwaitingInput | ApprovalRequest | CallQuestion | None = None
     waiting: tuple[InboxRow, ...] = ()
+    questions: tuple[PendingQuestion, ...] = ()
 
 
 class A2ARunner:
@@ -89,9 +97,10 @@ class A2ARunner:
             redactor=self._redactor,
         )
 
-    async def waiting_now(self, session_id: str) -> list[InboxRow]:
-        """The calls of the session waiting for a decision, as the store has them now."""
-        return self.waiting(await self._store.load(session_id))
+    async def waiting_now(self, session_id: str) -> Rested:
+        """What the session waits for, as the store has it now (``step`` left ``None``)."""
+        stored = await self._store.load(session_id)
+        return Rested(waiting=tuple(self.waiting(stored)), questions=open_questions(stored))
 
     async def start(self, session_id: str, items: Sequence[Item]) -> Rested:
         """A new task's input on the session; refused while approvals of another task wait."""
@@ -106,6 +115,14 @@ class A2ARunner:
                     "the task that asked for them; answer that task first. Nothing was changed",
                     code="interrupt_open",
                 )
+            asked = open_questions(stored)
+            if asked:
+                listed = ", ".join(pending.question_id for pending in asked)
+                raise RunRefused(
+                    f"context {session_id!r} has questions waiting for an answer ({listed}) "
+                    "on the task that asked them; answer that task first. Nothing was changed",
+                    code="interrupt_open",
+                )
             if stored is None:
                 driver = await self._agent.start(session_id, lease=lease)
             else:
@@ -117,42 +134,50 @@ class A2ARunner:
             self._store, session_id, self._lease_ttl, work, owner="agentloop-a2a"
         )
 
-    async def answer(
-        self, session_id: str, answers: Sequence[tuple[str | None, Any]], who: str
-    ) -> Rested:
-        """Record ``(call_id or None, payload)`` answers on the waiting calls, then drive."""
+    async def answer(self, session_id: str, reply: Reply, who: str) -> Rested:
+        """Record what ``reply`` answers (the waiting questions, else the waiting calls'
+        approvals), then drive the session until it rests."""
 
         async def work(lease: Lease) -> Rested:
-            rows = self.waiting(await self._store.load(session_id))
-            entries = [
-                self._entry(call, payload, rows)
-                for call_id, payload in answers
-                for call in ([r.call_id for r in rows] if call_id == EVERY_CALL else [call_id])
-            ]
-            checked = read_resume(entries, rows, now=datetime.now(UTC), label="answers")
-            if rows and not checked:
-                raise RunRefused("the message answers no waiting call", code="interrupt_open")
-            for answer in checked:
-                try:
-                    await self._decider.decide(
-                        session_id,
-                        answer.row.call_id,
-                        action=answer.action,
-                        shown_digest=answer.row.digest,
-                        who=who,
-                        reason=answer.reason,
-                        edited_input=answer.edited_input,
-                    )
-                except DecisionRefused as refused:
-                    raise RunRefused(
-                        f"call {answer.row.call_id!r}: {refused.message}", code="decision_refused"
-                    ) from None
+            stored = await self._store.load(session_id)
+            questions = open_questions(stored)
+            if questions:
+                replies = question_answers(reply, questions)
+                await record_replies(self._store, session_id, replies, label="question")
+            else:
+                await self._decide(session_id, self.waiting(stored), reply, who)
             driver = await self._agent.resume(session_id=session_id, lease=lease)
             return await self._drive(session_id, driver)
 
         return await run_leased(
             self._store, session_id, self._lease_ttl, work, owner="agentloop-a2a"
         )
+
+    async def _decide(self, session_id: str, rows: list[InboxRow], reply: Reply, who: str) -> None:
+        """Check every approval answer, then record each through the decider."""
+        entries = [
+            self._entry(call, payload, rows)
+            for call_id, payload in approval_answers(reply)
+            for call in ([r.call_id for r in rows] if call_id == EVERY_CALL else [call_id])
+        ]
+        checked = read_resume(entries, rows, now=datetime.now(UTC), label="answers")
+        if rows and not checked:
+            raise RunRefused("the message answers no waiting call", code="interrupt_open")
+        for answer in checked:
+            try:
+                await self._decider.decide(
+                    session_id,
+                    answer.row.call_id,
+                    action=answer.action,
+                    shown_digest=answer.row.digest,
+                    who=who,
+                    reason=answer.reason,
+                    edited_input=answer.edited_input,
+                )
+            except DecisionRefused as refused:
+                raise RunRefused(
+                    f"call {answer.row.call_id!r}: {refused.message}", code="decision_refused"
+                ) from None
 
     @staticmethod
     def _entry(call_id: str | None, payload: Any, rows: list[InboxRow]) -> _Entry:
@@ -179,13 +204,11 @@ class A2ARunner:
                 case Finished() | AwaitingInput():
                     return Rested(step=step)
                 case CallQuestion():
-                    raise RunRefused(
-                        f"tool call {step.call_id} ({step.tool_name}) asked a question "
-                        f"({step.question.kind}: {step.question.message}); A2A tasks cannot "
-                        "answer questions of running calls yet (the session is saved; its "
-                        "next message answers the call as in doubt)",
-                        code="question_unsupported",
-                    )
+                    answer = await stored_answer(self._store, session_id, step.id)
+                    if answer is not None:
+                        driver.answer_question_for(step.id, answer)
+                        continue
+                    return self._asked(step, await self._store.load(session_id))
                 case _:
                     assert_never(step)
         raise RunRefused(
@@ -193,3 +216,16 @@ class A2ARunner:
             "the session is saved as it is",
             code="max_steps",
         )
+
+    def _asked(self, step: CallQuestion, stored: StoredSession | None) -> Rested:
+        """The session rests on ``step``'s question (and any other its round asked)."""
+        if not isinstance(self._store, AnswerStore):
+            raise RunRefused(
+                f"tool call {step.call_id} ({step.tool_name}) asked a question "
+                f"({step.question.kind}: {step.question.message}), but this session store "
+                "keeps no answers to questions (use a store of agentloop.store); the session "
+                "is saved, its next message answers the call as in doubt",
+                code="question_unsupported",
+            )
+        questions = open_questions(stored) or (pending_of(step),)
+        return Rested(step=step, questions=questions)

@@ -113,13 +113,16 @@ class A2AToolSource:
 
     A task waiting in ``input-required`` is asked of the host as ``CallQuestion``
     steps: kind ``"a2a.approval"`` per remote call waiting for approval (answer
-    ``{"approved", "editedArgs"?, "reason"?}``), else ``"a2a.input"`` (answer
-    ``{"text", "data"?}``); the answers continue the same remote task. A declined
-    or cancelled question cancels the remote task. The agent needs an entered
-    ``AsyncTaskManager`` so the call can ask. Each call's remote context is its
-    idempotency key: a question survives a restart (the restored driver asks it
-    again and the answer continues the same task), and a call left in doubt is
-    settled by its task's result when that ended (``reconcile``). See docs/a2a.md.
+    ``{"approved", "editedArgs"?, "reason"?}``), the question of a remote call
+    (an agentloop server's ``{"questions": [...]}``) with its own kind and schema,
+    else ``"a2a.input"`` (answer ``{"text", "data"?}``); the answers continue the
+    same remote task. A declined or cancelled question cancels the remote task,
+    except a remote call's question, to which the decline or cancel is sent. The
+    agent needs an entered ``AsyncTaskManager`` so the call can ask. Each call's
+    remote context is its idempotency key: a question survives a restart (the
+    restored driver asks it again and the answer continues the same task), and a
+    call left in doubt is settled by its task's result when that ended
+    (``reconcile``). See docs/a2a.md.
 
     Bounds: ``call_timeout`` seconds of remote work per call (time waiting for the
     host not counted), ``max_response_bytes`` per HTTP response (a whole event

@@ -102,6 +102,15 @@ def _parser() -> argparse.ArgumentParser:
         "(sqlite:///PATH.db, postgresql://USER@HOST/DB)",
     )
     replay.add_argument("--session", help="which session of a store (needed if it holds several)")
+    replay.add_argument(
+        "--steps", action="store_true", help="list the session's saved steps (its history)"
+    )
+    replay.add_argument(
+        "--step",
+        type=_positive_int,
+        metavar="N",
+        help="render the session as it was saved at step N (see --steps)",
+    )
     from ..serve._cli import add_serve_parser
 
     add_serve_parser(commands)
@@ -232,7 +241,13 @@ async def _dispatch(
             renderer, approve, scripted=arguments.scripted, store_path=store, ctrl_c=ctrl_c
         )
     if arguments.command == "replay":
-        return await replay(renderer, arguments.path, arguments.session)
+        return await replay(
+            renderer,
+            arguments.path,
+            arguments.session,
+            step=arguments.step,
+            list_steps=arguments.steps,
+        )
     if arguments.command == "serve":
         from ..serve._cli import run_serve
 

@@ -1,4 +1,6 @@
-"""``agentloop replay PATH [--session ID]``: render a JSONL transcript or a stored session.
+"""``agentloop replay PATH [--session ID] [--steps | --step N]``: render a JSONL
+transcript or a stored session (``--steps`` lists its saved steps, ``--step N``
+renders it as saved at step N).
 
 The file's first bytes decide: SQLite's header means a session store (what
 ``chat --store`` writes), anything else is read as JSONL (what
@@ -19,6 +21,8 @@ from pathlib import Path
 from ..core._errors import AgentLoopError
 from ..core._items import Item
 from ..core._transcript import TranscriptViolation, find_violation
+from ..loop._converter import structure
+from ..loop._session_history import SessionHistory
 from ..loop._session_store import SessionStatus, StoredSession, summarize
 from ._render import Renderer, format_arguments, short_id
 
@@ -30,11 +34,20 @@ EXIT_USAGE = 2
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-async def replay(renderer: Renderer, path: str, session: str | None) -> int:
-    """Render the transcript at ``path`` (or in the store a URL names); the exit status."""
+async def replay(
+    renderer: Renderer,
+    path: str,
+    session: str | None,
+    *,
+    step: int | None = None,
+    list_steps: bool = False,
+) -> int:
+    """Render the transcript at ``path`` (or in the store a URL names), or its session's
+    steps (``list_steps``) or its state at ``step``; the exit status."""
     stored: StoredSession | None = None
+    history = _History(step, list_steps)
     if "://" in path:  # a store URL, as --store takes: sqlite:///PATH.db, postgresql://...
-        found = await _from_url(renderer, path, session)
+        found = await _from_url(renderer, path, session, history)
         items, stored = found if found is not None else (None, None)
     else:
         head = _head(path)
@@ -45,14 +58,56 @@ async def replay(renderer: Renderer, path: str, session: str | None) -> int:
             )
             return EXIT_USAGE
         if head == _SQLITE_HEADER:
-            found = await _from_store(renderer, path, session)
+            found = await _from_store(renderer, path, session, history)
             items, stored = found if found is not None else (None, None)
+        elif history.wanted:
+            renderer.error(
+                f"agentloop replay: --steps and --step are for a session store; {path!r} is "
+                "a JSONL transcript (it keeps no steps)"
+            )
+            return EXIT_USAGE
         else:
             items = _from_jsonl(renderer, path, session)
     if items is None:
         return EXIT_USAGE
-    _render(renderer, items, stored)
+    if step is not None or not list_steps:
+        _render(renderer, items, stored)
     return 0
+
+
+class _History:
+    """What ``--steps``/``--step`` ask of a stored session."""
+
+    def __init__(self, step: int | None, list_steps: bool) -> None:
+        self.step = step
+        self.list_steps = list_steps
+
+    @property
+    def wanted(self) -> bool:
+        return self.step is not None or self.list_steps
+
+    async def read(
+        self, renderer: Renderer, store: object, session: str
+    ) -> tuple[list[Item], StoredSession | None] | None:
+        """List the steps, or load the one asked for; ``None`` when neither is asked."""
+        if not self.wanted:
+            return None
+        if not isinstance(store, SessionHistory):
+            raise AgentLoopError(f"the store ({type(store).__name__}) keeps no step history")
+        if self.list_steps:
+            renderer.note(f"the steps of session {session!r}")
+            for saved in await store.history(session):
+                when = saved.saved_at.strftime("%Y-%m-%d %H:%M:%S")
+                origin = f" ({saved.origin})" if saved.origin else ""
+                renderer.note(
+                    f"step {saved.step}  {when}  {saved.state.lower()}  "
+                    f"{saved.item_count} items  {saved.summary}{origin}"
+                )
+        if self.step is None:
+            return [], None
+        stored = await store.load_step(session, self.step)
+        renderer.note(f"replaying session {session!r} as saved at step {self.step}")
+        return [structure(item, Item) for item in stored.checkpoint["transcript"]], stored
 
 
 def _render(renderer: Renderer, items: list[Item], stored: StoredSession | None) -> None:
@@ -112,7 +167,7 @@ def _waiting(
 
 
 async def _from_url(
-    renderer: Renderer, url: str, session: str | None
+    renderer: Renderer, url: str, session: str | None, history: _History | None = None
 ) -> tuple[list[Item], StoredSession | None] | None:
     from ..store._location import parse_store_location
 
@@ -120,7 +175,7 @@ async def _from_url(
     if location.kind == "sqlite" and _head(location.target) is None:
         renderer.error(f"agentloop replay: no file {location.target!r} (from {url!r})")
         return None
-    return await _from_store(renderer, url, session)
+    return await _from_store(renderer, url, session, history)
 
 
 def _head(path: str) -> bytes | None:
@@ -160,7 +215,7 @@ def _from_jsonl(renderer: Renderer, path: str, session: str | None) -> list[Item
 
 
 async def _from_store(
-    renderer: Renderer, path: str, session: str | None
+    renderer: Renderer, path: str, session: str | None, history: _History | None = None
 ) -> tuple[list[Item], StoredSession | None] | None:
     from ._store import open_session_store
 
@@ -177,6 +232,9 @@ async def _from_store(
                     )
                     return None
                 session = sessions[0]
+            at_step = None if history is None else await history.read(renderer, store, session)
+            if at_step is not None:
+                return at_step
             items = await store.transcript(session)
             stored = await store.load(session)
     except AgentLoopError as error:

@@ -430,8 +430,11 @@ async def drive_run(
         if advance is not None:
             step = await advance()
         elif through_pauses:
-            step, passed = await driver._next_through_pauses(max_steps - steps - 1)
-            steps += passed
+            # The step loop goes on through the pauses (one frame less per waiting run);
+            # a driver with a store takes every step (each pause is saved).
+            runner = driver._runner
+            step = await runner.next_through_pauses(max_steps - steps - 1, driver)
+            steps += runner.passed
         else:
             step = await driver.next()
         advance = None

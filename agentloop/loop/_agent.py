@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, cast, overload
 
@@ -22,12 +23,13 @@ from ..tasks._simple import SimpleTaskManager
 from ..tools._executor import BasicToolExecutor, ToolExecutor
 from ..tools._registry import ToolSource
 from ._checkpoint import parse
-from ._driver import LoopDriver
+from ._driver import LoopDriver, restore_driver
 from ._driver_parts import DriverParts
 from ._events import LoopObserver, RunStarted, TranscriptObserver
 from ._mutators import LoopMutator
 from ._output import session_config
 from ._persistence import load, recorded_decisions
+from ._session_history import SavedStep, SessionHistory
 from ._session_store import Lease, SessionStore, StoredSession
 from ._state import DriverState
 
@@ -125,11 +127,66 @@ class Agent(Generic[DepsT, OutT]):
             checkpoint = stored.checkpoint
             started |= stored.started_calls
         restored = parse(checkpoint)
-        driver = await LoopDriver._restore(await self._parts(restored.config), restored, started)
+        driver = await restore_driver(await self._parts(restored.config), restored, started)
         _attach_stored(driver, stored, lease)
         for observer in self.observers:
             observer.handle_event(RunStarted(restored.config.session_id))
         return driver
+
+    async def history(self, session_id: str) -> list[SavedStep]:
+        """The steps the agent's store keeps of ``session_id``, oldest first: each save
+        (step number, version, time, state, status, summary) that :meth:`fork` and
+        :meth:`rewind` can go back to."""
+        return await self._history_store("list the history of", session_id).history(session_id)
+
+    async def fork(
+        self, session_id: str, *, at: int | None = None, new_session_id: str | None = None
+    ) -> str:
+        """A new session continuing from step ``at`` of ``session_id`` (``None``: its latest
+        save); returns the new session's id (``new_session_id``, or a fresh one).
+
+        Resume it with :meth:`resume`: it continues exactly as a restore of that
+        step would. Its past is the step's: a call claimed before that save with
+        no result is in doubt in the fork; nothing the original did afterwards
+        is (its later calls are not in doubt, its recorded approvals do not
+        answer the fork's). A call it inherits without a result keeps the
+        idempotency key it had in the original. The original is unchanged.
+        """
+        store = self._history_store("fork", session_id)
+        new_id = new_session_id or f"{session_id}-fork-{uuid.uuid4().hex[:12]}"
+        await store.fork(session_id, at=at, new_session_id=new_id)
+        return new_id
+
+    async def rewind(self, session_id: str, *, to: int, expected_version: int | None = None) -> int:
+        """Move ``session_id`` back to step ``to``: that step's document becomes its
+        latest save, a new step, so the history is kept and a later step can be
+        rewound to again. Returns the new version; resume the session to continue.
+
+        A call the step holds that ran after it (no result there) is in doubt
+        again (its tool's ``reconcile`` may settle it), never run twice; the
+        claims and decisions of the calls the step does not hold are set aside,
+        so the session's next calls are new ones (a rewind forward to a step
+        that holds them brings them back). ``expected_version`` refuses the rewind
+        (``StaleSessionError``) if the session moved on; a live lease refuses it
+        (``LeaseLostError``).
+        """
+        store = self._history_store("rewind", session_id)
+        return await store.rewind(session_id, to=to, expected_version=expected_version)
+
+    def _history_store(self, operation: str, session_id: str) -> SessionHistory:
+        store = self.store
+        if store is None:
+            raise InvalidStateError(
+                f"cannot {operation} session {session_id!r}: this agent has no store; "
+                "build it with .store(store)"
+            )
+        if not isinstance(store, SessionHistory):
+            raise InvalidStateError(
+                f"cannot {operation} session {session_id!r}: the agent's store "
+                f"({type(store).__name__}) keeps no step history; use a BackendSessionStore "
+                "(every agentloop.store store is one)"
+            )
+        return store
 
     async def _parts(self, config: SessionConfig) -> DriverParts:
         session = await self.model.start_session(config)

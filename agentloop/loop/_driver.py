@@ -19,32 +19,28 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError, InvalidStateError
+from ..core._errors import InvalidInputError
 from ..core._items import Item, Usage
 from ..model._session_config import PromptCacheRequest, SessionConfig
 from ..tools._questions import QuestionAnswer
-from ._actions import CallModel
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
 from ._driver_parts import DriverParts, transcript_listener
 from ._durable_steps import step_runner_class
 from ._host_calls import (
     answer_approval,
-    begin_step,
     input_items,
     queued_message,
-    refuse_outside_idle,
     sole_undecided,
 )
 from ._machine import LoopMachine
 from ._model_io import model_io_for
-from ._mutators import LoopMutator, MutationPoint
+from ._mutators import LoopMutator
 from ._observer import observers_of
-from ._persistence import Persistence
+from ._persistence import Persistence, Unsaved
 from ._questions import answer_question
 from ._state import (
     CallStatus,
-    DriverEvent,
     DriverState,
     QueuedMessage,
     Restored,
@@ -61,7 +57,7 @@ from ._steps import (
 )
 from ._tool_io import tool_io_for
 
-__all__ = ["LoopDriver", "LoopSnapshot"]
+__all__ = ["LoopDriver", "LoopSnapshot", "restore_driver"]
 
 log = get_logger()
 
@@ -112,37 +108,13 @@ class LoopDriver:
         )
         self._runner = runner(
             self._machine,
-            Persistence(parts.store, config, observer),
+            Persistence(parts.store, config, observer)
+            if parts.store is not None
+            else Unsaved(config.session_id),
             model_io,
             tool_io_for(parts, observer),
             parts.mutators,
         )
-
-    @classmethod
-    async def _restore(
-        cls, parts: DriverParts, restored: Restored, started_calls: frozenset[str]
-    ) -> LoopDriver:
-        """A driver continuing from a parsed checkpoint (see ``Agent.resume``): a call
-        that started before it and left no result is settled by its tool's
-        ``reconcile`` if it can, else answered in doubt (never run again)."""
-        driver = cls(parts, restored.transcript, restored.pending_input)
-        core, observer = driver._core, driver._machine.observer
-        turn = restored.turn
-        doubted = []
-        if turn is not None:
-            snapshot = parts.cancellation.snapshot() if parts.cancellation else None
-            doubted = restore_turn(turn, snapshot, started_calls, driver)
-        if doubted:  # settled before the state is restored from the calls' statuses
-            assert turn is not None
-            await _settle(driver, turn, doubted)
-        core.restore(restored, turn)
-        if core.detached:
-            observer.warning(
-                "restored with background calls "
-                f"{', '.join(sorted(core.detached))} outstanding: their results arrive "
-                "only if this process's task manager still runs them"
-            )
-        return driver
 
     # -- reading -------------------------------------------------------------
 
@@ -216,24 +188,7 @@ class LoopDriver:
         compactor after a ``CONTEXT_OVERFLOW``), then the agent's own. Pending
         input and queued messages stay queued. Returns the step like ``next()``.
         """
-        core = self._core
-        for position, mutator in enumerate(mutators):
-            if not callable(getattr(mutator, "mutate", None)):
-                raise InvalidInputError(
-                    f"retry(): mutators[{position}] is a {type(mutator).__name__}, not a "
-                    "LoopMutator (it needs an async mutate(cursor, ctx) method)"
-                )
-        if core.retry_point is None:
-            refuse_outside_idle(core, "retry()")
-            raise InvalidStateError(
-                "cannot retry(): no model call failed since the last turn started; "
-                "use continue_turn() to call the model on the transcript as it is, "
-                "or submit input and call next()"
-            )
-        begin_step(core, DriverEvent.RETRY, "retry()")
-        point = MutationPoint(core.retry_point.point)
-        turn = self._machine.start_turn()
-        return await self._runner.run_step(CallModel(turn, point, False, tuple(mutators)), self)
+        return await self._runner.run_step(self._machine.retry(mutators), self)
 
     async def continue_turn(self) -> Step:
         """Call the model on the transcript as it is, in a new turn (seed 003's continue).
@@ -244,11 +199,7 @@ class LoopDriver:
         Use it for a driver rebuilt from a transcript whose last model call
         never answered.
         """
-        refuse_outside_idle(self._core, "continue_turn()")
-        point = MutationPoint(self._core.continue_point("continue_turn()"))
-        begin_step(self._core, DriverEvent.CONTINUE, "continue_turn()")
-        action = CallModel(self._machine.start_turn(), point, False)
-        return await self._runner.run_step(action, self)
+        return await self._runner.run_step(self._machine.continue_turn(), self)
 
     async def run_until_blocked(self) -> Blocked:
         """Call ``next()`` through ``AfterToolResult`` pauses; return the first other step."""
@@ -260,15 +211,6 @@ class LoopDriver:
     async def save(self) -> None:
         """Save the session to the agent's store now (retry after a ``SaveError``)."""
         await self._runner.journal.save_now(self._core)
-
-    async def _next_through_pauses(self, pauses: int) -> tuple[Step, int]:
-        """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
-        the same step (``run()`` without hooks; see ``StepRunner.next_through_pauses``).
-        A driver with a store takes every step (each pause is saved)."""
-        runner = self._runner
-        if runner.saves_steps or pauses < 1:
-            return await self.next(), 0
-        return await runner.next_through_pauses(pauses, self)
 
     # -- the host's input and answers ------------------------------------------
 
@@ -336,6 +278,32 @@ class LoopDriver:
         runner = self._runner
         call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
         self._machine.observer.question_answered(call_id, question_id, answer.action.value)
+
+
+async def restore_driver(
+    parts: DriverParts, restored: Restored, started_calls: frozenset[str]
+) -> LoopDriver:
+    """A driver continuing from a parsed checkpoint (see ``Agent.resume``): a call
+    that started before it and left no result is settled by its tool's
+    ``reconcile`` if it can, else answered in doubt (never run again)."""
+    driver = LoopDriver(parts, restored.transcript, restored.pending_input)
+    core, observer = driver._core, driver._machine.observer
+    turn = restored.turn
+    doubted = []
+    if turn is not None:
+        snapshot = parts.cancellation.snapshot() if parts.cancellation else None
+        doubted = restore_turn(turn, snapshot, started_calls, driver)
+    if doubted:  # settled before the state is restored from the calls' statuses
+        assert turn is not None
+        await _settle(driver, turn, doubted)
+    core.restore(restored, turn)
+    if core.detached:
+        observer.warning(
+            "restored with background calls "
+            f"{', '.join(sorted(core.detached))} outstanding: their results arrive "
+            "only if this process's task manager still runs them"
+        )
+    return driver
 
 
 async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:

@@ -21,15 +21,17 @@ driver with one makes no check for it):
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable
 
 import anyio
 
-from ..model._protocol import TurnRequest
-from ._actions import Action, CallModel, FinishCancelled, RecordDecisions, RunRound
+from ..tasks._protocol import TurnUpdate
+from ._actions import Action, CallModel, RecordDecisions, RunRound
+from ._persistence import Persistence
 from ._questions import Asked, claim_key
 from ._state import RoundCall, ToolRound, TurnState
 from ._step_runner import GuardedStepRunner, StepRunner
-from ._steps import CallQuestion, Resolver, Step
+from ._steps import Resolver, Step
 
 __all__ = ["DurableStepRunner", "GuardedDurableStepRunner", "step_runner_class"]
 
@@ -39,14 +41,20 @@ class DurableStepRunner(StepRunner):
 
     __slots__ = ()
 
+    journal: Persistence  # a driver with a store has one (see step_runner_class)
+
     saves_steps = True
 
     async def next_step(self, resolver: Resolver) -> Step:
         await self.journal.save_input(self.core)  # queued input is durable first
         return await super().next_step(resolver)
 
-    async def run_step(self, action: Action | None, resolver: Resolver) -> Step:
-        step = await super().run_step(action, resolver)
+    def next_through_pauses(self, pauses: int, resolver: Resolver) -> Awaitable[Step]:
+        self.passed = 0
+        return self.next_step(resolver)  # every step is taken (and saved)
+
+    async def run_step(self, action: Action | None, resolver: Resolver, pauses: int = 0) -> Step:
+        step = await super().run_step(action, resolver, pauses)
         core, journal = self.core, self.journal
         try:
             await journal.save_step(core, step)
@@ -59,19 +67,13 @@ class DurableStepRunner(StepRunner):
             raise
         return step
 
-    async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
-        turn, core = action.turn, self.core
-        if action.fold_input and (core.steering or core.pending_input):
-            core.deliver_steering()
-            core.fold_pending_input()
-        if (action.mutators or self.mutators) and not await self._mutate(action):
-            return FinishCancelled(turn, "mutator")
-        if (done := self.machine.nothing_to_answer(turn)) is not None:
-            return done
-        # A round's results before the model is waited for, and before the call is
-        # counted: a restore from this save makes the same call, counted once.
-        await self.journal.save_results(core)
-        return self.machine.next_request(turn, self.tools)
+    async def _prepare_transcript(self, action: CallModel) -> Action | None:
+        done = await super()._prepare_transcript(action)
+        if done is None:
+            # A round's results before the model is waited for, and before the call is
+            # counted: a restore from this save makes the same call, counted once.
+            await self.journal.save_results(self.core)
+        return done
 
     async def _record_decisions(self, action: RecordDecisions, resolver: Resolver) -> Action:
         await self.journal.record_decisions(action.round)
@@ -101,25 +103,13 @@ class DurableStepRunner(StepRunner):
                 machine.call_started(call, tool_round, started)
         journal.note_finished_calls(tool_round)
 
-    async def _collect(
-        self, turn: TurnState, tool_round: ToolRound, resolver: Resolver
-    ) -> CallQuestion | None:
-        machine, journal, core = self.machine, self.journal, self.core
-        questions = self.tools.questions
-        while tool_round.running():
-            if questions.asked and (question := await self._question(turn, tool_round, resolver)):
-                return question
-            await journal.save_results(core)  # the results so far, before waiting
-            update = await self.tools.wait(turn.turn_id)
-            if update is None:
-                return None
-            if isinstance(update, Asked):  # a question came first: shown at the top
-                continue
-            machine.turn_update(tool_round, update)
-            if questions.may_ask:
-                questions.release(tool_round.is_running)
-            journal.note_finished_calls(tool_round)
-        return None
+    async def _wait(self, turn: TurnState) -> TurnUpdate | Asked | None:
+        await self.journal.save_results(self.core)  # the results so far, before waiting
+        return await self.tools.wait(turn.turn_id)
+
+    def _update(self, tool_round: ToolRound, update: TurnUpdate) -> None:
+        super()._update(tool_round, update)
+        self.journal.note_finished_calls(tool_round)
 
     async def _interrupt_calls(self, turn: TurnState) -> None:
         await self.journal.save_results(self.core)  # the results so far

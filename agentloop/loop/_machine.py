@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..core._cancellation import CancellationHandle
-from ..core._errors import ModelProtocolError, ProviderError, ProviderErrorKind
+from ..core._errors import (
+    InvalidInputError,
+    InvalidStateError,
+    ModelProtocolError,
+    ProviderError,
+    ProviderErrorKind,
+)
 from ..core._items import FinishReason, Item, Metadata, ToolCallPart, Usage
 from ..core._tool_spec import ToolSpec
 from ..core._transcript import TranscriptView, has_pending_input
@@ -38,7 +44,8 @@ from ._actions import (
 from ._call_results import duplicate
 from ._core import LoopCore
 from ._events import ModelCallRecord
-from ._mutators import MutationPoint
+from ._host_calls import begin_step, refuse_outside_idle
+from ._mutators import LoopMutator, MutationPoint
 from ._observer import Nobody
 from ._output import OUTPUT_ACCEPTED_KEY, unrun_answer
 from ._response_admission import admit_response, empty_reason, response_model, stamp_output
@@ -49,6 +56,7 @@ from ._state import (
     LIMIT_KEY,
     NO_MODEL_CALL_KEY,
     CallStatus,
+    DriverEvent,
     RoundCall,
     ToolRound,
     TurnPhase,
@@ -206,6 +214,36 @@ class LoopMachine(RoundRules):
         turn = self.core.start_turn(cancellation.snapshot() if cancellation else None)
         self.observer.turn_started(self.session_id, turn.turn_id)
         return turn
+
+    def retry(self, mutators: Sequence[LoopMutator]) -> CallModel:
+        """``retry()``: the failed model call again, in a new turn (the step begun), with
+        ``mutators`` first; refused, changing nothing, with no retry point or bad mutators."""
+        core = self.core
+        for position, mutator in enumerate(mutators):
+            if not callable(getattr(mutator, "mutate", None)):
+                raise InvalidInputError(
+                    f"retry(): mutators[{position}] is a {type(mutator).__name__}, not a "
+                    "LoopMutator (it needs an async mutate(cursor, ctx) method)"
+                )
+        if core.retry_point is None:
+            refuse_outside_idle(core, "retry()")
+            raise InvalidStateError(
+                "cannot retry(): no model call failed since the last turn started; "
+                "use continue_turn() to call the model on the transcript as it is, "
+                "or submit input and call next()"
+            )
+        begin_step(core, DriverEvent.RETRY, "retry()")
+        point = MutationPoint(core.retry_point.point)
+        return CallModel(self.start_turn(), point, False, tuple(mutators))
+
+    def continue_turn(self) -> CallModel:
+        """``continue_turn()``: a model call on the transcript as it is, in a new turn (the
+        step begun); refused, changing nothing, outside IDLE or without a user tail."""
+        core = self.core
+        refuse_outside_idle(core, "continue_turn()")
+        point = MutationPoint(core.continue_point("continue_turn()"))
+        begin_step(core, DriverEvent.CONTINUE, "continue_turn()")
+        return CallModel(self.start_turn(), point, False)
 
     # -- a model call ----------------------------------------------------------
 

@@ -32,7 +32,7 @@ own save, which raises if it fails too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from .._log import get_logger
 from ..core._errors import CheckpointError, InvalidInputError, InvalidStateError, SaveError
@@ -57,7 +57,7 @@ from ._session_store import (
 from ._state import CallStatus, DriverState, RoundCall, ToolRound
 from ._steps import AnswerKind, ApprovalAnswer
 
-__all__ = ["Persistence", "load"]
+__all__ = ["Persistence", "Unsaved", "load"]
 
 log = get_logger()
 
@@ -68,13 +68,53 @@ _OWNED_ELSEWHERE = (StaleSessionError, LeaseLostError)
 """Faults that mean another writer owns the session: never retried, never wrapped."""
 
 
+class Unsaved:
+    """The journal of a driver without a store: it saves nothing, and ``driver.save()``
+    and a lease are refused naming the missing store (one small object per driver)."""
+
+    __slots__ = ("_session_id",)
+
+    def __init__(self, session_id: str) -> None:
+        self._session_id = session_id
+
+    def attach(
+        self,
+        *,
+        version: int | None,
+        lease: Lease | None,
+        recorded: Iterable[str] = (),
+    ) -> None:
+        """Refuse ``lease`` (nothing to fence); ``version`` and ``recorded`` mean nothing."""
+        if lease is not None:
+            _refuse_lease(self._session_id, lease)
+
+    async def save_now(self, core: LoopCore) -> None:
+        """Refuse: there is no store to save to."""
+        _refuse_save(self._session_id)
+
+
+def _refuse_lease(session_id: str, lease: object) -> NoReturn:
+    if not isinstance(lease, Lease):
+        raise InvalidInputError(f"lease must be a Lease from store.acquire, got {lease!r}")
+    raise InvalidStateError(
+        f"cannot drive session {session_id!r} under a lease: this agent has no "
+        "store; build it with .store(store)"
+    )
+
+
+def _refuse_save(session_id: str) -> NoReturn:
+    raise InvalidStateError(
+        f"cannot save session {session_id!r}: this agent has no store; build it with .store(store)"
+    )
+
+
 class Persistence:
     """Saves one driver's state to its store.
 
     The step loop of a driver with a store (``_durable_steps.py``) calls the
-    saves, claims and records; a driver without one keeps a ``Persistence``
-    only for :meth:`attach` and :meth:`save_now`, which refuse a lease and
-    ``driver.save()`` naming the missing store."""
+    saves, claims and records; a driver without one has an :class:`Unsaved`
+    instead, which refuses a lease and ``driver.save()`` naming the missing
+    store."""
 
     __slots__ = (
         "_config",
@@ -126,13 +166,10 @@ class Persistence:
         """
         session_id = self._session_id
         if lease is not None:
+            if self._store is None:
+                _refuse_lease(session_id, lease)
             if not isinstance(lease, Lease):
                 raise InvalidInputError(f"lease must be a Lease from store.acquire, got {lease!r}")
-            if self._store is None:
-                raise InvalidStateError(
-                    f"cannot drive session {session_id!r} under a lease: this agent has no "
-                    "store; build it with .store(store)"
-                )
             if lease.session_id != session_id:
                 raise InvalidInputError(
                     f"cannot drive session {session_id!r} under the lease of session "
@@ -178,10 +215,7 @@ class Persistence:
         """Save the driver's state now (``driver.save()``: retry after a ``SaveError``)."""
         session_id = self._session_id
         if self._store is None:
-            raise InvalidStateError(
-                f"cannot save session {session_id!r}: this agent has no store; "
-                "build it with .store(store)"
-            )
+            _refuse_save(session_id)
         if core.state in (DriverState.STEPPING, DriverState.FAILED):
             raise InvalidStateError(
                 f"cannot save session {session_id!r} in state {core.state}: "

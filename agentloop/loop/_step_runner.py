@@ -1,6 +1,6 @@
 """The step loop: performs what the core decides, one action at a time.
 
-``StepRunner.perform`` is the whole of a step: it asks the core
+``StepRunner.run_step`` is the whole of a step: it asks the core
 (:class:`~agentloop.loop._machine.LoopMachine`) for the step's first action,
 performs each action through the model I/O and the tool I/O, and hands the
 outcome back to the core, until the core hands the host a step. ``resolver``
@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Awaitable
 
 import anyio
 
 from .._log import get_logger
 from ..core._errors import IdleLoopWarning
 from ..model._protocol import TurnRequest
+from ..tasks._protocol import TurnUpdate
 from ._actions import Action, CallModel, FinishCancelled, Hand, RecordDecisions, RunRound
 from ._core import LoopCore, event_after
 from ._driver_parts import CLEANUP_SECONDS, cancel_scope
@@ -32,7 +34,7 @@ from ._host_calls import begin_step
 from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
-from ._persistence import Persistence
+from ._persistence import Persistence, Unsaved
 from ._questions import Asked, surface_question
 from ._sampling import answer_with_model
 from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
@@ -59,7 +61,16 @@ def _nothing_runs(call_id: str) -> bool:
 class StepRunner:
     """One driver's step loop and the effects it performs (see the module docstring)."""
 
-    __slots__ = ("core", "idle_steps", "journal", "machine", "model_io", "mutators", "tools")
+    __slots__ = (
+        "core",
+        "idle_steps",
+        "journal",
+        "machine",
+        "model_io",
+        "mutators",
+        "passed",
+        "tools",
+    )
 
     saves_steps = False
     """Whether every step is saved (then ``run()`` takes each pause as a step)."""
@@ -67,7 +78,7 @@ class StepRunner:
     def __init__(
         self,
         machine: LoopMachine,
-        journal: Persistence,
+        journal: Persistence | Unsaved,
         model_io: ModelIO,
         tools: ToolIO,
         mutators: tuple[LoopMutator, ...],
@@ -79,15 +90,16 @@ class StepRunner:
         self.tools = tools
         self.mutators = mutators
         self.idle_steps = 0  # AwaitingInput steps in a row with nothing submitted
+        self.passed = 0  # the pauses the last step went through (next_through_pauses)
 
-    async def next_step(self, resolver: Resolver) -> Step:
+    def next_step(self, resolver: Resolver) -> Awaitable[Step]:
         """``next()``: enter a step and run it."""
         begin_step(self.core, DriverEvent.STEP, "call next()")
-        return await self.run_step(None, resolver)
+        return self.run_step(None, resolver)
 
-    async def next_through_pauses(self, pauses: int, resolver: Resolver) -> tuple[Step, int]:
+    def next_through_pauses(self, pauses: int, resolver: Resolver) -> Awaitable[Step]:
         """``next()``, going on through at most ``pauses`` ``AfterToolResult`` pauses in
-        the same step; returns the step and how many pauses it went through (internal).
+        the same step; :attr:`passed` then says how many it went through (internal).
 
         For a host that answers every pause with ``next()`` and nothing else
         (``run()`` without hooks): between such a pause and that ``next()``
@@ -96,74 +108,69 @@ class StepRunner:
         transitions, in the same order). A driver with a store takes every
         step (each pause is saved).
         """
-        core = self.core
-        begin_step(core, DriverEvent.STEP, "call next()")
-        passed = 0
+        begin_step(self.core, DriverEvent.STEP, "call next()")
+        return self.run_step(None, resolver, pauses)
+
+    async def run_step(self, action: Action | None, resolver: Resolver, pauses: int = 0) -> Step:
+        """The whole of a step: perform ``action`` (``None``: ``next()``, whose first action
+        ``LoopMachine.begin`` decides) and each one the core answers with, until it hands
+        the host a step (going on through at most ``pauses`` pauses)."""
+        machine, core = self.machine, self.core
+        self.passed = 0
         try:
-            step = await self.perform(None, resolver)
-            while passed < pauses and isinstance(step, AfterToolResult):
-                passed += 1
-                core.handle(DriverEvent.PAUSE)  # what returning the pause does
-                core.handle(DriverEvent.STEP)  # and what the next next() does
-                del step  # not held while the next step runs (many waiting sessions)
-                step = await self.perform(None, resolver)
+            if action is None:
+                action = machine.begin(resolver, self.tools)
+            while True:
+                # By identity, not isinstance: once per action of every step.
+                if type(action) is CallModel:
+                    turn = action.turn
+                    if (done := await self._prepare_transcript(action)) is not None:
+                        action = done
+                        continue
+                    request = machine.next_request(turn, self.tools)
+                    if not isinstance(request, TurnRequest):
+                        action = request  # the turn ends at a limit
+                        continue
+                    # The stream is read right here: a session waiting for its model holds
+                    # one frame of this loop and one of the model I/O (and no earlier
+                    # answer: none is bound to a name that outlives this line).
+                    action = machine.model_answered(
+                        turn, action.point, await self.model_io.stream(turn, request), resolver
+                    )
+                elif type(action) is RunRound:
+                    action = await self._run_round(action, resolver)
+                elif type(action) is Hand:
+                    if self.passed < pauses and type(action.step) is AfterToolResult:
+                        self.passed += 1
+                        core.handle(DriverEvent.PAUSE)  # what returning the pause does
+                        core.handle(DriverEvent.STEP)  # and what the next next() does
+                        action = machine.begin(resolver, self.tools)
+                        continue
+                    step = action.step
+                    break
+                elif type(action) is RecordDecisions:
+                    action = await self._record_decisions(action, resolver)
+                else:
+                    assert type(action) is FinishCancelled
+                    step = await self.finish_cancelled(action)
+                    break
         except BaseException as error:
             await self.step_raised(error)
             raise
         core.handle(event_after(step))
         self.count_idle(step)
-        return step, passed
-
-    async def run_step(self, action: Action | None, resolver: Resolver) -> Step:
-        """Perform a step from ``action`` (``None``: ``next()``) and return it to the host."""
-        try:
-            step = await self.perform(action, resolver)
-        except BaseException as error:
-            await self.step_raised(error)
-            raise
-        self.core.handle(event_after(step))
-        self.count_idle(step)
         return step
 
-    async def perform(self, action: Action | None, resolver: Resolver) -> Step:
-        """Perform ``action`` (``None``: the step's first, from ``LoopMachine.begin``) and
-        each one the core answers with, until it hands the host a step."""
-        machine = self.machine
-        if action is None:
-            action = machine.begin(resolver, self.tools)
-        while True:
-            # By identity, not isinstance: once per action of every step.
-            if type(action) is CallModel:
-                prepared = await self._prepare_model_call(action)
-                if not isinstance(prepared, TurnRequest):
-                    action = prepared
-                    continue
-                # The stream is read right here: a session waiting for its model holds
-                # one frame of this loop and one of the model I/O.
-                answer = await self.model_io.stream(action.turn, prepared)
-                action = machine.model_answered(action.turn, action.point, answer, resolver)
-            elif type(action) is RunRound:
-                action = await self._run_round(action, resolver)
-            elif type(action) is Hand:
-                return action.step
-            elif type(action) is RecordDecisions:
-                action = await self._record_decisions(action, resolver)
-            else:
-                assert type(action) is FinishCancelled
-                return await self.finish_cancelled(action)
-
-    async def _prepare_model_call(self, action: CallModel) -> TurnRequest | Action:
-        """Deliver the input, run the mutators, and make the request (or the action that
-        ends the turn instead)."""
+    async def _prepare_transcript(self, action: CallModel) -> Action | None:
+        """Deliver the input and run the mutators before a model call; the action that
+        ends the turn instead, if any (``None``: make the request)."""
         turn, core = action.turn, self.core
         if action.fold_input and (core.steering or core.pending_input):
             core.deliver_steering()
             core.fold_pending_input()
         if (action.mutators or self.mutators) and not await self._mutate(action):
             return FinishCancelled(turn, "mutator")
-        if (done := self.machine.nothing_to_answer(turn)) is not None:
-            return done
-        return self.machine.next_request(turn, self.tools)
+        return self.machine.nothing_to_answer(turn)
 
     async def _mutate(self, action: CallModel) -> bool:
         """Run the call's mutators, then the agent's own; ``False``: the turn was cancelled."""
@@ -232,20 +239,27 @@ class StepRunner:
     ) -> CallQuestion | None:
         """Wait for the round's running calls, handing each update to the core; a question
         a running call asked is the step (the call waits for its answer, running on)."""
-        machine, tools = self.machine, self.tools
-        questions = tools.questions
+        questions = self.tools.questions
         while tool_round.running():
             if questions.asked and (question := await self._question(turn, tool_round, resolver)):
                 return question
-            update = await tools.wait(turn.turn_id)
+            update = await self._wait(turn)
             if update is None:
                 return None
             if isinstance(update, Asked):  # a question came first: shown at the top
                 continue
-            machine.turn_update(tool_round, update)
+            self._update(tool_round, update)
             if questions.may_ask:
                 questions.release(tool_round.is_running)
         return None
+
+    def _wait(self, turn: TurnState) -> Awaitable[TurnUpdate | Asked | None]:
+        """The next update of the turn's running calls."""
+        return self.tools.wait(turn.turn_id)
+
+    def _update(self, tool_round: ToolRound, update: TurnUpdate) -> None:
+        """A running call finished or moved to the background: the core records it."""
+        self.machine.turn_update(tool_round, update)
 
     async def finish_cancelled(self, action: FinishCancelled) -> Step:
         """Stop the cancelled turn's running calls (bounded, shielded); the core closes it."""

@@ -33,6 +33,7 @@ from ..tools._tool import ToolContext
 from ._driver_parts import UNGUARDED, DriverParts
 from ._observer import NOBODY, Nobody
 from ._questions import Asked, QuestionBox
+from ._session_history import inherited_keys
 from ._state import RoundCall, TurnState
 from ._steps import AnswerKind, CallQuestion
 
@@ -47,6 +48,7 @@ class ToolIO:
     __slots__ = (
         "_drain_with_specs",
         "_executor",
+        "_key_sessions",
         "_permissions",
         "_resources",
         "_session_id",
@@ -61,6 +63,8 @@ class ToolIO:
         self._permissions = parts.permissions
         self._resources = parts.resources
         self._session_id = parts.config.session_id
+        self._key_sessions = inherited_keys(parts.config.metadata)
+        """Calls a fork inherited: the session each one's idempotency key comes from."""
         self._timeout = parts.config.limits.tool_timeout
         self.questions = QuestionBox()  # where the running calls' questions wait
         # BasicToolExecutor drains catalog changes and lists specs in one pass. The
@@ -108,6 +112,7 @@ class ToolIO:
             call.call.metadata,
             self.questions,
             resumed=None if call.resumed is None else resumed(call.resumed),
+            key_session_id=self._key_sessions.get(call.call.id),
         )
         questions = self.questions
         if getattr(prepared.tool, "asks_host", False):
@@ -132,6 +137,7 @@ class ToolIO:
             turn.cancellation,
             self._resources,
             call.call.metadata,
+            key_session_id=self._key_sessions.get(call.call.id),
         )
         with anyio.move_on_after(self._timeout) if self._timeout is not None else UNGUARDED:
             return await reconciled_result(self._executor, call.request, ctx)

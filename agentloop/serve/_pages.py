@@ -7,10 +7,12 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+import attrs
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..loop._session_history import SessionHistory
 from ..loop._session_store import SessionStore
 from ._attention import AttentionList
 from ._audit import AuditLog
@@ -119,7 +121,13 @@ class Pages:
         items = await self._store.transcript(session_id)
         if stored is None or items is None:
             return None
-        return {"view": session_view(stored, items, self._redactor)}
+        steps = []
+        if isinstance(self._store, SessionHistory):  # read-only: fork and rewind are the API's
+            steps = [
+                attrs.evolve(step, summary=self._redactor.text(step.summary))
+                for step in reversed(await self._store.history(session_id))
+            ]
+        return {"view": session_view(stored, items, self._redactor), "steps": steps}
 
     async def session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]

@@ -9,6 +9,7 @@ in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
 """
 
 from ..loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
+from ..loop._session_history import SavedStep, SessionHistory
 from ..loop._session_store import (
     AnswerStore,
     Claim,
@@ -61,6 +62,8 @@ __all__ = [
     "RecordedApproval",
     "RedisBackend",
     "RedisSessionStore",
+    "SavedStep",
+    "SessionHistory",
     "SessionInfo",
     "SessionProblem",
     "SessionStatus",

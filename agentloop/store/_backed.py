@@ -37,6 +37,7 @@ from ._answers import ANSWERS, AnswerRow, check_new_answer, with_unanswered_ques
 from ._backend import BackendHead, StorageBackend
 from ._codec import TURN_LISTS, answered_call_ids, decode_stored
 from ._heads import AGAIN, CLAIMS, INCARNATIONS, Again, Heads, retried
+from ._history import DEFAULT_HISTORY_LIMIT, SideRows, check_limit
 from ._records import (
     ITEMS,
     TURN_LIST_PREFIX,
@@ -58,6 +59,7 @@ from ._rules import (
     with_undecided_calls,
 )
 from ._saves import VERSIONS, Saves
+from ._time_travel import StepHistory
 
 __all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
@@ -67,19 +69,25 @@ TOKENS = "tokens"
 """The counter of fencing tokens."""
 
 
-class BackendSessionStore:
+class BackendSessionStore(StepHistory):
     """A :class:`~agentloop.store.SessionStore` built on a :class:`StorageBackend`.
 
     ``backend`` provides the atomic primitives; this class keeps every rule
     of the protocol. Leases expire by this process's clock. ``aclose`` (or
-    leaving ``async with``) closes the backend.
+    leaving ``async with``) closes the backend. ``history_limit`` is how many
+    of each session's latest saved steps are kept addressable at least
+    (:meth:`history`, :meth:`load_step`, :meth:`fork`, :meth:`rewind`, from
+    :class:`StepHistory`; ``0``: none); ``InvalidInputError`` unless an int >= 0.
     """
 
-    def __init__(self, backend: StorageBackend) -> None:
+    def __init__(
+        self, backend: StorageBackend, *, history_limit: int = DEFAULT_HISTORY_LIMIT
+    ) -> None:
         self.backend = backend
+        self.history_limit = check_limit(history_limit)
         self._clock = time.time
         self._heads = Heads(backend)
-        self._saves = Saves(self._heads, lambda: self._clock())
+        self._saves = Saves(self._heads, lambda: self._clock(), lambda: self.history_limit)
 
     async def __aenter__(self) -> BackendSessionStore:
         return self
@@ -104,8 +112,32 @@ class BackendSessionStore:
         expected_version: int | None = None,
         fencing_token: int | None = None,
     ) -> int:
-        """Replace the session's document (see :meth:`SessionStore.save_checkpoint`)."""
+        """Replace the session's document (see :meth:`SessionStore.save_checkpoint`); the
+        save is the session's next step in its history (see :meth:`history`)."""
         return await self._saves.save(session_id, checkpoint, expected_version, fencing_token)
+
+    async def _save(
+        self,
+        session_id: str,
+        checkpoint: Mapping[str, Any],
+        expected_version: int | None,
+        fencing_token: int | None,
+        *,
+        origin: str | None = None,
+        claim_rows: Mapping[str, ClaimRow] | None = None,
+        side: SideRows | None = None,
+    ) -> int:
+        """:meth:`save_checkpoint`, with the step's ``origin``, claim rows to write with
+        it and ``side`` rows to put and drop (see :meth:`Saves.save`)."""
+        return await self._saves.save(
+            session_id,
+            checkpoint,
+            expected_version,
+            fencing_token,
+            origin=origin,
+            claim_rows=claim_rows,
+            side=side,
+        )
 
     # -- claims and decisions ----------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 A backend keeps, per session, one versioned *head* (a revision number and
 two texts), ordered *lists* of text rows (the transcript's items, the turn's
-growing lists) and keyed *tables* of text rows (claims, decisions). Its one
-write is :meth:`StorageBackend.commit`: a compare-and-set of the head on its
-revision that also replaces list rows and puts table rows, all or nothing.
+growing lists) and keyed *tables* of text rows (claims, decisions, the step
+history). Its one write is :meth:`StorageBackend.commit`: a compare-and-set of
+the head on its revision that also replaces list rows and puts and drops table
+rows, all or nothing.
 Every other rule (versions, leases and fencing, single-use claims, final
 decisions, digests, inbox status, queries) is written once, in
 :class:`~agentloop.store.BackendSessionStore`, on top of these primitives:
@@ -50,11 +51,14 @@ class BackendWrite:
     ``start`` rows and replace all the rest by ``rows`` (so ``(len, new)``
     appends and ``(0, ())`` empties it). ``rows`` maps a table's name to the
     rows to put in it, by key (a new key is inserted, a known one replaced).
+    ``drop`` maps a table's name to the keys of rows to remove from it (a key
+    not there is ignored); it applies before ``rows``, so a key in both is put.
     """
 
     head: BackendHead
     lists: Mapping[str, tuple[int, tuple[str, ...]]] = attrs.field(factory=dict)
     rows: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
+    drop: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
 
 
 @runtime_checkable
@@ -76,7 +80,7 @@ class StorageBackend(Protocol):
         """Apply ``write`` iff the stored head's revision is ``expected_revision``.
 
         ``0`` expects no head. When it matches, store ``write.head`` and
-        apply ``write.lists`` and ``write.rows`` in one atomic step and return
+        apply ``write.lists``, ``write.drop`` and ``write.rows`` in one atomic step and return
         ``True``; otherwise change nothing and return ``False``.
         """
         ...

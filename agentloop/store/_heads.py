@@ -15,6 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Generic, TypeVar
 
+import attrs
+
 from ..core._errors import CheckpointError
 from ._backend import BackendHead, BackendWrite, StorageBackend
 from ._records import ClaimRow, SessionMeta, decode_record, encode_record
@@ -153,15 +155,22 @@ class Heads:
         claims: Mapping[str, ClaimRow] | None = None,
     ) -> bool:
         """Commit ``meta`` (and table ``rows``, ``claims`` rows) on the revision of ``head``,
-        keeping its document; ``False`` when another writer committed first."""
-        rows = dict(rows or {})
-        if claims:
-            rows[CLAIMS] = {key: encode_record(row) for key, row in claims.items()}
+        keeping its document; ``False`` when another writer committed first. A claim row
+        without a ``revision`` gets the new head's."""
         new_head = BackendHead(
             revision=await self.next_revision(head),
             meta=encode_record(meta),
             document=None if head is None else head.document,
         )
+        rows = dict(rows or {})
+        if claims:
+            claims = {  # a claim row tells the revision that claimed it (see _time_travel)
+                key: row
+                if row.revision is not None
+                else attrs.evolve(row, revision=new_head.revision)
+                for key, row in claims.items()
+            }
+            rows[CLAIMS] = {key: encode_record(row) for key, row in claims.items()}
         applied = await self.guarded(
             session_id,
             self.backend.commit(

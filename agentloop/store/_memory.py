@@ -13,6 +13,7 @@ import attrs
 
 from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite
+from ._history import DEFAULT_HISTORY_LIMIT
 
 __all__ = ["MemoryBackend", "MemorySessionStore"]
 
@@ -51,6 +52,10 @@ class MemoryBackend:
                 stored = session.lists.setdefault(name, [])
                 del stored[start:]
                 stored.extend(rows)
+            for table, keys in write.drop.items():
+                stored_rows = session.tables.get(table, {})
+                for key in keys:
+                    stored_rows.pop(key, None)
             for table, rows_by_key in write.rows.items():
                 session.tables.setdefault(table, {}).update(rows_by_key)
             return True
@@ -100,11 +105,12 @@ class MemorySessionStore(BackendSessionStore):
     data (``aclose`` has nothing to release), so one instance can stand for a
     store that is reopened. Each primitive holds one lock, so the store is
     safe when several threads (or event loops) share it. Good for tests and
-    short-lived hosts.
+    short-lived hosts. ``history_limit``: how many of each session's latest
+    steps stay addressable at least (0: none).
     """
 
-    def __init__(self) -> None:
-        super().__init__(MemoryBackend())
+    def __init__(self, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
+        super().__init__(MemoryBackend(), history_limit=history_limit)
 
     async def __aenter__(self) -> MemorySessionStore:
         return self

@@ -22,6 +22,7 @@ from typing import Any
 from ..core._errors import CheckpointError, InvalidInputError
 from ._backed import BackendSessionStore
 from ._backend import BackendWrite
+from ._history import DEFAULT_HISTORY_LIMIT
 from ._pool import ConnectionPool
 from ._sql_backend import SqlBackend
 from ._sql_legacy import move_legacy_rows
@@ -60,7 +61,8 @@ _SAVE = """
 WITH head AS (
     UPDATE agentloop_heads SET revision = %(revision)s, document = %(document)s,
         meta = %(before)s || nextval(%(sequence)s::regclass)::text || %(after)s
-    WHERE session_id = %(session)s AND revision = %(expected)s RETURNING meta
+    WHERE session_id = %(session)s AND revision = %(expected)s
+    RETURNING meta, substr(meta, %(start)s::int, length(meta) - %(around)s::int) AS number
 ), cut AS (
     DELETE FROM agentloop_lists AS l USING unnest(%(names)s::text[], %(ends)s::int[]) AS c(n, e)
     WHERE l.session_id = %(session)s AND l.list = c.n AND l.position >= c.e
@@ -71,20 +73,29 @@ WITH head AS (
     FROM unnest(%(lists)s::text[], %(positions)s::int[], %(bodies)s::text[]) AS r(n, p, b)
     WHERE EXISTS (SELECT FROM head)
     ON CONFLICT (session_id, list, position) DO UPDATE SET body = excluded.body
+), dropped AS (
+    DELETE FROM agentloop_keyed AS d USING unnest(%(drop_tables)s::text[], %(drop_keys)s::text[])
+        AS x(t, k)
+    WHERE d.session_id = %(session)s AND d.tbl = x.t AND d.key = x.k
+        AND EXISTS (SELECT FROM head)
 ), put AS (
     INSERT INTO agentloop_keyed (session_id, tbl, key, body)
-    SELECT %(session)s, k.t, k.k, k.b
-    FROM unnest(%(tables)s::text[], %(keys)s::text[], %(texts)s::text[]) AS k(t, k, b)
+    SELECT %(session)s, k.t, k.k,
+        CASE WHEN k.s THEN k.b || (SELECT number FROM head) || k.a ELSE k.b END
+    FROM unnest(%(tables)s::text[], %(keys)s::text[], %(texts)s::text[], %(afters)s::text[],
+        %(spliced)s::boolean[]) AS k(t, k, b, a, s)
     WHERE EXISTS (SELECT FROM head)
     ON CONFLICT (session_id, tbl, key) DO UPDATE SET body = excluded.body
 )
-SELECT meta FROM head
+SELECT number FROM head
 """
 """A save on a head in one statement (one round trip, atomic without a transaction):
 the compare-and-set takes the row's lock, then the version number (spliced into the
-meta text), and only if it applied are list rows put and cut past their new end."""
-_MARK = 7_304_129_853_016_457_931
-"""The version a save's write is built with to find where the number goes in its meta."""
+meta text and into the keyed rows that hold it, such as the step history's row), and
+only if it applied are list rows put and cut past their new end and keyed rows
+dropped and put (a key both dropped and put is only put: the same as dropping first)."""
+_MARKS = (7_304_129_853_016_457_931, 8_146_031_772_590_334_617)
+"""Two versions a save's write is built with to find where the number goes in its texts."""
 _COUNTER = re.compile(r"^[a-z_]{1,40}$")
 
 
@@ -155,23 +166,33 @@ class PostgresDialect:
         write: Callable[[int], BackendWrite],
     ) -> int | Any | None:
         """A save on a head in one statement (:data:`_SAVE`): the number it took, ``None``
-        if refused, ``NotImplemented`` when the number's place in the meta is not plain."""
-        sequence, mark = _sequence(counter), str(_MARK)
+        if refused, ``NotImplemented`` when the number's place in its texts is not plain."""
+        sequence = _sequence(counter)
         if sequence not in self._sequences:
             return NotImplemented  # created by next_number(), on the general path
-        built = write(_MARK)  # pure: a probe for where the number goes
+        probes = [write(mark) for mark in _MARKS]  # pure: where does the number go?
+        found_meta = _spliced(probes[0].head.meta, probes[1].head.meta)
+        puts = _keyed_puts(probes[0], probes[1])
+        built, other = probes
+        if (
+            found_meta is None
+            or not found_meta[2]
+            or puts is None
+            or (built.head.revision, built.head.document, built.lists)
+            != (other.head.revision, other.head.document, other.lists)
+            or built.drop != other.drop
+        ):
+            return NotImplemented  # a text depends on the number otherwise: the general path
+        before, after, _spliced_meta = found_meta
         head = built.head
-        if head.meta.count(mark) != 1:
-            return NotImplemented
-        before, _mark, after = head.meta.partition(mark)
-        texts = [text for _start, rows in built.lists.values() for text in rows]
-        texts += [text for rows in built.rows.values() for text in rows.values()]
-        if any(mark in text for text in (*texts, head.document or "")):
-            return NotImplemented  # it may depend on the number too: the general path
         lists = [(name, start, rows) for name, (start, rows) in built.lists.items()]
         listed = [(n, start + i, b) for n, start, rows in lists for i, b in enumerate(rows)]
-        put = [
-            (table, key, text) for table, rows in built.rows.items() for key, text in rows.items()
+        put_keys = {(table, key) for table, key, *_rest in puts}
+        drops = [
+            (table, key)
+            for table, keys in built.drop.items()
+            for key in keys
+            if (table, key) not in put_keys
         ]
         found = connection.execute(
             _SAVE,
@@ -180,6 +201,8 @@ class PostgresDialect:
                 "document": head.document,
                 "before": before,
                 "after": after,
+                "start": len(before) + 1,
+                "around": len(before) + len(after),
                 "sequence": sequence,
                 "session": session_id,
                 "expected": expected_revision,
@@ -188,14 +211,18 @@ class PostgresDialect:
                 "lists": [row[0] for row in listed],
                 "positions": [row[1] for row in listed],
                 "bodies": [row[2] for row in listed],
-                "tables": [row[0] for row in put],
-                "keys": [row[1] for row in put],
-                "texts": [row[2] for row in put],
+                "drop_tables": [row[0] for row in drops],
+                "drop_keys": [row[1] for row in drops],
+                "tables": [row[0] for row in puts],
+                "keys": [row[1] for row in puts],
+                "texts": [row[2] for row in puts],
+                "afters": [row[3] for row in puts],
+                "spliced": [row[4] for row in puts],
             },
         ).fetchone()
         if found is None:
             return None
-        number = int(found[0][len(before) : len(found[0]) - len(after)])
+        number = int(found[0])
         write(number)  # the last call gets the number taken, as on the general path
         return number
 
@@ -226,6 +253,39 @@ class PostgresDialect:
                 raise
             self._schema_ready = True
         return connection
+
+
+def _spliced(first: str, second: str) -> tuple[str, str, bool] | None:
+    """A text built with each of :data:`_MARKS`: ``(text, "", False)`` if it does not
+    depend on the number, ``(before, after, True)`` if it is ``before + number + after``,
+    ``None`` if neither (the number is not in it plainly)."""
+    if first == second:
+        return first, "", False
+    mark, other = (str(mark) for mark in _MARKS)
+    if first.count(mark) != 1 or first.replace(mark, other) != second:
+        return None
+    before, _mark, after = first.partition(mark)
+    return before, after, True
+
+
+def _keyed_puts(
+    first: BackendWrite, second: BackendWrite
+) -> list[tuple[str, str, str, str, bool]] | None:
+    """The keyed rows of a write built with each of :data:`_MARKS`, as
+    ``(table, key, before, after, spliced)`` (see :func:`_spliced`); ``None`` if a row
+    holds the number otherwise, or the two writes put different keys."""
+    if {t: r.keys() for t, r in first.rows.items()} != {
+        t: r.keys() for t, r in second.rows.items()
+    }:
+        return None
+    puts = []
+    for table, rows in first.rows.items():
+        for key, text in rows.items():
+            found = _spliced(text, second.rows[table][key])
+            if found is None:
+                return None
+            puts.append((table, key, *found))
+    return puts
 
 
 def ensure_schema(connection: Any, where: str) -> int:
@@ -343,10 +403,13 @@ class PostgresSessionStore(BackendSessionStore):
     psycopg's async connections run on asyncio only, so the store drives the
     blocking psycopg API in worker threads (at most ``pool_size`` at once):
     it works under asyncio and trio alike. A call that is cancelled while
-    its transaction runs waits for the transaction to finish.
+    its transaction runs waits for the transaction to finish. ``history_limit``:
+    how many of each session's latest steps stay addressable at least (0: none).
     """
 
-    def __init__(self, conninfo: str, *, pool_size: int = 4) -> None:
+    def __init__(
+        self, conninfo: str, *, pool_size: int = 4, history_limit: int = DEFAULT_HISTORY_LIMIT
+    ) -> None:
         if not isinstance(conninfo, str) or not conninfo:
             raise InvalidInputError(
                 f"PostgresSessionStore expects a connection string, got {conninfo!r}"
@@ -364,7 +427,7 @@ class PostgresSessionStore(BackendSessionStore):
             ) from None
         self._dialect = PostgresDialect(conninfo, pool_size)
         self._sql_backend = SqlBackend(self._dialect)
-        super().__init__(self._sql_backend)
+        super().__init__(self._sql_backend, history_limit=history_limit)
 
     def __repr__(self) -> str:
         pool = self._dialect.pool

@@ -26,6 +26,7 @@ __all__ = [
     "TURN_LIST_PREFIX",
     "ClaimRow",
     "DecisionRow",
+    "HistoryMark",
     "LeaseRecord",
     "SessionMeta",
     "decode_record",
@@ -55,12 +56,22 @@ class LeaseRecord:
 
 
 @attrs.frozen(kw_only=True)
+class HistoryMark:
+    """Where a session's step history stands (see ``_history.py``): its latest step,
+    its latest full step (``base``) and its oldest kept step."""
+
+    last: int
+    base: int
+    first: int
+
+
+@attrs.frozen(kw_only=True)
 class SessionMeta:
     """What a session's head says besides its document.
 
     ``version`` is the document's (``0``: never saved); ``item_count`` and
     ``turn_counts`` (the text ``turn_counts`` gave) are what a load checks
-    the rows against.
+    the rows against; ``history`` where its step history stands (``None``: none kept).
     """
 
     version: int = 0
@@ -70,6 +81,7 @@ class SessionMeta:
     item_count: int = 0
     turn_counts: str | None = None
     lease: LeaseRecord | None = None
+    history: HistoryMark | None = None
 
     def lease_row(self) -> LeaseRow | None:
         """The session's last granted lease as the rules take it (``None``: never leased)."""
@@ -78,12 +90,17 @@ class SessionMeta:
 
 @attrs.frozen(kw_only=True)
 class ClaimRow:
-    """A claimed (or started) call; ``answered`` once a save held its result."""
+    """A claimed (or started) call; ``answered`` once a save held its result.
+
+    ``revision`` is the head revision of the commit that claimed it (``None``
+    in rows written before it was kept): a step saved at a later revision has
+    the claim in its past."""
 
     tool_name: str
     input_digest: str | None
     claimed_at: float
     answered: bool = False
+    revision: int | None = None
 
     def claim(self, session_id: str, call_id: str) -> Claim:
         """The public :class:`Claim`."""

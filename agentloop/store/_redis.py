@@ -24,6 +24,7 @@ import anyio.to_thread
 from ..core._errors import CheckpointError, InvalidStateError
 from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite
+from ._history import DEFAULT_HISTORY_LIMIT
 
 __all__ = ["RedisBackend", "RedisSessionStore"]
 
@@ -48,6 +49,12 @@ for _ = 1, tonumber(ARGV[8]) do
 end
 for _ = 1, tonumber(ARGV[i]) do
   local key, count = prefix .. 'table:' .. ARGV[i + 1] .. ':' .. session, tonumber(ARGV[i + 2])
+  for j = i + 3, i + 2 + count do redis.call('HDEL', key, ARGV[j]) end
+  i = i + 2 + count
+end
+i = i + 1
+for _ = 1, tonumber(ARGV[i]) do
+  local key, count = prefix .. 'table:' .. ARGV[i + 1] .. ':' .. session, tonumber(ARGV[i + 2])
   for j = i + 3, i + 1 + 2 * count, 2 do redis.call('HSET', key, ARGV[j], ARGV[j + 1]) end
   redis.call('SADD', index, key)
   i = i + 2 + 2 * count
@@ -65,13 +72,17 @@ return redis.call('DEL', prefix .. 'head:' .. session, index) > 0 and 1 or 0
 
 
 def _arguments(prefix: str, session_id: str, expected: int, write: BackendWrite) -> list[Any]:
-    """A commit's script arguments: the head, then each list and table, counted."""
+    """A commit's script arguments: the head, then each list, each table's keys to drop
+    and each table's rows to put, counted."""
     head = write.head
     has_document = head.document is not None
     arguments: list[Any] = [prefix, session_id, expected, head.revision, head.meta]
     arguments += ["1" if has_document else "0", head.document or "", len(write.lists)]
     for name, (start, rows) in write.lists.items():
         arguments += [name, start, len(rows), *rows]
+    arguments.append(len(write.drop))
+    for table, keys in write.drop.items():
+        arguments += [table, len(keys), *keys]
     arguments.append(len(write.rows))
     for table, rows_by_key in write.rows.items():
         arguments += [table, len(rows_by_key)]
@@ -207,11 +218,22 @@ class RedisSessionStore(BackendSessionStore):
 
     ``RedisSessionStore("redis://localhost:6379/0")``; see :class:`RedisBackend`
     for ``prefix`` and ``max_connections``. Same protocol, same conformance
-    suite as every store; leases expire by each process's own clock.
+    suite as every store; leases expire by each process's own clock. ``history_limit``:
+    how many of each session's latest steps stay addressable at least (0: none).
     """
 
-    def __init__(self, url: str, *, prefix: str = "agentloop:", max_connections: int = 8) -> None:
-        super().__init__(RedisBackend(url, prefix=prefix, max_connections=max_connections))
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "agentloop:",
+        max_connections: int = 8,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
+    ) -> None:
+        super().__init__(
+            RedisBackend(url, prefix=prefix, max_connections=max_connections),
+            history_limit=history_limit,
+        )
 
     async def __aenter__(self) -> RedisSessionStore:
         return self

@@ -4,7 +4,9 @@ A save encodes the document (:mod:`._codec`, reusing the session's last
 encoding), checks the fence and the expected version, writes the item and
 turn rows from their first change, marks the claims its new results answer,
 and commits the head with the next version number, taken inside the commit
-when the backend offers :class:`NumberedCommit`.
+when the backend offers :class:`NumberedCommit`. The same commit writes the
+save's step into the session's history (:mod:`._history`) and drops the
+steps the history no longer keeps.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._codec import (
     turn_starts,
 )
 from ._heads import AGAIN, CLAIMS, Heads, Recent, expected_revision, retried
+from ._history import HistoryPlan, SideRows, plan_history, summary_of
 from ._records import ITEMS, TURN_LIST_PREFIX, ClaimRow, SessionMeta, encode_record
 from ._rules import check_fence, check_version
 
@@ -43,11 +46,15 @@ Lists = dict[str, tuple[int, tuple[str, ...]]]
 
 
 class Saves:
-    """Saves documents through ``heads``; ``clock`` decides whether a lease is live."""
+    """Saves documents through ``heads``; ``clock`` decides whether a lease is live,
+    ``history_limit()`` how many steps the history keeps at least."""
 
-    def __init__(self, heads: Heads, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, heads: Heads, clock: Callable[[], float], history_limit: Callable[[], int]
+    ) -> None:
         self._heads = heads
         self._clock = clock
+        self._history_limit = history_limit
         self._written: Recent[str, tuple[int, EncodedCheckpoint]] = Recent(_CACHED_SESSIONS)
         """Each recent session's last save through this store: its version and encoding."""
 
@@ -61,13 +68,21 @@ class Saves:
         checkpoint: Mapping[str, Any],
         expected_version: int | None,
         fencing_token: int | None,
+        *,
+        origin: str | None = None,
+        claim_rows: Mapping[str, ClaimRow] | None = None,
+        side: SideRows | None = None,
     ) -> int:
         """Replace the session's document (see :meth:`SessionStore.save_checkpoint`).
 
         The first attempt decides on the head this store last committed, when
         it has one, without reading it: the commit's compare-and-set applies
         only if that head is still the stored one, and a refusal, or a check
-        that fails on it, starts over from a fresh read.
+        that fails on it, starts over from a fresh read. The save is the
+        session's next step, described by ``origin``; ``claim_rows`` are claim
+        rows written with it (a fork's calls in doubt, a rewind's calls in
+        doubt again), ``side`` rows put and dropped with it (a rewind's claims
+        and decisions of the abandoned steps).
         """
         last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
@@ -99,20 +114,35 @@ class Saves:
                 wanted = answered - claims.keys()
                 claims = {**claims, **await self._heads.rows(session_id, CLAIMS, ClaimRow, wanted)}
             marked = {
-                call_id: attrs.evolve(row, answered=True)
-                for call_id, row in claims.items()
-                if call_id in answered and not row.answered
+                **{
+                    call_id: attrs.evolve(row, answered=True)
+                    for call_id, row in claims.items()
+                    if call_id in answered and not row.answered
+                },
+                **(claim_rows or {}),
             }
+            now = time.time()
             fields = {
-                "updated_at": time.time(),
+                "updated_at": now,
                 "status": status,
                 "pending": pending,
                 "item_count": len(encoded.items),
                 "turn_counts": turn_counts(encoded.turn),
                 "lease": meta.lease,
             }
+            step_fields = {
+                "saved_at": now,
+                "state": str(checkpoint.get("state")),
+                "status": status,
+                "item_count": len(encoded.items),
+                "turn_counts": fields["turn_counts"],
+                "summary": summary_of(checkpoint),
+                "origin": origin,
+            }
+            plan = plan_history(meta.history, self._history_limit(), encoded, lists, step_fields)
+            fields["history"] = plan.mark
             version = await self._commit(
-                session_id, head, (claims, marked), fields, encoded.head, lists
+                session_id, head, (claims, marked), fields, encoded.head, lists, (plan, side)
             )
             return AGAIN if version is None else version
 
@@ -128,11 +158,14 @@ class Saves:
         fields: dict[str, Any],
         document: str,
         lists: Lists,
+        history: tuple[HistoryPlan, SideRows | None],
     ) -> int | None:
         """Commit a save on ``head``'s revision with the next version number; the version,
         or ``None`` when another writer committed first. ``claims`` are the claim rows
-        known and those the save marks answered."""
+        known and those the save writes (marked answered, or given); ``history`` the
+        save's step plan and the side rows it also puts and drops."""
         known, marked = claims
+        plan, side = history
         rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
         new_revision = await self._heads.next_revision(head)
         built: dict[int, tuple[BackendHead, SessionMeta]] = {}
@@ -143,7 +176,13 @@ class Saves:
                 revision=new_revision, meta=encode_record(meta), document=document
             )
             built[version] = (new_head, meta)
-            return BackendWrite(head=new_head, lists=lists, rows=rows)
+            all_rows = {**rows, **plan.rows(version, new_revision)}
+            drop = plan.drop
+            if side is not None:
+                for table, put in side.rows.items():
+                    all_rows[table] = {**put, **all_rows.get(table, {})}
+                drop = {**drop, **side.drop}
+            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=drop)
 
         backend = self._heads.backend
         revision = expected_revision(head)

@@ -86,6 +86,7 @@ _STATEMENTS = {
     "append": "INSERT INTO {t}lists (session_id, list, position, body) VALUES (?, ?, ?, ?)",
     "put": "INSERT INTO {t}keyed (session_id, tbl, key, body) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (session_id, tbl, key) DO UPDATE SET body = excluded.body",
+    "drop": "DELETE FROM {t}keyed WHERE session_id = ? AND tbl = ? AND key = ?",
     "read_list": "SELECT position, body FROM {t}lists WHERE session_id = ? AND list = ? "
     "ORDER BY position",
     "read_table": "SELECT key, body FROM {t}keyed WHERE session_id = ? AND tbl = ?",
@@ -131,7 +132,7 @@ class SqlBackend:
         else:
             statement = self._sql["update_head"]
             values = (head.revision, head.meta, head.document, session_id, expected_revision)
-        appended, put = _rows(session_id, write)
+        appended, put, dropped = _rows(session_id, write)
 
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
@@ -139,7 +140,7 @@ class SqlBackend:
                 # round trip); the rows then travel with COMMIT.
                 if connection.execute(statement, values).fetchone() is None:
                     return False  # nothing written: the transaction commits no change
-                self._write_rows(connection, session_id, write.lists, appended, put)
+                self._write_rows(connection, session_id, write.lists, appended, put, dropped)
             return True
 
         return await self.dialect.run(f"write session {session_id!r}", work)
@@ -187,8 +188,8 @@ class SqlBackend:
                     self._sql["update_head"],
                     (head.revision, head.meta, head.document, session_id, expected_revision),
                 )
-                appended, put = _rows(session_id, done)
-                self._write_rows(connection, session_id, done.lists, appended, put)
+                appended, put, dropped = _rows(session_id, done)
+                self._write_rows(connection, session_id, done.lists, appended, put, dropped)
             return number
 
         return await self.dialect.run(f"write session {session_id!r}", work)
@@ -200,11 +201,14 @@ class SqlBackend:
         lists: Mapping[str, tuple[int, tuple[str, ...]]],
         appended: list[tuple[str, str, int, str]],
         put: list[tuple[str, str, str, str]],
+        dropped: list[tuple[str, str, str]],
     ) -> None:
         for name, (start, _rows) in lists.items():
             connection.execute(self._sql["cut_list"], (session_id, name, start))
         if appended:
             connection.cursor().executemany(self._sql["append"], appended)
+        if dropped:
+            connection.cursor().executemany(self._sql["drop"], dropped)
         if put:
             connection.cursor().executemany(self._sql["put"], put)
 
@@ -288,8 +292,11 @@ class SqlBackend:
 
 def _rows(
     session_id: str, write: BackendWrite
-) -> tuple[list[tuple[str, str, int, str]], list[tuple[str, str, str, str]]]:
-    """A write's list rows to append and keyed rows to put, as statement parameters."""
+) -> tuple[
+    list[tuple[str, str, int, str]], list[tuple[str, str, str, str]], list[tuple[str, str, str]]
+]:
+    """A write's list rows to append, keyed rows to put and keys to drop, as statement
+    parameters."""
     appended = [
         (session_id, name, start + offset, text)
         for name, (start, rows) in write.lists.items()
@@ -300,7 +307,8 @@ def _rows(
         for table, rows_by_key in write.rows.items()
         for key, text in rows_by_key.items()
     ]
-    return appended, put
+    dropped = [(session_id, table, key) for table, keys in write.drop.items() for key in keys]
+    return appended, put, dropped
 
 
 def _head(row: Any) -> BackendHead:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from ..core._errors import CheckpointError
 from ._backed import BackendSessionStore
+from ._history import DEFAULT_HISTORY_LIMIT
 from ._location import sqlite_file
 from ._pool import ConnectionPool
 from ._sql_backend import SqlBackend
@@ -251,12 +252,17 @@ class SqliteSessionStore(BackendSessionStore):
     compaction, everything from the first differing position), in the same
     transaction as the rest of the document. The turn in progress's items,
     tool calls and model calls are rows the same way.
+
+    ``history_limit``: how many of each session's latest steps stay
+    addressable at least (see :meth:`BackendSessionStore.history`; 0: none).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, history_limit: int = DEFAULT_HISTORY_LIMIT
+    ) -> None:
         self._dialect = SqliteDialect(sqlite_file(path))
         self._sql_backend = SqlBackend(self._dialect)
-        super().__init__(self._sql_backend)
+        super().__init__(self._sql_backend, history_limit=history_limit)
 
     def __repr__(self) -> str:
         pool = self._dialect.pool

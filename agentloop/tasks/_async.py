@@ -276,8 +276,9 @@ class AsyncTaskManager:
         self._tasks[task_id] = task
         if self._events is not None:  # else nobody can read it: not even built
             self._emit(TaskStarted(snapshot))
-        else:
-            self._notify()
+        elif (changed := self._changed) is not None:  # _notify(), inline (once per call)
+            self._changed = None
+            changed.set()
         if launch.sole and detach_at is None and kind is TaskKind.FOREGROUND:
             # The driver would only wait for this call: run it here, in the task
             # awaiting start_task, instead of spawning a task and waiting for it.

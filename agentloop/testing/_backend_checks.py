@@ -127,6 +127,20 @@ async def _check_rows(backend: StorageBackend) -> None:
         found,
         {"k1": "new", "k2": "v2"},
     )
+    dropping = _write(3, rows={"u": {"k2": "again"}}, drop={"t": ("k2", "missing"), "u": ("k2",)})
+    await backend.commit(session_id, 2, dropping)
+    _expect(
+        "commit",
+        "the rows after dropping k2 and a missing key of t (write.drop)",
+        await backend.read_rows(session_id, "t"),
+        {"k1": "new"},
+    )
+    _expect(
+        "commit",
+        "the rows of u after dropping and putting k2 in one write (dropped, then put)",
+        await backend.read_rows(session_id, "u"),
+        {"k1": "u1", "k2": "again"},
+    )
     await backend.delete(session_id)
 
 

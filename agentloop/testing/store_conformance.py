@@ -22,7 +22,9 @@ give a store usable from the thread that opened it. The takeover and crash
 checks sleep 0.4 s each, to let a 0.2 s lease expire. What a fleet's host
 relies on is checked too: the inbox's undecided calls with tool, input and
 digest, whether ``record_approval`` recorded the decision, and
-``enqueue_input`` (queued durably; bad calls refused, nothing changed).
+``enqueue_input`` (queued durably; bad calls refused, nothing changed). A
+store with a step history (``SessionHistory``) has it checked: every save
+listed and loaded exactly, a fork, a rewind, and the retention's dropped rows.
 Failures raise ``AssertionError`` saying what was expected and what was found.
 Needs neither pytest nor hypothesis.
 """
@@ -35,6 +37,7 @@ from typing import Any, ClassVar
 from ..store._backed import BackendSessionStore
 from ._backend_checks import check_backend
 from ._fleet_checks import check_approval_records, check_enqueue_input, check_inbox_details
+from ._history_checks import check_history_retention, check_step_history
 from ._store_checks import (
     OpenStore,
     check_append_after_another_writer,
@@ -73,6 +76,7 @@ __all__ = [
     "check_append_after_another_writer",
     "check_approval_records",
     "check_enqueue_input",
+    "check_history_retention",
     "check_inbox_details",
     "check_versions",
     "check_two_writers",
@@ -97,6 +101,7 @@ __all__ = [
     "check_sessions_isolated",
     "check_shared_values",
     "check_started_calls",
+    "check_step_history",
     "check_store",
     "run_check",
     "sample_checkpoint",
@@ -130,6 +135,8 @@ CHECKS: tuple[Callable[[OpenStore], Awaitable[None]], ...] = (
     check_inbox_details,
     check_approval_records,
     check_enqueue_input,
+    check_step_history,
+    check_history_retention,
 )
 """Every check, in the order :func:`check_store` runs them."""
 
@@ -241,3 +248,5 @@ class StoreConformance:
     test_inbox_details = _test(check_inbox_details)
     test_approval_records = _test(check_approval_records)
     test_enqueue_input = _test(check_enqueue_input)
+    test_step_history = _test(check_step_history)
+    test_history_retention = _test(check_history_retention)

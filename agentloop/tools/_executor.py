@@ -28,7 +28,7 @@ from ..core._items import (
     ToolResultPart,
 )
 from ..core._synthesized_results import RAW_ARGUMENTS_KEY, synthesized_result
-from ..core._tool_spec import ToolSpec
+from ..core._tool_spec import ToolAnnotations, ToolSpec
 from ..permissions._requests import (
     PendingPermission,
     PermissionChecker,
@@ -38,7 +38,7 @@ from ..permissions._requests import (
 from ._errors import ToolInDoubtError, describe_error
 from ._fast_check import FastCheck, compile_fast_check
 from ._outputs import OutputProblem, stored_result
-from ._permission_check import PendingApproval, evaluate_requests
+from ._permission_check import Asked, PendingApproval, evaluate_requests
 from ._registry import ToolCatalogEvent, ToolSource, compare_catalogs
 from ._threads import (
     ThreadCall,
@@ -106,8 +106,37 @@ class ToolExecutor(Protocol):
         ...
 
 
-def _spec(tool: Tool) -> ToolSpec:
-    return current_spec(tool) or tool.spec
+_invocations: dict[str, ToolInvocation] = {}
+"""The ``ToolInvocation`` asked before each call, by tool name (frozen, so one serves
+every call of a tool whose annotations are the very same object)."""
+
+
+def _pending(
+    request: ToolRequest, asked: Asked, approved: bool | Collection[PendingPermission]
+) -> PendingApproval | None:
+    """The approval ``asked`` still needs once ``approved`` is granted, if any."""
+    granted = approved if isinstance(approved, bool) else {p.request_key for p in approved}
+    ungranted = [
+        (permission, decision, pending)
+        for permission, decision, pending in asked
+        if granted is not True and (granted is False or pending.request_key not in granted)
+    ]
+    if not ungranted:
+        return None
+    permission, decision, _ = ungranted[0]
+    return PendingApproval(
+        request, permission, decision, tuple(pending for _, _, pending in ungranted)
+    )
+
+
+def _invocation(name: str, annotations: ToolAnnotations) -> ToolInvocation:
+    """A new ``ToolInvocation``, kept for the tool's next calls (bounded)."""
+    invocation = ToolInvocation(name, annotations)
+    if len(_invocations) >= _SHARED_VALIDATORS_MAX:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del _invocations[next(iter(_invocations))]  # the oldest
+    _invocations[name] = invocation
+    return invocation
 
 
 _SHARED_VALIDATORS_MAX = 512
@@ -440,7 +469,7 @@ class BasicToolExecutor:
                 f"unknown tool {request.tool_name!r}; available tools: {available}",
                 ResultOutcome.UNKNOWN_TOOL,
             )
-        spec = _spec(tool)
+        spec = current_spec(tool) or tool.spec
         problem = self._input_problem(spec, request)
         if problem is not None:
             return synthesized_result(
@@ -449,7 +478,9 @@ class BasicToolExecutor:
                 ResultOutcome.INVALID_INPUT,
             )
         try:
-            invocation = ToolInvocation(request.tool_name, spec.annotations)
+            invocation = _invocations.get(request.tool_name)
+            if invocation is None or invocation.annotations is not spec.annotations:
+                invocation = _invocation(request.tool_name, spec.annotations)
             wanted: list[PermissionRequest] = [invocation]
             proposed = list(proposed_requests(tool, request))
             for index, permission in enumerate(proposed):
@@ -468,17 +499,8 @@ class BasicToolExecutor:
         asked = evaluate_requests(request, wanted, permissions)
         if isinstance(asked, ToolResultPart):
             return asked
-        granted = approved if isinstance(approved, bool) else {p.request_key for p in approved}
-        ungranted = [
-            (permission, decision, pending)
-            for permission, decision, pending in asked
-            if granted is not True and (granted is False or pending.request_key not in granted)
-        ]
-        if ungranted:
-            permission, decision, _ = ungranted[0]
-            return PendingApproval(
-                request, permission, decision, tuple(pending for _, _, pending in ungranted)
-            )
+        if asked and (pending := _pending(request, asked, approved)) is not None:
+            return pending
         timeout = getattr(tool, "timeout", None)
         if timeout is None:
             timeout = self.tool_timeout
@@ -500,7 +522,11 @@ class BasicToolExecutor:
         if not isinstance(call_input, dict):
             return f"the input must be a JSON object, got {type(call_input).__name__}"
         try:
-            validator, fast = self._validator(spec.input_schema)
+            schema = spec.input_schema
+            cached = _validators_by_identity.get(id(schema))  # the usual hit, inline
+            validator, fast = (
+                cached[1] if cached is not None and cached[0] is schema else self._validator(schema)
+            )
             if fast is not None and fast(call_input):
                 return None  # valid: jsonschema would find no error
             errors = list(validator.iter_errors(call_input))

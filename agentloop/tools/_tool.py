@@ -54,6 +54,9 @@ class ToolContext(Generic[DepsT]):
     resumed: Resumed | None = attrs.field(default=None, kw_only=True)
     """Set when this call runs again after a restart, to go on from the answer to a
     question it asked before (one whose ``Question.resume`` was set)."""
+    key_session_id: str | None = attrs.field(default=None, kw_only=True)
+    """The session the call's idempotency key is derived from when it is not
+    ``session_id``: a call a fork inherited keeps the key it had in its original."""
 
     async def ask(self, question: Question) -> QuestionAnswer:
         """Ask the host ``question`` and wait for its answer: ``driver.next()`` returns it
@@ -76,7 +79,7 @@ class ToolContext(Generic[DepsT]):
         """A key for this call, the same in every process, resume, retry and worker that
         runs or settles it (derived from the session and call ids only): pass it to an
         API that deduplicates requests, and look it up in ``reconcile``."""
-        return idempotency_key(self.session_id, self.call_id)
+        return idempotency_key(self.key_session_id or self.session_id, self.call_id)
 
 
 def idempotency_key(session_id: str, call_id: str) -> str:

@@ -21,22 +21,61 @@ from typing import Any
 import attrs
 from ag_ui.core import Interrupt
 
+from .._log import get_logger
 from ..core._errors import InvalidInputError
-from ..loop._stored_answers import PendingQuestion
+from ..loop._session_store import (
+    AnswerStore,
+    ClaimError,
+    SessionStatus,
+    SessionStore,
+    StoredSession,
+)
+from ..loop._steps import CallQuestion
+from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
 from ..tools._questions import Question, QuestionAnswer, check_answer
 from ._problems import RunRefused
 
 __all__ = [
     "QUESTION_REASON",
     "QuestionReply",
+    "open_questions",
+    "pending_of",
     "question_interrupt",
     "read_question_answers",
+    "record_replies",
+    "stored_answer",
 ]
+
+log = get_logger()
 
 QUESTION_REASON = "input_required"
 """The ``reason`` of a question's interrupt."""
 
 _NO_CONTENT = {"type": "null"}
+
+
+def open_questions(stored: StoredSession | None) -> tuple[PendingQuestion, ...]:
+    """The questions a stored session waits on with no answer recorded (none unless it
+    awaits an answer)."""
+    if stored is None or stored.status is not SessionStatus.AWAITING_ANSWER:
+        return ()
+    ids = tuple(q for q in question_ids(stored.checkpoint) if q not in stored.answers)
+    return pending_questions(stored.checkpoint, ids)
+
+
+def pending_of(step: CallQuestion) -> PendingQuestion:
+    """``step``'s question as a :class:`PendingQuestion`."""
+    question = step.question
+    return PendingQuestion(
+        question_id=step.id,
+        call_id=step.call_id,
+        tool_name=step.tool_name,
+        kind=question.kind,
+        message=question.message,
+        schema=question.schema,
+        data=question.data,
+        resumable=question.resume is not None,
+    )
 
 
 def question_interrupt(pending: PendingQuestion) -> Interrupt:
@@ -119,3 +158,39 @@ def _bad(where: str, pending: PendingQuestion, problem: str) -> RunRefused:
         f"{where}: interrupt {pending.question_id!r}: {problem}; nothing was recorded",
         code="bad_resume",
     )
+
+
+async def record_replies(
+    store: SessionStore, session_id: str, replies: Sequence[QuestionReply], *, label: str
+) -> None:
+    """Record each checked answer with the store's ``record_answer`` (which checks it
+    once more); ``RunRefused`` names the refused one as ``label`` (``interrupt``...)."""
+    if replies and not isinstance(store, AnswerStore):
+        raise RunRefused(
+            "this store keeps no answers to questions; nothing was recorded",
+            code="question_unsupported",
+        )
+    for reply in replies:
+        answer = reply.answer
+        try:
+            await store.record_answer(  # type: ignore[attr-defined]
+                session_id, reply.question_id, action=answer.action.value, content=answer.content
+            )
+        except (ClaimError, InvalidInputError) as refused:
+            raise RunRefused(
+                f"{label} {reply.question_id!r}: {refused}", code="decision_refused"
+            ) from None
+        log.info("question answered", session_id=session_id, question_id=reply.question_id,
+                 action=answer.action.value)  # fmt: skip
+
+
+async def stored_answer(
+    store: SessionStore, session_id: str, question_id: str
+) -> QuestionAnswer | None:
+    """The answer the store holds for ``question_id`` (recorded before the session was
+    resumed), or ``None``."""
+    stored = await store.load(session_id)
+    recorded = stored.answers.get(question_id) if stored is not None else None
+    if recorded is None:
+        return None
+    return QuestionAnswer(recorded.action, recorded.content)

@@ -36,11 +36,10 @@ from ag_ui.core import (
 )
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError
 from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
-from ..loop._session_store import AnswerStore, ClaimError, Lease, SessionStatus, SessionStore
+from ..loop._session_store import Lease, SessionStore
 from ..loop._steps import (
     AfterToolResult,
     ApprovalRequest,
@@ -49,18 +48,24 @@ from ..loop._steps import (
     Finished,
     Step,
 )
-from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
+from ..loop._stored_answers import PendingQuestion
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
-from ..tools._questions import QuestionAnswer
 from ._answers import interrupt_id, read_resume, response_schema
 from ._config import AguiConfig
 from ._events import EventTranslator
 from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
 from ._problems import RunRefused
-from ._questions import QuestionReply, question_interrupt, read_question_answers
+from ._questions import (
+    open_questions,
+    pending_of,
+    question_interrupt,
+    read_question_answers,
+    record_replies,
+    stored_answer,
+)
 from ._resume import interrupts
 
 __all__ = ["AguiRunner"]
@@ -159,7 +164,7 @@ class AguiRunner:
             return _Thread(driver=driver, resumed=False)
         transcript = await self._store.transcript(thread) or []
         items = new_input(run_input.messages, transcript)
-        rows, questions = self._rows(stored), _questions(stored)
+        rows, questions = self._rows(stored), open_questions(stored)
         listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(questions)])
         if (rows or questions) and items:
             raise RunRefused(
@@ -178,7 +183,7 @@ class AguiRunner:
                 "RunAgentInput.resume. Nothing was changed",
                 code="interrupt_open",
             )
-        await self._record_replies(thread, replies)
+        await record_replies(self._store, thread, replies, label="interrupt")
         for answer in answers:
             try:
                 await self._decider.decide(
@@ -203,33 +208,6 @@ class AguiRunner:
         asked = stored.checkpoint.get("state") == "AWAITING_ANSWER"
         return _Thread(driver=driver, resumed=bool(answers) or asked)
 
-    async def _record_replies(self, thread: str, replies: list[QuestionReply]) -> None:
-        """Record each checked answer to a question (the store checks it once more)."""
-        store = self._store
-        for reply in replies:
-            if not isinstance(store, AnswerStore):
-                raise RunRefused(
-                    "this store keeps no answers to questions; nothing was recorded",
-                    code="question_unsupported",
-                )
-            answer = reply.answer
-            try:
-                await store.record_answer(
-                    thread, reply.question_id, action=answer.action.value, content=answer.content
-                )
-            except (ClaimError, InvalidInputError) as refused:
-                raise RunRefused(
-                    f"interrupt {reply.question_id!r}: {refused}", code="decision_refused"
-                ) from None
-
-    async def _stored_answer(self, thread: str, step: CallQuestion) -> QuestionAnswer | None:
-        """The answer the store holds for ``step`` (recorded before this run resumed)."""
-        stored = await self._store.load(thread)
-        recorded = stored.answers.get(step.id) if stored is not None else None
-        if recorded is None:
-            return None
-        return QuestionAnswer(recorded.action, recorded.content)
-
     async def _drive(
         self,
         run_input: RunAgentInput,
@@ -244,7 +222,7 @@ class AguiRunner:
                 case AfterToolResult():
                     continue
                 case CallQuestion():
-                    answer = await self._stored_answer(run_input.thread_id, step)
+                    answer = await stored_answer(self._store, run_input.thread_id, step.id)
                     if answer is not None:
                         driver.answer_question_for(step.id, answer)
                         continue
@@ -277,7 +255,7 @@ class AguiRunner:
             rows = self._rows(await self._store.load(thread))
             found = interrupts(rows) if rows else [_step_interrupt(step)]
         if isinstance(step, CallQuestion):
-            found = [question_interrupt(_pending(step))]
+            found = [question_interrupt(pending_of(step))]
         await self._state(run_input, emit, found)
         if found:
             outcome = RunFinishedInterruptOutcome(interrupts=found)
@@ -339,30 +317,8 @@ async def _next_saving_on_cancel(driver: LoopDriver) -> Step:
         raise
 
 
-def _questions(stored: Any) -> tuple[PendingQuestion, ...]:
-    """The questions the stored session waits on (none unless it awaits an answer)."""
-    if stored is None or stored.status is not SessionStatus.AWAITING_ANSWER:
-        return ()
-    ids = tuple(q for q in question_ids(stored.checkpoint) if q not in stored.answers)
-    return pending_questions(stored.checkpoint, ids)
-
-
 def _question_ids(questions: tuple[PendingQuestion, ...]) -> list[str]:
     return [pending.question_id for pending in questions]
-
-
-def _pending(step: CallQuestion) -> PendingQuestion:
-    question = step.question
-    return PendingQuestion(
-        question_id=step.id,
-        call_id=step.call_id,
-        tool_name=step.tool_name,
-        kind=question.kind,
-        message=question.message,
-        schema=question.schema,
-        data=question.data,
-        resumable=question.resume is not None,
-    )
 
 
 def _step_interrupt(step: ApprovalRequest) -> Interrupt:

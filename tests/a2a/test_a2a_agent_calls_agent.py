@@ -2,7 +2,10 @@
 another process) through ``A2AToolSource``; the remote agent's approval surfaces at the
 top as an ``a2a.approval`` ``CallQuestion`` and the answer continues the same remote
 task: approve, deny, edit, a refused edit asked again, and a restart of our process
-while the question waits. Both anyio backends (the calling side)."""
+while the question waits. A question asked by the remote agent's own tool (three levels:
+our agent -> A2A -> the remote agent's tool) surfaces at the top with its kind and schema,
+and the answer (or a decline) goes back to that tool. Both anyio backends (the calling
+side)."""
 
 from __future__ import annotations
 
@@ -232,3 +235,71 @@ async def test_a_task_that_moved_on_is_not_answered_after_a_restart(remote: str)
         f"Remote: remote agent {remote}: task {task_id} is TASK_STATE_CANCELED now, no longer "
         "waiting for input; the answer given after the restart was not sent"
     )
+
+
+SEAT = {
+    "type": "object",
+    "properties": {"seat": {"type": "string", "minLength": 2}, "row": {"type": "integer"}},
+    "required": ["seat"],
+    "additionalProperties": False,
+}
+
+
+async def test_a_remote_tools_question_is_asked_at_the_top_with_its_schema(remote: str) -> None:
+    def bad_then_good(step: al.CallQuestion) -> None:
+        with pytest.raises(al.InvalidInputError, match="is too short"):
+            step.answer({"seat": "A"})  # checked here against the remote tool's schema
+        step.answer({"seat": "4C"})
+
+    asked, driver = await run_through(remote, "book", bad_then_good)
+    [step] = asked
+    data = step.question.data
+    assert (step.tool_name, step.question.kind, step.question.schema) == (
+        TOOL,
+        "mcp.elicitation",
+        SEAT,
+    )
+    assert step.question.message == f"remote agent {remote!r} (book) asks: Which seat?"
+    assert data["question"] == {
+        "questionId": "question:call-1:1",
+        "kind": "mcp.elicitation",
+        "message": "Which seat?",
+        "schema": SEAT,
+        "data": {"mode": "form"},
+        "toolName": "book",
+    }
+    assert final_text(driver) == "Remote: Result: booked 4C"
+    assert await remote_tasks(remote, data["contextId"]) == [
+        (data["taskId"], "TASK_STATE_COMPLETED")
+    ]
+    asked, driver = await run_through(remote, "book", lambda s: s.decline())
+    assert final_text(driver) == "Remote: Result: decline"  # the remote tool saw the decline
+
+
+async def test_a_remote_tools_question_is_answered_after_our_restart(remote: str) -> None:
+    """Our process stops while the remote tool's question waits; the restored driver asks
+    it again, and its decline goes to the remote tool (the remote task is not cancelled)."""
+    store, session = MemorySessionStore(), str(uuid.uuid4())
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).start(session)
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "book")])
+        first = await driver.next()
+        assert isinstance(first, al.CallQuestion)
+    async with (
+        A2AToolSource(remote, headers=HEADERS) as source,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        driver = await caller(source, manager, store).resume(session_id=session)
+        again = await driver.next()
+        assert isinstance(again, al.CallQuestion)
+        assert (again.question.kind, again.question.schema) == ("mcp.elicitation", SEAT)
+        again.decline()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert final_text(driver) == "Remote: Result: decline"
+    data = first.question.data
+    assert await remote_tasks(remote, data["contextId"]) == [
+        (data["taskId"], "TASK_STATE_COMPLETED")
+    ]

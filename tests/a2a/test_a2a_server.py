@@ -2,7 +2,8 @@
 127.0.0.1): the public agent card, a task that waits in input-required for an approval
 and resumes when the client answers on the same task and context (after a restart of
 the server, with SendMessage and SendStreamingMessage), a deny, and a bad answer that
-changes nothing."""
+changes nothing; a running call's question the same way (``a2a_questions.py``, in the
+same server processes)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new_data_part
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a_questions import answer_after_restart, ask_and_refuse
 
 from agentloop.store import SqliteSessionStore
 
@@ -133,7 +135,9 @@ def states(events: list[Any]) -> list[str]:
     return found
 
 
-async def test_a_task_waits_for_approval_and_resumes_after_a_restart(tmp_path: Path) -> None:
+async def test_tasks_wait_for_approval_or_an_answer_and_resume_after_a_restart(
+    tmp_path: Path,
+) -> None:
     with server_process(tmp_path) as base:
         async with httpx.AsyncClient(base_url=base) as plain:  # no token
             card = (await plain.get("/.well-known/agent-card.json")).json()
@@ -155,10 +159,16 @@ async def test_a_task_waits_for_approval_and_resumes_after_a_restart(tmp_path: P
             {"service": "api"},
         )
         assert approval["responseSchema"]["required"] == ["approved"]
+        async with a2a_client(base, streaming=False) as client:
+            asking = await ask_and_refuse(client, tmp_path)
     with server_process(tmp_path) as base:  # a restart: a new process, the same stores
-        async with a2a_client(base, streaming=True) as client:
+        async with (
+            a2a_client(base, streaming=True) as client,
+            a2a_client(base, streaming=False) as blocking,
+        ):
             answer = message("ctx-1", new_data_part({"approved": True}), task=task.id)
             events = await send(client, answer)
+            await answer_after_restart(client, blocking, tmp_path, asking)
     assert states(events)[-1] == "TASK_STATE_COMPLETED"
     artifacts = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
     assert [get_artifact_text(a) for a in artifacts] == ["Result: deployed api"]

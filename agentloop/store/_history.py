@@ -1,0 +1,216 @@
+"""Each session's step history, written once on the storage protocol's rows.
+
+Every save of a session is a numbered *step* (1, 2, ...). It writes, in the
+save's own commit, two rows keyed by the step number: a small ``steps`` row
+(version, revision, time, state, status, counts, summary) that
+``history()`` lists, and a ``history`` row holding the head document and
+the list rows the save wrote (``(start, rows)`` per list, as the commit
+applies them). So a save writes O(new items), as before; a step is rebuilt
+by applying the rows of the steps from a *base* step (one whose rows are its
+whole lists from position 0) up to it. A base is written at the first step
+and every ``limit`` steps after the previous one; writing one drops the
+steps before the previous base, so a session keeps between ``limit`` + 1 and
+2 x ``limit`` steps, and every kept step can be rebuilt. ``limit`` 0 keeps
+none (and drops what was kept at the next save).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..core._errors import CheckpointError, InvalidInputError
+from ..loop._session_store import SessionStatus
+from ._codec import EncodedCheckpoint
+from ._records import ITEMS, TURN_LIST_PREFIX, HistoryMark, encode_record
+
+__all__ = [
+    "DEFAULT_HISTORY_LIMIT",
+    "HISTORY",
+    "STEPS",
+    "HistoryPlan",
+    "HistoryRow",
+    "SideRows",
+    "StepRow",
+    "check_limit",
+    "plan_history",
+    "rebuild",
+    "step_key",
+    "summary_of",
+]
+
+STEPS = "steps"
+"""The table of each kept step's description, by :func:`step_key`."""
+HISTORY = "history"
+"""The table of each kept step's head document and list rows, by :func:`step_key`."""
+
+DEFAULT_HISTORY_LIMIT = 100
+"""How many of a session's latest steps a store keeps at least, unless told otherwise."""
+
+Lists = dict[str, tuple[int, tuple[str, ...]]]
+
+
+@attrs.frozen(kw_only=True)
+class StepRow:
+    """A kept step, as ``history()`` lists it; ``base``: its lists are whole."""
+
+    version: int
+    revision: int
+    saved_at: float
+    state: str
+    status: SessionStatus
+    item_count: int
+    turn_counts: str | None
+    base: bool
+    summary: str
+    origin: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HistoryRow:
+    """A kept step's head document and the list rows its save wrote."""
+
+    document: str
+    lists: Lists
+
+
+def step_key(step: int) -> str:
+    """A step's key in the tables: its number, zero-padded (so keys sort as numbers)."""
+    return f"{step:012d}"
+
+
+def check_limit(limit: object) -> int:
+    """``limit`` as a count of steps, ``InvalidInputError`` unless an int >= 0."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidInputError(
+            f"history_limit must be an int >= 0 (0 keeps no step history), got {limit!r}"
+        )
+    return limit
+
+
+@attrs.frozen
+class SideRows:
+    """Rows a save also puts and drops (a rewind moving claims and decisions)."""
+
+    rows: Mapping[str, Mapping[str, str]]
+    drop: Mapping[str, tuple[str, ...]]
+
+
+@attrs.frozen
+class HistoryPlan:
+    """What a save writes into the history: the new mark, the rows (but the step row,
+    which needs the version) and the keys to drop."""
+
+    mark: HistoryMark | None
+    step: int | None = None
+    history_text: str = ""
+    step_fields: Mapping[str, Any] = attrs.field(factory=dict)
+    drop: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    def rows(self, version: int, revision: int) -> dict[str, dict[str, str]]:
+        """The history rows of the save that got ``version`` at ``revision``."""
+        if self.step is None:
+            return {}
+        key = step_key(self.step)
+        row = StepRow(version=version, revision=revision, **self.step_fields)
+        return {STEPS: {key: encode_record(row)}, HISTORY: {key: self.history_text}}
+
+
+def plan_history(
+    mark: HistoryMark | None,
+    limit: int,
+    encoded: EncodedCheckpoint,
+    lists: Lists,
+    fields: Mapping[str, Any],
+) -> HistoryPlan:
+    """The history a save of ``encoded`` (writing ``lists``) adds after ``mark``.
+
+    ``fields`` are the step row's other fields (time, state, status, counts,
+    summary, origin).
+    """
+    if limit == 0:
+        if mark is None:
+            return HistoryPlan(None)
+        return HistoryPlan(None, drop=_dropped(mark.first, mark.last + 1))
+    step = 1 if mark is None else mark.last + 1
+    drop: Mapping[str, tuple[str, ...]] = {}
+    if mark is None or step - mark.base >= limit:
+        lists = {ITEMS: (0, encoded.items)}
+        lists.update({TURN_LIST_PREFIX + name: (0, rows) for name, rows in encoded.turn.items()})
+        first = step
+        if mark is not None:
+            first = mark.base
+            drop = _dropped(mark.first, mark.base)
+        new_mark = HistoryMark(last=step, base=step, first=first)
+    else:
+        new_mark = HistoryMark(last=step, base=mark.base, first=mark.first)
+    text = encode_record(HistoryRow(document=encoded.head, lists=dict(lists)))
+    step_fields = {**fields, "base": new_mark.base == step}
+    return HistoryPlan(new_mark, step, text, step_fields, drop)
+
+
+def _dropped(first: int, end: int) -> dict[str, tuple[str, ...]]:
+    keys = tuple(step_key(step) for step in range(first, end))
+    return {STEPS: keys, HISTORY: keys} if keys else {}
+
+
+def rebuild(
+    session_id: str, step: int, rows: Mapping[int, HistoryRow]
+) -> tuple[str, list[str], dict[str, list[str]]]:
+    """Step ``step``'s head document, item rows and turn list rows, from the rows of its
+    base step up to it (``rows``: by step, the base's first). ``CheckpointError`` if a
+    step between is missing."""
+    lists: dict[str, list[str]] = {}
+    steps = sorted(rows)
+    for expected, found in enumerate(steps, start=steps[0] if steps else step):
+        if found != expected:
+            raise CheckpointError(
+                f"cannot load step {step} of session {session_id!r}: the history row of "
+                f"step {expected} is missing; the store is damaged: restore it from a backup"
+            )
+    if not steps or steps[-1] != step:
+        raise CheckpointError(
+            f"cannot load step {step} of session {session_id!r}: its history row is missing; "
+            "the store is damaged: restore it from a backup"
+        )
+    for number in steps:
+        for name, (start, texts) in rows[number].lists.items():
+            stored = lists.setdefault(name, [])
+            del stored[start:]
+            stored.extend(texts)
+    items = lists.pop(ITEMS, [])
+    turn = {name.removeprefix(TURN_LIST_PREFIX): texts for name, texts in lists.items()}
+    return rows[step].document, items, turn
+
+
+def summary_of(checkpoint: Mapping[str, Any]) -> str:
+    """A short text for a step: the start of its queued input, else of its last item."""
+    queued = checkpoint.get("pending_input")
+    if isinstance(queued, list) and queued:
+        return "queued " + _item_text(queued[0])
+    transcript = checkpoint.get("transcript")
+    if not isinstance(transcript, list) or not transcript:
+        return "(empty transcript)"
+    return _item_text(transcript[-1])
+
+
+def _item_text(item: object) -> str:
+    """``kind: text``, the text cut at 80 characters."""
+    kind = item.get("kind", "?") if isinstance(item, Mapping) else "?"
+    parts = item.get("parts") if isinstance(item, Mapping) else None
+    said = [_said(part) for part in parts if isinstance(part, Mapping)] if parts else []
+    text = " ".join(part for part in said if part)
+    return f"{kind}: {text[:77] + '...' if len(text) > 80 else text}".rstrip(": ")
+
+
+def _said(part: Mapping[str, Any]) -> str:
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", "")).replace("\n", " ")
+    if kind == "tool_call":
+        return f"calls {part.get('name')}"
+    if kind == "tool_result":
+        return f"result of {part.get('call_id')}"
+    return f"[{kind}]"
