@@ -170,56 +170,10 @@ class PostgresDialect:
         sequence = _sequence(counter)
         if sequence not in self._sequences:
             return NotImplemented  # created by next_number(), on the general path
-        probes = [write(mark) for mark in _MARKS]  # pure: where does the number go?
-        found_meta = _spliced(probes[0].head.meta, probes[1].head.meta)
-        puts = _keyed_puts(probes[0], probes[1])
-        built, other = probes
-        if (
-            found_meta is None
-            or not found_meta[2]
-            or puts is None
-            or (built.head.revision, built.head.document, built.lists)
-            != (other.head.revision, other.head.document, other.lists)
-            or built.drop != other.drop
-        ):
+        parameters = _save_parameters(session_id, expected_revision, sequence, write)
+        if parameters is None:
             return NotImplemented  # a text depends on the number otherwise: the general path
-        before, after, _spliced_meta = found_meta
-        head = built.head
-        lists = [(name, start, rows) for name, (start, rows) in built.lists.items()]
-        listed = [(n, start + i, b) for n, start, rows in lists for i, b in enumerate(rows)]
-        put_keys = {(table, key) for table, key, *_rest in puts}
-        drops = [
-            (table, key)
-            for table, keys in built.drop.items()
-            for key in keys
-            if (table, key) not in put_keys
-        ]
-        found = connection.execute(
-            _SAVE,
-            {
-                "revision": head.revision,
-                "document": head.document,
-                "before": before,
-                "after": after,
-                "start": len(before) + 1,
-                "around": len(before) + len(after),
-                "sequence": sequence,
-                "session": session_id,
-                "expected": expected_revision,
-                "names": [name for name, _start, _rows in lists],
-                "ends": [start + len(rows) for _name, start, rows in lists],
-                "lists": [row[0] for row in listed],
-                "positions": [row[1] for row in listed],
-                "bodies": [row[2] for row in listed],
-                "drop_tables": [row[0] for row in drops],
-                "drop_keys": [row[1] for row in drops],
-                "tables": [row[0] for row in puts],
-                "keys": [row[1] for row in puts],
-                "texts": [row[2] for row in puts],
-                "afters": [row[3] for row in puts],
-                "spliced": [row[4] for row in puts],
-            },
-        ).fetchone()
+        found = connection.execute(_SAVE, parameters).fetchone()
         if found is None:
             return None
         number = int(found[0])
@@ -253,6 +207,61 @@ class PostgresDialect:
                 raise
             self._schema_ready = True
         return connection
+
+
+def _save_parameters(
+    session_id: str, expected_revision: int, sequence: str, write: Callable[[int], BackendWrite]
+) -> dict[str, Any] | None:
+    """The parameters of :data:`_SAVE` for the write ``write(number)`` builds, found by
+    building it with each of :data:`_MARKS` (``write`` is pure); ``None`` when a text holds
+    the number other than plainly once (the meta must)."""
+    probes = [write(mark) for mark in _MARKS]  # pure: where does the number go?
+    found_meta = _spliced(probes[0].head.meta, probes[1].head.meta)
+    puts = _keyed_puts(probes[0], probes[1])
+    built, other = probes
+    if (
+        found_meta is None
+        or not found_meta[2]
+        or puts is None
+        or (built.head.revision, built.head.document, built.lists)
+        != (other.head.revision, other.head.document, other.lists)
+        or built.drop != other.drop
+    ):
+        return None
+    before, after, _spliced_meta = found_meta
+    head = built.head
+    lists = [(name, start, rows) for name, (start, rows) in built.lists.items()]
+    listed = [(n, start + i, b) for n, start, rows in lists for i, b in enumerate(rows)]
+    put_keys = {(table, key) for table, key, *_rest in puts}
+    drops = [
+        (table, key)
+        for table, keys in built.drop.items()
+        for key in keys
+        if (table, key) not in put_keys
+    ]
+    return {
+        "revision": head.revision,
+        "document": head.document,
+        "before": before,
+        "after": after,
+        "start": len(before) + 1,
+        "around": len(before) + len(after),
+        "sequence": sequence,
+        "session": session_id,
+        "expected": expected_revision,
+        "names": [name for name, _start, _rows in lists],
+        "ends": [start + len(rows) for _name, start, rows in lists],
+        "lists": [row[0] for row in listed],
+        "positions": [row[1] for row in listed],
+        "bodies": [row[2] for row in listed],
+        "drop_tables": [row[0] for row in drops],
+        "drop_keys": [row[1] for row in drops],
+        "tables": [row[0] for row in puts],
+        "keys": [row[1] for row in puts],
+        "texts": [row[2] for row in puts],
+        "afters": [row[3] for row in puts],
+        "spliced": [row[4] for row in puts],
+    }
 
 
 def _spliced(first: str, second: str) -> tuple[str, str, bool] | None:

@@ -87,6 +87,15 @@ class Saves:
         last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
         status, pending = summarize(checkpoint)
+        counts = turn_counts(encoded.turn)
+        step = {  # the step row's fields but its time (see _history.StepRow)
+            "state": str(checkpoint.get("state")),
+            "status": status,
+            "item_count": len(encoded.items),
+            "turn_counts": counts,
+            "summary": summary_of(checkpoint),
+            "origin": origin,
+        }
         operation = f"save checkpoint for session {session_id!r}"
         await anyio.lowlevel.checkpoint()
         known = [self._heads.known(session_id)]
@@ -113,34 +122,19 @@ class Saves:
             if not answered <= claims.keys():
                 wanted = answered - claims.keys()
                 claims = {**claims, **await self._heads.rows(session_id, CLAIMS, ClaimRow, wanted)}
-            marked = {
-                **{
-                    call_id: attrs.evolve(row, answered=True)
-                    for call_id, row in claims.items()
-                    if call_id in answered and not row.answered
-                },
-                **(claim_rows or {}),
-            }
+            marked = {**_marked(claims, answered), **(claim_rows or {})}
             now = time.time()
+            step_fields = {**step, "saved_at": now}
+            plan = plan_history(meta.history, self._history_limit(), encoded, lists, step_fields)
             fields = {
                 "updated_at": now,
                 "status": status,
                 "pending": pending,
                 "item_count": len(encoded.items),
-                "turn_counts": turn_counts(encoded.turn),
+                "turn_counts": counts,
                 "lease": meta.lease,
+                "history": plan.mark,
             }
-            step_fields = {
-                "saved_at": now,
-                "state": str(checkpoint.get("state")),
-                "status": status,
-                "item_count": len(encoded.items),
-                "turn_counts": fields["turn_counts"],
-                "summary": summary_of(checkpoint),
-                "origin": origin,
-            }
-            plan = plan_history(meta.history, self._history_limit(), encoded, lists, step_fields)
-            fields["history"] = plan.mark
             version = await self._commit(
                 session_id, head, (claims, marked), fields, encoded.head, lists, (plan, side)
             )
@@ -229,3 +223,12 @@ class Saves:
             if first < len(old) or first < len(new):
                 lists[TURN_LIST_PREFIX + name] = (first, tuple(new[first:]))
         return lists
+
+
+def _marked(claims: Mapping[str, ClaimRow], answered: frozenset[str]) -> dict[str, ClaimRow]:
+    """The rows of ``claims`` whose call ``answered`` holds a result of, marked answered."""
+    return {
+        call_id: attrs.evolve(row, answered=True)
+        for call_id, row in claims.items()
+        if call_id in answered and not row.answered
+    }
