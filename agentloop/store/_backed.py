@@ -37,7 +37,7 @@ from ._answers import ANSWERS, AnswerRow, check_new_answer, with_unanswered_ques
 from ._backend import BackendHead, StorageBackend
 from ._codec import TURN_LISTS, answered_call_ids, decode_stored
 from ._heads import AGAIN, CLAIMS, INCARNATIONS, Again, Heads, retried
-from ._history import DEFAULT_HISTORY_LIMIT, SideRows, check_limit
+from ._history import DEFAULT_HISTORY_LIMIT, check_limit
 from ._records import (
     ITEMS,
     TURN_LIST_PREFIX,
@@ -115,29 +115,6 @@ class BackendSessionStore(StepHistory):
         """Replace the session's document (see :meth:`SessionStore.save_checkpoint`); the
         save is the session's next step in its history (see :meth:`history`)."""
         return await self._saves.save(session_id, checkpoint, expected_version, fencing_token)
-
-    async def _save(
-        self,
-        session_id: str,
-        checkpoint: Mapping[str, Any],
-        expected_version: int | None,
-        fencing_token: int | None,
-        *,
-        origin: str | None = None,
-        claim_rows: Mapping[str, ClaimRow] | None = None,
-        side: SideRows | None = None,
-    ) -> int:
-        """:meth:`save_checkpoint`, with the step's ``origin``, claim rows to write with
-        it and ``side`` rows to put and drop (see :meth:`Saves.save`)."""
-        return await self._saves.save(
-            session_id,
-            checkpoint,
-            expected_version,
-            fencing_token,
-            origin=origin,
-            claim_rows=claim_rows,
-            side=side,
-        )
 
     # -- claims and decisions ----------------------------------------------------------
 

@@ -36,6 +36,7 @@ from ._heads import CLAIMS, Heads
 from ._history import HISTORY, STEPS, HistoryRow, SideRows, StepRow, rebuild, step_key
 from ._records import ClaimRow, decode_record
 from ._rules import timestamp
+from ._saves import Saves
 
 __all__ = [
     "REWOUND_CLAIMS",
@@ -61,18 +62,7 @@ class HistoryHost(Protocol):
 
     backend: StorageBackend
     _heads: Heads
-
-    async def _save(
-        self,
-        session_id: str,
-        checkpoint: Mapping[str, Any],
-        expected_version: int | None,
-        fencing_token: int | None,
-        *,
-        origin: str | None = None,
-        claim_rows: Mapping[str, ClaimRow] | None = None,
-        side: SideRows | None = None,
-    ) -> int: ...
+    _saves: Saves
 
     async def load(self, session_id: str) -> StoredSession | None: ...
 
@@ -222,7 +212,7 @@ async def fork_session(
     copied = {
         call_id: attrs.evolve(row, revision=0, answered=False) for call_id, row in doubted.items()
     }
-    return await store._save(
+    return await store._saves.save(
         new_session_id,
         _renamed(document, session_id, new_session_id),
         0,
@@ -274,7 +264,7 @@ async def rewind_session(
             REWOUND_DECISIONS: tuple(back_decisions),
         },
     )
-    return await store._save(
+    return await store._saves.save(
         session_id,
         document,
         expected_version,
