@@ -66,7 +66,7 @@ import agentloop as al
 import agentloop.tools
 from agentloop.loop._session_store import summarize
 from agentloop.store import SessionStore, SqliteSessionStore
-from agentloop.store._documents import (
+from agentloop.store._codec import (
     EncodedCheckpoint,
     common_prefix_length,
     encode_checkpoint,

@@ -6,7 +6,8 @@ the transcript and the turn's items, tool calls and model-call records grow
 append-only, and the session's config does not change. :class:`CaptureMemo`
 keeps each value's document with the value, so a capture converts only the
 new values; the unchanged ones keep their very document object, which lets
-the store reuse the JSON text it encoded for it (``store._documents``).
+the store reuse the JSON text it encoded for it (``store._codec``, with
+:func:`reuse_documents` too).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["CaptureMemo", "identical_prefix"]
+__all__ = ["CaptureMemo", "identical_prefix", "reuse_documents"]
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 def identical_prefix(old: Sequence[object], new: Sequence[object]) -> int:
@@ -33,6 +35,38 @@ def identical_prefix(old: Sequence[object], new: Sequence[object]) -> int:
         return same.index(False)
     except ValueError:
         return len(same)
+
+
+def reuse_documents(
+    old_values: Sequence[object],
+    old_documents: Sequence[D],
+    values: Sequence[T],
+    write: Callable[[int, T], D],
+) -> tuple[list[D], int]:
+    """The documents of ``values``, reusing ``old_documents`` for the very same objects.
+
+    ``old_documents[i]`` is the document of ``old_values[i]``; ``write(index,
+    value)`` makes a new one. Returns the documents and how many leading ones
+    were kept. The usual call (the old values, the same objects, then new
+    ones) converts only the new ones; otherwise (a compaction, a new turn)
+    values are looked up by identity among the old ones.
+    """
+    shared = identical_prefix(old_values, values)
+    documents = list(old_documents[:shared])
+    if shared < len(old_values) and shared < len(values):
+        known = {
+            id(value): (value, document)
+            for value, document in zip(old_values, old_documents, strict=True)
+        }
+        for index in range(shared, len(values)):
+            value = values[index]
+            found = known.get(id(value))
+            documents.append(
+                found[1] if found is not None and found[0] is value else write(index, value)
+            )
+    else:
+        documents.extend(write(index, values[index]) for index in range(shared, len(values)))
+    return documents, shared
 
 
 class CaptureMemo:
@@ -54,27 +88,12 @@ class CaptureMemo:
     def documents(
         self, slot: str, values: Sequence[T], write: Callable[[T], Any]
     ) -> tuple[list[Any], int]:
-        """The documents of ``values`` and how many leading ones were kept from last time.
-
-        The usual call (last time's values, the same objects, then new ones)
-        converts only the new ones. Otherwise (a compaction, a new turn)
-        values are looked up by identity among last time's.
-        """
+        """The documents of ``values`` and how many leading ones were kept from last time
+        (see :func:`reuse_documents`)."""
         old_values, old_documents = self._lists.get(slot, ((), []))
-        shared = identical_prefix(old_values, values)
-        documents = old_documents[:shared]
-        if shared < len(old_values) and shared < len(values):
-            known = {
-                id(value): (value, document)
-                for value, document in zip(old_values, old_documents, strict=True)
-            }
-            for value in values[shared:]:
-                found = known.get(id(value))
-                documents.append(
-                    found[1] if found is not None and found[0] is value else write(value)
-                )
-        else:
-            documents.extend(write(value) for value in values[shared:])
+        documents, shared = reuse_documents(
+            old_values, old_documents, values, lambda _index, value: write(value)
+        )
         self._lists[slot] = (tuple(values), documents)
         return documents, shared
 

@@ -8,7 +8,7 @@ in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
 ``postgres`` extra (psycopg 3: ``pip install 'agentloop-runtime[postgres]'``).
 """
 
-from ..loop._checkpoint import CHECKPOINT_VERSION
+from ..loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from ..loop._session_history import SavedStep, SessionHistory
 from ..loop._session_store import (
     AnswerStore,
@@ -33,7 +33,6 @@ from ..loop._session_store import (
 from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite, StorageBackend
 from ._consistency import SessionProblem, find_session_problems, session_problems
-from ._documents import CHECKPOINT_FORMAT
 from ._input import enqueue_input
 from ._jsonl import export_jsonl, import_jsonl
 from ._memory import MemoryBackend, MemorySessionStore

@@ -1,27 +1,26 @@
 """``BackendSessionStore``: the whole ``SessionStore`` contract over a ``StorageBackend``.
 
-Every rule lives here once: document validation and encoding (O(new items)),
-versions, leases and fencing, single-use claims, final decisions bound to a
-digest, inbox status and the queries. Each write reads the session's head,
-decides with the shared rules (:mod:`._rules`), and commits on the revision
-it read; when another writer committed first the commit is refused and the
-write starts over from a fresh read, so every decision is made on the state
-it changes. A read of several rows (a load) checks the head's revision did
-not move meanwhile, so it never mixes two commits.
+Every rule lives here once, on the backend's few primitives: saves
+(:mod:`._saves`: validation and encoding in O(new items), versions), leases
+and fencing, single-use claims, final decisions bound to a digest, inbox
+status and the queries. Each write reads the session's head, decides with the
+shared rules (:mod:`._rules`), and commits on the revision it read
+(:mod:`._heads`); when another writer committed first the commit is refused
+and the write starts over from a fresh read, so every decision is made on the
+state it changes. A read of several rows (a load) checks the head's revision
+did not move meanwhile, so it never mixes two commits.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio.lowlevel
 import attrs
 
-from ..core._errors import CheckpointError
 from ..core._items import Item
 from ..loop._session_store import (
     Claim,
@@ -33,29 +32,12 @@ from ..loop._session_store import (
     SessionSummary,
     StoredSession,
     check_ttl,
-    summarize,
 )
 from ._answers import ANSWERS, AnswerRow, check_new_answer, with_unanswered_questions
-from ._backend import BackendHead, BackendWrite, NumberedCommit, StorageBackend
-from ._documents import (
-    TURN_LISTS,
-    EncodedCheckpoint,
-    answered_call_ids,
-    answered_from,
-    decode_stored,
-    encode_checkpoint,
-    first_change,
-    turn_counts,
-    turn_starts,
-)
-from ._history import (
-    DEFAULT_HISTORY_LIMIT,
-    HistoryPlan,
-    SideRows,
-    check_limit,
-    plan_history,
-    summary_of,
-)
+from ._backend import BackendHead, StorageBackend
+from ._codec import TURN_LISTS, answered_call_ids, decode_stored
+from ._heads import AGAIN, CLAIMS, INCARNATIONS, Again, Heads, retried
+from ._history import DEFAULT_HISTORY_LIMIT, check_limit
 from ._records import (
     ITEMS,
     TURN_LIST_PREFIX,
@@ -63,46 +45,28 @@ from ._records import (
     DecisionRow,
     LeaseRecord,
     SessionMeta,
-    decode_record,
     encode_record,
 )
 from ._rules import (
-    LeaseRow,
     check_acquire,
     check_claim,
     check_decision,
     check_fence,
     check_owner,
-    check_version,
     decision_details,
     is_ready,
     timestamp,
     with_undecided_calls,
 )
+from ._saves import VERSIONS, Saves
 from ._time_travel import StepHistory
 
 __all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
-CLAIMS = "claims"
-"""The table of claimed (or started) calls, by call id."""
 DECISIONS = "decisions"
 """The table of recorded decisions, by call id."""
-
-VERSIONS = "versions"
-"""The counter of document versions (never reused, not even after a delete)."""
 TOKENS = "tokens"
 """The counter of fencing tokens."""
-
-INCARNATIONS = "incarnations"
-"""The counter of new heads: each starts a range of revisions of its own."""
-
-_REVISION_BITS = 32
-"""A new head's revisions start at its incarnation number times 2**32, plus one."""
-_CACHED_SESSIONS = 64
-_CACHED_METAS = 1024
-_ATTEMPTS = 10_000
-"""How many times a write or a load starts over because another writer committed first."""
-_R = TypeVar("_R")
 
 
 class BackendSessionStore(StepHistory):
@@ -121,14 +85,9 @@ class BackendSessionStore(StepHistory):
     ) -> None:
         self.backend = backend
         self.history_limit = check_limit(history_limit)
-        self._written: dict[str, tuple[int, EncodedCheckpoint]] = {}
-        """Each recent session's last save through this store: its version and encoding."""
-        self._metas: dict[str, tuple[str, SessionMeta]] = {}
-        """Each recent session's meta record as last written or read: its text and value."""
-        self._heads: dict[str, tuple[BackendHead, SessionMeta, dict[str, ClaimRow]]] = {}
-        """Each recent session's head as this store last committed it (see ``_known_head``)."""
-        self._lock = threading.Lock()
         self._clock = time.time
+        self._heads = Heads(backend)
+        self._saves = Saves(self._heads, lambda: self._clock(), lambda: self.history_limit)
 
     async def __aenter__(self) -> BackendSessionStore:
         return self
@@ -145,116 +104,6 @@ class BackendSessionStore(StepHistory):
         """Close the backend."""
         await self.backend.aclose()
 
-    # -- heads and commits -----------------------------------------------------------
-
-    async def _head(self, session_id: str) -> tuple[BackendHead | None, SessionMeta]:
-        head = await self.backend.read(session_id)
-        if head is None:
-            return None, SessionMeta()
-        return head, self._meta(session_id, head.meta)
-
-    def _meta(self, session_id: str, text: str) -> SessionMeta:
-        """The meta record of ``text``: the one this store last wrote or read, or decoded."""
-        with self._lock:
-            known = self._metas.get(session_id)
-        if known is not None and known[0] == text:
-            return known[1]
-        meta = decode_record(text, SessionMeta, session_id, "its head's meta")
-        self._know_meta(session_id, text, meta)
-        return meta
-
-    def _know_meta(self, session_id: str, text: str, meta: SessionMeta) -> None:
-        with self._lock:
-            self._metas.pop(session_id, None)
-            self._metas[session_id] = (text, meta)
-            while len(self._metas) > _CACHED_METAS:
-                del self._metas[next(iter(self._metas))]
-
-    async def _commit(
-        self,
-        session_id: str,
-        head: BackendHead | None,
-        meta: SessionMeta,
-        *,
-        document: str | None = None,
-        lists: Mapping[str, tuple[int, tuple[str, ...]]] | None = None,
-        rows: Mapping[str, Mapping[str, str]] | None = None,
-        claims: Mapping[str, ClaimRow] | None = None,
-    ) -> bool:
-        """Commit ``meta`` (a new ``document``, ``claims`` rows) on the revision of ``head``."""
-        revision = 0 if head is None else head.revision
-        if document is None and head is not None:
-            document = head.document
-        text = encode_record(meta)
-        new_head = BackendHead(
-            revision=await self._next_revision(head), meta=text, document=document
-        )
-        rows = dict(rows or {})
-        if claims:
-            claims = {
-                key: row
-                if row.revision is not None
-                else attrs.evolve(row, revision=new_head.revision)
-                for key, row in claims.items()
-            }
-            rows[CLAIMS] = {key: encode_record(row) for key, row in claims.items()}
-        write = BackendWrite(head=new_head, lists=lists or {}, rows=rows)
-        try:
-            applied = await self.backend.commit(session_id, revision, write)
-        except BaseException:
-            self._forget_head(session_id)
-            raise
-        if not applied:
-            self._forget_head(session_id)
-            return False
-        self._know_meta(session_id, text, meta)
-        known = self._known_head(session_id)
-        carried = known[2] if known is not None and known[0] == head else {}
-        self._know_head(session_id, new_head, meta, {**carried, **(claims or {})})
-        return True
-
-    async def _next_revision(self, head: BackendHead | None) -> int:
-        """The revision of a commit on ``head``: one more, or for a new head the start of a
-        range no other incarnation of the session used (so a revision never repeats)."""
-        if head is not None:
-            return head.revision + 1
-        return (await self.backend.next_number(INCARNATIONS) << _REVISION_BITS) + 1
-
-    def _known_head(
-        self, session_id: str
-    ) -> tuple[BackendHead, SessionMeta, dict[str, ClaimRow]] | None:
-        """The head this store last committed for the session, its meta and the claim rows
-        known at it (``None`` if unknown, or refused since)."""
-        with self._lock:
-            return self._heads.get(session_id)
-
-    def _know_head(
-        self, session_id: str, head: BackendHead, meta: SessionMeta, claims: dict[str, ClaimRow]
-    ) -> None:
-        with self._lock:
-            self._heads.pop(session_id, None)
-            self._heads[session_id] = (head, meta, claims)
-            while len(self._heads) > _CACHED_METAS:
-                del self._heads[next(iter(self._heads))]
-
-    def _forget_head(self, session_id: str) -> None:
-        with self._lock:
-            self._heads.pop(session_id, None)
-
-    async def _rows(
-        self, session_id: str, table: str, kind: type[_R], keys: Collection[str] | None = None
-    ) -> dict[str, _R]:
-        found = await self.backend.read_rows(session_id, table, keys)
-        return {
-            key: decode_record(text, kind, session_id, f"{table} row {key!r}")
-            for key, text in found.items()
-        }
-
-    def _live_lease(self, meta: SessionMeta) -> LeaseRow | None:
-        return None if meta.lease is None else meta.lease.row()
-
-    # -- saves -----------------------------------------------------------------------
-
     async def save_checkpoint(
         self,
         session_id: str,
@@ -263,178 +112,9 @@ class BackendSessionStore(StepHistory):
         expected_version: int | None = None,
         fencing_token: int | None = None,
     ) -> int:
-        """Replace the session's document (see :meth:`SessionStore.save_checkpoint`).
-
-        The first attempt decides on the head this store last committed, when
-        it has one, without reading it: the commit's compare-and-set applies
-        only if that head is still the stored one (revisions never repeat,
-        not even after a delete), and a refusal, or a check that fails on it,
-        starts over from a fresh read. The save is the session's next step
-        in its history (see :meth:`history`).
-        """
-        return await self._save(session_id, checkpoint, expected_version, fencing_token)
-
-    async def _save(
-        self,
-        session_id: str,
-        checkpoint: Mapping[str, Any],
-        expected_version: int | None,
-        fencing_token: int | None,
-        *,
-        origin: str | None = None,
-        claim_rows: Mapping[str, ClaimRow] | None = None,
-        side: SideRows | None = None,
-    ) -> int:
-        """:meth:`save_checkpoint`, with the step's ``origin``, claim rows to write with
-        it (a fork's calls in doubt, a rewind's calls in doubt again) and ``side`` rows
-        to put and drop (a rewind's claims and decisions of the abandoned steps)."""
-        with self._lock:
-            last = self._written.get(session_id)
-        encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
-        status, pending = summarize(checkpoint)
-        operation = f"save checkpoint for session {session_id!r}"
-        await anyio.lowlevel.checkpoint()
-        known = self._known_head(session_id)
-        for _attempt in range(_ATTEMPTS):
-            if known is None:
-                head, meta = await self._head(session_id)
-                claims: dict[str, ClaimRow] = {}
-            else:
-                head, meta, claims = known
-            try:
-                check_fence(
-                    session_id, fencing_token, self._live_lease(meta), self._clock(), operation
-                )
-                saved = head is not None and head.document is not None
-                check_version(session_id, expected_version, meta.version if saved else None)
-            except Exception:
-                if known is None:
-                    raise
-                known = None  # decided on a cached head: decide again on the stored one
-                continue
-            lists = await self._list_writes(session_id, meta if saved else None, encoded)
-            answered = answered_from(encoded, lists[ITEMS][0])
-            if not answered <= claims.keys():
-                wanted = answered - claims.keys()
-                claims = {**claims, **await self._rows(session_id, CLAIMS, ClaimRow, wanted)}
-            marked = {**_answered(claims, answered), **(claim_rows or {})}
-            now = time.time()
-            fields = {
-                "updated_at": now,
-                "status": status,
-                "pending": pending,
-                "item_count": len(encoded.items),
-                "turn_counts": turn_counts(encoded.turn),
-                "lease": meta.lease,
-            }
-            step_fields = {
-                "saved_at": now,
-                "state": str(checkpoint.get("state")),
-                "status": status,
-                "item_count": len(encoded.items),
-                "turn_counts": fields["turn_counts"],
-                "summary": summary_of(checkpoint),
-                "origin": origin,
-            }
-            plan = plan_history(meta.history, self.history_limit, encoded, lists, step_fields)
-            fields["history"] = plan.mark
-            version = await self._commit_save(
-                session_id, head, claims, marked, fields, encoded.head, lists, plan, side
-            )
-            if version is not None:
-                self._remember(session_id, version, encoded)
-                return version
-            known = None
-        else:
-            raise _refused_too_often()
-
-    async def _commit_save(
-        self,
-        session_id: str,
-        head: BackendHead | None,
-        claims: dict[str, ClaimRow],
-        marked: dict[str, ClaimRow],
-        fields: dict[str, Any],
-        document: str,
-        lists: Mapping[str, tuple[int, tuple[str, ...]]],
-        plan: HistoryPlan,
-        side: SideRows | None = None,
-    ) -> int | None:
-        """Commit a save on ``head``'s revision with the next version number (taken in
-        the commit when the backend offers :class:`NumberedCommit`); the version, or
-        ``None`` when refused."""
-        revision = 0 if head is None else head.revision
-        new_revision = await self._next_revision(head)
-        rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
-        built: list[tuple[str, SessionMeta]] = []
-
-        def write(version: int) -> BackendWrite:
-            meta = SessionMeta(version=version, **fields)
-            text = encode_record(meta)
-            built.append((text, meta))
-            new_head = BackendHead(revision=new_revision, meta=text, document=document)
-            all_rows = {**rows, **plan.rows(version, new_revision)}
-            drop = plan.drop
-            if side is not None:
-                for table, put in side.rows.items():
-                    all_rows[table] = {**put, **all_rows.get(table, {})}
-                drop = {**drop, **side.drop}
-            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=drop)
-
-        try:
-            if isinstance(self.backend, NumberedCommit):
-                version = await self.backend.commit_numbered(session_id, revision, VERSIONS, write)
-            else:
-                number = await self.backend.next_number(VERSIONS)
-                applied = await self.backend.commit(session_id, revision, write(number))
-                version = number if applied else None
-        except BaseException:
-            self._forget_head(session_id)
-            raise
-        if version is None:
-            self._forget_head(session_id)
-            return None
-        text, meta = built[-1]
-        self._know_meta(session_id, text, meta)
-        known_claims = {**claims, **marked}
-        new_head = BackendHead(revision=new_revision, meta=text, document=document)
-        self._know_head(session_id, new_head, meta, known_claims)
-        return version
-
-    async def _list_writes(
-        self, session_id: str, meta: SessionMeta | None, encoded: EncodedCheckpoint
-    ) -> dict[str, tuple[int, tuple[str, ...]]]:
-        """The list rows a save of ``encoded`` writes over what is stored: only what changed."""
-        with self._lock:
-            last = self._written.get(session_id)
-        items: Any
-        if meta is None:
-            items, turn = (), {}
-        elif last is not None and last[0] == meta.version:
-            items, turn = last[1].items, last[1].turn
-        else:
-            items = await self.backend.read_list(session_id, ITEMS)
-            turn = {}
-            for name in TURN_LISTS if meta.turn_counts is not None else ():
-                rows = tuple(await self.backend.read_list(session_id, TURN_LIST_PREFIX + name))
-                if rows:
-                    turn[name] = rows
-        start = first_change(items, encoded)
-        lists = {ITEMS: (start, encoded.items[start:])}
-        if not turn and not encoded.turn:
-            return lists  # no turn rows before or after: the usual save between turns
-        for name, first in turn_starts(turn, encoded).items():
-            old, new = turn.get(name, ()), encoded.turn.get(name, ())
-            if first < len(old) or first < len(new):
-                lists[TURN_LIST_PREFIX + name] = (first, tuple(new[first:]))
-        return lists
-
-    def _remember(self, session_id: str, version: int, encoded: EncodedCheckpoint) -> None:
-        with self._lock:
-            self._written.pop(session_id, None)
-            self._written[session_id] = (version, encoded)
-            while len(self._written) > _CACHED_SESSIONS:
-                del self._written[next(iter(self._written))]
+        """Replace the session's document (see :meth:`SessionStore.save_checkpoint`); the
+        save is the session's next step in its history (see :meth:`history`)."""
+        return await self._saves.save(session_id, checkpoint, expected_version, fencing_token)
 
     # -- claims and decisions ----------------------------------------------------------
 
@@ -442,14 +122,15 @@ class BackendSessionStore(StepHistory):
         """Record that ``call_id`` is about to run (again, if it was)."""
         operation = f"record call {call_id!r} of session {session_id!r} as started"
         await anyio.lowlevel.checkpoint()
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(session_id)
-            check_fence(session_id, None, self._live_lease(meta), self._clock(), operation)
+
+        async def attempt() -> Again | None:
+            head, meta = await self._heads.read(session_id)
+            check_fence(session_id, None, meta.lease_row(), self._clock(), operation)
             row = ClaimRow(tool_name=tool_name, input_digest=None, claimed_at=time.time())
-            if await self._commit(session_id, head, meta, claims={call_id: row}):
-                return
-        else:
-            raise _refused_too_often()
+            applied = await self._heads.commit(session_id, head, meta, claims={call_id: row})
+            return None if applied else AGAIN
+
+        await retried(attempt)
 
     async def claim(
         self,
@@ -463,11 +144,12 @@ class BackendSessionStore(StepHistory):
         """Claim ``call_id`` once (see :meth:`SessionStore.claim`)."""
         operation = f"claim call {call_id!r} of session {session_id!r}"
         await anyio.lowlevel.checkpoint()
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(session_id)
-            check_fence(session_id, fencing_token, self._live_lease(meta), self._clock(), operation)
+
+        async def attempt() -> Claim | Again:
+            head, meta = await self._heads.read(session_id)
+            check_fence(session_id, fencing_token, meta.lease_row(), self._clock(), operation)
             claimed = await self.backend.read_rows(session_id, CLAIMS, (call_id,))
-            decisions = await self._rows(session_id, DECISIONS, DecisionRow, (call_id,))
+            decisions = await self._heads.rows(session_id, DECISIONS, DecisionRow, (call_id,))
             decision = decisions.get(call_id)
             check_claim(
                 session_id,
@@ -477,10 +159,11 @@ class BackendSessionStore(StepHistory):
                 None if decision is None else (decision.input_digest, decision.approved),
             )
             row = ClaimRow(tool_name=tool_name, input_digest=input_digest, claimed_at=time.time())
-            if await self._commit(session_id, head, meta, claims={call_id: row}):
+            if await self._heads.commit(session_id, head, meta, claims={call_id: row}):
                 return row.claim(session_id, call_id)
-        else:
-            raise _refused_too_often()
+            return AGAIN
+
+        return await retried(attempt)
 
     async def record_approval(
         self,
@@ -494,9 +177,10 @@ class BackendSessionStore(StepHistory):
     ) -> RecordedApproval:
         """Record a decision on ``call_id`` (see :meth:`SessionStore.record_approval`)."""
         await anyio.lowlevel.checkpoint()
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(session_id)
-            decisions = await self._rows(session_id, DECISIONS, DecisionRow, (call_id,))
+
+        async def attempt() -> RecordedApproval | Again:
+            head, meta = await self._heads.read(session_id)
+            decisions = await self._heads.rows(session_id, DECISIONS, DecisionRow, (call_id,))
             found = decisions.get(call_id)
             existing = None if found is None else found.approval(session_id, call_id)
             claimed = bool(await self.backend.read_rows(session_id, CLAIMS, (call_id,)))
@@ -511,21 +195,22 @@ class BackendSessionStore(StepHistory):
                 reason=text,
                 edited_input=edited,
             )
-            if await self._commit(
-                session_id, head, meta, rows={DECISIONS: {call_id: encode_record(row)}}
-            ):
+            rows = {DECISIONS: {call_id: encode_record(row)}}
+            if await self._heads.commit(session_id, head, meta, rows=rows):
                 return row.approval(session_id, call_id, newly_recorded=True)
-        else:
-            raise _refused_too_often()
+            return AGAIN
+
+        return await retried(attempt)
 
     async def record_answer(
         self, session_id: str, question_id: str, *, action: str, content: Any = None
     ) -> RecordedAnswer:
         """Record the answer to ``question_id`` (see :meth:`SessionStore.record_answer`)."""
         await anyio.lowlevel.checkpoint()
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(session_id)
-            answers = await self._rows(session_id, ANSWERS, AnswerRow, (question_id,))
+
+        async def attempt() -> RecordedAnswer | Again:
+            head, meta = await self._heads.read(session_id)
+            answers = await self._heads.rows(session_id, ANSWERS, AnswerRow, (question_id,))
             found = answers.get(question_id)
             existing = None if found is None else found.answer(session_id, question_id)
             document = None if head is None else head.document
@@ -534,12 +219,12 @@ class BackendSessionStore(StepHistory):
                 action, content,
             )  # fmt: skip
             row = AnswerRow(action=action, content=content, answered_at=time.time())
-            if await self._commit(
-                session_id, head, meta, rows={ANSWERS: {question_id: encode_record(row)}}
-            ):
+            rows = {ANSWERS: {question_id: encode_record(row)}}
+            if await self._heads.commit(session_id, head, meta, rows=rows):
                 return row.answer(session_id, question_id, newly_recorded=True)
-        else:
-            raise _refused_too_often()
+            return AGAIN
+
+        return await retried(attempt)
 
     # -- leases -------------------------------------------------------------------------
 
@@ -548,15 +233,14 @@ class BackendSessionStore(StepHistory):
         check_owner(owner, f"acquire session {session_id!r}")
         seconds = check_ttl(ttl, f"acquire session {session_id!r}")
         await anyio.lowlevel.checkpoint()
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(session_id)
+
+        async def attempt() -> Lease | Again:
+            head, meta = await self._heads.read(session_id)
             now = self._clock()
-            check_acquire(session_id, owner, self._live_lease(meta), now)
-            lease = await self._grant(session_id, head, meta, owner, now + seconds)
-            if lease is not None:
-                return lease
-        else:
-            raise _refused_too_often()
+            check_acquire(session_id, owner, meta.lease_row(), now)
+            return await self._grant(session_id, head, meta, owner, now + seconds)
+
+        return await retried(attempt)
 
     async def _grant(
         self,
@@ -565,12 +249,12 @@ class BackendSessionStore(StepHistory):
         meta: SessionMeta,
         owner: str,
         expires: float,
-    ) -> Lease | None:
+    ) -> Lease | Again:
         token = await self.backend.next_number(TOKENS)
         record = LeaseRecord(owner=owner, token=token, expires_at=expires)
-        if await self._commit(session_id, head, attrs.evolve(meta, lease=record)):
+        if await self._heads.commit(session_id, head, attrs.evolve(meta, lease=record)):
             return record.row().as_lease(session_id)
-        return None
+        return AGAIN
 
     async def acquire_ready(self, owner: str, ttl: float) -> Lease | None:
         """Lease the oldest ready, unleased session to ``owner``, or return ``None``."""
@@ -578,16 +262,18 @@ class BackendSessionStore(StepHistory):
         seconds = check_ttl(ttl, "acquire a ready session")
         await anyio.lowlevel.checkpoint()
         for summary in await self.sessions_ready():
-            for _attempt in range(_ATTEMPTS):
-                head, meta = await self._head(summary.session_id)
+            session_id = summary.session_id
+
+            async def attempt(session_id: str = session_id) -> Lease | Again | None:
+                head, meta = await self._heads.read(session_id)
                 now = self._clock()
-                if not await self._is_ready(summary.session_id, head, meta, now):
-                    break
-                lease = await self._grant(summary.session_id, head, meta, owner, now + seconds)
-                if lease is not None:
-                    return lease
-            else:
-                raise _refused_too_often()
+                if not await self._is_ready(session_id, head, meta, now):
+                    return None  # taken or changed since it was listed: the next one
+                return await self._grant(session_id, head, meta, owner, now + seconds)
+
+            lease = await retried(attempt)
+            if lease is not None:
+                return lease
         return None
 
     async def _is_ready(
@@ -595,7 +281,7 @@ class BackendSessionStore(StepHistory):
     ) -> bool:
         if head is None or head.document is None:
             return False
-        lease = self._live_lease(meta)
+        lease = meta.lease_row()
         if lease is not None and lease.live(now):
             return False
         undecided = await self._undecided(session_id, meta)
@@ -614,30 +300,32 @@ class BackendSessionStore(StepHistory):
         operation = f"renew the lease of session {lease.session_id!r}"
         seconds = check_ttl(ttl, operation)
         await anyio.lowlevel.checkpoint()
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(lease.session_id)
+
+        async def attempt() -> Lease | Again:
+            head, meta = await self._heads.read(lease.session_id)
             now = self._clock()
-            check_fence(lease.session_id, lease.token, self._live_lease(meta), now, operation)
+            check_fence(lease.session_id, lease.token, meta.lease_row(), now, operation)
             assert meta.lease is not None
             renewed = attrs.evolve(meta.lease, expires_at=now + seconds)
-            if await self._commit(lease.session_id, head, attrs.evolve(meta, lease=renewed)):
+            if await self._heads.commit(lease.session_id, head, attrs.evolve(meta, lease=renewed)):
                 return renewed.row().as_lease(lease.session_id)
-        else:
-            raise _refused_too_often()
+            return AGAIN
+
+        return await retried(attempt)
 
     async def release(self, lease: Lease) -> None:
         """Give ``lease`` up; no-op if it is not current."""
         await anyio.lowlevel.checkpoint()
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(lease.session_id)
+
+        async def attempt() -> Again | None:
+            head, meta = await self._heads.read(lease.session_id)
             held = meta.lease
             if held is None or held.token != lease.token or held.released:
-                return
+                return None
             released = attrs.evolve(meta, lease=attrs.evolve(held, released=True))
-            if await self._commit(lease.session_id, head, released):
-                return
-        else:
-            raise _refused_too_often()
+            return None if await self._heads.commit(lease.session_id, head, released) else AGAIN
+
+        await retried(attempt)
 
     # -- queries -----------------------------------------------------------------------
 
@@ -647,7 +335,7 @@ class BackendSessionStore(StepHistory):
         for session_id, head in (await self.backend.heads()).items():
             if head.document is None:
                 continue
-            meta = self._meta(session_id, head.meta)
+            meta = self._heads.meta(session_id, head.meta)
             waiting = await self._undecided(session_id, meta)
             asks = meta.status is SessionStatus.AWAITING_ANSWER
             summary = SessionSummary(
@@ -688,7 +376,7 @@ class BackendSessionStore(StepHistory):
         now = self._clock()
         ready = []
         for summary, _head, meta in await self._summaries():
-            lease = self._live_lease(meta)
+            lease = meta.lease_row()
             if lease is not None and lease.live(now):
                 continue
             if is_ready(meta.status, meta.pending, summary.undecided + summary.unanswered):
@@ -709,39 +397,36 @@ class BackendSessionStore(StepHistory):
 
     # -- loads -------------------------------------------------------------------------
 
-    async def _snapshot(
-        self, session_id: str, *, everything: bool
-    ) -> tuple[SessionMeta, dict[str, Any], list[Item], dict[str, Any]] | None:
+    async def _snapshot(self, session_id: str, *, everything: bool) -> _Snapshot | None:
         """The document, items and (``everything``) claim and decision rows of one revision,
         decoded and checked; ``None`` when the session has no document.
 
         The rows are read after the head, and read again while a commit moved the
         head's revision meanwhile, so a load never mixes two commits.
         """
-        for _attempt in range(_ATTEMPTS):
-            head, meta = await self._head(session_id)
+
+        async def attempt() -> _Snapshot | Again | None:
+            head, meta = await self._heads.read(session_id)
             if head is None or head.document is None:
                 return None
             items = await self.backend.read_list(session_id, ITEMS)
-            turn: list[tuple[object, object, object]] = []
-            rows: dict[str, Any] = {}
+            turn: dict[str, list[str]] = {}
             for name in TURN_LISTS:  # also without counts: a row then is extra, not lost
-                texts = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
-                turn.extend((name, position, text) for position, text in enumerate(texts))
+                turn[name] = await self.backend.read_list(session_id, TURN_LIST_PREFIX + name)
+            claims, decisions, answers = {}, {}, {}
             if everything:
-                rows[CLAIMS] = await self._rows(session_id, CLAIMS, ClaimRow)
-                rows[DECISIONS] = await self._rows(session_id, DECISIONS, DecisionRow)
-                rows[ANSWERS] = await self._rows(session_id, ANSWERS, AnswerRow)
+                claims = await self._heads.rows(session_id, CLAIMS, ClaimRow)
+                decisions = await self._heads.rows(session_id, DECISIONS, DecisionRow)
+                answers = await self._heads.rows(session_id, ANSWERS, AnswerRow)
             again = await self.backend.read(session_id)
-            if again is not None and again.revision == head.revision:
-                break
-        else:
-            raise _refused_too_often()
-        rows_by_position = list(enumerate(items))
-        document, decoded = decode_stored(
-            session_id, head.document, rows_by_position, meta.item_count, turn, meta.turn_counts
-        )
-        return meta, document, decoded, rows
+            if again is None or again.revision != head.revision:
+                return AGAIN
+            document, decoded = decode_stored(
+                session_id, head.document, items, meta.item_count, turn, meta.turn_counts
+            )
+            return _Snapshot(meta, document, decoded, claims, decisions, answers)
+
+        return await retried(attempt)
 
     async def load(self, session_id: str) -> StoredSession | None:
         """The session's last document, version and calls in doubt, or ``None``."""
@@ -749,23 +434,23 @@ class BackendSessionStore(StepHistory):
         found = await self._snapshot(session_id, everything=True)
         if found is None:
             return None
-        meta, document, _items, rows = found
-        claims: dict[str, ClaimRow] = rows[CLAIMS]
-        decisions: dict[str, DecisionRow] = rows[DECISIONS]
-        open_claims = {call_id for call_id, row in claims.items() if not row.answered}
+        meta, document = found.meta, found.document
+        open_claims = {call_id for call_id, row in found.claims.items() if not row.answered}
+        answered = map(answered_call_ids, document["transcript"])
         return StoredSession(
             session_id=session_id,
             checkpoint=document,
-            started_calls=frozenset(open_claims - answered_call_ids(document["transcript"])),
+            started_calls=frozenset(open_claims.difference(*answered)),
             updated_at=timestamp(meta.updated_at),
             version=meta.version,
             status=meta.status,
             approvals={
-                call_id: row.approval(session_id, call_id) for call_id, row in decisions.items()
+                call_id: row.approval(session_id, call_id)
+                for call_id, row in found.decisions.items()
             },
             answers={
                 key: row.answer(session_id, key)
-                for key, row in rows[ANSWERS].items()
+                for key, row in found.answers.items()
                 if key in meta.pending and meta.status is SessionStatus.AWAITING_ANSWER
             },
         )
@@ -774,32 +459,25 @@ class BackendSessionStore(StepHistory):
         """The items of the session's last document, or ``None``."""
         await anyio.lowlevel.checkpoint()
         found = await self._snapshot(session_id, everything=False)
-        return None if found is None else found[2]
+        return None if found is None else found.items
 
     async def delete(self, session_id: str) -> bool:
         """Forget the session, its lease, claims and approvals; ``True`` if it had a document."""
         await anyio.lowlevel.checkpoint()
         head = await self.backend.read(session_id)
         await self.backend.delete(session_id)
-        with self._lock:
-            self._written.pop(session_id, None)
-            self._heads.pop(session_id, None)
+        self._saves.forget(session_id)
+        self._heads.forget(session_id)
         return head is not None and head.document is not None
 
 
-def _answered(claims: dict[str, ClaimRow], answered: frozenset[str]) -> dict[str, ClaimRow]:
-    """The claim rows a save marks answered: its new results answer them."""
-    return {
-        call_id: attrs.evolve(row, answered=True)
-        for call_id, row in claims.items()
-        if call_id in answered and not row.answered
-    }
+@attrs.frozen
+class _Snapshot:
+    """One revision of a session, decoded: its meta, document, items, and rows."""
 
-
-def _refused_too_often() -> CheckpointError:
-    return CheckpointError(
-        f"the storage backend refused {_ATTEMPTS} commits in a row (or moved the head under "
-        f"{_ATTEMPTS} loads), each on the revision just read: its commit() must apply a write "
-        "whose expected_revision is the stored head's revision, and read() must return the "
-        "head the last commit stored (run agentloop.testing.store_conformance.check_backend)"
-    )
+    meta: SessionMeta
+    document: dict[str, Any]
+    items: list[Item]
+    claims: dict[str, ClaimRow]
+    decisions: dict[str, DecisionRow]
+    answers: dict[str, AnswerRow]

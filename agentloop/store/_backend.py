@@ -134,6 +134,8 @@ class NumberedCommit(Protocol):
         ``n`` must be taken after the compare-and-set's lock (or in its
         atomic step), so two writers of one head that both apply take their
         numbers in the order they commit. A refused commit may spend a number.
-        ``write`` is pure and may run in any thread.
+        ``write`` is pure and may run in any thread, more than once: a backend
+        may first call it with a number it did not take (to find where the
+        number goes in the texts), but calls it last with ``n``.
         """
         ...

@@ -23,7 +23,7 @@ import attrs
 
 from ..core._errors import CheckpointError, InvalidInputError
 from ..loop._session_store import SessionStatus
-from ._documents import EncodedCheckpoint
+from ._codec import EncodedCheckpoint
 from ._records import ITEMS, TURN_LIST_PREFIX, HistoryMark, encode_record
 
 __all__ = [

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO
 
 from ..core._errors import InvalidInputError
 from ..core._items import Item
 from ..loop import _converter
-from ._documents import describe_item_error, encode_json
+from ._json import describe_error, json_text, parse_json
 
 __all__ = ["export_jsonl", "import_jsonl"]
 
@@ -30,7 +29,7 @@ def export_jsonl(items: Iterable[Item], target: str | os.PathLike[str] | IO[str]
                 f"found {type(item).__name__}; pass the transcript's items"
             )
         try:
-            lines.append(encode_json(_converter.unstructure(item), f"item {index}") + "\n")
+            lines.append(json_text(_converter.unstructure(item), f"item {index}") + "\n")
         except ValueError as error:
             raise InvalidInputError(
                 f"cannot export JSONL transcript: {error}; make the item's values JSON"
@@ -56,10 +55,6 @@ def import_jsonl(source: str | os.PathLike[str] | IO[str]) -> list[Item]:
     return _read_items(source, repr(getattr(source, "name", "<file object>")))
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _read_items(lines: Iterable[str], source_name: str) -> list[Item]:
     items: list[Item] = []
     prefix = f"cannot import JSONL transcript from {source_name}"
@@ -70,21 +65,16 @@ def _read_items(lines: Iterable[str], source_name: str) -> list[Item]:
                 f"remove line {number}"
             )
         try:
-            data = json.loads(line, parse_constant=_reject_constant)
+            data = parse_json(line)
         except ValueError as error:
-            reason = (
-                f"{error.msg} at column {error.colno}"
-                if isinstance(error, json.JSONDecodeError)
-                else str(error)
-            )
             raise InvalidInputError(
-                f"{prefix}: line {number} is not JSON ({reason}); fix or remove line {number}"
+                f"{prefix}: line {number} {error}; fix or remove line {number}"
             ) from None
         try:
             items.append(_converter.structure(data, Item))
         except Exception as error:
             raise InvalidInputError(
                 f"{prefix}: line {number} is not an agentloop item "
-                f"({describe_item_error(error)}); fix or remove line {number}"
+                f"({describe_error(error)}); fix or remove line {number}"
             ) from None
     return items

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..core._errors import CheckpointError, InvalidInputError
 from ._backed import BackendSessionStore
+from ._backend import BackendWrite
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._pool import ConnectionPool
 from ._sql_backend import SqlBackend
@@ -56,6 +57,45 @@ _LEGACY_NAMES = {
     for role in ("sessions", "items", "turn_rows", "claims", "leases", "approvals")
 }
 _MIGRATION_LOCK = 0x6167_6C6F_6F70  # "agloop": serializes concurrent migrators
+_SAVE = """
+WITH head AS (
+    UPDATE agentloop_heads SET revision = %(revision)s, document = %(document)s,
+        meta = %(before)s || nextval(%(sequence)s::regclass)::text || %(after)s
+    WHERE session_id = %(session)s AND revision = %(expected)s
+    RETURNING meta, substr(meta, %(start)s::int, length(meta) - %(around)s::int) AS number
+), cut AS (
+    DELETE FROM agentloop_lists AS l USING unnest(%(names)s::text[], %(ends)s::int[]) AS c(n, e)
+    WHERE l.session_id = %(session)s AND l.list = c.n AND l.position >= c.e
+        AND EXISTS (SELECT FROM head)
+), listed AS (
+    INSERT INTO agentloop_lists (session_id, list, position, body)
+    SELECT %(session)s, r.n, r.p, r.b
+    FROM unnest(%(lists)s::text[], %(positions)s::int[], %(bodies)s::text[]) AS r(n, p, b)
+    WHERE EXISTS (SELECT FROM head)
+    ON CONFLICT (session_id, list, position) DO UPDATE SET body = excluded.body
+), dropped AS (
+    DELETE FROM agentloop_keyed AS d USING unnest(%(drop_tables)s::text[], %(drop_keys)s::text[])
+        AS x(t, k)
+    WHERE d.session_id = %(session)s AND d.tbl = x.t AND d.key = x.k
+        AND EXISTS (SELECT FROM head)
+), put AS (
+    INSERT INTO agentloop_keyed (session_id, tbl, key, body)
+    SELECT %(session)s, k.t, k.k,
+        CASE WHEN k.s THEN k.b || (SELECT number FROM head) || k.a ELSE k.b END
+    FROM unnest(%(tables)s::text[], %(keys)s::text[], %(texts)s::text[], %(afters)s::text[],
+        %(spliced)s::boolean[]) AS k(t, k, b, a, s)
+    WHERE EXISTS (SELECT FROM head)
+    ON CONFLICT (session_id, tbl, key) DO UPDATE SET body = excluded.body
+)
+SELECT number FROM head
+"""
+"""A save on a head in one statement (one round trip, atomic without a transaction):
+the compare-and-set takes the row's lock, then the version number (spliced into the
+meta text and into the keyed rows that hold it, such as the step history's row), and
+only if it applied are list rows put and cut past their new end and keyed rows
+dropped and put (a key both dropped and put is only put: the same as dropping first)."""
+_MARKS = (7_304_129_853_016_457_931, 8_146_031_772_590_334_617)
+"""Two versions a save's write is built with to find where the number goes in its texts."""
 _COUNTER = re.compile(r"^[a-z_]{1,40}$")
 
 
@@ -110,12 +150,35 @@ class PostgresDialect:
 
         sequence = _sequence(counter)
         if sequence not in self._sequences:
-            # Two processes creating it at once: one of them gets a unique violation
-            # (IF NOT EXISTS is not atomic); the sequence exists either way.
-            with suppress(psycopg.errors.UniqueViolation):
+            # Two processes creating it at once: one of them gets a unique violation or
+            # "relation already exists" (IF NOT EXISTS is not atomic); it exists either way.
+            with suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
             self._sequences.add(sequence)
         return int(self.take_number(connection, counter).fetchone()[0])
+
+    def one_statement_save(
+        self,
+        connection: Any,
+        session_id: str,
+        expected_revision: int,
+        counter: str,
+        write: Callable[[int], BackendWrite],
+    ) -> int | Any | None:
+        """A save on a head in one statement (:data:`_SAVE`): the number it took, ``None``
+        if refused, ``NotImplemented`` when the number's place in its texts is not plain."""
+        sequence = _sequence(counter)
+        if sequence not in self._sequences:
+            return NotImplemented  # created by next_number(), on the general path
+        parameters = _save_parameters(session_id, expected_revision, sequence, write)
+        if parameters is None:
+            return NotImplemented  # a text depends on the number otherwise: the general path
+        found = connection.execute(_SAVE, parameters).fetchone()
+        if found is None:
+            return None
+        number = int(found[0])
+        write(number)  # the last call gets the number taken, as on the general path
+        return number
 
     def take_number(self, connection: Any, counter: str) -> Any:
         """Queue ``nextval`` of the counter's sequence in the caller's transaction; the
@@ -144,6 +207,94 @@ class PostgresDialect:
                 raise
             self._schema_ready = True
         return connection
+
+
+def _save_parameters(
+    session_id: str, expected_revision: int, sequence: str, write: Callable[[int], BackendWrite]
+) -> dict[str, Any] | None:
+    """The parameters of :data:`_SAVE` for the write ``write(number)`` builds, found by
+    building it with each of :data:`_MARKS` (``write`` is pure); ``None`` when a text holds
+    the number other than plainly once (the meta must)."""
+    probes = [write(mark) for mark in _MARKS]  # pure: where does the number go?
+    found_meta = _spliced(probes[0].head.meta, probes[1].head.meta)
+    puts = _keyed_puts(probes[0], probes[1])
+    built, other = probes
+    if (
+        found_meta is None
+        or not found_meta[2]
+        or puts is None
+        or (built.head.revision, built.head.document, built.lists)
+        != (other.head.revision, other.head.document, other.lists)
+        or built.drop != other.drop
+    ):
+        return None
+    before, after, _spliced_meta = found_meta
+    head = built.head
+    lists = [(name, start, rows) for name, (start, rows) in built.lists.items()]
+    listed = [(n, start + i, b) for n, start, rows in lists for i, b in enumerate(rows)]
+    put_keys = {(table, key) for table, key, *_rest in puts}
+    drops = [
+        (table, key)
+        for table, keys in built.drop.items()
+        for key in keys
+        if (table, key) not in put_keys
+    ]
+    return {
+        "revision": head.revision,
+        "document": head.document,
+        "before": before,
+        "after": after,
+        "start": len(before) + 1,
+        "around": len(before) + len(after),
+        "sequence": sequence,
+        "session": session_id,
+        "expected": expected_revision,
+        "names": [name for name, _start, _rows in lists],
+        "ends": [start + len(rows) for _name, start, rows in lists],
+        "lists": [row[0] for row in listed],
+        "positions": [row[1] for row in listed],
+        "bodies": [row[2] for row in listed],
+        "drop_tables": [row[0] for row in drops],
+        "drop_keys": [row[1] for row in drops],
+        "tables": [row[0] for row in puts],
+        "keys": [row[1] for row in puts],
+        "texts": [row[2] for row in puts],
+        "afters": [row[3] for row in puts],
+        "spliced": [row[4] for row in puts],
+    }
+
+
+def _spliced(first: str, second: str) -> tuple[str, str, bool] | None:
+    """A text built with each of :data:`_MARKS`: ``(text, "", False)`` if it does not
+    depend on the number, ``(before, after, True)`` if it is ``before + number + after``,
+    ``None`` if neither (the number is not in it plainly)."""
+    if first == second:
+        return first, "", False
+    mark, other = (str(mark) for mark in _MARKS)
+    if first.count(mark) != 1 or first.replace(mark, other) != second:
+        return None
+    before, _mark, after = first.partition(mark)
+    return before, after, True
+
+
+def _keyed_puts(
+    first: BackendWrite, second: BackendWrite
+) -> list[tuple[str, str, str, str, bool]] | None:
+    """The keyed rows of a write built with each of :data:`_MARKS`, as
+    ``(table, key, before, after, spliced)`` (see :func:`_spliced`); ``None`` if a row
+    holds the number otherwise, or the two writes put different keys."""
+    if {t: r.keys() for t, r in first.rows.items()} != {
+        t: r.keys() for t, r in second.rows.items()
+    }:
+        return None
+    puts = []
+    for table, rows in first.rows.items():
+        for key, text in rows.items():
+            found = _spliced(text, second.rows[table][key])
+            if found is None:
+                return None
+            puts.append((table, key, *found))
+    return puts
 
 
 def ensure_schema(connection: Any, where: str) -> int:

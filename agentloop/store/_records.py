@@ -18,9 +18,8 @@ import attrs
 from ..core._errors import CheckpointError
 from ..loop import _converter
 from ..loop._session_store import Claim, RecordedApproval, SessionStatus
-from ._documents import _encode
+from ._json import compact, describe_error
 from ._rules import LeaseRow, stored_approval, timestamp
-from ._stored import describe_item_error
 
 __all__ = [
     "ITEMS",
@@ -84,6 +83,10 @@ class SessionMeta:
     lease: LeaseRecord | None = None
     history: HistoryMark | None = None
 
+    def lease_row(self) -> LeaseRow | None:
+        """The session's last granted lease as the rules take it (``None``: never leased)."""
+        return None if self.lease is None else self.lease.row()
+
 
 @attrs.frozen(kw_only=True)
 class ClaimRow:
@@ -144,7 +147,7 @@ def encode_record(record: Any) -> str:
     hook = _HOOKS.get(kind)
     if hook is None:
         hook = _HOOKS[kind] = _converter.converter.get_unstructure_hook(kind)
-    return _encode(hook(record))  # plain JSON by construction: no check needed
+    return compact(hook(record))  # plain JSON by construction: no check needed
 
 
 _HOOKS: dict[type, Callable[[Any], Any]] = {}
@@ -160,7 +163,7 @@ def decode_record(text: object, kind: type[_R], session_id: str, what: str) -> _
             raise TypeError(f"it holds {type(text).__name__}, expected JSON text")
         return _converter.structure(json.loads(text), kind)
     except Exception as error:
-        reason = describe_item_error(error)
+        reason = describe_error(error)
         raise CheckpointError(
             f"cannot load session {session_id!r}: {what} is damaged ({reason}); {_FIX}"
         ) from None

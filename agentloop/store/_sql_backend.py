@@ -43,6 +43,15 @@ class Dialect(Protocol):
     row_lock: str
     """Appended to a ``SELECT`` of a head to lock its row until the transaction ends."""
 
+    @property
+    def one_statement_save(
+        self,
+    ) -> Callable[[Any, str, int, str, Callable[[int], BackendWrite]], Any] | None:
+        """A whole :meth:`SqlBackend.commit_numbered` on a head in one statement, if the
+        dialect has one: the number, ``None`` if refused, or ``NotImplemented`` for this
+        write."""
+        ...
+
     async def run(self, operation: str, work: Callable[[Any], T]) -> T:
         """``work(connection)`` in a thread with a connection of its own; ``operation``
         names it in errors (the driver's errors become ``CheckpointError``)."""
@@ -145,17 +154,23 @@ class SqlBackend:
     ) -> int | None:
         """The counter's next number ``n`` and the commit of ``write(n)``, in one transaction.
 
-        The head's row is locked (SQLite: the write lock of ``BEGIN IMMEDIATE``)
-        and its revision read with the number, in one round trip; the head and
-        rows then travel with ``COMMIT``. A first commit (no head to lock) takes
-        the number, then commits.
+        The dialect's one statement does it all when it has one (PostgreSQL:
+        one round trip). Otherwise the head's row is locked (SQLite: the write
+        lock of ``BEGIN IMMEDIATE``) and its revision read with the number, in
+        one round trip; the head and rows then travel with ``COMMIT``. A first
+        commit (no head to lock) takes the number, then commits.
         """
         if expected_revision == 0:
             number = await self.next_number(counter)
             return number if await self.commit(session_id, 0, write(number)) else None
         pipelined = self.dialect.pipelined
+        one_statement = self.dialect.one_statement_save
 
         def work(connection: Any) -> int | None:
+            if one_statement is not None:
+                found = one_statement(connection, session_id, expected_revision, counter, write)
+                if found is not NotImplemented:
+                    return None if found is None else int(found)
             with self.dialect.write(connection):
                 locked = connection.execute(self._sql["lock_head"], (session_id,))
                 # In a pipeline, the number travels with the lock (and a refused

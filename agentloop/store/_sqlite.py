@@ -73,6 +73,7 @@ class SqliteDialect:
 
     prefix = ""
     placeholder = "?"
+    one_statement_save = None
     pipelined = False
     row_lock = ""  # BEGIN IMMEDIATE holds the file's write lock
 

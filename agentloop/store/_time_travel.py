@@ -21,8 +21,8 @@ Written once for every :class:`~agentloop.store.BackendSessionStore`:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import anyio.lowlevel
 import attrs
@@ -31,10 +31,12 @@ from ..core._errors import CheckpointError, InvalidInputError
 from ..loop._session_history import INHERITED_KEYS, SavedStep, inherited_keys
 from ..loop._session_store import StoredSession
 from ._backend import StorageBackend
-from ._documents import answered_call_ids, decode_stored
+from ._codec import answered_call_ids, decode_stored
+from ._heads import CLAIMS, Heads
 from ._history import HISTORY, STEPS, HistoryRow, SideRows, StepRow, rebuild, step_key
 from ._records import ClaimRow, decode_record
 from ._rules import timestamp
+from ._saves import Saves
 
 __all__ = [
     "REWOUND_CLAIMS",
@@ -47,7 +49,6 @@ __all__ = [
     "rewind_session",
 ]
 
-CLAIMS = "claims"
 DECISIONS = "decisions"
 REWOUND_CLAIMS = "rewound_claims"
 """Claims of calls a rewind left behind (not in the step it went back to), by call id: a
@@ -55,29 +56,13 @@ later rewind to a step that holds the call brings its claim back."""
 REWOUND_DECISIONS = "rewound_decisions"
 """The same for recorded decisions."""
 
-_R = TypeVar("_R")
-
 
 class HistoryHost(Protocol):
     """What these operations use of :class:`~agentloop.store.BackendSessionStore`."""
 
     backend: StorageBackend
-
-    async def _rows(
-        self, session_id: str, table: str, kind: type[_R], keys: Collection[str] | None = None
-    ) -> dict[str, _R]: ...
-
-    async def _save(
-        self,
-        session_id: str,
-        checkpoint: Mapping[str, Any],
-        expected_version: int | None,
-        fencing_token: int | None,
-        *,
-        origin: str | None = None,
-        claim_rows: Mapping[str, ClaimRow] | None = None,
-        side: SideRows | None = None,
-    ) -> int: ...
+    _heads: Heads
+    _saves: Saves
 
     async def load(self, session_id: str) -> StoredSession | None: ...
 
@@ -87,7 +72,7 @@ _ATTEMPTS = 100
 
 
 async def _steps(store: HistoryHost, session_id: str) -> dict[int, StepRow]:
-    rows = await store._rows(session_id, STEPS, StepRow)
+    rows = await store._heads.rows(session_id, STEPS, StepRow)
     return {int(key): row for key, row in rows.items()}
 
 
@@ -138,7 +123,7 @@ async def _document_at(
                 "before it; the store is damaged: restore it from a backup"
             )
         keys = [step_key(number) for number in range(max(bases), step + 1)]
-        found_rows = await store._rows(session_id, HISTORY, HistoryRow, keys)
+        found_rows = await store._heads.rows(session_id, HISTORY, HistoryRow, keys)
         if len(found_rows) == len(keys):
             break  # else a save dropped them meanwhile: read the steps again
     else:
@@ -148,14 +133,7 @@ async def _document_at(
         )
     rows = {int(key): history for key, history in found_rows.items()}
     head, items, turn = rebuild(session_id, step, rows)
-    turn_rows = [
-        (name, position, text)
-        for name, texts in turn.items()
-        for position, text in enumerate(texts)
-    ]
-    document, _items = decode_stored(
-        session_id, head, list(enumerate(items)), row.item_count, turn_rows, row.turn_counts
-    )
+    document, _items = decode_stored(session_id, head, items, row.item_count, turn, row.turn_counts)
     return row, document
 
 
@@ -164,7 +142,7 @@ def _doubted(
 ) -> dict[str, ClaimRow]:
     """The claims of ``document``'s past (recorded before ``revision``) whose call has no
     result in it."""
-    answered = answered_call_ids(document["transcript"])
+    answered = _answered(document)
     return {
         call_id: row
         for call_id, row in claims.items()
@@ -176,7 +154,7 @@ async def load_step(store: HistoryHost, session_id: str, step: int) -> StoredSes
     """The session as saved at ``step``: its document, version, and calls in doubt then."""
     await anyio.lowlevel.checkpoint()
     row, document = await _document_at(store, session_id, step)
-    claims = await store._rows(session_id, CLAIMS, ClaimRow)
+    claims = await store._heads.rows(session_id, CLAIMS, ClaimRow)
     return StoredSession(
         session_id=session_id,
         checkpoint=document,
@@ -197,7 +175,7 @@ def _renamed(document: dict[str, Any], session_id: str, new_session_id: str) -> 
         metadata = config.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
         known = inherited_keys(metadata)
-        open_calls = _called(document) - answered_call_ids(document["transcript"])
+        open_calls = _called(document) - _answered(document)
         if open_calls:
             keys = {call_id: known.get(call_id, session_id) for call_id in sorted(open_calls)}
             config["metadata"] = {**metadata, INHERITED_KEYS: keys}
@@ -217,7 +195,7 @@ async def fork_session(
             "original's id"
         )
     await anyio.lowlevel.checkpoint()
-    claims = await store._rows(session_id, CLAIMS, ClaimRow)
+    claims = await store._heads.rows(session_id, CLAIMS, ClaimRow)
     if at is None:
         stored = await store.load(session_id)
         if stored is None:
@@ -234,7 +212,7 @@ async def fork_session(
     copied = {
         call_id: attrs.evolve(row, revision=0, answered=False) for call_id, row in doubted.items()
     }
-    return await store._save(
+    return await store._saves.save(
         new_session_id,
         _renamed(document, session_id, new_session_id),
         0,
@@ -251,7 +229,7 @@ async def rewind_session(
     await anyio.lowlevel.checkpoint()
     _row, document = await _document_at(store, session_id, to)
     called = _called(document)
-    answered = answered_call_ids(document["transcript"])
+    answered = _answered(document)
     claims, moved_claims = _split(await store.backend.read_rows(session_id, CLAIMS), called)
     decisions, moved_decisions = _split(
         await store.backend.read_rows(session_id, DECISIONS), called
@@ -286,7 +264,7 @@ async def rewind_session(
             REWOUND_DECISIONS: tuple(back_decisions),
         },
     )
-    return await store._save(
+    return await store._saves.save(
         session_id,
         document,
         expected_version,
@@ -295,6 +273,11 @@ async def rewind_session(
         claim_rows=again,
         side=side,
     )
+
+
+def _answered(document: Mapping[str, Any]) -> frozenset[str]:
+    """The ids of the calls ``document``'s transcript holds a result of."""
+    return frozenset().union(*map(answered_call_ids, document["transcript"]))
 
 
 def _called(document: Mapping[str, Any]) -> set[str]:

@@ -279,7 +279,7 @@ async def _check_numbered_commit(backend: StorageBackend) -> None:
 
     number = await backend.commit_numbered(session_id, 1, counter, write)
     _expect("commit_numbered", "a commit on the head's revision: its number", number, 1)
-    _expect("commit_numbered", "the numbers given to write()", taken, [1])
+    _expect("commit_numbered", "the last number given to write()", taken[-1:], [1])
     _expect("commit_numbered", "the head it stored", await backend.read(session_id), _head(2))
     _expect(
         "commit_numbered", "the list it wrote", await backend.read_list(session_id, "l"), ["n1"]

@@ -253,3 +253,47 @@ async def test_a_save_the_database_refuses_leaves_the_last_save_and_a_usable_con
         assert reloaded.checkpoint == sample_checkpoint("s", accepted)
         assert reloaded.started_calls == frozenset()
     assert _query(postgres_uri, "SELECT count(*) FROM agentloop_lists") == [(3,)]
+
+
+async def test_a_save_on_a_head_is_one_statement_even_when_its_texts_hold_the_mark(
+    postgres_uri: str,
+) -> None:
+    """The one-statement save splices the version into the texts that change with it (the
+    meta, the step row), found by building the write with two marks: a document holding
+    a mark's digits is the same under both, so it takes the one statement too and is
+    stored exactly."""
+    from agentloop import Item, ItemKind
+
+    async with PostgresSessionStore(postgres_uri) as store:
+        dialect = store._dialect
+        real, taken = dialect.one_statement_save, []
+
+        def spy(*args: object) -> object:
+            found = real(*args)  # type: ignore[arg-type]
+            taken.append(found)
+            return found
+
+        dialect.one_statement_save = spy  # type: ignore[method-assign]
+        items = [Item.text(ItemKind.USER, f"line {n}") for n in range(4)]
+        mark = "7304129853016457931"
+        documents = [
+            sample_checkpoint("s", items[:3]),  # the first save inserts the head
+            sample_checkpoint("s", items),  # appends a row
+            sample_checkpoint("s", items[:1], note=mark),  # cuts rows, holds the mark
+            sample_checkpoint("s", [items[3], *items[:2]]),  # rewrites rows, cuts one
+        ]
+        versions = []
+        for document in documents:
+            versions.append(await store.save_checkpoint("s", document))
+            loaded = await store.load("s")
+            assert loaded is not None
+            assert (loaded.version, loaded.checkpoint) == (versions[-1], document)
+        assert taken == versions[1:]
+        assert versions == sorted(set(versions))
+    rows = _query(postgres_uri, "SELECT position, body FROM agentloop_lists ORDER BY position")
+    assert [json.loads(str(body))["parts"][0]["text"] for _position, body in rows] == [
+        "line 3",
+        "line 0",
+        "line 1",
+    ]
+    assert [position for position, _body in rows] == [0, 1, 2]

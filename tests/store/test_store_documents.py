@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import agentloop.store
 from agentloop import CheckpointError, Item, ItemKind, unstructure
 from agentloop.store import MemorySessionStore, SessionStore, SqliteSessionStore
-from agentloop.store._documents import TURN_LISTS, encode_checkpoint
+from agentloop.store._codec import TURN_LISTS, encode_checkpoint
 from agentloop.testing import json_values, transcripts
 from agentloop.testing.store_conformance import sample_checkpoint
 
@@ -40,11 +40,17 @@ GOOD = sample_checkpoint("s", [Item.text(ItemKind.USER, "hi")])
     ("document", "message"),
     [
         ("text", f"expected a mapping, found str; {FIX}"),
-        ({**GOOD, "format": "x"}, f"expected format 'agentloop.checkpoint', found 'x'; {FIX}"),
-        ({**GOOD, "version": "2"}, f"expected an integer version >= 1, found '2'; {FIX}"),
+        (
+            {**GOOD, "format": "x"},
+            f"the document has format 'x', expected 'agentloop.checkpoint'; {FIX}",
+        ),
+        (
+            {**GOOD, "version": "2"},
+            f"the document has version '2', expected an integer >= 1; {FIX}",
+        ),
         (
             {**GOOD, "session_id": "t"},
-            "the document's session_id is 't'; save it under its own session id",
+            "the document has session_id 't', expected 's'; save it under its own session id",
         ),
         ({**GOOD, "transcript": None}, f"expected a 'transcript' list, found NoneType; {FIX}"),
         (
