@@ -1,0 +1,138 @@
+"""A child agent's approval waiting in a stored session, shown and answered like an approval.
+
+A call that runs a child agent (``Agent.as_tool``) carries the child's
+approval up as its own question (kind ``agent.approval``); the parent's
+session rests ``awaiting_answer`` on it. The inbox, AG-UI and the A2A server
+show it as an approval (:class:`ChildApproval`: the child's tool, input and
+``path``) and answer it approve, approve with edited arguments (checked
+against the child's tool's input schema, as a top-level edit is) or deny
+(:func:`child_answer`); the answer is recorded with the store's
+``record_answer`` on the parent's question, so it is single use and a
+restart resumes the child with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from ..loop._converter import structure
+from ..loop._nested import CHILD_APPROVAL, path_entry
+from ..loop._steps import ApprovalAnswer, ApprovalRequest, Step
+from ..loop._stored_answers import PendingQuestion
+from ..tools._questions import QuestionAnswer
+from ._decide import validate_input
+
+__all__ = [
+    "ChildApproval",
+    "child_answer",
+    "child_approval",
+    "child_tool_schema",
+    "split_questions",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ChildApproval:
+    """A child agent's call waiting for approval, carried by the parent's question
+    ``question_id``. ``path`` names the calls running the child, from the top
+    (``"<tool name>:<call id>"`` each); ``schema`` is the child's tool's input
+    schema (``None`` when the agent tree does not name it)."""
+
+    question_id: str
+    call_id: str
+    tool_name: str
+    input: Any
+    reason: str
+    summary: str
+    path: tuple[str, ...]
+    resumable: bool
+    schema: Any = None
+
+
+def child_tool_schema(agent: Any, path: Sequence[str], tool_name: str) -> Any:
+    """The input schema of ``tool_name`` of the agent ``path`` leads to from ``agent``
+    (through each call's ``Agent.as_tool`` tool); ``None`` when it leads nowhere."""
+    for entry in path:
+        name = entry.partition(":")[0]
+        tool = _tool(agent, name)
+        agent = getattr(tool, "agent", None)
+        if agent is None:
+            return None
+    tool = _tool(agent, tool_name)
+    spec = getattr(tool, "spec", None)
+    return getattr(spec, "input_schema", None)
+
+
+def _tool(agent: Any, name: str) -> Any:
+    for source in getattr(agent, "tool_sources", ()):
+        found = source.get(name)
+        if found is not None:
+            return found
+    return None
+
+
+def child_approval(pending: PendingQuestion, agent: Any = None) -> ChildApproval | None:
+    """``pending`` as a child's approval (``None``: it is another kind of question, or its
+    data is not a child's approval); ``agent`` (the top-level one) gives the schema."""
+    data = pending.data
+    if pending.kind != CHILD_APPROVAL or not isinstance(data, dict):
+        return None
+    try:
+        inner = structure(data.get("step"), Step)  # type: ignore[arg-type]
+    except Exception:
+        return None
+    if not isinstance(inner, ApprovalRequest):
+        return None
+    path = (path_entry(pending.tool_name, pending.call_id), *inner.path)
+    return ChildApproval(
+        question_id=pending.question_id,
+        call_id=inner.call_id,
+        tool_name=inner.tool_name,
+        input=inner.input,
+        reason=inner.reason,
+        summary=inner.summary,
+        path=path,
+        resumable=pending.resumable,
+        schema=child_tool_schema(agent, path, inner.tool_name),
+    )
+
+
+def split_questions(
+    questions: Sequence[PendingQuestion], agent: Any = None
+) -> tuple[tuple[ChildApproval, ...], tuple[PendingQuestion, ...]]:
+    """``questions`` as (the child approvals among them, the other questions)."""
+    children: list[ChildApproval] = []
+    others: list[PendingQuestion] = []
+    for pending in questions:
+        child = child_approval(pending, agent)
+        if child is None:
+            others.append(pending)
+        else:
+            children.append(child)
+    return tuple(children), tuple(others)
+
+
+_MISSING: Any = object()
+
+
+def child_answer(
+    child: ChildApproval, *, approved: bool, reason: str | None = None, edited: Any = _MISSING
+) -> QuestionAnswer:
+    """The answer recorded on ``child``'s question: approve, approve with ``edited``
+    arguments, or deny with ``reason``. ``ValueError`` says why an edit is refused."""
+    if edited is not _MISSING:
+        if not approved:
+            raise ValueError("edited arguments go with an approval only")
+        if edited is None:
+            raise ValueError("the edited arguments are null; send the tool's arguments")
+        problem = validate_input(child.schema, edited)
+        if problem is not None:
+            raise ValueError(f"the edited arguments do not match the tool's schema: {problem}")
+        decision = ApprovalAnswer.approve_with(edited)
+    else:
+        decision = ApprovalAnswer.approve() if approved else ApprovalAnswer.deny(reason)
+    content = {"kind": decision.kind.value, "input": decision.input, "reason": decision.reason}
+    return QuestionAnswer.accept(content)
