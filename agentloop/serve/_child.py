@@ -81,7 +81,7 @@ def child_approval(pending: PendingQuestion, agent: Any = None) -> ChildApproval
     if pending.kind != CHILD_APPROVAL or not isinstance(data, dict):
         return None
     try:
-        inner = structure(data.get("step"), Step)  # type: ignore[arg-type]
+        inner: Step = structure(data.get("step"), Step)
     except Exception:
         return None
     if not isinstance(inner, ApprovalRequest):

@@ -167,10 +167,10 @@ class AguiRunner:
             return _Thread(driver=driver, resumed=False)
         transcript = await self._store.transcript(thread) or []
         items = new_input(run_input.messages, transcript)
-        rows, asked = self._rows(stored), open_questions(stored)
-        children, questions = split_questions(asked, self._agent)
-        listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(asked)])
-        if (rows or asked) and items:
+        rows, waiting = self._rows(stored), open_questions(stored)
+        children, questions = split_questions(waiting, self._agent)
+        listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(waiting)])
+        if (rows or waiting) and items:
             raise RunRefused(
                 f"thread {thread!r} has open interrupts ({listed}); new messages cannot "
                 "be sent until they are answered: send a run with resume entries for them "
@@ -179,10 +179,10 @@ class AguiRunner:
             )
         replies = read_question_answers(resume, questions)
         replies += read_child_answers(resume, children)
-        asked_ids = set(_question_ids(asked))
+        asked_ids = set(_question_ids(waiting))
         rest = [entry for entry in resume if entry.interrupt_id not in asked_ids]
         answers = read_resume(rest, rows, now=self._now())
-        if (rows or asked) and not (answers or replies):
+        if (rows or waiting) and not (answers or replies):
             raise RunRefused(
                 f"thread {thread!r} has open interrupts ({listed}); answer them with "
                 "RunAgentInput.resume. Nothing was changed",

@@ -128,7 +128,8 @@ async def test_the_childs_approval_is_a_tool_call_interrupt_with_its_path() -> N
         },
     }
     stored = await store.load("t1")
-    assert stored is not None and stored.status is SessionStatus.AWAITING_ANSWER
+    assert stored is not None
+    assert stored.status is SessionStatus.AWAITING_ANSWER
     assert echo.inputs == []
 
 
@@ -157,7 +158,8 @@ async def test_resume_answers_the_childs_approval(
     assert echo.inputs == ran
     assert final_text(events).startswith(text)
     stored = await store.load("t1")
-    assert stored is not None and stored.status is SessionStatus.AWAITING_INPUT
+    assert stored is not None
+    assert stored.status is SessionStatus.AWAITING_INPUT
 
 
 async def test_the_answer_is_single_use() -> None:
@@ -196,8 +198,10 @@ async def test_a_bad_payload_is_refused_and_changes_nothing(payload: Any, proble
         assert problem in events[-1]["message"]
         assert "nothing was recorded" in events[-1]["message"]
         after = await store.load("t1")
-        assert after is not None and before is not None
-        assert after.answers == {} and after.checkpoint == before.checkpoint
+        assert after is not None
+        assert before is not None
+        assert after.answers == {}
+        assert after.checkpoint == before.checkpoint
         events = await post_run(
             client,
             run_input("t1", "r3", resume=resume((INTERRUPT, "resolved", {"approved": True}))),
