@@ -13,6 +13,7 @@ restart resumes the child with it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,13 +24,15 @@ from ..loop._nested import CHILD_APPROVAL, path_entry
 from ..loop._steps import ApprovalAnswer, ApprovalRequest, Step
 from ..loop._stored_answers import PendingQuestion
 from ..tools._questions import QuestionAnswer
-from ._decide import validate_input
+from ._decide import MAX_REASON, validate_input
 
 __all__ = [
+    "CHILD_ACTIONS",
     "ChildApproval",
     "child_answer",
     "child_approval",
     "child_tool_schema",
+    "inbox_answer",
     "split_questions",
 ]
 
@@ -136,3 +139,35 @@ def child_answer(
         decision = ApprovalAnswer.approve() if approved else ApprovalAnswer.deny(reason)
     content = {"kind": decision.kind.value, "input": decision.input, "reason": decision.reason}
     return QuestionAnswer.accept(content)
+
+
+CHILD_ACTIONS = ("approve", "approve_with", "deny")
+"""The actions ``POST /api/answer`` takes for a child's approval (``/api/decide``'s)."""
+
+
+def inbox_answer(child: ChildApproval, body: dict[str, Any]) -> QuestionAnswer:
+    """The answer an inbox request ``{action, reason?, input?}`` gives ``child`` (``input``:
+    the edited arguments as JSON text, as ``/api/decide`` takes them); ``ValueError`` says
+    what is wrong."""
+    action, reason, text = body.get("action"), body.get("reason"), body.get("input")
+    if action not in CHILD_ACTIONS:
+        raise ValueError(
+            f"a child agent's approval is answered with action approve, approve_with or "
+            f"deny; got {action!r}"
+        )
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
+        raise ValueError(f"reason must be a string of at most {MAX_REASON} characters")
+    if action != "approve_with":
+        if text is not None:
+            raise ValueError(f"input goes with action approve_with only, not {action}")
+        return child_answer(child, approved=action == "approve", reason=reason or None)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("the edited arguments are empty; send input as JSON text")
+    try:
+        edited = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"the edited arguments are not JSON: {error.msg} at line {error.lineno} "
+            f"column {error.colno}"
+        ) from None
+    return child_answer(child, approved=True, edited=edited)
