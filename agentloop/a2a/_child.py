@@ -17,8 +17,9 @@ from typing import Any
 
 import attrs
 
-from ..serve._child import ChildApproval, child_answer
-from ..ui._answers import read_payload, response_schema
+from ..serve._child import ChildApproval
+from ..ui._answers import response_schema
+from ..ui._child import checked_answer
 from ..ui._problems import RunRefused
 from ..ui._questions import QuestionReply
 from ._replies import EVERY_CALL, Reply, approval_answers
@@ -73,10 +74,6 @@ def child_replies(reply: Reply, children: Sequence[ChildApproval]) -> list[Quest
                     code="duplicate_interrupt",
                 )
             entry = _Entry(interrupt_id=child.question_id, status="resolved", payload=payload)
-            checked = read_payload(where, entry, child.schema)
-            edit = {"edited": checked.edited} if checked.action == "approve_with" else {}
-            answer = child_answer(
-                child, approved=checked.action != "deny", reason=checked.reason, **edit
-            )
+            answer = checked_answer(where, entry, child)
             replies.append(QuestionReply(question_id=child.question_id, answer=answer))
     return replies

@@ -21,7 +21,7 @@ import attrs
 
 from ..loop._converter import structure
 from ..loop._nested import CHILD_APPROVAL, path_entry
-from ..loop._steps import ApprovalAnswer, ApprovalRequest, Step
+from ..loop._steps import ApprovalAnswer, ApprovalRequest, ChildApprovalRequest, Step
 from ..loop._stored_answers import PendingQuestion
 from ..tools._questions import QuestionAnswer
 from ._decide import MAX_REASON, validate_input
@@ -33,6 +33,7 @@ __all__ = [
     "child_approval",
     "child_tool_schema",
     "inbox_answer",
+    "shown_child",
     "split_questions",
 ]
 
@@ -103,6 +104,21 @@ def child_approval(pending: PendingQuestion, agent: Any = None) -> ChildApproval
     )
 
 
+def shown_child(step: ChildApprovalRequest, agent: Any = None) -> ChildApproval:
+    """The driver's ``step`` as a :class:`ChildApproval` (when the store lists none)."""
+    return ChildApproval(
+        question_id=step.question_id,
+        call_id=step.call_id,
+        tool_name=step.tool_name,
+        input=step.input,
+        reason=step.reason,
+        summary=step.summary,
+        path=step.path,
+        resumable=True,
+        schema=child_tool_schema(agent, step.path, step.tool_name),
+    )
+
+
 def split_questions(
     questions: Sequence[PendingQuestion], agent: Any = None
 ) -> tuple[tuple[ChildApproval, ...], tuple[PendingQuestion, ...]]:
@@ -125,7 +141,15 @@ def child_answer(
     child: ChildApproval, *, approved: bool, reason: str | None = None, edited: Any = _MISSING
 ) -> QuestionAnswer:
     """The answer recorded on ``child``'s question: approve, approve with ``edited``
-    arguments, or deny with ``reason``. ``ValueError`` says why an edit is refused."""
+    arguments, or deny with ``reason``. ``ValueError`` says why an edit is refused, or
+    an approval of a child that cannot go on from an answer now (no resume data)."""
+    if approved and not child.resumable:
+        raise ValueError(
+            f"call {child.call_id} ({child.tool_name}) of the child agent cannot go on from "
+            "an answer sent now (its approval was asked without the child's checkpoint: "
+            "the run that asked it is over); deny it instead (the parent's call is then "
+            "answered as in doubt)"
+        )
     if edited is not _MISSING:
         if not approved:
             raise ValueError("edited arguments go with an approval only")

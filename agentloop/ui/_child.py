@@ -19,11 +19,12 @@ from typing import Any
 from ag_ui.core import Interrupt
 
 from ..serve._child import ChildApproval, child_answer
-from ._answers import read_payload, response_schema
+from ..tools._questions import QuestionAnswer
+from ._answers import ResumeAnswer, read_payload, response_schema
 from ._problems import RunRefused
 from ._questions import QuestionReply
 
-__all__ = ["child_interrupt", "read_child_answers"]
+__all__ = ["checked_answer", "child_interrupt", "read_child_answers"]
 
 
 def child_interrupt(child: ChildApproval) -> Interrupt:
@@ -63,12 +64,20 @@ def read_child_answers(
                 "entry per interrupt. Nothing was recorded",
                 code="duplicate_interrupt",
             )
-        checked = read_payload(where, entry, child.schema)
-        answer = child_answer(
-            child,
-            approved=checked.action != "deny",
-            reason=checked.reason,
-            **({"edited": checked.edited} if checked.action == "approve_with" else {}),
-        )
+        answer = checked_answer(where, entry, child)
         replies.append(QuestionReply(question_id=child.question_id, answer=answer))
     return replies
+
+
+def checked_answer(where: str, entry: ResumeAnswer, child: ChildApproval) -> QuestionAnswer:
+    """``entry``'s approval payload checked as a top-level approval's, as the answer to
+    ``child``'s question; ``RunRefused`` says what is wrong, as ``where``."""
+    checked = read_payload(where, entry, child.schema)
+    edit = {"edited": checked.edited} if checked.action == "approve_with" else {}
+    try:
+        return child_answer(child, approved=checked.action != "deny", reason=checked.reason, **edit)
+    except ValueError as error:
+        raise RunRefused(
+            f"{where}: interrupt {child.question_id!r}: {error}; nothing was recorded",
+            code="bad_resume",
+        ) from None

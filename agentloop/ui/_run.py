@@ -50,7 +50,7 @@ from ..loop._steps import (
     Step,
 )
 from ..loop._stored_answers import PendingQuestion
-from ..serve._child import split_questions
+from ..serve._child import shown_child, split_questions
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
@@ -177,8 +177,7 @@ class AguiRunner:
                 "and no new messages. Nothing was changed",
                 code="interrupt_open",
             )
-        replies = read_question_answers(resume, questions)
-        replies += read_child_answers(resume, children)
+        replies = [*read_question_answers(resume, questions), *read_child_answers(resume, children)]
         asked_ids = set(_question_ids(waiting))
         rest = [entry for entry in resume if entry.interrupt_id not in asked_ids]
         answers = read_resume(rest, rows, now=self._now())
@@ -265,10 +264,10 @@ class AguiRunner:
         thread, run_id, usage = run_input.thread_id, run_input.run_id, translator.token_usage()
         found: list[Interrupt] = []
         if isinstance(step, ChildApprovalRequest):
-            children, _ = split_questions(
-                open_questions(await self._store.load(thread)), self._agent
-            )
-            found = [child_interrupt(child) for child in children]
+            stored = await self._store.load(thread)
+            children, _ = split_questions(open_questions(stored), self._agent)
+            shown = children or (shown_child(step, self._agent),)
+            found = [child_interrupt(child) for child in shown]
         elif isinstance(step, ApprovalRequest):
             rows = self._rows(await self._store.load(thread))
             found = interrupts(rows) if rows else [_step_interrupt(step)]
