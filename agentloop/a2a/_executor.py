@@ -34,6 +34,7 @@ from ..core._items import FinishReason, Item, ItemKind, TextPart
 from ..loop._steps import ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..ui._answers import response_schema
 from ..ui._problems import RunRefused
+from ._child import child_entry
 from ._replies import Reply, question_entry
 from ._run import A2ARunner, Rested
 
@@ -86,7 +87,10 @@ class AgentLoopExecutor(AgentExecutor):
     async def _report(self, updater: TaskUpdater, rested: Rested) -> None:
         step = rested.step
         if isinstance(step, ApprovalRequest):
-            waiting = "; ".join(f"{r.call_id} ({r.tool_name})" for r in rested.waiting)
+            waiting = "; ".join(
+                [f"{r.call_id} ({r.tool_name})" for r in rested.waiting]
+                + [f"{c.call_id} ({c.tool_name}, in {' > '.join(c.path)})" for c in rested.children]
+            )
             text = f"waiting for approval: {waiting or step.call_id}"
             await updater.requires_input(message=_waiting_message(updater, rested, text))
         elif isinstance(step, CallQuestion):
@@ -157,4 +161,4 @@ def _approvals(rested: Rested) -> list[dict[str, Any]]:
         }
         for row in rested.waiting
     ]
-    return approvals
+    return approvals + [child_entry(child) for child in rested.children]

@@ -25,8 +25,16 @@ from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._release import release_dropped
 from ..loop._session_store import AnswerStore, Lease, SessionStore, StoredSession
-from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
+from ..loop._steps import (
+    AfterToolResult,
+    ApprovalRequest,
+    AwaitingInput,
+    CallQuestion,
+    ChildApprovalRequest,
+    Finished,
+)
 from ..loop._stored_answers import PendingQuestion
+from ..serve._child import ChildApproval, split_questions
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
@@ -34,6 +42,7 @@ from ..ui._answers import interrupt_id, read_resume
 from ..ui._lease import run_leased
 from ..ui._problems import RunRefused
 from ..ui._questions import open_questions, pending_of, record_replies, stored_answer
+from ._child import child_replies
 from ._replies import EVERY_CALL, Reply, approval_answers, question_answers
 
 __all__ = ["A2ARunner", "Rested"]
@@ -58,6 +67,8 @@ class Rested:
     step: Finished | AwaitingInput | ApprovalRequest | CallQuestion | None = None
     waiting: tuple[InboxRow, ...] = ()
     questions: tuple[PendingQuestion, ...] = ()
+    children: tuple[ChildApproval, ...] = ()
+    """Child agents' calls waiting for approval (``Agent.as_tool``), answered as approvals."""
 
 
 class A2ARunner:
@@ -101,7 +112,8 @@ class A2ARunner:
     async def waiting_now(self, session_id: str) -> Rested:
         """What the session waits for, as the store has it now (``step`` left ``None``)."""
         stored = await self._store.load(session_id)
-        return Rested(waiting=tuple(self.waiting(stored)), questions=open_questions(stored))
+        children, questions = split_questions(open_questions(stored), self._agent)
+        return Rested(waiting=tuple(self.waiting(stored)), questions=questions, children=children)
 
     async def start(self, session_id: str, items: Sequence[Item]) -> Rested:
         """A new task's input on the session; refused while approvals of another task wait."""
@@ -141,10 +153,13 @@ class A2ARunner:
 
         async def work(lease: Lease) -> Rested:
             stored = await self._store.load(session_id)
-            questions = open_questions(stored)
+            children, questions = split_questions(open_questions(stored), self._agent)
             if questions:
                 replies = question_answers(reply, questions)
                 await record_replies(self._store, session_id, replies, label="question")
+            elif children:
+                replies = child_replies(reply, children)
+                await record_replies(self._store, session_id, replies, label="call")
             else:
                 await self._decide(session_id, self.waiting(stored), reply, who)
             driver = await self._agent.resume(session_id=session_id, lease=lease)
@@ -207,6 +222,12 @@ class A2ARunner:
             match step:
                 case AfterToolResult():
                     continue
+                case ChildApprovalRequest():
+                    answer = await stored_answer(self._store, session_id, step.question_id)
+                    if answer is not None:
+                        driver.answer_question_for(step.question_id, answer)
+                        continue
+                    return attrs.evolve(await self.waiting_now(session_id), step=step)
                 case ApprovalRequest():
                     rows = self.waiting(await self._store.load(session_id))
                     return Rested(step=step, waiting=tuple(rows))

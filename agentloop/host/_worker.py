@@ -35,7 +35,14 @@ from ..loop._session_store import (
     check_ttl,
     input_digest,
 )
-from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
+from ..loop._steps import (
+    AfterToolResult,
+    ApprovalRequest,
+    AwaitingInput,
+    CallQuestion,
+    ChildApprovalRequest,
+    Finished,
+)
 from ..store._consistency import session_problems
 from ..tools._questions import QuestionAnswer
 
@@ -242,18 +249,19 @@ class SessionWorker:
         """Resume and step until the session rests; again if a decision came meanwhile.
 
         A question asked again on the resume (its call can go on from an answer)
-        is answered with the answer the store holds for it, and the drive goes on.
+        is answered with the answer the store holds for it, and the drive goes on;
+        so is a child agent's approval (``ChildApprovalRequest``: its parent call's
+        question).
         """
         agent = self._agent_for(lease.session_id)
         for _ in range(_RESUMES):
             driver = await agent.resume(session_id=lease.session_id, lease=lease)
             try:
                 step = await _until_rest(driver)
-                while (
-                    isinstance(step, CallQuestion)
-                    and (answer := await self._answer(lease, step)) is not None
-                ):
-                    driver.answer_question_for(step.id, answer)
+                while (asked := _asked(step)) is not None and (
+                    answer := await self._answer(lease, asked)
+                ) is not None:
+                    driver.answer_question_for(asked, answer)
                     step = await _until_rest(driver)
             finally:  # saved as it rests: a call still waiting (a question) ends, unrecorded
                 await release_dropped(driver)
@@ -261,16 +269,16 @@ class SessionWorker:
                 return step
         return step
 
-    async def _answer(self, lease: Lease, step: CallQuestion) -> QuestionAnswer | None:
-        """The answer the store holds for ``step``'s question, or ``None``."""
+    async def _answer(self, lease: Lease, question_id: str) -> QuestionAnswer | None:
+        """The answer the store holds for the question ``question_id``, or ``None``."""
         stored = await self.store.load(lease.session_id)
-        recorded = stored.answers.get(step.id) if stored is not None else None
+        recorded = stored.answers.get(question_id) if stored is not None else None
         if recorded is None:
             return None
         log.info(
             "answering a question from the store",
             session_id=lease.session_id,
-            question_id=step.id,
+            question_id=question_id,
             action=recorded.action,
         )
         return QuestionAnswer(recorded.action, recorded.content)
@@ -298,6 +306,16 @@ class SessionWorker:
                 "recorded with it; decide the call in a host (Agent.resume) instead"
             )
         return True
+
+
+def _asked(step: RestingStep) -> str | None:
+    """The question ``step`` waits on (a ``CallQuestion``'s, or the one a child agent's
+    approval travels in), or ``None``."""
+    if isinstance(step, CallQuestion):
+        return step.id
+    if isinstance(step, ChildApprovalRequest):
+        return step.question_id
+    return None
 
 
 async def _until_rest(driver: LoopDriver) -> RestingStep:

@@ -131,6 +131,7 @@ class InboxApp:
             who=identity(config, redactor),
             changed=self.changes.notify,
             worker=self.worker,
+            agent=agent,
         )
         self._agui = agent if agui else None
 

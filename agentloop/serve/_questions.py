@@ -24,7 +24,8 @@ from starlette.responses import JSONResponse, Response
 
 from ..core._errors import InvalidInputError
 from ..loop._session_store import AnswerStore, ClaimError, SessionStore
-from ..loop._stored_answers import PendingQuestion, question_ids
+from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
+from ._child import ChildApproval, child_approval, inbox_answer
 from ._guards import RequestRefused, read_json
 from ._redact import Redactor
 from ._views import CallRefs
@@ -83,6 +84,9 @@ def _card(session_id: str, pending: PendingQuestion, refs: CallRefs, redactor: R
     else:
         mode = "form" if form_fields(pending.schema) is not None else "json"
     messages = data.get("messages") if mode == "sampling" else None
+    child = child_approval(pending)
+    if child is not None:
+        mode = "approval"
     return {
         "session_id": session_id,
         "question_ref": refs.ref(session_id, pending.question_id),
@@ -99,7 +103,24 @@ def _card(session_id: str, pending: PendingQuestion, refs: CallRefs, redactor: R
             {"role": str(m.get("role", "")), "text": redactor.text(_text(m.get("content")))}
             for m in messages if isinstance(m, dict)
         ] if isinstance(messages, list) else [],
+        **_child_fields(child, redactor),
     }  # fmt: skip
+
+
+def _child_fields(child: ChildApproval | None, redactor: Redactor) -> dict[str, Any]:
+    """A child agent's approval on its card: the child's call, tool, input and path."""
+    if child is None:
+        return {"child": None}
+    shown = json.dumps(child.input, indent=2, ensure_ascii=False, default=str)
+    return {
+        "child": {
+            "call_id": child.call_id,
+            "tool_name": child.tool_name,
+            "input_json": redactor.text(shown),
+            "reason": redactor.text(child.reason or child.summary),
+            "path": " > ".join(child.path),
+        }
+    }
 
 
 def _text(content: Any) -> str:
@@ -139,7 +160,9 @@ class AnswerEndpoint:
         who: Callable[[Request], str],
         changed: Callable[[], None],
         worker: Worker | None,
+        agent: Any = None,
     ) -> None:
+        self._agent = agent
         self._store = store
         self._refs = refs
         self._check = check
@@ -148,7 +171,9 @@ class AnswerEndpoint:
         self._worker = worker
 
     async def handle(self, request: Request) -> Response:
-        """Answer one request (JSON ``{session_id, question_ref, action, content?}``)."""
+        """Answer one request (JSON ``{session_id, question_ref, action, content?}``; for a
+        child agent's approval ``{session_id, question_ref, action: approve | approve_with
+        | deny, reason?, input?}``, as ``/api/decide`` takes it)."""
         refusal = self._check(request)
         if refusal is not None:
             return _refused(refusal, 403)
@@ -187,6 +212,15 @@ class AnswerEndpoint:
         self, request: Request, session_id: str, question_id: str, body: dict[str, Any]
     ) -> Response:
         action, content = body["action"], body.get("content")
+        stored = await self._store.load(session_id)
+        [*found] = pending_questions(stored.checkpoint, (question_id,)) if stored else ()
+        child = child_approval(found[0], self._agent) if found else None
+        if child is not None:
+            try:
+                answer = inbox_answer(child, body)
+            except ValueError as error:
+                return _refused(f"refused: {error}; nothing was recorded", 422)
+            action, content = answer.action.value, answer.content
         try:
             await self._store.record_answer(  # type: ignore[attr-defined]
                 session_id, question_id, action=action, content=content

@@ -26,7 +26,9 @@ __all__ = [
     "CANCELLED_REASON",
     "Answer",
     "ResumeAnswer",
+    "Payload",
     "interrupt_id",
+    "read_payload",
     "read_resume",
     "response_schema",
 ]
@@ -127,10 +129,30 @@ def read_resume(
 
 
 def _answer(where: str, entry: ResumeAnswer, row: InboxRow) -> Answer:
+    checked = read_payload(where, entry, row.schema)
+    if checked.edited is None:
+        return Answer(row=row, action=checked.action, reason=checked.reason)
+    edited_input = json.dumps(checked.edited, ensure_ascii=False)
+    return Answer(row=row, action="approve_with", edited_input=edited_input)
+
+
+@attrs.frozen(kw_only=True)
+class Payload:
+    """A checked resume payload: ``action`` (``approve``, ``approve_with``, ``deny``),
+    the denial's ``reason`` and the ``edited`` arguments (``None`` unless edited)."""
+
+    action: str
+    reason: str | None = None
+    edited: Any = None
+
+
+def read_payload(where: str, entry: ResumeAnswer, schema: Any) -> Payload:
+    """``entry``'s approval payload checked (edited arguments against the tool's input
+    ``schema``); ``RunRefused`` says what is wrong, as ``where``."""
     if entry.status == "cancelled":
         if entry.payload is not None:
             raise _bad(where, "a cancelled entry carries no payload")
-        return Answer(row=row, action="deny", reason=CANCELLED_REASON)
+        return Payload(action="deny", reason=CANCELLED_REASON)
     payload = entry.payload
     if not isinstance(payload, dict):
         raise _bad(where, f"payload must be an object, got {_json_type(payload)}")
@@ -149,18 +171,16 @@ def _answer(where: str, entry: ResumeAnswer, row: InboxRow) -> Answer:
         raise _bad(where, "payload.reason is not valid Unicode text")
     if "editedArgs" not in payload:
         action = "approve" if approved else "deny"
-        return Answer(row=row, action=action, reason=None if approved else reason)
+        return Payload(action=action, reason=None if approved else reason)
     if not approved:
         raise _bad(where, "payload.editedArgs goes with approved: true only")
     edited = payload["editedArgs"]
     if edited is None:
         raise _bad(where, "payload.editedArgs is null; send the tool's arguments")
-    problem = validate_input(row.schema, edited)
+    problem = validate_input(schema, edited)
     if problem is not None:
         raise _bad(where, f"payload.editedArgs do not match the tool's schema: {problem}")
-    return Answer(
-        row=row, action="approve_with", edited_input=json.dumps(edited, ensure_ascii=False)
-    )
+    return Payload(action="approve_with", edited=edited)
 
 
 def _bad(where: str, problem: str) -> RunRefused:

@@ -46,14 +46,17 @@ from ..loop._steps import (
     ApprovalRequest,
     AwaitingInput,
     CallQuestion,
+    ChildApprovalRequest,
     Finished,
     Step,
 )
 from ..loop._stored_answers import PendingQuestion
+from ..serve._child import shown_child, split_questions
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
 from ._answers import interrupt_id, read_resume, response_schema
+from ._child import child_interrupt, read_child_answers
 from ._config import AguiConfig
 from ._events import EventTranslator
 from ._lease import run_leased
@@ -168,20 +171,21 @@ class AguiRunner:
             return _Thread(driver=driver, resumed=False)
         transcript = await self._store.transcript(thread) or []
         items = new_input(run_input.messages, transcript)
-        rows, questions = self._rows(stored), open_questions(stored)
-        listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(questions)])
-        if (rows or questions) and items:
+        rows, waiting = self._rows(stored), open_questions(stored)
+        children, questions = split_questions(waiting, self._agent)
+        listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(waiting)])
+        if (rows or waiting) and items:
             raise RunRefused(
                 f"thread {thread!r} has open interrupts ({listed}); new messages cannot "
                 "be sent until they are answered: send a run with resume entries for them "
                 "and no new messages. Nothing was changed",
                 code="interrupt_open",
             )
-        replies = read_question_answers(resume, questions)
-        asked_ids = set(_question_ids(questions))
+        replies = [*read_question_answers(resume, questions), *read_child_answers(resume, children)]
+        asked_ids = set(_question_ids(waiting))
         rest = [entry for entry in resume if entry.interrupt_id not in asked_ids]
         answers = read_resume(rest, rows, now=self._now())
-        if (rows or questions) and not (answers or replies):
+        if (rows or waiting) and not (answers or replies):
             raise RunRefused(
                 f"thread {thread!r} has open interrupts ({listed}); answer them with "
                 "RunAgentInput.resume. Nothing was changed",
@@ -233,6 +237,14 @@ class AguiRunner:
                     translator.close()
                     emit(await self._terminal(run_input, step, emit, translator))
                     return
+                case ChildApprovalRequest():
+                    answer = await stored_answer(self._store, run_input.thread_id, step.question_id)
+                    if answer is not None:
+                        driver.answer_question_for(step.question_id, answer)
+                        continue
+                    translator.close()
+                    emit(await self._terminal(run_input, step, emit, translator))
+                    return
                 case ApprovalRequest() | Finished() | AwaitingInput():
                     translator.close()
                     emit(await self._terminal(run_input, step, emit, translator))
@@ -255,7 +267,12 @@ class AguiRunner:
         """The run's last event for the step it rests at (after its ``STATE_SNAPSHOT``)."""
         thread, run_id, usage = run_input.thread_id, run_input.run_id, translator.token_usage()
         found: list[Interrupt] = []
-        if isinstance(step, ApprovalRequest):
+        if isinstance(step, ChildApprovalRequest):
+            stored = await self._store.load(thread)
+            children, _ = split_questions(open_questions(stored), self._agent)
+            shown = children or (shown_child(step, self._agent),)
+            found = [child_interrupt(child) for child in shown]
+        elif isinstance(step, ApprovalRequest):
             rows = self._rows(await self._store.load(thread))
             found = interrupts(rows) if rows else [_step_interrupt(step)]
         if isinstance(step, CallQuestion):

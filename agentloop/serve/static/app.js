@@ -162,11 +162,12 @@ function answerContent(card) {
   return { value: value };
 }
 
-async function answer(card, action) {
+async function answer(card, action, extra) {
   const body = {
     session_id: card.dataset.session,
     question_ref: card.dataset.questionRef,
     action: action,
+    ...(extra || {}),
   };
   if (action === "accept") {
     const found = answerContent(card);
@@ -208,7 +209,11 @@ document.addEventListener("click", (event) => {
   const button = event.target.closest("button");
   const card = button && button.closest(".question-card");
   if (!card) return;
-  if (button.classList.contains("accept")) answer(card, "accept");
+  const reason = card.querySelector(".reason");
+  if (button.classList.contains("child-approve")) answer(card, "approve");
+  else if (button.classList.contains("child-edit")) answer(card, "approve_with", { input: card.querySelector(".edited").value });
+  else if (button.classList.contains("child-deny")) answer(card, "deny", reason && reason.value ? { reason: reason.value } : {});
+  else if (button.classList.contains("accept")) answer(card, "accept");
   else if (button.classList.contains("decline")) answer(card, "decline");
 });
 
