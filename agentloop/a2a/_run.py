@@ -20,7 +20,14 @@ from ..core._items import Item
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
 from ..loop._session_store import Lease, SessionStore, StoredSession
-from ..loop._steps import AfterToolResult, ApprovalRequest, AwaitingInput, CallQuestion, Finished
+from ..loop._steps import (
+    AfterToolResult,
+    ApprovalRequest,
+    AwaitingInput,
+    CallInDoubt,
+    CallQuestion,
+    Finished,
+)
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
@@ -185,6 +192,14 @@ class A2ARunner:
                         "answer questions of running calls yet (the session is saved; its "
                         "next message answers the call as in doubt)",
                         code="question_unsupported",
+                    )
+                case CallInDoubt():
+                    raise RunRefused(
+                        f"tool call {step.call_id} ({step.tool_name}) is in doubt after a "
+                        "restore and the agent asks the host (ask_in_doubt); A2A tasks cannot "
+                        "resolve calls in doubt yet (the session is saved): resolve it in a "
+                        "host (Agent.resume), or build the agent without ask_in_doubt()",
+                        code="in_doubt_unsupported",
                     )
                 case _:
                     assert_never(step)

@@ -36,6 +36,7 @@ from ._host_calls import (
     refuse_outside_idle,
     sole_undecided,
 )
+from ._in_doubt import apply_resolution, in_doubt_step, resolve_in_doubt
 from ._machine import LoopMachine
 from ._model_io import model_io_for
 from ._mutators import LoopMutator, MutationPoint
@@ -134,7 +135,7 @@ class LoopDriver:
             doubted = restore_turn(turn, snapshot, started_calls, driver)
         if doubted:  # settled before the state is restored from the calls' statuses
             assert turn is not None
-            await _settle(driver, turn, doubted)
+            await _settle(driver, turn, doubted, started_calls, ask=parts.ask_in_doubt)
         core.restore(restored, turn)
         if core.detached:
             observer.warning(
@@ -337,9 +338,28 @@ class LoopDriver:
         call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
         self._machine.observer.question_answered(call_id, question_id, answer.action.value)
 
+    def resolve_in_doubt_for(self, call_id: str, how: str, value: Any) -> None:
+        """Resolve the pending ``CallInDoubt`` of ``call_id`` (``how``: ``settle`` with its
+        result, ``fail`` with a reason, ``run_again``); raises, changing nothing, for a
+        call not in doubt (or resolved already) or a value that does not fit."""
+        call, tool_round, result = resolve_in_doubt(self._core, call_id, how, value, None)
+        assert call.doubt is not None
+        apply_resolution(call, call.doubt, result)
+        if result is not None:
+            self._machine.finalize(call, tool_round, result, CallStatus.ANSWERED)
+        log.info("call in doubt resolved", call_id=call_id, resolution=how)
 
-async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:
-    """Answer each call ``doubted`` left in doubt: its tool's reconcile, else in doubt."""
+
+async def _settle(
+    driver: LoopDriver,
+    turn: TurnState,
+    doubted: list[RoundCall],
+    started_calls: frozenset[str],
+    *,
+    ask: bool,
+) -> None:
+    """Answer each call ``doubted`` left in doubt: its tool's reconcile, else (``ask``: the
+    agent opted in) a ``CallInDoubt`` for the host, else in doubt."""
     machine, tools = driver._machine, driver._runner.tools
     tool_round = turn.round
     assert tool_round is not None
@@ -348,6 +368,15 @@ async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall])
         if settled is not None:
             machine.finalize(call, tool_round, settled, CallStatus.RECONCILED)
             outcome = "settled by its tool's reconcile"
+        elif ask:
+            # It was claimed, so approved before it started (a save may have written it
+            # as awaiting approval): it waits for the host's resolution, not started.
+            call.status = CallStatus.PREPARED
+            key_session = tools.key_session(call.call.id)
+            call.doubt = in_doubt_step(
+                turn, call, driver.session_id, key_session, started_calls, driver
+            )
+            outcome = "the host is asked what it came to (CallInDoubt)"
         else:
             answer_in_doubt(turn, call)
             outcome = "answered as in doubt instead of running it again"

@@ -160,6 +160,9 @@ class LoopMachine(RoundRules):
         tool_round = turn.round
         assert tool_round is not None
         for call in tool_round.calls:
+            if call.doubt is not None:  # in doubt after a restore: the host resolves it first
+                return Hand(call.doubt)
+        for call in tool_round.calls:
             if call.status is CallStatus.DECIDED:
                 return RecordDecisions(turn, tool_round)
         return self.after_decisions(turn, tool_round, resolver)
