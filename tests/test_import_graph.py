@@ -136,7 +136,9 @@ LOOP_FLOORS: dict[str, int] = {
     # 1: the codec (one checkpoint module with its checks, the converter)
     **dict.fromkeys(["_checkpoint", "_checkpoint_checks", "_checkpoint_memo", "_converter"], 1),
     # 2: the core that decides
-    **dict.fromkeys(["_core", "_machine", "_output", "_rounds", "_host_calls", "_questions"], 2),
+    **dict.fromkeys(
+        ["_core", "_machine", "_output", "_rounds", "_host_calls", "_questions", "_in_doubt"], 2
+    ),
     # 3: the effects and the durable layer
     **dict.fromkeys(["_driver_parts", "_model_io", "_tool_io", "_persistence", "_sampling"], 3),
     # 4: the step loop and the driver; 5: the agent

@@ -371,7 +371,10 @@ async def _settle(
         elif ask:
             # It was claimed, so approved before it started (a save may have written it
             # as awaiting approval): it waits for the host's resolution, not started.
-            call.status = CallStatus.PREPARED
+            if call.status is not CallStatus.PREPARED:
+                if call.status is not CallStatus.DECIDED:
+                    call.move(CallStatus.DECIDED)
+                call.move(CallStatus.PREPARED)
             key_session = tools.key_session(call.call.id)
             call.doubt = in_doubt_step(
                 turn, call, driver.session_id, key_session, started_calls, driver

@@ -40,13 +40,13 @@ from ._backend import BackendHead, BackendWrite, NumberedCommit, StorageBackend
 from ._documents import (
     TURN_LISTS,
     EncodedCheckpoint,
+    answered_call_ids,
     answered_from,
     decode_stored,
     encode_checkpoint,
     first_change,
     turn_counts,
     turn_starts,
-    unanswered_claims,
 )
 from ._history import (
     DEFAULT_HISTORY_LIMIT,
@@ -756,7 +756,7 @@ class BackendSessionStore(StepHistory):
         return StoredSession(
             session_id=session_id,
             checkpoint=document,
-            started_calls=unanswered_claims(open_claims, document["transcript"]),
+            started_calls=frozenset(open_claims - answered_call_ids(document["transcript"])),
             updated_at=timestamp(meta.updated_at),
             version=meta.version,
             status=meta.status,

@@ -56,7 +56,6 @@ __all__ = [
     "EncodedCheckpoint",
     "TurnTexts",
     "answered_call_ids",
-    "unanswered_claims",
     "answered_from",
     "common_prefix_length",
     "decode_stored",
@@ -480,13 +479,6 @@ def answered_from(encoded: EncodedCheckpoint, start: int) -> frozenset[str]:
             answered_call_ids((json.loads(items[position]),)) if found is None else found
         )
     return frozenset(answered)
-
-
-def unanswered_claims(claims: Iterable[str], items: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """The ``claims`` whose call has no result in ``items`` (a rerun's claim,
-    ``<call_id>#...``, is its call's: answered with it)."""
-    answered = answered_call_ids(items)
-    return frozenset(key for key in claims if key.split("#", 1)[0] not in answered)
 
 
 def answered_call_ids(items: Iterable[Mapping[str, Any]]) -> set[str]:

@@ -168,8 +168,7 @@ def _doubted(
     return {
         call_id: row
         for call_id, row in claims.items()
-        if call_id.split("#", 1)[0] not in answered
-        and (row.revision is None or row.revision < revision)
+        if call_id not in answered and (row.revision is None or row.revision < revision)
     }
 
 

@@ -131,7 +131,9 @@ async def test_run_again_runs_it_once_more_under_a_new_claim() -> None:
     assert last_result(model).output == f"paid again ({key})"  # the same idempotency key
     stored = await store.load("s")
     assert stored is not None
-    assert stored.started_calls == frozenset()  # both claims have their result
+    # The call's own claim is settled by its result; the rerun's is kept by its key (as
+    # a question's rerun's), and a restore does not find the answered call in doubt.
+    assert stored.started_calls == frozenset({"call-pay#again-1"})
     again = await agent_for(tool, store, al.testing.ScriptedModel(["x"])).resume(session_id="s")
     assert isinstance(await again.next(), al.AwaitingInput)  # not in doubt again
     assert tool.runs == 2
