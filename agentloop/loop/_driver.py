@@ -347,6 +347,7 @@ class LoopDriver:
         apply_resolution(call, call.doubt, result)
         if result is not None:
             self._machine.finalize(call, tool_round, result, CallStatus.ANSWERED)
+            self._runner.journal.note_resolved()
         log.info("call in doubt resolved", call_id=call_id, resolution=how)
 
 

@@ -216,6 +216,12 @@ class Persistence:
             self._journaled.discard(call.call.id)
             self._results_unsaved = True
 
+    def note_resolved(self) -> None:
+        """A call in doubt got the host's result (``CallInDoubt.settle``/``fail``): saved
+        by the next save, before anything else of the round runs."""
+        if self._store is not None:
+            self._results_unsaved = True
+
     @property
     def results_unsaved(self) -> bool:
         """Whether a claimed call has a result that no save holds yet."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -334,3 +335,73 @@ async def test_a_session_worker_rests_at_a_call_in_doubt_and_a_host_resolves_it(
     step.settle("paid")
     assert isinstance(await driver.run_until_blocked(), al.Finished)
     assert (tool.runs, last_result(model).output) == (1, "paid")
+
+
+class Both:
+    """``pay`` whose runs all block until the process dies (counted per call)."""
+
+    def __init__(self) -> None:
+        self.spec = al.ToolSpec(
+            "pay", "Pay.", {"type": "object"}, annotations=al.ToolAnnotations(idempotent=False)
+        )
+        self.runs: list[str] = []
+        self.block = True
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        self.runs.append(request.call_id)
+        if self.block:
+            await anyio.sleep_forever()
+        return f"paid {request.call_id}"
+
+
+def both_agent(tool: Both, store: Any, model: Any, manager: Any) -> al.Agent:
+    return (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .task_manager(manager)
+        .store(store)
+        .input([al.Item.text(al.ItemKind.USER, "pay both")])
+        .ask_in_doubt()
+        .build()
+    )
+
+
+async def test_parallel_calls_in_doubt_are_each_resolved_before_the_model_sees_the_round() -> None:
+    tool, store = Both(), MemorySessionStore()
+    calls = al.testing.tool_calls(
+        al.testing.call("pay", {}, id="a"), al.testing.call("pay", {}, id="b")
+    )
+    async with al.tasks.AsyncTaskManager() as manager:
+        driver = await both_agent(tool, store, al.testing.ScriptedModel([calls]), manager).start(
+            "s"
+        )
+        with anyio.CancelScope() as scope:  # the crash, once both calls run
+            async with anyio.create_task_group() as group:
+                group.start_soon(driver.next)
+                while len(tool.runs) < 2:
+                    await anyio.lowlevel.checkpoint()
+                scope.cancel()
+    assert sorted(tool.runs) == ["a", "b"]
+    tool.block = False
+    model = al.testing.ScriptedModel(["ok"])
+    async with al.tasks.AsyncTaskManager() as manager:
+        resumed = await both_agent(tool, store, model, manager).resume(session_id="s")
+        first = await resumed.next()
+        assert isinstance(first, al.CallInDoubt)
+        assert first.call_id == "a"
+        first.settle("paid a (checked)")
+        second = await resumed.next()  # the round waits for b: the model is not called
+        assert isinstance(second, al.CallInDoubt)
+        assert second.call_id == "b"
+        assert model.requests == []
+        second.run_again()
+        assert isinstance(await resumed.run_until_blocked(), al.Finished)
+    assert sorted(tool.runs) == ["a", "b", "b"]
+    results = [
+        (part.call_id, part.output)
+        for item in model.last_request.transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]
+    assert results == [("a", "paid a (checked)"), ("b", "paid b")]
