@@ -65,6 +65,8 @@ def _cancelled_stage(turn: TurnState) -> str:
         return "pause"
     if turn.round is not None and shown_question(turn.round) is not None:
         return "question"
+    if turn.round is not None and any(call.doubt is not None for call in turn.round.calls):
+        return "in_doubt"
     return "approval"
 
 

@@ -443,6 +443,7 @@ _INTERRUPT_REASONS = {
     "approval": "interrupted while an approval was pending",
     "pause": "interrupted while paused after a tool round",
     "question": "interrupted while a tool call's question was pending",
+    "in_doubt": "interrupted while a call in doubt waited for the host",
     "host": "the host cancelled the task awaiting next()",
 }
 

@@ -405,3 +405,33 @@ async def test_parallel_calls_in_doubt_are_each_resolved_before_the_model_sees_t
         if isinstance(part, al.ToolResultPart)
     ]
     assert results == [("a", "paid a (checked)"), ("b", "paid b")]
+
+
+async def test_an_interrupt_while_it_waits_answers_the_call_in_doubt_not_cancelled() -> None:
+    tool, store = Pay(), MemorySessionStore()
+    await crash_while_running(tool, store)
+    controller = al.CancellationController()
+    model = al.testing.ScriptedModel(["ok"])
+    agent = (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .permissions(ApproveFsReads())
+        .cancellation(controller.handle())
+        .store(store)
+        .ask_in_doubt()
+        .build()
+    )
+    driver = await agent.resume(session_id="s")
+    assert isinstance(await driver.next(), al.CallInDoubt)
+    controller.interrupt()
+    finished = await driver.next()
+    assert isinstance(finished, al.Finished)
+    assert finished.result.finish_reason is al.FinishReason.CANCELLED
+    assert finished.result.metadata["agentloop.interrupt_reason"] == (
+        "interrupted while a call in doubt waited for the host"
+    )
+    [result] = [c.result for c in finished.result.tool_calls]
+    assert al.tools.result_outcome(result) is al.tools.ResultOutcome.IN_DOUBT
+    assert tool.runs == 1
+    assert driver.state is al.DriverState.IDLE
