@@ -32,6 +32,7 @@ EXPORTED: dict[str, list[str]] = {
         "Approver",
         "AwaitingInput",
         "BeginPart",
+        "CallInDoubt",
         "CallQuestion",
         "CancellationController",
         "CancellationHandle",

@@ -138,7 +138,17 @@ LOOP_FLOORS: dict[str, int] = {
     **dict.fromkeys(["_checkpoint", "_checkpoint_checks", "_checkpoint_memo", "_converter"], 1),
     # 2: the core that decides
     **dict.fromkeys(
-        ["_core", "_machine", "_nested", "_output", "_rounds", "_host_calls", "_questions"], 2
+        [
+            "_core",
+            "_machine",
+            "_nested",
+            "_output",
+            "_rounds",
+            "_host_calls",
+            "_questions",
+            "_in_doubt",
+        ],
+        2,
     ),
     # 3: the effects and the durable layer
     **dict.fromkeys(["_driver_parts", "_model_io", "_tool_io", "_persistence", "_sampling"], 3),

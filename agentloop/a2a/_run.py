@@ -29,6 +29,7 @@ from ..loop._steps import (
     AfterToolResult,
     ApprovalRequest,
     AwaitingInput,
+    CallInDoubt,
     CallQuestion,
     ChildApprovalRequest,
     Finished,
@@ -239,6 +240,14 @@ class A2ARunner:
                         driver.answer_question_for(step.id, answer)
                         continue
                     return self._asked(step, await self._store.load(session_id))
+                case CallInDoubt():
+                    raise RunRefused(
+                        f"tool call {step.call_id} ({step.tool_name}) is in doubt after a "
+                        "restore and the agent asks the host (ask_in_doubt); A2A tasks cannot "
+                        "resolve calls in doubt yet (the session is saved): resolve it in a "
+                        "host (Agent.resume), or build the agent without ask_in_doubt()",
+                        code="in_doubt_unsupported",
+                    )
                 case _:
                     assert_never(step)
         raise RunRefused(

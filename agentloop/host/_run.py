@@ -32,6 +32,7 @@ from ..loop._steps import (
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
+    CallInDoubt,
     CallQuestion,
     Finished,
     Step,
@@ -136,6 +137,9 @@ class RunStopReason(StrEnum):
     """A running call asked a question and no ``answer`` callback answered it; see
     ``pending_question`` (the call still waits in this process: answer it and call
     :func:`continue_from`)."""
+    CALL_IN_DOUBT = "call_in_doubt"
+    """A restore left a call in doubt and the agent asks the host (``ask_in_doubt``); see
+    ``pending_in_doubt``: settle, fail or run it again, then call :func:`continue_from`."""
 
 
 @attrs.frozen
@@ -159,6 +163,8 @@ class RunResult(Generic[OutT]):
     config: SessionConfig
     pending_approval: ApprovalRequest | None = None
     pending_question: CallQuestion | None = None
+    pending_in_doubt: CallInDoubt | None = None
+    """The call in doubt the run stopped at (``CALL_IN_DOUBT``)."""
     agent: Agent | None = attrs.field(default=None, eq=False, repr=False)
     driver: LoopDriver | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -203,6 +209,7 @@ class RunResult(Generic[OutT]):
             RunStopReason.APPROVAL_REQUIRED,
             RunStopReason.MAX_STEPS,
             RunStopReason.QUESTION_PENDING,
+            RunStopReason.CALL_IN_DOUBT,
         )
 
     def continuation(self, agent: Agent | None = None) -> Agent:
@@ -486,6 +493,11 @@ async def drive_run(
                     usage_before, steps, question=step,
                 )  # fmt: skip
             await _answer_question(driver, step, answer)
+        elif isinstance(step, CallInDoubt):
+            return _run_result(
+                RunStopReason.CALL_IN_DOUBT, driver, agent, config, turns,
+                usage_before, steps, in_doubt=step,
+            )  # fmt: skip
         elif not isinstance(step, AfterToolResult):
             assert_never(step)
     return _run_result(RunStopReason.MAX_STEPS, driver, agent, config, turns, usage_before, steps)
@@ -501,6 +513,7 @@ def _run_result(
     steps: int,
     pending: ApprovalRequest | None = None,
     question: CallQuestion | None = None,
+    in_doubt: CallInDoubt | None = None,
 ) -> RunResult:
     """What ``drive_run`` returns when it stops (a function, not a closure: a running
     ``drive_run`` holds no cells for it)."""
@@ -514,6 +527,7 @@ def _run_result(
         config=config,
         pending_approval=pending,
         pending_question=question,
+        pending_in_doubt=in_doubt,
         agent=agent,
         driver=driver,
     )

@@ -39,6 +39,7 @@ from ..loop._steps import (
     AfterToolResult,
     ApprovalRequest,
     AwaitingInput,
+    CallInDoubt,
     CallQuestion,
     ChildApprovalRequest,
     Finished,
@@ -50,7 +51,7 @@ __all__ = ["AdvancedSession", "RestingStep", "SessionWorker"]
 
 log = structlog.get_logger("agentloop")
 
-RestingStep = Finished | AwaitingInput | ApprovalRequest | CallQuestion
+RestingStep = Finished | AwaitingInput | ApprovalRequest | CallQuestion | CallInDoubt
 """A step a worker stops at: the session waits for input, a decision, or nothing."""
 
 _RESUMES = 3
@@ -330,6 +331,8 @@ async def _until_rest(driver: LoopDriver) -> RestingStep:
             return step
         if isinstance(step, AwaitingInput | ApprovalRequest | CallQuestion):
             return step  # a question: answered from the store (_drive), else it rests
+        if isinstance(step, CallInDoubt):
+            return step  # it rests saved: a host resumes the session and resolves it
         assert_never(step)
 
 

@@ -66,6 +66,9 @@ class Agent(Generic[DepsT, OutT]):
     input: tuple[Item, ...] = ()
     store: SessionStore | None = None
     output: OutputSpec[OutT] | None = None
+    ask_in_doubt: bool = False
+    """A call a restore leaves in doubt that its tool cannot reconcile surfaces as a
+    ``CallInDoubt`` step (else it is answered ``in_doubt``)."""
 
     @staticmethod
     def builder() -> AgentBuilder[Any, None]:
@@ -232,6 +235,7 @@ class Agent(Generic[DepsT, OutT]):
             transcript_observers=self.transcript_observers,
             store=self.store,
             model_name=_model_name(self.model, session),
+            ask_in_doubt=self.ask_in_doubt,
         )
 
 
@@ -273,6 +277,7 @@ class AgentBuilder(Generic[DepsT, OutT]):
         self._input: tuple[Item, ...] = ()
         self._store: SessionStore | None = None
         self._output: OutputSpec[Any] | None = None
+        self._ask_in_doubt = False
 
     def model(self, adapter: ModelAdapter) -> AgentBuilder[DepsT, OutT]:
         """The model adapter (required)."""
@@ -403,6 +408,17 @@ class AgentBuilder(Generic[DepsT, OutT]):
         self._input = _check_items("input", items)
         return self
 
+    def ask_in_doubt(self, enabled: bool = True) -> AgentBuilder[DepsT, OutT]:
+        """Ask the host about a call a restore leaves in doubt (it started and left no
+        result) that its tool's ``reconcile`` cannot settle: ``next()`` returns a
+        ``CallInDoubt`` to settle, fail or run again. Default: answered ``in_doubt``."""
+        if not isinstance(enabled, bool):
+            raise InvalidInputError(
+                f"AgentBuilder.ask_in_doubt expects a bool, got {type(enabled).__name__}"
+            )
+        self._ask_in_doubt = enabled
+        return self
+
     def store(self, store: SessionStore) -> AgentBuilder[DepsT, OutT]:
         """Persist sessions: a checkpoint after every step, started calls before they run."""
         if not isinstance(store, SessionStore):
@@ -438,6 +454,7 @@ class AgentBuilder(Generic[DepsT, OutT]):
             input=self._input,
             store=self._store,
             output=self._output,
+            ask_in_doubt=self._ask_in_doubt,
         )
 
 

@@ -44,7 +44,7 @@ from ._state import (
     TurnPhase,
     TurnState,
 )
-from ._steps import ApprovalAnswer, ApprovalRequest, CallQuestion, Step
+from ._steps import ApprovalAnswer, ApprovalRequest, CallInDoubt, CallQuestion, Step
 
 TaggedT = TypeVar("TaggedT", ToolCallPart, ToolResultPart, ApprovalRequest)
 
@@ -138,6 +138,9 @@ class CallDocument:
     question: CallQuestion | None = None
     """The question it waited on, unanswered (written only when there is one): a
     restore answers the call in doubt (its task is gone with the process)."""
+    doubt: CallInDoubt | None = None
+    """The host has not resolved it yet after a restore left it in doubt (written only
+    then): a restore asks again."""
 
     @classmethod
     def of(cls, call: RoundCall) -> CallDocument:
@@ -156,6 +159,7 @@ class CallDocument:
             # A question answered but not yet acted on is written unanswered: a restore
             # before the rerun claimed it asks it again.
             question=call.question if call.resumed is None else call.resumed[0],
+            doubt=call.doubt,
         )
 
     def live(self, session_id: str, turn_id: str) -> RoundCall:
@@ -173,6 +177,7 @@ class CallDocument:
             # was another process's, and its id may be the next one this process gives.
             task_id=None if status is CallStatus.PREPARED else self.task_id,
             question=self.question,
+            doubt=self.doubt,
         )
 
     def _status(self, call_id: str) -> CallStatus:
@@ -425,6 +430,7 @@ def _configure_round(target: cattrs.Converter) -> None:
             call=override(struct_hook=_tagged_hook(Part, ToolCallPart)),
             approval=override(struct_hook=_tagged_hook(Step, ApprovalRequest)),
             question=override(struct_hook=_tagged_hook(Step, CallQuestion)),
+            doubt=override(struct_hook=_tagged_hook(Step, CallInDoubt)),
         ),
     )
     target.register_unstructure_hook(
@@ -436,6 +442,7 @@ def _configure_round(target: cattrs.Converter) -> None:
             call=tagged,
             approval=tagged,
             question=override(unstruct_hook=unstructure, omit_if_default=True),
+            doubt=override(unstruct_hook=unstructure, omit_if_default=True),
         ),
     )
     target.register_structure_hook(
@@ -699,7 +706,8 @@ def restore_turn(
             call.question = attrs.evolve(question, driver=driver)
             continue
         call.question = None  # its task is gone: it waits for nothing any more
-        if call.answered or (call.call.id not in started_calls and question is None):
+        asked, call.doubt = call.doubt is not None, None  # in doubt, unresolved: asked again
+        if call.answered or (call.call.id not in started_calls and question is None and not asked):
             continue
         # At most once: it started before the restart and left no result (answered by
         # ``settle_doubted``: reconciled by its tool, else in doubt; never run again).

@@ -36,6 +36,11 @@ def check_consistency(restored: Restored) -> None:
                 "cannot restore a checkpoint: calls "
                 f"{', '.join(sorted(open_calls))} have no result and no active round owns them"
             )
+        if restored.state is DriverState.AWAITING_RESOLUTION:
+            raise CheckpointError(
+                "cannot restore a checkpoint: its state is AWAITING_RESOLUTION but it holds "
+                "no tool round with a call in doubt"
+            )
         if restored.state in (DriverState.AWAITING_APPROVAL, DriverState.AWAITING_ANSWER):
             raise CheckpointError(
                 f"cannot restore a checkpoint: its state is {restored.state} but it holds "
@@ -53,6 +58,7 @@ def check_consistency(restored: Restored) -> None:
     for position, call in enumerate(tool_round.calls):
         _check_call(call, position, open_calls, tool_round)
     _check_waiting(restored.state, tool_round)
+    _check_resolution(restored.state, tool_round)
 
 
 def _check_waiting(state: DriverState, tool_round: ToolRound) -> None:
@@ -70,6 +76,17 @@ def _check_waiting(state: DriverState, tool_round: ToolRound) -> None:
         raise CheckpointError(
             "cannot restore a checkpoint: its state is AWAITING_ANSWER but no call of the "
             "active round waits on a question"
+        )
+
+
+def _check_resolution(state: DriverState, tool_round: ToolRound) -> None:
+    """``AWAITING_RESOLUTION`` needs a call of the round in doubt for the host."""
+    if state is DriverState.AWAITING_RESOLUTION and not any(
+        call.doubt is not None for call in tool_round.calls
+    ):
+        raise CheckpointError(
+            "cannot restore a checkpoint: its state is AWAITING_RESOLUTION but no call of "
+            "the active round is in doubt for the host"
         )
 
 

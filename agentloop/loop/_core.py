@@ -142,6 +142,8 @@ class LoopCore:
         """The event that restores this core's turn (the turn set from a checkpoint)."""
         turn = self.turn
         if turn is not None and turn.round is not None:
+            if any(call.doubt is not None for call in turn.round.calls):
+                return DriverEvent.RESTORE_IN_DOUBT  # a call in doubt the host resolves
             if any(call.status in WAITING_FOR_APPROVAL for call in turn.round.calls):
                 return DriverEvent.RESTORE_APPROVAL
             if any(call.question is not None for call in turn.round.calls):
@@ -336,6 +338,12 @@ class LoopCore:
                 f"cannot {operation} in state AWAITING_ANSWER: a running tool call waits "
                 "for the answer to its question; answer(), decline() or cancel() the "
                 "CallQuestion, then call next()"
+            )
+        if self.state is DriverState.AWAITING_RESOLUTION:
+            raise InvalidStateError(
+                f"cannot {operation} in state AWAITING_RESOLUTION: a call left in doubt by "
+                "a restore waits for the host; settle(), fail() or run_again() the "
+                "CallInDoubt, then call next()"
             )
         raise InvalidStateError(
             f"cannot {operation} in state {self.state}: "

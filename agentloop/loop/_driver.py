@@ -33,6 +33,7 @@ from ._host_calls import (
     queued_message,
     sole_undecided,
 )
+from ._in_doubt import apply_resolution, in_doubt_step, resolve_in_doubt
 from ._machine import LoopMachine
 from ._model_io import model_io_for
 from ._mutators import LoopMutator
@@ -343,6 +344,19 @@ class LoopDriver:
         self._machine.observer.question_answered(call_id, question_id, answer.action.value)
         runner.journal.note_answer()
 
+    def resolve_in_doubt_for(self, call_id: str, how: str, value: Any) -> None:
+        """Resolve the pending ``CallInDoubt`` of ``call_id`` (``how``: ``settle`` with its
+        result, ``fail`` with a reason, ``run_again``); raises, changing nothing, for a
+        call not in doubt (or resolved already) or a value that does not fit."""
+        self._refuse_released("resolve_in_doubt_for()")
+        call, tool_round, result = resolve_in_doubt(self._core, call_id, how, value, None)
+        assert call.doubt is not None
+        apply_resolution(call, call.doubt, result)
+        if result is not None:
+            self._machine.finalize(call, tool_round, result, CallStatus.ANSWERED)
+            self._runner.journal.note_resolved()
+        log.info("call in doubt resolved", call_id=call_id, resolution=how)
+
 
 async def restore_driver(
     parts: DriverParts, restored: Restored, started_calls: frozenset[str]
@@ -359,7 +373,7 @@ async def restore_driver(
         doubted = restore_turn(turn, snapshot, started_calls, driver)
     if doubted:  # settled before the state is restored from the calls' statuses
         assert turn is not None
-        await _settle(driver, turn, doubted)
+        await _settle(driver, turn, doubted, started_calls, ask=parts.ask_in_doubt)
     core.restore(restored, turn)
     if core.detached:
         observer.warning(
@@ -374,8 +388,16 @@ def _nothing_runs(call_id: str) -> bool:
     return False
 
 
-async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall]) -> None:
-    """Answer each call ``doubted`` left in doubt: its tool's reconcile, else in doubt."""
+async def _settle(
+    driver: LoopDriver,
+    turn: TurnState,
+    doubted: list[RoundCall],
+    started_calls: frozenset[str],
+    *,
+    ask: bool,
+) -> None:
+    """Answer each call ``doubted`` left in doubt: its tool's reconcile, else (``ask``: the
+    agent opted in) a ``CallInDoubt`` for the host, else in doubt."""
     machine, tools = driver._machine, driver._runner.tools
     tool_round = turn.round
     assert tool_round is not None
@@ -384,6 +406,18 @@ async def _settle(driver: LoopDriver, turn: TurnState, doubted: list[RoundCall])
         if settled is not None:
             machine.finalize(call, tool_round, settled, CallStatus.RECONCILED)
             outcome = "settled by its tool's reconcile"
+        elif ask:
+            # It was claimed, so approved before it started (a save may have written it
+            # as awaiting approval): it waits for the host's resolution, not started.
+            if call.status is not CallStatus.PREPARED:
+                if call.status is not CallStatus.DECIDED:
+                    call.move(CallStatus.DECIDED)
+                call.move(CallStatus.PREPARED)
+            key_session = tools.key_session(call.call.id)
+            call.doubt = in_doubt_step(
+                turn, call, driver.session_id, key_session, started_calls, driver
+            )
+            outcome = "the host is asked what it came to (CallInDoubt)"
         else:
             answer_in_doubt(turn, call)
             outcome = "answered as in doubt instead of running it again"

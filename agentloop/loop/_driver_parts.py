@@ -69,6 +69,9 @@ class DriverParts:
     store: SessionStore | None = None
     model_name: str | None = None
     """The adapter's ``model_name`` (prices a response that names no model)."""
+    ask_in_doubt: bool = False
+    """A call a restore leaves in doubt that its tool cannot reconcile surfaces as a
+    ``CallInDoubt`` for the host (``AgentBuilder.ask_in_doubt``)."""
 
 
 def cancel_scope(turn: TurnState) -> AbstractContextManager[Any]:

@@ -74,6 +74,8 @@ def _cancelled_stage(turn: TurnState) -> str:
         return "pause"
     if turn.round is not None and shown_question(turn.round) is not None:
         return "question"
+    if turn.round is not None and any(call.doubt is not None for call in turn.round.calls):
+        return "in_doubt"
     return "approval"
 
 
@@ -168,6 +170,9 @@ class LoopMachine(RoundRules):
             return FinishCancelled(turn, _cancelled_stage(turn))
         tool_round = turn.round
         assert tool_round is not None
+        for call in tool_round.calls:
+            if call.doubt is not None:  # in doubt after a restore: the host resolves it first
+                return Hand(call.doubt)
         for call in tool_round.calls:
             if call.status is CallStatus.DECIDED:
                 return RecordDecisions(turn, tool_round)

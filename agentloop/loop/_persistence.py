@@ -95,6 +95,9 @@ class Unsaved:
     def note_answer(self) -> None:
         """Nothing to save: an answered question matters only to a stored session."""
 
+    def note_resolved(self) -> None:
+        """Nothing to save: a call in doubt exists only in a restored, stored session."""
+
 
 def _refuse_lease(session_id: str, lease: object) -> NoReturn:
     if not isinstance(lease, Lease):
@@ -257,6 +260,12 @@ class Persistence:
         """A running call was handed the host's answer to its question: the next save
         before a wait holds that it no longer waits (a restore then answers the call in
         doubt instead of asking again and running it a second time)."""
+        if self._store is not None:
+            self._results_unsaved = True
+
+    def note_resolved(self) -> None:
+        """A call in doubt got the host's result (``CallInDoubt.settle``/``fail``): saved
+        by the next save, before anything else of the round runs."""
         if self._store is not None:
             self._results_unsaved = True
 

@@ -267,7 +267,10 @@ def can_resume(call: RoundCall) -> bool:
 
 def claim_key(call: RoundCall) -> str | None:
     """The claim a call running again from an answer takes (its first run holds the call's
-    own): one per question, so the rerun is claimed once too."""
+    own): one per question, so the rerun is claimed once too. A call the host chose to
+    run again after a restore left it in doubt takes its rerun's claim."""
+    if call.rerun is not None:
+        return call.rerun
     if call.resumed is None:
         return None
     return f"{call.call.id}#{call.resumed[0].id}"

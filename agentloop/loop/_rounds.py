@@ -383,6 +383,9 @@ def _interrupted(call: RoundCall, interrupted: Interrupted) -> ToolResultPart:
         if settled is not None:
             call.move(CallStatus.ANSWERED)
             return settled
+    if call.doubt is not None:  # it may have run before the restore: not "cancelled"
+        call.doubt = None
+        return answer(call, CallStatus.IN_DOUBT)
     return answer(call, CallStatus.CANCELLED)
 
 

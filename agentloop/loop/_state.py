@@ -23,6 +23,7 @@ from ._steps import (
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
+    CallInDoubt,
     CallQuestion,
     ChildApprovalRequest,
     Finished,
@@ -73,6 +74,8 @@ class DriverState(StrEnum):
     """Paused between a tool round and the next model call."""
     AWAITING_ANSWER = "AWAITING_ANSWER"
     """A running call of the round waits for the host's answer to its question."""
+    AWAITING_RESOLUTION = "AWAITING_RESOLUTION"
+    """A call left in doubt by a restore waits for the host to say what it came to."""
     STEPPING = "STEPPING"
     """Inside ``next()``."""
     FAILED = "FAILED"
@@ -90,6 +93,8 @@ class DriverEvent(StrEnum):
     """The step returned an ``ApprovalRequest``."""
     ASK_HOST = "ask_host"
     """The step returned a ``CallQuestion``: a running call waits for an answer."""
+    ASK_RESOLUTION = "ask_resolution"
+    """The step returned a ``CallInDoubt``: a call in doubt waits for the host."""
     PAUSE = "pause"
     """The step returned ``AfterToolResult``: a tool round ended, the model is next."""
     FAIL = "fail"
@@ -109,6 +114,9 @@ class DriverEvent(StrEnum):
     RESTORE_QUESTION = "restore_question"
     """A checkpoint whose round waits for the answer to a question that survives a
     restart (its call can resume from the answer) was restored."""
+    RESTORE_IN_DOUBT = "restore_in_doubt"
+    """A checkpoint whose round holds a call in doubt for the host to resolve was restored
+    (or a restore left one in doubt and the agent asks the host)."""
 
 
 @attrs.frozen
@@ -160,6 +168,13 @@ STEP_KINDS: tuple[StepKind, ...] = (
         DriverEvent.ASK_HOST,
         DriverState.AWAITING_ANSWER,
         DriverEvent.RESTORE_QUESTION,
+    ),
+    StepKind(
+        CallInDoubt,
+        "call_in_doubt",
+        DriverEvent.ASK_RESOLUTION,
+        DriverState.AWAITING_RESOLUTION,
+        DriverEvent.RESTORE_IN_DOUBT,
     ),
 )
 """Every step kind (a new kind is one entry here, its class in ``_steps`` and the hosts
@@ -310,6 +325,10 @@ class RoundCall:
     """Its question shown to the host and not answered yet (the call runs, waiting)."""
     resumed: tuple[CallQuestion, QuestionAnswer] | None = None
     """A question asked before a restore and its answer: the call runs again from them."""
+    doubt: CallInDoubt | None = None
+    """It is in doubt after a restore and waits for the host's resolution."""
+    rerun: str | None = None
+    """The host chose to run it again after a restore left it in doubt: the claim key."""
 
     def move(self, status: CallStatus) -> None:
         """Move to ``status``; raises ``InvalidStateError`` for a move not listed."""
@@ -432,6 +451,7 @@ _INTERRUPT_REASONS = {
     "approval": "interrupted while an approval was pending",
     "pause": "interrupted while paused after a tool round",
     "question": "interrupted while a tool call's question was pending",
+    "in_doubt": "interrupted while a call in doubt waited for the host",
     "host": "the host cancelled the task awaiting next()",
 }
 

@@ -22,6 +22,7 @@ __all__ = [
     "ApprovalRequest",
     "AwaitingInput",
     "Blocked",
+    "CallInDoubt",
     "CallQuestion",
     "ChildApprovalRequest",
     "Finished",
@@ -82,6 +83,10 @@ class Resolver(Protocol):
 
     def answer_question_for(self, question_id: str, answer: QuestionAnswer) -> None:
         """Answer the question ``question_id`` of a running call."""
+        ...
+
+    def resolve_in_doubt_for(self, call_id: str, how: str, value: Any) -> None:
+        """Resolve call ``call_id`` left in doubt (``how``: settle, fail, run_again)."""
         ...
 
 
@@ -251,8 +256,52 @@ class CallQuestion(Interrupt):
         self._bound().answer_question_for(self.id, QuestionAnswer.cancel())
 
 
-Step = Finished | AwaitingInput | AfterToolResult | ApprovalRequest | CallQuestion
+@attrs.frozen
+class CallInDoubt(Interrupt):
+    """A call that started before a restore and left no result, which its tool could not
+    settle (no ``reconcile``, or it returned ``None``): the host says what it came to.
+
+    Returned by ``next()`` only when the agent opted in (``AgentBuilder.ask_in_doubt()``);
+    one step per call, and the round's results go to the model only once every call
+    in doubt of the round is resolved. ``idempotency_key`` is the call's
+    ``ToolContext.idempotency_key`` (look it up where the side effect landed);
+    ``reruns`` counts the times the host already chose :meth:`run_again`. Resolve
+    once with :meth:`settle`, :meth:`fail` or :meth:`run_again`, then call ``next()``.
+    """
+
+    is_blocking: ClassVar[bool] = True
+
+    call_id: str
+    tool_name: str
+    input: Any
+    turn_id: str
+    idempotency_key: str
+    reason: str
+    reruns: int = 0
+    _driver: Any = attrs.field(default=None, eq=False, repr=False, kw_only=True, alias="driver")
+
+    @property
+    def id(self) -> str:
+        """``in_doubt:<call_id>``."""
+        return f"in_doubt:{self.call_id}"
+
+    def settle(self, result: Any) -> None:
+        """The call did its work and came to ``result`` (what the tool would have
+        returned: a str, a JSON value, parts or a ``ToolResultPart`` of this call)."""
+        self._bound().resolve_in_doubt_for(self.call_id, "settle", result)
+
+    def fail(self, reason: str) -> None:
+        """The call did not do its work: the model gets an error result with ``reason``."""
+        self._bound().resolve_in_doubt_for(self.call_id, "fail", reason)
+
+    def run_again(self) -> None:
+        """Run the call again, knowing it may have run already (claimed anew: a kill
+        during the new run leaves it in doubt again, never run a third time unasked)."""
+        self._bound().resolve_in_doubt_for(self.call_id, "run_again", None)
+
+
+Step = Finished | AwaitingInput | AfterToolResult | ApprovalRequest | CallQuestion | CallInDoubt
 """Anything ``driver.next()`` can return."""
 
-Blocked = Finished | AwaitingInput | ApprovalRequest | CallQuestion
+Blocked = Finished | AwaitingInput | ApprovalRequest | CallQuestion | CallInDoubt
 """The steps ``run_until_blocked()`` returns: every kind but ``AfterToolResult``."""

@@ -127,6 +127,10 @@ class ToolIO:
         finally:
             questions.starting = None
 
+    def key_session(self, call_id: str) -> str | None:
+        """The session ``call_id``'s idempotency key comes from, when a fork inherited it."""
+        return self._key_sessions.get(call_id)
+
     async def reconcile(self, turn: TurnState, call: RoundCall) -> ToolResultPart | None:
         """What ``call``'s tool says a call left in doubt came to (``None``: unknown), within
         the session's tool timeout."""

@@ -45,6 +45,7 @@ from ..loop._steps import (
     AfterToolResult,
     ApprovalRequest,
     AwaitingInput,
+    CallInDoubt,
     CallQuestion,
     ChildApprovalRequest,
     Finished,
@@ -249,6 +250,8 @@ class AguiRunner:
                     translator.close()
                     emit(await self._terminal(run_input, step, emit, translator))
                     return
+                case CallInDoubt():
+                    raise RunRefused(_in_doubt_refusal(step), code="in_doubt_unsupported")
                 case _:
                     assert_never(step)
         raise RunRefused(
@@ -350,4 +353,13 @@ def _step_interrupt(step: ApprovalRequest) -> Interrupt:
         message=step.reason or step.summary,
         tool_call_id=step.call_id,
         response_schema=response_schema(None),
+    )
+
+
+def _in_doubt_refusal(step: CallInDoubt) -> str:
+    return (
+        f"tool call {step.call_id} ({step.tool_name}) is in doubt after a restore and the "
+        "agent asks the host (ask_in_doubt); AG-UI runs cannot resolve calls in doubt yet "
+        "(the session is saved): resolve it in a host (Agent.resume, then settle(), fail() "
+        "or run_again()), or build the agent without ask_in_doubt()"
     )

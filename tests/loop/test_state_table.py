@@ -50,6 +50,7 @@ def core_in(state: DriverState) -> LoopCore:
         DriverState.AWAITING_APPROVAL: [DriverEvent.STEP, DriverEvent.ASK_APPROVAL],
         DriverState.AFTER_TOOL_RESULT: [DriverEvent.STEP, DriverEvent.PAUSE],
         DriverState.AWAITING_ANSWER: [DriverEvent.STEP, DriverEvent.ASK_HOST],
+        DriverState.AWAITING_RESOLUTION: [DriverEvent.STEP, DriverEvent.ASK_RESOLUTION],
         DriverState.FAILED: [DriverEvent.STEP, DriverEvent.FAIL],
     }[state]
     for event in path:
@@ -69,6 +70,7 @@ def test_the_table_lists_exactly_these_transitions() -> None:
         DriverState.AWAITING_APPROVAL,
         DriverState.AFTER_TOOL_RESULT,
         DriverState.AWAITING_ANSWER,
+        DriverState.AWAITING_RESOLUTION,
     )
     expected = {
         **{(state, DriverEvent.STEP): DriverState.STEPPING for state in resting},
@@ -78,12 +80,14 @@ def test_the_table_lists_exactly_these_transitions() -> None:
         (DriverState.STEPPING, DriverEvent.ASK_APPROVAL): DriverState.AWAITING_APPROVAL,
         (DriverState.STEPPING, DriverEvent.PAUSE): DriverState.AFTER_TOOL_RESULT,
         (DriverState.STEPPING, DriverEvent.ASK_HOST): DriverState.AWAITING_ANSWER,
+        (DriverState.STEPPING, DriverEvent.ASK_RESOLUTION): DriverState.AWAITING_RESOLUTION,
         (DriverState.STEPPING, DriverEvent.FAIL): DriverState.FAILED,
         (DriverState.STEPPING, DriverEvent.HOST_CANCEL): DriverState.IDLE,
         (DriverState.IDLE, DriverEvent.RESTORE): DriverState.IDLE,
         (DriverState.IDLE, DriverEvent.RESTORE_APPROVAL): DriverState.AWAITING_APPROVAL,
         (DriverState.IDLE, DriverEvent.RESTORE_PAUSE): DriverState.AFTER_TOOL_RESULT,
         (DriverState.IDLE, DriverEvent.RESTORE_QUESTION): DriverState.AWAITING_ANSWER,
+        (DriverState.IDLE, DriverEvent.RESTORE_IN_DOUBT): DriverState.AWAITING_RESOLUTION,
     }
     assert expected == TRANSITIONS
 
@@ -124,7 +128,7 @@ def test_the_refusal_names_the_events_allowed_in_that_state() -> None:
         next_state(DriverState.STEPPING, DriverEvent.RESTORE)
     assert str(raised.value) == (
         "driver cannot handle event 'restore' in state STEPPING: allowed there: "
-        "ask_approval, ask_host, fail, finish, host_cancel, pause"
+        "ask_approval, ask_host, ask_resolution, fail, finish, host_cancel, pause"
     )
 
 
@@ -137,6 +141,8 @@ def test_every_step_maps_to_its_event() -> None:
     assert event_after(finished) is DriverEvent.FINISH
     question = al.CallQuestion("question:c:1", "c", "t", "turn-1", al.tools.Question("k", "m"))
     assert event_after(question) is DriverEvent.ASK_HOST
+    doubt = al.CallInDoubt("c", "t", {}, "turn-1", "key", "why")
+    assert event_after(doubt) is DriverEvent.ASK_RESOLUTION
 
 
 def test_restoring_picks_its_event_from_the_turn() -> None:
@@ -152,6 +158,11 @@ def test_restoring_picks_its_event_from_the_turn() -> None:
     for waiting in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVAL_SHOWN, CallStatus.DECIDED):
         turn.round = ToolRound([make_call(CallStatus.ANSWERED), make_call(waiting)])
         assert core.restore_event() is DriverEvent.RESTORE_APPROVAL
+    doubted = make_call(CallStatus.PREPARED)
+    doubted.doubt = al.CallInDoubt("call-1", "echo", {}, "turn-1", "key", "why")
+    turn.round = ToolRound([doubted])
+    assert core.restore_event() is DriverEvent.RESTORE_IN_DOUBT
+    turn.round = ToolRound([make_call(CallStatus.APPROVAL_SHOWN)])
     core.handle(core.restore_event())
     assert core.state is DriverState.AWAITING_APPROVAL
 

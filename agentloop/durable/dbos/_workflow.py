@@ -30,6 +30,7 @@ from ...loop._steps import (
     ApprovalAnswer,
     ApprovalRequest,
     AwaitingInput,
+    CallInDoubt,
     CallQuestion,
     Finished,
     Step,
@@ -124,6 +125,13 @@ async def _run_turn(driver: LoopDriver, durable: DurableAgent) -> dict[str, Any]
             raise DurableError(
                 f"workflow {DBOS.workflow_id}: tool call {step.call_id} ({step.tool_name}) "
                 "asked a question; DBOS workflows cannot answer questions of running calls"
+            )
+        elif isinstance(step, CallInDoubt):
+            raise DurableError(
+                f"workflow {DBOS.workflow_id}: tool call {step.call_id} ({step.tool_name}) "
+                "is in doubt and the agent asks the host (ask_in_doubt); DBOS workflows "
+                "cannot ask: build the workflow's agent without ask_in_doubt() and give "
+                "the tool a reconcile, or resolve it in a host (Agent.resume)"
             )
         elif not isinstance(step, AfterToolResult):
             assert_never(step)
