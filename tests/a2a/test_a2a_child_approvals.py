@@ -7,7 +7,7 @@ nothing; an answer is single use."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,58 +17,14 @@ from a2a.client import ClientConfig, create_client
 from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new_data_part
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 from a2a.utils.errors import UnsupportedOperationError
+from child_agents import ECHO_SCHEMA, Echo, parent_agent
 
-import agentloop as al
-import agentloop.model
-import agentloop.permissions
-import agentloop.tasks
-import agentloop.testing
 from agentloop.a2a import A2AConfig, create_a2a_app
 from agentloop.store import MemorySessionStore, SessionStatus
-from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 TOKEN = "a2a-child-token-of-at-least-16-characters"
-ECHO_SCHEMA = {
-    "type": "object",
-    "properties": {"value": {"type": "string"}},
-    "required": ["value"],
-    "additionalProperties": False,
-}
-
-
-class Echo:
-    """Echoes ``value``; proposes a filesystem read, so it needs approval."""
-
-    spec = al.ToolSpec("echo", "Echo a value back.", ECHO_SCHEMA)
-
-    def __init__(self) -> None:
-        self.inputs: list[Any] = []
-
-    def proposed_requests(self, request: al.ToolRequest) -> Sequence[Any]:
-        return [al.permissions.FileSystemRead("/tmp/echo")]
-
-    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
-        self.inputs.append(request.input)
-        return f"echoed {request.input['value']}"
-
-
-class AskReads:
-    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
-        if request.kind == "filesystem.read":
-            return al.permissions.AskApproval("sensitive_path", "read /tmp/echo")
-        return al.permissions.Allow()
-
-
-def after_tool(first: Any, prefix: str) -> Any:
-    def reply(request: al.model.TurnRequest) -> Any:
-        last = request.transcript[-1]
-        if last.kind is al.ItemKind.TOOL:
-            return prefix + str(last.parts[0].output)
-        return first
-
-    return reply
 
 
 def message(*parts: Part, task: str | None = None) -> SendMessageRequest:
@@ -85,25 +41,7 @@ def message(*parts: Part, task: str | None = None) -> SendMessageRequest:
 
 @asynccontextmanager
 async def client_for(store: MemorySessionStore, echo: Echo) -> AsyncIterator[Any]:
-    async with al.tasks.AsyncTaskManager() as manager:
-        child = (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(
-                after_tool(tool_calls(call("echo", {"value": "x"}, id="c-1")), "child: ")))
-            .add_tool_source(al.ToolRegistry().with_tool(echo))
-            .permissions(AskReads())
-            .task_manager(manager)
-            .build()
-        )  # fmt: skip
-        parent = (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(
-                after_tool(tool_calls(call("helper", {"input": "go"}, id="p-1")), "parent: ")))
-            .add_tool_source(al.ToolRegistry().with_tool(child.as_tool("helper", "Helps.")))
-            .task_manager(manager)
-            .store(store)
-            .build()
-        )  # fmt: skip
+    async with parent_agent(store, echo) as parent:
         config = A2AConfig(url="http://127.0.0.1:8000/", token=TOKEN)
         transport = httpx.ASGITransport(app=create_a2a_app(parent, config=config))
         headers = {"authorization": f"Bearer {TOKEN}"}

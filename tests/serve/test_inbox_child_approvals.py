@@ -7,13 +7,14 @@ session goes on from it. A bad answer records nothing. Both anyio backends."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from child_agents import Echo, parent_agent
 from serve_support import TOKEN
 
 import agentloop as al
@@ -25,72 +26,11 @@ import agentloop.tasks
 import agentloop.testing
 from agentloop.serve import MemoryAuditLog, ServeConfig, create_app
 from agentloop.store import SessionStatus, SqliteSessionStore
-from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
 
 ORIGIN = "http://127.0.0.1:8765"
 QUESTION = "question:p-1:1"
-ECHO_SCHEMA = {
-    "type": "object",
-    "properties": {"value": {"type": "string"}},
-    "required": ["value"],
-    "additionalProperties": False,
-}
-
-
-class Echo:
-    spec = al.ToolSpec("echo", "Echo a value back.", ECHO_SCHEMA)
-
-    def __init__(self) -> None:
-        self.inputs: list[Any] = []
-
-    def proposed_requests(self, request: al.ToolRequest) -> Sequence[Any]:
-        return [al.permissions.FileSystemRead("/tmp/echo")]
-
-    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
-        self.inputs.append(request.input)
-        return f"echoed {request.input['value']}"
-
-
-class AskReads:
-    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
-        if request.kind == "filesystem.read":
-            return al.permissions.AskApproval("sensitive_path", "read /tmp/echo")
-        return al.permissions.Allow()
-
-
-def after_tool(first: Any, prefix: str) -> Any:
-    def reply(request: al.model.TurnRequest) -> Any:
-        last = request.transcript[-1]
-        if last.kind is al.ItemKind.TOOL:
-            return prefix + str(last.parts[0].output)
-        return first
-
-    return reply
-
-
-@asynccontextmanager
-async def parent_agent(store: SqliteSessionStore, echo: Echo) -> AsyncIterator[al.Agent]:
-    async with al.tasks.AsyncTaskManager() as manager:
-        child = (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(
-                after_tool(tool_calls(call("echo", {"value": "x"}, id="c-1")), "child: ")))
-            .add_tool_source(al.ToolRegistry().with_tool(echo))
-            .permissions(AskReads())
-            .task_manager(manager)
-            .build()
-        )  # fmt: skip
-        yield (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(
-                after_tool(tool_calls(call("helper", {"input": "go"}, id="p-1")), "parent: ")))
-            .add_tool_source(al.ToolRegistry().with_tool(child.as_tool("helper", "Helps.")))
-            .task_manager(manager)
-            .store(store)
-            .build()
-        )  # fmt: skip
 
 
 async def advance(store: SqliteSessionStore, echo: Echo, owner: str) -> Any:

@@ -5,88 +5,26 @@ recorded through the store's question answers. In process, on both anyio backend
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 from agui_support import TOKEN, post_run, resume, run_input
+from child_agents import ECHO_SCHEMA, Echo, parent_agent
 
-import agentloop as al
-import agentloop.model
-import agentloop.permissions
-import agentloop.tasks
-import agentloop.testing
 from agentloop.store import MemorySessionStore, SessionStatus
-from agentloop.testing import call, tool_calls
 from agentloop.ui import AguiConfig, create_agui_app
 
 pytestmark = pytest.mark.anyio
 
-ECHO_SCHEMA = {
-    "type": "object",
-    "properties": {"value": {"type": "string"}},
-    "required": ["value"],
-    "additionalProperties": False,
-}
 INTERRUPT = "question:p-1:1"
-
-
-class Echo:
-    """Echoes ``value``; proposes a filesystem read, so it needs approval."""
-
-    spec = al.ToolSpec("echo", "Echo a value back.", ECHO_SCHEMA)
-
-    def __init__(self) -> None:
-        self.inputs: list[Any] = []
-
-    def proposed_requests(self, request: al.ToolRequest) -> Sequence[Any]:
-        return [al.permissions.FileSystemRead("/tmp/echo")]
-
-    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
-        self.inputs.append(request.input)
-        return f"echoed {request.input['value']}"
-
-
-class AskReads:
-    def evaluate(self, request: al.permissions.PermissionRequest) -> al.permissions.Verdict:
-        if request.kind == "filesystem.read":
-            return al.permissions.AskApproval("sensitive_path", "read /tmp/echo")
-        return al.permissions.Allow()
-
-
-def after_tool(first: Any, prefix: str) -> Any:
-    def reply(request: al.model.TurnRequest) -> Any:
-        last = request.transcript[-1]
-        if last.kind is al.ItemKind.TOOL:
-            return prefix + str(last.parts[0].output)
-        return first
-
-    return reply
 
 
 @asynccontextmanager
 async def child_client(store: MemorySessionStore, echo: Echo) -> AsyncIterator[httpx.AsyncClient]:
-    async with al.tasks.AsyncTaskManager() as manager:
-        child = (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(
-                after_tool(tool_calls(call("echo", {"value": "x"}, id="c-1")), "child: ")))
-            .add_tool_source(al.ToolRegistry().with_tool(echo))
-            .permissions(AskReads())
-            .task_manager(manager)
-            .build()
-        )  # fmt: skip
-        parent = (
-            al.Agent.builder()
-            .model(al.testing.ScriptedModel(
-                after_tool(tool_calls(call("helper", {"input": "go"}, id="p-1")), "parent: ")))
-            .add_tool_source(al.ToolRegistry().with_tool(child.as_tool("helper", "Helps.")))
-            .task_manager(manager)
-            .store(store)
-            .build()
-        )  # fmt: skip
+    async with parent_agent(store, echo) as parent:
         app = create_agui_app(parent, config=AguiConfig(token=TOKEN))
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
