@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from source_ast import parse_source
 
 ROOT = Path(__file__).resolve().parents[1] / "agentloop"
 
@@ -21,7 +22,7 @@ def imported(path: Path, known: set[str]) -> Iterator[str]:
     """The agentloop modules ``path`` imports (a package's ``__init__`` counts as one)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_source(path)):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

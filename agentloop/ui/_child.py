@@ -16,34 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ag_ui.core import Interrupt
-
 from ..serve._child import ChildApproval, child_answer
 from ..tools._questions import QuestionAnswer
-from ._answers import ResumeAnswer, read_payload, response_schema
+from ._answers import ResumeAnswer, read_payload
 from ._problems import RunRefused
 from ._questions import QuestionReply
 
-__all__ = ["checked_answer", "child_interrupt", "read_child_answers"]
-
-
-def child_interrupt(child: ChildApproval) -> Interrupt:
-    """The interrupt a run ends with while ``child`` waits for its approval."""
-    return Interrupt(
-        id=child.question_id,
-        reason="tool_call",
-        message=child.reason or child.summary or child.tool_name,
-        tool_call_id=child.call_id,
-        response_schema=response_schema(child.schema),
-        metadata={
-            "agentloop": {
-                "child": True,
-                "toolName": child.tool_name,
-                "input": child.input,
-                "path": list(child.path),
-            }
-        },
-    )
+__all__ = ["checked_answer", "read_child_answers"]
 
 
 def read_child_answers(

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from ag_ui.core import Interrupt
 
 from .._log import get_logger
 from ..core._errors import InvalidInputError
@@ -40,7 +39,6 @@ __all__ = [
     "QuestionReply",
     "open_questions",
     "pending_of",
-    "question_interrupt",
     "read_question_answers",
     "record_replies",
     "stored_answer",
@@ -51,7 +49,7 @@ log = get_logger()
 QUESTION_REASON = "input_required"
 """The ``reason`` of a question's interrupt."""
 
-_NO_CONTENT = {"type": "null"}
+NO_CONTENT_SCHEMA = {"type": "null"}
 
 
 def open_questions(stored: StoredSession | None) -> tuple[PendingQuestion, ...]:
@@ -75,26 +73,6 @@ def pending_of(step: CallQuestion) -> PendingQuestion:
         schema=question.schema,
         data=question.data,
         resumable=question.resume is not None,
-    )
-
-
-def question_interrupt(pending: PendingQuestion) -> Interrupt:
-    """The interrupt a run ends with while ``pending`` waits for its answer."""
-    schema = dict(pending.schema) if pending.schema is not None else _NO_CONTENT
-    return Interrupt(
-        id=pending.question_id,
-        reason=QUESTION_REASON,
-        message=pending.message,
-        tool_call_id=pending.call_id,
-        response_schema=schema,
-        metadata={
-            "agentloop": {
-                "toolName": pending.tool_name,
-                "kind": pending.kind,
-                "data": pending.data,
-                "resumable": pending.resumable,
-            }
-        },
     )
 
 

@@ -57,16 +57,16 @@ from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
 from ._answers import interrupt_id, read_resume, response_schema
-from ._child import child_interrupt, read_child_answers
+from ._child import read_child_answers
 from ._config import AguiConfig
 from ._events import EventTranslator
+from ._interrupts import child_interrupt, question_interrupt
 from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
 from ._problems import RunRefused
 from ._questions import (
     open_questions,
     pending_of,
-    question_interrupt,
     read_question_answers,
     record_replies,
     stored_answer,

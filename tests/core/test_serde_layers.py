@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from source_ast import parse_source
+
 import agentloop as al
 import agentloop.model
 import agentloop.observe
@@ -55,7 +57,7 @@ def imported_layers(layer: str) -> set[str]:
     """The top-level subpackages the modules of ``layer`` import (relative imports)."""
     found: set[str] = set()
     for path in (PACKAGE / layer).glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_source(path)):
             if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
                 found.add(node.module.split(".")[0])
     return found

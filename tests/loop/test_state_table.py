@@ -12,6 +12,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+from source_ast import parse_source
 
 import agentloop as al
 import agentloop.loop
@@ -225,7 +226,7 @@ def test_only_the_core_assigns_the_driver_state() -> None:
     """House habit: one method changes the state (``LoopCore.handle``)."""
     assigners: list[str] = []
     for path in sorted(Path(agentloop.loop.__file__).parent.glob("*.py")):
-        tree = ast.parse(path.read_text())
+        tree = parse_source(path)
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
@@ -240,7 +241,7 @@ def test_only_the_core_assigns_the_driver_state() -> None:
 def test_only_move_assigns_a_call_status() -> None:
     assigners: list[str] = []
     for path in sorted(Path(agentloop.loop.__file__).parent.glob("*.py")):
-        for function in ast.walk(ast.parse(path.read_text())):
+        for function in ast.walk(parse_source(path)):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for node in ast.walk(function):
