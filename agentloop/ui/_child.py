@@ -20,7 +20,7 @@ from ..serve._child import ChildApproval, child_answer
 from ..tools._questions import QuestionAnswer
 from ._answers import ResumeAnswer, read_payload
 from ._problems import RunRefused
-from ._questions import QuestionReply
+from ._questions import QuestionReply, read_replies
 
 __all__ = ["checked_answer", "read_child_answers"]
 
@@ -30,22 +30,7 @@ def read_child_answers(
 ) -> list[QuestionReply]:
     """The ``resume`` entries that answer ``children``, each checked; ``RunRefused``
     names the first bad one (nothing recorded)."""
-    by_id = {child.question_id: child for child in children}
-    replies: list[QuestionReply] = []
-    for position, entry in enumerate(entries):
-        child = by_id.get(entry.interrupt_id)
-        if child is None:
-            continue
-        where = f"resume[{position}]"
-        if any(reply.question_id == child.question_id for reply in replies):
-            raise RunRefused(
-                f"{where} answers interrupt {entry.interrupt_id!r} a second time; send one "
-                "entry per interrupt. Nothing was recorded",
-                code="duplicate_interrupt",
-            )
-        answer = checked_answer(where, entry, child)
-        replies.append(QuestionReply(question_id=child.question_id, answer=answer))
-    return replies
+    return read_replies(entries, {child.question_id: child for child in children}, checked_answer)
 
 
 def checked_answer(where: str, entry: ResumeAnswer, child: ChildApproval) -> QuestionAnswer:

@@ -15,8 +15,8 @@ resumes the session and the question, asked again, is answered from the store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -33,6 +33,8 @@ from ..loop._steps import CallQuestion
 from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
 from ..tools._questions import Question, QuestionAnswer, check_answer
 from ._problems import RunRefused
+
+_Asked = TypeVar("_Asked")
 
 __all__ = [
     "QUESTION_REASON",
@@ -89,21 +91,30 @@ def read_question_answers(
 ) -> list[QuestionReply]:
     """The ``resume`` entries that answer ``questions``, each checked; ``RunRefused`` names
     the first bad one (nothing recorded)."""
-    by_id = {pending.question_id: pending for pending in questions}
+    return read_replies(entries, {pending.question_id: pending for pending in questions}, _answer)
+
+
+def read_replies(
+    entries: Sequence[Any],
+    asked: Mapping[str, _Asked],
+    check: Callable[[str, Any, _Asked], QuestionAnswer],
+) -> list[QuestionReply]:
+    """The ``resume`` entries whose interrupt id is a key of ``asked``, each checked by
+    ``check(where, entry, asked[id])``; ``RunRefused`` names the first bad one or an
+    interrupt answered twice (nothing recorded)."""
     replies: list[QuestionReply] = []
     for position, entry in enumerate(entries):
-        pending = by_id.get(entry.interrupt_id)
-        if pending is None:
+        if entry.interrupt_id not in asked:
             continue
         where = f"resume[{position}]"
-        if any(reply.question_id == pending.question_id for reply in replies):
+        if any(reply.question_id == entry.interrupt_id for reply in replies):
             raise RunRefused(
                 f"{where} answers interrupt {entry.interrupt_id!r} a second time; send one "
                 "entry per interrupt. Nothing was recorded",
                 code="duplicate_interrupt",
             )
-        answer = _answer(where, entry, pending)
-        replies.append(QuestionReply(question_id=pending.question_id, answer=answer))
+        answer = check(where, entry, asked[entry.interrupt_id])
+        replies.append(QuestionReply(question_id=entry.interrupt_id, answer=answer))
     return replies
 
 
