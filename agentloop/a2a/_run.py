@@ -36,10 +36,10 @@ from ..loop._steps import (
 )
 from ..loop._stored_answers import PendingQuestion
 from ..serve._child import ChildApproval, split_questions
-from ..serve._decide import Decider, DecisionRefused
+from ..serve._decide import Decider
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
-from ..ui._answers import interrupt_id, read_resume
+from ..ui._answers import interrupt_id, read_resume, record_decisions
 from ..ui._lease import run_leased
 from ..ui._problems import RunRefused
 from ..ui._questions import open_questions, pending_of, record_replies, stored_answer
@@ -180,21 +180,9 @@ class A2ARunner:
         checked = read_resume(entries, rows, now=datetime.now(UTC), label="answers")
         if rows and not checked:
             raise RunRefused("the message answers no waiting call", code="interrupt_open")
-        for answer in checked:
-            try:
-                await self._decider.decide(
-                    session_id,
-                    answer.row.call_id,
-                    action=answer.action,
-                    shown_digest=answer.row.digest,
-                    who=who,
-                    reason=answer.reason,
-                    edited_input=answer.edited_input,
-                )
-            except DecisionRefused as refused:
-                raise RunRefused(
-                    f"call {answer.row.call_id!r}: {refused.message}", code="decision_refused"
-                ) from None
+        await record_decisions(
+            self._decider, session_id, checked, who=who, name=lambda call: f"call {call!r}"
+        )
 
     @staticmethod
     def _entry(call_id: str | None, payload: Any, rows: list[InboxRow]) -> _Entry:

@@ -12,13 +12,13 @@ them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 import attrs
 
-from ..serve._decide import MAX_REASON, validate_input
+from ..serve._decide import MAX_REASON, Decider, DecisionRefused, validate_input
 from ..serve._inbox import InboxRow
 from ._problems import RunRefused
 
@@ -28,6 +28,7 @@ __all__ = [
     "ResumeAnswer",
     "Payload",
     "interrupt_id",
+    "record_decisions",
     "read_payload",
     "read_resume",
     "response_schema",
@@ -211,3 +212,33 @@ def _unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+async def record_decisions(
+    decider: Decider,
+    session_id: str,
+    answers: Sequence[Answer],
+    *,
+    who: str,
+    name: Callable[[str], str],
+) -> None:
+    """Record each checked answer with ``decider``, in order.
+
+    A refused one raises ``RunRefused`` (``decision_refused``) naming the call as
+    ``name(call_id)`` says; the answers before it stay recorded (each is single use).
+    """
+    for answer in answers:
+        try:
+            await decider.decide(
+                session_id,
+                answer.row.call_id,
+                action=answer.action,
+                shown_digest=answer.row.digest,
+                who=who,
+                reason=answer.reason,
+                edited_input=answer.edited_input,
+            )
+        except DecisionRefused as refused:
+            raise RunRefused(
+                f"{name(answer.row.call_id)}: {refused.message}", code="decision_refused"
+            ) from None

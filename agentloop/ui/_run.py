@@ -53,10 +53,10 @@ from ..loop._steps import (
 )
 from ..loop._stored_answers import PendingQuestion
 from ..serve._child import shown_child, split_questions
-from ..serve._decide import Decider, DecisionRefused
+from ..serve._decide import Decider
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
-from ._answers import interrupt_id, read_resume, response_schema
+from ._answers import interrupt_id, read_resume, record_decisions, response_schema
 from ._child import read_child_answers
 from ._config import AguiConfig
 from ._events import EventTranslator
@@ -193,22 +193,13 @@ class AguiRunner:
                 code="interrupt_open",
             )
         await record_replies(self._store, thread, replies, label="interrupt")
-        for answer in answers:
-            try:
-                await self._decider.decide(
-                    thread,
-                    answer.row.call_id,
-                    action=answer.action,
-                    shown_digest=answer.row.digest,
-                    who=who,
-                    reason=answer.reason,
-                    edited_input=answer.edited_input,
-                )
-            except DecisionRefused as refused:
-                raise RunRefused(
-                    f"interrupt {interrupt_id(answer.row.call_id)!r}: {refused.message}",
-                    code="decision_refused",
-                ) from None
+        await record_decisions(
+            self._decider,
+            thread,
+            answers,
+            who=who,
+            name=lambda call: f"interrupt {interrupt_id(call)!r}",
+        )
         driver = await agent.resume(session_id=thread, lease=lease)
         if items:
             driver.submit_input(items)
