@@ -34,6 +34,7 @@ __all__ = [
     "SAMPLING_KIND",
     "URL_ELICITATION_KIND",
     "Asking",
+    "AskingCall",
 ]
 
 log = get_logger()
@@ -60,14 +61,16 @@ _current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 )
 
 
-class _Call:
-    """A call in flight that may be asked for: its context and the scope bounding it."""
+class AskingCall:
+    """A call in flight that may be asked for: its context, the scope bounding it, and
+    the scopes of questions asked for it later (cancelled when the call ends)."""
 
-    __slots__ = ("ctx", "timer")
+    __slots__ = ("ctx", "followers", "timer")
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
         self.timer: anyio.CancelScope | None = None
+        self.followers: set[anyio.CancelScope] = set()
 
 
 class Asking:
@@ -83,7 +86,7 @@ class Asking:
         self.elicitation = elicitation
         self.sampling = bool(sampling)
         self.by_model = sampling == "model"
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, AskingCall] = {}
         self._numbers = itertools.count(1)
 
     @property
@@ -96,7 +99,7 @@ class Asking:
         if ctx is None or not self.enabled:
             return None
         number = next(self._numbers)
-        self._calls[number] = _Call(ctx)
+        self._calls[number] = AskingCall(ctx)
         return number, _current.set(number)
 
     def timer(
@@ -116,10 +119,17 @@ class Asking:
         """The call ended."""
         if entered is not None:
             number, token = entered
-            self._calls.pop(number, None)
+            call = self._calls.pop(number, None)
             _current.reset(token)
+            for scope in call.followers if call is not None else ():
+                scope.cancel()  # a question asked for it later (a task) ends with it
 
-    def _asker(self, request: str) -> _Call | None:
+    def call_for(self, request: str) -> AskingCall | None:
+        """The call ``request`` belongs to now, for a question asked later (a
+        task-augmented request); ``None`` when no call is in flight."""
+        return self._asker(request)
+
+    def _asker(self, request: str) -> AskingCall | None:
         """The call a server request belongs to: the caller's (2026 era: the SDK answers
         input-required results in the calling task), else the only call in flight
         (2025 era: the request arrives on the session's reader), else the oldest one."""
@@ -157,13 +167,17 @@ class Asking:
             return answer
         return sampling_result(answer)
 
-    async def ask(self, request: str, question: Question) -> QuestionAnswer | mcp_types.ErrorData:
-        """Ask ``question`` through the call ``request`` belongs to (the time it waits
-        for the host does not count against the call's timeout)."""
-        return await self._ask(request, question)
+    async def ask(
+        self, request: str, question: Question, call: AskingCall | None = None
+    ) -> QuestionAnswer | mcp_types.ErrorData:
+        """Ask ``question`` through ``call`` (default: the call ``request`` belongs to);
+        the time it waits for the host does not count against the call's timeout."""
+        return await self._ask(request, question, call)
 
-    async def _ask(self, request: str, question: Question) -> QuestionAnswer | mcp_types.ErrorData:
-        call = self._asker(request)
+    async def _ask(
+        self, request: str, question: Question, call: AskingCall | None = None
+    ) -> QuestionAnswer | mcp_types.ErrorData:
+        call = call or self._asker(request)
         if call is None:
             log.warning("mcp request outside any call refused", server=self.server, request=request)
             return mcp_types.ErrorData(
