@@ -62,15 +62,13 @@ _current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 
 class AskingCall:
-    """A call in flight that may be asked for: its context, the scope bounding it, and
-    the scopes of questions asked for it later (cancelled when the call ends)."""
+    """A call in flight that may be asked for: its context and the scope bounding it."""
 
-    __slots__ = ("ctx", "followers", "timer")
+    __slots__ = ("ctx", "timer")
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
         self.timer: anyio.CancelScope | None = None
-        self.followers: set[anyio.CancelScope] = set()
 
 
 class Asking:
@@ -119,10 +117,8 @@ class Asking:
         """The call ended."""
         if entered is not None:
             number, token = entered
-            call = self._calls.pop(number, None)
+            self._calls.pop(number, None)
             _current.reset(token)
-            for scope in call.followers if call is not None else ():
-                scope.cancel()  # a question asked for it later (a task) ends with it
 
     def call_for(self, request: str) -> AskingCall | None:
         """The call ``request`` belongs to now, for a question asked later (a

@@ -41,7 +41,6 @@ class ReceivedTask:
     poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: mcp_types.ErrorData | None = None
-    scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
     done: anyio.Event = attrs.field(factory=anyio.Event)
 
     @classmethod
@@ -77,15 +76,13 @@ class ReceivedTask:
             self.update("failed", error.message)
 
     def cancel(self, why: str) -> None:
-        """End a running task as ``cancelled`` (``tasks/result`` then says ``why``) and
-        stop its question."""
+        """End a running task as ``cancelled`` (``tasks/result`` then says ``why``)."""
         if not self.ended:
             self.error = mcp_types.ErrorData(
                 code=mcp_types.INVALID_REQUEST,
                 message=f"task {self.task_id!r} was cancelled ({why}); it has no result",
             )
             self.update("cancelled", why)
-        self.scope.cancel()
 
     def wire(self) -> dict[str, Any]:
         """The task as ``tasks/get`` answers it."""

@@ -219,38 +219,40 @@ class TaskReceiver:
         )
 
     async def _run(self, task: ReceivedTask, call: AskingCall, params: Any) -> None:
-        """Ask the question and keep the outcome (the task's scope cancels it)."""
+        """Ask the question and keep the outcome. A task cancelled meanwhile (or dropped)
+        keeps its end: a question shown to the host is never taken back (the driver
+        rests on it), so its answer, when it comes, is dropped."""
         if task.method == "elicitation/create":
             question = elicitation_question(self.asking.server, params)
         else:
             question = sampling_question(self.asking.server, params, by_model=self.asking.by_model)
-        call.followers.add(task.scope)
+        who = "the host" if question.model_prompt is None else "the agent's model"
         try:
-            with task.scope:
-                if question.model_prompt is None:
-                    task.update("input_required", "waiting for the host's answer")
+            if question.model_prompt is None:
+                task.update("input_required", "waiting for the host's answer")
+            else:
+                task.update("working", "waiting for the agent's model")
+            answer = await self.asking.ask(task.method, question, call)
+            if isinstance(answer, mcp_types.ErrorData):
+                task.fail(answer)
+            elif task.method == "elicitation/create":
+                task.complete(_dump(elicit_result(answer)), f"{who} answered: {answer.action}")
+            else:
+                sampled = sampling_result(answer)
+                if isinstance(sampled, mcp_types.ErrorData):
+                    task.fail(sampled)
                 else:
-                    task.update("working", "the agent's model answers")
-                answer = await self.asking.ask(task.method, question, call)
-                if isinstance(answer, mcp_types.ErrorData):
-                    task.fail(answer)
-                elif task.method == "elicitation/create":
-                    task.complete(
-                        _dump(elicit_result(answer)), f"the host's answer: {answer.action}"
-                    )
-                else:
-                    sampled = sampling_result(answer)
-                    if isinstance(sampled, mcp_types.ErrorData):
-                        task.fail(sampled)
-                    else:
-                        task.complete(_dump(sampled), "the model's answer")
+                    task.complete(_dump(sampled), f"{who} answered")
         except Exception as error:  # a bug of ours: the server learns it, nothing hangs
             log.exception("mcp task failed", server=self.asking.server, task=task.task_id)
             task.fail(mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=str(error)))
-        finally:
-            call.followers.discard(task.scope)
-            task.cancel("the tool call it was asked during ended")
-        log.info("mcp task ended", server=self.asking.server, task=task.task_id, status=task.status)
+        log.info(
+            "mcp task ended",
+            server=self.asking.server,
+            task=task.task_id,
+            status=task.status,
+            kept=task.task_id in self._tasks,
+        )
 
     def _find(self, method: str, params: Mapping[str, Any] | None) -> ReceivedTask:
         task_id = task_id_of(method, params)
@@ -289,7 +291,7 @@ class TaskReceiver:
                 f"tasks/cancel: task {task.task_id!r} already ended ({task.status}); "
                 "only a working or input_required task can be cancelled",
             )
-        task.cancel("cancelled by the server (tasks/cancel)")
+        task.cancel("the server sent tasks/cancel")
         return task.wire()
 
     def _list(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
