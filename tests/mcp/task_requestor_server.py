@@ -6,9 +6,10 @@ Tools:
 - ``capabilities``: the client's ``initialize`` capabilities, as JSON text.
 - ``drive {"steps": [...]}``: each step is ``{"send": method, "params": {...}}`` (a
   string ``"$task"`` anywhere in the params is the id of the last task the client
-  made), ``{"poll": status}`` (``tasks/get`` on the last task until it has
-  ``status`` or ended; at most 2,000 polls), ``{"sleep": seconds}`` or ``{"mark":
-  path}`` (writes the file, for the test to wait on); the answer is the list of
+  made, ``"$cursor"`` the last ``nextCursor`` it gave), ``{"poll": status}``
+  (``tasks/get`` on the last task until it has ``status`` or ended; at most 2,000
+  polls), ``{"sleep": seconds}`` or ``{"mark": path}`` (writes the file, for the test
+  to wait on); the answer is the list of
   what each ``send``/``poll`` got: ``{"result": ...}`` or ``{"error": ...}``, as JSON
   text.
 """
@@ -28,7 +29,7 @@ for tool in TOOLS:
     tool["inputSchema"] = {"type": "object"}
 
 ENDED = ("completed", "failed", "cancelled")
-state: dict[str, Any] = {"capabilities": None, "task": None, "next": 1}
+state: dict[str, Any] = {"capabilities": None, "task": None, "cursor": None, "next": 1}
 
 
 def write(message: dict[str, Any]) -> None:
@@ -62,6 +63,8 @@ def send(method: str, params: Any) -> dict[str, Any]:
 def substitute(value: Any) -> Any:
     if value == "$task":
         return state["task"]
+    if value == "$cursor":
+        return state["cursor"]
     if isinstance(value, dict):
         return {key: substitute(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -89,6 +92,8 @@ def step(spec: dict[str, Any]) -> dict[str, Any] | None:
     task = answer.get("result", {}).get("task") if isinstance(answer.get("result"), dict) else None
     if isinstance(task, dict):
         state["task"] = task.get("taskId")
+    if isinstance(answer.get("result"), dict) and "nextCursor" in answer["result"]:
+        state["cursor"] = answer["result"]["nextCursor"]
     return answer
 
 
