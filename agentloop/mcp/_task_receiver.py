@@ -159,7 +159,7 @@ class TaskReceiver:
         """The answer to a task request (raises ``MCPError``), or ``None`` when
         ``method``/``params`` are not one (the session answers them as usual)."""
         self._purge()
-        if method in _CREATES and params is not None and "task" in params:
+        if method in _CREATES and isinstance(params, Mapping) and "task" in params:
             if not self._tasked(method):
                 return None
             return self._create(method, params, version)
@@ -295,7 +295,7 @@ class TaskReceiver:
         return task.wire()
 
     def _list(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        cursor = (params or {}).get("cursor")
+        cursor = params.get("cursor") if isinstance(params, Mapping) else None
         start = 0
         if cursor is not None:
             if not (isinstance(cursor, str) and cursor.isdecimal() and len(cursor) < 20):

@@ -397,7 +397,7 @@ async def test_a_task_request_outside_a_call_of_a_driver_is_refused(source: McpT
     ]
 
 
-words = st.text(st.characters(codec="utf-8"), max_size=5)
+words = st.text(st.characters(codec="utf-8"), max_size=5).filter(lambda w: not w.startswith("$"))
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | words,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(words, inner, max_size=3),
@@ -459,4 +459,47 @@ async def test_malformed_task_params_are_refused_and_nothing_is_made(
         assert answer["error"]["message"].startswith(f"{method}: malformed params (")
         assert answer["error"]["message"].endswith("); no task made")
     assert found[-1] == {"result": {"tasks": []}}
+    assert source.connections == 1
+
+
+def expected_for(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What the client answers ``method`` with ``params`` when it has no task."""
+    if method == "tasks/list":
+        cursor = params.get("cursor")
+        if cursor is None or (isinstance(cursor, str) and cursor.isdecimal() and len(cursor) < 20):
+            return {"result": {"tasks": []}}
+        return invalid(
+            f"tasks/list: cursor {cursor!r} is not one this client gave; pass the nextCursor "
+            "of the previous page, or none for the first"
+        )
+    task_id = params.get("taskId")
+    if isinstance(task_id, str) and task_id:
+        return invalid(
+            f"{method}: Task not found: no task {task_id!r} on this connection (never made "
+            "here, or dropped after its ttl)"
+        )
+    return invalid(
+        f"{method}: params.taskId must be the non-empty string a CreateTaskResult gave, "
+        f"got {task_id!r}"
+    )
+
+
+task_methods = st.sampled_from(["tasks/get", "tasks/result", "tasks/cancel", "tasks/list"])
+task_params = st.dictionaries(
+    st.sampled_from(["taskId", "cursor", "_meta", "other"]) | words, json_values, max_size=3
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(requests=st.lists(st.tuples(task_methods, task_params), min_size=1, max_size=6))
+async def test_any_tasks_request_gets_a_clear_answer_and_the_connection_stays(
+    source: McpToolSource, requests: list[tuple[str, dict[str, Any]]]
+) -> None:
+    steps = [{"send": method, "params": params} for method, params in requests]
+    found = await sent(source, *steps)
+    assert found == [expected_for(method, params) for method, params in requests]
     assert source.connections == 1
