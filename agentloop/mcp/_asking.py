@@ -62,13 +62,31 @@ _current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 
 class AskingCall:
-    """A call in flight that may be asked for: its context and the scope bounding it."""
+    """A call in flight that may be asked for: its context and the scope bounding it
+    (stopped while any of its questions waits for the host)."""
 
-    __slots__ = ("ctx", "timer")
+    __slots__ = ("asks", "ctx", "paused", "timer")
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
         self.timer: anyio.CancelScope | None = None
+        self.asks = 0
+        self.paused: tuple[float, float] | None = None  # (deadline, since)
+
+    def pause(self) -> None:
+        """A question waits: the timeout stops (the host's time is not the server's)."""
+        self.asks += 1
+        if self.asks == 1 and self.timer is not None:
+            self.paused = (self.timer.deadline, anyio.current_time())
+            self.timer.deadline = math.inf
+
+    def resume(self) -> None:
+        """A question was answered: when none waits, the timeout goes on where it was."""
+        self.asks -= 1
+        if self.asks == 0 and self.paused is not None and self.timer is not None:
+            deadline, since = self.paused
+            self.paused = None
+            self.timer.deadline = deadline + (anyio.current_time() - since)
 
 
 class Asking:
@@ -180,10 +198,7 @@ class Asking:
                 code=mcp_types.INVALID_REQUEST,
                 message=f"{request} is answered only during a tool call of this client",
             )
-        timer, asked_at = call.timer, anyio.current_time()
-        deadline = math.inf if timer is None else timer.deadline
-        if timer is not None:  # the host's thinking time is not the server's
-            timer.deadline = math.inf
+        call.pause()
         try:
             return await call.ctx.ask(question)
         except AgentLoopError as error:  # nobody can answer (the call runs inline, say)
@@ -192,8 +207,7 @@ class Asking:
             )
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=str(error))
         finally:
-            if timer is not None:
-                timer.deadline = deadline + (anyio.current_time() - asked_at)
+            call.resume()
 
 
 def elicit_result(answer: QuestionAnswer) -> mcp_types.ElicitResult:

@@ -50,7 +50,7 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 _PAGE = 50
 _CREATES = frozenset({"elicitation/create", "sampling/createMessage"})
-OnRequest = Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
+_OnRequest = Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
 
 
 def _error(code: int, message: str) -> MCPError:
@@ -129,7 +129,7 @@ class TaskReceiver:
     def install(self, session: ClientSession) -> None:
         """Answer ``session``'s task requests and advertise ``tasks`` (2025 era only;
         call before the session is entered)."""
-        original: OnRequest = session._on_request
+        original: _OnRequest = session._on_request
         build = session._build_capabilities
 
         def capabilities(version: str) -> mcp_types.ClientCapabilities:

@@ -503,3 +503,34 @@ async def test_any_tasks_request_gets_a_clear_answer_and_the_connection_stays(
     found = await sent(source, *steps)
     assert found == [expected_for(method, params) for method, params in requests]
     assert source.connections == 1
+
+
+async def test_the_calls_timeout_stops_while_any_question_waits_and_goes_on_after(
+    tmp_path: Path,
+) -> None:
+    mark = tmp_path / "asked"
+    steps = (
+        {"send": "elicitation/create", "params": ELICIT},
+        {"send": "elicitation/create", "params": ELICIT},
+        {"poll": "input_required"},
+        {"mark": str(mark)},
+        {"poll": "completed"},  # both answered, first asked first: the timeout runs again
+        {"sleep": 1.5},
+    )
+    script = [drive(*steps), "ok"]
+    options = {"protocol": "legacy", "elicitation": True, "call_timeout": 1.0}
+    async with agent_on(REQUESTOR, script, **options) as driver:
+        first = await driver.next()
+        await wait_for_file(mark)  # the host takes its time: not counted
+        assert isinstance(first, al.CallQuestion)
+        first.answer({"name": "one"})
+        second = await driver.next()
+        assert isinstance(second, al.CallQuestion)
+        assert second.id != first.id
+        second.answer({"name": "two"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        "tool 'mcp__req__drive' failed: McpCallError: MCP server 'req' did not answer "
+        "tools/call 'drive' within 1 s; the call was "
+        "cancelled and the connection will be reopened on the next call"
+    ]
