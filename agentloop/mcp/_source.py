@@ -100,7 +100,9 @@ class McpToolSource(ServerFeatures):
     (both protocol eras) become ``CallQuestion`` steps of the driver running it,
     answered by the host (its tools then never run inline: give the agent an
     entered ``AsyncTaskManager``); ``sampling="model"`` lets the agent's own model
-    answer sampling requests, within the turn's limits. See docs/mcp.md.
+    answer sampling requests, within the turn's limits. A 2025-11-25 server may send
+    them as tasks (``params.task``): the client answers with a task and serves the
+    server's ``tasks/*`` polls. See docs/mcp.md.
     """
 
     def __init__(
