@@ -53,6 +53,12 @@ _CREATES = frozenset({"elicitation/create", "sampling/createMessage"})
 _OnRequest = Callable[[Any, str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
 
 
+def _tasks_era(version: str) -> bool:
+    """Whether protocol ``version`` has tasks in its core (2025-11-25; the 2026 revision
+    moved them into an extension)."""
+    return "2025-11-25" <= version < "2026"
+
+
 def _error(code: int, message: str) -> MCPError:
     return MCPError(code=code, message=message)
 
@@ -134,7 +140,7 @@ class TaskReceiver:
 
         def capabilities(version: str) -> mcp_types.ClientCapabilities:
             built = build(version)
-            if version >= "2026" or not self.enabled:
+            if not _tasks_era(version) or not self.enabled:
                 return built
             return built.model_copy(update={"tasks": self.capabilities()})
 
@@ -142,7 +148,7 @@ class TaskReceiver:
             context: Any, method: str, params: Mapping[str, Any] | None
         ) -> dict[str, Any]:
             version = session.protocol_version or "2025-11-25"
-            if version < "2026" and self.enabled:
+            if _tasks_era(version) and self.enabled:
                 answer = await self.answer(method, params, version)
                 if answer is not None:
                     return answer
