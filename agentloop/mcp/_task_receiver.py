@@ -7,9 +7,10 @@ and asks the question in the background, exactly as a mid-call request (a
 ``tasks/result`` (which waits for the end) and may send ``tasks/cancel`` or
 ``tasks/list``. A task is ``working``, ``input_required`` while the host is
 asked, then ``completed`` (the answer), ``failed`` (the request's error) or
-``cancelled``. Tasks are kept per connection, at most ``max_tasks`` of them,
-each for its ttl (the requested one, within ``[1 s, max_ttl]``): after it
-the task and its result are dropped. The SDK does not dispatch ``tasks/*``,
+``cancelled``. Tasks are kept per connection, at most ``max_tasks`` of them
+(the oldest ended one makes room; when all still run, a new one is refused),
+each for its ttl (the requested one, within ``[1 s, max_ttl]``): after it the
+task and its result are dropped. The SDK does not dispatch ``tasks/*``,
 so :meth:`TaskReceiver.install` answers them in front of the session's own
 request handler.
 """
