@@ -229,17 +229,27 @@ class TaskReceiver:
         """Ask the question and keep the outcome. A task cancelled meanwhile (or dropped)
         keeps its end: a question shown to the host is never taken back (the driver
         rests on it), so its answer, when it comes, is dropped."""
-        if task.method == "elicitation/create":
-            question = elicitation_question(self.asking.server, params)
-        else:
-            question = sampling_question(self.asking.server, params, by_model=self.asking.by_model)
-        who = "the host" if question.model_prompt is None else "the agent's model"
         try:
+            if task.method == "elicitation/create":
+                question = elicitation_question(self.asking.server, params)
+            else:
+                server, by_model = self.asking.server, self.asking.by_model
+                question = sampling_question(server, params, by_model=by_model)
+            who = "the host" if question.model_prompt is None else "the agent's model"
             if question.model_prompt is None:
                 task.update("input_required", "waiting for the host's answer")
             else:
                 task.update("working", "waiting for the agent's model")
             answer = await self.asking.ask(task.method, question, call)
+            if task.ended:  # cancelled (or the connection closed) while it waited
+                log.info(
+                    "mcp task answer dropped",
+                    server=self.asking.server,
+                    task=task.task_id,
+                    status=task.status,
+                    reason=task.message,
+                )
+                return
             if isinstance(answer, mcp_types.ErrorData):
                 task.fail(answer)
             elif task.method == "elicitation/create":

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_support import HERE, LOADED, agent_on, outputs, wait_for_file
+from structlog.testing import capture_logs
 
 import agentloop as al
 from agentloop.mcp import McpToolSource, StdioServer
@@ -175,14 +176,26 @@ async def test_tasks_cancel_during_the_question_ends_the_task_and_the_host_still
         ),
         "ok",
     ]
-    async with agent_on(REQUESTOR, script, protocol="legacy", elicitation=True) as driver:
-        step = await driver.next()
-        assert isinstance(step, al.CallQuestion)
-        await wait_for_file(mark)
-        step.answer({"name": "late"})  # a shown question is never taken back: it is answered
-        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    with capture_logs() as logs:
+        async with agent_on(REQUESTOR, script, protocol="legacy", elicitation=True) as driver:
+            step = await driver.next()
+            assert isinstance(step, al.CallQuestion)
+            await wait_for_file(mark)
+            step.answer({"name": "late"})  # a shown question is never taken back
+            assert isinstance(await driver.run_until_blocked(), al.Finished)
     created, _, cancelled, got, result, again = answers(driver)
     task_id = created["result"]["task"]["taskId"]
+    dropped = [entry for entry in logs if entry["event"] == "mcp task answer dropped"]
+    assert dropped == [
+        {
+            "event": "mcp task answer dropped",
+            "log_level": "info",
+            "server": "req",
+            "task": task_id,
+            "status": "cancelled",
+            "reason": "the server sent tasks/cancel",
+        }
+    ]
     ended = task(task_id, "cancelled", "the server sent tasks/cancel")
     assert plain([cancelled, got, result, again]) == [
         {"result": ended},
