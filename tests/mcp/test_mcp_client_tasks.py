@@ -547,3 +547,20 @@ async def test_the_calls_timeout_stops_while_any_question_waits_and_goes_on_afte
         "tools/call 'drive' within 1 s; the call was "
         "cancelled and the connection will be reopened on the next call"
     ]
+
+
+async def test_a_task_is_kept_at_most_an_hour_and_ten_minutes_when_no_ttl_is_asked() -> None:
+    steps = (
+        {"send": "sampling/createMessage", "params": {**SAMPLE, "task": {"ttl": 10**12}}},
+        {"poll": "completed"},
+        {"send": "sampling/createMessage", "params": {**SAMPLE, "task": {}}},
+        {"poll": "completed"},
+        {"send": "sampling/createMessage", "params": {**SAMPLE, "task": {"ttl": None}}},
+        {"poll": "completed"},
+    )
+    script = [drive(*steps), text("one"), text("two"), text("three"), "ok"]
+    async with agent_on(REQUESTOR, script, protocol="legacy", sampling="model") as driver:
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    found = answers(driver)
+    assert [answer["result"]["task"]["ttl"] for answer in found[0::2]] == [3600000, 600000, 600000]
+    assert [answer["result"]["ttl"] for answer in found[1::2]] == [3600000, 600000, 600000]
