@@ -34,6 +34,7 @@ __all__ = [
     "SAMPLING_KIND",
     "URL_ELICITATION_KIND",
     "Asking",
+    "AskingCall",
 ]
 
 log = get_logger()
@@ -60,14 +61,32 @@ _current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 )
 
 
-class _Call:
-    """A call in flight that may be asked for: its context and the scope bounding it."""
+class AskingCall:
+    """A call in flight that may be asked for: its context and the scope bounding it
+    (stopped while any of its questions waits for the host)."""
 
-    __slots__ = ("ctx", "timer")
+    __slots__ = ("asks", "ctx", "paused", "timer")
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
         self.timer: anyio.CancelScope | None = None
+        self.asks = 0
+        self.paused: tuple[float, float] | None = None  # (deadline, since)
+
+    def pause(self) -> None:
+        """A question waits: the timeout stops (the host's time is not the server's)."""
+        self.asks += 1
+        if self.asks == 1 and self.timer is not None:
+            self.paused = (self.timer.deadline, anyio.current_time())
+            self.timer.deadline = math.inf
+
+    def resume(self) -> None:
+        """A question was answered: when none waits, the timeout goes on where it was."""
+        self.asks -= 1
+        if self.asks == 0 and self.paused is not None and self.timer is not None:
+            deadline, since = self.paused
+            self.paused = None
+            self.timer.deadline = deadline + (anyio.current_time() - since)
 
 
 class Asking:
@@ -83,7 +102,7 @@ class Asking:
         self.elicitation = elicitation
         self.sampling = bool(sampling)
         self.by_model = sampling == "model"
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, AskingCall] = {}
         self._numbers = itertools.count(1)
 
     @property
@@ -96,7 +115,7 @@ class Asking:
         if ctx is None or not self.enabled:
             return None
         number = next(self._numbers)
-        self._calls[number] = _Call(ctx)
+        self._calls[number] = AskingCall(ctx)
         return number, _current.set(number)
 
     def timer(
@@ -119,7 +138,12 @@ class Asking:
             self._calls.pop(number, None)
             _current.reset(token)
 
-    def _asker(self, request: str) -> _Call | None:
+    def call_for(self, request: str) -> AskingCall | None:
+        """The call ``request`` belongs to now, for a question asked later (a
+        task-augmented request); ``None`` when no call is in flight."""
+        return self._asker(request)
+
+    def _asker(self, request: str) -> AskingCall | None:
         """The call a server request belongs to: the caller's (2026 era: the SDK answers
         input-required results in the calling task), else the only call in flight
         (2025 era: the request arrives on the session's reader), else the oldest one."""
@@ -157,23 +181,24 @@ class Asking:
             return answer
         return sampling_result(answer)
 
-    async def ask(self, request: str, question: Question) -> QuestionAnswer | mcp_types.ErrorData:
-        """Ask ``question`` through the call ``request`` belongs to (the time it waits
-        for the host does not count against the call's timeout)."""
-        return await self._ask(request, question)
+    async def ask(
+        self, request: str, question: Question, call: AskingCall | None = None
+    ) -> QuestionAnswer | mcp_types.ErrorData:
+        """Ask ``question`` through ``call`` (default: the call ``request`` belongs to);
+        the time it waits for the host does not count against the call's timeout."""
+        return await self._ask(request, question, call)
 
-    async def _ask(self, request: str, question: Question) -> QuestionAnswer | mcp_types.ErrorData:
-        call = self._asker(request)
+    async def _ask(
+        self, request: str, question: Question, call: AskingCall | None = None
+    ) -> QuestionAnswer | mcp_types.ErrorData:
+        call = call or self._asker(request)
         if call is None:
             log.warning("mcp request outside any call refused", server=self.server, request=request)
             return mcp_types.ErrorData(
                 code=mcp_types.INVALID_REQUEST,
                 message=f"{request} is answered only during a tool call of this client",
             )
-        timer, asked_at = call.timer, anyio.current_time()
-        deadline = math.inf if timer is None else timer.deadline
-        if timer is not None:  # the host's thinking time is not the server's
-            timer.deadline = math.inf
+        call.pause()
         try:
             return await call.ctx.ask(question)
         except AgentLoopError as error:  # nobody can answer (the call runs inline, say)
@@ -182,8 +207,7 @@ class Asking:
             )
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=str(error))
         finally:
-            if timer is not None:
-                timer.deadline = deadline + (anyio.current_time() - asked_at)
+            call.resume()
 
 
 def elicit_result(answer: QuestionAnswer) -> mcp_types.ElicitResult:

@@ -33,6 +33,7 @@ from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._input_rounds import send_call
 from ._roots import Roots, RootsLike, to_roots
+from ._task_receiver import TaskReceiver
 from ._tasks import TASK_KEY, call_as_task, check_task_timeout, note_tasks, task_plan
 from ._tool import McpTool
 from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
@@ -99,7 +100,9 @@ class McpToolSource(ServerFeatures):
     (both protocol eras) become ``CallQuestion`` steps of the driver running it,
     answered by the host (its tools then never run inline: give the agent an
     entered ``AsyncTaskManager``); ``sampling="model"`` lets the agent's own model
-    answer sampling requests, within the turn's limits. See docs/mcp.md.
+    answer sampling requests, within the turn's limits. A 2025-11-25 server may send
+    them as tasks (``params.task``): the client answers with a task and serves the
+    server's ``tasks/*`` polls. See docs/mcp.md.
     """
 
     def __init__(
@@ -403,6 +406,7 @@ class McpToolSource(ServerFeatures):
             list_roots=None if self.roots is None else self.roots.list_roots,
             elicitation=self.asking.elicit if self.asking.elicitation else None,
             sampling=self.asking.sample if self.asking.sampling else None,
+            receiver=TaskReceiver(self.asking) if self.asking.enabled else None,
         )
 
     async def _listen(

@@ -9,10 +9,17 @@ from typing import Any, Literal, TextIO
 import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters, stdio_client
-from mcp.client.session import ElicitationFnT, ListRootsFnT, MessageHandlerFnT, SamplingFnT
+from mcp.client.session import (
+    ClientSession,
+    ElicitationFnT,
+    ListRootsFnT,
+    MessageHandlerFnT,
+    SamplingFnT,
+)
 from mcp.client.streamable_http import streamable_http_client
 
 from ._config import McpServer, StdioServer
+from ._task_receiver import TaskReceiver
 
 __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "open_client"]
 
@@ -32,12 +39,14 @@ async def open_client(
     list_roots: ListRootsFnT | None,
     elicitation: ElicitationFnT | None = None,
     sampling: SamplingFnT | None = None,
+    receiver: TaskReceiver | None = None,
 ) -> Client:
     """An entered :class:`Client` for ``server``; ``stack`` closes it (and its transport).
 
     ``max_message_size`` bounds one server-sent event of a streamable HTTP
     answer (the SDK's own default, 1 MiB, is far below what a tool result may
-    be); stdio lines and plain JSON answers are read whole.
+    be); stdio lines and plain JSON answers are read whole. ``receiver`` answers the
+    server's task-augmented requests and ``tasks/*`` (it is entered on ``stack``).
     """
     transport: Any
     if isinstance(server, StdioServer):
@@ -54,7 +63,9 @@ async def open_client(
         transport = streamable_http_client(
             server.url, http_client=http, max_sse_event_size=max_message_size
         )
-    client = Client(
+    if receiver is not None:
+        await stack.enter_async_context(receiver)
+    client = _Client(
         transport,
         mode=protocol,
         message_handler=on_message,
@@ -64,4 +75,17 @@ async def open_client(
         cache=None,
         client_info=mcp_types.Implementation(name="agentloop", version="0"),
     )
+    client.receiver = receiver
     return await stack.enter_async_context(client)
+
+
+class _Client(Client):
+    """The SDK's client, with a session that answers task requests (``receiver``)."""
+
+    receiver: TaskReceiver | None = None
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
+        session = await super()._build_session(exit_stack)
+        if self.receiver is not None:
+            self.receiver.install(session)
+        return session

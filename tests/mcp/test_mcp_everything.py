@@ -133,7 +133,9 @@ async def test_plain_tools_are_offered_and_the_asking_ones_only_when_advertised(
             *PLAIN_TOOLS,
             "get-roots-list",
             "trigger-elicitation-request",
+            "trigger-elicitation-request-async",
             "trigger-sampling-request",
+            "trigger-sampling-request-async",
             "trigger-url-elicitation",
         ]
     )
@@ -286,9 +288,16 @@ async def test_sampling_answered_by_the_agents_model(server: McpServer) -> None:
 @pytest.mark.parametrize(
     ("options", "asking"),
     [
-        ({"elicitation": True}, ["trigger-elicitation-request", "trigger-url-elicitation"]),
-        ({"sampling": True}, ["trigger-sampling-request"]),
-        ({"sampling": "model"}, ["trigger-sampling-request"]),
+        (
+            {"elicitation": True},
+            [
+                "trigger-elicitation-request",
+                "trigger-elicitation-request-async",
+                "trigger-url-elicitation",
+            ],
+        ),
+        ({"sampling": True}, ["trigger-sampling-request", "trigger-sampling-request-async"]),
+        ({"sampling": "model"}, ["trigger-sampling-request", "trigger-sampling-request-async"]),
         ({"roots": []}, ["get-roots-list"]),
     ],
 )
