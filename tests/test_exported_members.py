@@ -403,6 +403,7 @@ EXPORTED: dict[str, list[str]] = {
         "from_string",
     ],
     "agentloop.serve": [
+        "AnswerEntry",
         "AuditEntry",
         "AuditLog",
         "DecisionAction",

@@ -131,6 +131,8 @@ class InboxApp:
             who=identity(config, redactor),
             changed=self.changes.notify,
             worker=self.worker,
+            audit=audit,
+            redactor=redactor,
             agent=agent,
         )
         self._agui = agent if agui else None
