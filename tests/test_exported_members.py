@@ -424,6 +424,7 @@ EXPORTED: dict[str, list[str]] = {
         "BackendWrite",
         "Claim",
         "ClaimError",
+        "InDoubtStore",
         "Lease",
         "LeaseError",
         "LeaseHeldError",
