@@ -79,3 +79,34 @@ async def crash_mid_call(store: SessionStore, session_id: str) -> None:
             group.start_soon(driver.next)
             await tool.entered.wait()
             scope.cancel()
+
+
+class Both:
+    """``pay`` whose runs all block while ``block`` (the crash), counted per call."""
+
+    def __init__(self) -> None:
+        self.spec = al.ToolSpec(
+            "pay", "Pay.", {"type": "object"}, annotations=al.ToolAnnotations(idempotent=False)
+        )
+        self.runs: list[str] = []
+        self.block = True
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        self.runs.append(request.call_id)
+        if self.block:
+            await anyio.sleep_forever()
+        return f"paid {request.call_id}"
+
+
+def both_agent(tool: Both, store: SessionStore, model: Any, manager: Any) -> al.Agent:
+    """Runs ``tool``'s calls in parallel tasks of ``manager``; asks about calls in doubt."""
+    return (
+        al.Agent.builder()
+        .model(model)
+        .add_tool_source(al.ToolRegistry().with_tool(tool))
+        .task_manager(manager)
+        .store(store)
+        .input([al.Item.text(al.ItemKind.USER, "pay both")])
+        .ask_in_doubt()
+        .build()
+    )

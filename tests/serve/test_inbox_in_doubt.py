@@ -12,14 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 import httpx
 import pytest
-from in_doubt_agents import Pay, park_in_doubt, pay_agent
+from in_doubt_agents import Both, Pay, both_agent, park_in_doubt, pay_agent
 from serve_support import TOKEN
 
 import agentloop as al
 import agentloop.host
+import agentloop.tasks
+import agentloop.testing
 from agentloop.serve import MemoryAuditLog, ServeConfig, Worker, create_app
 from agentloop.store import PostgresSessionStore, SessionStatus, SqliteSessionStore
 from agentloop.tools._tool import idempotency_key
@@ -350,3 +353,59 @@ async def test_a_migration_5_postgres_head_resting_on_a_call_in_doubt_moves_to_i
         assert (session_id, SessionStatus.AWAITING_RESOLUTION) in [
             (row.session_id, row.status) for row in rows
         ]
+
+
+async def test_two_calls_in_doubt_of_one_round_are_resolved_one_by_one(tmp_path: Path) -> None:
+    """The first resolution is saved while the round waits for the second; the model sees
+    the round only once both are resolved."""
+    tool = Both()
+    calls = al.testing.tool_calls(
+        al.testing.call("pay", {}, id="a"), al.testing.call("pay", {}, id="b")
+    )
+    async with SqliteSessionStore(tmp_path / "s.db") as store:
+        async with al.tasks.AsyncTaskManager() as manager:
+            model = al.testing.ScriptedModel([calls])
+            driver = await both_agent(tool, store, model, manager).start("s1")
+            with anyio.CancelScope() as scope:  # the crash, once both calls run
+                async with anyio.create_task_group() as group:
+                    group.start_soon(driver.next)
+                    while len(tool.runs) < 2:
+                        await anyio.lowlevel.checkpoint()
+                    scope.cancel()
+        tool.block = False
+        async with al.tasks.AsyncTaskManager() as manager:
+            model = al.testing.ScriptedModel(["ok"])
+            agent = both_agent(tool, store, model, manager)
+            worker = al.host.SessionWorker(store=store, agent=agent, owner="w", ttl=30)
+            assert isinstance((await worker.advance("s1")).step, al.CallInDoubt)
+            transport = httpx.ASGITransport(app=inbox_app(store, agent))
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                inbox = DoubtInbox(store, client, Pay())
+                page = await inbox.sign_in()
+                assert 'id="doubt-count">2<' in page
+                first = await inbox.resolve(resolution="settle", result="paid a (checked)")
+                assert first.json() == {
+                    "ok": True,
+                    "message": "Settled by alice; call b of the same round is in doubt too.",
+                }
+                stored = await store.load("s1")
+                assert stored is not None
+                assert stored.status is SessionStatus.AWAITING_RESOLUTION
+                assert model.requests == []
+                page = await inbox.sign_in()
+                assert 'id="doubt-count">1<' in page
+                second = await inbox.resolve(resolution="run_again")
+                assert second.json() == {
+                    "ok": True,
+                    "message": "Ran again by alice; waiting for an external worker to resume "
+                    "the session.",
+                }
+            assert isinstance((await worker.advance("s1")).step, al.Finished)
+    assert sorted(tool.runs) == ["a", "b", "b"]
+    results = [
+        (part.call_id, part.output)
+        for item in model.last_request.transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]
+    assert results == [("a", "paid a (checked)"), ("b", "paid b")]
