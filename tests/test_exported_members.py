@@ -409,6 +409,7 @@ EXPORTED: dict[str, list[str]] = {
         "DecisionAction",
         "MemoryAuditLog",
         "PostgresAuditLog",
+        "ResolutionEntry",
         "ServeConfig",
         "SqliteAuditLog",
         "Worker",

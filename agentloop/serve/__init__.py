@@ -18,6 +18,7 @@ from ._audit import (
     AuditLog,
     DecisionAction,
     MemoryAuditLog,
+    ResolutionEntry,
 )
 from ._audit_sql import PostgresAuditLog, SqliteAuditLog
 from ._config import SERVE_MODULES, ServeConfig
@@ -34,6 +35,7 @@ __all__ = [
     "DecisionAction",
     "MemoryAuditLog",
     "PostgresAuditLog",
+    "ResolutionEntry",
     "ServeConfig",
     "SqliteAuditLog",
     "Worker",

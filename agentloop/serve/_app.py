@@ -144,6 +144,8 @@ class InboxApp:
             who=identity(config, redactor),
             changed=self.changes.notify,
             worker=self.worker,
+            audit=audit,
+            redactor=redactor,
         )
         self._agui = agent if agui else None
 

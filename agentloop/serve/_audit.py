@@ -7,7 +7,8 @@ the edited input and the deny reason (an ``AuditEntry``). An answer to a
 running call's question (``record_answer``) is an ``AnswerEntry``: who, the
 question and its kind, accept / decline / cancel, and the content, redacted
 and bounded (``MAX_AUDITED_CONTENT``) with the digest of the exact content
-recorded. The SQL logs are in ``_audit_sql``.
+recorded. A call in doubt settled, failed or run again is a
+``ResolutionEntry``. The SQL logs are in ``_audit_sql``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "AuditRecord",
     "DecisionAction",
     "MemoryAuditLog",
+    "ResolutionEntry",
     "answer_entry_content",
 ]
 
@@ -92,8 +94,31 @@ class AnswerEntry:
     content_kept: bool = True
 
 
-AuditRecord = AuditEntry | AnswerEntry
-"""What the audit log holds: decisions on approvals and answers to questions."""
+@attrs.frozen(kw_only=True)
+class ResolutionEntry:
+    """One call in doubt resolved in the inbox: settled, failed or run again.
+
+    ``value`` is the settled result or the failure reason with secrets
+    redacted (``None`` for a rerun, and when its JSON is past
+    ``MAX_AUDITED_CONTENT`` bytes: ``value_kept`` is then ``False``);
+    ``value_digest`` and ``value_size`` are those of the exact value.
+    """
+
+    session_id: str
+    call_id: str
+    tool_name: str
+    resolution: str
+    value_digest: str
+    value_size: int
+    decided_by: str
+    decided_at: datetime
+    value: Any = None
+    value_kept: bool = True
+
+
+AuditRecord = AuditEntry | AnswerEntry | ResolutionEntry
+"""What the audit log holds: decisions on approvals, answers to questions, and
+resolutions of calls in doubt."""
 
 
 def _canonical(value: Any) -> bytes:

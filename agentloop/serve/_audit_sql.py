@@ -5,7 +5,9 @@ in three columns added after the first release (``question_id``,
 ``question_kind``, ``content_size``); a table made before them gets them on
 first use (``ALTER TABLE ... ADD COLUMN``) and its rows, which have none,
 read back as the decisions they are. ``input`` holds an answer's kept
-content as JSON (SQL ``NULL`` when it was too large to keep).
+content as JSON (SQL ``NULL`` when it was too large to keep). A resolution of
+a call in doubt is a row whose ``question_kind`` is ``call_in_doubt``
+(``question_id`` ``in_doubt:CALL_ID``, ``action`` the resolution).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import anyio
 import anyio.to_thread
 
 from ..tools._questions import QuestionAction
-from ._audit import AnswerEntry, AuditEntry, AuditRecord, DecisionAction
+from ._audit import AnswerEntry, AuditEntry, AuditRecord, DecisionAction, ResolutionEntry
 
 __all__ = ["PostgresAuditLog", "SqliteAuditLog"]
 
@@ -50,9 +52,19 @@ _REMOVE = (
 )
 
 
+_IN_DOUBT = "call_in_doubt"
+
+
 def _row(entry: AuditRecord) -> tuple[Any, ...]:
-    common = (entry.session_id, entry.call_id, entry.tool_name, entry.action.value)
     when = entry.decided_at.timestamp()
+    if isinstance(entry, ResolutionEntry):
+        kept = json.dumps(entry.value) if entry.value_kept else None
+        return (
+            *(entry.session_id, entry.call_id, entry.tool_name, entry.resolution),
+            *(entry.value_digest, entry.decided_by, when, None, kept),
+            *(f"in_doubt:{entry.call_id}", _IN_DOUBT, entry.value_size),
+        )
+    common = (entry.session_id, entry.call_id, entry.tool_name, entry.action.value)
     if isinstance(entry, AnswerEntry):
         kept = json.dumps(entry.content) if entry.content_kept else None
         return (
@@ -89,6 +101,19 @@ def _entry(row: tuple[Any, ...]) -> AuditRecord:
     session_id, call_id, tool_name, action, digest, who, when, reason, data, *question = row
     question_id, kind, size = question
     decided_at = datetime.fromtimestamp(float(when), UTC)
+    if kind == _IN_DOUBT:
+        return ResolutionEntry(
+            session_id=session_id,
+            call_id=call_id,
+            tool_name=tool_name,
+            resolution=action,
+            value_digest=digest,
+            value_size=int(size or 0),
+            decided_by=who,
+            decided_at=decided_at,
+            value=None if data is None else json.loads(data),
+            value_kept=data is not None,
+        )
     if question_id is not None:
         return AnswerEntry(
             session_id=session_id,

@@ -9,9 +9,11 @@ again. ``POST /api/resolve`` checks the request as ``/api/decide`` does
 and this process's lock, resumes the session with the inbox's agent,
 resolves that call (``CallInDoubt.settle`` / ``fail`` / ``run_again``) and
 takes one step, which records the resolution (a rerun runs the call now,
-under a claim of its own) and saves. A resolution is single use: the page
-names the call and how many reruns it showed, and a session that moved on
-(resolved already, or run again since) is refused with 409, nothing changed.
+under a claim of its own) and saves. The resolution is in the audit log (a
+``ResolutionEntry``: written first, removed when it is refused). A resolution
+is single use: the page names the call and how many reruns it showed, and a
+session that moved on (resolved already, or run again since) is refused with
+409, nothing changed.
 The worker then resumes the session.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -33,6 +36,7 @@ from ..loop._in_doubt import RESOLUTIONS
 from ..loop._release import release_dropped
 from ..loop._session_store import InDoubtStore, LeaseHeldError, SessionStore
 from ..loop._steps import CallInDoubt
+from ._audit import AuditLog, ResolutionEntry, answer_entry_content
 from ._decide import MAX_REASON
 from ._guards import RequestRefused, read_json
 from ._inbox import pretty
@@ -148,7 +152,13 @@ class ResolveEndpoint:
         who: Callable[[Request], str],
         changed: Callable[[], None],
         worker: Worker | None,
+        audit: AuditLog,
+        redactor: Redactor,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self._audit = audit
+        self._redactor = redactor
+        self._clock = clock
         self._store = store
         self._agent = agent
         self._refs = refs
@@ -223,7 +233,7 @@ class ResolveEndpoint:
     ) -> tuple[str, Any]:
         """The call resolved and the step the session went on to."""
         session_id = body["session_id"]
-        call_id = await self._waiting_call(session_id, body["call_ref"], body["reruns"])
+        call_id, tool_name = await self._waiting_call(session_id, body["call_ref"], body["reruns"])
         try:
             lease = await self._store.acquire(session_id, f"agentloop-serve:{who}", 60)
         except LeaseHeldError as held:
@@ -232,8 +242,14 @@ class ResolveEndpoint:
                 "changed; reload and decide again",
                 409,
             ) from None
+        entry = self._entry(session_id, (call_id, tool_name), how, value, who)
+        await self._audit.add(entry)  # first: no resolution is saved without its entry
         try:
             step = await self._apply(agent, session_id, call_id, how, value, lease)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._audit.remove(entry)
+            raise
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                 await self._store.release(lease)
@@ -245,6 +261,26 @@ class ResolveEndpoint:
             resolved_by=who,
         )
         return call_id, step
+
+    def _entry(
+        self, session_id: str, call: tuple[str, str], how: str, value: Any, who: str
+    ) -> ResolutionEntry:
+        """The audit entry of the resolution of ``call`` (id, tool): the value redacted,
+        bounded."""
+        call_id, stored_tool = call
+        digest, size, shown, kept = answer_entry_content(value, self._redactor.json(value))
+        return ResolutionEntry(
+            session_id=session_id,
+            call_id=call_id,
+            tool_name=stored_tool,
+            resolution=how,
+            value_digest=digest,
+            value_size=size,
+            decided_by=who,
+            decided_at=self._clock(),
+            value=shown,
+            value_kept=kept,
+        )
 
     async def _apply(
         self, agent: Agent, session_id: str, call_id: str, how: str, value: Any, lease: Any
@@ -262,8 +298,9 @@ class ResolveEndpoint:
         finally:
             await release_dropped(driver)
 
-    async def _waiting_call(self, session_id: str, call_ref: str, reruns: int) -> str:
-        """The call in doubt ``call_ref`` names, as the page showed it; else refused."""
+    async def _waiting_call(self, session_id: str, call_ref: str, reruns: int) -> tuple[str, str]:
+        """The call in doubt ``call_ref`` names, as the page showed it, and its tool; else
+        refused."""
         stored = await self._store.load(session_id)
         if stored is None:
             raise ResolutionRefused(f"session {session_id!r} no longer exists", 404)
@@ -276,7 +313,7 @@ class ResolveEndpoint:
                         "and decide again; nothing was changed",
                         409,
                     )
-                return call_id
+                return call_id, str(doubt.get("tool_name", ""))
         raise ResolutionRefused(
             f"session {session_id!r} moved on: the call this page showed is no longer in "
             f"doubt (the session is {stored.status.value}); nothing was changed",

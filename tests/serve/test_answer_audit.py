@@ -27,6 +27,7 @@ from agentloop.serve import (
     DecisionAction,
     MemoryAuditLog,
     PostgresAuditLog,
+    ResolutionEntry,
     ServeConfig,
     SqliteAuditLog,
     create_app,
@@ -339,12 +340,33 @@ ANSWER = AnswerEntry(
 )
 
 
+RESOLUTION = ResolutionEntry(
+    session_id="s9",
+    call_id="call-8",
+    tool_name="pay",
+    resolution="settle",
+    value_digest=digest("paid"),
+    value_size=6,
+    decided_by="carol",
+    decided_at=datetime.fromtimestamp(1.9e9, UTC),
+    value="paid",
+)
+
+
 async def check_legacy_log(log: Any) -> None:
-    """A log over a table made before answers: old rows read, answers go in beside them."""
+    """A log over a table made before answers: old rows read, answers (and resolutions of
+    calls in doubt) go in beside them."""
     assert await log.entries() == LEGACY_ENTRIES
     await log.add(ANSWER)
     unkept = attrs.evolve(ANSWER, question_id="q2", content=None, content_kept=False)
     await log.add(unkept)
+    rerun = attrs.evolve(RESOLUTION, resolution="run_again", value=None, value_digest=digest(None))
+    unkept_value = attrs.evolve(RESOLUTION, resolution="fail", value=None, value_kept=False)
+    for entry in (RESOLUTION, rerun, unkept_value):
+        await log.add(entry)
+    assert await log.entries() == [unkept_value, rerun, RESOLUTION, unkept, ANSWER, *LEGACY_ENTRIES]
+    for entry in (RESOLUTION, rerun, unkept_value):
+        await log.remove(entry)
     assert await log.entries() == [unkept, ANSWER, *LEGACY_ENTRIES]
     found = await log.find("s0", "call-2", approved=False, input_digest="sha256:cd")
     assert found == LEGACY_ENTRIES[0]

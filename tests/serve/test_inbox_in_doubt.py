@@ -4,10 +4,12 @@ the stored status ``awaiting_resolution``, with old rows moved to it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,19 @@ import agentloop as al
 import agentloop.host
 import agentloop.tasks
 import agentloop.testing
-from agentloop.serve import MemoryAuditLog, ServeConfig, Worker, create_app
+from agentloop.serve import MemoryAuditLog, ResolutionEntry, ServeConfig, Worker, create_app
 from agentloop.store import PostgresSessionStore, SessionStatus, SqliteSessionStore
 from agentloop.tools._tool import idempotency_key
 
 pytestmark = pytest.mark.anyio
+
+WHEN = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
 
 ORIGIN = "http://127.0.0.1:8765"
 KEY = idempotency_key("s1", "call-pay")
@@ -40,6 +50,7 @@ class DoubtInbox:
         self.tool = tool
         self.csrf = ""
         self.ref = ""
+        self.audit = MemoryAuditLog()
 
     async def sign_in(self) -> str:
         assert (await self.client.get(f"/?token={TOKEN}")).status_code == 303
@@ -62,9 +73,9 @@ class DoubtInbox:
         )
 
 
-def inbox_app(store: Any, agent: Any, *, worker: bool = False) -> Any:
-    config = ServeConfig(token=TOKEN, identity="alice", worker=worker, poll_interval=0.05)
-    return create_app(store, config=config, audit=MemoryAuditLog(), agent=agent)
+def inbox_app(store: Any, agent: Any, *, audit: MemoryAuditLog | None = None) -> Any:
+    config = ServeConfig(token=TOKEN, identity="alice", worker=False)
+    return create_app(store, config=config, audit=audit or MemoryAuditLog(), agent=agent)
 
 
 @pytest.fixture
@@ -72,9 +83,12 @@ async def inbox(tmp_path: Path) -> AsyncIterator[DoubtInbox]:
     async with SqliteSessionStore(tmp_path / "s.db") as store:
         await park_in_doubt(store, "s1")
         tool = Pay()
-        transport = httpx.ASGITransport(app=inbox_app(store, pay_agent(store, tool)))
+        audit = MemoryAuditLog()
+        transport = httpx.ASGITransport(app=inbox_app(store, pay_agent(store, tool), audit=audit))
         async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
-            yield DoubtInbox(store, client, tool)
+            inbox = DoubtInbox(store, client, tool)
+            inbox.audit = audit
+            yield inbox
 
 
 async def finish(store: Any) -> list[str]:
@@ -136,6 +150,26 @@ async def test_each_resolution_is_recorded_once_and_the_session_goes_on(
     response = await inbox.resolve(**body)
     assert (response.status_code, response.json()) == (200, {"ok": True, "message": message})
     assert inbox.tool.runs == (1 if body["resolution"] == "run_again" else 0)
+    value = body.get("result", body.get("reason"))
+    [entry] = await inbox.audit.entries()
+    assert isinstance(entry, ResolutionEntry)
+    assert attrs.evolve(entry, decided_at=WHEN) == ResolutionEntry(
+        session_id="s1",
+        call_id="call-pay",
+        tool_name="pay",
+        resolution=body["resolution"],
+        value_digest=digest(value),
+        value_size=len(json.dumps(value)),
+        decided_by="alice",
+        decided_at=WHEN,
+        value=value,
+    )
+    audit_page = (await inbox.client.get("/audit")).text
+    shown = f"<pre>{value}</pre>" if value is not None else "<td></td>"
+    assert (
+        f'<td class="action">in doubt: {body["resolution"].replace("_", " ")}</td>\n  '
+        f"<td>{'<pre>' + value + '</pre>' if value is not None else ''}</td>"
+    ) in audit_page, shown
     stored = await inbox.store.load("s1")
     assert stored is not None
     assert stored.status is SessionStatus.READY
@@ -243,6 +277,7 @@ async def test_bad_resolutions_are_refused_clearly_and_change_nothing(inbox: Dou
         assert (await anonymous.post("/api/resolve", json={})).status_code == 401
     assert await inbox.store.load("s1") == before
     assert inbox.tool.runs == 0
+    assert await inbox.audit.entries() == []
 
 
 async def test_without_an_agent_that_asks_the_inbox_refuses_to_resolve(tmp_path: Path) -> None:
@@ -275,8 +310,10 @@ async def test_a_session_leased_by_a_worker_is_refused_as_busy(inbox: DoubtInbox
         409,
         "session 's1' is being advanced by worker-7; nothing was changed; reload and decide again",
     )
+    assert await inbox.audit.entries() == []
     await inbox.store.release(lease)
     assert (await inbox.resolve(resolution="fail", reason="no")).status_code == 200
+    assert [e.resolution for e in await inbox.audit.entries()] == ["fail"]  # type: ignore[union-attr]
 
 
 async def test_the_in_process_worker_goes_on_after_a_resolution(tmp_path: Path) -> None:
