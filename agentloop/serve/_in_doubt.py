@@ -35,7 +35,7 @@ from ..loop._agent import Agent
 from ..loop._in_doubt import RESOLUTIONS
 from ..loop._release import release_dropped
 from ..loop._session_store import InDoubtStore, LeaseHeldError, SessionStore
-from ..loop._steps import CallInDoubt
+from ..loop._steps import CallInDoubt, CallQuestion
 from ._audit import AuditLog, ResolutionEntry, answer_entry_content
 from ._decide import MAX_REASON
 from ._guards import RequestRefused, read_json
@@ -170,7 +170,7 @@ class ResolveEndpoint:
 
     async def handle(self, request: Request) -> Response:
         """Resolve one call (JSON ``{session_id, call_ref, reruns, resolution: settle |
-        fail | run_again, result? , reason?}``)."""
+        fail | run_again, result?, reason?}``)."""
         refusal = self._check(request)
         if refusal is not None:
             return _refused(refusal, 403)
@@ -204,6 +204,8 @@ class ResolveEndpoint:
                 if step.call_id == call_id
                 else f"call {step.call_id} of the same round is in doubt too"
             )
+        elif isinstance(step, CallQuestion):
+            then = "the call now asks a question (see Questions)"
         elif self._worker is not None:
             self._worker.take(body["session_id"])
             then = "a worker resumes the session"

@@ -25,6 +25,7 @@ import agentloop as al
 import agentloop.host
 import agentloop.tasks
 import agentloop.testing
+import agentloop.tools
 from agentloop.serve import MemoryAuditLog, ResolutionEntry, ServeConfig, Worker, create_app
 from agentloop.store import PostgresSessionStore, SessionStatus, SqliteSessionStore
 from agentloop.tools._tool import idempotency_key
@@ -446,3 +447,43 @@ async def test_two_calls_in_doubt_of_one_round_are_resolved_one_by_one(tmp_path:
         if isinstance(part, al.ToolResultPart)
     ]
     assert results == [("a", "paid a (checked)"), ("b", "paid b")]
+
+
+class AskingPay(Pay):
+    """``pay`` that, run again, asks which account to pay from (a question, resumable)."""
+
+    asks_host = True
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        if self.block:
+            return await super().invoke(request, ctx)
+        answer = (
+            ctx.resumed.answer
+            if ctx.resumed
+            else await ctx.ask(
+                al.tools.Question("account", "Pay from which account?", None, resume={"n": 1})
+            )
+        )
+        return f"paid ({answer.action.value})"
+
+
+async def test_a_rerun_that_asks_a_question_leaves_the_session_on_it(tmp_path: Path) -> None:
+    async with SqliteSessionStore(tmp_path / "s.db") as store:
+        await park_in_doubt(store, "s1")
+        async with al.tasks.AsyncTaskManager() as manager:
+            agent = attrs.evolve(pay_agent(store, AskingPay()), task_manager=manager)
+            transport = httpx.ASGITransport(app=inbox_app(store, agent))
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                inbox = DoubtInbox(store, client, Pay())
+                await inbox.sign_in()
+                response = await inbox.resolve(resolution="run_again")
+                assert response.json() == {
+                    "ok": True,
+                    "message": "Ran again by alice; the call now asks a question (see Questions).",
+                }
+                page = (await client.get("/")).text
+                assert '<p class="question-message">Pay from which account?</p>' in page
+                assert "doubt-card" not in page
+        stored = await store.load("s1")
+        assert stored is not None
+        assert stored.status is SessionStatus.AWAITING_ANSWER
