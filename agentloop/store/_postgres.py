@@ -321,8 +321,9 @@ def ensure_schema(connection: Any, where: str) -> int:
                 connection.execute(statement)
         if found > 0 and version == 4:
             move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection), where)
-        if found > 0 and version == max(5, found + 1) and version >= 5:
-            _restatus(connection)  # once, for migrations 5 and 6 (it re-derives both)
+        if found > 0 and version == max(5, found + 1):
+            # Once, at the first of migrations 5 and 6 applied: it re-derives both statuses.
+            _restatus(connection)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
     return found
 
