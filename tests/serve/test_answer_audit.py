@@ -14,9 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from question_support import park_on, park_question
 from serve_support import TOKEN, ServerThread
 
@@ -445,3 +448,102 @@ async def test_the_memory_log_keeps_answers_beside_decisions(anyio_backend: str)
     assert await log.find("s9", "call-9", approved=True, input_digest=ANSWER.content_digest) is None
     await log.remove(ANSWER)
     assert await log.entries() == [LEGACY_ENTRIES[1]]
+
+
+LONE = ("\ud800", "\udfff")
+JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+    | st.sampled_from([SECRET, f"key={SECRET};", *LONE])
+    | st.integers(0, 70_000).map(lambda n: "x" * n)
+)
+CONTENTS = st.dictionaries(
+    st.text(max_size=6) | st.sampled_from([SECRET, *LONE]),
+    st.recursive(
+        JSON_LEAVES,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+        ),
+        max_leaves=6,
+    ),
+    max_size=4,
+)
+
+
+def _is_json_text(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except ValueError:
+        return False
+    return True
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(content=CONTENTS)
+def test_any_answer_is_audited_exactly_or_refused_with_nothing_written(
+    anyio_backend: str, content: dict[str, Any]
+) -> None:
+    """Whatever JSON a client sends as an answer to an open question: recorded with an
+    exact audit entry (digest and size of the exact content, the content redacted, kept
+    only up to 64 KiB), or refused (422) with neither an answer nor an entry."""
+    from agentloop.serve._redact import Redactor
+    from agentloop.serve._views import CallRefs
+    from agentloop.store import MemorySessionStore
+
+    async def check() -> None:
+        store, audit = MemorySessionStore(), MemoryAuditLog()
+        await park_on(store, "s", OPEN)
+        before = await store.load("s")
+        config = ServeConfig(token=TOKEN, identity="alice", worker=False)
+        app = create_app(store, config=config, audit=audit)
+        base = "http://127.0.0.1"
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=base
+        ) as client:
+            inbox = Inbox(client, base)
+            await inbox.sign_in()
+            body = {
+                "session_id": "s",
+                "question_ref": CallRefs(TOKEN).ref("s", "question:call-1:1"),
+                "action": "accept",
+                "content": content,
+            }
+            raw = json.dumps(body, allow_nan=True).encode()  # ASCII: surrogates as escapes
+            response = await inbox.post_raw(raw)
+        entries = await audit.entries()
+        if not _is_json_text(content):
+            assert response.status_code == 422, response.json()
+            assert response.json()["error"].startswith(
+                "refused: cannot record an answer to question 'question:call-1:1' of session "
+                "'s': the content "
+            )
+            assert (entries, await store.load("s")) == ([], before)
+            return
+        assert response.status_code == 200, response.json()
+        exact = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        redacted = Redactor((TOKEN,)).json(content)
+        shown = json.dumps(redacted, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        kept = len(shown.encode()) <= MAX_AUDITED_CONTENT
+        [entry] = entries
+        assert isinstance(entry, AnswerEntry)
+        assert (
+            entry.content_digest,
+            entry.content_size,
+            entry.content_kept,
+            entry.content,
+        ) == (
+            "sha256:" + hashlib.sha256(exact.encode()).hexdigest(),
+            len(exact.encode()),
+            kept,
+            redacted if kept else None,
+        )
+        stored = await store.load("s")
+        assert stored is not None
+        assert [a.content for a in stored.answers.values()] == [content]
+
+    anyio.run(check, backend=anyio_backend)
