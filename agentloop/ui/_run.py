@@ -56,7 +56,7 @@ from ..serve._child import shown_child, split_questions
 from ..serve._decide import Decider, DecisionRefused
 from ..serve._inbox import InboxRow, pending_approvals
 from ..serve._redact import Redactor
-from ._answers import interrupt_id, read_resume, response_schema
+from ._answers import Answer, interrupt_id, read_resume, response_schema
 from ._child import read_child_answers
 from ._config import AguiConfig
 from ._events import EventTranslator
@@ -181,12 +181,9 @@ class AguiRunner:
         items = new_input(run_input.messages, transcript)
         rows, waiting, doubts = self._rows(stored), open_questions(stored), open_doubts(stored)
         children, questions = split_questions(waiting, self._agent)
+        doubt_ids = [f"in_doubt:{d['call_id']}" for d in doubts]
         listed = ", ".join(
-            [
-                *(interrupt_id(r.call_id) for r in rows),
-                *_question_ids(waiting),
-                *(f"in_doubt:{d['call_id']}" for d in doubts),
-            ]
+            [*(interrupt_id(r.call_id) for r in rows), *_question_ids(waiting), *doubt_ids]
         )
         if (rows or waiting or doubts) and items:
             raise RunRefused(
@@ -197,7 +194,7 @@ class AguiRunner:
             )
         replies = [*read_question_answers(resume, questions), *read_child_answers(resume, children)]
         resolutions = read_resolutions(resume, doubts)
-        asked_ids = {*_question_ids(waiting), *(f"in_doubt:{d['call_id']}" for d in doubts)}
+        asked_ids = {*_question_ids(waiting), *doubt_ids}
         rest = [entry for entry in resume if entry.interrupt_id not in asked_ids]
         answers = read_resume(rest, rows, now=self._now())
         if (rows or waiting or doubts) and not (answers or replies or resolutions):
@@ -207,6 +204,22 @@ class AguiRunner:
                 code="interrupt_open",
             )
         await record_replies(self._store, thread, replies, label="interrupt")
+        await self._record_decisions(thread, answers, who)
+        driver = await agent.resume(session_id=thread, lease=lease)
+        try:
+            apply_resolutions(driver, resolutions)
+        except BaseException:
+            await release_dropped(driver)
+            raise
+        if items:
+            driver.submit_input(items)
+        # A question's call (an earlier run's) gets its result in this run: open it with
+        # the snapshot too, as a run resumed by answers is.
+        asked = stored.checkpoint.get("state") in ("AWAITING_ANSWER", "AWAITING_RESOLUTION")
+        return _Thread(driver=driver, resumed=bool(answers) or asked)
+
+    async def _record_decisions(self, thread: str, answers: list[Answer], who: str) -> None:
+        """Record each checked approval answer through the inbox's decider."""
         for answer in answers:
             try:
                 await self._decider.decide(
@@ -223,18 +236,6 @@ class AguiRunner:
                     f"interrupt {interrupt_id(answer.row.call_id)!r}: {refused.message}",
                     code="decision_refused",
                 ) from None
-        driver = await agent.resume(session_id=thread, lease=lease)
-        try:
-            apply_resolutions(driver, resolutions)
-        except BaseException:
-            await release_dropped(driver)
-            raise
-        if items:
-            driver.submit_input(items)
-        # A question's call (an earlier run's) gets its result in this run: open it with
-        # the snapshot too, as a run resumed by answers is.
-        asked = stored.checkpoint.get("state") in ("AWAITING_ANSWER", "AWAITING_RESOLUTION")
-        return _Thread(driver=driver, resumed=bool(answers) or asked)
 
     async def _drive(
         self,
