@@ -2,17 +2,30 @@
 a run that restores a session killed mid-call ends in RUN_FINISHED with a
 ``call_in_doubt`` interrupt; a run with ``resume`` settles, fails or runs it again
 (checked first: a bad entry is RUN_ERROR ``bad_resume`` and nothing changes). In process
-(httpx's ASGI transport), on both anyio backends, each stream checked by ag-ui-validate."""
+(httpx's ASGI transport), on both anyio backends, each stream checked by ag-ui-validate;
+and the official ``@ag-ui/client`` (node) on a real hypercorn."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-from agui_support import TOKEN, assert_conformant, post_run, resume, run_input, types
+from agui_support import (
+    TOKEN,
+    assert_conformant,
+    hypercorn_serving,
+    post_run,
+    resume,
+    run_input,
+    types,
+)
 from in_doubt_agents import Pay, crash_mid_call, park_in_doubt, pay_agent
 
 from agentloop.store import MemorySessionStore, SessionStatus
@@ -164,4 +177,40 @@ async def test_a_bad_resolution_is_refused_and_changes_nothing(
             "messages. Nothing was changed"
         )
     assert await store.load("t1") == before
+    assert tool.runs == 0
+
+
+async def test_the_official_client_settles_a_call_in_doubt() -> None:
+    """``@ag-ui/client`` (node) on a real hypercorn: the interrupt as the client reads it,
+    and its resume entry settling the call."""
+    node = shutil.which("node")
+    folder = Path(__file__).parent / "node"
+    assert node is not None, "node is not installed (apt-get install -y nodejs npm)"
+    assert (folder / "node_modules" / "@ag-ui" / "client").is_dir(), (
+        "@ag-ui/client is not installed: run sh scripts/install_node_clients.sh"
+    )
+    store, tool = MemorySessionStore(), Pay()
+    await crash_mid_call(store, "thread-doubt")
+    app = create_agui_app(pay_agent(store, tool), config=AguiConfig(token=TOKEN))
+    async with hypercorn_serving(app) as base:
+        with anyio.fail_after(60):
+            done = await anyio.run_process(
+                [node, "agui_in_doubt_client.mjs", base + "/", TOKEN, "thread-doubt"],
+                cwd=folder,
+                check=False,
+            )
+    assert done.returncode == 0, done.stderr.decode()
+    result = json.loads(done.stdout)
+    assert result["interrupts"] == [
+        {
+            "id": INTERRUPT,
+            "reason": "call_in_doubt",
+            "toolCallId": "call-pay",
+            "responseSchema": RESOLUTION_SCHEMA,
+        }
+    ]
+    assert result["first"][-2:] == ["STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert result["second"][:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+    assert (result["second"][-1], result["pendingAfter"]) == ("RUN_FINISHED", 0)
+    assert result["last"] == "done: paid by hand"
     assert tool.runs == 0
