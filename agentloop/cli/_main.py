@@ -28,7 +28,8 @@ from ..core._items import ItemKind
 from ..core._transcript import find_violation
 from ..host._run import Approver
 from ..local._install import LocalServerNotInstalledError
-from ..loop._steps import ApprovalRequest
+from ..loop._release import release_dropped
+from ..loop._steps import ApprovalRequest, CallInDoubt, CallQuestion
 from ._chat import (
     CHAT_MAX_TOKENS,
     ChatSession,
@@ -332,14 +333,34 @@ async def _load_session(store: Any, where: str, session: ChatSession, renderer: 
         # It stopped inside a turn (killed, or quit at an approval): finish that
         # turn from its checkpoint first; started calls come back as in doubt.
         renderer.note(f"session {session_id!r} stopped inside a turn; finishing it first")
-        transcript = await _finish_interrupted_turn(session, renderer)
+        finished = await _finish_interrupted_turn(session, renderer, where)
+        if finished is None:
+            return False
+        transcript = finished
     evolve_session(session, tuple(transcript))
     renderer.note(f"resumed session {session_id!r}: {len(transcript)} items")
     return True
 
 
-async def _finish_interrupted_turn(session: ChatSession, renderer: Renderer) -> list[Any]:
+async def _finish_interrupted_turn(
+    session: ChatSession, renderer: Renderer, where: str
+) -> list[Any] | None:
+    """The turn finished (approvals asked at the prompt), or ``None`` when it rests on a
+    question or a call in doubt, which the chat cannot answer (said on the renderer).
+
+    The driver is released however this ends (``LoopDriver.release()``): a call of the
+    turn still waiting in ``ToolContext.ask`` is cancelled, not left for the process's life.
+    """
     driver = await session.agent.resume(session_id=session.config.session_id)
+    try:
+        return await _finish_with(driver, session, renderer, where)
+    finally:
+        await release_dropped(driver)
+
+
+async def _finish_with(
+    driver: Any, session: ChatSession, renderer: Renderer, where: str
+) -> list[Any] | None:
     step = await driver.run_until_blocked()
     while isinstance(step, ApprovalRequest):
         renderer.line(
@@ -348,7 +369,27 @@ async def _finish_interrupted_turn(session: ChatSession, renderer: Renderer) -> 
         decision = await session.approve(step)
         driver.answer_approval_for(step.call_id, decision)
         step = await driver.run_until_blocked()
+    if isinstance(step, CallQuestion | CallInDoubt):
+        renderer.error(_cannot_answer(step, session.config.session_id, where))
+        return None
     items = list(driver.snapshot().transcript)
     if items and items[-1].kind is ItemKind.ASSISTANT:
         renderer.line(f"assistant> {items[-1].text_content}")
     return items
+
+
+def _cannot_answer(step: CallQuestion | CallInDoubt, session_id: str, where: str) -> str:
+    then = (
+        f"answer it in the inbox (agentloop serve --store {where}) or from your host, "
+        "then chat again; the session is left as it was"
+    )
+    if isinstance(step, CallQuestion):
+        return (
+            f"session {session_id!r} waits for an answer: {step.tool_name} asks "
+            f"{step.question.message!r} (question {step.id}, kind {step.question.kind}); "
+            f"the chat cannot answer questions: {then}"
+        )
+    return (
+        f"session {session_id!r} waits for call {step.call_id} ({step.tool_name}), in doubt, "
+        f"to be settled, failed or run again; the chat cannot resolve it: {then}"
+    )

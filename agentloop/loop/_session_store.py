@@ -26,6 +26,7 @@ from ._stored_answers import PendingQuestion, RecordedAnswer, question_ids
 
 __all__ = [
     "AnswerStore",
+    "InDoubtStore",
     "RecordedApproval",
     "Claim",
     "ClaimError",
@@ -120,6 +121,9 @@ class SessionStatus(StrEnum):
     """A tool round waits for approval decisions (``pending_approvals``)."""
     AWAITING_ANSWER = "awaiting_answer"
     """A running call waits for the answer to its question (``pending_questions``)."""
+    AWAITING_RESOLUTION = "awaiting_resolution"
+    """A call left in doubt by a restore waits for the host to settle, fail or run it again
+    (``CallInDoubt``; the agent opted in with ``ask_in_doubt()``)."""
     READY = "ready"
     """A worker can call ``next()`` now: a paused round, or queued input."""
 
@@ -293,14 +297,17 @@ def summarize(document: Mapping[str, Any]) -> tuple[SessionStatus, tuple[str, ..
     with queued ``pending_input``/``steering``/``follow_ups`` or a turn still
     open (saved by an older agentloop before its next model call) -> ready;
     ``AWAITING_ANSWER`` -> awaiting answer (the ids of the questions the round's
-    calls wait on, in place of calls); anything else -> awaiting input. Never
-    raises on odd documents.
+    calls wait on, in place of calls); ``AWAITING_RESOLUTION`` -> awaiting
+    resolution (no ids: the calls in doubt are in the document); anything else
+    -> awaiting input. Never raises on odd documents.
     """
     state = document.get("state")
     if state == "AWAITING_APPROVAL":
         return SessionStatus.AWAITING_APPROVAL, _pending_approvals(document)
     if state == "AWAITING_ANSWER":
         return SessionStatus.AWAITING_ANSWER, question_ids(document)
+    if state == "AWAITING_RESOLUTION":
+        return SessionStatus.AWAITING_RESOLUTION, ()
     if state == "AFTER_TOOL_RESULT":
         return SessionStatus.READY, ()
 
@@ -546,4 +553,14 @@ class AnswerStore(Protocol):
 
         Each row's ``unanswered_questions`` gives those questions.
         """
+        ...
+
+
+@runtime_checkable
+class InDoubtStore(Protocol):
+    """A store that lists the sessions resting on a call in doubt (status
+    ``awaiting_resolution``), for an inbox. Every store of ``agentloop.store`` is one."""
+
+    async def sessions_awaiting_resolution(self) -> list[SessionSummary]:
+        """Sessions resting on a call in doubt the host has not resolved, oldest first."""
         ...

@@ -13,13 +13,14 @@ from .._extras import is_installed
 from ..loop._agent import Agent
 from ..loop._session_store import SessionStore
 from ._audit import (
+    AnswerEntry,
     AuditEntry,
     AuditLog,
     DecisionAction,
     MemoryAuditLog,
-    PostgresAuditLog,
-    SqliteAuditLog,
+    ResolutionEntry,
 )
+from ._audit_sql import PostgresAuditLog, SqliteAuditLog
 from ._config import SERVE_MODULES, ServeConfig
 from ._run import open_store
 from ._worker import Worker
@@ -28,11 +29,13 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
 __all__ = [
+    "AnswerEntry",
     "AuditEntry",
     "AuditLog",
     "DecisionAction",
     "MemoryAuditLog",
     "PostgresAuditLog",
+    "ResolutionEntry",
     "ServeConfig",
     "SqliteAuditLog",
     "Worker",

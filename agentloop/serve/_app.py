@@ -33,6 +33,7 @@ from ._audit import AuditLog, MemoryAuditLog
 from ._config import ServeConfig
 from ._decide import Decider
 from ._guards import BodyLimit, HostCheck, SecurityHeaders
+from ._in_doubt import ResolveEndpoint
 from ._pages import Pages, identity
 from ._questions import AnswerEndpoint
 from ._redact import Redactor
@@ -131,7 +132,20 @@ class InboxApp:
             who=identity(config, redactor),
             changed=self.changes.notify,
             worker=self.worker,
+            audit=audit,
+            redactor=redactor,
             agent=agent,
+        )
+        self._resolve = ResolveEndpoint(
+            store,
+            agent=agent,
+            refs=refs,
+            check=lambda request: check_csrf(request, csrf),
+            who=identity(config, redactor),
+            changed=self.changes.notify,
+            worker=self.worker,
+            audit=audit,
+            redactor=redactor,
         )
         self._agui = agent if agui else None
 
@@ -151,6 +165,7 @@ class InboxApp:
             Route("/audit", self.audit),
             Route("/api/decide", self.decide, methods=["POST"]),
             Route("/api/answer", self.answer, methods=["POST"]),
+            Route("/api/resolve", self.resolve, methods=["POST"]),
             Route("/events", self.events),
             Mount("/static", app=StaticFiles(directory=_STATIC), name="static"),
         ]
@@ -182,6 +197,11 @@ class InboxApp:
     async def answer(self, request: Request) -> Response:
         """``POST /api/answer``: CSRF and origin checked, answer recorded, worker woken."""
         return await self._answer.handle(request)
+
+    async def resolve(self, request: Request) -> Response:
+        """``POST /api/resolve``: CSRF and origin checked, a call in doubt settled, failed or
+        run again under the session's lease, worker woken."""
+        return await self._resolve.handle(request)
 
     async def events(self, request: Request) -> Response:
         """``GET /events``: a Server-Sent Events stream, one ``changed`` event per change."""

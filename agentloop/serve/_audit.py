@@ -1,33 +1,43 @@
-"""The audit log: who decided which approval, when, how, and for which exact input.
+"""The audit log: who decided which approval or answered which question, when, and how.
 
 The store's ``record_approval`` keeps the single-use decision (approved or
 not, bound to an input digest); the audit log keeps what the store has no
 column for: who made it, the action (approve / approve with edits / deny),
-the edited input and the deny reason. The in-process worker reads the
-edited input and the reason back from here when it applies a decision.
+the edited input and the deny reason (an ``AuditEntry``). An answer to a
+running call's question (``record_answer``) is an ``AnswerEntry``: who, the
+question and its kind, accept / decline / cancel, and the content, redacted
+and bounded (``MAX_AUDITED_CONTENT``) with the digest of the exact content
+recorded. A call in doubt settled, failed or run again is a
+``ResolutionEntry``. The SQL logs are in ``_audit_sql``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import sqlite3
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Protocol
 
-import anyio
-import anyio.to_thread
 import attrs
 
+from ..tools._questions import QuestionAction
+
 __all__ = [
+    "MAX_AUDITED_CONTENT",
+    "AnswerEntry",
     "AuditEntry",
     "AuditLog",
+    "AuditRecord",
     "DecisionAction",
     "MemoryAuditLog",
-    "PostgresAuditLog",
-    "SqliteAuditLog",
+    "ResolutionEntry",
+    "answer_entry_content",
 ]
+
+MAX_AUDITED_CONTENT = 64 * 1024
+"""The largest answer content (bytes of its JSON) an ``AnswerEntry`` keeps; past it only
+its size and digest are kept (the store holds the answer itself)."""
 
 
 class DecisionAction(StrEnum):
@@ -57,15 +67,84 @@ class AuditEntry:
     input: Any = None
 
 
-class AuditLog(Protocol):
-    """Where decisions are written; newest first when listed."""
+@attrs.frozen(kw_only=True)
+class AnswerEntry:
+    """One answer to a running call's question, given in the inbox.
 
-    async def add(self, entry: AuditEntry) -> None:
+    ``question_id``, ``kind`` (``"mcp.elicitation"``, ``"mcp.sampling"``, a
+    child agent's approval, ...), ``call_id`` and ``tool_name`` name the
+    question; ``content`` is the accepted answer's content with secrets
+    redacted, ``None`` for a decline or cancel and when its JSON is past
+    ``MAX_AUDITED_CONTENT`` bytes (``content_kept`` is then ``False``);
+    ``content_size`` is that size and ``content_digest`` the SHA-256 of the
+    exact content recorded (before redaction).
+    """
+
+    session_id: str
+    question_id: str
+    call_id: str
+    tool_name: str
+    kind: str
+    action: QuestionAction
+    content_digest: str
+    content_size: int
+    decided_by: str
+    decided_at: datetime
+    content: Any = None
+    content_kept: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class ResolutionEntry:
+    """One call in doubt resolved in the inbox: settled, failed or run again.
+
+    ``value`` is the settled result or the failure reason with secrets
+    redacted (``None`` for a rerun, and when its JSON is past
+    ``MAX_AUDITED_CONTENT`` bytes: ``value_kept`` is then ``False``);
+    ``value_digest`` and ``value_size`` are those of the exact value.
+    """
+
+    session_id: str
+    call_id: str
+    tool_name: str
+    resolution: str
+    value_digest: str
+    value_size: int
+    decided_by: str
+    decided_at: datetime
+    value: Any = None
+    value_kept: bool = True
+
+
+AuditRecord = AuditEntry | AnswerEntry | ResolutionEntry
+"""What the audit log holds: decisions on approvals, answers to questions, and
+resolutions of calls in doubt."""
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(
+        value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    ).encode("utf-8")
+
+
+def answer_entry_content(content: Any, redacted: Any) -> tuple[str, int, Any, bool]:
+    """The digest and size of ``content`` (as recorded), and what an entry keeps of it:
+    ``redacted`` when its JSON fits ``MAX_AUDITED_CONTENT`` bytes, else ``None``."""
+    exact = _canonical(content)
+    digest = "sha256:" + hashlib.sha256(exact).hexdigest()
+    kept = len(_canonical(redacted)) <= MAX_AUDITED_CONTENT
+    return digest, len(exact), redacted if kept else None, kept
+
+
+class AuditLog(Protocol):
+    """Where decisions and answers are written; newest first when listed."""
+
+    async def add(self, entry: AuditRecord) -> None:
         """Append ``entry``; durable before it returns (it is written before the store's record)."""
         ...
 
-    async def remove(self, entry: AuditEntry) -> None:
-        """Drop ``entry``: the store refused the decision it describes."""
+    async def remove(self, entry: AuditRecord) -> None:
+        """Drop ``entry``: the store refused the decision or answer it describes."""
         ...
 
     async def find(
@@ -74,8 +153,8 @@ class AuditLog(Protocol):
         """The latest entry for the call that matches the decision the store recorded."""
         ...
 
-    async def entries(self, limit: int = 200) -> list[AuditEntry]:
-        """The newest ``limit`` entries, newest first."""
+    async def entries(self, limit: int = 200) -> list[AuditRecord]:
+        """The newest ``limit`` entries (decisions and answers), newest first."""
         ...
 
 
@@ -83,13 +162,13 @@ class MemoryAuditLog:
     """An audit log kept in memory (for a ``MemorySessionStore`` and tests)."""
 
     def __init__(self) -> None:
-        self._entries: list[AuditEntry] = []
+        self._entries: list[AuditRecord] = []
 
-    async def add(self, entry: AuditEntry) -> None:
+    async def add(self, entry: AuditRecord) -> None:
         """Append ``entry``."""
         self._entries.append(entry)
 
-    async def remove(self, entry: AuditEntry) -> None:
+    async def remove(self, entry: AuditRecord) -> None:
         """Drop ``entry``."""
         if entry in self._entries:
             self._entries.remove(entry)
@@ -99,170 +178,21 @@ class MemoryAuditLog:
     ) -> AuditEntry | None:
         """The latest entry for the call that matches the recorded decision."""
         for entry in reversed(self._entries):
-            if (entry.session_id, entry.call_id) == (session_id, call_id) and _matches(
-                entry, approved, input_digest
+            if (
+                isinstance(entry, AuditEntry)
+                and (entry.session_id, entry.call_id) == (session_id, call_id)
+                and matches(entry, approved, input_digest)
             ):
                 return entry
         return None
 
-    async def entries(self, limit: int = 200) -> list[AuditEntry]:
+    async def entries(self, limit: int = 200) -> list[AuditRecord]:
         """The newest ``limit`` entries, newest first."""
         return list(reversed(self._entries))[:limit]
 
 
-_COLUMNS = (
-    "session_id, call_id, tool_name, action, input_digest, decided_by, decided_at, reason, input"
-)
-
-
-def _matches(entry: AuditEntry, approved: bool, input_digest: str) -> bool:
+def matches(entry: AuditEntry, approved: bool, input_digest: str) -> bool:
+    """Whether ``entry`` is the decision the store recorded (approved or not, for that input)."""
     return (entry.action is not DecisionAction.DENY) == approved and (
         entry.input_digest == input_digest
     )
-
-
-_ACTIONS = {True: ("approve", "approve_with"), False: ("deny", "deny")}
-_FIND = (
-    "SELECT {columns} FROM agentloop_serve_audit WHERE session_id = ? AND call_id = ? "
-    "AND input_digest = ? AND action IN (?, ?) ORDER BY id DESC LIMIT 1"
-)
-_REMOVE = (
-    "DELETE FROM agentloop_serve_audit WHERE session_id = ? AND call_id = ? AND action = ? "
-    "AND input_digest = ? AND decided_by = ? AND decided_at = ?"
-)
-
-
-def _remove_parameters(entry: AuditEntry) -> tuple[Any, ...]:
-    row = _row(entry)
-    return (row[0], row[1], row[3], row[4], row[5], row[6])
-
-
-def _row(entry: AuditEntry) -> tuple[Any, ...]:
-    return (
-        entry.session_id,
-        entry.call_id,
-        entry.tool_name,
-        entry.action.value,
-        entry.input_digest,
-        entry.decided_by,
-        entry.decided_at.timestamp(),
-        entry.reason,
-        None if entry.action is not DecisionAction.APPROVE_WITH else json.dumps(entry.input),
-    )
-
-
-def _entry(row: tuple[Any, ...]) -> AuditEntry:
-    session_id, call_id, tool_name, action, digest, who, when, reason, data = row
-    return AuditEntry(
-        session_id=session_id,
-        call_id=call_id,
-        tool_name=tool_name,
-        action=DecisionAction(action),
-        input_digest=digest,
-        decided_by=who,
-        decided_at=datetime.fromtimestamp(float(when), UTC),
-        reason=reason,
-        input=None if data is None else json.loads(data),
-    )
-
-
-class _SqlAuditLog:
-    """The audit log's queries over one SQL table; subclasses run them (``?`` parameters)."""
-
-    async def _run(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    async def add(self, entry: AuditEntry) -> None:
-        """Append ``entry``; committed before it returns."""
-        await self._run(
-            f"INSERT INTO agentloop_serve_audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            _row(entry),
-        )
-
-    async def remove(self, entry: AuditEntry) -> None:
-        """Drop ``entry``."""
-        await self._run(_REMOVE, _remove_parameters(entry))
-
-    async def find(
-        self, session_id: str, call_id: str, *, approved: bool, input_digest: str
-    ) -> AuditEntry | None:
-        """The latest entry for the call that matches the recorded decision."""
-        rows = await self._run(
-            _FIND.format(columns=_COLUMNS),
-            (session_id, call_id, input_digest, *_ACTIONS[approved]),
-        )
-        return _entry(rows[0]) if rows else None
-
-    async def entries(self, limit: int = 200) -> list[AuditEntry]:
-        """The newest ``limit`` entries, newest first."""
-        rows = await self._run(
-            f"SELECT {_COLUMNS} FROM agentloop_serve_audit ORDER BY id DESC LIMIT ?", (limit,)
-        )
-        return [_entry(row) for row in rows]
-
-
-class SqliteAuditLog(_SqlAuditLog):
-    """The audit log as a table (``agentloop_serve_audit``) in the store's SQLite file."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = anyio.Lock()
-        self._ready = False
-
-    def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.path, timeout=10)
-        if not self._ready:
-            with connection:
-                connection.execute(
-                    "CREATE TABLE IF NOT EXISTS agentloop_serve_audit ("
-                    "id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, "
-                    "call_id TEXT NOT NULL, tool_name TEXT NOT NULL, action TEXT NOT NULL, "
-                    "input_digest TEXT NOT NULL, decided_by TEXT NOT NULL, "
-                    "decided_at REAL NOT NULL, reason TEXT, input TEXT)"
-                )
-            self._ready = True
-        return connection
-
-    async def _run(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        def work() -> list[tuple[Any, ...]]:
-            connection = self._connect()
-            try:
-                with connection:
-                    return list(connection.execute(sql, parameters).fetchall())
-            finally:
-                connection.close()
-
-        async with self._lock:
-            return await anyio.to_thread.run_sync(work)
-
-
-class PostgresAuditLog(_SqlAuditLog):
-    """The audit log as a table (``agentloop_serve_audit``) in the store's PostgreSQL database."""
-
-    def __init__(self, conninfo: str) -> None:
-        self._conninfo = conninfo
-        self._ready = False
-
-    async def _run(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        # Blocking psycopg in a worker thread: its async connections run on asyncio only.
-        import psycopg
-
-        def work() -> list[tuple[Any, ...]]:
-            with psycopg.connect(self._conninfo) as connection:
-                if not self._ready:
-                    # Two servers creating the table at once would collide in pg_type.
-                    connection.execute("SELECT pg_advisory_xact_lock(hashtext('agentloop_serve'))")
-                    connection.execute(
-                        "CREATE TABLE IF NOT EXISTS agentloop_serve_audit ("
-                        "id BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
-                        "call_id TEXT NOT NULL, tool_name TEXT NOT NULL, action TEXT NOT NULL, "
-                        "input_digest TEXT NOT NULL, decided_by TEXT NOT NULL, "
-                        "decided_at DOUBLE PRECISION NOT NULL, reason TEXT, input TEXT)"
-                    )
-                cursor = connection.execute(sql.replace("?", "%s"), parameters)
-                rows = cursor.fetchall() if cursor.description else []
-                connection.commit()
-                self._ready = True
-                return [tuple(row) for row in rows]
-
-        return await anyio.to_thread.run_sync(work)

@@ -17,6 +17,7 @@ from ..loop._session_store import SessionStore
 from ._attention import AttentionList
 from ._audit import AuditLog
 from ._config import ServeConfig
+from ._in_doubt import doubt_cards
 from ._inbox import InboxRow, pending_approvals, session_view
 from ._questions import question_cards
 from ._redact import Redactor
@@ -105,6 +106,7 @@ class Pages:
         return {
             "rows": rows,
             "questions": await question_cards(self._store, self._refs, self._redactor),
+            "doubts": await doubt_cards(self._store, self._refs, self._redactor),
             "recent": recent,
             "attention": await self._attention.rows(),
         }

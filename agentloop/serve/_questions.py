@@ -8,7 +8,9 @@ it"; for sampling, the request's messages and a reply box; anything else as
 JSON. ``POST /api/answer`` checks the request as ``/api/decide`` does (CSRF,
 Origin, content type, body limits) and records the answer through the
 store's ``record_answer``: checked against the question's schema (422,
-nothing recorded) and final (a second answer: 409).
+nothing recorded) and final (a second answer: 409). Each answer recorded is
+in the audit log (an ``AnswerEntry``, written first and removed when the
+store refuses, as a decision's is).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,6 +29,8 @@ from starlette.responses import JSONResponse, Response
 from ..core._errors import InvalidInputError
 from ..loop._session_store import AnswerStore, ClaimError, SessionStore
 from ..loop._stored_answers import PendingQuestion, pending_questions, question_ids
+from ..tools._questions import QuestionAction
+from ._audit import AnswerEntry, AuditLog, answer_entry_content
 from ._child import ChildApproval, child_approval, inbox_answer
 from ._guards import RequestRefused, read_json
 from ._redact import Redactor
@@ -160,9 +166,15 @@ class AnswerEndpoint:
         who: Callable[[Request], str],
         changed: Callable[[], None],
         worker: Worker | None,
+        audit: AuditLog,
+        redactor: Redactor,
         agent: Any = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._agent = agent
+        self._audit = audit
+        self._redactor = redactor
+        self._clock = clock
         self._store = store
         self._refs = refs
         self._check = check
@@ -214,28 +226,25 @@ class AnswerEndpoint:
         action, content = body["action"], body.get("content")
         stored = await self._store.load(session_id)
         [*found] = pending_questions(stored.checkpoint, (question_id,)) if stored else ()
-        child = child_approval(found[0], self._agent) if found else None
+        if not found:
+            answered = stored is not None and question_id in stored.answers
+            return _refused(_NOT_ASKED[answered].format(session_id=session_id), 409)
+        child = child_approval(found[0], self._agent)
         if child is not None:
             try:
                 answer = inbox_answer(child, body)
             except ValueError as error:
                 return _refused(f"refused: {error}; nothing was recorded", 422)
             action, content = answer.action.value, answer.content
-        try:
-            await self._store.record_answer(  # type: ignore[attr-defined]
-                session_id, question_id, action=action, content=content
-            )
-        except ClaimError as error:
-            message = (
-                "this question was already answered; nothing was changed"
-                if error.reason == "answered"
-                else f"session {session_id!r} moved on: the question is no longer asked; "
-                "nothing was recorded"
-            )
-            return _refused(message, 409)
-        except InvalidInputError as error:
-            return _refused(f"refused: {error}", 422)
         who = self._who(request)
+        try:
+            entry = self._entry(session_id, found[0], action, content, who)
+        except ValueError as error:
+            return _refused(f"refused: cannot record an answer to question {question_id!r} of "
+                            f"session {session_id!r}: {error}", 422)  # fmt: skip
+        refusal = await self._audited(entry, content)
+        if refusal is not None:
+            return refusal
         log.info("question answered", session_id=session_id, action=action, answered_by=who)
         self._changed()
         if self._worker is not None:
@@ -246,3 +255,63 @@ class AnswerEndpoint:
             else "waiting for an external worker to resume the session"
         )
         return JSONResponse({"ok": True, "message": f"{_VERBS[action]} by {who}; {then}."})
+
+    def _entry(
+        self, session_id: str, pending: PendingQuestion, action: str, content: Any, who: str
+    ) -> AnswerEntry:
+        """The audit entry of the answer; ``ValueError`` says why the answer cannot be one."""
+        try:
+            kind = QuestionAction(action)
+        except ValueError:
+            raise ValueError(
+                f"action must be one of accept, decline, cancel; got {action!r}"
+            ) from None
+        try:
+            digest, size, shown, kept = answer_entry_content(content, self._redactor.json(content))
+        except UnicodeEncodeError as error:
+            lone = error.object[error.start : error.end]
+            raise ValueError(
+                f"the content holds {lone!r}, a lone surrogate, which is not Unicode text; "
+                "send valid text"
+            ) from None
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"the content is not JSON text ({error}); send JSON values") from None
+        return AnswerEntry(
+            session_id=session_id,
+            question_id=pending.question_id,
+            call_id=pending.call_id,
+            tool_name=pending.tool_name,
+            kind=pending.kind,
+            action=kind,
+            content_digest=digest,
+            content_size=size,
+            decided_by=who,
+            decided_at=self._clock(),
+            content=shown,
+            content_kept=kept,
+        )
+
+    async def _audited(self, entry: AnswerEntry, content: Any) -> Response | None:
+        """The audit entry, then the store's record; the entry is removed if the store refuses
+        (then the refusal to answer with)."""
+        await self._audit.add(entry)
+        try:
+            await self._store.record_answer(  # type: ignore[attr-defined]
+                entry.session_id, entry.question_id, action=entry.action.value, content=content
+            )
+        except BaseException as error:
+            with anyio.CancelScope(shield=True):
+                await self._audit.remove(entry)
+            if isinstance(error, ClaimError):
+                answered = error.reason == "answered"
+                return _refused(_NOT_ASKED[answered].format(session_id=entry.session_id), 409)
+            if isinstance(error, InvalidInputError):
+                return _refused(f"refused: {error}", 422)
+            raise
+        return None
+
+
+_NOT_ASKED = {
+    True: "this question was already answered; nothing was changed",
+    False: "session {session_id!r} moved on: the question is no longer asked; nothing was recorded",
+}

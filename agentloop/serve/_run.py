@@ -13,7 +13,8 @@ import anyio
 from ..core._errors import InvalidInputError
 from ..loop._agent import Agent
 from ..loop._session_store import SessionStore
-from ._audit import AuditLog, PostgresAuditLog, SqliteAuditLog
+from ._audit import AuditLog
+from ._audit_sql import PostgresAuditLog, SqliteAuditLog
 
 __all__ = ["load_agent_factory", "open_store", "run_server"]
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ..loop._session_store import SessionStatus, StoredSession
-from ._audit import AuditEntry
+from ._audit import AnswerEntry, AuditRecord, ResolutionEntry
 from ._inbox import InboxRow, pretty, round_call_ids, waiting_calls
 from ._redact import Redactor
 
@@ -75,12 +75,17 @@ def row_values(row: InboxRow, now: datetime, refs: CallRefs, redactor: Redactor)
     }
 
 
-def entry_values(entry: AuditEntry, redactor: Redactor) -> dict[str, Any]:
+def entry_values(entry: AuditRecord, redactor: Redactor) -> dict[str, Any]:
     """One audit entry's values (the audit page, the "recently decided" table)."""
+    if isinstance(entry, AnswerEntry):
+        return _answer_values(entry, redactor)
+    if isinstance(entry, ResolutionEntry):
+        return _resolution_values(entry, redactor)
     return {
         "session_id": entry.session_id,
         "call_id": redactor.text(entry.call_id),
         "tool_name": redactor.text(entry.tool_name),
+        "question": None,
         "action": entry.action.value.replace("_", " "),
         "decided_by": entry.decided_by,
         "decided_at": entry.decided_at,
@@ -91,10 +96,63 @@ def entry_values(entry: AuditEntry, redactor: Redactor) -> dict[str, Any]:
     }
 
 
-def decision_status(stored: StoredSession | None, entry: AuditEntry, redactor: Redactor) -> str:
+def _answer_values(entry: AnswerEntry, redactor: Redactor) -> dict[str, Any]:
+    """An answer's values: the question and its kind; the content, or its size when not kept."""
+    accepted = entry.action.value == "accept"
+    if not accepted:
+        shown = None
+    elif entry.content_kept:
+        shown = pretty(redactor.json(entry.content))
+    else:
+        shown = f"(content of {entry.content_size} bytes, not kept; the store has it)"
+    return {
+        "session_id": entry.session_id,
+        "call_id": redactor.text(entry.call_id),
+        "tool_name": redactor.text(entry.tool_name),
+        "question": {"id": redactor.text(entry.question_id), "kind": redactor.text(entry.kind)},
+        "action": f"answer: {entry.action.value}",
+        "decided_by": entry.decided_by,
+        "decided_at": entry.decided_at,
+        "reason": None,
+        "input": shown,
+        "input_text": shown,
+        "input_digest": entry.content_digest,
+    }
+
+
+def _resolution_values(entry: ResolutionEntry, redactor: Redactor) -> dict[str, Any]:
+    """A resolution's values: the call in doubt, the settled result or the failure reason."""
+    if entry.resolution == "run_again":
+        shown = None
+    elif entry.value_kept:
+        shown = redactor.text(entry.value) if isinstance(entry.value, str) else pretty(entry.value)
+    else:
+        shown = f"({entry.value_size} bytes, not kept)"
+    return {
+        "session_id": entry.session_id,
+        "call_id": redactor.text(entry.call_id),
+        "tool_name": redactor.text(entry.tool_name),
+        "question": None,
+        "action": f"in doubt: {entry.resolution.replace('_', ' ')}",
+        "decided_by": entry.decided_by,
+        "decided_at": entry.decided_at,
+        "reason": None,
+        "input": shown,
+        "input_text": shown,
+        "input_digest": entry.value_digest,
+    }
+
+
+def decision_status(stored: StoredSession | None, entry: AuditRecord, redactor: Redactor) -> str:
     """What the decided call's session does now, as the "recently decided" table shows it."""
     if stored is None:
         return "deleted"
+    if isinstance(entry, ResolutionEntry):
+        return str(stored.status.value).replace("_", " ")
+    if isinstance(entry, AnswerEntry):
+        if entry.question_id in stored.answers and stored.status is SessionStatus.AWAITING_ANSWER:
+            return "waiting for a worker to resume the session"
+        return str(stored.status.value).replace("_", " ")
     waiting = waiting_calls(stored.checkpoint)
     if stored.status is SessionStatus.AWAITING_APPROVAL and entry.call_id in waiting:
         undecided = [c for c in waiting if c not in stored.approvals]

@@ -59,6 +59,13 @@ class Worker:
     _wake: anyio.Event = attrs.field(factory=anyio.Event, init=False)
     _failed: dict[str, int] = attrs.field(factory=dict, init=False)
     """Sessions whose last advance failed, with the version it failed at."""
+    _taken: set[str] = attrs.field(factory=set, init=False)
+    """Sessions the inbox made ready otherwise (a call in doubt resolved): this worker's."""
+
+    def take(self, session_id: str) -> None:
+        """Advance ``session_id`` once it is ready (the inbox resolved its call in doubt)."""
+        self._taken.add(session_id)
+        self.wake()
 
     def wake(self) -> None:
         """Look for ready sessions now (a decision was made), retrying failed ones too."""
@@ -77,10 +84,12 @@ class Worker:
             for summary in ready:
                 # Only sessions a decision unblocked: a session ready for another
                 # reason (queued input, a paused round) is its own host's to run.
-                if summary.status not in _DECIDED:
+                taken = summary.session_id in self._taken
+                if summary.status not in _DECIDED and not taken:
                     continue
                 if self._failed.get(summary.session_id) == summary.version:
                     continue  # it failed at this version: retry once it changes, or on wake()
+                self._taken.discard(summary.session_id)
                 await self.advance(summary.session_id)
             with anyio.move_on_after(self.poll_interval):
                 await self._wake.wait()

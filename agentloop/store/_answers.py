@@ -113,7 +113,8 @@ def _check_fits(pending: PendingQuestion, action: str, content: object, where: s
             "cancel it instead"
         )
     try:
-        json.dumps(content, allow_nan=False)
+        # Encoded too: a lone surrogate (a JSON escape can carry one) is not text to store.
+        json.dumps(content, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"cannot {where}: the content is not JSON ({error})") from None
     question = Question(

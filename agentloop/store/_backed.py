@@ -370,6 +370,15 @@ class BackendSessionStore(StepHistory):
             if summary.unanswered
         ]
 
+    async def sessions_awaiting_resolution(self) -> list[SessionSummary]:
+        """Sessions resting on a call in doubt (``CallInDoubt``), oldest first."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            summary
+            for summary, _head, _meta in await self._summaries()
+            if summary.status is SessionStatus.AWAITING_RESOLUTION
+        ]
+
     async def sessions_ready(self) -> list[SessionSummary]:
         """Sessions a worker can advance now, not under a live lease, oldest first."""
         await anyio.lowlevel.checkpoint()

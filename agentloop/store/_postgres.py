@@ -7,8 +7,8 @@ drops duplicates, and a loaded document must be deep-equal to the saved
 one), and a sequence per counter (``agentloop_versions``,
 ``agentloop_tokens``). Migrations 1 to 3 built a table per kind of row;
 migration 4 moves their rows onto the backend's tables (see ``_sql_legacy``);
-migration 5 gives sessions resting on a question their own status
-(``_sql_restatus``).
+migration 5 gives sessions resting on a question their own status, and
+migration 6 those resting on a call in doubt (``_sql_restatus``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ CREATE TABLE agentloop_keyed (
 )
 """
 
-MIGRATIONS: tuple[str, ...] = ("", "", "", _TABLES, "")
+MIGRATIONS: tuple[str, ...] = ("", "", "", _TABLES, "", "")
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``. Migrations 1
 to 3 built the table-per-kind layout (agentloop 0.x); a new database skips them, and 4 moves
 an older one's rows onto the backend's tables, whichever of its columns it has. 5 (rows only)
@@ -321,7 +321,8 @@ def ensure_schema(connection: Any, where: str) -> int:
                 connection.execute(statement)
         if found > 0 and version == 4:
             move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection), where)
-        if found > 0 and version == 5:
+        if found > 0 and version == max(5, found + 1):
+            # Once, at the first of migrations 5 and 6 applied: it re-derives both statuses.
             _restatus(connection)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
     return found
@@ -336,7 +337,8 @@ def _sequence(counter: str) -> str:
 
 
 def _restatus(connection: Any) -> None:
-    """Migration 5: the heads resting on a question get status ``awaiting_answer``."""
+    """Migrations 5 and 6: the heads resting on a question get status ``awaiting_answer``,
+    those resting on a call in doubt ``awaiting_resolution``."""
     heads = connection.execute("SELECT session_id, meta, document FROM agentloop_heads").fetchall()
     restatus_questions(
         heads,

@@ -5,8 +5,9 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``): the backend's
 ``counters(name, value)``. Files of schema 1 to 5 (a table per kind of row)
 are moved onto these tables when opened, in the transaction that records
 the version (see ``_sql_legacy``); schema 7 gives sessions resting on a
-question their own status (``_sql_restatus``: a schema 6 file's heads are
-re-derived when opened); a file of a newer schema is refused.
+question their own status and schema 8 those resting on a call in doubt
+(``_sql_restatus``: a schema 6 or 7 file's heads are re-derived when
+opened); a file of a newer schema is refused.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = ["SCHEMA_VERSION", "SqliteSessionStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The schema this module writes; a file with a newer one is refused, older ones moved."""
 
 _SCHEMA = """
@@ -165,7 +166,7 @@ class SqliteDialect:
                 "SELECT value FROM meta WHERE key = 'schema_version'"
             ).fetchone()
             found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
-        if found == 6:
+        if found in (6, 7):
             _restatus(connection)
             connection.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
@@ -206,7 +207,8 @@ class SqliteDialect:
 
 
 def _restatus(connection: sqlite3.Connection) -> None:
-    """Schema 7: the heads resting on a question get status ``awaiting_answer``."""
+    """Schemas 7 and 8: the heads resting on a question get status ``awaiting_answer``, those
+    resting on a call in doubt ``awaiting_resolution``."""
     heads = connection.execute("SELECT session_id, meta, document FROM heads").fetchall()
     restatus_questions(
         heads,

@@ -60,6 +60,13 @@ from ._answers import interrupt_id, read_resume, record_decisions, response_sche
 from ._child import read_child_answers
 from ._config import AguiConfig
 from ._events import EventTranslator
+from ._in_doubt import (
+    apply_resolutions,
+    doubt_interrupt,
+    open_doubts,
+    read_resolutions,
+    step_doubt,
+)
 from ._interrupts import child_interrupt, question_interrupt
 from ._lease import run_leased
 from ._messages import new_input, snapshot_messages
@@ -172,10 +179,13 @@ class AguiRunner:
             return _Thread(driver=driver, resumed=False)
         transcript = await self._store.transcript(thread) or []
         items = new_input(run_input.messages, transcript)
-        rows, waiting = self._rows(stored), open_questions(stored)
+        rows, waiting, doubts = self._rows(stored), open_questions(stored), open_doubts(stored)
         children, questions = split_questions(waiting, self._agent)
-        listed = ", ".join([*(interrupt_id(r.call_id) for r in rows), *_question_ids(waiting)])
-        if (rows or waiting) and items:
+        doubt_ids = [f"in_doubt:{d['call_id']}" for d in doubts]
+        listed = ", ".join(
+            [*(interrupt_id(r.call_id) for r in rows), *_question_ids(waiting), *doubt_ids]
+        )
+        if (rows or waiting or doubts) and items:
             raise RunRefused(
                 f"thread {thread!r} has open interrupts ({listed}); new messages cannot "
                 "be sent until they are answered: send a run with resume entries for them "
@@ -183,10 +193,11 @@ class AguiRunner:
                 code="interrupt_open",
             )
         replies = [*read_question_answers(resume, questions), *read_child_answers(resume, children)]
-        asked_ids = set(_question_ids(waiting))
+        resolutions = read_resolutions(resume, doubts)
+        asked_ids = {*_question_ids(waiting), *doubt_ids}
         rest = [entry for entry in resume if entry.interrupt_id not in asked_ids]
         answers = read_resume(rest, rows, now=self._now())
-        if (rows or waiting) and not (answers or replies):
+        if (rows or waiting or doubts) and not (answers or replies or resolutions):
             raise RunRefused(
                 f"thread {thread!r} has open interrupts ({listed}); answer them with "
                 "RunAgentInput.resume. Nothing was changed",
@@ -201,11 +212,16 @@ class AguiRunner:
             name=lambda call: f"interrupt {interrupt_id(call)!r}",
         )
         driver = await agent.resume(session_id=thread, lease=lease)
+        try:
+            apply_resolutions(driver, resolutions)
+        except BaseException:
+            await release_dropped(driver)
+            raise
         if items:
             driver.submit_input(items)
         # A question's call (an earlier run's) gets its result in this run: open it with
         # the snapshot too, as a run resumed by answers is.
-        asked = stored.checkpoint.get("state") == "AWAITING_ANSWER"
+        asked = stored.checkpoint.get("state") in ("AWAITING_ANSWER", "AWAITING_RESOLUTION")
         return _Thread(driver=driver, resumed=bool(answers) or asked)
 
     async def _drive(
@@ -242,7 +258,9 @@ class AguiRunner:
                     emit(await self._terminal(run_input, step, emit, translator))
                     return
                 case CallInDoubt():
-                    raise RunRefused(_in_doubt_refusal(step), code="in_doubt_unsupported")
+                    translator.close()
+                    emit(await self._terminal(run_input, step, emit, translator))
+                    return
                 case _:
                     assert_never(step)
         raise RunRefused(
@@ -254,7 +272,7 @@ class AguiRunner:
     async def _terminal(
         self,
         run_input: RunAgentInput,
-        step: ApprovalRequest | CallQuestion | Finished | AwaitingInput,
+        step: ApprovalRequest | CallQuestion | CallInDoubt | Finished | AwaitingInput,
         emit: Emit,
         translator: EventTranslator,
     ) -> BaseEvent:
@@ -271,6 +289,9 @@ class AguiRunner:
             found = interrupts(rows) if rows else [_step_interrupt(step)]
         if isinstance(step, CallQuestion):
             found = [question_interrupt(pending_of(step))]
+        if isinstance(step, CallInDoubt):  # every call in doubt of the round, as stored
+            doubts = open_doubts(await self._store.load(thread)) or [step_doubt(step)]
+            found = [doubt_interrupt(doubt) for doubt in doubts]
         await self._state(run_input, emit, found)
         if found:
             outcome = RunFinishedInterruptOutcome(interrupts=found)
@@ -344,13 +365,4 @@ def _step_interrupt(step: ApprovalRequest) -> Interrupt:
         message=step.reason or step.summary,
         tool_call_id=step.call_id,
         response_schema=response_schema(None),
-    )
-
-
-def _in_doubt_refusal(step: CallInDoubt) -> str:
-    return (
-        f"tool call {step.call_id} ({step.tool_name}) is in doubt after a restore and the "
-        "agent asks the host (ask_in_doubt); AG-UI runs cannot resolve calls in doubt yet "
-        "(the session is saved): resolve it in a host (Agent.resume, then settle(), fail() "
-        "or run_again()), or build the agent without ask_in_doubt()"
     )

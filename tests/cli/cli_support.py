@@ -7,6 +7,7 @@ import re
 import signal
 from collections.abc import Sequence
 
+import anyio
 from rich.console import Console
 
 import agentloop as al
@@ -66,6 +67,8 @@ def _chat_reply(request: al.model.TurnRequest) -> Reply | str:
         return fail(al.ProviderError("the server said no (HTTP 503)"))
     if text.startswith("boom"):
         return tool_calls(call("boom", {}))
+    if text.startswith("book"):
+        return tool_calls(call("book", {}, id="call-1"))
     if text.startswith("wait"):  # streams a little, then waits for Ctrl-C
         return hang(
             al.BeginPart("text-0", al.PartKind.TEXT), al.AppendText("text-0", "partial answer")
@@ -104,10 +107,35 @@ class Boom:
         raise ValueError("the boom tool always fails")
 
 
+class Book:
+    """Asks the host which seat (a question with resume data); records how each run ended."""
+
+    spec = al.ToolSpec("book", "Book a seat.", {"type": "object"})
+    asks_host = True
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        question = al.tools.Question(
+            "seat",
+            "Which seat?",
+            {"type": "object", "properties": {"seat": {"type": "string"}}},
+            resume={"n": 1},
+        )
+        try:
+            answer = await ctx.ask(question)
+        except anyio.get_cancelled_exc_class():
+            self.ended.append("cancelled")
+            raise
+        self.ended.append("answered")
+        return f"booked {answer.content}"
+
+
 def _tools() -> list[object]:
     from agentloop.cli._demo import AddTool
 
-    return [AddTool(), Touch(), Boom()]
+    return [AddTool(), Touch(), Boom(), Book()]
 
 
 TOOLS = _tools()

@@ -13,7 +13,9 @@ from cli_support import Answers, console, lines
 import agentloop as al
 import agentloop.local
 import agentloop.model
+import agentloop.permissions
 import agentloop.store
+import agentloop.tasks
 import agentloop.testing
 import agentloop.tools
 from agentloop.cli import main
@@ -345,3 +347,123 @@ def test_chat_refuses_a_bad_context_budget(
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"agentloop chat: error: argument --max-context-tokens: {message}"
     )
+
+
+async def _park_on_the_question(path: str, session_id: str) -> None:
+    """Another host (with a task manager) runs ``session_id`` to ``book``'s question, then
+    its process "dies"."""
+    from cli_support import TOOLS, make_model
+
+    registry = al.ToolRegistry()
+    for tool in TOOLS:
+        registry.add(tool)  # type: ignore[arg-type]
+    agent = build_chat_agent(make_model(), registry, al.CancellationController())
+    async with (
+        al.store.SqliteSessionStore(path) as store,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        agent = attrs.evolve(agent, store=store, task_manager=manager)
+        driver = await agent.start(session_id)
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "book")])
+        assert isinstance(await driver.next(), al.CallQuestion)
+        await driver.release()
+
+
+def test_chat_refuses_a_session_resting_on_a_question_and_leaves_it_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "chat.db")
+    anyio.run(_park_on_the_question, path, "s1")
+
+    async def stored() -> Any:
+        async with al.store.SqliteSessionStore(path) as store:
+            [waiting] = await store.sessions_awaiting_answer()
+            loaded = await store.load("s1")
+            return loaded.status, loaded.answers, waiting.unanswered_questions
+
+    before = anyio.run(stored)
+    status, out = chat(["/quit"], "--store", path, "--session", "s1")
+    assert (status, out) == (
+        2,
+        [
+            "session 's1' stopped inside a turn; finishing it first",
+            "session 's1' waits for an answer: book asks 'Which seat?' (question "
+            "question:call-1:1, kind seat); the chat cannot answer questions: answer it in the "
+            f"inbox (agentloop serve --store {path}) or from your host, then chat again; the "
+            "session is left as it was",
+        ],
+    )
+    after = anyio.run(stored)
+    assert after == before  # still waiting on the same question, no answer recorded
+    assert before[0] is al.store.SessionStatus.AWAITING_ANSWER
+
+
+class WriteThenAsk:
+    """``book``, which writes (so the chat asks for approval first), then asks a question."""
+
+    spec = al.ToolSpec("book", "Book a seat.", {"type": "object"})
+    asks_host = True
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    def proposed_requests(self, request: al.ToolRequest) -> list[Any]:
+        return [al.permissions.FileSystemWrite("/etc/seats")]
+
+    async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+        try:
+            await ctx.ask(al.tools.Question("seat", "Which seat?", None, resume={"n": 1}))
+        except anyio.get_cancelled_exc_class():
+            self.ended.append("cancelled")
+            raise
+        self.ended.append("answered")
+        return "booked"
+
+
+@pytest.mark.anyio
+async def test_finishing_a_turn_that_ends_on_a_live_question_leaves_no_call_running(
+    tmp_path: Path,
+) -> None:
+    """The stored turn waits for an approval; approved at the prompt, the call runs and asks
+    a question in its task: finishing the turn releases the driver, so that task ends
+    (cancelled) instead of waiting in ``ctx.ask`` for the rest of the process."""
+    from cli_support import make_model
+
+    from agentloop.cli._main import _load_session
+
+    book = WriteThenAsk()
+    registry = al.ToolRegistry().with_tool(book)
+    async with (
+        al.store.SqliteSessionStore(tmp_path / "chat.db") as store,
+        al.tasks.AsyncTaskManager() as manager,
+    ):
+        handle = manager.handle()
+        agent = build_chat_agent(make_model(), registry, al.CancellationController())
+        agent = attrs.evolve(agent, store=store, task_manager=manager)
+        driver = await agent.start("s2")
+        driver.submit_input([al.Item.text(al.ItemKind.USER, "book")])
+        assert isinstance(await driver.next(), al.ApprovalRequest)
+        await driver.release()  # the process "dies" at the approval
+        target, buffer = console()
+        session = ChatSession(
+            agent,
+            Renderer(target),
+            Answers(target, ["y"]),
+            al.CancellationController(),
+            session="s2",
+        )
+        assert await _load_session(store, "chat.db", session, Renderer(target)) is False
+        assert await handle.list_running() == []
+        assert book.ended == ["cancelled"]
+        assert lines(buffer) == [
+            "session 's2' stopped inside a turn; finishing it first",
+            "approval pending from the last run: book({})",
+            "approve? [y/n/e(dit)] y",
+            "session 's2' waits for an answer: book asks 'Which seat?' (question "
+            "question:call-1:1, kind seat); the chat cannot answer questions: answer it in the "
+            "inbox (agentloop serve --store chat.db) or from your host, then chat again; the "
+            "session is left as it was",
+        ]
+        stored = await store.load("s2")
+        assert stored is not None
+        assert stored.status is al.store.SessionStatus.AWAITING_ANSWER

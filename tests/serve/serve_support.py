@@ -138,8 +138,16 @@ def transcript_text(database: Path, session_id: str) -> list[str]:
 class ServerThread:
     """``agentloop serve``'s app with uvicorn on 127.0.0.1:0, in a thread with its own loop."""
 
-    def __init__(self, database: Path, *, worker: bool = True, identity: str = "alice") -> None:
+    def __init__(
+        self,
+        database: Path,
+        *,
+        worker: bool = True,
+        identity: str = "alice",
+        agent: Callable[[Any], al.Agent] = build_agent,
+    ) -> None:
         self.database = database
+        self.agent = agent
         self.config = ServeConfig(token=TOKEN, identity=identity, worker=worker, poll_interval=0.2)
         self.base = ""
         self._ready = threading.Event()
@@ -176,7 +184,7 @@ class ServerThread:
                 store,
                 config=self.config,
                 audit=SqliteAuditLog(self.database),
-                agent=build_agent(store),
+                agent=self.agent(store),
             )
             config = uvicorn.Config(
                 app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=2

@@ -114,7 +114,7 @@ async def test_a_schema_5_sqlite_file_opens_and_keeps_everything(tmp_path: Path)
     await _check_moved(lambda: SqliteSessionStore(path), "sqlite_schema5.json")
     tables = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
     assert rows_of(path, tables) == [("counters",), ("heads",), ("keyed",), ("lists",), ("meta",)]
-    assert rows_of(path, "SELECT key, value FROM meta") == [("schema_version", "7")]
+    assert rows_of(path, "SELECT key, value FROM meta") == [("schema_version", "8")]
 
 
 async def test_a_migration_3_postgres_schema_opens_and_keeps_everything(
@@ -129,7 +129,7 @@ async def test_a_migration_3_postgres_schema_opens_and_keeps_everything(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
         ).fetchall()
         versions = connection.execute("SELECT version FROM agentloop_schema ORDER BY 1")
-        assert [row[0] for row in versions.fetchall()] == [1, 2, 3, 4, 5]
+        assert [row[0] for row in versions.fetchall()] == [1, 2, 3, 4, 5, 6]
     assert [row[0] for row in tables] == [
         "agentloop_heads",
         "agentloop_keyed",

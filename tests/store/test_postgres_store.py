@@ -21,11 +21,11 @@ def _query(uri: str, sql: str) -> list[tuple[object, ...]]:
 
 async def test_the_schema_is_created_once_and_versioned(postgres_uri: str) -> None:
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 5
+        assert await store.schema_version() == 6
     async with PostgresSessionStore(postgres_uri) as store:  # reopening migrates nothing
-        assert await store.schema_version() == 5
+        assert await store.schema_version() == 6
     versions = _query(postgres_uri, "SELECT version FROM agentloop_schema ORDER BY version")
-    assert [row[0] for row in versions] == [1, 2, 3, 4, 5]
+    assert [row[0] for row in versions] == [1, 2, 3, 4, 5, 6]
     tables = _query(
         postgres_uri,
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename",
@@ -52,6 +52,7 @@ async def test_stores_opened_at_once_migrate_exactly_once(postgres_uri: str) -> 
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
 
 
@@ -63,7 +64,7 @@ async def test_a_newer_schema_is_refused_and_left_alone(postgres_uri: str) -> No
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        "cannot open session store PostgreSQL: expected schema version 5, found 7; "
+        "cannot open session store PostgreSQL: expected schema version 6, found 7; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
     assert _query(postgres_uri, "SELECT max(version) FROM agentloop_schema") == [(7,)]
@@ -177,7 +178,7 @@ async def test_a_version_1_schema_keeps_its_decisions_and_takes_reasons_and_edit
             "('s', 'c1', 'sha256:old', true, '2026-01-01 00:00:01+00')"
         )
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 5
+        assert await store.schema_version() == 6
         await store.save_checkpoint("s", sample_checkpoint("s", []))
         loaded = await store.load("s")
         assert loaded is not None

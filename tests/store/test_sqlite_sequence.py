@@ -152,7 +152,7 @@ async def test_a_version_3_file_is_moved_keeping_its_counter(tmp_path: Path) -> 
             "plain",
             "leased",
         ]
-    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("8",)]
     assert rows_of(path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name") == [
         ("sqlite_autoindex_heads_1",),
     ]

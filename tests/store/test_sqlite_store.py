@@ -24,7 +24,7 @@ async def test_a_new_file_gets_the_versioned_schema_in_wal_mode(tmp_path: Path) 
     async with SqliteSessionStore(path) as store:
         assert store.path == str(path)
         assert repr(store) == f"SqliteSessionStore({str(path)!r}, open)"
-    assert rows_of(path, "SELECT key, value FROM meta ORDER BY key") == [("schema_version", "7")]
+    assert rows_of(path, "SELECT key, value FROM meta ORDER BY key") == [("schema_version", "8")]
     assert rows_of(path, "SELECT name, value FROM counters ORDER BY name") == [
         ("tokens", 0),
         ("versions", 0),
@@ -104,16 +104,16 @@ async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
         pass
     connection = sqlite3.connect(path)
     with connection:
-        connection.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+        connection.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
     connection.close()
     store = SqliteSessionStore(path)
     with pytest.raises(CheckpointError) as raised:
         await store.open()
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 7, found 8; "
+        f"cannot open session store {str(path)!r}: expected schema version 8, found 9; "
         "it was written by a newer agentloop, upgrade agentloop to read it"
     )
-    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("8",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("9",)]
     await store.aclose()
 
 
@@ -126,7 +126,7 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
         async with SqliteSessionStore(path):
             pass
     assert str(raised.value) == (
-        f"cannot open session store {str(path)!r}: expected schema version 7, found none; "
+        f"cannot open session store {str(path)!r}: expected schema version 8, found none; "
         "the file is not an agentloop session store, open another path"
     )
     assert rows_of(path, "SELECT name FROM sqlite_master") == [("notes",)]
@@ -239,7 +239,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert plain_loaded is not None
         assert plain_loaded.started_calls == frozenset({"c9"})
         assert await store.save_checkpoint("plain", plain, expected_version=2) == 3
-    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("8",)]
 
 
 async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
@@ -304,4 +304,4 @@ async def test_a_version_2_file_keeps_its_decisions_and_takes_reasons_and_edits(
         assert again is not None
         assert again.approvals["c2"] == recorded
         assert again.approvals["c1"].reason is None
-    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
+    assert rows_of(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("8",)]

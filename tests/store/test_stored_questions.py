@@ -319,7 +319,7 @@ async def test_a_schema_6_sqlite_file_resting_on_a_question_moves_to_awaiting_an
         [row] = await store.sessions_awaiting_answer()
         assert row.unanswered_questions == (pending(),)
     connection = sqlite3.connect(path)
-    assert connection.execute("SELECT value FROM meta").fetchall() == [("7",)]
+    assert connection.execute("SELECT value FROM meta").fetchall() == [("8",)]
     connection.close()
 
 
@@ -335,9 +335,9 @@ async def test_a_migration_4_postgres_head_resting_on_a_question_moves_to_awaiti
         [(meta,)] = connection.execute("SELECT meta FROM agentloop_heads").fetchall()
         old = {**json.loads(meta), "status": "awaiting_input", "pending": []}
         connection.execute("UPDATE agentloop_heads SET meta = %s", (json.dumps(old),))
-        connection.execute("DELETE FROM agentloop_schema WHERE version = 5")
+        connection.execute("DELETE FROM agentloop_schema WHERE version >= 5")
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 5
+        assert await store.schema_version() == 6
         [row] = await store.sessions_awaiting_answer()
         assert row.unanswered_questions == (pending(),)
 

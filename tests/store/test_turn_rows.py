@@ -294,7 +294,7 @@ async def test_a_version_4_sqlite_file_is_moved_and_its_inline_heads_load(
         assert loaded is not None
         assert (loaded.checkpoint, loaded.version) == (old, 1)
         assert await store.save_checkpoint(SESSION, _turn_document(4), expected_version=1) == 2
-    assert raw.query("SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
+    assert raw.query("SELECT value FROM meta WHERE key = 'schema_version'") == [("8",)]
     assert raw.query(f"SELECT count(*) FROM lists {TURN}") == [(12,)]
     async with SqliteSessionStore(path) as reopened:
         assert (await reopened.load(SESSION)).checkpoint == _turn_document(4)  # type: ignore[union-attr]
@@ -327,7 +327,7 @@ async def test_a_version_2_postgres_schema_is_moved_and_its_inline_heads_load(
             )
     raw = Raw("postgres", postgres_uri)
     async with PostgresSessionStore(postgres_uri) as store:
-        assert await store.schema_version() == 5
+        assert await store.schema_version() == 6
         loaded = await store.load(SESSION)
         assert loaded is not None
         assert loaded.checkpoint == old

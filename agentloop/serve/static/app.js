@@ -217,6 +217,59 @@ document.addEventListener("click", (event) => {
   else if (button.classList.contains("decline")) answer(card, "decline");
 });
 
+// -- calls in doubt -------------------------------------------------------------------
+async function resolve(card, resolution) {
+  const body = {
+    session_id: card.dataset.session,
+    call_ref: card.dataset.callRef,
+    reruns: Number(card.dataset.reruns),
+    resolution: resolution,
+  };
+  if (resolution === "settle") {
+    body.result = card.querySelector(".settle-result").value;
+    if (!body.result.trim()) { show(card, ".error", "Enter the call's result to settle it."); return; }
+  }
+  if (resolution === "fail") {
+    body.reason = card.querySelector(".fail-reason").value;
+    if (!body.reason.trim()) { show(card, ".error", "Enter why the call failed."); return; }
+  }
+  card.querySelectorAll("button").forEach((b) => (b.disabled = true));
+  card.classList.add("pending");
+  let reply;
+  try {
+    const response = await fetch("/api/resolve", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify(body),
+      credentials: "same-origin",
+    });
+    reply = await response.json();
+  } catch (error) {
+    reply = { ok: false, error: "The server did not answer: " + error.message };
+  }
+  card.classList.remove("pending");
+  const label = card.dataset.session + " · " + card.querySelector(".tool-name").textContent + ": ";
+  if (reply.ok) {
+    card.classList.add("resolved");
+    show(card, ".result", reply.message);
+    notify(label + reply.message, "ok");
+  } else {
+    show(card, ".error", reply.error);
+    if (reply.status === 409) notify(label + reply.error, "error");
+    else card.querySelectorAll("button").forEach((b) => (b.disabled = false));
+  }
+  if (reply.ok || reply.status === 409) queueRefresh();
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button");
+  const card = button && button.closest(".doubt-card");
+  if (!card) return;
+  if (button.classList.contains("settle")) resolve(card, "settle");
+  else if (button.classList.contains("fail")) resolve(card, "fail");
+  else if (button.classList.contains("run-again")) resolve(card, "run_again");
+});
+
 // -- live updates ---------------------------------------------------------------------
 let refreshing = null;
 
