@@ -119,7 +119,11 @@ class AgentTool:
     async def invoke(self, request: ToolRequest, ctx: ToolContext) -> ToolOutput:
         """Run the child agent on the call's ``input``; its final answer is the result."""
         controller = CancellationController()
-        agent = attrs.evolve(self.agent, cancellation=controller.handle(), input=())
+        # A child's calls in doubt after a restore are answered in doubt: its host is the
+        # parent's call, which has no way to ask about them.
+        agent = attrs.evolve(
+            self.agent, cancellation=controller.handle(), input=(), ask_in_doubt=False
+        )
         session_id = f"{ctx.session_id}/{ctx.call_id}"
         resumed = ctx.resumed
         restored = None if resumed is None else await restore_child(agent, resumed.question.resume)

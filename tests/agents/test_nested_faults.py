@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 from agents_support import EchoTool, assert_answered_once, child_agent, results, user
 
@@ -181,7 +182,12 @@ class Slow:
         return f"{self.spec.name} ran"
 
 
-async def test_a_child_asking_beside_running_calls_resumes_after_a_restore() -> None:
+@pytest.mark.parametrize("ask_in_doubt", [False, True])
+async def test_a_child_asking_beside_running_calls_resumes_after_a_restore(
+    ask_in_doubt: bool,
+) -> None:
+    """(A child built with ``ask_in_doubt()`` answers its calls in doubt all the same: the
+    parent's call running it cannot ask its host about them.)"""
     store, echo, runs = MemorySessionStore(), EchoTool(), []
     pay, read = Slow("pay", idempotent=False), Slow("read", idempotent=True)
 
@@ -189,7 +195,7 @@ async def test_a_child_asking_beside_running_calls_resumes_after_a_restore() -> 
         three = tool_calls(call("pay", {}, id="c-pay"), call("read", {}, id="c-read"),
                            call("echo", {"value": "x"}, id="c-echo"))  # fmt: skip
         child = child_agent(rounds(three, "ok"), echo, pay, read, manager=manager)
-        return parent(store, manager, child, runs)
+        return parent(store, manager, attrs.evolve(child, ask_in_doubt=ask_in_doubt), runs)
 
     async with al.tasks.AsyncTaskManager() as manager:
         first = await (await build(manager).start("top")).next()
