@@ -18,7 +18,7 @@ cancellation go on.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -93,6 +93,9 @@ class AgentTool:
     asks_host = True
     timeout: float | None = None
     max_output_chars: int | None = None
+    ask_approval: Callable[[ApprovalRequest], Awaitable[Any]] | None = None
+    """Who answers the child's approvals (``None``: the parent's host, through
+    ``ToolContext.ask``); a DBOS workflow waits for them durably (``agentloop.durable``)."""
 
     def __init__(
         self,
@@ -159,7 +162,10 @@ class AgentTool:
             if isinstance(step, AwaitingInput):
                 return None
             if isinstance(step, ApprovalRequest):
-                await _ask_approval(driver, step, ctx)
+                if self.ask_approval is not None:
+                    await self.ask_approval(step)
+                else:
+                    await _ask_approval(driver, step, ctx)
             elif isinstance(step, CallQuestion):
                 answer = await ctx.ask(child_question(step, child_resume(driver)))
                 driver.answer_question_for(step.id, answer)
