@@ -7,7 +7,8 @@ calls: ``pay`` (a side effect, not idempotent, runs without asking), ``asked``
 draws), ``read`` (idempotent: may run again) and child agents (``child_<r>_<n>``,
 an ``Agent.as_tool`` of the node below). Every call id is unique in the tree
 (``<node path>-<round>-<n>``), so the world counts each side effect per call id.
-Only the top agent has a store: one checkpoint holds the tree.
+The top agent has a store (one checkpoint holds the tree); the children may save to it
+too, as agents made by one builder would.
 """
 
 from __future__ import annotations
@@ -121,14 +122,23 @@ def script(node: Node, path: str) -> Callable[[al.model.TurnRequest], Any]:
     return reply
 
 
-def build(node: Node, world: World, manager: Any, store: Any = None, path: str = TOP) -> al.Agent:
+def build(
+    node: Node,
+    world: World,
+    manager: Any,
+    store: Any = None,
+    path: str = TOP,
+    children_store: Any = None,
+) -> al.Agent:
+    """The agent of ``node`` (``store``: its store; ``children_store``: its children's)."""
     registry = al.ToolRegistry()
     for name in ("pay", "asked", "read"):
         registry = registry.with_tool(SideEffect(name, world))
     for r, calls in enumerate(node.rounds):
         for n, (kind, child) in enumerate(calls):
             if child is not None:
-                agent = build(child, world, manager, None, f"{path}-{r}-{n}")
+                where = f"{path}-{r}-{n}"
+                agent = build(child, world, manager, children_store, where, children_store)
                 name = tool_name(kind, r, n)
                 registry = registry.with_tool(
                     agent.as_tool(name, "A child.", on_run=world.child_runs.append)
@@ -141,16 +151,26 @@ def build(node: Node, world: World, manager: Any, store: Any = None, path: str =
         .task_manager(manager)
     )
     if store is not None:
-        builder = builder.store(store).input([al.Item.text(al.ItemKind.USER, "go")])
+        builder = builder.store(store)
+    if path == TOP:
+        builder = builder.input([al.Item.text(al.ItemKind.USER, "go")])
     return builder.build()
 
 
 async def run_process(
-    node: Node, world: World, store: Any, session_id: str, manager: Any
+    node: Node,
+    world: World,
+    store: Any,
+    session_id: str,
+    manager: Any,
+    *,
+    children_stored: bool = False,
 ) -> tuple[al.Item, ...]:
     """One process: start or resume the session and drive it to its end, answering each
-    approval (a child's too) as the world decides; returns the top transcript."""
-    agent = build(node, world, manager, store)
+    approval (a child's too) as the world decides; returns the top transcript.
+    ``children_stored``: the child agents save to the store too (sessions
+    ``<parent session>/<call id>``), as agents made by one builder would."""
+    agent = build(node, world, manager, store, TOP, store if children_stored else None)
     if await store.load(session_id) is None:
         driver = await agent.start(session_id)
     else:

@@ -91,7 +91,9 @@ class DyingStore:
         return forward
 
 
-async def one_process(node: Node, world: World, store: DyingStore, session_id: str) -> Any:
+async def one_process(
+    node: Node, world: World, store: DyingStore, session_id: str, children_stored: bool
+) -> Any:
     """Run one process; its top transcript, or ``None`` when it died."""
     death = store._death
     death.hung = anyio.Event()
@@ -101,7 +103,9 @@ async def one_process(node: Node, world: World, store: DyingStore, session_id: s
 
             async def drive() -> None:
                 nonlocal transcript
-                transcript = await run_process(node, world, store, session_id, manager)
+                transcript = await run_process(
+                    node, world, store, session_id, manager, children_stored=children_stored
+                )
                 group.cancel_scope.cancel()
 
             async def kill_when_hung() -> None:
@@ -125,10 +129,16 @@ def _only_killed(error: BaseException) -> bool:
 
 
 async def run_to_end(
-    inner: SessionStore, node: Node, world: World, session_id: str, death: Death
+    inner: SessionStore,
+    node: Node,
+    world: World,
+    session_id: str,
+    death: Death,
+    children_stored: bool,
 ) -> tuple[al.Item, ...]:
     for _ in range(10):
-        transcript = await one_process(node, world, DyingStore(inner, death), session_id)
+        store = DyingStore(inner, death)
+        transcript = await one_process(node, world, store, session_id, children_stored)
         if transcript is not None:
             return tuple(transcript)
     raise AssertionError(f"session {session_id} did not end after 10 processes")
@@ -148,9 +158,18 @@ async def inner_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(tree=nodes(), denials=st.frozensets(st.integers(0, 7)), hangs=st.integers(0, 2**16 - 1))
+@given(
+    tree=nodes(),
+    denials=st.frozensets(st.integers(0, 7)),
+    hangs=st.integers(0, 2**16 - 1),
+    children_stored=st.booleans(),
+)
 async def test_a_tree_killed_at_any_write_runs_no_claimed_call_twice(
-    inner_store: SessionStore, tree: Node, denials: frozenset[int], hangs: int
+    inner_store: SessionStore,
+    tree: Node,
+    denials: frozenset[int],
+    hangs: int,
+    children_stored: bool,
 ) -> None:
     def approve(call_id: str) -> bool:
         return sum(map(ord, call_id)) % 8 not in denials
@@ -158,12 +177,15 @@ async def test_a_tree_killed_at_any_write_runs_no_claimed_call_twice(
     base = f"tree-{next(SESSIONS)}"
     clean_death = Death(None)
     clean_world = World(approve)
-    expected = await run_to_end(inner_store, tree, clean_world, f"{base}-clean", clean_death)
+    expected = await run_to_end(
+        inner_store, tree, clean_world, f"{base}-clean", clean_death, children_stored
+    )
     check_tree(expected, clean_world, "uninterrupted")
     for at in range(clean_death.writes):
         how = "hang" if hangs >> (at % 16) & 1 else "raise"
-        where = f"{tree!r}: died ({how}) at write {at}"
+        where = f"{tree!r} (children stored: {children_stored}): died ({how}) at write {at}"
         world = World(approve)
-        found = await run_to_end(inner_store, tree, world, f"{base}-{at}-{how}", Death(at, how))
+        session_id, death = f"{base}-{at}-{how}", Death(at, how)
+        found = await run_to_end(inner_store, tree, world, session_id, death, children_stored)
         check_tree(found, world, where)
         assert shape(found) == shape(expected), where
