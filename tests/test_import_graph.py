@@ -160,6 +160,7 @@ LOOP_FLOORS: dict[str, int] = {
     "_driver": 4,
     "_agent": 5,
     "_agent_tool": 5,
+    "_child_checkpoint": 5,
     "_release": 5,
 }
 """Each ``agentloop.loop`` module's floor: a module imports only from its floor or below."""

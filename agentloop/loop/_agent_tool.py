@@ -18,7 +18,7 @@ cancellation go on.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -32,8 +32,9 @@ from ..core._tool_spec import ToolSpec
 from ..model._session_config import LoopLimits, SessionConfig
 from ..tools._questions import QuestionAnswer
 from ..tools._tool import ToolContext, ToolOutput, ToolRequest
+from ._child_checkpoint import child_resume, restore_child
 from ._child_usage import CHILD_USAGE_KEY, usage_fields
-from ._converter import unstructure
+from ._converter import structure, unstructure
 from ._driver import LoopDriver
 from ._driver_parts import CLEANUP_SECONDS
 from ._events import TurnResult
@@ -46,6 +47,7 @@ from ._steps import (
     AwaitingInput,
     CallQuestion,
     Finished,
+    Step,
 )
 
 __all__ = ["CHILD_SESSION_KEY", "AgentTool", "ChildRun"]
@@ -91,6 +93,9 @@ class AgentTool:
     asks_host = True
     timeout: float | None = None
     max_output_chars: int | None = None
+    ask_approval: Callable[[ApprovalRequest], Awaitable[Any]] | None = None
+    """Who answers the child's approvals (``None``: the parent's host, through
+    ``ToolContext.ask``); a DBOS workflow waits for them durably (``agentloop.durable``)."""
 
     def __init__(
         self,
@@ -117,22 +122,27 @@ class AgentTool:
     async def invoke(self, request: ToolRequest, ctx: ToolContext) -> ToolOutput:
         """Run the child agent on the call's ``input``; its final answer is the result."""
         controller = CancellationController()
-        agent = attrs.evolve(self.agent, cancellation=controller.handle(), input=())
+        # A child's calls in doubt after a restore are answered in doubt: its host is the
+        # parent's call, which has no way to ask about them.
+        agent = attrs.evolve(
+            self.agent, cancellation=controller.handle(), input=(), ask_in_doubt=False
+        )
         session_id = f"{ctx.session_id}/{ctx.call_id}"
         resumed = ctx.resumed
-        checkpoint = resumed.question.resume if resumed is not None else None
-        if isinstance(checkpoint, dict):  # a restored parent: the child goes on from it
-            driver = await agent.resume(checkpoint)
+        restored = None if resumed is None else await restore_child(agent, resumed.question.resume)
+        if restored is not None:  # a restored parent: the child goes on from its checkpoint
+            assert resumed is not None
+            driver = restored
+            _answer_restored(driver, resumed.question.data, resumed.answer)
         else:
             config = SessionConfig(session_id) if self.limits is None else SessionConfig(
                 session_id, limits=self.limits
             )  # fmt: skip
             driver = await agent.start(config)
             driver.submit_input(str(request.input["input"]))
-            resumed = None
         result: TurnResult | None = None
         try:
-            result = await self._drive(driver, ctx, None if resumed is None else resumed.answer)
+            result = await self._drive(driver, ctx)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_SECONDS):
                 result = await _close(driver, controller)
@@ -143,11 +153,8 @@ class AgentTool:
                 self.on_run(ChildRun(ctx.call_id, session_id, transcript, driver.usage, result))
         return self._output(result, driver)
 
-    async def _drive(
-        self, driver: LoopDriver, ctx: ToolContext, given: QuestionAnswer | None
-    ) -> TurnResult | None:
-        """Step the child to the end of its turn, carrying its interrupts up (``given``:
-        the answer, given before a restore, to the interrupt the child rests on)."""
+    async def _drive(self, driver: LoopDriver, ctx: ToolContext) -> TurnResult | None:
+        """Step the child to the end of its turn, carrying its interrupts up."""
         while True:
             step = await driver.next()
             if isinstance(step, Finished):
@@ -155,13 +162,15 @@ class AgentTool:
             if isinstance(step, AwaitingInput):
                 return None
             if isinstance(step, ApprovalRequest):
-                await _ask_approval(driver, step, ctx, given)
+                if self.ask_approval is not None:
+                    await self.ask_approval(step)
+                else:
+                    await _ask_approval(driver, step, ctx)
             elif isinstance(step, CallQuestion):
-                answer = given or await ctx.ask(child_question(step, _resume_data(driver)))
+                answer = await ctx.ask(child_question(step, child_resume(driver)))
                 driver.answer_question_for(step.id, answer)
             else:
                 assert isinstance(step, AfterToolResult)
-            given = None
 
     def _output(self, result: TurnResult | None, driver: LoopDriver) -> ToolOutput:
         """The call's result: the child's final answer, with its usage."""
@@ -188,22 +197,27 @@ def _final_text(result: TurnResult) -> str:
     return "\n".join(text for text in texts if text)
 
 
-def _resume_data(driver: LoopDriver) -> dict[str, Any] | None:
-    """The child's checkpoint to ask with (``None``: it cannot be taken now, e.g. calls
-    run beside its pending approval; a restored parent then answers the call in doubt)."""
+def _answer_restored(driver: LoopDriver, data: Any, answer: QuestionAnswer) -> None:
+    """Give a child restored from its checkpoint the ``answer`` its parent's host gave
+    before the restore, on the step it was given for (``data``: the question's, naming
+    that step; a restored child may show its steps in another order, so never "the
+    first step it shows"). An answer the child refuses is logged: it asks again."""
+    inner = structure(data["step"], Step) if isinstance(data, dict) and "step" in data else None
     try:
-        return driver.checkpoint()
-    except InvalidStateError:
-        return None
+        if isinstance(inner, ApprovalRequest):
+            driver.answer_approval_for(inner.call_id, decision_of(answer))
+        elif isinstance(inner, CallQuestion):
+            driver.answer_question_for(inner.id, answer)
+        else:
+            raise InvalidStateError(f"the question names no step of the child: {data!r}")
+    except (InvalidInputError, InvalidStateError) as error:
+        log.warning("restored child refused its answer", error=str(error))
 
 
-async def _ask_approval(
-    driver: LoopDriver, step: ApprovalRequest, ctx: ToolContext, given: QuestionAnswer | None
-) -> None:
-    """Ask the parent's host for the child's approval (unless ``given``); answer the child
-    with its decision."""
+async def _ask_approval(driver: LoopDriver, step: ApprovalRequest, ctx: ToolContext) -> None:
+    """Ask the parent's host for the child's approval; answer the child with its decision."""
     try:
-        answer = given or await ctx.ask(child_question(step, _resume_data(driver)))
+        answer = await ctx.ask(child_question(step, child_resume(driver)))
     except InvalidStateError as error:  # nobody above can answer: the child's call is denied
         log.warning("child approval cannot surface", call_id=step.call_id, error=str(error))
         driver.answer_approval_for(step.call_id, _denial(error))

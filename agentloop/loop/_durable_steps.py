@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable
+from typing import Any
 
 import anyio
 
@@ -45,6 +46,10 @@ class DurableStepRunner(StepRunner):
 
     saves_steps = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tools.questions.holds = True  # answers wait for a save (answer_question)
+
     async def next_step(self, resolver: Resolver) -> Step:
         await self.journal.save_input(self.core)  # queued input is durable first
         return await super().next_step(resolver)
@@ -65,6 +70,7 @@ class DurableStepRunner(StepRunner):
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await journal.save_step(core, step)
             raise
+        self.tools.questions.hand_held()
         return step
 
     async def _prepare_transcript(self, action: CallModel) -> Action | None:
@@ -105,6 +111,7 @@ class DurableStepRunner(StepRunner):
 
     async def _wait(self, turn: TurnState) -> TurnUpdate | Asked | None:
         await self.journal.save_results(self.core)  # the results so far, before waiting
+        self.tools.questions.hand_held()  # that save holds that answered calls wait no more
         return await self.tools.wait(turn.turn_id)
 
     def _update(self, tool_round: ToolRound, update: TurnUpdate) -> None:

@@ -75,10 +75,14 @@ class _Waiting:
 class QuestionBox:
     """One driver's questions in flight (process-local: the waiting calls' tasks)."""
 
-    __slots__ = ("_asked", "_counter", "_waker", "may_ask", "starting")
+    __slots__ = ("_asked", "_counter", "_held", "_waker", "holds", "may_ask", "starting")
 
     def __init__(self) -> None:
         self._asked: list[_Waiting] = []
+        self._held: list[tuple[_Waiting, QuestionAnswer]] = []
+        self.holds = False
+        """Whether an answer a call can resume from waits for the next save before its call
+        gets it (a driver with a store: see :func:`answer_question`)."""
         self._counter = 0
         self._waker: anyio.CancelScope | None = None
         self.starting: str | None = None
@@ -150,14 +154,27 @@ class QuestionBox:
                 return waiting
         return None
 
+    def hold(self, waiting: _Waiting, answer: QuestionAnswer) -> None:
+        """Keep ``answer`` for ``waiting`` until :meth:`hand_held` (after the next save)."""
+        self._held.append((waiting, answer))
+
+    def hand_held(self) -> None:
+        """Hand the held answers to their calls (a save now holds that they no longer wait)."""
+        held, self._held = self._held, []
+        for waiting, answer in held:
+            if not waiting.done.is_set():
+                deliver(waiting, answer)
+
     def discard(self, waiting: _Waiting) -> None:
         """Forget ``waiting`` (answered already)."""
         if waiting in self._asked:
             self._asked.remove(waiting)
 
-    def next_id(self, call_id: str) -> str:
-        """A new question id for ``call_id``."""
-        self._counter += 1
+    def next_id(self, call_id: str, tool_round: ToolRound) -> str:
+        """A new question id for ``call_id``: never one the round's calls were asked before,
+        in this process or before a restore (a restored question keeps its id, and the
+        store may hold an answer recorded for it)."""
+        self._counter = max(self._counter, _highest_number(tool_round)) + 1
         return f"question:{call_id}:{self._counter}"
 
     def release(self, keep: Callable[[str], bool]) -> None:
@@ -194,6 +211,18 @@ class QuestionBox:
         return ASKED
 
 
+def _highest_number(tool_round: ToolRound) -> int:
+    """The highest number in the ids of the questions the round's calls wait on or run on
+    from (``question:<call id>:<number>``)."""
+    highest = 0
+    for call in tool_round.calls:
+        for asked in (call.question, None if call.resumed is None else call.resumed[0]):
+            if asked is not None:
+                number = asked.id.rpartition(":")[2]
+                highest = max(highest, int(number)) if number.isdigit() else highest
+    return highest
+
+
 def deliver(waiting: _Waiting, answer: QuestionAnswer) -> None:
     """Hand ``answer`` to the call waiting on ``waiting``."""
     waiting.answer = answer
@@ -220,7 +249,7 @@ def surface_question(
             box.discard(waiting)
             continue
         step = CallQuestion(
-            box.next_id(call.call.id),
+            box.next_id(call.call.id, tool_round),
             call.call.id,
             call.call.name,
             turn.turn_id,
@@ -250,8 +279,15 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
             f"cannot {where}: call {call.call.id} no longer waits for it (it ended, or "
             "this driver was restored from a checkpoint); call next() to go on"
         )
+    resumable = call.question.question.resume is not None
     call.question = None
-    deliver(waiting, answer)
+    if box.holds and resumable:
+        # Restored from the last save, this call would be asked again and run again from
+        # the answer: it gets the answer only once a save holds that it no longer waits
+        # (a restore then answers it in doubt), so a kill in between runs nothing twice.
+        box.hold(waiting, answer)
+    else:
+        deliver(waiting, answer)
     return call.call.id
 
 

@@ -4,7 +4,7 @@ The store path: the call running a child is claimed like any call; a checkpoint 
 while the child (or grandchild) waits for approval holds the child's checkpoint inside the
 parent's, in the question the call asked (``Question.resume``). Restored, the parent asks
 again, and the answer resumes the child from its checkpoint under the question's own claim
-key. DBOS refuses an agent whose tools run other agents.
+key. (DBOS runs nested agents too: tests/durable/test_dbos_nested.py.)
 """
 
 from __future__ import annotations
@@ -175,22 +175,3 @@ async def test_a_crash_while_the_child_runs_answers_the_call_in_doubt() -> None:
     assert output.startswith("in doubt")
     assert hold.runs == 1  # never run again
     assert_answered_once(resumed.snapshot().transcript)
-
-
-def test_dbos_refuses_an_agent_whose_tool_runs_another_agent() -> None:
-    durable = pytest.importorskip("agentloop.durable.dbos")
-    child = child_agent(["x"])
-    agent = (
-        al.Agent.builder()
-        .model(al.testing.ScriptedModel([]))
-        .add_tool_source(al.ToolRegistry().with_tool(child.as_tool("helper", "Helps.")))
-        .build()
-    )
-    with pytest.raises(al.InvalidInputError) as raised:
-        durable.DurableAgent(agent, name="nested-refused")
-    assert str(raised.value) == (
-        "DurableAgent cannot wrap an agent whose tool 'helper' runs another agent "
-        "(Agent.as_tool): the child's model and tool calls would run inside one DBOS step, "
-        "so a crash would run them all again; register the child as a DurableAgent of its "
-        "own (a workflow per session) instead"
-    )

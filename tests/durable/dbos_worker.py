@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from dbos import DBOS
-from durable_kit import build_agent
+from durable_kit import build_agent, build_nested_agent
 
 from agentloop import TurnRetryPolicy
 from agentloop.durable.dbos import DurableAgent, dbos_config
@@ -36,6 +36,7 @@ def main() -> None:
     )
     retry = TurnRetryPolicy(max_retries=1, initial_delay=0.05)
     DurableAgent(build_agent(Path(workdir)), name="charges", claims=claims, retry=retry)
+    DurableAgent(build_nested_agent(Path(workdir)), name="nested", claims=claims)
     DBOS(
         config=dbos_config(
             "agentloop-durable-test", url, executor_id=executor_id, application_version=VERSION

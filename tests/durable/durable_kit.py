@@ -172,3 +172,26 @@ class Launched:
     def requests(self) -> list[dict[str, Any]]:
         """The model requests, as logged."""
         return [json.loads(line) for line in lines(self.workdir / "requests.log")]
+
+
+def build_nested_agent(workdir: Path) -> al.Agent:
+    """A lead agent whose tool ``charger`` runs :func:`build_agent`'s agent as a child
+    (``Agent.as_tool``): 'charge N' makes it call the child with that text, then it says
+    ``lead: `` and the child's answer."""
+
+    def answer(request: al.model.TurnRequest) -> Reply:
+        last = request.transcript[-1]
+        if last.kind is al.ItemKind.USER:
+            return tool_calls(
+                call("charger", {"input": _text(last)}, id=f"{request.turn_id}-charger")
+            )
+        results = [part for part in last.parts if isinstance(part, al.ToolResultPart)]
+        return text(f"lead: {results[0].output}")
+
+    child = build_agent(workdir).as_tool("charger", "Charges the customer.")
+    return (
+        al.Agent.builder()
+        .model(ScriptedModel(answer))
+        .add_tool_source(al.ToolRegistry().with_tool(child))
+        .build()
+    )

@@ -108,11 +108,11 @@ class Fleet:
     def charges(self) -> list[str]:
         return lines(self.workdir / "charges.log")
 
-    async def enqueue(self, session_id: str, text: str) -> str:
+    async def enqueue(self, session_id: str, text: str, agent: str = "charges") -> str:
         return await enqueue_input(
             self.client,
             queue_name=QUEUE,
-            agent_name="charges",
+            agent_name=agent,
             session_id=session_id,
             input=user(text),
             application_version=VERSION,
@@ -297,3 +297,26 @@ async def test_two_workers_share_a_queue_and_run_each_session_once(fleet: Fleet)
         ["turn-1-charge 500"] * 4 + [f"turn-1-charge {n + 1}" for n in range(4)]
     )
     assert len(fleet.requests()) == 16
+
+
+async def test_a_worker_killed_inside_a_child_agents_tool_recovers_with_it_in_doubt(
+    fleet: Fleet,
+) -> None:
+    """The lead's tool runs the charges agent as a child (``Agent.as_tool``): the child's
+    model and tool calls are DBOS steps of the lead's workflow, so the recovery replays the
+    recorded ones and answers the cut charge in doubt (its claim was taken)."""
+    (fleet.workdir / "hang_tool").touch()
+    worker = fleet.start("worker-a")
+    workflow_id = await fleet.enqueue("s-nested", "charge 5", agent="nested")
+    fleet.wait_for(fleet.workdir / "tool_started", worker)
+    fleet.kill(worker)
+    (fleet.workdir / "hang_tool").unlink()
+
+    fleet.start("worker-a")
+    result = await wait_result(fleet.client, workflow_id, within=WAIT)
+
+    assert final_text(result.transcript).startswith(f"lead: done: {IN_DOUBT_PREFIX} turn-1-charge")
+    assert fleet.charges() == ["turn-1-charge 5"]  # the child's side effect ran once
+    # The child's first model call was recorded: asked once, not again on recovery.
+    assert _first_request_count(fleet) == 1
+    al.transcript.validate_transcript(result.transcript)

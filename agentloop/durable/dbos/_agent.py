@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import attrs
 from dbos import DBOSConfig
 
@@ -10,6 +14,7 @@ from ...host._run import TurnRetryPolicy
 from ...loop._agent import Agent
 from ...loop._agent_tool import AgentTool
 from ...loop._session_store import SessionStore
+from ...loop._steps import ApprovalRequest
 from ...tasks._simple import SimpleTaskManager
 from ._results import DurableError
 from ._steps import DurableModel, DurableToolSource
@@ -40,7 +45,11 @@ class DurableAgent:
     records the session, and input comes with each run. A custom
     ``tool_executor`` is refused (only tool sources can be wrapped), and so
     is a task manager other than ``SimpleTaskManager`` (tool calls must run
-    in order, one step each).
+    in order, one step each). A tool that runs a child agent
+    (``Agent.as_tool``) is no step itself: the child runs inline in the
+    workflow, its model and tool calls DBOS steps (claimed in ``claims``
+    under the child's session id), its approvals waited for like the
+    agent's own; the same refusals apply to every child agent.
     """
 
     def __init__(
@@ -54,18 +63,7 @@ class DurableAgent:
     ) -> None:
         if not isinstance(agent, Agent):
             raise InvalidInputError(f"DurableAgent expects an Agent, got {type(agent).__name__}")
-        if agent.tool_executor is not None:
-            raise InvalidInputError(
-                "DurableAgent cannot wrap an agent with a custom tool_executor: its tools "
-                "would not run as DBOS steps; give the tools as tool sources instead"
-            )
-        if agent.task_manager is not None and not isinstance(agent.task_manager, SimpleTaskManager):
-            raise InvalidInputError(
-                "DurableAgent cannot wrap an agent with a custom task_manager "
-                f"({type(agent.task_manager).__name__}): concurrent tool calls would make the "
-                "order of DBOS steps depend on timing; leave the default SimpleTaskManager"
-            )
-        _refuse_child_agents(agent)
+        _check_tree(agent, "")
         if not isinstance(name, str) or not name:
             raise InvalidInputError(f"DurableAgent name must be a non-empty str, got {name!r}")
         if not isinstance(approval_timeout, (int, float)) or not approval_timeout > 0:
@@ -83,31 +81,55 @@ class DurableAgent:
         self.retry = retry
         _AGENTS[name] = self
 
-    def wrapped(self) -> Agent:
-        """The agent with its model and tool sources wrapped as DBOS steps."""
-        return attrs.evolve(
-            self.agent,
-            model=DurableModel(self.agent.model),
-            tool_sources=tuple(
-                DurableToolSource(source, self.claims) for source in self.agent.tool_sources
-            ),
-            store=None,
-            input=(),
+    def wrapped(
+        self, child_approval: Callable[[ApprovalRequest], Awaitable[Any]] | None = None
+    ) -> Agent:
+        """The agent with its model and tool sources wrapped as DBOS steps; so are those of
+        the child agents its tools run (``Agent.as_tool``), each child running inline in
+        the workflow, its approvals answered by ``child_approval``."""
+        return _wrap(self.agent, self.claims, child_approval)
+
+
+def _wrap(
+    agent: Agent,
+    claims: SessionStore | None,
+    child_approval: Callable[[ApprovalRequest], Awaitable[Any]] | None,
+) -> Agent:
+    def child(tool: AgentTool) -> AgentTool:
+        durable = copy.copy(tool)
+        durable.agent = _wrap(tool.agent, claims, child_approval)
+        durable.ask_approval = child_approval
+        return durable
+
+    return attrs.evolve(
+        agent,
+        model=DurableModel(agent.model),
+        tool_sources=tuple(DurableToolSource(s, claims, child) for s in agent.tool_sources),
+        store=None,
+        input=(),
+    )
+
+
+def _check_tree(agent: Agent, path: str) -> None:
+    """Raise for what cannot run as DBOS steps, in ``agent`` or a child agent its tools run
+    (``path``: the tools that lead to it, for the message)."""
+    where = "" if not path else f" in the child agent its tool {path!r} runs"
+    if agent.tool_executor is not None:
+        raise InvalidInputError(
+            f"DurableAgent cannot wrap an agent with a custom tool_executor{where}: its "
+            "tools would not run as DBOS steps; give the tools as tool sources instead"
         )
-
-
-def _refuse_child_agents(agent: Agent) -> None:
-    """Raise for a tool that runs another agent (``Agent.as_tool``): its model and tool
-    calls would all run inside one DBOS step, so a crash would run them again."""
+    if agent.task_manager is not None and not isinstance(agent.task_manager, SimpleTaskManager):
+        raise InvalidInputError(
+            "DurableAgent cannot wrap an agent with a custom task_manager "
+            f"({type(agent.task_manager).__name__}){where}: concurrent tool calls would make the "
+            "order of DBOS steps depend on timing; leave the default SimpleTaskManager"
+        )
     for source in agent.tool_sources:
         for spec in source.specs():
-            if isinstance(source.get(spec.name), AgentTool):
-                raise InvalidInputError(
-                    f"DurableAgent cannot wrap an agent whose tool {spec.name!r} runs another "
-                    "agent (Agent.as_tool): the child's model and tool calls would run inside "
-                    "one DBOS step, so a crash would run them all again; register the child "
-                    "as a DurableAgent of its own (a workflow per session) instead"
-                )
+            tool = source.get(spec.name)
+            if isinstance(tool, AgentTool):
+                _check_tree(tool.agent, spec.name if not path else f"{path} > {spec.name}")
 
 
 def registered_agent(name: str, workflow_id: str | None) -> DurableAgent:

@@ -10,7 +10,7 @@ trip as a replay, so both see identical values.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -20,6 +20,7 @@ from ...core._cancellation import TurnCancellation
 from ...core._errors import AgentLoopError, ModelProtocolError, ProviderError
 from ...core._items import Part
 from ...core._tool_spec import ToolSpec
+from ...loop._agent_tool import AgentTool
 from ...loop._converter import structure, unstructure
 from ...loop._session_store import ClaimError, SessionStore, input_digest
 from ...model._protocol import ModelAdapter, ModelEvent, ModelSession, ModelTurnResult, TurnRequest
@@ -114,9 +115,16 @@ class DurableToolSource:
     the side effect.
     """
 
-    def __init__(self, inner: ToolSource, claims: SessionStore | None) -> None:
+    def __init__(
+        self,
+        inner: ToolSource,
+        claims: SessionStore | None,
+        child: Callable[[AgentTool], AgentTool] | None = None,
+    ) -> None:
         self.inner = inner
         self.claims = claims
+        self.child = child
+        """How a tool that runs a child agent is made durable (``None``: like any tool)."""
         self.name = getattr(inner, "name", type(inner).__name__)
 
     def specs(self) -> list[ToolSpec]:
@@ -126,7 +134,11 @@ class DurableToolSource:
     def get(self, name: str) -> Tool | None:
         """The inner tool called ``name``, wrapped."""
         tool = self.inner.get(name)
-        return None if tool is None else _DurableTool(tool, self.claims)
+        if tool is None:
+            return None
+        if self.child is not None and isinstance(tool, AgentTool):
+            return self.child(tool)  # not a step: the child's own calls are steps
+        return _DurableTool(tool, self.claims)
 
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
         """The inner source's catalog changes."""

@@ -62,14 +62,20 @@ async def session_run(
 ) -> dict[str, Any]:
     """Run number ``run`` of ``session_id``: answer ``input_items`` after the previous runs."""
     durable = registered_agent(agent_name, DBOS.workflow_id)
-    agent = durable.wrapped()
+    approvals: list[ApprovalOutcome] = []
+
+    async def child_approval(request: ApprovalRequest) -> None:
+        """A child agent's approval (it runs inline): waited for like the agent's own."""
+        approvals.append(await _wait_for_approval(request, durable.approval_timeout))
+
+    agent = durable.wrapped(child_approval)
     checkpoint = await _previous_checkpoint(session_id, run)
     if checkpoint is None:
         driver = await agent.start(SessionConfig(session_id))
     else:
         driver = await agent.resume(checkpoint)
     driver.submit_input([structure(item, Item) for item in input_items])
-    document = await _run_turn(driver, durable)
+    document = await _run_turn(driver, durable, approvals)
     return {"session_id": session_id, "run": run, **document, "checkpoint": driver.checkpoint()}
 
 
@@ -94,8 +100,9 @@ async def _previous_checkpoint(session_id: str, run: int) -> Mapping[str, Any] |
     return checkpoint
 
 
-async def _run_turn(driver: LoopDriver, durable: DurableAgent) -> dict[str, Any]:
-    approvals: list[ApprovalOutcome] = []
+async def _run_turn(
+    driver: LoopDriver, durable: DurableAgent, approvals: list[ApprovalOutcome]
+) -> dict[str, Any]:
     retries = 0
     step: Step = await driver.next()
     for _ in range(MAX_STEPS):
