@@ -33,7 +33,16 @@ from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._input_rounds import send_call
 from ._roots import Roots, RootsLike, to_roots
-from ._tasks import TASK_KEY, call_as_task, check_task_timeout, note_tasks, task_plan
+from ._task_follow import follow_task
+from ._task_wire import ResumedTask, TaskHandle, TasksExtension
+from ._tasks import (
+    TASK_KEY,
+    TaskWatch,
+    call_as_task,
+    check_task_timeout,
+    task_plan,
+    tasks_supported,
+)
 from ._tool import McpTool
 from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
 
@@ -139,7 +148,9 @@ class McpToolSource(ServerFeatures):
         self.feature_tools = bool(feature_tools)
         self.prefer_tasks = bool(prefer_tasks)
         self.task_timeout = check_task_timeout(task_timeout)
-        self._as_tasks: set[str] = set()  # MCP names of the tools called as tasks
+        self._as_tasks: set[str] = set()  # MCP names of the tools called as 2025-era tasks
+        self._watch = TaskWatch(server.name)
+        self._extension = TasksExtension(self._watch)
         self._offered = None
         self._feature_refresh = None
         self._feature_stale = False
@@ -252,7 +263,7 @@ class McpToolSource(ServerFeatures):
                 result, task = await call_as_task(
                     connection, mcp_name, arguments,
                     call_timeout=self.call_timeout, task_timeout=self.task_timeout,
-                    reconnect=self._connection_for_call,
+                    reconnect=self._connection_for_call, watch=self._watch,
                 )  # fmt: skip
             else:
                 result = await request(
@@ -260,6 +271,13 @@ class McpToolSource(ServerFeatures):
                     lambda client: send_call(client, self.asking, mcp_name, arguments, ctx),
                     self.asking.timer(entered),
                 )  # fmt: skip
+                if isinstance(result, TaskHandle | ResumedTask):  # the tasks extension
+                    result, task = await follow_task(
+                        connection, result, name=mcp_name, arguments=arguments,
+                        asking=self.asking, ctx=ctx, timer=self.asking.timer(entered),
+                        call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                        reconnect=self._connection_for_call, watch=self._watch,
+                    )  # fmt: skip
         finally:
             self.asking.leave(entered)
         # A 2025-era notification sent before this answer is handled by a task the SDK
@@ -326,8 +344,6 @@ class McpToolSource(ServerFeatures):
                 server=server,
             ) from error
         self._connection = connection
-        if connection.client is not None:
-            note_tasks(connection.client, server)
         await self._list_features(connection)
         self._apply(tools)
         log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))
@@ -403,6 +419,7 @@ class McpToolSource(ServerFeatures):
             list_roots=None if self.roots is None else self.roots.list_roots,
             elicitation=self.asking.elicit if self.asking.elicitation else None,
             sampling=self.asking.sample if self.asking.sampling else None,
+            extensions=[self._extension],
         )
 
     async def _listen(
@@ -466,7 +483,8 @@ class McpToolSource(ServerFeatures):
                 continue
             spec = to_spec(self.server.name, name, tool)
             if as_task:
-                self._as_tasks.add(tool.name)
+                if client is not None and tasks_supported(client):
+                    self._as_tasks.add(tool.name)
                 spec = attrs.evolve(spec, metadata={**spec.metadata, TASK_KEY: True})
             old = self._tools.get(name)
             fresh[name] = (

@@ -9,6 +9,7 @@ from typing import Any, Literal, TextIO
 import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.extension import ClientExtension
 from mcp.client.session import ElicitationFnT, ListRootsFnT, MessageHandlerFnT, SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 
@@ -32,6 +33,7 @@ async def open_client(
     list_roots: ListRootsFnT | None,
     elicitation: ElicitationFnT | None = None,
     sampling: SamplingFnT | None = None,
+    extensions: list[ClientExtension] | None = None,
 ) -> Client:
     """An entered :class:`Client` for ``server``; ``stack`` closes it (and its transport).
 
@@ -63,5 +65,6 @@ async def open_client(
         sampling_callback=sampling,
         cache=None,
         client_info=mcp_types.Implementation(name="agentloop", version="0"),
+        extensions=extensions,
     )
     return await stack.enter_async_context(client)

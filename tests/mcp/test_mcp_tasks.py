@@ -224,9 +224,13 @@ async def test_a_2026_connection_carries_no_task_support(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
-async def test_a_2026_server_offering_the_tasks_extension_is_noted(
+async def test_a_2026_server_offering_the_tasks_extension_offers_its_task_tools(
     tmp_path: Path, protocol: Any
 ) -> None:
+    """The mcp package's server advertising the extension (it runs every call plainly):
+    on the 2026 wire every tool is offered (its listing carries no ``execution``: the
+    server decides per call), and nothing says the extension is unused; the 2025
+    handshake carries no extensions, and a tool requiring a task is not offered."""
     plain = stdio_server(tmp_path)
     server = StdioServer(
         "srv", plain.command, plain.args, env={**(plain.env or {}), "MCP_TEST_TASKS_EXTENSION": "1"}
@@ -234,21 +238,15 @@ async def test_a_2026_server_offering_the_tasks_extension_is_noted(
     with structlog.testing.capture_logs() as logs:
         async with McpToolSource(server, protocol=protocol, connect_timeout=LOADED) as source:
             needs = await source.call_tool("needs_task", {})
-    noted = [entry for entry in logs if entry["event"] == "mcp tasks extension not used"]
+            tasks = [spec.name for spec in source.specs() if TASK_KEY in spec.metadata]
+            names = [spec.name for spec in source.specs()]
+    assert [entry for entry in logs if "extension" in entry["event"]] == []
     if protocol == "legacy":  # the 2025 handshake: no extensions, no tasks capability
-        assert noted == []
-        assert "mcp__srv__needs_task" not in [spec.name for spec in source.specs()]
+        assert "mcp__srv__needs_task" not in names
         return
     assert needs.value == "ran without a task"
-    assert noted == [
-        {
-            "event": "mcp tasks extension not used",
-            "log_level": "info",
-            "server": "srv",
-            "reason": "agentloop does not speak io.modelcontextprotocol/tasks yet; its tools "
-            "run as plain calls, and a tool the server runs only as a task fails its call",
-        }
-    ]
+    assert "mcp__srv__needs_task" in names
+    assert tasks == []
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), "10"])
