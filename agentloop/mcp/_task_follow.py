@@ -27,7 +27,7 @@ from ._connection import Connection, describe
 from ._errors import McpCallError, McpError
 from ._input_rounds import answer_round
 from ._task_wire import DetailedTask, ResumedTask, TaskHandle
-from ._tasks import Reconnect, TaskRun, TaskWatch, parse, send_raw
+from ._tasks import Reconnect, TaskRun, TaskWatch, clip, parse, send_raw
 
 __all__ = ["MAX_INPUT_REQUESTS", "follow_task"]
 
@@ -94,7 +94,10 @@ class _ExtensionTaskRun(TaskRun):
             return  # answered already; the server has not caught up yet
         self._check_askable(fresh)
         base = {"tool": self.name, "arguments": self.arguments, "task": self.task_id}
-        await self._update(await answer_round(self.asking, fresh, base, {}))
+        self.resumable = True  # until answered: cancelled meanwhile, the question resumes it
+        responses = await answer_round(self.asking, fresh, base, {})
+        self.resumable = False
+        await self._update(responses)
 
     def _check_askable(self, fresh: dict[str, Any]) -> None:
         server = self.connection.server
@@ -153,12 +156,12 @@ class _ExtensionTaskRun(TaskRun):
                 server, operation, mcp_types.CallToolResult, self.result
             )
             return result
-        said = f": {self.status_message}" if self.status_message else ""
+        said = f": {clip(self.status_message)}" if self.status_message else ""
         if self.status == "failed":
             assert self.error is not None
             raise McpCallError(
                 f"MCP server {server!r}: task {self.task_id!r} of tools/call {self.name!r} "
-                f"failed with JSON-RPC error {self.error.code}: {self.error.message}{said}",
+                f"failed with JSON-RPC error {self.error.code}: {clip(self.error.message)}{said}",
                 server=server,
             )
         raise McpCallError(

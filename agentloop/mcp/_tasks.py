@@ -35,6 +35,7 @@ __all__ = [
     "TaskWatch",
     "call_as_task",
     "check_task_timeout",
+    "clip",
     "extension_supported",
     "parse",
     "send_raw",
@@ -183,6 +184,7 @@ class TaskRun:
         self.reconnections = 0
         self.watch = watch
         self.wake = anyio.Event()
+        self.resumable = False  # a question that resumes this task waits for the host
 
     @property
     def state(self) -> dict[str, Any]:
@@ -198,7 +200,7 @@ class TaskRun:
                 tool=self.name,
                 task=self.task_id,
                 status=status,
-                message=message,
+                message=clip(message),
                 via=via,
             )
         self.status, self.status_message = status, message
@@ -238,7 +240,9 @@ class TaskRun:
     ) -> None:
         """Follow the task until :meth:`settled`, within ``task_timeout`` (``timer``
         receives the bounding scope); sends ``tasks/cancel`` when the time is up, the
-        caller is cancelled, or following it failed."""
+        caller is cancelled, or following it failed. A caller cancelled while a
+        question that resumes the task waits (:attr:`resumable`) leaves the task be:
+        the stored question carries it to a restored driver."""
         if self.watch is not None:
             self.watch.add(self)
         try:
@@ -256,6 +260,15 @@ class TaskRun:
                 server=self.connection.server,
             ) from None
         except anyio.get_cancelled_exc_class():
+            if self.resumable:
+                log.info(
+                    "mcp task left to its question",
+                    server=self.connection.server,
+                    task=self.task_id,
+                    reason="the call was cancelled while its question waits; a driver "
+                    "restored from the store answers the same task",
+                )
+                raise
             with anyio.CancelScope(shield=True):
                 await self.cancel()
             raise
@@ -375,7 +388,7 @@ async def call_as_task(
     if run.status == "cancelled":
         raise McpCallError(
             f"MCP server {server!r} cancelled task {run.task_id!r} of tools/call {name!r}"
-            + (f": {run.status_message}" if run.status_message else ""),
+            + (f": {clip(run.status_message)}" if run.status_message else ""),
             server=server,
         )
     limit = call_timeout if run.status in _TERMINAL else task_timeout
@@ -421,6 +434,13 @@ def parse(server: str, operation: str, model: type[Any], raw: Any) -> Any:
             f"{model.__name__}: {describe(error)}",
             server=server,
         ) from None
+
+
+def clip(text: str | None, limit: int = 500) -> str | None:
+    """``text`` cut to ``limit`` characters (a server's message in our errors and logs)."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _short(value: object) -> str:
