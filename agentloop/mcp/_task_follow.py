@@ -66,15 +66,25 @@ class _ExtensionTaskRun(TaskRun):
         self.to_deliver: dict[str, Any] = {}  # answers given before a restart
         self.result: dict[str, Any] | None = None
         self.error: mcp_types.ErrorData | None = None
+        self.detailed = False  # the last status came with its payload (from tasks/get)
 
     def take(self, task: TaskHandle | DetailedTask, method: str, via: str = "poll") -> None:
         """Record a task state the server sent."""
         self.check_id(method, task.task_id)
         self.poll_ms = task.poll_interval_ms
+        self.observe(task.status, task.status_message, via=via)
         if isinstance(task, DetailedTask):
             self.requests = dict(task.input_requests or {})
             self.result, self.error = task.result, task.error
-        self.observe(task.status, task.status_message, via=via)
+            self.detailed = True
+
+    def observe(self, status: str, message: str | None, *, via: str = "poll") -> None:
+        super().observe(status, message, via=via)
+        self.detailed = False  # a created task or a notification: tasks/get gives the rest
+
+    def settled(self) -> bool:
+        # A task created (or said by a notification) to have ended is read with tasks/get.
+        return super().settled() and self.detailed
 
     async def poll(self) -> None:
         raw = await self.send("tasks/get", self._sender("tasks/get", {}), self.call_timeout)

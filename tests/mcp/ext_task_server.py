@@ -109,9 +109,12 @@ def call(params: dict[str, Any]) -> dict[str, Any]:
             )
         return text(f"ran plainly: {name} {json.dumps(arguments, sort_keys=True)}")
     task_id = f"task-{next(numbers)}"
+    created = arguments.get("create")
+    if name == "shaped" and isinstance(created, dict) and isinstance(created.get("taskId"), str):
+        task_id = created["taskId"]  # the drawn task id is the one tasks/get knows
     tasks[task_id] = {"tool": name, "polls": 0, "arguments": arguments, "answers": {}}
     if name == "shaped":
-        return arguments["create"]
+        return created
     return {"resultType": "task", **view(task_id, "working", "started")}
 
 
