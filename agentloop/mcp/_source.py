@@ -101,7 +101,10 @@ class McpToolSource(ServerFeatures):
     Tools with ``execution.taskSupport`` ``"required"`` run as MCP tasks (2025-11-25
     ``tasks``), as do ``"optional"`` ones with ``prefer_tasks=True``: the call polls
     the task until it ends (at most ``task_timeout`` seconds, then ``tasks/cancel``);
-    route them to the task manager's background to keep the turn going.
+    route them to the task manager's background to keep the turn going. On a
+    2026-era connection the source speaks the ``io.modelcontextprotocol/tasks``
+    extension: a call the server answers with a task is followed the same way, and
+    the task's input requests are asked of the host and answered with ``tasks/update``.
 
     ``elicitation`` and ``sampling``
     advertise those client capabilities: the server's requests during a call
