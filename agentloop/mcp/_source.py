@@ -34,10 +34,10 @@ from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._input_rounds import send_call
 from ._roots import Roots, RootsLike, to_roots
 from ._task_follow import follow_task
+from ._task_run import TaskWatch
 from ._task_wire import ResumedTask, TaskHandle, TasksExtension
 from ._tasks import (
     TASK_KEY,
-    TaskWatch,
     call_as_task,
     check_task_timeout,
     task_plan,
@@ -259,30 +259,7 @@ class McpToolSource(ServerFeatures):
         ``ctx`` (the running call's) receives the server's elicitation and sampling
         requests during the call, when the source advertises them."""
         connection = await self._connection_for_call()
-        entered = self.asking.enter(ctx)
-        try:
-            task: dict[str, Any] = {}
-            if mcp_name in self._as_tasks:
-                result, task = await call_as_task(
-                    connection, mcp_name, arguments,
-                    call_timeout=self.call_timeout, task_timeout=self.task_timeout,
-                    reconnect=self._connection_for_call, watch=self._watch,
-                )  # fmt: skip
-            else:
-                result = await request(
-                    connection, f"tools/call {mcp_name!r}", self.call_timeout,
-                    lambda client: send_call(client, self.asking, mcp_name, arguments, ctx),
-                    self.asking.timer(entered),
-                )  # fmt: skip
-                if isinstance(result, TaskHandle | ResumedTask):  # the tasks extension
-                    result, task = await follow_task(
-                        connection, result, name=mcp_name, arguments=arguments,
-                        asking=self.asking, ctx=ctx, timer=self.asking.timer(entered),
-                        call_timeout=self.call_timeout, task_timeout=self.task_timeout,
-                        reconnect=self._connection_for_call, watch=self._watch,
-                    )  # fmt: skip
-        finally:
-            self.asking.leave(entered)
+        result, task = await self._send_call(connection, mcp_name, arguments, ctx)
         # A 2025-era notification sent before this answer is handled by a task the SDK
         # spawned before resolving the answer: one checkpoint lets it flag the change.
         await anyio.lowlevel.checkpoint()
@@ -303,6 +280,40 @@ class McpToolSource(ServerFeatures):
         if task:
             output = attrs.evolve(output, metadata={**output.metadata, TASK_KEY: task})
         return output
+
+    async def _send_call(
+        self,
+        connection: Connection,
+        mcp_name: str,
+        arguments: dict[str, Any],
+        ctx: ToolContext | None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """The call's answer and, for a call run as a task, the task's last state: a
+        2025-era task tool is called as a task; any call the server answers with a task
+        (the 2026 tasks extension) is followed to its end."""
+        entered = self.asking.enter(ctx)
+        try:
+            if mcp_name in self._as_tasks:
+                return await call_as_task(
+                    connection, mcp_name, arguments,
+                    call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                    reconnect=self._connection_for_call, watch=self._watch,
+                )  # fmt: skip
+            result = await request(
+                connection, f"tools/call {mcp_name!r}", self.call_timeout,
+                lambda client: send_call(client, self.asking, mcp_name, arguments, ctx),
+                self.asking.timer(entered),
+            )  # fmt: skip
+            if not isinstance(result, TaskHandle | ResumedTask):
+                return result, {}
+            return await follow_task(
+                connection, result, name=mcp_name, arguments=arguments,
+                asking=self.asking, ctx=ctx, timer=self.asking.timer(entered),
+                call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                reconnect=self._connection_for_call, watch=self._watch,
+            )  # fmt: skip
+        finally:
+            self.asking.leave(entered)
 
     # -- connecting ------------------------------------------------------------
 

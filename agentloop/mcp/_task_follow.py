@@ -26,8 +26,8 @@ from ._asking import Asking
 from ._connection import Connection, describe
 from ._errors import McpCallError, McpError
 from ._input_rounds import answer_round
+from ._task_run import Reconnect, TaskRun, TaskWatch, clip, parse, send_raw
 from ._task_wire import DetailedTask, ResumedTask, TaskHandle
-from ._tasks import Reconnect, TaskRun, TaskWatch, clip, parse, send_raw
 
 __all__ = ["MAX_INPUT_REQUESTS", "follow_task"]
 

@@ -25,7 +25,8 @@ from mcp.client.extension import (
     ResultClaim,
 )
 
-from ._tasks import TASKS_EXTENSION, TaskWatch
+from ._task_run import TaskWatch
+from ._tasks import TASKS_EXTENSION
 
 __all__ = [
     "STATUS_NOTIFICATIONS",
