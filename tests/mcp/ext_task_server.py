@@ -58,6 +58,8 @@ TOOLS = {
     "shaped": "answers tools/call with arguments['create'] and tasks/get with "
     "arguments['polls'] in turn (then the last one again)",
     "requires_task": "refuses a request without the extension (-32021)",
+    "confirm_first": "an input-required result (multi round-trip, key 'ok') first, then "
+    "a task whose result says the answer",
 }
 
 lock = threading.Lock()
@@ -108,6 +110,9 @@ def call(params: dict[str, Any]) -> dict[str, Any]:
                 {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
             )
         return text(f"ran plainly: {name} {json.dumps(arguments, sort_keys=True)}")
+    if name == "confirm_first" and not params.get("inputResponses"):
+        ask = {"method": "elicitation/create", "params": {**NAME_FORM, "message": "go ahead?"}}
+        return {"resultType": "input_required", "inputRequests": {"ok": ask}, "requestState": "s1"}
     task_id = f"task-{next(numbers)}"
     created = arguments.get("create")
     if name == "shaped" and isinstance(created, dict) and isinstance(created.get("taskId"), str):
@@ -142,6 +147,9 @@ def get(task_id: str) -> dict[str, Any]:
         return {**done, **view(task_id, "cancelled", "the operator stopped it")}
     if tool == "tool_error":
         return {**done, **view(task_id, "completed", result=text("it broke", error=True))}
+    if tool == "confirm_first":
+        said = json.dumps(task["arguments"], sort_keys=True)
+        return {**done, **view(task_id, "completed", result=text(f"confirmed: {said}"))}
     if tool in ("asks", "asks_twice", "samples"):
         return {**done, **interactive(task_id, tool, answers)}
     result = text(f"{tool} done: {json.dumps(task['arguments'], sort_keys=True)}")

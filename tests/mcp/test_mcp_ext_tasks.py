@@ -201,6 +201,28 @@ async def test_several_input_rounds_and_a_sampling_request(tmp_path: Path) -> No
     assert outputs(driver) == ["Hello, FIRST and SECOND", "the model said: hi there"]
 
 
+async def test_a_multi_round_trip_answer_then_a_task(tmp_path: Path) -> None:
+    """The server asks with an input-required result first (multi round-trip: the call
+    is sent again with the answer) and then answers with a task, followed to its end."""
+    script = [tool_calls(call("mcp__ext__confirm_first", {"n": 2}, id="a")), "ok"]
+    async with agent_on(ext_task_server(tmp_path), script, elicitation=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert step.question.message == "go ahead?"
+        assert step.question.resume is not None
+        assert (step.question.resume["state"], "task" in step.question.resume) == ("s1", False)
+        step.answer({"name": "yes"})
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == ['confirmed: {"n": 2}']
+    [result] = [r for item in driver.snapshot().transcript for r in item.tool_results()]
+    assert result.metadata[TASK_KEY] == {
+        "taskId": "task-1",
+        "status": "completed",
+        "statusMessage": None,
+    }
+    assert updates(tmp_path) == []  # answered by sending the call again, not tasks/update
+
+
 async def test_a_restart_while_a_task_waits_for_input_answers_the_same_task(
     tmp_path: Path,
 ) -> None:
