@@ -60,7 +60,10 @@ TOOLS = {
     "requires_task": "refuses a request without the extension (-32021)",
     "confirm_first": "an input-required result (multi round-trip, key 'ok') first, then "
     "a task whose result says the answer",
+    "pushed": "a task polled once an hour, completed once `push` names it",
+    "push": "(stdio) sends notifications/tasks: the task arguments['task'] completed",
 }
+outbox: list[dict[str, Any]] = []  # notifications written before the next answer (stdio)
 
 lock = threading.Lock()
 tasks: dict[str, dict[str, Any]] = {}
@@ -102,6 +105,13 @@ def declares_extension(params: dict[str, Any]) -> bool:
 
 def call(params: dict[str, Any]) -> dict[str, Any]:
     name, arguments = params["name"], params.get("arguments") or {}
+    if name == "push":
+        task_id = arguments["task"]
+        tasks[task_id]["pushed"] = True
+        result = text("pushed done")
+        params = view(task_id, "completed", "pushed", result=result)
+        outbox.append({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})
+        return text("pushed")
     if name == "plain" or not declares_extension(params):
         if name == "requires_task":
             raise Refused(
@@ -120,6 +130,8 @@ def call(params: dict[str, Any]) -> dict[str, Any]:
     tasks[task_id] = {"tool": name, "polls": 0, "arguments": arguments, "answers": {}}
     if name == "shaped":
         return created
+    if name == "pushed":
+        return {"resultType": "task", **view(task_id, "working", pollIntervalMs=3_600_000)}
     return {"resultType": "task", **view(task_id, "working", "started")}
 
 
@@ -138,6 +150,8 @@ def get(task_id: str) -> dict[str, Any]:
     if tool == "vanish":
         del tasks[task_id]
         raise Refused(-32602, f"Failed to retrieve task: no task {task_id}")
+    if tool == "pushed" and not task.get("pushed"):
+        return {**done, **view(task_id, "working", pollIntervalMs=3_600_000)}
     if tool == "never" or (tool == "work" and polls < 2):
         return {**done, **view(task_id, "working", f"poll {polls}")}
     if tool == "fails":
@@ -281,6 +295,9 @@ if __name__ == "__main__":
         ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
     for line in sys.stdin:
         reply = answer(json.loads(line))
+        for notification in outbox:
+            sys.stdout.write(json.dumps(notification) + "\n")
+        outbox.clear()
         if reply is not None:
             sys.stdout.write(json.dumps(reply) + "\n")
             sys.stdout.flush()

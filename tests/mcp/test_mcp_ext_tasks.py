@@ -201,6 +201,32 @@ async def test_several_input_rounds_and_a_sampling_request(tmp_path: Path) -> No
     assert outputs(driver) == ["Hello, FIRST and SECOND", "the model said: hi there"]
 
 
+async def test_a_pushed_task_status_wakes_the_poll_at_once(tmp_path: Path) -> None:
+    """A ``notifications/tasks`` the server sends (agentloop does not subscribe, but a
+    pushed one is used): ``pushed`` is polled once an hour (capped at 5 s), so only the
+    wake-up ends it within task_timeout (4 s); the poll then reads its result."""
+    outcome: list[Any] = []
+    with structlog.testing.capture_logs() as logs:
+        async with McpToolSource(
+            ext_task_server(tmp_path), task_timeout=4.0, connect_timeout=LOADED
+        ) as source:
+
+            async def followed() -> None:
+                outcome.append(await source.call_tool("pushed", {}))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(followed)
+                with anyio.fail_after(LOADED):
+                    while not any(e["event"] == "mcp task created" for e in logs):  # noqa: ASYNC110 (logged by the source)
+                        await anyio.sleep(0.01)
+                assert (await source.call_tool("push", {"task": "task-1"})).value == "pushed"
+    [output] = outcome
+    assert (output.value, output.metadata) == ("pushed done: {}", state("task-1"))
+    assert [(e["status"], e["via"]) for e in logs if e["event"] == "mcp task status"] == [
+        ("completed", "notification")
+    ]
+
+
 async def test_a_multi_round_trip_answer_then_a_task(tmp_path: Path) -> None:
     """The server asks with an input-required result first (multi round-trip: the call
     is sent again with the answer) and then answers with a task, followed to its end."""
