@@ -201,6 +201,24 @@ async def test_several_input_rounds_and_a_sampling_request(tmp_path: Path) -> No
     assert outputs(driver) == ["Hello, FIRST and SECOND", "the model said: hi there"]
 
 
+async def test_a_declined_sampling_request_fails_the_call_and_cancels_the_task(
+    tmp_path: Path,
+) -> None:
+    script = [tool_calls(call("mcp__ext__samples", {}, id="b")), "ok"]
+    async with agent_on(ext_task_server(tmp_path), script, sampling=True) as driver:
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert step.question.kind == "mcp.sampling"
+        step.decline()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert outputs(driver) == [
+        "tool 'mcp__ext__samples' failed: McpCallError: MCP server 'ext': the user rejected "
+        "the sampling request (decline)"
+    ]
+    assert (tmp_path / "cancelled-task-1").exists()
+    assert updates(tmp_path) == []
+
+
 async def test_a_pushed_task_status_wakes_the_poll_at_once(tmp_path: Path) -> None:
     """A ``notifications/tasks`` the server sends (agentloop does not subscribe, but a
     pushed one is used): ``pushed`` is polled once an hour (capped at 5 s), so only the
