@@ -32,8 +32,9 @@ from ._asking import (
 )
 from ._connection import is_modern
 from ._errors import McpCallError
+from ._task_wire import ResumedTask, TaskCreated
 
-__all__ = ["MAX_ROUNDS", "call_with_input", "send_call"]
+__all__ = ["MAX_ROUNDS", "answer_round", "call_with_input", "respond", "send_call"]
 
 MAX_ROUNDS = 10
 """How many input-required rounds one call may take."""
@@ -59,10 +60,14 @@ async def send_call(
     """``tools/call``; on a 2026-era connection a call that may ask drives its
     input-required rounds itself, so each question carries what resumes it. A call
     refused with a URL elicitation required error (-32042) asks each URL, then runs
-    again (the server did not process the refused request)."""
+    again (the server did not process the refused request). A call the server runs
+    as a task (tasks extension) gives its :class:`TaskHandle` (a restored one, its
+    :class:`ResumedTask`): the caller follows it."""
     for _ in range(MAX_ROUNDS):
         try:
             return await _call_once(client, asking, name, arguments, ctx)
+        except TaskCreated as created:
+            return created.handle
         except MCPError as error:
             if error.code != mcp_types.URL_ELICITATION_REQUIRED:
                 raise
@@ -130,14 +135,17 @@ async def call_with_input(
     ``ctx`` (or going on from ``ctx.resumed`` after a restart)."""
     resume = _resume_of(ctx.resumed, name, arguments)
     if resume is not None:
-        responses = await _resumed_responses(asking, ctx.resumed, resume, name, arguments)
+        responses = await _resumed_responses(asking, ctx.resumed, resume)
+        if "task" in resume:  # the call's task waits for these answers (tasks/update)
+            return ResumedTask(resume["task"], responses)
         result = await _send(client, name, arguments, responses, resume["state"])
     else:
         result = await _send(client, name, arguments, None, None)
     for _ in range(MAX_ROUNDS):
         if not isinstance(result, mcp_types.InputRequiredResult):
             return result
-        responses = await _answer_round(asking, result, name, arguments, {})
+        base = {"tool": name, "arguments": arguments, "state": result.request_state}
+        responses = await answer_round(asking, dict(result.input_requests or {}), base, {})
         result = await _send(client, name, arguments, responses, result.request_state)
     raise McpCallError(
         f"MCP server {asking.server!r} asked for input more than {MAX_ROUNDS} times in "
@@ -159,34 +167,33 @@ async def _send(
         input_responses=responses,
         request_state=state,
         allow_input_required=True,
+        allow_claimed=True,  # a task answer (TaskHandle) ends the rounds
     )
 
 
-async def _answer_round(
+async def answer_round(
     asking: Asking,
-    result: mcp_types.InputRequiredResult,
-    name: str,
-    arguments: dict[str, Any],
+    requests: dict[str, Any],
+    base: dict[str, Any],
     answered: dict[str, Any],
 ) -> dict[str, Any]:
-    """Ask each input request of ``result`` in turn (after those ``answered``)."""
-    requests = dict(result.input_requests or {})
+    """Ask each of ``requests`` in turn (after those ``answered``); each question's
+    resume data is ``base`` (the tool, its arguments, and the request state or the
+    task id) with what the round has answered and has still to ask."""
     keys = [key for key in requests if key not in answered]
     for position, key in enumerate(keys):
         resume = {
-            "tool": name,
-            "arguments": arguments,
-            "state": result.request_state,
+            **base,
             "key": key,
             "answered": {k: _response_json(v) for k, v in answered.items()},
             "pending": {k: _json(requests[k]) for k in keys[position + 1 :]},
             "request": _json(requests[key]),
         }
-        answered[key] = await _respond(asking, requests[key], resume)
+        answered[key] = await respond(asking, requests[key], resume)
     return answered
 
 
-async def _respond(asking: Asking, request: Any, resume: dict[str, Any]) -> Any:
+async def respond(asking: Asking, request: Any, resume: dict[str, Any]) -> Any:
     """The response to one input request, asked of the host (roots answer at once)."""
     if isinstance(request, mcp_types.ListRootsRequest):
         raise McpCallError(
@@ -232,11 +239,7 @@ def _resume_of(
 
 
 async def _resumed_responses(
-    asking: Asking,
-    resumed: Resumed | None,
-    resume: dict[str, Any],
-    name: str,
-    arguments: dict[str, Any],
+    asking: Asking, resumed: Resumed | None, resume: dict[str, Any]
 ) -> dict[str, Any]:
     """The responses a restored call sends: those given before the restart, the answer to
     the question asked again, and the requests it had not reached yet (asked now)."""
@@ -248,10 +251,8 @@ async def _resumed_responses(
     answered[resume["key"]] = _response(asking, request.method, resumed.answer)
     pending = {key: _REQUESTS.validate_python(raw) for key, raw in resume["pending"].items()}
     if pending:
-        result = mcp_types.InputRequiredResult(
-            input_requests=pending, request_state=resume["state"]
-        )
-        answered = await _answer_round(asking, result, name, arguments, answered)
+        base = {k: v for k, v in resume.items() if k in ("tool", "arguments", "state", "task")}
+        answered = await answer_round(asking, pending, base, answered)
     return answered
 
 

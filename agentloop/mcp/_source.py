@@ -33,8 +33,17 @@ from ._errors import McpCallError, McpConnectionError, McpError
 from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
 from ._input_rounds import send_call
 from ._roots import Roots, RootsLike, to_roots
+from ._task_follow import follow_task
 from ._task_receiver import TaskReceiver
-from ._tasks import TASK_KEY, call_as_task, check_task_timeout, note_tasks, task_plan
+from ._task_run import TaskWatch
+from ._task_wire import ResumedTask, TaskHandle, TasksExtension
+from ._tasks import (
+    TASK_KEY,
+    call_as_task,
+    check_task_timeout,
+    task_plan,
+    tasks_supported,
+)
 from ._tool import McpTool
 from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
 
@@ -93,7 +102,10 @@ class McpToolSource(ServerFeatures):
     Tools with ``execution.taskSupport`` ``"required"`` run as MCP tasks (2025-11-25
     ``tasks``), as do ``"optional"`` ones with ``prefer_tasks=True``: the call polls
     the task until it ends (at most ``task_timeout`` seconds, then ``tasks/cancel``);
-    route them to the task manager's background to keep the turn going.
+    route them to the task manager's background to keep the turn going. On a
+    2026-era connection the source speaks the ``io.modelcontextprotocol/tasks``
+    extension: a call the server answers with a task is followed the same way, and
+    the task's input requests are asked of the host and answered with ``tasks/update``.
 
     ``elicitation`` and ``sampling``
     advertise those client capabilities: the server's requests during a call
@@ -142,7 +154,9 @@ class McpToolSource(ServerFeatures):
         self.feature_tools = bool(feature_tools)
         self.prefer_tasks = bool(prefer_tasks)
         self.task_timeout = check_task_timeout(task_timeout)
-        self._as_tasks: set[str] = set()  # MCP names of the tools called as tasks
+        self._as_tasks: set[str] = set()  # MCP names of the tools called as 2025-era tasks
+        self._watch = TaskWatch(server.name)
+        self._extension = TasksExtension(self._watch)
         self._offered = None
         self._feature_refresh = None
         self._feature_stale = False
@@ -248,23 +262,7 @@ class McpToolSource(ServerFeatures):
         ``ctx`` (the running call's) receives the server's elicitation and sampling
         requests during the call, when the source advertises them."""
         connection = await self._connection_for_call()
-        entered = self.asking.enter(ctx)
-        try:
-            task: dict[str, Any] = {}
-            if mcp_name in self._as_tasks:
-                result, task = await call_as_task(
-                    connection, mcp_name, arguments,
-                    call_timeout=self.call_timeout, task_timeout=self.task_timeout,
-                    reconnect=self._connection_for_call,
-                )  # fmt: skip
-            else:
-                result = await request(
-                    connection, f"tools/call {mcp_name!r}", self.call_timeout,
-                    lambda client: send_call(client, self.asking, mcp_name, arguments, ctx),
-                    self.asking.timer(entered),
-                )  # fmt: skip
-        finally:
-            self.asking.leave(entered)
+        result, task = await self._send_call(connection, mcp_name, arguments, ctx)
         # A 2025-era notification sent before this answer is handled by a task the SDK
         # spawned before resolving the answer: one checkpoint lets it flag the change.
         await anyio.lowlevel.checkpoint()
@@ -285,6 +283,40 @@ class McpToolSource(ServerFeatures):
         if task:
             output = attrs.evolve(output, metadata={**output.metadata, TASK_KEY: task})
         return output
+
+    async def _send_call(
+        self,
+        connection: Connection,
+        mcp_name: str,
+        arguments: dict[str, Any],
+        ctx: ToolContext | None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """The call's answer and, for a call run as a task, the task's last state: a
+        2025-era task tool is called as a task; any call the server answers with a task
+        (the 2026 tasks extension) is followed to its end."""
+        entered = self.asking.enter(ctx)
+        try:
+            if mcp_name in self._as_tasks:
+                return await call_as_task(
+                    connection, mcp_name, arguments,
+                    call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                    reconnect=self._connection_for_call, watch=self._watch,
+                )  # fmt: skip
+            result = await request(
+                connection, f"tools/call {mcp_name!r}", self.call_timeout,
+                lambda client: send_call(client, self.asking, mcp_name, arguments, ctx),
+                self.asking.timer(entered),
+            )  # fmt: skip
+            if not isinstance(result, TaskHandle | ResumedTask):
+                return result, {}
+            return await follow_task(
+                connection, result, name=mcp_name, arguments=arguments,
+                asking=self.asking, ctx=ctx, timer=self.asking.timer(entered),
+                call_timeout=self.call_timeout, task_timeout=self.task_timeout,
+                reconnect=self._connection_for_call, watch=self._watch,
+            )  # fmt: skip
+        finally:
+            self.asking.leave(entered)
 
     # -- connecting ------------------------------------------------------------
 
@@ -329,8 +361,6 @@ class McpToolSource(ServerFeatures):
                 server=server,
             ) from error
         self._connection = connection
-        if connection.client is not None:
-            note_tasks(connection.client, server)
         await self._list_features(connection)
         self._apply(tools)
         log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))
@@ -407,6 +437,7 @@ class McpToolSource(ServerFeatures):
             elicitation=self.asking.elicit if self.asking.elicitation else None,
             sampling=self.asking.sample if self.asking.sampling else None,
             receiver=TaskReceiver(self.asking) if self.asking.enabled else None,
+            extensions=[self._extension],
         )
 
     async def _listen(
@@ -470,7 +501,8 @@ class McpToolSource(ServerFeatures):
                 continue
             spec = to_spec(self.server.name, name, tool)
             if as_task:
-                self._as_tasks.add(tool.name)
+                if client is not None and tasks_supported(client):
+                    self._as_tasks.add(tool.name)
                 spec = attrs.evolve(spec, metadata={**spec.metadata, TASK_KEY: True})
             old = self._tools.get(name)
             fresh[name] = (

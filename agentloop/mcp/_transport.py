@@ -9,6 +9,7 @@ from typing import Any, Literal, TextIO
 import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.extension import ClientExtension
 from mcp.client.session import (
     ClientSession,
     ElicitationFnT,
@@ -40,6 +41,7 @@ async def open_client(
     elicitation: ElicitationFnT | None = None,
     sampling: SamplingFnT | None = None,
     receiver: TaskReceiver | None = None,
+    extensions: list[ClientExtension] | None = None,
 ) -> Client:
     """An entered :class:`Client` for ``server``; ``stack`` closes it (and its transport).
 
@@ -74,6 +76,7 @@ async def open_client(
         sampling_callback=sampling,
         cache=None,
         client_info=mcp_types.Implementation(name="agentloop", version="0"),
+        extensions=extensions,
     )
     client.receiver = receiver
     return await stack.enter_async_context(client)

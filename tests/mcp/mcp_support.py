@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 SERVER = str(HERE / "mcp_server.py")
 RAW_SERVER = str(HERE / "raw_server.py")
 TASK_SERVER = str(HERE / "task_server.py")
+EXT_TASK_SERVER = str(HERE / "ext_task_server.py")
 START_TIMEOUT = 30.0
 
 
@@ -35,6 +36,13 @@ def task_server(marks: Path, *options: str, name: str = "tsk") -> StdioServer:
     """The task test server over stdio (``options``: ``"notasks"``)."""
     return StdioServer(
         name, sys.executable, [TASK_SERVER, "stdio", *options], env={"MCP_TEST_MARKS": str(marks)}
+    )
+
+
+def ext_task_server(marks: Path, name: str = "ext") -> StdioServer:
+    """The 2026-07-28 tasks extension test server over stdio."""
+    return StdioServer(
+        name, sys.executable, [EXT_TASK_SERVER, "stdio"], env={"MCP_TEST_MARKS": str(marks)}
     )
 
 

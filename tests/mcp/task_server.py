@@ -6,6 +6,10 @@ this server speaks the wire itself. Each tool shows one behaviour (see TOOLS).
 Run: python task_server.py stdio [notasks]
      python task_server.py http PORT
 
+``push`` (stdio only) sends the ``notifications/tasks/status`` its arguments say
+(``{"params": ...}``; ``{"task": id, "status": ...}`` for a well-formed one, which
+also lets a ``pushed`` task complete) before it answers.
+
 ``notasks``: the server advertises no ``tasks`` capability. Environment:
 ``MCP_TEST_MARKS`` names a directory where ``tasks/cancel`` leaves
 ``cancelled-<taskId>``.
@@ -39,8 +43,12 @@ TOOLS = {
     "fails": "required",  # status failed, an isError result
     "server_cancels": "required",  # status cancelled
     "bad_create": "required",  # tools/call answers a malformed task
+    "pushed": "required",  # works (a poll interval of an hour) until `push` says it completed
+    "push": None,  # sends a task status notification, then answers
     "plain": None,  # no task support
 }
+outbox: list[dict[str, Any]] = []  # notifications written before the next answer (stdio)
+pushed: set[str] = set()
 
 lock = threading.Lock()
 tasks: dict[str, dict[str, Any]] = {}  # taskId -> {"tool", "polls", "arguments"}
@@ -65,8 +73,22 @@ def text(value: str, error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": value}], "isError": error}
 
 
+def push(arguments: dict[str, Any]) -> dict[str, Any]:
+    if "params" in arguments:
+        params = arguments["params"]
+    else:
+        task_id = arguments["task"]
+        params = task_view(task_id, arguments["status"], "pushed")
+        if arguments["status"] == "completed":
+            pushed.add(task_id)
+    outbox.append({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": params})
+    return text("pushed")
+
+
 def call(params: dict[str, Any]) -> dict[str, Any]:
     name, arguments = params["name"], params.get("arguments") or {}
+    if name == "push":
+        return push(arguments)
     if "task" not in params:
         if TOOLS.get(name) == "required":
             raise LookupError(f"tool {name} requires task augmentation")
@@ -75,6 +97,8 @@ def call(params: dict[str, Any]) -> dict[str, Any]:
         return {"task": {"taskId": 5, "status": "sometimes"}}
     task_id = f"task-{next(numbers)}"
     tasks[task_id] = {"tool": name, "polls": 0, "arguments": arguments}
+    if name == "pushed":
+        return {"task": {**task_view(task_id, "working"), "pollInterval": 3_600_000}}
     return {"task": task_view(task_id, "working")}
 
 
@@ -95,6 +119,8 @@ def get(task_id: str) -> dict[str, Any]:
         return task_view(task_id, "working", f"poll {task['polls']}")
     if tool == "never" or (tool == "work" and task["polls"] < 2):
         return task_view(task_id, "working", f"poll {task['polls']}")
+    if tool == "pushed" and task_id not in pushed:
+        return {**task_view(task_id, "working"), "pollInterval": 3_600_000}
     if tool == "fails":
         return task_view(task_id, "failed", "the job broke")
     if tool == "asks":
@@ -195,6 +221,9 @@ if __name__ == "__main__":
         ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
     for line in sys.stdin:
         reply = answer(json.loads(line))
+        for notification in outbox:
+            sys.stdout.write(json.dumps(notification) + "\n")
+        outbox.clear()
         if reply is not None:
             sys.stdout.write(json.dumps(reply) + "\n")
             sys.stdout.flush()

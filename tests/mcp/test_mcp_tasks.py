@@ -152,6 +152,63 @@ async def test_cancelling_our_call_cancels_the_task(tmp_path: Path) -> None:
             assert (await source.call_tool("work", {})).value == "work done: {}"
 
 
+async def test_a_status_notification_wakes_the_poll_at_once(tmp_path: Path) -> None:
+    """``pushed`` asks to be polled once an hour (capped at 5 s) and completes only once
+    ``push`` said so: only the notification's wake-up ends it within task_timeout (4 s).
+    Notifications about an unknown task, and malformed ones, are ignored."""
+    outcome: list[Any] = []
+    with structlog.testing.capture_logs() as logs:
+        async with McpToolSource(
+            task_server(tmp_path), task_timeout=4.0, connect_timeout=LOADED
+        ) as source:
+            for arguments in (
+                {"task": "task-77", "status": "completed"},  # nobody follows it
+                {"params": {"taskId": 5, "status": "completed"}},
+                {"params": {"taskId": "task-9", "status": "working", "x": "y" * 100_000}},
+            ):
+                assert (await source.call_tool("push", arguments)).value == "pushed"
+
+            async def followed() -> None:
+                outcome.append(await source.call_tool("pushed", {"n": 1}))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(followed)
+                with anyio.fail_after(LOADED):
+                    created = "mcp task created"
+                    while not any(entry["event"] == created for entry in logs):  # noqa: ASYNC110 (logged by the source)
+                        await anyio.sleep(0.01)
+                for arguments in (
+                    {"params": {"taskId": "task-1", "status": "exploded"}},
+                    {"task": "task-1", "status": "completed"},
+                ):
+                    assert (await source.call_tool("push", arguments)).value == "pushed"
+            assert source.connections == 1
+    [output] = outcome
+    assert (output.value, output.metadata) == (
+        'pushed done: {"n": 1}',
+        {TASK_KEY: {"taskId": "task-1", "status": "completed", "statusMessage": None}},
+    )
+    statuses = [
+        {key: entry[key] for key in ("task", "status", "message", "via")}
+        for entry in logs
+        if entry["event"] == "mcp task status"
+    ]
+    assert statuses == [
+        {"task": "task-1", "status": "completed", "message": "pushed", "via": "notification"}
+    ]
+    assert [(e["log_level"], e["task"]) for e in logs if "unknown task" in e["event"]] == [
+        ("debug", "task-77"),
+        ("debug", "task-9"),
+    ]
+    malformed = [e["reason"] for e in logs if e["event"].endswith("notification malformed")]
+    assert malformed == [
+        "expected a string taskId and a status of ['cancelled', 'completed', 'failed', "
+        "'input_required', 'working']; found taskId 5, status 'completed'",
+        "expected a string taskId and a status of ['cancelled', 'completed', 'failed', "
+        "'input_required', 'working']; found taskId 'task-1', status 'exploded'",
+    ]
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_task_outlives_a_lost_connection_when_the_server_does(
     tmp_path: Path, transport: str
@@ -203,12 +260,12 @@ async def test_without_the_tasks_capability_required_tools_are_not_offered(
         ) as source:
             names = [spec.name for spec in source.specs()]
             maybe = await source.call_tool("maybe", {})
-    assert names == ["mcp__tsk__maybe", "mcp__tsk__plain"]
+    assert names == ["mcp__tsk__maybe", "mcp__tsk__plain", "mcp__tsk__push"]
     assert maybe.value == "ran plainly: maybe {}"
     hidden = [entry for entry in logs if entry["event"] == "mcp tool not offered"]
     assert [entry["tool"] for entry in hidden] == [
         "asks", "bad_create", "bad_result", "bad_status", "fails", "long", "never",
-        "server_cancels", "vanish", "work", "wrong_id",
+        "pushed", "server_cancels", "vanish", "work", "wrong_id",
     ]  # fmt: skip
     assert {entry["reason"] for entry in hidden} == {
         "it requires task-augmented execution (execution.taskSupport 'required') and the "
@@ -224,9 +281,13 @@ async def test_a_2026_connection_carries_no_task_support(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
-async def test_a_2026_server_offering_the_tasks_extension_is_noted(
+async def test_a_2026_server_offering_the_tasks_extension_offers_its_task_tools(
     tmp_path: Path, protocol: Any
 ) -> None:
+    """The mcp package's server advertising the extension (it runs every call plainly):
+    on the 2026 wire every tool is offered (its listing carries no ``execution``: the
+    server decides per call), and nothing says the extension is unused; the 2025
+    handshake carries no extensions, and a tool requiring a task is not offered."""
     plain = stdio_server(tmp_path)
     server = StdioServer(
         "srv", plain.command, plain.args, env={**(plain.env or {}), "MCP_TEST_TASKS_EXTENSION": "1"}
@@ -234,21 +295,15 @@ async def test_a_2026_server_offering_the_tasks_extension_is_noted(
     with structlog.testing.capture_logs() as logs:
         async with McpToolSource(server, protocol=protocol, connect_timeout=LOADED) as source:
             needs = await source.call_tool("needs_task", {})
-    noted = [entry for entry in logs if entry["event"] == "mcp tasks extension not used"]
+            tasks = [spec.name for spec in source.specs() if TASK_KEY in spec.metadata]
+            names = [spec.name for spec in source.specs()]
+    assert [entry for entry in logs if "extension" in entry["event"]] == []
     if protocol == "legacy":  # the 2025 handshake: no extensions, no tasks capability
-        assert noted == []
-        assert "mcp__srv__needs_task" not in [spec.name for spec in source.specs()]
+        assert "mcp__srv__needs_task" not in names
         return
     assert needs.value == "ran without a task"
-    assert noted == [
-        {
-            "event": "mcp tasks extension not used",
-            "log_level": "info",
-            "server": "srv",
-            "reason": "agentloop does not speak io.modelcontextprotocol/tasks yet; its tools "
-            "run as plain calls, and a tool the server runs only as a task fails its call",
-        }
-    ]
+    assert "mcp__srv__needs_task" in names
+    assert tasks == []
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), "10"])
@@ -281,7 +336,8 @@ async def test_task_calls_run_in_the_background_with_route_mcp_tasks(
         assert [spec.name for spec in source.specs() if TASK_KEY in spec.metadata] == [
             "mcp__tsk__asks", "mcp__tsk__bad_create", "mcp__tsk__bad_result",
             "mcp__tsk__bad_status", "mcp__tsk__fails", "mcp__tsk__long", "mcp__tsk__never",
-            "mcp__tsk__server_cancels", "mcp__tsk__vanish", "mcp__tsk__work", "mcp__tsk__wrong_id",
+            "mcp__tsk__pushed", "mcp__tsk__server_cancels", "mcp__tsk__vanish", "mcp__tsk__work",
+            "mcp__tsk__wrong_id",
         ]  # fmt: skip
         manager = await stack.enter_async_context(al.tasks.AsyncTaskManager(routing=routing))
         handle = manager.handle()
