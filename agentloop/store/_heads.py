@@ -26,6 +26,7 @@ __all__ = [
     "Again",
     "ATTEMPTS",
     "CLAIMS",
+    "DECISIONS",
     "INCARNATIONS",
     "Heads",
     "Recent",
@@ -35,6 +36,8 @@ __all__ = [
 
 CLAIMS = "claims"
 """The table of claimed (or started) calls, by call id."""
+DECISIONS = "decisions"
+"""The table of recorded decisions, by call id."""
 INCARNATIONS = "incarnations"
 """The counter of new heads: each starts a range of revisions of its own."""
 ATTEMPTS = 10_000

@@ -109,7 +109,7 @@ class Saves:
             else:
                 head, meta, claims = remembered
             try:
-                lease = meta.lease_row()
+                lease = meta.lease
                 check_fence(session_id, fencing_token, lease, self._clock(), operation)
                 saved = head is not None and head.document is not None
                 check_version(session_id, expected_version, meta.version if saved else None)
