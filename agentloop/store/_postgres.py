@@ -6,16 +6,15 @@ tables (see ``_sql_backend``; texts, not ``jsonb``: jsonb reorders keys and
 drops duplicates, and a loaded document must be deep-equal to the saved
 one), and a sequence per counter (``agentloop_versions``,
 ``agentloop_tokens``). Migrations 1 to 3 built a table per kind of row;
-migration 4 moves their rows onto the backend's tables (see ``_sql_legacy``);
-migration 5 gives sessions resting on a question their own status
-(``_sql_restatus``).
+migration 4 moves their rows onto the backend's tables and migration 5 gives
+sessions resting on a question their own status (see ``_sql_legacy``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -24,9 +23,8 @@ from ._backed import BackendSessionStore
 from ._backend import BackendWrite
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._pool import ConnectionPool
-from ._sql_backend import SqlBackend
-from ._sql_legacy import move_legacy_rows
-from ._sql_restatus import restatus_questions
+from ._sql_backend import SqlBackend, sql_for
+from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["MIGRATIONS", "PostgresSessionStore"]
 
@@ -56,6 +54,7 @@ _LEGACY_NAMES = {
     role: f"agentloop_{role}"
     for role in ("sessions", "items", "turn_rows", "claims", "leases", "approvals")
 }
+_SQL = sql_for("agentloop_", "%s")
 _MIGRATION_LOCK = 0x6167_6C6F_6F70  # "agloop": serializes concurrent migrators
 _SAVE = """
 WITH head AS (
@@ -320,9 +319,9 @@ def ensure_schema(connection: Any, where: str) -> int:
             if statement.strip():
                 connection.execute(statement)
         if found > 0 and version == 4:
-            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection), where)
+            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _SQL, where)
         if found > 0 and version == 5:
-            _restatus(connection)
+            restatus_questions(connection, _SQL)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
     return found
 
@@ -335,17 +334,6 @@ def _sequence(counter: str) -> str:
     return "agentloop_n_" + hashlib.sha256(counter.encode()).hexdigest()[:24]
 
 
-def _restatus(connection: Any) -> None:
-    """Migration 5: the heads resting on a question get status ``awaiting_answer``."""
-    heads = connection.execute("SELECT session_id, meta, document FROM agentloop_heads").fetchall()
-    restatus_questions(
-        heads,
-        lambda session_id, meta: connection.execute(
-            "UPDATE agentloop_heads SET meta = %s WHERE session_id = %s", (meta, session_id)
-        ),
-    )
-
-
 def _columns(connection: Any, table: str) -> set[str]:
     rows = connection.execute(
         "SELECT column_name FROM information_schema.columns "
@@ -353,15 +341,6 @@ def _columns(connection: Any, table: str) -> set[str]:
         (table,),
     )
     return {str(row[0]) for row in rows}
-
-
-def _inserter(connection: Any) -> Any:
-    def write(table: str, rows: Iterable[tuple[Any, ...]]) -> None:
-        connection.cursor().executemany(
-            f"INSERT INTO agentloop_{table} VALUES (%s, %s, %s, %s)", list(rows)
-        )
-
-    return write
 
 
 def _failure(operation: str, error: BaseException) -> CheckpointError | None:

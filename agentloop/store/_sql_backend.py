@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 from ._backend import BackendHead, BackendWrite
 
-__all__ = ["Dialect", "SqlBackend"]
+__all__ = ["Dialect", "SqlBackend", "sql_for"]
 
 T = TypeVar("T")
 
@@ -98,17 +98,19 @@ _STATEMENTS = {
 }
 
 
+def sql_for(prefix: str, placeholder: str, lock: str = "") -> Callable[[str], str]:
+    """Puts a dialect's table prefix (``{t}``), row lock (``{lock}``) and parameter marks
+    (``?``) into a statement."""
+    return lambda text: text.format(t=prefix, lock=lock).replace("?", placeholder)
+
+
 class SqlBackend:
     """A :class:`~agentloop.store.StorageBackend` in a SQL database, through ``dialect``."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
-        self._sql = {
-            name: text.format(t=dialect.prefix, lock=dialect.row_lock).replace(
-                "?", dialect.placeholder
-            )
-            for name, text in _STATEMENTS.items()
-        }
+        sql = sql_for(dialect.prefix, dialect.placeholder, dialect.row_lock)
+        self._sql = {name: sql(text) for name, text in _STATEMENTS.items()}
 
     async def open(self) -> None:
         """Connect (and create or migrate the schema) now; otherwise the first call does."""

@@ -5,30 +5,27 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``): the backend's
 ``counters(name, value)``. Files of schema 1 to 5 (a table per kind of row)
 are moved onto these tables when opened, in the transaction that records
 the version (see ``_sql_legacy``); schema 7 gives sessions resting on a
-question their own status (``_sql_restatus``: a schema 6 file's heads are
-re-derived when opened); a file of a newer schema is refused.
+question their own status (a schema 6 file's heads are re-derived when
+opened); a file of a newer schema is refused.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from ..core._errors import CheckpointError
 from ._backed import BackendSessionStore
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._location import sqlite_file
 from ._pool import ConnectionPool
-from ._sql_backend import SqlBackend
-from ._sql_legacy import move_legacy_rows
-from ._sql_restatus import restatus_questions
+from ._sql_backend import SqlBackend, sql_for
+from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["SCHEMA_VERSION", "SqliteSessionStore"]
-
-T = TypeVar("T")
 
 SCHEMA_VERSION = 7
 """The schema this module writes; a file with a newer one is refused, older ones moved."""
@@ -48,6 +45,7 @@ CREATE TABLE keyed (
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 """
 
+_SQL = sql_for("", "?")
 _LEGACY_NAMES = {
     "sessions": "sessions",
     "items": "items",
@@ -166,7 +164,7 @@ class SqliteDialect:
             ).fetchone()
             found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
         if found == 6:
-            _restatus(connection)
+            restatus_questions(connection, _SQL)
             connection.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -194,35 +192,13 @@ class SqliteDialect:
             counters["tokens"] = int(old.get("last_token", 0))
             greatest = connection.execute("SELECT max(sequence) FROM sessions").fetchone()[0]
             counters["versions"] = max(int(old.get("last_sequence", 0)), int(greatest or 0))
-            move_legacy_rows(
-                connection, _LEGACY_NAMES, _columns, _inserter(connection), repr(self.path)
-            )
+            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _SQL, repr(self.path))
             connection.execute("DELETE FROM meta")
-            _restatus(connection)
+            restatus_questions(connection, _SQL)
         connection.executemany("INSERT INTO counters (name, value) VALUES (?, ?)", counters.items())
         connection.execute(
             "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
-
-
-def _restatus(connection: sqlite3.Connection) -> None:
-    """Schema 7: the heads resting on a question get status ``awaiting_answer``."""
-    heads = connection.execute("SELECT session_id, meta, document FROM heads").fetchall()
-    restatus_questions(
-        heads,
-        lambda session_id, meta: connection.execute(
-            "UPDATE heads SET meta = ? WHERE session_id = ?", (meta, session_id)
-        ),
-    )
-
-
-def _inserter(connection: Any) -> Any:
-    """``write(table, rows)`` for :func:`move_legacy_rows`: inserts into the new tables."""
-
-    def write(table: str, rows: Iterable[tuple[Any, ...]]) -> None:
-        connection.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?)", list(rows))
-
-    return write
 
 
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
