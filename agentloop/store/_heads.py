@@ -29,6 +29,7 @@ __all__ = [
     "DECISIONS",
     "INCARNATIONS",
     "Heads",
+    "Known",
     "Recent",
     "expected_revision",
     "retried",
