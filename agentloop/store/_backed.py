@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio.lowlevel
 import attrs
@@ -90,7 +90,7 @@ class BackendSessionStore(StepHistory):
         self._heads = Heads(backend)
         self._saves = Saves(self._heads, lambda: self._clock(), lambda: self.history_limit)
 
-    async def __aenter__(self) -> BackendSessionStore:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -19,11 +19,10 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..core._errors import CheckpointError, InvalidInputError
-from ._backed import BackendSessionStore
 from ._backend import BackendWrite
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._pool import ConnectionPool
-from ._sql_backend import SqlBackend, sql_for
+from ._sql_backend import SqlSessionStore, sql_for
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["MIGRATIONS", "PostgresSessionStore"]
@@ -377,7 +376,7 @@ def _idle(connection: Any) -> bool:
     return bool(connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
 
 
-class PostgresSessionStore(BackendSessionStore):
+class PostgresSessionStore(SqlSessionStore):
     """A :class:`SessionStore` in a PostgreSQL database (``pip install agentloop[postgres]``).
 
     ``conninfo`` is a libpq connection string or URI. The store opens up to
@@ -394,6 +393,8 @@ class PostgresSessionStore(BackendSessionStore):
     its transaction runs waits for the transaction to finish. ``history_limit``:
     how many of each session's latest steps stay addressable at least (0: none).
     """
+
+    _dialect: PostgresDialect
 
     def __init__(
         self, conninfo: str, *, pool_size: int = 4, history_limit: int = DEFAULT_HISTORY_LIMIT
@@ -413,21 +414,11 @@ class PostgresSessionStore(BackendSessionStore):
                 "PostgresSessionStore needs psycopg 3: pip install 'agentloop-runtime[postgres]'",
                 name="psycopg",
             ) from None
-        self._dialect = PostgresDialect(conninfo, pool_size)
-        self._sql_backend = SqlBackend(self._dialect)
-        super().__init__(self._sql_backend, history_limit=history_limit)
+        super().__init__(PostgresDialect(conninfo, pool_size), history_limit)
 
     def __repr__(self) -> str:
         pool = self._dialect.pool
         return f"PostgresSessionStore(pool_size={pool.size}, {'closed' if pool.closed else 'open'})"
-
-    async def __aenter__(self) -> PostgresSessionStore:
-        await self.open()
-        return self
-
-    async def open(self) -> None:
-        """Connect and create or migrate the schema now (otherwise the first call does)."""
-        await self._sql_backend.open()
 
     async def schema_version(self) -> int:
         """The schema version the database holds (after creating or migrating it)."""

@@ -19,13 +19,14 @@ transaction, counters and the schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
+from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite
 
-__all__ = ["Dialect", "SqlBackend", "sql_for"]
+__all__ = ["Dialect", "SqlBackend", "SqlSessionStore", "sql_for"]
 
 T = TypeVar("T")
 
@@ -134,7 +135,6 @@ class SqlBackend:
         else:
             statement = self._sql["update_head"]
             values = (head.revision, head.meta, head.document, session_id, expected_revision)
-        appended, put, dropped = _rows(session_id, write)
 
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
@@ -142,7 +142,7 @@ class SqlBackend:
                 # round trip); the rows then travel with COMMIT.
                 if connection.execute(statement, values).fetchone() is None:
                     return False  # nothing written: the transaction commits no change
-                self._write_rows(connection, session_id, write.lists, appended, put, dropped)
+                self._write_rows(connection, session_id, write)
             return True
 
         return await self.dialect.run(f"write session {session_id!r}", work)
@@ -190,29 +190,32 @@ class SqlBackend:
                     self._sql["update_head"],
                     (head.revision, head.meta, head.document, session_id, expected_revision),
                 )
-                appended, put, dropped = _rows(session_id, done)
-                self._write_rows(connection, session_id, done.lists, appended, put, dropped)
+                self._write_rows(connection, session_id, done)
             return number
 
         return await self.dialect.run(f"write session {session_id!r}", work)
 
-    def _write_rows(
-        self,
-        connection: Any,
-        session_id: str,
-        lists: Mapping[str, tuple[int, tuple[str, ...]]],
-        appended: list[tuple[str, str, int, str]],
-        put: list[tuple[str, str, str, str]],
-        dropped: list[tuple[str, str, str]],
-    ) -> None:
-        for name, (start, _rows) in lists.items():
+    def _write_rows(self, connection: Any, session_id: str, write: BackendWrite) -> None:
+        """Cut and append ``write``'s list rows, drop and put its keyed rows."""
+        for name, (start, _rows) in write.lists.items():
             connection.execute(self._sql["cut_list"], (session_id, name, start))
-        if appended:
-            connection.cursor().executemany(self._sql["append"], appended)
-        if dropped:
-            connection.cursor().executemany(self._sql["drop"], dropped)
-        if put:
-            connection.cursor().executemany(self._sql["put"], put)
+        for statement, rows in (
+            ("append", [
+                (session_id, name, start + offset, text)
+                for name, (start, texts) in write.lists.items()
+                for offset, text in enumerate(texts)
+            ]),
+            ("drop", [
+                (session_id, table, key) for table, keys in write.drop.items() for key in keys
+            ]),
+            ("put", [
+                (session_id, table, key, text)
+                for table, rows_by_key in write.rows.items()
+                for key, text in rows_by_key.items()
+            ]),
+        ):  # fmt: skip
+            if rows:
+                connection.cursor().executemany(self._sql[statement], rows)
 
     async def read_list(self, session_id: str, name: str) -> list[str]:
         """The list's rows, in order: those at positions 0, 1, ... up to the first missing one.
@@ -292,25 +295,23 @@ class SqlBackend:
         await self.dialect.close()
 
 
-def _rows(
-    session_id: str, write: BackendWrite
-) -> tuple[
-    list[tuple[str, str, int, str]], list[tuple[str, str, str, str]], list[tuple[str, str, str]]
-]:
-    """A write's list rows to append, keyed rows to put and keys to drop, as statement
-    parameters."""
-    appended = [
-        (session_id, name, start + offset, text)
-        for name, (start, rows) in write.lists.items()
-        for offset, text in enumerate(rows)
-    ]
-    put = [
-        (session_id, table, key, text)
-        for table, rows_by_key in write.rows.items()
-        for key, text in rows_by_key.items()
-    ]
-    dropped = [(session_id, table, key) for table, keys in write.drop.items() for key in keys]
-    return appended, put, dropped
+class SqlSessionStore(BackendSessionStore):
+    """A :class:`BackendSessionStore` over ``dialect``'s :class:`SqlBackend`: what the
+    SQLite and PostgreSQL stores share."""
+
+    def __init__(self, dialect: Any, history_limit: int) -> None:
+        self._dialect = dialect
+        self._sql_backend = SqlBackend(dialect)
+        super().__init__(self._sql_backend, history_limit=history_limit)
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def open(self) -> None:
+        """Connect (and create or migrate the schema) now; otherwise the first call does
+        (``CheckpointError`` if the database cannot be opened)."""
+        await self._sql_backend.open()
 
 
 def _head(row: Any) -> BackendHead:

@@ -18,11 +18,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..core._errors import CheckpointError
-from ._backed import BackendSessionStore
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._location import sqlite_file
 from ._pool import ConnectionPool
-from ._sql_backend import SqlBackend, sql_for
+from ._sql_backend import SqlSessionStore, sql_for
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["SCHEMA_VERSION", "SqliteSessionStore"]
@@ -206,7 +205,7 @@ def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
     return {str(row[1]) for row in connection.execute(f"PRAGMA table_info({table})")}
 
 
-class SqliteSessionStore(BackendSessionStore):
+class SqliteSessionStore(SqlSessionStore):
     """A :class:`SessionStore` in the SQLite file at ``path`` (created if missing).
 
     ``path`` is a file path or a ``sqlite:///PATH`` URL (``sqlite:////ABS`` for
@@ -233,12 +232,12 @@ class SqliteSessionStore(BackendSessionStore):
     addressable at least (see :meth:`BackendSessionStore.history`; 0: none).
     """
 
+    _dialect: SqliteDialect
+
     def __init__(
         self, path: str | os.PathLike[str], *, history_limit: int = DEFAULT_HISTORY_LIMIT
     ) -> None:
-        self._dialect = SqliteDialect(sqlite_file(path))
-        self._sql_backend = SqlBackend(self._dialect)
-        super().__init__(self._sql_backend, history_limit=history_limit)
+        super().__init__(SqliteDialect(sqlite_file(path)), history_limit)
 
     def __repr__(self) -> str:
         pool = self._dialect.pool
@@ -249,11 +248,3 @@ class SqliteSessionStore(BackendSessionStore):
     def path(self) -> str:
         """The database file's path."""
         return self._dialect.path
-
-    async def __aenter__(self) -> SqliteSessionStore:
-        await self.open()
-        return self
-
-    async def open(self) -> None:
-        """Open the file now (otherwise the first call does); ``CheckpointError`` if unreadable."""
-        await self._sql_backend.open()
