@@ -213,33 +213,23 @@ def _save_parameters(
     """The parameters of :data:`_SAVE` for the write ``write(number)`` builds, found by
     building it with each of :data:`_MARKS` (``write`` is pure); ``None`` when a text holds
     the number other than plainly once (the meta must)."""
-    probes = [write(mark) for mark in _MARKS]  # pure: where does the number go?
-    found_meta = _spliced(probes[0].head.meta, probes[1].head.meta)
-    puts = _keyed_puts(probes[0], probes[1])
-    built, other = probes
+    built, other = (write(mark) for mark in _MARKS)  # pure: where does the number go?
+    found_meta = _spliced(built.head.meta, other.head.meta)
+    puts = _keyed_puts(built, other)
     if (
         found_meta is None
         or not found_meta[2]
         or puts is None
-        or (built.head.revision, built.head.document, built.lists)
-        != (other.head.revision, other.head.document, other.lists)
-        or built.drop != other.drop
+        or (built.head.revision, built.head.document, built.lists, built.drop)
+        != (other.head.revision, other.head.document, other.lists, other.drop)
     ):
         return None
     before, after, _spliced_meta = found_meta
-    head = built.head
-    lists = [(name, start, rows) for name, (start, rows) in built.lists.items()]
-    listed = [(n, start + i, b) for n, start, rows in lists for i, b in enumerate(rows)]
+    lists = built.lists.items()
     put_keys = {(table, key) for table, key, *_rest in puts}
-    drops = [
-        (table, key)
-        for table, keys in built.drop.items()
-        for key in keys
-        if (table, key) not in put_keys
-    ]
     return {
-        "revision": head.revision,
-        "document": head.document,
+        "revision": built.head.revision,
+        "document": built.head.document,
         "before": before,
         "after": after,
         "start": len(before) + 1,
@@ -247,19 +237,26 @@ def _save_parameters(
         "sequence": sequence,
         "session": session_id,
         "expected": expected_revision,
-        "names": [name for name, _start, _rows in lists],
-        "ends": [start + len(rows) for _name, start, rows in lists],
-        "lists": [row[0] for row in listed],
-        "positions": [row[1] for row in listed],
-        "bodies": [row[2] for row in listed],
-        "drop_tables": [row[0] for row in drops],
-        "drop_keys": [row[1] for row in drops],
-        "tables": [row[0] for row in puts],
-        "keys": [row[1] for row in puts],
-        "texts": [row[2] for row in puts],
-        "afters": [row[3] for row in puts],
-        "spliced": [row[4] for row in puts],
+        **_arrays(("names", "ends"), [(name, start + len(rows)) for name, (start, rows) in lists]),
+        **_arrays(
+            ("lists", "positions", "bodies"),
+            [
+                (name, start + i, body)
+                for name, (start, rows) in lists
+                for i, body in enumerate(rows)
+            ],
+        ),
+        **_arrays(
+            ("drop_tables", "drop_keys"),
+            [(t, k) for t, keys in built.drop.items() for k in keys if (t, k) not in put_keys],
+        ),
+        **_arrays(("tables", "keys", "texts", "afters", "spliced"), puts),
     }
+
+
+def _arrays(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """``rows`` as one array parameter per column, by ``names``."""
+    return {name: [row[index] for row in rows] for index, name in enumerate(names)}
 
 
 def _spliced(first: str, second: str) -> tuple[str, str, bool] | None:

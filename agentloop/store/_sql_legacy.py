@@ -49,36 +49,17 @@ LEGACY_TABLES = ("sessions", "items", "turn_rows", "claims", "leases", "approval
 """The old tables, by their role (the dialect maps each to its name)."""
 
 _COLUMNS: dict[str, dict[str, str]] = {
-    "sessions": {
-        "session_id": "",
-        "head": "",
-        "item_count": "",
-        "version": "",
-        "updated_at": "",
-        "status": "NULL",
-        "pending_approvals": "NULL",
-        "turn_counts": "NULL",
-    },
-    "items": {"session_id": "", "position": "", "item": ""},
-    "turn_rows": {"session_id": "", "list": "", "position": "", "element": ""},
-    "claims": {
-        "session_id": "",
-        "call_id": "",
-        "tool_name": "",
-        "claimed_at": "",
-        "input_digest": "NULL",
-        "answered": "0",
-    },
-    "leases": {"session_id": "", "owner": "", "token": "", "expires_at": "", "released": ""},
-    "approvals": {
-        "session_id": "",
-        "call_id": "",
-        "input_digest": "",
-        "approved": "",
-        "decided_at": "",
-        "reason": "NULL",
-        "edited_input": "NULL",
-    },
+    role: {column.partition("=")[0]: column.partition("=")[2] for column in columns.split()}
+    for role, columns in {
+        "sessions": "session_id head item_count version updated_at status=NULL "
+        "pending_approvals=NULL turn_counts=NULL",
+        "items": "session_id position item",
+        "turn_rows": "session_id list position element",
+        "claims": "session_id call_id tool_name claimed_at input_digest=NULL answered=0",
+        "leases": "session_id owner token expires_at released",
+        "approvals": "session_id call_id input_digest approved decided_at reason=NULL "
+        "edited_input=NULL",
+    }.items()
 }
 """Each role's columns, in the order read; the default stands for a column a table lacks."""
 
