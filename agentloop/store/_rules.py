@@ -130,38 +130,32 @@ def check_claim(
     approval: tuple[str, bool] | None,
 ) -> None:
     """Refuse a claim of a call claimed before, denied, or approved for another digest."""
+    prefix = f"cannot claim call {call_id!r} of session {session_id!r}"
     if not isinstance(digest, str) or not digest:
         raise InvalidInputError(
-            f"cannot claim call {call_id!r} of session {session_id!r}: input_digest must be a "
-            f"non-empty str (agentloop.store.input_digest), got {digest!r}"
+            f"{prefix}: input_digest must be a non-empty str (agentloop.store.input_digest), "
+            f"got {digest!r}"
         )
-    prefix = f"cannot claim call {call_id!r} of session {session_id!r}"
     if claimed:
-        raise ClaimError(
-            f"{prefix}: it was claimed before and may have run; answer it as in doubt, "
-            "never run it again",
-            session_id=session_id,
-            call_id=call_id,
-            reason="claimed",
-        )
+        raise _clash(
+            session_id, call_id, "claimed",
+            f"{prefix}: it was claimed before and may have run; answer it as in doubt, never "
+            "run it again",
+        )  # fmt: skip
     if approval is None:
         return
     approved_digest, approved = approval
     if not approved:
-        raise ClaimError(
-            f"{prefix}: a denial was recorded for it; answer it as denied",
-            session_id=session_id,
-            call_id=call_id,
-            reason="denied",
-        )
+        raise _clash(
+            session_id, call_id, "denied", f"{prefix}: a denial was recorded for it; answer it "
+            "as denied",
+        )  # fmt: skip
     if approved_digest != digest:
-        raise ClaimError(
+        raise _clash(
+            session_id, call_id, "digest",
             f"{prefix}: the approval recorded for it was for input {approved_digest}, this "
             f"claim is for {digest}; ask for a new approval of these arguments",
-            session_id=session_id,
-            call_id=call_id,
-            reason="digest",
-        )
+        )  # fmt: skip
 
 
 def check_decision(
@@ -173,36 +167,30 @@ def check_decision(
     claimed: bool,
 ) -> bool:
     """Whether to write a decision (``False``: the same one is stored); ClaimError on a clash."""
+    prefix = f"cannot record a decision on call {call_id!r} of session {session_id!r}"
     if not isinstance(digest, str) or not digest:
-        raise InvalidInputError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: "
-            f"input_digest must be a non-empty str, got {digest!r}"
-        )
+        raise InvalidInputError(f"{prefix}: input_digest must be a non-empty str, got {digest!r}")
     if not isinstance(approved, bool):
-        raise InvalidInputError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: "
-            f"approved must be a bool, got {approved!r}"
-        )
+        raise InvalidInputError(f"{prefix}: approved must be a bool, got {approved!r}")
     if existing is not None:
         if existing.input_digest == digest and existing.approved == approved:
             return False
-        raise ClaimError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: it was "
-            f"already {'approved' if existing.approved else 'denied'} for input "
-            f"{existing.input_digest}; a decision is final",
-            session_id=session_id,
-            call_id=call_id,
-            reason="decided",
-        )
+        raise _clash(
+            session_id, call_id, "decided",
+            f"{prefix}: it was already {'approved' if existing.approved else 'denied'} for "
+            f"input {existing.input_digest}; a decision is final",
+        )  # fmt: skip
     if claimed:
-        raise ClaimError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: the call "
-            "was already claimed (it may have run); a decision now would not be honoured",
-            session_id=session_id,
-            call_id=call_id,
-            reason="claimed",
-        )
+        raise _clash(
+            session_id, call_id, "claimed",
+            f"{prefix}: the call was already claimed (it may have run); a decision now would "
+            "not be honoured",
+        )  # fmt: skip
     return True
+
+
+def _clash(session_id: str, call_id: str, reason: str, message: str) -> ClaimError:
+    return ClaimError(message, session_id=session_id, call_id=call_id, reason=reason)
 
 
 def decision_details(
@@ -296,25 +284,21 @@ def check_new_answer(
             f"cannot {where}: action must be one of accept, decline, cancel; got {action!r}"
         )
     if existing is not None:
-        raise ClaimError(
+        raise _clash(
+            session_id, question_id, "answered",
             f"cannot {where}: it was already answered ({existing.action}, at "
             f"{existing.answered_at.isoformat()}); an answer is final",
-            session_id=session_id,
-            call_id=question_id,
-            reason="answered",
-        )
+        )  # fmt: skip
     document = _document(head)
     found = () if document is None else pending_questions(document, (question_id,))
     waiting = list(pending) if status is SessionStatus.AWAITING_ANSWER else []
     if question_id not in waiting or not found:
-        raise ClaimError(
+        raise _clash(
+            session_id, question_id, "not_pending",
             f"cannot {where}: the session does not wait on that question (its status is "
             f"{status.value}, waiting on {waiting}); answer a question listed by "
             "sessions_awaiting_answer()",
-            session_id=session_id,
-            call_id=question_id,
-            reason="not_pending",
-        )
+        )  # fmt: skip
     _check_fits(found[0], str(action), content, where)
 
 
