@@ -22,28 +22,17 @@ from ..core._errors import CheckpointError, InvalidInputError
 from ._backend import BackendWrite
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._pool import ConnectionPool
-from ._sql_backend import SqlSessionStore, sql_for
+from ._sql_backend import SqlSessionStore, sql_for, tables
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["MIGRATIONS", "PostgresSessionStore"]
 
-_TABLES = """
-CREATE SEQUENCE IF NOT EXISTS agentloop_versions;
-CREATE SEQUENCE IF NOT EXISTS agentloop_tokens;
-CREATE TABLE agentloop_heads (
-    session_id text PRIMARY KEY, revision bigint NOT NULL, meta text NOT NULL, document text
-);
-CREATE TABLE agentloop_lists (
-    session_id text NOT NULL, list text NOT NULL, position integer NOT NULL, body text NOT NULL,
-    PRIMARY KEY (session_id, list, position)
-);
-CREATE TABLE agentloop_keyed (
-    session_id text NOT NULL, tbl text NOT NULL, key text NOT NULL, body text NOT NULL,
-    PRIMARY KEY (session_id, tbl, key)
-)
-"""
-
-MIGRATIONS: tuple[str, ...] = ("", "", "", _TABLES, "")
+_TABLES = [
+    "CREATE SEQUENCE IF NOT EXISTS agentloop_versions",
+    "CREATE SEQUENCE IF NOT EXISTS agentloop_tokens",
+    *tables("agentloop_", "BIGINT", ""),
+]
+MIGRATIONS: tuple[list[str], ...] = ([], [], [], _TABLES, [])
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``. Migrations 1
 to 3 built the table-per-kind layout (agentloop 0.x); a new database skips them, and 4 moves
 an older one's rows onto the backend's tables, whichever of its columns it has. 5 (rows only)
@@ -311,9 +300,8 @@ def ensure_schema(connection: Any, where: str) -> int:
             f"found {found}; it was written by a newer agentloop, upgrade agentloop to read it"
         )
     for version in range(found + 1, len(MIGRATIONS) + 1):
-        for statement in MIGRATIONS[version - 1].split(";"):
-            if statement.strip():
-                connection.execute(statement)
+        for statement in MIGRATIONS[version - 1]:
+            connection.execute(statement)
         if found > 0 and version == 4:
             move_legacy_rows(connection, _LEGACY_NAMES, _columns, _SQL, where)
         if found > 0 and version == 5:

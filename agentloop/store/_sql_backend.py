@@ -26,7 +26,7 @@ from typing import Any, Protocol, Self, TypeVar
 from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite
 
-__all__ = ["Dialect", "SqlBackend", "SqlSessionStore", "sql_for"]
+__all__ = ["Dialect", "SqlBackend", "SqlSessionStore", "sql_for", "tables"]
 
 T = TypeVar("T")
 
@@ -103,6 +103,24 @@ def sql_for(prefix: str, placeholder: str, lock: str = "") -> Callable[[str], st
     """Puts a dialect's table prefix (``{t}``), row lock (``{lock}``) and parameter marks
     (``?``) into a statement."""
     return lambda text: text.format(t=prefix, lock=lock).replace("?", placeholder)
+
+
+def tables(prefix: str, bigint: str, suffix: str) -> list[str]:
+    """The backend's three tables, as ``CREATE TABLE`` statements for a dialect: its table
+    prefix, its type for a revision and what follows a table keyed by its primary key."""
+    return [
+        f"""CREATE TABLE {prefix}heads (
+    session_id TEXT PRIMARY KEY, revision {bigint} NOT NULL, meta TEXT NOT NULL, document TEXT
+)""",
+        f"""CREATE TABLE {prefix}lists (
+    session_id TEXT NOT NULL, list TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, list, position)
+){suffix}""",
+        f"""CREATE TABLE {prefix}keyed (
+    session_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, tbl, key)
+){suffix}""",
+    ]
 
 
 class SqlBackend:

@@ -21,7 +21,7 @@ from ..core._errors import CheckpointError
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._location import sqlite_file
 from ._pool import ConnectionPool
-from ._sql_backend import SqlSessionStore, sql_for
+from ._sql_backend import SqlSessionStore, sql_for, tables
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["SCHEMA_VERSION", "SqliteSessionStore"]
@@ -29,20 +29,10 @@ __all__ = ["SCHEMA_VERSION", "SqliteSessionStore"]
 SCHEMA_VERSION = 7
 """The schema this module writes; a file with a newer one is refused, older ones moved."""
 
-_SCHEMA = """
-CREATE TABLE heads (
-    session_id TEXT PRIMARY KEY, revision INTEGER NOT NULL, meta TEXT NOT NULL, document TEXT
-);
-CREATE TABLE lists (
-    session_id TEXT NOT NULL, list TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (session_id, list, position)
-) WITHOUT ROWID;
-CREATE TABLE keyed (
-    session_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (session_id, tbl, key)
-) WITHOUT ROWID;
-CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-"""
+_SCHEMA = [
+    *tables("", "INTEGER", " WITHOUT ROWID"),
+    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+]
 
 _SQL = sql_for("", "?")
 _LEGACY_NAMES = {
@@ -182,9 +172,8 @@ class SqliteDialect:
 
     def _create(self, connection: sqlite3.Connection, found: int) -> None:
         """Create the tables; move an older schema's rows (and counters) onto them."""
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                connection.execute(statement)
+        for statement in _SCHEMA:
+            connection.execute(statement)
         counters = {"versions": 0, "tokens": 0}
         if found:
             old = dict(connection.execute("SELECT key, value FROM meta").fetchall())
