@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio.lowlevel
 import attrs
@@ -33,29 +33,32 @@ from ..loop._session_store import (
     StoredSession,
     check_ttl,
 )
-from ._answers import ANSWERS, AnswerRow, check_new_answer, with_unanswered_questions
 from ._backend import BackendHead, StorageBackend
 from ._codec import TURN_LISTS, answered_call_ids, decode_stored
-from ._heads import AGAIN, CLAIMS, INCARNATIONS, Again, Heads, retried
+from ._heads import AGAIN, CLAIMS, DECISIONS, INCARNATIONS, Again, Heads, retried
 from ._history import DEFAULT_HISTORY_LIMIT, check_limit
 from ._records import (
+    ANSWERS,
     ITEMS,
     TURN_LIST_PREFIX,
+    AnswerRow,
     ClaimRow,
     DecisionRow,
     LeaseRecord,
     SessionMeta,
     encode_record,
+    timestamp,
 )
 from ._rules import (
     check_acquire,
     check_claim,
     check_decision,
     check_fence,
+    check_new_answer,
     check_owner,
     decision_details,
     is_ready,
-    timestamp,
+    with_unanswered_questions,
     with_undecided_calls,
 )
 from ._saves import VERSIONS, Saves
@@ -63,8 +66,6 @@ from ._time_travel import StepHistory
 
 __all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
 
-DECISIONS = "decisions"
-"""The table of recorded decisions, by call id."""
 TOKENS = "tokens"
 """The counter of fencing tokens."""
 
@@ -89,7 +90,7 @@ class BackendSessionStore(StepHistory):
         self._heads = Heads(backend)
         self._saves = Saves(self._heads, lambda: self._clock(), lambda: self.history_limit)
 
-    async def __aenter__(self) -> BackendSessionStore:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -125,7 +126,7 @@ class BackendSessionStore(StepHistory):
 
         async def attempt() -> Again | None:
             head, meta = await self._heads.read(session_id)
-            check_fence(session_id, None, meta.lease_row(), self._clock(), operation)
+            check_fence(session_id, None, meta.lease, self._clock(), operation)
             row = ClaimRow(tool_name=tool_name, input_digest=None, claimed_at=time.time())
             applied = await self._heads.commit(session_id, head, meta, claims={call_id: row})
             return None if applied else AGAIN
@@ -147,7 +148,7 @@ class BackendSessionStore(StepHistory):
 
         async def attempt() -> Claim | Again:
             head, meta = await self._heads.read(session_id)
-            check_fence(session_id, fencing_token, meta.lease_row(), self._clock(), operation)
+            check_fence(session_id, fencing_token, meta.lease, self._clock(), operation)
             claimed = await self.backend.read_rows(session_id, CLAIMS, (call_id,))
             decisions = await self._heads.rows(session_id, DECISIONS, DecisionRow, (call_id,))
             decision = decisions.get(call_id)
@@ -237,7 +238,7 @@ class BackendSessionStore(StepHistory):
         async def attempt() -> Lease | Again:
             head, meta = await self._heads.read(session_id)
             now = self._clock()
-            check_acquire(session_id, owner, meta.lease_row(), now)
+            check_acquire(session_id, owner, meta.lease, now)
             return await self._grant(session_id, head, meta, owner, now + seconds)
 
         return await retried(attempt)
@@ -253,7 +254,7 @@ class BackendSessionStore(StepHistory):
         token = await self.backend.next_number(TOKENS)
         record = LeaseRecord(owner=owner, token=token, expires_at=expires)
         if await self._heads.commit(session_id, head, attrs.evolve(meta, lease=record)):
-            return record.row().as_lease(session_id)
+            return record.as_lease(session_id)
         return AGAIN
 
     async def acquire_ready(self, owner: str, ttl: float) -> Lease | None:
@@ -281,7 +282,7 @@ class BackendSessionStore(StepHistory):
     ) -> bool:
         if head is None or head.document is None:
             return False
-        lease = meta.lease_row()
+        lease = meta.lease
         if lease is not None and lease.live(now):
             return False
         undecided = await self._undecided(session_id, meta)
@@ -304,11 +305,11 @@ class BackendSessionStore(StepHistory):
         async def attempt() -> Lease | Again:
             head, meta = await self._heads.read(lease.session_id)
             now = self._clock()
-            check_fence(lease.session_id, lease.token, meta.lease_row(), now, operation)
+            check_fence(lease.session_id, lease.token, meta.lease, now, operation)
             assert meta.lease is not None
             renewed = attrs.evolve(meta.lease, expires_at=now + seconds)
             if await self._heads.commit(lease.session_id, head, attrs.evolve(meta, lease=renewed)):
-                return renewed.row().as_lease(lease.session_id)
+                return renewed.as_lease(lease.session_id)
             return AGAIN
 
         return await retried(attempt)
@@ -385,7 +386,7 @@ class BackendSessionStore(StepHistory):
         now = self._clock()
         ready = []
         for summary, _head, meta in await self._summaries():
-            lease = meta.lease_row()
+            lease = meta.lease
             if lease is not None and lease.live(now):
                 continue
             if is_ready(meta.status, meta.pending, summary.undecided + summary.unanswered):

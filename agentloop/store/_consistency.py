@@ -72,12 +72,8 @@ def _state_problems(document: Mapping[str, Any]) -> list[str]:
     state = document.get("state")
     turn = document.get("turn")
     if not isinstance(turn, Mapping):
-        if state == "AWAITING_APPROVAL":
-            return ["its state is AWAITING_APPROVAL but no turn is open"]
-        if state == "AFTER_TOOL_RESULT":
-            return ["its state is AFTER_TOOL_RESULT but no turn is open"]
-        if state == "AWAITING_ANSWER":
-            return ["its state is AWAITING_ANSWER but no turn is open"]
+        if state in ("AWAITING_APPROVAL", "AFTER_TOOL_RESULT", "AWAITING_ANSWER"):
+            return [f"its state is {state} but no turn is open"]
         return []
     waiting = [call for call in _round_calls(document) if call.get("status") == "awaiting_approval"]
     if state == "AWAITING_APPROVAL" and not waiting:

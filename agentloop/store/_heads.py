@@ -26,8 +26,10 @@ __all__ = [
     "Again",
     "ATTEMPTS",
     "CLAIMS",
+    "DECISIONS",
     "INCARNATIONS",
     "Heads",
+    "Known",
     "Recent",
     "expected_revision",
     "retried",
@@ -35,6 +37,8 @@ __all__ = [
 
 CLAIMS = "claims"
 """The table of claimed (or started) calls, by call id."""
+DECISIONS = "decisions"
+"""The table of recorded decisions, by call id."""
 INCARNATIONS = "incarnations"
 """The counter of new heads: each starts a range of revisions of its own."""
 ATTEMPTS = 10_000

@@ -70,9 +70,7 @@ def _checked(session_id: str, items: Sequence[Item], wait: float) -> tuple[Item,
             f"cannot queue input: session_id must be a non-empty str, got {session_id!r}"
         )
     operation = f"cannot queue input for session {session_id!r}"
-    if isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait):
-        raise InvalidInputError(f"{operation}: wait must be seconds >= 0, got {wait!r}")
-    if wait < 0:
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
         raise InvalidInputError(f"{operation}: wait must be seconds >= 0, got {wait!r}")
     if isinstance(items, str | bytes):
         raise InvalidInputError(f"{operation}: expected a sequence of Items, got a str")

@@ -111,6 +111,3 @@ class MemorySessionStore(BackendSessionStore):
 
     def __init__(self, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         super().__init__(MemoryBackend(), history_limit=history_limit)
-
-    async def __aenter__(self) -> MemorySessionStore:
-        return self

@@ -6,56 +6,44 @@ tables (see ``_sql_backend``; texts, not ``jsonb``: jsonb reorders keys and
 drops duplicates, and a loaded document must be deep-equal to the saved
 one), and a sequence per counter (``agentloop_versions``,
 ``agentloop_tokens``). Migrations 1 to 3 built a table per kind of row;
-migration 4 moves their rows onto the backend's tables (see ``_sql_legacy``);
-migration 5 gives sessions resting on a question their own status, and
-migration 6 those resting on a call in doubt (``_sql_restatus``).
+migration 4 moves their rows onto the backend's tables; migrations 5 and 6
+give sessions resting on a question, and on a call in doubt, their own status
+(see ``_sql_legacy``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..core._errors import CheckpointError, InvalidInputError
-from ._backed import BackendSessionStore
 from ._backend import BackendWrite
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._pool import ConnectionPool
-from ._sql_backend import SqlBackend
-from ._sql_legacy import move_legacy_rows
-from ._sql_restatus import restatus_questions
+from ._sql_backend import SqlSessionStore, sql_for, tables
+from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["MIGRATIONS", "PostgresSessionStore"]
 
-_TABLES = """
-CREATE SEQUENCE IF NOT EXISTS agentloop_versions;
-CREATE SEQUENCE IF NOT EXISTS agentloop_tokens;
-CREATE TABLE agentloop_heads (
-    session_id text PRIMARY KEY, revision bigint NOT NULL, meta text NOT NULL, document text
-);
-CREATE TABLE agentloop_lists (
-    session_id text NOT NULL, list text NOT NULL, position integer NOT NULL, body text NOT NULL,
-    PRIMARY KEY (session_id, list, position)
-);
-CREATE TABLE agentloop_keyed (
-    session_id text NOT NULL, tbl text NOT NULL, key text NOT NULL, body text NOT NULL,
-    PRIMARY KEY (session_id, tbl, key)
-)
-"""
-
-MIGRATIONS: tuple[str, ...] = ("", "", "", _TABLES, "", "")
+_TABLES = [
+    "CREATE SEQUENCE IF NOT EXISTS agentloop_versions",
+    "CREATE SEQUENCE IF NOT EXISTS agentloop_tokens",
+    *tables("agentloop_", "BIGINT", ""),
+]
+MIGRATIONS: tuple[list[str], ...] = ([], [], [], _TABLES, [], [])
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``. Migrations 1
 to 3 built the table-per-kind layout (agentloop 0.x); a new database skips them, and 4 moves
 an older one's rows onto the backend's tables, whichever of its columns it has. 5 (rows only)
-re-derives the status of the heads resting on a question."""
+and 6 (rows only) re-derive the status of the heads resting on a question or a call in doubt."""
 
 _LEGACY_NAMES = {
     role: f"agentloop_{role}"
     for role in ("sessions", "items", "turn_rows", "claims", "leases", "approvals")
 }
+_SQL = sql_for("agentloop_", "%s")
 _MIGRATION_LOCK = 0x6167_6C6F_6F70  # "agloop": serializes concurrent migrators
 _SAVE = """
 WITH head AS (
@@ -215,33 +203,23 @@ def _save_parameters(
     """The parameters of :data:`_SAVE` for the write ``write(number)`` builds, found by
     building it with each of :data:`_MARKS` (``write`` is pure); ``None`` when a text holds
     the number other than plainly once (the meta must)."""
-    probes = [write(mark) for mark in _MARKS]  # pure: where does the number go?
-    found_meta = _spliced(probes[0].head.meta, probes[1].head.meta)
-    puts = _keyed_puts(probes[0], probes[1])
-    built, other = probes
+    built, other = (write(mark) for mark in _MARKS)  # pure: where does the number go?
+    found_meta = _spliced(built.head.meta, other.head.meta)
+    puts = _keyed_puts(built, other)
     if (
         found_meta is None
         or not found_meta[2]
         or puts is None
-        or (built.head.revision, built.head.document, built.lists)
-        != (other.head.revision, other.head.document, other.lists)
-        or built.drop != other.drop
+        or (built.head.revision, built.head.document, built.lists, built.drop)
+        != (other.head.revision, other.head.document, other.lists, other.drop)
     ):
         return None
     before, after, _spliced_meta = found_meta
-    head = built.head
-    lists = [(name, start, rows) for name, (start, rows) in built.lists.items()]
-    listed = [(n, start + i, b) for n, start, rows in lists for i, b in enumerate(rows)]
+    lists = built.lists.items()
     put_keys = {(table, key) for table, key, *_rest in puts}
-    drops = [
-        (table, key)
-        for table, keys in built.drop.items()
-        for key in keys
-        if (table, key) not in put_keys
-    ]
     return {
-        "revision": head.revision,
-        "document": head.document,
+        "revision": built.head.revision,
+        "document": built.head.document,
         "before": before,
         "after": after,
         "start": len(before) + 1,
@@ -249,19 +227,26 @@ def _save_parameters(
         "sequence": sequence,
         "session": session_id,
         "expected": expected_revision,
-        "names": [name for name, _start, _rows in lists],
-        "ends": [start + len(rows) for _name, start, rows in lists],
-        "lists": [row[0] for row in listed],
-        "positions": [row[1] for row in listed],
-        "bodies": [row[2] for row in listed],
-        "drop_tables": [row[0] for row in drops],
-        "drop_keys": [row[1] for row in drops],
-        "tables": [row[0] for row in puts],
-        "keys": [row[1] for row in puts],
-        "texts": [row[2] for row in puts],
-        "afters": [row[3] for row in puts],
-        "spliced": [row[4] for row in puts],
+        **_arrays(("names", "ends"), [(name, start + len(rows)) for name, (start, rows) in lists]),
+        **_arrays(
+            ("lists", "positions", "bodies"),
+            [
+                (name, start + i, body)
+                for name, (start, rows) in lists
+                for i, body in enumerate(rows)
+            ],
+        ),
+        **_arrays(
+            ("drop_tables", "drop_keys"),
+            [(t, k) for t, keys in built.drop.items() for k in keys if (t, k) not in put_keys],
+        ),
+        **_arrays(("tables", "keys", "texts", "afters", "spliced"), puts),
     }
+
+
+def _arrays(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """``rows`` as one array parameter per column, by ``names``."""
+    return {name: [row[index] for row in rows] for index, name in enumerate(names)}
 
 
 def _spliced(first: str, second: str) -> tuple[str, str, bool] | None:
@@ -316,14 +301,13 @@ def ensure_schema(connection: Any, where: str) -> int:
             f"found {found}; it was written by a newer agentloop, upgrade agentloop to read it"
         )
     for version in range(found + 1, len(MIGRATIONS) + 1):
-        for statement in MIGRATIONS[version - 1].split(";"):
-            if statement.strip():
-                connection.execute(statement)
+        for statement in MIGRATIONS[version - 1]:
+            connection.execute(statement)
         if found > 0 and version == 4:
-            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _inserter(connection), where)
+            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _SQL, where)
         if found > 0 and version == max(5, found + 1):
             # Once, at the first of migrations 5 and 6 applied: it re-derives both statuses.
-            _restatus(connection)
+            restatus_questions(connection, _SQL)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
     return found
 
@@ -336,18 +320,6 @@ def _sequence(counter: str) -> str:
     return "agentloop_n_" + hashlib.sha256(counter.encode()).hexdigest()[:24]
 
 
-def _restatus(connection: Any) -> None:
-    """Migrations 5 and 6: the heads resting on a question get status ``awaiting_answer``,
-    those resting on a call in doubt ``awaiting_resolution``."""
-    heads = connection.execute("SELECT session_id, meta, document FROM agentloop_heads").fetchall()
-    restatus_questions(
-        heads,
-        lambda session_id, meta: connection.execute(
-            "UPDATE agentloop_heads SET meta = %s WHERE session_id = %s", (meta, session_id)
-        ),
-    )
-
-
 def _columns(connection: Any, table: str) -> set[str]:
     rows = connection.execute(
         "SELECT column_name FROM information_schema.columns "
@@ -355,15 +327,6 @@ def _columns(connection: Any, table: str) -> set[str]:
         (table,),
     )
     return {str(row[0]) for row in rows}
-
-
-def _inserter(connection: Any) -> Any:
-    def write(table: str, rows: Iterable[tuple[Any, ...]]) -> None:
-        connection.cursor().executemany(
-            f"INSERT INTO agentloop_{table} VALUES (%s, %s, %s, %s)", list(rows)
-        )
-
-    return write
 
 
 def _failure(operation: str, error: BaseException) -> CheckpointError | None:
@@ -400,7 +363,7 @@ def _idle(connection: Any) -> bool:
     return bool(connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
 
 
-class PostgresSessionStore(BackendSessionStore):
+class PostgresSessionStore(SqlSessionStore):
     """A :class:`SessionStore` in a PostgreSQL database (``pip install agentloop[postgres]``).
 
     ``conninfo`` is a libpq connection string or URI. The store opens up to
@@ -417,6 +380,8 @@ class PostgresSessionStore(BackendSessionStore):
     its transaction runs waits for the transaction to finish. ``history_limit``:
     how many of each session's latest steps stay addressable at least (0: none).
     """
+
+    _dialect: PostgresDialect
 
     def __init__(
         self, conninfo: str, *, pool_size: int = 4, history_limit: int = DEFAULT_HISTORY_LIMIT
@@ -436,21 +401,11 @@ class PostgresSessionStore(BackendSessionStore):
                 "PostgresSessionStore needs psycopg 3: pip install 'agentloop-runtime[postgres]'",
                 name="psycopg",
             ) from None
-        self._dialect = PostgresDialect(conninfo, pool_size)
-        self._sql_backend = SqlBackend(self._dialect)
-        super().__init__(self._sql_backend, history_limit=history_limit)
+        super().__init__(PostgresDialect(conninfo, pool_size), history_limit)
 
     def __repr__(self) -> str:
         pool = self._dialect.pool
         return f"PostgresSessionStore(pool_size={pool.size}, {'closed' if pool.closed else 'open'})"
-
-    async def __aenter__(self) -> PostgresSessionStore:
-        await self.open()
-        return self
-
-    async def open(self) -> None:
-        """Connect and create or migrate the schema now (otherwise the first call does)."""
-        await self._sql_backend.open()
 
     async def schema_version(self) -> int:
         """The schema version the database holds (after creating or migrating it)."""

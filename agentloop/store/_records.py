@@ -1,7 +1,7 @@
 """The records :class:`BackendSessionStore` keeps in a backend's texts, and their codec.
 
 A session's ``meta`` (its version, status, lease and row counts), each claim
-row and each decision row is an attrs record, turned into JSON text by the
+row, decision row and answer row is an attrs record, turned into JSON text by the
 package's converter (``agentloop.loop._converter``: strict, extra keys refused) and
 back. A text that does not decode raises ``CheckpointError`` naming the
 session and the row, so a damaged backend fails closed.
@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import attrs
 
 from ..core._errors import CheckpointError
 from ..loop import _converter
-from ..loop._session_store import Claim, RecordedApproval, SessionStatus
+from ..loop._session_store import Claim, Lease, RecordedApproval, SessionStatus
+from ..loop._stored_answers import RecordedAnswer
 from ._json import compact, describe_error
-from ._rules import LeaseRow, stored_approval, timestamp
 
 __all__ = [
+    "ANSWERS",
     "ITEMS",
     "TURN_LIST_PREFIX",
+    "AnswerRow",
     "ClaimRow",
     "DecisionRow",
     "HistoryMark",
@@ -31,14 +34,22 @@ __all__ = [
     "SessionMeta",
     "decode_record",
     "encode_record",
+    "timestamp",
 ]
 
 ITEMS = "items"
 """The list of the transcript's item texts."""
+ANSWERS = "answers"
+"""The table of recorded answers, by question id."""
 TURN_LIST_PREFIX = "turn."
 """Prefix of the lists of the turn's growing lists (``turn.items``, ``turn.tool_calls``...)."""
 
 _FIX = "the store is damaged: restore it from a backup or delete the session"
+
+
+def timestamp(seconds: float) -> datetime:
+    """Seconds since the epoch as an aware UTC datetime."""
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 @attrs.frozen(kw_only=True)
@@ -50,9 +61,18 @@ class LeaseRecord:
     expires_at: float
     released: bool = False
 
-    def row(self) -> LeaseRow:
-        """The lease as the shared rules take it."""
-        return LeaseRow(self.owner, self.token, self.expires_at, self.released)
+    def live(self, now: float) -> bool:
+        """Whether it still excludes other owners at ``now``."""
+        return not self.released and self.expires_at > now
+
+    def as_lease(self, session_id: str) -> Lease:
+        """The public :class:`Lease`."""
+        return Lease(
+            session_id=session_id,
+            owner=self.owner,
+            token=self.token,
+            expires_at=timestamp(self.expires_at),
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -82,10 +102,6 @@ class SessionMeta:
     turn_counts: str | None = None
     lease: LeaseRecord | None = None
     history: HistoryMark | None = None
-
-    def lease_row(self) -> LeaseRow | None:
-        """The session's last granted lease as the rules take it (``None``: never leased)."""
-        return None if self.lease is None else self.lease.row()
 
 
 @attrs.frozen(kw_only=True)
@@ -128,14 +144,46 @@ class DecisionRow:
     ) -> RecordedApproval:
         """The public :class:`RecordedApproval` (``CheckpointError`` if the edited input
         is damaged)."""
-        return stored_approval(
-            session_id,
-            call_id,
-            self.input_digest,
-            self.approved,
-            timestamp(self.decided_at),
-            self.reason,
-            self.edited_input,
+        edited: Any = None
+        if self.edited_input is not None:
+            try:
+                edited = json.loads(self.edited_input)
+            except ValueError as error:
+                raise CheckpointError(
+                    f"cannot load the decision on call {call_id!r} of session {session_id!r}: "
+                    f"its stored edited input is not JSON ({error}); delete the session or "
+                    "record the decision again"
+                ) from None
+        return RecordedApproval(
+            session_id=session_id,
+            call_id=call_id,
+            input_digest=self.input_digest,
+            approved=self.approved,
+            decided_at=timestamp(self.decided_at),
+            reason=self.reason,
+            edited_input=edited,
+            newly_recorded=newly_recorded,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class AnswerRow:
+    """A recorded answer: its action, its content (JSON) and when it was recorded."""
+
+    action: str
+    content: Any = None
+    answered_at: float
+
+    def answer(
+        self, session_id: str, question_id: str, *, newly_recorded: bool = False
+    ) -> RecordedAnswer:
+        """The public :class:`RecordedAnswer`."""
+        return RecordedAnswer(
+            session_id=session_id,
+            question_id=question_id,
+            action=self.action,
+            content=self.content,
+            answered_at=timestamp(self.answered_at),
             newly_recorded=newly_recorded,
         )
 

@@ -234,6 +234,3 @@ class RedisSessionStore(BackendSessionStore):
             RedisBackend(url, prefix=prefix, max_connections=max_connections),
             history_limit=history_limit,
         )
-
-    async def __aenter__(self) -> RedisSessionStore:
-        return self

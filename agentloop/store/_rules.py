@@ -1,4 +1,4 @@
-"""The decisions every store makes the same way: versions, fences, leases, claims.
+"""The decisions every store makes the same way: versions, fences, leases, claims, answers.
 
 Plain synchronous functions over what a store read inside its transaction;
 each raises the typed error with the message the user sees, or returns. The
@@ -8,15 +8,13 @@ stores only read rows, call these, and write.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import attrs
 
-from ..core._errors import CheckpointError, InvalidInputError
+from ..core._errors import InvalidInputError
 from ..loop._session_store import (
     ClaimError,
-    Lease,
     LeaseHeldError,
     LeaseLostError,
     RecordedApproval,
@@ -26,48 +24,28 @@ from ..loop._session_store import (
     input_digest,
     pending_calls,
 )
+from ..loop._stored_answers import (
+    ANSWER_ACTIONS,
+    PendingQuestion,
+    RecordedAnswer,
+    pending_questions,
+)
+from ..tools._questions import Question, QuestionAnswer, check_answer
+from ._records import LeaseRecord, timestamp
 
 __all__ = [
-    "LeaseRow",
     "check_acquire",
     "check_claim",
     "check_decision",
     "check_fence",
+    "check_new_answer",
     "check_owner",
     "check_version",
     "decision_details",
     "is_ready",
-    "stored_approval",
-    "timestamp",
+    "with_unanswered_questions",
     "with_undecided_calls",
 ]
-
-
-class LeaseRow(NamedTuple):
-    """A session's lease as stored: the last one granted, live, expired or released."""
-
-    owner: str
-    token: int
-    expires_at: float
-    released: bool
-
-    def live(self, now: float) -> bool:
-        """Whether it still excludes other owners at ``now``."""
-        return not self.released and self.expires_at > now
-
-    def as_lease(self, session_id: str) -> Lease:
-        """The public :class:`Lease` for this row."""
-        return Lease(
-            session_id=session_id,
-            owner=self.owner,
-            token=self.token,
-            expires_at=timestamp(self.expires_at),
-        )
-
-
-def timestamp(seconds: float) -> datetime:
-    """Seconds since the epoch as an aware UTC datetime."""
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 def check_owner(owner: str, operation: str) -> str:
@@ -101,7 +79,7 @@ def check_version(session_id: str, expected: int | None, found: int | None) -> N
 
 
 def check_fence(
-    session_id: str, token: int | None, lease: LeaseRow | None, now: float, operation: str
+    session_id: str, token: int | None, lease: LeaseRecord | None, now: float, operation: str
 ) -> None:
     """Refuse a write whose ``token`` is not the current lease's (or unfenced under a live one)."""
     if token is None:
@@ -130,7 +108,7 @@ def check_fence(
     )
 
 
-def check_acquire(session_id: str, owner: str, lease: LeaseRow | None, now: float) -> None:
+def check_acquire(session_id: str, owner: str, lease: LeaseRecord | None, now: float) -> None:
     """Refuse a lease while another owner's is live."""
     if lease is None or not lease.live(now) or lease.owner == owner:
         return
@@ -152,38 +130,32 @@ def check_claim(
     approval: tuple[str, bool] | None,
 ) -> None:
     """Refuse a claim of a call claimed before, denied, or approved for another digest."""
+    prefix = f"cannot claim call {call_id!r} of session {session_id!r}"
     if not isinstance(digest, str) or not digest:
         raise InvalidInputError(
-            f"cannot claim call {call_id!r} of session {session_id!r}: input_digest must be a "
-            f"non-empty str (agentloop.store.input_digest), got {digest!r}"
+            f"{prefix}: input_digest must be a non-empty str (agentloop.store.input_digest), "
+            f"got {digest!r}"
         )
-    prefix = f"cannot claim call {call_id!r} of session {session_id!r}"
     if claimed:
-        raise ClaimError(
-            f"{prefix}: it was claimed before and may have run; answer it as in doubt, "
-            "never run it again",
-            session_id=session_id,
-            call_id=call_id,
-            reason="claimed",
-        )
+        raise _clash(
+            session_id, call_id, "claimed",
+            f"{prefix}: it was claimed before and may have run; answer it as in doubt, never "
+            "run it again",
+        )  # fmt: skip
     if approval is None:
         return
     approved_digest, approved = approval
     if not approved:
-        raise ClaimError(
-            f"{prefix}: a denial was recorded for it; answer it as denied",
-            session_id=session_id,
-            call_id=call_id,
-            reason="denied",
-        )
+        raise _clash(
+            session_id, call_id, "denied", f"{prefix}: a denial was recorded for it; answer it "
+            "as denied",
+        )  # fmt: skip
     if approved_digest != digest:
-        raise ClaimError(
+        raise _clash(
+            session_id, call_id, "digest",
             f"{prefix}: the approval recorded for it was for input {approved_digest}, this "
             f"claim is for {digest}; ask for a new approval of these arguments",
-            session_id=session_id,
-            call_id=call_id,
-            reason="digest",
-        )
+        )  # fmt: skip
 
 
 def check_decision(
@@ -195,36 +167,30 @@ def check_decision(
     claimed: bool,
 ) -> bool:
     """Whether to write a decision (``False``: the same one is stored); ClaimError on a clash."""
+    prefix = f"cannot record a decision on call {call_id!r} of session {session_id!r}"
     if not isinstance(digest, str) or not digest:
-        raise InvalidInputError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: "
-            f"input_digest must be a non-empty str, got {digest!r}"
-        )
+        raise InvalidInputError(f"{prefix}: input_digest must be a non-empty str, got {digest!r}")
     if not isinstance(approved, bool):
-        raise InvalidInputError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: "
-            f"approved must be a bool, got {approved!r}"
-        )
+        raise InvalidInputError(f"{prefix}: approved must be a bool, got {approved!r}")
     if existing is not None:
         if existing.input_digest == digest and existing.approved == approved:
             return False
-        raise ClaimError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: it was "
-            f"already {'approved' if existing.approved else 'denied'} for input "
-            f"{existing.input_digest}; a decision is final",
-            session_id=session_id,
-            call_id=call_id,
-            reason="decided",
-        )
+        raise _clash(
+            session_id, call_id, "decided",
+            f"{prefix}: it was already {'approved' if existing.approved else 'denied'} for "
+            f"input {existing.input_digest}; a decision is final",
+        )  # fmt: skip
     if claimed:
-        raise ClaimError(
-            f"cannot record a decision on call {call_id!r} of session {session_id!r}: the call "
-            "was already claimed (it may have run); a decision now would not be honoured",
-            session_id=session_id,
-            call_id=call_id,
-            reason="claimed",
-        )
+        raise _clash(
+            session_id, call_id, "claimed",
+            f"{prefix}: the call was already claimed (it may have run); a decision now would "
+            "not be honoured",
+        )  # fmt: skip
     return True
+
+
+def _clash(session_id: str, call_id: str, reason: str, message: str) -> ClaimError:
+    return ClaimError(message, session_id=session_id, call_id=call_id, reason=reason)
 
 
 def decision_details(
@@ -259,56 +225,35 @@ def decision_details(
     return reason, json.dumps(edited_input, ensure_ascii=False, allow_nan=False)
 
 
-def stored_approval(
-    session_id: str,
-    call_id: str,
-    digest: str,
-    approved: bool,
-    decided_at: datetime,
-    reason: str | None,
-    edited_text: str | None,
-    *,
-    newly_recorded: bool = False,
-) -> RecordedApproval:
-    """An ``RecordedApproval`` from what a store keeps (the edited input as JSON text, or ``None``).
-
-    ``CheckpointError`` naming the session and the call when that text is damaged.
-    """
-    edited: Any = None
-    if edited_text is not None:
-        try:
-            edited = json.loads(edited_text)
-        except ValueError as error:
-            raise CheckpointError(
-                f"cannot load the decision on call {call_id!r} of session {session_id!r}: "
-                f"its stored edited input is not JSON ({error}); delete the session or "
-                "record the decision again"
-            ) from None
-    return RecordedApproval(
-        session_id=session_id,
-        call_id=call_id,
-        input_digest=digest,
-        approved=approved,
-        decided_at=decided_at,
-        reason=reason,
-        edited_input=edited,
-        newly_recorded=newly_recorded,
-    )
-
-
 def with_undecided_calls(summary: SessionSummary, head: object) -> SessionSummary:
     """``summary`` with its undecided calls' tool, input and digest, read from its stored head.
 
     The head is the JSON text a store keeps (the saved round is in it); a
     head that is not JSON leaves ``undecided_calls`` empty.
     """
+    document = _document(head)
+    if document is None:
+        return summary
+    return attrs.evolve(summary, undecided_calls=pending_calls(document, summary.undecided))
+
+
+def with_unanswered_questions(summary: SessionSummary, head: object) -> SessionSummary:
+    """``summary`` with its unanswered questions, read from its stored head (JSON text)."""
+    document = _document(head)
+    if document is None:
+        return summary
+    return attrs.evolve(
+        summary, unanswered_questions=pending_questions(document, summary.unanswered)
+    )
+
+
+def _document(head: object) -> dict[str, Any] | None:
+    """A stored head's document (``None``: not a JSON object)."""
     try:
         document = json.loads(head) if isinstance(head, str) else None
     except ValueError:
-        document = None
-    if not isinstance(document, dict):
-        return summary
-    return attrs.evolve(summary, undecided_calls=pending_calls(document, summary.undecided))
+        return None
+    return document if isinstance(document, dict) else None
 
 
 def is_ready(status: SessionStatus, pending: tuple[str, ...], undecided: tuple[str, ...]) -> bool:
@@ -318,3 +263,59 @@ def is_ready(status: SessionStatus, pending: tuple[str, ...], undecided: tuple[s
         return True
     waits = status in (SessionStatus.AWAITING_APPROVAL, SessionStatus.AWAITING_ANSWER)
     return waits and bool(pending) and not undecided
+
+
+def check_new_answer(
+    session_id: str,
+    question_id: str,
+    status: SessionStatus,
+    pending: tuple[str, ...],
+    head: object,
+    existing: RecordedAnswer | None,
+    action: object,
+    content: object,
+) -> None:
+    """Raise unless the answer may be recorded: ``ClaimError`` when the session does not
+    wait on the question (``"not_pending"``) or it was answered (``"answered"``),
+    ``InvalidInputError`` when the answer does not fit."""
+    where = f"record an answer to question {question_id!r} of session {session_id!r}"
+    if action not in ANSWER_ACTIONS:
+        raise InvalidInputError(
+            f"cannot {where}: action must be one of accept, decline, cancel; got {action!r}"
+        )
+    if existing is not None:
+        raise _clash(
+            session_id, question_id, "answered",
+            f"cannot {where}: it was already answered ({existing.action}, at "
+            f"{existing.answered_at.isoformat()}); an answer is final",
+        )  # fmt: skip
+    document = _document(head)
+    found = () if document is None else pending_questions(document, (question_id,))
+    waiting = list(pending) if status is SessionStatus.AWAITING_ANSWER else []
+    if question_id not in waiting or not found:
+        raise _clash(
+            session_id, question_id, "not_pending",
+            f"cannot {where}: the session does not wait on that question (its status is "
+            f"{status.value}, waiting on {waiting}); answer a question listed by "
+            "sessions_awaiting_answer()",
+        )  # fmt: skip
+    _check_fits(found[0], str(action), content, where)
+
+
+def _check_fits(pending: PendingQuestion, action: str, content: object, where: str) -> None:
+    if action == "accept" and not pending.resumable:
+        raise InvalidInputError(
+            f"cannot {where}: call {pending.call_id} ({pending.tool_name}) cannot go on from "
+            "an answer recorded now (its question has no resume data: the process that asked "
+            "it is gone, so resuming the session answers the call in doubt); decline or "
+            "cancel it instead"
+        )
+    try:
+        # Encoded too: a lone surrogate (a JSON escape can carry one) is not text to store.
+        json.dumps(content, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"cannot {where}: the content is not JSON ({error})") from None
+    question = Question(
+        pending.kind, pending.message, None if pending.schema is None else dict(pending.schema)
+    )
+    check_answer(question, QuestionAnswer(action, content), f"cannot {where}")

@@ -29,8 +29,8 @@ from ._codec import (
     turn_counts,
     turn_starts,
 )
-from ._heads import AGAIN, CLAIMS, Heads, Recent, expected_revision, retried
-from ._history import HistoryPlan, SideRows, plan_history, summary_of
+from ._heads import AGAIN, CLAIMS, Again, Heads, Known, Recent, expected_revision, retried
+from ._history import SideRows, plan_history, summary_of
 from ._records import ITEMS, TURN_LIST_PREFIX, ClaimRow, SessionMeta, encode_record
 from ._rules import check_fence, check_version
 
@@ -52,9 +52,9 @@ class Saves:
     def __init__(
         self, heads: Heads, clock: Callable[[], float], history_limit: Callable[[], int]
     ) -> None:
-        self._heads = heads
-        self._clock = clock
-        self._history_limit = history_limit
+        self.heads = heads
+        self.clock = clock
+        self.history_limit = history_limit
         self._written: Recent[str, tuple[int, EncodedCheckpoint]] = Recent(_CACHED_SESSIONS)
         """Each recent session's last save through this store: its version and encoding."""
 
@@ -75,133 +75,35 @@ class Saves:
     ) -> int:
         """Replace the session's document (see :meth:`SessionStore.save_checkpoint`).
 
-        The first attempt decides on the head this store last committed, when
-        it has one, without reading it: the commit's compare-and-set applies
-        only if that head is still the stored one, and a refusal, or a check
-        that fails on it, starts over from a fresh read. The save is the
-        session's next step, described by ``origin``; ``claim_rows`` are claim
-        rows written with it (a fork's calls in doubt, a rewind's calls in
-        doubt again), ``side`` rows put and dropped with it (a rewind's claims
-        and decisions of the abandoned steps).
+        The save is the session's next step, described by ``origin``;
+        ``claim_rows`` are claim rows written with it (a fork's calls in doubt,
+        a rewind's calls in doubt again), ``side`` rows put and dropped with it
+        (a rewind's claims and decisions of the abandoned steps).
         """
         last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
         status, pending = summarize(checkpoint)
-        counts = turn_counts(encoded.turn)
-        step = {  # the step row's fields but its time (see _history.StepRow)
-            "state": str(checkpoint.get("state")),
-            "status": status,
-            "item_count": len(encoded.items),
-            "turn_counts": counts,
-            "summary": summary_of(checkpoint),
-            "origin": origin,
-        }
-        operation = f"save checkpoint for session {session_id!r}"
         await anyio.lowlevel.checkpoint()
-        known = [self._heads.known(session_id)]
-
-        async def attempt() -> Any:
-            remembered = known[0]
-            known[0] = None  # a later attempt reads the stored head
-            if remembered is None:
-                head, meta = await self._heads.read(session_id)
-                claims: dict[str, ClaimRow] = {}
-            else:
-                head, meta, claims = remembered
-            try:
-                lease = meta.lease_row()
-                check_fence(session_id, fencing_token, lease, self._clock(), operation)
-                saved = head is not None and head.document is not None
-                check_version(session_id, expected_version, meta.version if saved else None)
-            except Exception:
-                if remembered is None:
-                    raise
-                return AGAIN  # decided on a remembered head: decide again on the stored one
-            lists = await self._list_writes(session_id, meta if saved else None, encoded)
-            answered = answered_from(encoded, lists[ITEMS][0])
-            if not answered <= claims.keys():
-                wanted = answered - claims.keys()
-                claims = {**claims, **await self._heads.rows(session_id, CLAIMS, ClaimRow, wanted)}
-            marked = {**_marked(claims, answered), **(claim_rows or {})}
-            now = time.time()
-            step_fields = {**step, "saved_at": now}
-            plan = plan_history(meta.history, self._history_limit(), encoded, lists, step_fields)
-            fields = {
-                "updated_at": now,
-                "status": status,
-                "pending": pending,
-                "item_count": len(encoded.items),
-                "turn_counts": counts,
-                "lease": meta.lease,
-                "history": plan.mark,
-            }
-            version = await self._commit(
-                session_id, head, (claims, marked), fields, encoded.head, lists, (plan, side)
-            )
-            return AGAIN if version is None else version
-
-        version: int = await retried(attempt)
+        save = _Save(
+            self,
+            session_id,
+            encoded,
+            {"status": status, "pending": pending, "item_count": len(encoded.items)},
+            {"state": str(checkpoint.get("state")), "summary": summary_of(checkpoint)},
+            (expected_version, fencing_token),
+            (origin, claim_rows or {}, side),
+            self.heads.known(session_id),
+        )
+        version: int = await retried(save.attempt)
         self._written.put(session_id, (version, encoded))
         return version
 
-    async def _commit(
-        self,
-        session_id: str,
-        head: BackendHead | None,
-        claims: tuple[dict[str, ClaimRow], dict[str, ClaimRow]],
-        fields: dict[str, Any],
-        document: str,
-        lists: Lists,
-        history: tuple[HistoryPlan, SideRows | None],
-    ) -> int | None:
-        """Commit a save on ``head``'s revision with the next version number; the version,
-        or ``None`` when another writer committed first. ``claims`` are the claim rows
-        known and those the save writes (marked answered, or given); ``history`` the
-        save's step plan and the side rows it also puts and drops."""
-        known, marked = claims
-        plan, side = history
-        rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
-        new_revision = await self._heads.next_revision(head)
-        built: dict[int, tuple[BackendHead, SessionMeta]] = {}
-
-        def write(version: int) -> BackendWrite:
-            meta = SessionMeta(version=version, **fields)
-            new_head = BackendHead(
-                revision=new_revision, meta=encode_record(meta), document=document
-            )
-            built[version] = (new_head, meta)
-            all_rows = {**rows, **plan.rows(version, new_revision)}
-            drop = plan.drop
-            if side is not None:
-                for table, put in side.rows.items():
-                    all_rows[table] = {**put, **all_rows.get(table, {})}
-                drop = {**drop, **side.drop}
-            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=drop)
-
-        backend = self._heads.backend
-        revision = expected_revision(head)
-        if isinstance(backend, NumberedCommit):
-            committing = backend.commit_numbered(session_id, revision, VERSIONS, write)
-            version = await self._heads.guarded(session_id, committing)
-        else:
-            number = await backend.next_number(VERSIONS)
-            applied = await self._heads.guarded(
-                session_id, backend.commit(session_id, revision, write(number))
-            )
-            version = number if applied else None
-        if version is not None:
-            if version not in built:  # the backend wrote it without calling write(version)
-                write(version)
-            new_head, meta = built[version]
-            self._heads.committed(session_id, new_head, meta, {**known, **marked})
-        return version
-
-    async def _list_writes(
+    async def list_writes(
         self, session_id: str, meta: SessionMeta | None, encoded: EncodedCheckpoint
     ) -> Lists:
         """The list rows a save of ``encoded`` writes over what is stored: only what changed."""
         last = self._written.get(session_id)
-        backend = self._heads.backend
+        backend = self.heads.backend
         items: Any
         if meta is None:
             items, turn = (), {}
@@ -225,10 +127,123 @@ class Saves:
         return lists
 
 
-def _marked(claims: Mapping[str, ClaimRow], answered: frozenset[str]) -> dict[str, ClaimRow]:
-    """The rows of ``claims`` whose call ``answered`` holds a result of, marked answered."""
-    return {
-        call_id: attrs.evolve(row, answered=True)
-        for call_id, row in claims.items()
-        if call_id in answered and not row.answered
-    }
+@attrs.define
+class _Save:
+    """One save: what it writes, decided again by each attempt on the head it finds.
+
+    The first attempt decides on the head this store last committed
+    (``known``), when it has one, without reading it: the commit's
+    compare-and-set applies only if that head is still the stored one, and a
+    refusal, or a check that fails on it, starts over from a fresh read.
+    """
+
+    saves: Saves
+    session_id: str
+    encoded: EncodedCheckpoint
+    meta_fields: dict[str, Any]
+    step_fields: dict[str, Any]
+    checks: tuple[int | None, int | None]
+    """The expected version and the fencing token."""
+    extra: tuple[str | None, Mapping[str, ClaimRow], SideRows | None]
+    """The step's origin, the claim rows and the side rows written with it."""
+    known: Known | None
+
+    async def attempt(self) -> int | Again:
+        """Decide on the head and commit; the version, or :data:`AGAIN`."""
+        remembered, self.known = self.known, None  # a later attempt reads the stored head
+        if remembered is None:
+            head, meta = await self.saves.heads.read(self.session_id)
+            claims: dict[str, ClaimRow] = {}
+        else:
+            head, meta, claims = remembered
+        saved = head is not None and head.document is not None
+        try:
+            expected_version, fencing_token = self.checks
+            operation = f"save checkpoint for session {self.session_id!r}"
+            check_fence(self.session_id, fencing_token, meta.lease, self.saves.clock(), operation)
+            check_version(self.session_id, expected_version, meta.version if saved else None)
+        except Exception:
+            if remembered is None:
+                raise
+            return AGAIN  # decided on a remembered head: decide again on the stored one
+        lists = await self.saves.list_writes(self.session_id, meta if saved else None, self.encoded)
+        claims, marked = await self._claims(claims, lists)
+        version = await self._commit(head, meta, lists, claims, marked)
+        return AGAIN if version is None else version
+
+    async def _claims(
+        self, claims: dict[str, ClaimRow], lists: Lists
+    ) -> tuple[dict[str, ClaimRow], dict[str, ClaimRow]]:
+        """The claim rows known, with those of the calls the new items answer; and the rows
+        the save writes (those marked answered, and the rows given)."""
+        answered = answered_from(self.encoded, lists[ITEMS][0])
+        wanted = answered - claims.keys()
+        if wanted:
+            claims = {
+                **claims,
+                **await self.saves.heads.rows(self.session_id, CLAIMS, ClaimRow, wanted),
+            }
+        marked = {
+            call_id: attrs.evolve(row, answered=True)
+            for call_id, row in claims.items()
+            if call_id in answered and not row.answered
+        }
+        return claims, {**marked, **self.extra[1]}
+
+    async def _commit(
+        self,
+        head: BackendHead | None,
+        meta: SessionMeta,
+        lists: Lists,
+        claims: dict[str, ClaimRow],
+        marked: dict[str, ClaimRow],
+    ) -> int | None:
+        """Commit on ``head``'s revision with the next version number; the version, or
+        ``None`` when another writer committed first."""
+        heads, session_id, (origin, _rows, side) = self.saves.heads, self.session_id, self.extra
+        now = time.time()
+        counts = turn_counts(self.encoded.turn)
+        step = {**self.step_fields, **self.meta_fields, "turn_counts": counts, "origin": origin}
+        step.pop("pending")
+        plan = plan_history(
+            meta.history, self.saves.history_limit(), self.encoded, lists, {**step, "saved_at": now}
+        )
+        fields = {**self.meta_fields, "updated_at": now, "turn_counts": counts, "lease": meta.lease}
+        rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
+        if side is not None:
+            for table, put in side.rows.items():
+                rows[table] = {**put, **rows.get(table, {})}
+        drop = {**plan.drop, **(side.drop if side is not None else {})}
+        new_revision = await heads.next_revision(head)
+        built: dict[int, tuple[BackendHead, SessionMeta]] = {}
+
+        def write(version: int) -> BackendWrite:
+            new_meta = SessionMeta(version=version, history=plan.mark, **fields)
+            new_head = BackendHead(
+                revision=new_revision, meta=encode_record(new_meta), document=self.encoded.head
+            )
+            built[version] = (new_head, new_meta)
+            all_rows = {**rows, **plan.rows(version, new_revision)}
+            return BackendWrite(head=new_head, lists=lists, rows=all_rows, drop=drop)
+
+        version = await _commit_numbered(heads, session_id, expected_revision(head), write)
+        if version is not None:
+            if version not in built:  # the backend wrote it without calling write(version)
+                write(version)
+            heads.committed(session_id, *built[version], {**claims, **marked})
+        return version
+
+
+async def _commit_numbered(
+    heads: Heads, session_id: str, revision: int, write: Callable[[int], BackendWrite]
+) -> int | None:
+    """Take the next version number and commit ``write(number)`` on ``revision``, in one
+    call when the backend offers :class:`NumberedCommit`; the number, or ``None``."""
+    backend = heads.backend
+    if isinstance(backend, NumberedCommit):
+        return await heads.guarded(
+            session_id, backend.commit_numbered(session_id, revision, VERSIONS, write)
+        )
+    number = await backend.next_number(VERSIONS)
+    applied = await heads.guarded(session_id, backend.commit(session_id, revision, write(number)))
+    return number if applied else None

@@ -19,13 +19,14 @@ transaction, counters and the schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
+from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite
 
-__all__ = ["Dialect", "SqlBackend"]
+__all__ = ["Dialect", "SqlBackend", "SqlSessionStore", "sql_for", "tables"]
 
 T = TypeVar("T")
 
@@ -98,17 +99,37 @@ _STATEMENTS = {
 }
 
 
+def sql_for(prefix: str, placeholder: str, lock: str = "") -> Callable[[str], str]:
+    """Puts a dialect's table prefix (``{t}``), row lock (``{lock}``) and parameter marks
+    (``?``) into a statement."""
+    return lambda text: text.format(t=prefix, lock=lock).replace("?", placeholder)
+
+
+def tables(prefix: str, bigint: str, suffix: str) -> list[str]:
+    """The backend's three tables, as ``CREATE TABLE`` statements for a dialect: its table
+    prefix, its type for a revision and what follows a table keyed by its primary key."""
+    return [
+        f"""CREATE TABLE {prefix}heads (
+    session_id TEXT PRIMARY KEY, revision {bigint} NOT NULL, meta TEXT NOT NULL, document TEXT
+)""",
+        f"""CREATE TABLE {prefix}lists (
+    session_id TEXT NOT NULL, list TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, list, position)
+){suffix}""",
+        f"""CREATE TABLE {prefix}keyed (
+    session_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, tbl, key)
+){suffix}""",
+    ]
+
+
 class SqlBackend:
     """A :class:`~agentloop.store.StorageBackend` in a SQL database, through ``dialect``."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
-        self._sql = {
-            name: text.format(t=dialect.prefix, lock=dialect.row_lock).replace(
-                "?", dialect.placeholder
-            )
-            for name, text in _STATEMENTS.items()
-        }
+        sql = sql_for(dialect.prefix, dialect.placeholder, dialect.row_lock)
+        self._sql = {name: sql(text) for name, text in _STATEMENTS.items()}
 
     async def open(self) -> None:
         """Connect (and create or migrate the schema) now; otherwise the first call does."""
@@ -132,7 +153,6 @@ class SqlBackend:
         else:
             statement = self._sql["update_head"]
             values = (head.revision, head.meta, head.document, session_id, expected_revision)
-        appended, put, dropped = _rows(session_id, write)
 
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
@@ -140,7 +160,7 @@ class SqlBackend:
                 # round trip); the rows then travel with COMMIT.
                 if connection.execute(statement, values).fetchone() is None:
                     return False  # nothing written: the transaction commits no change
-                self._write_rows(connection, session_id, write.lists, appended, put, dropped)
+                self._write_rows(connection, session_id, write)
             return True
 
         return await self.dialect.run(f"write session {session_id!r}", work)
@@ -188,29 +208,32 @@ class SqlBackend:
                     self._sql["update_head"],
                     (head.revision, head.meta, head.document, session_id, expected_revision),
                 )
-                appended, put, dropped = _rows(session_id, done)
-                self._write_rows(connection, session_id, done.lists, appended, put, dropped)
+                self._write_rows(connection, session_id, done)
             return number
 
         return await self.dialect.run(f"write session {session_id!r}", work)
 
-    def _write_rows(
-        self,
-        connection: Any,
-        session_id: str,
-        lists: Mapping[str, tuple[int, tuple[str, ...]]],
-        appended: list[tuple[str, str, int, str]],
-        put: list[tuple[str, str, str, str]],
-        dropped: list[tuple[str, str, str]],
-    ) -> None:
-        for name, (start, _rows) in lists.items():
+    def _write_rows(self, connection: Any, session_id: str, write: BackendWrite) -> None:
+        """Cut and append ``write``'s list rows, drop and put its keyed rows."""
+        for name, (start, _rows) in write.lists.items():
             connection.execute(self._sql["cut_list"], (session_id, name, start))
-        if appended:
-            connection.cursor().executemany(self._sql["append"], appended)
-        if dropped:
-            connection.cursor().executemany(self._sql["drop"], dropped)
-        if put:
-            connection.cursor().executemany(self._sql["put"], put)
+        for statement, rows in (
+            ("append", [
+                (session_id, name, start + offset, text)
+                for name, (start, texts) in write.lists.items()
+                for offset, text in enumerate(texts)
+            ]),
+            ("drop", [
+                (session_id, table, key) for table, keys in write.drop.items() for key in keys
+            ]),
+            ("put", [
+                (session_id, table, key, text)
+                for table, rows_by_key in write.rows.items()
+                for key, text in rows_by_key.items()
+            ]),
+        ):  # fmt: skip
+            if rows:
+                connection.cursor().executemany(self._sql[statement], rows)
 
     async def read_list(self, session_id: str, name: str) -> list[str]:
         """The list's rows, in order: those at positions 0, 1, ... up to the first missing one.
@@ -290,25 +313,23 @@ class SqlBackend:
         await self.dialect.close()
 
 
-def _rows(
-    session_id: str, write: BackendWrite
-) -> tuple[
-    list[tuple[str, str, int, str]], list[tuple[str, str, str, str]], list[tuple[str, str, str]]
-]:
-    """A write's list rows to append, keyed rows to put and keys to drop, as statement
-    parameters."""
-    appended = [
-        (session_id, name, start + offset, text)
-        for name, (start, rows) in write.lists.items()
-        for offset, text in enumerate(rows)
-    ]
-    put = [
-        (session_id, table, key, text)
-        for table, rows_by_key in write.rows.items()
-        for key, text in rows_by_key.items()
-    ]
-    dropped = [(session_id, table, key) for table, keys in write.drop.items() for key in keys]
-    return appended, put, dropped
+class SqlSessionStore(BackendSessionStore):
+    """A :class:`BackendSessionStore` over ``dialect``'s :class:`SqlBackend`: what the
+    SQLite and PostgreSQL stores share."""
+
+    def __init__(self, dialect: Any, history_limit: int) -> None:
+        self._dialect = dialect
+        self._sql_backend = SqlBackend(dialect)
+        super().__init__(self._sql_backend, history_limit=history_limit)
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def open(self) -> None:
+        """Connect (and create or migrate the schema) now; otherwise the first call does
+        (``CheckpointError`` if the database cannot be opened)."""
+        await self._sql_backend.open()
 
 
 def _head(row: Any) -> BackendHead:

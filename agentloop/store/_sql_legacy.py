@@ -1,4 +1,4 @@
-"""Moving a SQL store of the table-per-kind layout onto the storage protocol's tables.
+"""Older SQL stores' schema steps: the table-per-kind layout moved, question statuses.
 
 Before the SQL stores were :class:`SqlBackend` s, each kind of row had a
 table: the sessions (head text, item count, version, status, pending calls,
@@ -11,6 +11,15 @@ filled it), writes each session's head, lists and keyed rows as
 :class:`BackendSessionStore` keeps them, and drops the old tables. The caller
 runs it inside the transaction that records the new schema version, so it
 happens whole or not at all.
+
+Before SQLite schema 7 (PostgreSQL migration 5) a session saved while a
+running call waited on a question (document state ``AWAITING_ANSWER``) was
+stored with status ``awaiting_input``, and before schema 8 (migration 6) one
+resting on a call in doubt (``AWAITING_RESOLUTION``): :func:`restatus_questions`
+re-derives the status of those heads (``summarize``: ``awaiting_answer`` with
+the question ids as pending, or ``awaiting_resolution``); every other head,
+and one whose meta or document does not decode, is left byte for byte.
+Running it again changes nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import attrs
 
 from ..core._errors import CheckpointError
 from ..loop._session_store import SessionStatus, summarize
-from ._backed import CLAIMS, DECISIONS
+from ._heads import CLAIMS, DECISIONS
 from ._records import (
     ITEMS,
     TURN_LIST_PREFIX,
@@ -32,45 +41,27 @@ from ._records import (
     DecisionRow,
     LeaseRecord,
     SessionMeta,
+    decode_record,
     encode_record,
 )
 
-__all__ = ["LEGACY_TABLES", "move_legacy_rows"]
+__all__ = ["LEGACY_TABLES", "move_legacy_rows", "restatus_questions"]
 
 LEGACY_TABLES = ("sessions", "items", "turn_rows", "claims", "leases", "approvals")
 """The old tables, by their role (the dialect maps each to its name)."""
 
 _COLUMNS: dict[str, dict[str, str]] = {
-    "sessions": {
-        "session_id": "",
-        "head": "",
-        "item_count": "",
-        "version": "",
-        "updated_at": "",
-        "status": "NULL",
-        "pending_approvals": "NULL",
-        "turn_counts": "NULL",
-    },
-    "items": {"session_id": "", "position": "", "item": ""},
-    "turn_rows": {"session_id": "", "list": "", "position": "", "element": ""},
-    "claims": {
-        "session_id": "",
-        "call_id": "",
-        "tool_name": "",
-        "claimed_at": "",
-        "input_digest": "NULL",
-        "answered": "0",
-    },
-    "leases": {"session_id": "", "owner": "", "token": "", "expires_at": "", "released": ""},
-    "approvals": {
-        "session_id": "",
-        "call_id": "",
-        "input_digest": "",
-        "approved": "",
-        "decided_at": "",
-        "reason": "NULL",
-        "edited_input": "NULL",
-    },
+    role: {column.partition("=")[0]: column.partition("=")[2] for column in columns.split()}
+    for role, columns in {
+        "sessions": "session_id head item_count version updated_at status=NULL "
+        "pending_approvals=NULL turn_counts=NULL",
+        "items": "session_id position item",
+        "turn_rows": "session_id list position element",
+        "claims": "session_id call_id tool_name claimed_at input_digest=NULL answered=0",
+        "leases": "session_id owner token expires_at released",
+        "approvals": "session_id call_id input_digest approved decided_at reason=NULL "
+        "edited_input=NULL",
+    }.items()
 }
 """Each role's columns, in the order read; the default stands for a column a table lacks."""
 
@@ -79,7 +70,7 @@ def move_legacy_rows(
     connection: Any,
     names: dict[str, str],
     columns: Callable[[Any, str], set[str]],
-    write: Callable[[str, Iterable[tuple[Any, ...]]], None],
+    sql: Callable[[str], str],
     where: str,
 ) -> None:
     """Copy the old tables' rows into the new tables, then drop the old ones.
@@ -87,10 +78,15 @@ def move_legacy_rows(
     ``names`` maps each role (:data:`LEGACY_TABLES`; ``version``, ``claimed_at``
     are renamed the same way, e.g. SQLite's ``sequence``) to its name here;
     ``columns(connection, table)`` is the set of a table's columns (empty if
-    it does not exist); ``write(table, rows)`` inserts rows into ``heads``,
-    ``lists`` or ``keyed``. A row that does not convert raises ``CheckpointError``
-    naming it and the store (``where``); the caller's transaction then rolls back.
+    it does not exist); ``sql`` puts the dialect's prefix (``{t}``) and
+    placeholders (``?``) into a statement. A row that does not convert raises
+    ``CheckpointError`` naming it and the store (``where``); the caller's
+    transaction then rolls back.
     """
+
+    def write(table: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        connection.cursor().executemany(sql(f"INSERT INTO {{t}}{table} VALUES (?, ?, ?, ?)"), rows)
+
     read = {role: _read(connection, names, columns, role) for role in LEGACY_TABLES}
     metas: dict[str, SessionMeta] = {}
     documents: dict[str, str] = {}
@@ -209,3 +205,31 @@ def _epoch(value: object) -> float:
     if isinstance(value, str):
         return datetime.fromisoformat(value).timestamp()
     return float(value)  # type: ignore[arg-type]
+
+
+_RESTATUSED = {
+    "AWAITING_ANSWER": SessionStatus.AWAITING_ANSWER,
+    "AWAITING_RESOLUTION": SessionStatus.AWAITING_RESOLUTION,
+}
+
+
+def restatus_questions(connection: Any, sql: Callable[[str], str]) -> None:
+    """Give each head resting on a question or a call in doubt but stored as awaiting input
+    its status."""
+    heads = connection.execute(sql("SELECT session_id, meta, document FROM {t}heads")).fetchall()
+    for session_id, meta_text, document in heads:
+        if document is None or not any(f'"{state}"' in document for state in _RESTATUSED):
+            continue  # cheap: no head of another state is decoded
+        try:
+            meta = decode_record(meta_text, SessionMeta, session_id, "its head's meta")
+            parsed = json.loads(document)
+        except Exception:
+            continue  # left as it is: a load reports it
+        if not isinstance(parsed, dict) or meta.status is not SessionStatus.AWAITING_INPUT:
+            continue
+        status, pending = summarize(parsed)
+        if status in _RESTATUSED.values():
+            new = encode_record(attrs.evolve(meta, status=status, pending=pending))
+            connection.execute(
+                sql("UPDATE {t}heads SET meta = ? WHERE session_id = ?"), (new, session_id)
+            )

@@ -5,50 +5,37 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``): the backend's
 ``counters(name, value)``. Files of schema 1 to 5 (a table per kind of row)
 are moved onto these tables when opened, in the transaction that records
 the version (see ``_sql_legacy``); schema 7 gives sessions resting on a
-question their own status and schema 8 those resting on a call in doubt
-(``_sql_restatus``: a schema 6 or 7 file's heads are re-derived when
-opened); a file of a newer schema is refused.
+question their own status and schema 8 those resting on a call in doubt (a
+schema 6 or 7 file's heads are re-derived when opened); a file of a newer
+schema is refused.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from ..core._errors import CheckpointError
-from ._backed import BackendSessionStore
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._location import sqlite_file
 from ._pool import ConnectionPool
-from ._sql_backend import SqlBackend
-from ._sql_legacy import move_legacy_rows
-from ._sql_restatus import restatus_questions
+from ._sql_backend import SqlSessionStore, sql_for, tables
+from ._sql_legacy import move_legacy_rows, restatus_questions
 
 __all__ = ["SCHEMA_VERSION", "SqliteSessionStore"]
-
-T = TypeVar("T")
 
 SCHEMA_VERSION = 8
 """The schema this module writes; a file with a newer one is refused, older ones moved."""
 
-_SCHEMA = """
-CREATE TABLE heads (
-    session_id TEXT PRIMARY KEY, revision INTEGER NOT NULL, meta TEXT NOT NULL, document TEXT
-);
-CREATE TABLE lists (
-    session_id TEXT NOT NULL, list TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (session_id, list, position)
-) WITHOUT ROWID;
-CREATE TABLE keyed (
-    session_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (session_id, tbl, key)
-) WITHOUT ROWID;
-CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-"""
+_SCHEMA = [
+    *tables("", "INTEGER", " WITHOUT ROWID"),
+    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+]
 
+_SQL = sql_for("", "?")
 _LEGACY_NAMES = {
     "sessions": "sessions",
     "items": "items",
@@ -167,7 +154,7 @@ class SqliteDialect:
             ).fetchone()
             found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
         if found in (6, 7):
-            _restatus(connection)
+            restatus_questions(connection, _SQL)
             connection.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -186,45 +173,21 @@ class SqliteDialect:
 
     def _create(self, connection: sqlite3.Connection, found: int) -> None:
         """Create the tables; move an older schema's rows (and counters) onto them."""
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                connection.execute(statement)
+        for statement in _SCHEMA:
+            connection.execute(statement)
         counters = {"versions": 0, "tokens": 0}
         if found:
             old = dict(connection.execute("SELECT key, value FROM meta").fetchall())
             counters["tokens"] = int(old.get("last_token", 0))
             greatest = connection.execute("SELECT max(sequence) FROM sessions").fetchone()[0]
             counters["versions"] = max(int(old.get("last_sequence", 0)), int(greatest or 0))
-            move_legacy_rows(
-                connection, _LEGACY_NAMES, _columns, _inserter(connection), repr(self.path)
-            )
+            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _SQL, repr(self.path))
             connection.execute("DELETE FROM meta")
-            _restatus(connection)
+            restatus_questions(connection, _SQL)
         connection.executemany("INSERT INTO counters (name, value) VALUES (?, ?)", counters.items())
         connection.execute(
             "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
-
-
-def _restatus(connection: sqlite3.Connection) -> None:
-    """Schemas 7 and 8: the heads resting on a question get status ``awaiting_answer``, those
-    resting on a call in doubt ``awaiting_resolution``."""
-    heads = connection.execute("SELECT session_id, meta, document FROM heads").fetchall()
-    restatus_questions(
-        heads,
-        lambda session_id, meta: connection.execute(
-            "UPDATE heads SET meta = ? WHERE session_id = ?", (meta, session_id)
-        ),
-    )
-
-
-def _inserter(connection: Any) -> Any:
-    """``write(table, rows)`` for :func:`move_legacy_rows`: inserts into the new tables."""
-
-    def write(table: str, rows: Iterable[tuple[Any, ...]]) -> None:
-        connection.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?)", list(rows))
-
-    return write
 
 
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
@@ -232,7 +195,7 @@ def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
     return {str(row[1]) for row in connection.execute(f"PRAGMA table_info({table})")}
 
 
-class SqliteSessionStore(BackendSessionStore):
+class SqliteSessionStore(SqlSessionStore):
     """A :class:`SessionStore` in the SQLite file at ``path`` (created if missing).
 
     ``path`` is a file path or a ``sqlite:///PATH`` URL (``sqlite:////ABS`` for
@@ -259,12 +222,12 @@ class SqliteSessionStore(BackendSessionStore):
     addressable at least (see :meth:`BackendSessionStore.history`; 0: none).
     """
 
+    _dialect: SqliteDialect
+
     def __init__(
         self, path: str | os.PathLike[str], *, history_limit: int = DEFAULT_HISTORY_LIMIT
     ) -> None:
-        self._dialect = SqliteDialect(sqlite_file(path))
-        self._sql_backend = SqlBackend(self._dialect)
-        super().__init__(self._sql_backend, history_limit=history_limit)
+        super().__init__(SqliteDialect(sqlite_file(path)), history_limit)
 
     def __repr__(self) -> str:
         pool = self._dialect.pool
@@ -275,11 +238,3 @@ class SqliteSessionStore(BackendSessionStore):
     def path(self) -> str:
         """The database file's path."""
         return self._dialect.path
-
-    async def __aenter__(self) -> SqliteSessionStore:
-        await self.open()
-        return self
-
-    async def open(self) -> None:
-        """Open the file now (otherwise the first call does); ``CheckpointError`` if unreadable."""
-        await self._sql_backend.open()

@@ -32,32 +32,23 @@ from ..loop._session_history import INHERITED_KEYS, SavedStep, inherited_keys
 from ..loop._session_store import StoredSession
 from ._backend import StorageBackend
 from ._codec import answered_call_ids, decode_stored
-from ._heads import CLAIMS, Heads
+from ._heads import CLAIMS, DECISIONS, Heads
 from ._history import HISTORY, STEPS, HistoryRow, SideRows, StepRow, rebuild, step_key
-from ._records import ClaimRow, decode_record
-from ._rules import timestamp
+from ._records import ClaimRow, decode_record, timestamp
 from ._saves import Saves
 
-__all__ = [
-    "REWOUND_CLAIMS",
-    "REWOUND_DECISIONS",
-    "HistoryHost",
-    "StepHistory",
-    "fork_session",
-    "list_steps",
-    "load_step",
-    "rewind_session",
-]
+__all__ = ["REWOUND_CLAIMS", "REWOUND_DECISIONS", "StepHistory"]
 
-DECISIONS = "decisions"
 REWOUND_CLAIMS = "rewound_claims"
 """Claims of calls a rewind left behind (not in the step it went back to), by call id: a
 later rewind to a step that holds the call brings its claim back."""
 REWOUND_DECISIONS = "rewound_decisions"
 """The same for recorded decisions."""
+_ATTEMPTS = 100
+"""How many times a step's load starts over because a save pruned its rows meanwhile."""
 
 
-class HistoryHost(Protocol):
+class _Host(Protocol):
     """What these operations use of :class:`~agentloop.store.BackendSessionStore`."""
 
     backend: StorageBackend
@@ -67,34 +58,129 @@ class HistoryHost(Protocol):
     async def load(self, session_id: str) -> StoredSession | None: ...
 
 
-_ATTEMPTS = 100
-"""How many times a step's load starts over because a save pruned its rows meanwhile."""
+class StepHistory:
+    """The :class:`~agentloop.store.SessionHistory` methods of ``BackendSessionStore``."""
+
+    async def history(self: _Host, session_id: str) -> list[SavedStep]:
+        """The session's kept steps, oldest first (``[]`` for an unknown session)."""
+        await anyio.lowlevel.checkpoint()
+        steps = await _steps(self, session_id)
+        return [
+            SavedStep(
+                session_id=session_id,
+                step=step,
+                version=row.version,
+                saved_at=timestamp(row.saved_at),
+                state=row.state,
+                status=row.status,
+                item_count=row.item_count,
+                summary=row.summary,
+                origin=row.origin,
+            )
+            for step, row in sorted(steps.items())
+        ]
+
+    async def load_step(self: _Host, session_id: str, step: int) -> StoredSession:
+        """The session as saved at ``step``, with the calls in doubt then (claimed before
+        that save, no result in it); ``InvalidInputError`` naming the kept steps."""
+        await anyio.lowlevel.checkpoint()
+        row, document = await _document_at(self, session_id, step)
+        claims = await self._heads.rows(session_id, CLAIMS, ClaimRow)
+        return StoredSession(
+            session_id=session_id,
+            checkpoint=document,
+            started_calls=frozenset(_doubted(document, claims, row.revision)),
+            updated_at=timestamp(row.saved_at),
+            version=row.version,
+            status=row.status,
+        )
+
+    async def fork(self: _Host, session_id: str, *, at: int | None, new_session_id: str) -> int:
+        """Save step ``at`` (``None``: the latest document) as the first step of
+        ``new_session_id`` (``StaleSessionError`` if it exists); its version.
+
+        The fork's past is the step's: its calls claimed before that save with no
+        result are in doubt in the fork; nothing the original did later is. The
+        original is unchanged."""
+        operation = f"fork session {session_id!r} into {new_session_id!r}"
+        if (
+            not isinstance(new_session_id, str)
+            or not new_session_id
+            or new_session_id == session_id
+        ):
+            raise InvalidInputError(
+                f"cannot {operation}: new_session_id must be a non-empty str other than the "
+                "original's id"
+            )
+        await anyio.lowlevel.checkpoint()
+        claims = await self._heads.rows(session_id, CLAIMS, ClaimRow)
+        if at is None:
+            stored = await self.load(session_id)
+            if stored is None:
+                raise InvalidInputError(
+                    f"cannot {operation}: the store has no session {session_id!r}"
+                )
+            document, where = stored.checkpoint, f"its version {stored.version}"
+            doubted = {key: claims[key] for key in stored.started_calls if key in claims}
+        else:
+            row, document = await _document_at(self, session_id, at)
+            doubted, where = _doubted(document, claims, row.revision), f"step {at}"
+        return await self._saves.save(
+            new_session_id,
+            _renamed(document, session_id, new_session_id),
+            0,
+            None,
+            origin=f"forked from {session_id!r} at {where}",
+            claim_rows={
+                key: attrs.evolve(row, revision=0, answered=False) for key, row in doubted.items()
+            },
+        )
+
+    async def rewind(
+        self: _Host, session_id: str, *, to: int, expected_version: int | None = None
+    ) -> int:
+        """Save step ``to`` as the session's next step (its history is kept); its version.
+
+        A call the step holds that ran after it (no result there) is in doubt again,
+        never run twice; the claims and decisions of the calls it does not hold are
+        set aside (``rewound_*`` tables) and brought back by a rewind to a step that
+        holds them."""
+        await anyio.lowlevel.checkpoint()
+        _row, document = await _document_at(self, session_id, to)
+        called, answered = _called(document), _answered(document)
+        kept: dict[str, dict[str, str]] = {}
+        rows: dict[str, dict[str, str]] = {}
+        drop: dict[str, tuple[str, ...]] = {}
+        for table, aside in ((CLAIMS, REWOUND_CLAIMS), (DECISIONS, REWOUND_DECISIONS)):
+            found = await self.backend.read_rows(session_id, table)
+            archived = await self.backend.read_rows(session_id, aside)
+            kept[table] = {key: text for key, text in found.items() if key in called}
+            back = {k: text for k, text in archived.items() if k in called and k not in found}
+            moved = {key: text for key, text in found.items() if key not in called}
+            rows[table], rows[aside] = back, moved
+            drop[table], drop[aside] = tuple(moved), tuple(back)
+        again = {  # claimed, no result in the step: in doubt again, never run twice
+            key: attrs.evolve(
+                decode_record(text, ClaimRow, session_id, f"{CLAIMS} row {key!r}"), answered=False
+            )
+            for key, text in {**kept[CLAIMS], **rows[CLAIMS]}.items()
+            if key not in answered
+        }
+        rows[CLAIMS] = {key: text for key, text in rows[CLAIMS].items() if key not in again}
+        return await self._saves.save(
+            session_id,
+            document,
+            expected_version,
+            None,
+            origin=f"rewound to step {to}",
+            claim_rows=again,
+            side=SideRows(rows=rows, drop=drop),
+        )
 
 
-async def _steps(store: HistoryHost, session_id: str) -> dict[int, StepRow]:
+async def _steps(store: _Host, session_id: str) -> dict[int, StepRow]:
     rows = await store._heads.rows(session_id, STEPS, StepRow)
     return {int(key): row for key, row in rows.items()}
-
-
-def _saved(session_id: str, step: int, row: StepRow) -> SavedStep:
-    return SavedStep(
-        session_id=session_id,
-        step=step,
-        version=row.version,
-        saved_at=timestamp(row.saved_at),
-        state=row.state,
-        status=row.status,
-        item_count=row.item_count,
-        summary=row.summary,
-        origin=row.origin,
-    )
-
-
-async def list_steps(store: HistoryHost, session_id: str) -> list[SavedStep]:
-    """The session's kept steps, oldest first."""
-    await anyio.lowlevel.checkpoint()
-    steps = await _steps(store, session_id)
-    return [_saved(session_id, step, steps[step]) for step in sorted(steps)]
 
 
 def _unknown_step(session_id: str, step: object, steps: Mapping[int, StepRow]) -> InvalidInputError:
@@ -105,9 +191,7 @@ def _unknown_step(session_id: str, step: object, steps: Mapping[int, StepRow]) -
     )
 
 
-async def _document_at(
-    store: HistoryHost, session_id: str, step: int
-) -> tuple[StepRow, dict[str, Any]]:
+async def _document_at(store: _Host, session_id: str, step: int) -> tuple[StepRow, dict[str, Any]]:
     """Step ``step``'s row and checkpoint document, rebuilt from its base step."""
     if isinstance(step, bool) or not isinstance(step, int):
         raise _unknown_step(session_id, step, {})
@@ -150,21 +234,6 @@ def _doubted(
     }
 
 
-async def load_step(store: HistoryHost, session_id: str, step: int) -> StoredSession:
-    """The session as saved at ``step``: its document, version, and calls in doubt then."""
-    await anyio.lowlevel.checkpoint()
-    row, document = await _document_at(store, session_id, step)
-    claims = await store._heads.rows(session_id, CLAIMS, ClaimRow)
-    return StoredSession(
-        session_id=session_id,
-        checkpoint=document,
-        started_calls=frozenset(_doubted(document, claims, row.revision)),
-        updated_at=timestamp(row.saved_at),
-        version=row.version,
-        status=row.status,
-    )
-
-
 def _renamed(document: dict[str, Any], session_id: str, new_session_id: str) -> dict[str, Any]:
     """``document`` naming ``new_session_id`` (at its top and in its config); the calls
     it holds without a result keep the idempotency keys they had (config metadata)."""
@@ -183,98 +252,6 @@ def _renamed(document: dict[str, Any], session_id: str, new_session_id: str) -> 
     return renamed
 
 
-async def fork_session(
-    store: HistoryHost, session_id: str, at: int | None, new_session_id: str
-) -> int:
-    """Save step ``at`` (``None``: the latest saved document) of ``session_id`` as the first
-    step of ``new_session_id``, which must not exist; the new session's version."""
-    operation = f"fork session {session_id!r} into {new_session_id!r}"
-    if not isinstance(new_session_id, str) or not new_session_id or new_session_id == session_id:
-        raise InvalidInputError(
-            f"cannot {operation}: new_session_id must be a non-empty str other than the "
-            "original's id"
-        )
-    await anyio.lowlevel.checkpoint()
-    claims = await store._heads.rows(session_id, CLAIMS, ClaimRow)
-    if at is None:
-        stored = await store.load(session_id)
-        if stored is None:
-            raise InvalidInputError(f"cannot {operation}: the store has no session {session_id!r}")
-        document, doubted = (
-            stored.checkpoint,
-            {k: claims[k] for k in stored.started_calls if k in claims},
-        )
-        where = f"its version {stored.version}"
-    else:
-        row, document = await _document_at(store, session_id, at)
-        doubted = _doubted(document, claims, row.revision)
-        where = f"step {at}"
-    copied = {
-        call_id: attrs.evolve(row, revision=0, answered=False) for call_id, row in doubted.items()
-    }
-    return await store._saves.save(
-        new_session_id,
-        _renamed(document, session_id, new_session_id),
-        0,
-        None,
-        origin=f"forked from {session_id!r} at {where}",
-        claim_rows=copied,
-    )
-
-
-async def rewind_session(
-    store: HistoryHost, session_id: str, to: int, expected_version: int | None
-) -> int:
-    """Save step ``to`` of ``session_id`` as its next step; the session's new version."""
-    await anyio.lowlevel.checkpoint()
-    _row, document = await _document_at(store, session_id, to)
-    called = _called(document)
-    answered = _answered(document)
-    claims, moved_claims = _split(await store.backend.read_rows(session_id, CLAIMS), called)
-    decisions, moved_decisions = _split(
-        await store.backend.read_rows(session_id, DECISIONS), called
-    )
-    archived = await store.backend.read_rows(session_id, REWOUND_CLAIMS)
-    back = {key: text for key, text in archived.items() if key in called and key not in claims}
-    archived_decisions = await store.backend.read_rows(session_id, REWOUND_DECISIONS)
-    back_decisions = {
-        key: text
-        for key, text in archived_decisions.items()
-        if key in called and key not in decisions
-    }
-    restored = {
-        call_id: decode_record(text, ClaimRow, session_id, f"{CLAIMS} row {call_id!r}")
-        for call_id, text in {**claims, **back}.items()
-        if call_id not in answered
-    }
-    again = {  # claimed, no result in the step: in doubt again, never run twice
-        call_id: attrs.evolve(claim, answered=False) for call_id, claim in restored.items()
-    }
-    side = SideRows(
-        rows={
-            CLAIMS: {key: text for key, text in back.items() if key not in again},
-            DECISIONS: back_decisions,
-            REWOUND_CLAIMS: moved_claims,
-            REWOUND_DECISIONS: moved_decisions,
-        },
-        drop={
-            CLAIMS: tuple(moved_claims),
-            DECISIONS: tuple(moved_decisions),
-            REWOUND_CLAIMS: tuple(back),
-            REWOUND_DECISIONS: tuple(back_decisions),
-        },
-    )
-    return await store._saves.save(
-        session_id,
-        document,
-        expected_version,
-        None,
-        origin=f"rewound to step {to}",
-        claim_rows=again,
-        side=side,
-    )
-
-
 def _answered(document: Mapping[str, Any]) -> frozenset[str]:
     """The ids of the calls ``document``'s transcript holds a result of."""
     return frozenset().union(*map(answered_call_ids, document["transcript"]))
@@ -288,44 +265,3 @@ def _called(document: Mapping[str, Any]) -> set[str]:
         for part in item.get("parts", ())
         if isinstance(part, Mapping) and part.get("type") == "tool_call" and "id" in part
     }
-
-
-def _split(rows: Mapping[str, str], called: set[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``rows`` of the calls in ``called`` (kept), and the others (set aside by a rewind)."""
-    kept = {key: text for key, text in rows.items() if key in called}
-    return kept, {key: text for key, text in rows.items() if key not in called}
-
-
-class StepHistory:
-    """The :class:`~agentloop.store.SessionHistory` methods of ``BackendSessionStore``."""
-
-    async def history(self: HistoryHost, session_id: str) -> list[SavedStep]:
-        """The session's kept steps, oldest first (``[]`` for an unknown session)."""
-        return await list_steps(self, session_id)
-
-    async def load_step(self: HistoryHost, session_id: str, step: int) -> StoredSession:
-        """The session as saved at ``step``, with the calls in doubt then (claimed before
-        that save, no result in it); ``InvalidInputError`` naming the kept steps."""
-        return await load_step(self, session_id, step)
-
-    async def fork(
-        self: HistoryHost, session_id: str, *, at: int | None, new_session_id: str
-    ) -> int:
-        """Save step ``at`` (``None``: the latest document) as the first step of
-        ``new_session_id`` (``StaleSessionError`` if it exists); its version.
-
-        The fork's past is the step's: its calls claimed before that save with no
-        result are in doubt in the fork; nothing the original did later is. The
-        original is unchanged."""
-        return await fork_session(self, session_id, at, new_session_id)
-
-    async def rewind(
-        self: HistoryHost, session_id: str, *, to: int, expected_version: int | None = None
-    ) -> int:
-        """Save step ``to`` as the session's next step (its history is kept); its version.
-
-        A call the step holds that ran after it (no result there) is in doubt again,
-        never run twice; the claims and decisions of the calls it does not hold are
-        set aside (``rewound_*`` tables) and brought back by a rewind to a step that
-        holds them."""
-        return await rewind_session(self, session_id, to, expected_version)

@@ -31,8 +31,7 @@ from agentloop.store import (
     SessionStore,
     SqliteSessionStore,
 )
-from agentloop.store._answers import AnswerRow
-from agentloop.store._records import decode_record, encode_record
+from agentloop.store._records import AnswerRow, decode_record, encode_record
 from agentloop.testing import call, tool_calls
 
 pytestmark = pytest.mark.anyio
