@@ -353,20 +353,7 @@ async def continue_from(
     check_retry("continue_from", retry)
     driver = result.driver
     if prompt is None and result.error is not None and driver is not None and agent is None:
-        if driver.retry_point is None:
-            raise InvalidStateError(
-                "continue_from: the run's turn failed but its driver moved on since; "
-                "give a prompt to ask again"
-            )
-        return await drive_run(
-            driver,
-            result.agent,
-            result.config,
-            approve=approve,
-            max_steps=max_steps,
-            retry=retry,
-            first=driver.retry,
-        )
+        return await _retry_failed_turn(result, driver, approve, max_steps, retry)
     if not result.is_paused:
         if prompt is None:
             raise InvalidInputError(
@@ -382,6 +369,48 @@ async def continue_from(
             retry=retry,
             answer=answer,
         )
+    return await drive_run(
+        _paused_driver(result, prompt, agent),
+        result.agent,
+        result.config,
+        approve=approve,
+        max_steps=max_steps,
+        retry=retry,
+        answer=answer,
+    )
+
+
+async def _retry_failed_turn(
+    result: RunResult[OutT],
+    driver: LoopDriver,
+    approve: Approver | None,
+    max_steps: int,
+    retry: TurnRetryPolicy | None,
+) -> RunResult[OutT]:
+    """``continue_from`` a run whose turn failed, without a prompt: its driver retries the
+    failed model call (refused once the driver moved on)."""
+    if driver.retry_point is None:
+        raise InvalidStateError(
+            "continue_from: the run's turn failed but its driver moved on since; "
+            "give a prompt to ask again"
+        )
+    return await drive_run(
+        driver,
+        result.agent,
+        result.config,
+        approve=approve,
+        max_steps=max_steps,
+        retry=retry,
+        first=driver.retry,
+    )
+
+
+def _paused_driver(
+    result: RunResult[Any], prompt: str | Sequence[Item] | None, agent: Agent[Any, Any] | None
+) -> LoopDriver:
+    """The driver of the paused run ``result``, with ``prompt`` submitted if given; refuses
+    another agent, or a prompt while an approval waits."""
+    driver = result.driver
     if driver is None or agent is not None:
         raise InvalidInputError(
             f"continue_from: a run stopped at {result.stop_reason.value} can only resume its "
@@ -395,15 +424,7 @@ async def continue_from(
                 "approve()/deny() or approve=) and resume without a prompt"
             )
         driver.submit_input(prompt_items("continue_from", prompt))
-    return await drive_run(
-        driver,
-        result.agent,
-        result.config,
-        approve=approve,
-        max_steps=max_steps,
-        retry=retry,
-        answer=answer,
-    )
+    return driver
 
 
 async def drive_run(

@@ -56,6 +56,7 @@ from .._log import get_logger
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
 from ..core._synthesized_results import synthesized_result
+from ..tools._tool import ToolRequest
 from ._contained import run_contained
 from ._inline import InContext
 from ._protocol import (
@@ -72,7 +73,7 @@ from ._protocol import (
     TaskSucceeded,
     TurnUpdate,
 )
-from ._routing import DetachAfter, Routing, route_request
+from ._routing import DetachAfter, Routing, TaskRoute, route_request
 
 __all__ = ["AsyncSessionTasks", "AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
 
@@ -156,6 +157,21 @@ class _Task:
         self.snapshot = attrs.evolve(self.snapshot, kind=TaskKind.BACKGROUND)
         self.detach_at = None
         return TaskDetached(self.snapshot)
+
+
+def _routed(
+    routing: Routing | None, detach_after: float | None, request: ToolRequest
+) -> tuple[TaskKind, float | None]:
+    """Where ``request``'s task runs, and the anyio clock time a foreground task moves to
+    the background (``None``: never)."""
+    if routing is None:
+        decision: TaskRoute = TaskKind.FOREGROUND
+    else:
+        decision = route_request(routing, request)
+    if decision is TaskKind.BACKGROUND:
+        return TaskKind.BACKGROUND, None
+    detach = decision.seconds if isinstance(decision, DetachAfter) else detach_after
+    return TaskKind.FOREGROUND, None if detach is None else anyio.current_time() + detach
 
 
 class AsyncTaskManager:
@@ -274,13 +290,7 @@ class AsyncTaskManager:
                 f"AsyncTaskManager is in state {self._state.name}, expected OPEN; use it as "
                 "`async with AsyncTaskManager(...) as manager:` and run the driver inside"
             )
-        decision = (
-            route_request(self._routing, request)
-            if self._routing is not None
-            else TaskKind.FOREGROUND
-        )
-        kind = TaskKind.BACKGROUND if decision is TaskKind.BACKGROUND else TaskKind.FOREGROUND
-        detach = decision.seconds if isinstance(decision, DetachAfter) else self._detach_after
+        kind, detach_at = _routed(self._routing, self._detach_after, request)
         task_id = launch.task_id or self._next_id()
         if task_id in self._tasks:
             raise InvalidStateError(
@@ -296,11 +306,6 @@ class AsyncTaskManager:
             turn_id,
             time.time(),
             request.session_id,
-        )
-        detach_at = (
-            anyio.current_time() + detach
-            if kind is TaskKind.FOREGROUND and detach is not None
-            else None
         )
         task = _Task(snapshot, launch, detach_at, owner)
         self._tasks[task_id] = task
