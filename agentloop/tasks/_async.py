@@ -290,7 +290,10 @@ class AsyncTaskManager:
                 f"AsyncTaskManager is in state {self._state.name}, expected OPEN; use it as "
                 "`async with AsyncTaskManager(...) as manager:` and run the driver inside"
             )
-        kind, detach_at = _routed(self._routing, self._detach_after, request)
+        if self._routing is None and self._detach_after is None:  # no call per task
+            kind, detach_at = TaskKind.FOREGROUND, None
+        else:
+            kind, detach_at = _routed(self._routing, self._detach_after, request)
         task_id = launch.task_id or self._next_id()
         if task_id in self._tasks:
             raise InvalidStateError(
