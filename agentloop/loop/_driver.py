@@ -19,28 +19,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._log import get_logger
-from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, Usage
-from ..model._session_config import PromptCacheRequest, SessionConfig
-from ..tools._questions import QuestionAnswer
+from ..model._session_config import SessionConfig
 from ._checkpoint import answer_in_doubt, capture, check_checkpointable, restore_turn
 from ._core import LoopCore
+from ._driver_inputs import DriverInputs
 from ._driver_parts import DriverParts, transcript_listener
 from ._durable_steps import step_runner_class
-from ._host_calls import (
-    answer_approval,
-    input_items,
-    queued_message,
-    sole_undecided,
-)
-from ._in_doubt import apply_resolution, in_doubt_step, resolve_in_doubt
+from ._host_calls import refuse_release_while_stepping, refuse_released
+from ._in_doubt import in_doubt_step
 from ._machine import LoopMachine
 from ._model_io import model_io_for
 from ._mutators import LoopMutator
-from ._nested import pending_child_approval
 from ._observer import observers_of
 from ._persistence import Persistence, Unsaved
-from ._questions import answer_question
 from ._state import (
     CallStatus,
     DriverState,
@@ -52,12 +44,11 @@ from ._state import (
 )
 from ._steps import (
     AfterToolResult,
-    ApprovalAnswer,
     Blocked,
     Resolver,
     Step,
 )
-from ._tool_io import tool_io_for
+from ._tool_io import ToolIO, tool_io_for
 
 __all__ = ["LoopDriver", "LoopSnapshot", "restore_driver"]
 
@@ -77,8 +68,9 @@ class LoopSnapshot:
     pending_input: tuple[Item, ...] = attrs.field(converter=_to_items)
 
 
-class LoopDriver:
-    """Advances one session a step at a time (see the module docstring)."""
+class LoopDriver(DriverInputs):
+    """Advances one session a step at a time (see the module docstring); the host's input
+    and answers between steps come from :class:`DriverInputs` (``_driver_inputs.py``)."""
 
     __slots__ = ("__weakref__", "_core", "_machine", "_released", "_runner")
 
@@ -172,7 +164,8 @@ class LoopDriver:
         approval. A turn that failed (``FinishReason.ERROR``) is checkpointed
         with its retry point.
         """
-        self._refuse_released("checkpoint()")
+        if self._released:
+            refuse_released(self.session_id, "checkpoint()")
         check_checkpointable(self._core)
         return capture(self._core, self._core.state, self.config)
 
@@ -180,7 +173,8 @@ class LoopDriver:
 
     async def next(self) -> Step:
         """Advance by one step and return ``Finished`` or an interrupt to resolve."""
-        self._refuse_released("next()")
+        if self._released:
+            refuse_released(self.session_id, "next()")
         return await self._runner.next_step(self)
 
     async def retry(self, *, mutators: Sequence[LoopMutator] = ()) -> Step:
@@ -193,7 +187,8 @@ class LoopDriver:
         compactor after a ``CONTEXT_OVERFLOW``), then the agent's own. Pending
         input and queued messages stay queued. Returns the step like ``next()``.
         """
-        self._refuse_released("retry()")
+        if self._released:
+            refuse_released(self.session_id, "retry()")
         return await self._runner.run_step(self._machine.retry(mutators), self)
 
     async def continue_turn(self) -> Step:
@@ -205,7 +200,8 @@ class LoopDriver:
         Use it for a driver rebuilt from a transcript whose last model call
         never answered.
         """
-        self._refuse_released("continue_turn()")
+        if self._released:
+            refuse_released(self.session_id, "continue_turn()")
         return await self._runner.run_step(self._machine.continue_turn(), self)
 
     async def run_until_blocked(self) -> Blocked:
@@ -217,7 +213,8 @@ class LoopDriver:
 
     async def save(self) -> None:
         """Save the session to the agent's store now (retry after a ``SaveError``)."""
-        self._refuse_released("save()")
+        if self._released:
+            refuse_released(self.session_id, "save()")
         await self._runner.journal.save_now(self._core)
 
     @property
@@ -240,122 +237,15 @@ class LoopDriver:
         """
         if self._released:
             return
-        core = self._core
-        if core.state is DriverState.STEPPING:
-            raise InvalidStateError(
-                f"cannot release() session {self.session_id!r}'s driver in state STEPPING: "
-                "a step is still running; await it (or cancel the task awaiting next()) "
-                "first"
-            )
+        refuse_release_while_stepping(self._core, self.session_id)
         self._released = True
         tools = self._runner.tools
-        if core.turn is not None:
-            await tools.tasks.on_turn_interrupted(core.turn.turn_id)
+        if self._core.turn is not None:
+            await tools.tasks.on_turn_interrupted(self._core.turn.turn_id)
         # A question asked from another task than its call's (an MCP server's request
         # mid-call) ends too, answered "cancel" only now that its call was stopped.
         tools.questions.release(_nothing_runs)
         log.debug("driver released", session_id=self.session_id)
-
-    def _refuse_released(self, operation: str) -> None:
-        if self._released:
-            raise InvalidStateError(
-                f"cannot {operation} on session {self.session_id!r}'s driver: it was "
-                "released (release()), its running calls cancelled; resume the session "
-                "from the store (Agent.resume) for a driver that goes on"
-            )
-
-    # -- the host's input and answers ------------------------------------------
-
-    def submit_input(self, items: str | Sequence[Item]) -> None:
-        """Queue ``items`` for the next model call (a new turn, or after a pause).
-
-        A string is one user message: ``submit_input("hi")`` is
-        ``submit_input([Item.text(ItemKind.USER, "hi")])``.
-        """
-        self._refuse_released("submit_input()")
-        checked = input_items(self._core, items)
-        self._core.pending_input = (*self._core.pending_input, *checked)
-        self._runner.idle_steps = 0
-        self._machine.observer.input_accepted(self.session_id, checked)
-
-    def set_next_turn_cache(self, request: PromptCacheRequest | None) -> None:
-        """Use ``request`` for the next model call only (then the session default again)."""
-        self._refuse_released("set_next_turn_cache()")
-        self._core.require_state(
-            "set the next turn's cache request", DriverState.IDLE, DriverState.AFTER_TOOL_RESULT
-        )
-        if request is not None and not isinstance(request, PromptCacheRequest):
-            raise InvalidInputError(
-                f"set_next_turn_cache expects a PromptCacheRequest or None, got {request!r}"
-            )
-        self._core.next_turn_cache = request
-
-    def steer(self, items: Sequence[Item], *, label: str = "the user") -> None:
-        """Queue a message for the model at the next tool-call boundary.
-
-        Callable at any time, even while ``next()`` runs. At the boundary the
-        round's calls not yet started (or still awaiting approval) are answered
-        "skipped: <label> sent a new message", and the message goes to the
-        model in the continuation call. Queued messages survive a cancelled turn.
-        """
-        self._refuse_released("steer()")
-        message = queued_message(self._core, "steer", items, label)
-        self._core.steering = (*self._core.steering, message)
-
-    def follow_up(self, items: Sequence[Item], *, label: str = "the user") -> None:
-        """Queue a message that starts a new turn when the current one finishes.
-
-        Callable at any time, even while ``next()`` runs; a cancelled turn
-        leaves it queued for the next turn that finishes.
-        """
-        self._refuse_released("follow_up()")
-        message = queued_message(self._core, "follow_up", items, label)
-        self._core.follow_ups = (*self._core.follow_ups, message)
-
-    def clear_queues(self) -> tuple[QueuedMessage, ...]:
-        """Drop every queued steering and follow-up message; return them."""
-        self._refuse_released("clear_queues()")
-        core = self._core
-        dropped = (*core.steering, *core.follow_ups)
-        core.steering = core.follow_ups = ()
-        return dropped
-
-    def answer_approval(self, decision: ApprovalAnswer) -> None:
-        """Answer the one pending approval (raises if there are none or several)."""
-        self._refuse_released("answer_approval()")
-        self.answer_approval_for(sole_undecided(self._core), decision)
-
-    def answer_approval_for(self, call_id: str, decision: ApprovalAnswer) -> None:
-        """Answer the approval for ``call_id``; ``next()`` then runs or denies the call.
-        A child agent's approval shown as a ``ChildApprovalRequest`` is answered too."""
-        self._refuse_released("answer_approval_for()")
-        if (child := pending_child_approval(self._core, call_id, self)) is not None:
-            child.answer(decision)
-            return
-        answer_approval(self._core, call_id, decision, self._machine.observer)
-
-    def answer_question_for(self, question_id: str, answer: QuestionAnswer) -> None:
-        """Answer the pending ``CallQuestion`` ``question_id`` (its call gets ``answer`` at
-        once and runs on); raises, changing nothing, for another question or an answer
-        that does not match the question's schema."""
-        self._refuse_released("answer_question_for()")
-        runner = self._runner
-        call_id = answer_question(self._core, runner.tools.questions, question_id, answer)
-        self._machine.observer.question_answered(call_id, question_id, answer.action.value)
-        runner.journal.note_answer()
-
-    def resolve_in_doubt_for(self, call_id: str, how: str, value: Any) -> None:
-        """Resolve the pending ``CallInDoubt`` of ``call_id`` (``how``: ``settle`` with its
-        result, ``fail`` with a reason, ``run_again``); raises, changing nothing, for a
-        call not in doubt (or resolved already) or a value that does not fit."""
-        self._refuse_released("resolve_in_doubt_for()")
-        call, tool_round, result = resolve_in_doubt(self._core, call_id, how, value, None)
-        assert call.doubt is not None
-        apply_resolution(call, call.doubt, result)
-        if result is not None:
-            self._machine.finalize(call, tool_round, result, CallStatus.ANSWERED)
-            self._runner.journal.note_resolved()
-        log.info("call in doubt resolved", call_id=call_id, resolution=how)
 
 
 async def restore_driver(
@@ -373,7 +263,15 @@ async def restore_driver(
         doubted = restore_turn(turn, snapshot, started_calls, driver)
     if doubted:  # settled before the state is restored from the calls' statuses
         assert turn is not None
-        await _settle(driver, turn, doubted, started_calls, ask=parts.ask_in_doubt)
+        await settle_restored(
+            driver._machine,
+            driver._runner.tools,
+            turn,
+            doubted,
+            started_calls,
+            driver,
+            ask=parts.ask_in_doubt,
+        )
     core.restore(restored, turn)
     if core.detached:
         observer.warning(
@@ -388,17 +286,18 @@ def _nothing_runs(call_id: str) -> bool:
     return False
 
 
-async def _settle(
-    driver: LoopDriver,
+async def settle_restored(
+    machine: LoopMachine,
+    tools: ToolIO,
     turn: TurnState,
     doubted: list[RoundCall],
     started_calls: frozenset[str],
+    resolver: Resolver,
     *,
     ask: bool,
 ) -> None:
     """Answer each call ``doubted`` left in doubt: its tool's reconcile, else (``ask``: the
     agent opted in) a ``CallInDoubt`` for the host, else in doubt."""
-    machine, tools = driver._machine, driver._runner.tools
     tool_round = turn.round
     assert tool_round is not None
     for call in doubted:
@@ -415,7 +314,7 @@ async def _settle(
                 call.move(CallStatus.PREPARED)
             key_session = tools.key_session(call.call.id)
             call.doubt = in_doubt_step(
-                turn, call, driver.session_id, key_session, started_calls, driver
+                turn, call, machine.session_id, key_session, started_calls, resolver
             )
             outcome = "the host is asked what it came to (CallInDoubt)"
         else:

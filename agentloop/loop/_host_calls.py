@@ -9,6 +9,7 @@ naming what was expected and what was found.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..core._items import Item, ItemKind
@@ -23,6 +24,8 @@ __all__ = [
     "input_items",
     "queued_message",
     "refuse_outside_idle",
+    "refuse_release_while_stepping",
+    "refuse_released",
     "sole_undecided",
 ]
 
@@ -50,6 +53,25 @@ def refuse_outside_idle(core: LoopCore, operation: str) -> None:
             "tool round and calls the model on the next next(); call next() instead"
         )
     core.require_state(operation, DriverState.IDLE)
+
+
+def refuse_released(session_id: str, operation: str) -> NoReturn:
+    """Raise for ``operation`` on a released driver (``release()``: every use but reading)."""
+    raise InvalidStateError(
+        f"cannot {operation} on session {session_id!r}'s driver: it was "
+        "released (release()), its running calls cancelled; resume the session "
+        "from the store (Agent.resume) for a driver that goes on"
+    )
+
+
+def refuse_release_while_stepping(core: LoopCore, session_id: str) -> None:
+    """``release()`` is refused while a step runs (cancel the task awaiting ``next()``)."""
+    if core.state is DriverState.STEPPING:
+        raise InvalidStateError(
+            f"cannot release() session {session_id!r}'s driver in state STEPPING: "
+            "a step is still running; await it (or cancel the task awaiting next()) "
+            "first"
+        )
 
 
 def input_items(core: LoopCore, items: str | Sequence[Item]) -> tuple[Item, ...]:

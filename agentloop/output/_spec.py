@@ -194,19 +194,7 @@ def output_spec(
         raise InvalidInputError(
             f"output mode must be 'auto', 'native' or 'tool', got {mode!r}"
         ) from None
-    if isinstance(target, Mapping):
-        schema, python_type = dict(target), None
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-        except SchemaError as error:
-            raise InvalidInputError(
-                f"the output schema is not a valid JSON Schema: {error.message}"
-            ) from None
-    else:
-        try:
-            schema, python_type = schema_for_type(target), target
-        except TypeError as error:
-            raise InvalidInputError(f"cannot use {target!r} as an output type: {error}") from None
+    schema, python_type = _target_schema(target)
     name = name or _default_name(target, schema)
     if not _NAME.match(name):
         raise InvalidInputError(
@@ -225,6 +213,24 @@ def output_spec(
         max_retries=max_retries,
         description=description or schema.get("description"),
     )
+
+
+def _target_schema(target: Any) -> tuple[dict[str, Any], Any]:
+    """``output_spec``'s target as a JSON schema, and the Python type answers are
+    structured into (``None`` for a schema given as a mapping)."""
+    if isinstance(target, Mapping):
+        schema = dict(target)
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except SchemaError as error:
+            raise InvalidInputError(
+                f"the output schema is not a valid JSON Schema: {error.message}"
+            ) from None
+        return schema, None
+    try:
+        return schema_for_type(target), target
+    except TypeError as error:
+        raise InvalidInputError(f"cannot use {target!r} as an output type: {error}") from None
 
 
 def _default_name(target: Any, schema: Mapping[str, Any]) -> str:

@@ -56,6 +56,7 @@ from .._log import get_logger
 from ..core._errors import InvalidStateError
 from ..core._items import ResultOutcome, ToolResultPart
 from ..core._synthesized_results import synthesized_result
+from ..tools._tool import ToolRequest
 from ._contained import run_contained
 from ._inline import InContext
 from ._protocol import (
@@ -72,7 +73,7 @@ from ._protocol import (
     TaskSucceeded,
     TurnUpdate,
 )
-from ._routing import DetachAfter, Routing, route_request
+from ._routing import DetachAfter, Routing, TaskRoute, route_request
 
 __all__ = ["AsyncSessionTasks", "AsyncTaskManager", "AsyncTaskManagerHandle", "TaskManagerState"]
 
@@ -95,6 +96,12 @@ _TRANSITIONS: dict[TaskManagerState, frozenset[TaskManagerState]] = {
     TaskManagerState.OPEN: frozenset({TaskManagerState.CLOSED}),
     TaskManagerState.CLOSED: frozenset(),
 }
+
+
+def _moved(state: TaskManagerState, new: TaskManagerState) -> TaskManagerState:
+    if new not in _TRANSITIONS[state]:
+        raise InvalidStateError(f"AsyncTaskManager cannot go from {state} to {new}")
+    return new
 
 
 class _CancelReason(StrEnum):
@@ -121,6 +128,50 @@ class _Task:
     @property
     def foreground(self) -> bool:
         return self.snapshot.kind is TaskKind.FOREGROUND
+
+    def request_cancel(self, reason: _CancelReason) -> bool:
+        """Cancel the task for ``reason``; ``False`` if it is being cancelled already."""
+        if self.cancel_reason is not None:
+            return False
+        self.cancel_reason = reason
+        self.scope.cancel()
+        return True
+
+    def cancelled_result(self) -> ToolResultPart:
+        """The "cancelled" result of a task cancelled by the host or the shutdown."""
+        snapshot = self.snapshot
+        if self.cancel_reason is _CancelReason.HOST:
+            why = "the host cancelled it"
+        elif self.cancel_reason is _CancelReason.INTERRUPT:  # pragma: no cover - see _run_here
+            why = "the turn was interrupted"
+        else:
+            why = "the task manager shut down"
+        return synthesized_result(
+            snapshot.call_id,
+            f"cancelled: task {snapshot.task_id} ({snapshot.tool_name}) did not finish: {why}",
+            ResultOutcome.CANCELLED,
+        )
+
+    def detach(self) -> TaskDetached:
+        """Move the task to the background (its detach deadline passed)."""
+        self.snapshot = attrs.evolve(self.snapshot, kind=TaskKind.BACKGROUND)
+        self.detach_at = None
+        return TaskDetached(self.snapshot)
+
+
+def _routed(
+    routing: Routing | None, detach_after: float | None, request: ToolRequest
+) -> tuple[TaskKind, float | None]:
+    """Where ``request``'s task runs, and the anyio clock time a foreground task moves to
+    the background (``None``: never)."""
+    if routing is None:
+        decision: TaskRoute = TaskKind.FOREGROUND
+    else:
+        decision = route_request(routing, request)
+    if decision is TaskKind.BACKGROUND:
+        return TaskKind.BACKGROUND, None
+    detach = decision.seconds if isinstance(decision, DetachAfter) else detach_after
+    return TaskKind.FOREGROUND, None if detach is None else anyio.current_time() + detach
 
 
 class AsyncTaskManager:
@@ -192,7 +243,7 @@ class AsyncTaskManager:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group = group
-        self._set_state(TaskManagerState.OPEN)
+        self._state = _moved(self._state, TaskManagerState.OPEN)
         return self
 
     async def __aexit__(
@@ -203,9 +254,9 @@ class AsyncTaskManager:
     ) -> bool | None:
         group = self._group
         assert group is not None
-        self._set_state(TaskManagerState.CLOSED)
+        self._state = _moved(self._state, TaskManagerState.CLOSED)
         for task in list(self._tasks.values()):
-            self._request_cancel(task, _CancelReason.SHUTDOWN)
+            task.request_cancel(_CancelReason.SHUTDOWN)
         try:
             # The block's own exception is not the group's business: it
             # propagates unwrapped (no ExceptionGroup around a host error).
@@ -214,11 +265,6 @@ class AsyncTaskManager:
             self._group = None
             self._notify()
         return None
-
-    def _set_state(self, new: TaskManagerState) -> None:
-        if new not in _TRANSITIONS[self._state]:
-            raise InvalidStateError(f"AsyncTaskManager cannot go from {self._state} to {new}")
-        self._state = new
 
     # -- the TaskManager protocol ----------------------------------------------------
 
@@ -244,13 +290,10 @@ class AsyncTaskManager:
                 f"AsyncTaskManager is in state {self._state.name}, expected OPEN; use it as "
                 "`async with AsyncTaskManager(...) as manager:` and run the driver inside"
             )
-        decision = (
-            route_request(self._routing, request)
-            if self._routing is not None
-            else TaskKind.FOREGROUND
-        )
-        kind = TaskKind.BACKGROUND if decision is TaskKind.BACKGROUND else TaskKind.FOREGROUND
-        detach = decision.seconds if isinstance(decision, DetachAfter) else self._detach_after
+        if self._routing is None and self._detach_after is None:  # no call per task
+            kind, detach_at = TaskKind.FOREGROUND, None
+        else:
+            kind, detach_at = _routed(self._routing, self._detach_after, request)
         task_id = launch.task_id or self._next_id()
         if task_id in self._tasks:
             raise InvalidStateError(
@@ -266,11 +309,6 @@ class AsyncTaskManager:
             turn_id,
             time.time(),
             request.session_id,
-        )
-        detach_at = (
-            anyio.current_time() + detach
-            if kind is TaskKind.FOREGROUND and detach is not None
-            else None
         )
         task = _Task(snapshot, launch, detach_at, owner)
         self._tasks[task_id] = task
@@ -321,7 +359,9 @@ class AsyncTaskManager:
                 if now is None:
                     now = anyio.current_time()
                 if task.detach_at <= now:
-                    return self._detach(task)
+                    detached = task.detach()
+                    self._emit(detached)
+                    return detached
                 deadline = min(deadline, task.detach_at)
             changed = self._wait_event()
             if deadline == math.inf:  # no detach limit: no cancel scope to open
@@ -359,7 +399,7 @@ class AsyncTaskManager:
         self._turn_results.pop(key, None)
         victims = self._foreground(turn_id, owner)
         for task in victims:
-            self._request_cancel(task, _CancelReason.INTERRUPT)
+            task.request_cancel(_CancelReason.INTERRUPT)
         await self._wait_ended(victims)
         self._turn_results.pop(key, None)
 
@@ -431,7 +471,7 @@ class AsyncTaskManager:
         finally:
             delivered = self._ended(task, result)
         # Nothing is delivered only after the turn's interrupt, which raised above.
-        return TaskResult(task.snapshot.task_id, delivered or self._cancelled_result(task))
+        return TaskResult(task.snapshot.task_id, delivered or task.cancelled_result())
 
     def _ended(self, task: _Task, result: ToolResultPart | None) -> ToolResultPart | None:
         """Record how ``task`` ended (one terminal event); returns what to deliver: its
@@ -443,9 +483,7 @@ class AsyncTaskManager:
         if task.cancel_reason is not None or result is None:
             self._emit(TaskCancelled(snapshot))
             delivered = (
-                None
-                if task.cancel_reason is _CancelReason.INTERRUPT
-                else self._cancelled_result(task)
+                None if task.cancel_reason is _CancelReason.INTERRUPT else task.cancelled_result()
             )
         else:
             if self._events is not None:
@@ -457,20 +495,6 @@ class AsyncTaskManager:
             delivered = result
         self._notify()
         return delivered
-
-    def _cancelled_result(self, task: _Task) -> ToolResultPart:
-        snapshot = task.snapshot
-        if task.cancel_reason is _CancelReason.HOST:
-            why = "the host cancelled it"
-        elif task.cancel_reason is _CancelReason.INTERRUPT:  # pragma: no cover - see _run_here
-            why = "the turn was interrupted"
-        else:
-            why = "the task manager shut down"
-        return synthesized_result(
-            snapshot.call_id,
-            f"cancelled: task {snapshot.task_id} ({snapshot.tool_name}) did not finish: {why}",
-            ResultOutcome.CANCELLED,
-        )
 
     def _deliver(self, task: _Task, result: ToolResultPart) -> None:
         done = TaskResult(task.snapshot.task_id, result)
@@ -484,20 +508,6 @@ class AsyncTaskManager:
             if self._background_results is None:
                 self._background_results = []
             self._background_results.append((task.snapshot.session_id, done))
-
-    def _detach(self, task: _Task) -> TaskDetached:
-        task.snapshot = attrs.evolve(task.snapshot, kind=TaskKind.BACKGROUND)
-        task.detach_at = None
-        detached = TaskDetached(task.snapshot)
-        self._emit(detached)
-        return detached
-
-    def _request_cancel(self, task: _Task, reason: _CancelReason) -> bool:
-        if task.cancel_reason is not None:
-            return False
-        task.cancel_reason = reason
-        task.scope.cancel()
-        return True
 
     async def _wait_ended(self, tasks: Iterable[_Task]) -> None:
         pending = list(tasks)
@@ -532,22 +542,6 @@ class AsyncTaskManager:
                 )
             events.append(event)  # a full deque drops its oldest
         self._notify()
-
-    async def _next_event(self) -> TaskEvent | None:
-        while True:
-            if self._events:  # the handle made it
-                return self._events.popleft()
-            if self._state is TaskManagerState.CLOSED and not self._tasks:
-                return None
-            await self._wait_event().wait()
-
-    async def _cancel(self, task_id: str) -> bool:
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        task = self._tasks.get(task_id)
-        if task is None or not self._request_cancel(task, _CancelReason.HOST):
-            return False
-        await self._wait_ended([task])
-        return True
 
 
 class AsyncSessionTasks:
@@ -602,7 +596,13 @@ class AsyncTaskManagerHandle:
         ``MAX_UNREAD_EVENTS`` unread (beyond that the oldest are dropped, with a
         warning logged once).
         """
-        return await self._manager._next_event()
+        manager = self._manager
+        while True:
+            if manager._events:  # handle() made it
+                return manager._events.popleft()
+            if manager._state is TaskManagerState.CLOSED and not manager._tasks:
+                return None
+            await manager._wait_event().wait()
 
     async def list_running(self) -> list[TaskSnapshot]:
         """Snapshots of the tasks still running, in start order."""
@@ -617,4 +617,10 @@ class AsyncTaskManagerHandle:
         "cancelled" error result through ``take_background_results``; a
         cancelled foreground task answers its call with one.
         """
-        return await self._manager._cancel(task_id)
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        manager = self._manager
+        task = manager._tasks.get(task_id)
+        if task is None or not task.request_cancel(_CancelReason.HOST):
+            return False
+        await manager._wait_ended([task])
+        return True
