@@ -8,8 +8,10 @@ from typing import Any
 import anyio
 import pytest
 from loop_support import BlockingTool, user
+from structlog.testing import capture_logs
 
 import agentloop as al
+import agentloop.host
 import agentloop.observe
 import agentloop.tasks
 import agentloop.testing
@@ -227,3 +229,60 @@ async def test_a_stored_session_no_longer_waits_on_a_withdrawn_question() -> Non
         assert list(await store.sessions_awaiting_answer()) == []
         assert isinstance(await driver.next(), al.Finished)
     assert _results(driver) == [("c0", "gave up waiting")]
+
+
+class RacingStore(MemorySessionStore):
+    """A real memory store; while the session waits on a question, the first load records
+    the inbox's answer and then lets the call stop waiting (the race a worker meets)."""
+
+    def __init__(self, tool: GivingUp) -> None:
+        super().__init__()
+        self.tool = tool
+        self.raced = False
+
+    async def load(self, session_id: str) -> Any:
+        stored = await super().load(session_id)
+        if stored is not None and stored.status is SessionStatus.AWAITING_ANSWER and not self.raced:
+            self.raced = True
+            await self.record_answer(session_id, "question:c0:1", action="decline")
+            self.tool.give_up()
+            await self.tool.ended.wait()
+            stored = await super().load(session_id)
+        return stored
+
+
+async def test_a_worker_holding_a_recorded_answer_to_a_withdrawn_question_goes_on() -> None:
+    tool = GivingUp()
+    store = RacingStore(tool)
+    async with al.tasks.AsyncTaskManager() as manager:
+        agent = _agent(manager, tool, store=store)
+        driver = await agent.start("s")
+        await driver.save()
+        worker = al.host.SessionWorker(store=store, agent=agent, owner="w1", ttl=30)
+        with capture_logs() as logs:
+            advanced = await worker.run_once()
+        assert advanced is not None
+        assert isinstance(advanced.step, al.Finished)
+        assert store.raced
+    stored = await store.load("s")
+    assert stored is not None
+    assert stored.status is SessionStatus.AWAITING_INPUT
+    assert [e for e in logs if e["event"].startswith("recorded answer")] == [
+        {
+            "event": "recorded answer not handed over: the question was withdrawn",
+            "log_level": "info",
+            "session_id": "s",
+            "question_id": "question:c0:1",
+            "action": "decline",
+        }
+    ]
+    assert tool.answers == []
+    transcript = await store.transcript("s")
+    assert transcript is not None
+    results = [
+        (part.call_id, part.output)
+        for item in transcript
+        for part in item.parts
+        if isinstance(part, al.ToolResultPart)
+    ]
+    assert results == [("c0", "gave up waiting")]
