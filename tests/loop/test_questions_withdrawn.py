@@ -7,6 +7,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from loop_support import BlockingTool, user
 from structlog.testing import capture_logs
 
@@ -286,3 +288,68 @@ async def test_a_worker_holding_a_recorded_answer_to_a_withdrawn_question_goes_o
         if isinstance(part, al.ToolResultPart)
     ]
     assert results == [("c0", "gave up waiting")]
+
+
+MOVES = ["answer", "stop_then_answer", "stop_then_next", "answer_then_stop", "next"]
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    count=st.integers(min_value=1, max_value=3),
+    moves=st.lists(st.sampled_from(MOVES), max_size=8),
+)
+async def test_any_interleaving_of_answers_and_withdrawals_answers_every_call_once(
+    count: int, moves: list[str]
+) -> None:
+    events: list[Any] = []
+
+    class Recorder:
+        def handle_event(self, event: Any) -> None:
+            if isinstance(event, al.observe.QuestionAsked | al.observe.QuestionAnswered):
+                events.append(event)
+
+    tools = []
+    for n in range(count):
+        tool = GivingUp()
+        tool.spec = al.ToolSpec(f"pick{n}", "Ask.", {"type": "object"})
+        tools.append(tool)
+    by_call = {f"c{n}": tool for n, tool in enumerate(tools)}
+    expected: dict[str, set[str]] = {}
+    pending = list(moves)
+    async with al.tasks.AsyncTaskManager() as manager:
+        driver = await _agent(manager, *tools, observer=Recorder()).start("s")
+        step = await driver.next()
+        for _ in range(40):
+            if isinstance(step, al.Finished):
+                break
+            if isinstance(step, al.CallQuestion):
+                tool, move = by_call[step.call_id], pending.pop(0) if pending else "answer"
+                if move in ("answer", "answer_then_stop"):
+                    step.answer()
+                    expected[step.call_id] = {"picked"}
+                if move == "answer_then_stop":  # the answer may or may not reach it first
+                    tool.give_up()
+                    expected[step.call_id] = {"picked", "gave up waiting"}
+                if move.startswith("stop_then"):
+                    tool.give_up()
+                    await tool.ended.wait()
+                    expected[step.call_id] = {"gave up waiting"}
+                if move == "stop_then_answer":
+                    with pytest.raises(al.QuestionWithdrawnError):
+                        step.answer()
+            else:
+                assert isinstance(step, al.AfterToolResult)
+            step = await driver.next()
+    assert isinstance(step, al.Finished)
+    transcript = list(driver.snapshot().transcript)
+    al.testing.assert_transcript_valid(transcript)
+    results = _results(driver)
+    assert sorted(call_id for call_id, _ in results) == sorted(by_call)
+    for call_id, output in results:
+        assert output in expected[call_id]
+    asked = [e.question_id for e in events if isinstance(e, al.observe.QuestionAsked)]
+    answered = [e.question_id for e in events if isinstance(e, al.observe.QuestionAnswered)]
+    assert sorted(asked) == sorted(answered)  # each shown question ends once
+    assert len(set(asked)) == len(asked) == count
