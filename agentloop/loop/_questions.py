@@ -49,7 +49,7 @@ __all__ = [
     "answer_question",
     "can_resume",
     "claim_key",
-    "hand_recorded",
+    "answer_if_waiting",
     "surface_question",
     "WITHDRAWN",
 ]
@@ -317,17 +317,17 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
     return call.call.id
 
 
-def hand_recorded(
+def answer_if_waiting(
     resolver: Resolver, session_id: str, question_id: str, answer: QuestionAnswer
 ) -> None:
-    """Hand ``answer`` (recorded in the store) to the question ``question_id``; one
-    withdrawn while the host loaded it (its call stopped waiting) takes none: logged,
-    and the host's next ``next()`` goes on with the call."""
+    """Hand ``answer`` (one the host fetched: recorded in a store, or a parent's host's)
+    to the question ``question_id``; one withdrawn meanwhile (its call stopped waiting)
+    takes none: logged, and the host's next ``next()`` goes on with the call."""
     try:
         resolver.answer_question_for(question_id, answer)
     except QuestionWithdrawnError:
         log.info(
-            "recorded answer not handed over: the question was withdrawn",
+            "answer not handed over: the question was withdrawn",
             session_id=session_id,
             question_id=question_id,
             action=answer.action.value,

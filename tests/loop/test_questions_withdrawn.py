@@ -269,9 +269,9 @@ async def test_a_worker_holding_a_recorded_answer_to_a_withdrawn_question_goes_o
     stored = await store.load("s")
     assert stored is not None
     assert stored.status is SessionStatus.AWAITING_INPUT
-    assert [e for e in logs if e["event"].startswith("recorded answer")] == [
+    assert [e for e in logs if e["event"].startswith("answer not handed")] == [
         {
-            "event": "recorded answer not handed over: the question was withdrawn",
+            "event": "answer not handed over: the question was withdrawn",
             "log_level": "info",
             "session_id": "s",
             "question_id": "question:c0:1",
