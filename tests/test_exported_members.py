@@ -71,6 +71,7 @@ EXPORTED: dict[str, list[str]] = {
         "ProviderErrorKind",
         "QuestionAnswer",
         "QuestionAnswerer",
+        "QuestionWithdrawnError",
         "ReasoningPart",
         "RetryPoint",
         "RunResult",

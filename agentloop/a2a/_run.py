@@ -23,6 +23,7 @@ from .._log import get_logger
 from ..core._items import Item
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
+from ..loop._questions import answer_if_waiting
 from ..loop._release import release_dropped
 from ..loop._session_store import AnswerStore, Lease, SessionStore, StoredSession
 from ..loop._steps import (
@@ -214,7 +215,7 @@ class A2ARunner:
                 case ChildApprovalRequest():
                     answer = await stored_answer(self._store, session_id, step.question_id)
                     if answer is not None:
-                        driver.answer_question_for(step.question_id, answer)
+                        answer_if_waiting(driver, session_id, step.question_id, answer)
                         continue
                     return attrs.evolve(await self.waiting_now(session_id), step=step)
                 case ApprovalRequest():
@@ -225,7 +226,7 @@ class A2ARunner:
                 case CallQuestion():
                     answer = await stored_answer(self._store, session_id, step.id)
                     if answer is not None:
-                        driver.answer_question_for(step.id, answer)
+                        answer_if_waiting(driver, session_id, step.id, answer)
                         continue
                     return self._asked(step, await self._store.load(session_id))
                 case CallInDoubt():

@@ -36,6 +36,7 @@ __all__ = [
     "MutatorError",
     "ProviderError",
     "ProviderErrorKind",
+    "QuestionWithdrawnError",
     "SaveError",
     "ToolError",
     "TranscriptError",
@@ -48,6 +49,17 @@ class AgentLoopError(Exception):
 
 class InvalidStateError(AgentLoopError):
     """Raised when an operation is called in a state that cannot accept it."""
+
+
+class QuestionWithdrawnError(InvalidStateError):
+    """Raised when a ``CallQuestion`` is answered after its call stopped waiting for it
+    (the call ended, was cancelled, timed out, or an MCP server cancelled its request);
+    nothing was recorded. ``next()`` goes on with the call's result."""
+
+    def __init__(self, message: str, *, question_id: str, call_id: str) -> None:
+        super().__init__(message)
+        self.question_id = question_id
+        self.call_id = call_id
 
 
 class InvalidInputError(AgentLoopError, ValueError):

@@ -24,6 +24,7 @@ import structlog
 from ..core._errors import InvalidInputError, InvalidStateError
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
+from ..loop._questions import answer_if_waiting
 from ..loop._release import release_dropped
 from ..loop._session_store import (
     Lease,
@@ -262,7 +263,7 @@ class SessionWorker:
                 while (asked := _asked(step)) is not None and (
                     answer := await self._answer(lease, asked)
                 ) is not None:
-                    driver.answer_question_for(asked, answer)
+                    answer_if_waiting(driver, lease.session_id, asked, answer)
                     step = await _until_rest(driver)
             finally:  # saved as it rests: a call still waiting (a question) ends, unrecorded
                 await release_dropped(driver)

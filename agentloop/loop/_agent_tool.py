@@ -39,6 +39,7 @@ from ._driver import LoopDriver
 from ._driver_parts import CLEANUP_SECONDS
 from ._events import TurnResult
 from ._nested import child_question, decision_of
+from ._questions import answer_if_waiting
 from ._state import DriverState
 from ._steps import (
     AfterToolResult,
@@ -168,7 +169,8 @@ class AgentTool:
                     await _ask_approval(driver, step, ctx)
             elif isinstance(step, CallQuestion):
                 answer = await ctx.ask(child_question(step, child_resume(driver)))
-                driver.answer_question_for(step.id, answer)
+                # Withdrawn meanwhile (the child's call stopped waiting): logged, goes on.
+                answer_if_waiting(driver, driver.session_id, step.id, answer)
             else:
                 assert isinstance(step, AfterToolResult)
 

@@ -268,8 +268,9 @@ class QuestionAsked(AgentEvent):
 
 @attrs.frozen
 class QuestionAnswered(AgentEvent):
-    """The host answered a running call's question: ``action`` is ``"accept"`` (answered),
-    ``"decline"`` (declined) or ``"cancel"`` (cancelled)."""
+    """A running call's question ended: ``action`` is ``"accept"`` (answered),
+    ``"decline"`` (declined), ``"cancel"`` (cancelled) or ``"withdrawn"`` (the call
+    stopped waiting before the host answered)."""
 
     call_id: str
     question_id: str

@@ -9,6 +9,15 @@ driver rests in ``AWAITING_ANSWER``, and the host's answer
 (``answer_question``) is checked against the question's schema and handed to
 the waiting call at once; the next ``next()`` waits for the round again.
 
+A shown question whose call stops waiting before the host answers (the
+``ask`` was cancelled: the call ended, its timeout fired, an MCP server
+cancelled its request or task, the connection closed) is *withdrawn*: its
+call no longer holds it, so the next ``next()`` goes on to the call's result
+instead of showing it again; answering it raises ``QuestionWithdrawnError`` (an
+``InvalidStateError``), changing nothing. The step runner reports each withdrawal
+once (``take_withdrawn``): a ``QuestionAnswered`` event with action
+``"withdrawn"``, and a save that no longer holds the question as pending.
+
 A question can surface only while its call runs in a task of its own (an
 ``AsyncTaskManager``'s foreground task): a call running inline in the
 driver's step (``SimpleTaskManager``, or a round's only call, which the
@@ -23,7 +32,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ..core._errors import InvalidInputError, InvalidStateError
+from .._log import get_logger
+from ..core._errors import InvalidInputError, InvalidStateError, QuestionWithdrawnError
 from ..tools._questions import Question, QuestionAnswer, check_answer
 from ._core import LoopCore
 from ._nested import host_step
@@ -39,10 +49,19 @@ __all__ = [
     "answer_question",
     "can_resume",
     "claim_key",
+    "answer_if_waiting",
     "surface_question",
+    "WITHDRAWN",
 ]
 
 T = TypeVar("T")
+log = get_logger()
+
+WITHDRAWN = "withdrawn"
+"""The ``QuestionAnswered`` action of a question whose call stopped waiting for it."""
+
+_REMEMBERED = 64
+"""How many withdrawn questions a box remembers, to name them when answered late."""
 
 
 class Asked:
@@ -61,9 +80,10 @@ ASKED = Asked()
 class _Waiting:
     """One question a call waits on."""
 
-    __slots__ = ("answer", "call_id", "done", "question", "shown", "taken")
+    __slots__ = ("answer", "call", "call_id", "done", "question", "shown", "taken")
 
     def __init__(self, call_id: str, question: Question) -> None:
+        self.call: RoundCall | None = None  # the round's call, once shown
         self.call_id = call_id
         self.question = question
         self.done = anyio.Event()
@@ -75,10 +95,22 @@ class _Waiting:
 class QuestionBox:
     """One driver's questions in flight (process-local: the waiting calls' tasks)."""
 
-    __slots__ = ("_asked", "_counter", "_held", "_waker", "holds", "may_ask", "starting")
+    __slots__ = (
+        "_asked",
+        "_counter",
+        "_fresh",
+        "_held",
+        "_waker",
+        "_withdrawn",
+        "holds",
+        "may_ask",
+        "starting",
+    )
 
     def __init__(self) -> None:
         self._asked: list[_Waiting] = []
+        self._withdrawn: dict[str, CallQuestion] = {}  # the last few, by question id
+        self._fresh: list[CallQuestion] = []  # withdrawn since the runner last looked
         self._held: list[tuple[_Waiting, QuestionAnswer]] = []
         self.holds = False
         """Whether an answer a call can resume from waits for the next save before its call
@@ -124,8 +156,42 @@ class QuestionBox:
             await waiting.done.wait()
         finally:
             self.discard(waiting)
+            if waiting.answer is None:
+                self._withdraw(waiting)
         assert waiting.answer is not None
         return waiting.answer
+
+    def _withdraw(self, waiting: _Waiting) -> None:
+        """``waiting``'s call stopped waiting before any answer: a shown question is
+        withdrawn (its call no longer holds it; the next step goes on to the call)."""
+        shown, call = waiting.shown, waiting.call
+        held = [entry for entry in self._held if entry[0] is waiting]
+        if held:  # answered already (held until the next save): not withdrawn
+            self._held.remove(held[0])
+            return
+        if shown is None:
+            return
+        if call is not None and call.question is shown:
+            call.question = None
+        self._withdrawn[shown.id] = shown
+        while len(self._withdrawn) > _REMEMBERED:
+            del self._withdrawn[next(iter(self._withdrawn))]
+        self._fresh.append(shown)
+        log.info(
+            "question withdrawn",
+            question_id=shown.id,
+            call_id=shown.call_id,
+            tool=shown.tool_name,
+        )
+
+    def withdrawn(self, question_id: str) -> CallQuestion | None:
+        """The shown question ``question_id`` if its call stopped waiting for it."""
+        return self._withdrawn.get(question_id)
+
+    def take_withdrawn(self) -> list[CallQuestion]:
+        """The questions withdrawn since the last look (each reported once)."""
+        fresh, self._fresh = self._fresh, []
+        return fresh
 
     @property
     def asked(self) -> bool:
@@ -257,6 +323,7 @@ def surface_question(
             driver=resolver,
         )
         waiting.shown = call.question = step
+        waiting.call = call
         return host_step(step, resolver)
     return None
 
@@ -266,6 +333,15 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
     id it returns); raises (changing nothing) when no such question waits or the answer
     does not fit."""
     where = f"answer_question_for({question_id!r})"
+    if (withdrawn := box.withdrawn(question_id)) is not None:
+        raise QuestionWithdrawnError(
+            f"cannot {where}: the question was withdrawn: call {withdrawn.call_id} "
+            f"({withdrawn.tool_name}) stopped waiting for it before an answer (it ended, "
+            "was cancelled or timed out); nothing was recorded; call next() to go on "
+            "with the call's result",
+            question_id=question_id,
+            call_id=withdrawn.call_id,
+        )
     call = _pending_call(core, question_id, where)
     assert call.question is not None
     check_answer(call.question.question, answer, where)
@@ -289,6 +365,23 @@ def answer_question(core: LoopCore, box: QuestionBox, question_id: str, answer: 
     else:
         deliver(waiting, answer)
     return call.call.id
+
+
+def answer_if_waiting(
+    resolver: Resolver, session_id: str, question_id: str, answer: QuestionAnswer
+) -> None:
+    """Hand ``answer`` (one the host fetched: recorded in a store, or a parent's host's)
+    to the question ``question_id``; one withdrawn meanwhile (its call stopped waiting)
+    takes none: logged, and the host's next ``next()`` goes on with the call."""
+    try:
+        resolver.answer_question_for(question_id, answer)
+    except QuestionWithdrawnError:
+        log.info(
+            "answer not handed over: the question was withdrawn",
+            session_id=session_id,
+            question_id=question_id,
+            action=answer.action.value,
+        )
 
 
 def can_resume(call: RoundCall) -> bool:

@@ -35,7 +35,7 @@ from ._machine import LoopMachine
 from ._model_io import ModelIO, MutatorsCancelled
 from ._mutators import LoopMutator
 from ._persistence import Persistence, Unsaved
-from ._questions import Asked, surface_question
+from ._questions import WITHDRAWN, Asked, surface_question
 from ._sampling import answer_with_model
 from ._state import CallStatus, DriverEvent, RoundCall, ToolRound, TurnState
 from ._steps import (
@@ -124,6 +124,7 @@ class StepRunner:
         the host a step (going on through at most ``pauses`` pauses)."""
         machine, core = self.machine, self.core
         self.passed = 0
+        self.note_withdrawn()
         try:
             if action is None:
                 action = machine.begin(resolver, self.tools)
@@ -167,6 +168,13 @@ class StepRunner:
         core.handle(event_after(step))
         self.count_idle(step)
         return step
+
+    def note_withdrawn(self) -> None:
+        """Report each question withdrawn since the last look (its call stopped waiting
+        for it): an event, and a save that no longer holds it as pending."""
+        for question in self.tools.questions.take_withdrawn():
+            self.machine.observer.question_answered(question.call_id, question.id, WITHDRAWN)
+            self.journal.note_answer()
 
     async def _prepare_transcript(self, action: CallModel) -> Action | None:
         """Deliver the input and run the mutators before a model call; the action that
@@ -278,6 +286,7 @@ class StepRunner:
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
                     await self._interrupt_calls(turn)
         self.tools.questions.release(_nothing_runs)  # no question outlives its turn
+        self.note_withdrawn()
         return machine.close_cancelled(turn, action.stage, self.tools.interrupted)
 
     async def _interrupt_calls(self, turn: TurnState) -> None:

@@ -230,7 +230,9 @@ class CallQuestion(Interrupt):
     ``id`` is ``question:<call_id>:<n>``; ``question`` holds the kind, the message,
     the schema an accepted answer must match and the request as JSON; ``path`` names
     the callers above this driver (empty at the top level). Answer with
-    :meth:`answer`, :meth:`decline` or :meth:`cancel`, then call ``next()``.
+    :meth:`answer`, :meth:`decline` or :meth:`cancel`, then call ``next()``. A
+    question whose call stopped waiting is withdrawn: ``next()`` goes on with the call,
+    and answering raises ``QuestionWithdrawnError``.
     """
 
     is_blocking: ClassVar[bool] = True

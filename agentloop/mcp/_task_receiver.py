@@ -32,6 +32,7 @@ from mcp_types.methods import parse_server_request
 from pydantic import ValidationError
 
 from .._log import get_logger
+from ..tools._questions import Question, QuestionAnswer
 from ._asking import (
     Asking,
     AskingCall,
@@ -226,9 +227,9 @@ class TaskReceiver:
         )
 
     async def _run(self, task: ReceivedTask, call: AskingCall, params: Any) -> None:
-        """Ask the question and keep the outcome. A task cancelled meanwhile (or dropped)
-        keeps its end: a question shown to the host is never taken back (the driver
-        rests on it), so its answer, when it comes, is dropped."""
+        """Ask the question and keep the outcome. A task that ends while its question
+        waits (``tasks/cancel``, its ttl, the connection closing) stops the wait: the
+        host's question is withdrawn and ``next()`` goes on with the call."""
         try:
             if task.method == "elicitation/create":
                 question = elicitation_question(self.asking.server, params)
@@ -240,10 +241,10 @@ class TaskReceiver:
                 task.update("input_required", "waiting for the host's answer")
             else:
                 task.update("working", "waiting for the agent's model")
-            answer = await self.asking.ask(task.method, question, call)
-            if task.ended:  # cancelled (or the connection closed) while it waited
+            answer = await self._ask_while_running(task, question, call)
+            if answer is None:  # the task ended first: the question was withdrawn
                 log.info(
-                    "mcp task answer dropped",
+                    "mcp task question withdrawn",
                     server=self.asking.server,
                     task=task.task_id,
                     status=task.status,
@@ -270,6 +271,22 @@ class TaskReceiver:
             status=task.status,
             kept=task.task_id in self._tasks,
         )
+
+    async def _ask_while_running(
+        self, task: ReceivedTask, question: Question, call: AskingCall
+    ) -> QuestionAnswer | mcp_types.ErrorData | None:
+        """The answer to ``question``, or ``None`` when ``task`` ended first."""
+        answer: QuestionAnswer | mcp_types.ErrorData | None = None
+        async with anyio.create_task_group() as group:
+
+            async def stop_at_end() -> None:
+                await task.done.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(stop_at_end)
+            answer = await self.asking.ask(task.method, question, call)
+            group.cancel_scope.cancel()
+        return answer  # an answer that came as the task ended changes nothing: it ended
 
     def _find(self, method: str, params: Mapping[str, Any] | None) -> ReceivedTask:
         task_id = task_id_of(method, params)

@@ -39,6 +39,7 @@ from .._log import get_logger
 from ..core._items import FinishReason
 from ..loop._agent import Agent
 from ..loop._driver import LoopDriver
+from ..loop._questions import answer_if_waiting
 from ..loop._release import release_dropped
 from ..loop._session_store import Lease, SessionStore
 from ..loop._steps import (
@@ -240,7 +241,7 @@ class AguiRunner:
                 case CallQuestion():
                     answer = await stored_answer(self._store, run_input.thread_id, step.id)
                     if answer is not None:
-                        driver.answer_question_for(step.id, answer)
+                        answer_if_waiting(driver, run_input.thread_id, step.id, answer)
                         continue
                     translator.close()
                     emit(await self._terminal(run_input, step, emit, translator))
@@ -248,7 +249,7 @@ class AguiRunner:
                 case ChildApprovalRequest():
                     answer = await stored_answer(self._store, run_input.thread_id, step.question_id)
                     if answer is not None:
-                        driver.answer_question_for(step.question_id, answer)
+                        answer_if_waiting(driver, run_input.thread_id, step.question_id, answer)
                         continue
                     translator.close()
                     emit(await self._terminal(run_input, step, emit, translator))

@@ -18,6 +18,7 @@ from agents_support import (
     results,
     user,
 )
+from structlog.testing import capture_logs
 
 import agentloop as al
 import agentloop.agents
@@ -400,3 +401,46 @@ async def test_any_result_reporting_usage_counts_and_bad_reports_are_ignored(
     assert isinstance(finished, al.Finished)
     assert driver.usage == usage
     assert finished.result.usage == usage
+
+
+async def test_a_child_question_withdrawn_while_the_parents_host_holds_it() -> None:
+    stopped = anyio.Event()
+    scopes: list[anyio.CancelScope] = []
+
+    class GiveUp:
+        spec = al.ToolSpec("ask", "Ask the user.", {"type": "object"})
+        asks_host = True
+
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+            with anyio.CancelScope() as scope:
+                scopes.append(scope)
+                await ctx.ask(al.tools.Question("elicitation", "A number?"))
+                return "answered"
+            stopped.set()
+            return "gave up"
+
+    async with al.tasks.AsyncTaskManager() as manager:
+        child = child_agent([tool_calls(call("ask", {}, id="c-1")), "child done"], GiveUp(),
+                            manager=manager)  # fmt: skip
+        parent = (
+            al.Agent.builder()
+            .model(al.testing.ScriptedModel(
+                [tool_calls(call("helper", {"input": "go"}, id="p-1")), "parent done"]))
+            .add_tool_source(al.ToolRegistry().with_tool(child.as_tool("helper", "Helps.")))
+            .task_manager(manager)
+            .input([user("go")])
+            .build()
+        )  # fmt: skip
+        driver = await parent.start("top")
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        assert (step.path, step.call_id) == (("helper:p-1",), "c-1")
+        scopes[0].cancel()
+        await stopped.wait()
+        with capture_logs() as logs:
+            step.answer()  # the parent's call still waits: it takes the answer
+            assert isinstance(await driver.run_until_blocked(), al.Finished)
+    assert [e["event"] for e in logs if e["event"].startswith("answer not handed")] == [
+        "answer not handed over: the question was withdrawn"
+    ]
+    assert results(driver.snapshot().transcript) == [("p-1", "child done", False)]

@@ -8,8 +8,11 @@ Tools:
   string ``"$task"`` anywhere in the params is the id of the last task the client
   made, ``"$cursor"`` the last ``nextCursor`` it gave), ``{"poll": status}``
   (``tasks/get`` on the last task until it has ``status`` or ended; at most 2,000
-  polls), ``{"sleep": seconds}`` or ``{"mark": path}`` (writes the file, for the test
-  to wait on); the answer is the list of
+  polls), ``{"sleep": seconds}``, ``{"mark": path}`` (writes the file, for the test
+  to wait on), ``{"wait": path}`` (until the test writes the file), ``{"request":
+  method, "params": {...}}`` (sends a request and does not wait for its answer),
+  ``{"abandon": reason}`` (``notifications/cancelled`` for that request) or
+  ``{"exit": code}`` (the server process ends at once); the answer is the list of
   what each ``send``/``poll`` got: ``{"result": ...}`` or ``{"error": ...}``, as JSON
   text.
 """
@@ -17,6 +20,7 @@ Tools:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -29,7 +33,13 @@ for tool in TOOLS:
     tool["inputSchema"] = {"type": "object"}
 
 ENDED = ("completed", "failed", "cancelled")
-state: dict[str, Any] = {"capabilities": None, "task": None, "cursor": None, "next": 1}
+state: dict[str, Any] = {
+    "capabilities": None,
+    "task": None,
+    "cursor": None,
+    "next": 1,
+    "pending": None,
+}
 
 
 def write(message: dict[str, Any]) -> None:
@@ -80,6 +90,23 @@ def step(spec: dict[str, Any]) -> dict[str, Any] | None:
         with open(spec["mark"], "w") as mark:
             mark.write("done")
         return None
+    if "wait" in spec:
+        for _ in range(2000):
+            if os.path.exists(spec["wait"]):
+                return None
+            time.sleep(0.01)
+        return {"error": {"message": f"never {spec['wait']}"}}
+    if "request" in spec:
+        state["pending"] = f"srv-{state['next']}"
+        state["next"] += 1
+        write({"id": state["pending"], "method": spec["request"], "params": spec["params"]})
+        return None
+    if "abandon" in spec:
+        params = {"requestId": state["pending"], "reason": spec["abandon"]}
+        write({"method": "notifications/cancelled", "params": params})
+        return None
+    if "exit" in spec:
+        os._exit(spec["exit"])
     if "poll" in spec:
         for _ in range(2000):
             answer = send("tasks/get", {"taskId": state["task"]})

@@ -160,7 +160,7 @@ async def test_a_refused_elicitation_task_completes_with_the_refusal(action: str
     assert result == {"result": {"action": action, "_meta": related(task_id)}}
 
 
-async def test_tasks_cancel_during_the_question_ends_the_task_and_the_host_still_answers(
+async def test_tasks_cancel_during_the_question_withdraws_it_and_the_call_goes_on(
     tmp_path: Path,
 ) -> None:
     mark = tmp_path / "cancelled"
@@ -172,6 +172,7 @@ async def test_tasks_cancel_during_the_question_ends_the_task_and_the_host_still
             {"send": "tasks/get", "params": {"taskId": "$task"}},
             {"send": "tasks/result", "params": {"taskId": "$task"}},
             {"send": "tasks/cancel", "params": {"taskId": "$task"}},
+            {"send": "ping", "params": {}},
             {"mark": str(mark)},
         ),
         "ok",
@@ -181,14 +182,21 @@ async def test_tasks_cancel_during_the_question_ends_the_task_and_the_host_still
             step = await driver.next()
             assert isinstance(step, al.CallQuestion)
             await wait_for_file(mark)
-            step.answer({"name": "late"})  # a shown question is never taken back
+            with pytest.raises(al.QuestionWithdrawnError) as withdrawn:
+                step.answer({"name": "late"})
+            assert str(withdrawn.value) == (
+                f"cannot answer_question_for({step.id!r}): the question was withdrawn: call "
+                "a (mcp__req__drive) stopped waiting for it before an answer (it ended, was "
+                "cancelled or timed out); nothing was recorded; call next() to go on with "
+                "the call's result"
+            )
             assert isinstance(await driver.run_until_blocked(), al.Finished)
-    created, _, cancelled, got, result, again = answers(driver)
+    created, _, cancelled, got, result, again, _pong = answers(driver)
     task_id = created["result"]["task"]["taskId"]
-    dropped = [entry for entry in logs if entry["event"] == "mcp task answer dropped"]
-    assert dropped == [
+    withdrawn_logs = [e for e in logs if e["event"] == "mcp task question withdrawn"]
+    assert withdrawn_logs == [
         {
-            "event": "mcp task answer dropped",
+            "event": "mcp task question withdrawn",
             "log_level": "info",
             "server": "req",
             "task": task_id,
@@ -196,6 +204,7 @@ async def test_tasks_cancel_during_the_question_ends_the_task_and_the_host_still
             "reason": "the server sent tasks/cancel",
         }
     ]
+    assert not [e for e in logs if e["event"] == "mcp task answer dropped"]
     ended = task(task_id, "cancelled", "the server sent tasks/cancel")
     assert plain([cancelled, got, result, again]) == [
         {"result": ended},

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 from otel_support import pipeline
 
@@ -120,4 +121,58 @@ async def test_span_events_on_the_asking_calls_span(capture: bool) -> None:
             "agentloop.question.answered",
             {"agentloop.question.id": "question:c1:1", "agentloop.question.action": "accept"},
         ),
+    ]
+
+
+async def test_a_withdrawn_question_is_a_span_event_on_the_calls_span() -> None:
+    stopped = anyio.Event()
+    scopes: list[anyio.CancelScope] = []
+
+    class GiveUp:
+        spec = al.ToolSpec("give_up", "Asks, then stops waiting.", {"type": "object"})
+        asks_host = True
+
+        async def invoke(self, request: al.ToolRequest, ctx: al.ToolContext) -> str:
+            with anyio.CancelScope() as scope:
+                scopes.append(scope)
+                await ctx.ask(al.tools.Question("elicitation", "Your name?", SCHEMA))
+            stopped.set()
+            return "gave up"
+
+    provider, exporter = pipeline()
+    observer = OtelObserver(provider, agent_name="helper")
+    recorder = Recorder()
+    model = al.testing.ScriptedModel([tool_calls(call("give_up", {}, id="c1")), "done"])
+    async with al.tasks.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(model)
+            .add_tool_source(al.ToolRegistry().with_tool(GiveUp()))
+            .task_manager(manager)
+            .observer(observer)
+            .observer(recorder)
+            .transcript_observer(observer)
+            .build()
+        )
+        driver = await agent.start("s1")
+        driver.submit_input("go")
+        step = await driver.next()
+        assert isinstance(step, al.CallQuestion)
+        scopes[0].cancel()
+        await stopped.wait()
+        assert isinstance(await driver.run_until_blocked(), al.Finished)
+    found = [e for e in recorder.events if isinstance(e, QuestionAsked | QuestionAnswered)]
+    assert found == [
+        QuestionAsked("c1", "give_up", "question:c1:1", "elicitation", "Your name?"),
+        QuestionAnswered("c1", "question:c1:1", "withdrawn"),
+    ]
+    names = [type(e).__name__ for e in recorder.events]
+    assert names.index("QuestionAnswered") < names.index("ToolResultReceived")
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "execute_tool give_up"]
+    events = [(e.name, dict(e.attributes or {})) for e in span.events]
+    assert [e for e in events if e[0] == "agentloop.question.answered"] == [
+        (
+            "agentloop.question.answered",
+            {"agentloop.question.id": "question:c1:1", "agentloop.question.action": "withdrawn"},
+        )
     ]
