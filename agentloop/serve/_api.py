@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..loop._session_store import SessionStore
 from ._decide import Decider, DecisionRefused
-from ._guards import RequestRefused, read_json
+from ._guards import RequestRefused, read_guarded, refusal
 from ._views import CallRefs
 from ._worker import Worker
 
@@ -64,10 +64,6 @@ def check_csrf(request: Request, csrf: str) -> str | None:
     return None
 
 
-def _refused(message: str, status: int) -> Response:
-    return JSONResponse({"ok": False, "error": message, "status": status}, status)
-
-
 def _fields(body: Any) -> dict[str, Any] | None:
     """The decision's fields, or ``None`` when the body is not a decision."""
     if not isinstance(body, dict) or not all(
@@ -102,15 +98,12 @@ class DecisionEndpoint:
 
     async def handle(self, request: Request) -> Response:
         """Answer one decision request (JSON: ``ok`` and ``message``, or ``error``)."""
-        refusal = check_csrf(request, self._csrf)
-        if refusal is not None:
-            return _refused(refusal, 403)
         try:
-            body = _fields(await read_json(request))
+            body = _fields(await read_guarded(request, lambda r: check_csrf(r, self._csrf)))
         except RequestRefused as refused:
-            return _refused(refused.message, refused.status)
+            return refusal(refused.message, refused.status)
         if body is None:
-            return _refused(EXPECTED_BODY, 400)
+            return refusal(EXPECTED_BODY, 400)
         reason, edited = body.get("reason"), body.get("input")
         try:
             call_id = await self._call_id(body)
@@ -124,7 +117,7 @@ class DecisionEndpoint:
                 edited_input=edited if isinstance(edited, str) else None,
             )
         except DecisionRefused as refused:
-            return _refused(refused.message, refused.status)
+            return refusal(refused.message, refused.status)
         self._changes.notify()
         if self._worker is not None:
             self._worker.wake()

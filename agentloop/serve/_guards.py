@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._access import server_port
@@ -28,7 +28,9 @@ __all__ = [
     "HostCheck",
     "RequestRefused",
     "SecurityHeaders",
+    "read_guarded",
     "read_json",
+    "refusal",
 ]
 
 SECURITY_HEADERS = {
@@ -55,6 +57,20 @@ class RequestRefused(Exception):
         super().__init__(message)
         self.message = message
         self.status = status
+
+
+def refusal(message: str, status: int) -> Response:
+    """The JSON answer of a refused API request (``{ok: false, error, status}``)."""
+    return JSONResponse({"ok": False, "error": message, "status": status}, status)
+
+
+async def read_guarded(request: Request, check: Callable[[Request], str | None]) -> Any:
+    """The request's JSON body, once ``check`` (token, CSRF, Origin) passes; else
+    ``RequestRefused`` (403 for the check, as :func:`read_json` says for the body)."""
+    problem = check(request)
+    if problem is not None:
+        raise RequestRefused(problem, status=403)
+    return await read_json(request)
 
 
 class SecurityHeaders:

@@ -38,7 +38,7 @@ from ..loop._session_store import InDoubtStore, LeaseHeldError, SessionStore
 from ..loop._steps import CallInDoubt, CallQuestion
 from ._audit import AuditLog, ResolutionEntry, answer_entry_content
 from ._decide import MAX_REASON
-from ._guards import RequestRefused, read_json
+from ._guards import RequestRefused, read_guarded, refusal
 from ._inbox import pretty
 from ._redact import Redactor
 from ._views import CallRefs
@@ -104,10 +104,6 @@ class ResolutionRefused(Exception):
         self.status = status
 
 
-def _refused(message: str, status: int) -> Response:
-    return JSONResponse({"ok": False, "error": message, "status": status}, status)
-
-
 def _unicode(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -171,20 +167,17 @@ class ResolveEndpoint:
     async def handle(self, request: Request) -> Response:
         """Resolve one call (JSON ``{session_id, call_ref, reruns, resolution: settle |
         fail | run_again, result?, reason?}``)."""
-        refusal = self._check(request)
-        if refusal is not None:
-            return _refused(refusal, 403)
         try:
-            body = await read_json(request)
+            body = await read_guarded(request, self._check)
         except RequestRefused as refused:
-            return _refused(refused.message, refused.status)
+            return refusal(refused.message, refused.status)
         fields = ("session_id", "call_ref", "resolution")
         if (
             not isinstance(body, dict)
             or not all(isinstance(body.get(k), str) for k in fields)
             or type(body.get("reruns")) is not int
         ):
-            return _refused(
+            return refusal(
                 "expected a JSON object with session_id, call_ref and resolution strings and "
                 "reruns, an integer (and result, to settle; reason, to fail)",
                 400,
@@ -196,7 +189,7 @@ class ResolveEndpoint:
             async with self._lock:  # one at a time here; the lease keeps other processes out
                 call_id, step = await self._resolve(agent, body, how, value, who)
         except ResolutionRefused as refused:
-            return _refused(refused.message, refused.status)
+            return refusal(refused.message, refused.status)
         self._changed()
         if isinstance(step, CallInDoubt):
             then = (

@@ -32,7 +32,7 @@ from ..loop._stored_answers import PendingQuestion, pending_questions, question_
 from ..tools._questions import QuestionAction
 from ._audit import AnswerEntry, AuditLog, answer_entry_content
 from ._child import ChildApproval, child_approval, inbox_answer
-from ._guards import RequestRefused, read_json
+from ._guards import RequestRefused, read_guarded, refusal
 from ._redact import Redactor
 from ._views import CallRefs
 from ._worker import Worker
@@ -150,10 +150,6 @@ async def question_cards(
     ]
 
 
-def _refused(message: str, status: int) -> Response:
-    return JSONResponse({"ok": False, "error": message, "status": status}, status)
-
-
 class AnswerEndpoint:
     """``POST /api/answer``: checks the request, records the answer, wakes the worker."""
 
@@ -186,26 +182,23 @@ class AnswerEndpoint:
         """Answer one request (JSON ``{session_id, question_ref, action, content?}``; for a
         child agent's approval ``{session_id, question_ref, action: approve | approve_with
         | deny, reason?, input?}``, as ``/api/decide`` takes it)."""
-        refusal = self._check(request)
-        if refusal is not None:
-            return _refused(refusal, 403)
         try:
-            body = await read_json(request)
+            body = await read_guarded(request, self._check)
         except RequestRefused as refused:
-            return _refused(refused.message, refused.status)
+            return refusal(refused.message, refused.status)
         fields = ("session_id", "question_ref", "action")
         if not isinstance(body, dict) or not all(isinstance(body.get(k), str) for k in fields):
-            return _refused(
+            return refusal(
                 "expected a JSON object with session_id, question_ref and action strings "
                 "(and content, for an accept)",
                 400,
             )
         if not isinstance(self._store, AnswerStore):
-            return _refused("this store keeps no answers to questions", 501)
+            return refusal("this store keeps no answers to questions", 501)
         session_id = body["session_id"]
         stored = await self._store.load(session_id)
         if stored is None:
-            return _refused(f"session {session_id!r} no longer exists", 404)
+            return refusal(f"session {session_id!r} no longer exists", 404)
         candidates = [*question_ids(stored.checkpoint), *stored.answers]
         question_id = next(
             (q for q in candidates if hmac.compare_digest(self._refs.ref(session_id, q),
@@ -213,7 +206,7 @@ class AnswerEndpoint:
             None,
         )  # fmt: skip
         if question_id is None:
-            return _refused(
+            return refusal(
                 f"session {session_id!r} moved on: the question this page showed is no longer "
                 "asked; nothing was recorded",
                 409,
@@ -228,23 +221,23 @@ class AnswerEndpoint:
         [*found] = pending_questions(stored.checkpoint, (question_id,)) if stored else ()
         if not found:
             answered = stored is not None and question_id in stored.answers
-            return _refused(_NOT_ASKED[answered].format(session_id=session_id), 409)
+            return refusal(_NOT_ASKED[answered].format(session_id=session_id), 409)
         child = child_approval(found[0], self._agent)
         if child is not None:
             try:
                 answer = inbox_answer(child, body)
             except ValueError as error:
-                return _refused(f"refused: {error}; nothing was recorded", 422)
+                return refusal(f"refused: {error}; nothing was recorded", 422)
             action, content = answer.action.value, answer.content
         who = self._who(request)
         try:
             entry = self._entry(session_id, found[0], action, content, who)
         except ValueError as error:
-            return _refused(f"refused: cannot record an answer to question {question_id!r} of "
+            return refusal(f"refused: cannot record an answer to question {question_id!r} of "
                             f"session {session_id!r}: {error}", 422)  # fmt: skip
-        refusal = await self._audited(entry, content)
-        if refusal is not None:
-            return refusal
+        refused_by_store = await self._audited(entry, content)
+        if refused_by_store is not None:
+            return refused_by_store
         log.info("question answered", session_id=session_id, action=action, answered_by=who)
         self._changed()
         if self._worker is not None:
@@ -304,9 +297,9 @@ class AnswerEndpoint:
                 await self._audit.remove(entry)
             if isinstance(error, ClaimError):
                 answered = error.reason == "answered"
-                return _refused(_NOT_ASKED[answered].format(session_id=entry.session_id), 409)
+                return refusal(_NOT_ASKED[answered].format(session_id=entry.session_id), 409)
             if isinstance(error, InvalidInputError):
-                return _refused(f"refused: {error}", 422)
+                return refusal(f"refused: {error}", 422)
             raise
         return None
 

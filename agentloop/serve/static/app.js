@@ -91,34 +91,40 @@ async function decide(card, action) {
     }
     body.input = text;
   }
+  await send(card, "/api/decide", body, "decided", "refused");
+}
+
+// POST one card's answer; mark the card with how it went. A live refresh keeps a
+// pending card until its answer is shown; an answered card, or one no longer
+// answerable (409), leaves the server's list (and its count) at the next refresh.
+async function send(card, url, body, doneClass, refusedClass) {
   card.querySelectorAll("button").forEach((b) => (b.disabled = true));
-  card.classList.add("pending"); // a live refresh keeps this card until the answer is shown
-  let answer;
+  card.classList.add("pending");
+  let reply;
   try {
-    const response = await fetch("/api/decide", {
+    const response = await fetch(url, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
       body: JSON.stringify(body),
       credentials: "same-origin",
     });
-    answer = await response.json();
+    reply = await response.json();
   } catch (error) {
-    answer = { ok: false, error: "The server did not answer: " + error.message };
+    reply = { ok: false, error: "The server did not answer: " + error.message };
   }
   card.classList.remove("pending");
   const label = card.dataset.session + " · " + card.querySelector(".tool-name").textContent + ": ";
-  if (answer.ok) {
-    card.classList.add("decided");
-    show(card, ".result", answer.message);
-    notify(label + answer.message, "ok");
+  if (reply.ok) {
+    card.classList.add(doneClass);
+    show(card, ".result", reply.message);
+    notify(label + reply.message, "ok");
   } else {
-    card.classList.add("refused");
-    show(card, ".error", answer.error);
-    if (answer.status === 409) notify(label + answer.error, "error");
+    if (refusedClass) card.classList.add(refusedClass);
+    show(card, ".error", reply.error);
+    if (reply.status === 409) notify(label + reply.error, "error");
     else card.querySelectorAll("button").forEach((b) => (b.disabled = false));
   }
-  // Decided, or no longer decidable: the server's list (and its count) no longer has it.
-  if (answer.ok || answer.status === 409) queueRefresh();
+  if (reply.ok || reply.status === 409) queueRefresh();
 }
 
 // The last decision's outcome, above the list (a decided card leaves the list).
@@ -177,32 +183,7 @@ async function answer(card, action, extra) {
     if (problem) { show(card, ".error", "The answer does not match the question's schema: " + problem); return; }
     if (found.value !== null) body.content = found.value;
   }
-  card.querySelectorAll("button").forEach((b) => (b.disabled = true));
-  card.classList.add("pending");
-  let reply;
-  try {
-    const response = await fetch("/api/answer", {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify(body),
-      credentials: "same-origin",
-    });
-    reply = await response.json();
-  } catch (error) {
-    reply = { ok: false, error: "The server did not answer: " + error.message };
-  }
-  card.classList.remove("pending");
-  const label = card.dataset.session + " · " + card.querySelector(".tool-name").textContent + ": ";
-  if (reply.ok) {
-    card.classList.add("answered");
-    show(card, ".result", reply.message);
-    notify(label + reply.message, "ok");
-  } else {
-    show(card, ".error", reply.error);
-    if (reply.status === 409) notify(label + reply.error, "error");
-    else card.querySelectorAll("button").forEach((b) => (b.disabled = false));
-  }
-  if (reply.ok || reply.status === 409) queueRefresh();
+  await send(card, "/api/answer", body, "answered");
 }
 
 document.addEventListener("click", (event) => {
@@ -233,32 +214,7 @@ async function resolve(card, resolution) {
     body.reason = card.querySelector(".fail-reason").value;
     if (!body.reason.trim()) { show(card, ".error", "Enter why the call failed."); return; }
   }
-  card.querySelectorAll("button").forEach((b) => (b.disabled = true));
-  card.classList.add("pending");
-  let reply;
-  try {
-    const response = await fetch("/api/resolve", {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify(body),
-      credentials: "same-origin",
-    });
-    reply = await response.json();
-  } catch (error) {
-    reply = { ok: false, error: "The server did not answer: " + error.message };
-  }
-  card.classList.remove("pending");
-  const label = card.dataset.session + " · " + card.querySelector(".tool-name").textContent + ": ";
-  if (reply.ok) {
-    card.classList.add("resolved");
-    show(card, ".result", reply.message);
-    notify(label + reply.message, "ok");
-  } else {
-    show(card, ".error", reply.error);
-    if (reply.status === 409) notify(label + reply.error, "error");
-    else card.querySelectorAll("button").forEach((b) => (b.disabled = false));
-  }
-  if (reply.ok || reply.status === 409) queueRefresh();
+  await send(card, "/api/resolve", body, "resolved");
 }
 
 document.addEventListener("click", (event) => {
