@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
+from a2a.helpers import get_text_parts, new_data_part, new_text_part
 from a2a.server.agent_execution.agent_executor import AgentExecutor
 from a2a.server.agent_execution.context import RequestContext
 from a2a.server.events import EventQueue
@@ -35,6 +35,7 @@ from ..loop._steps import ApprovalRequest, AwaitingInput, CallQuestion, Finished
 from ..ui._answers import response_schema
 from ..ui._problems import RunRefused
 from ._child import child_entry
+from ._remote_parts import data_values
 from ._replies import Reply, question_entry
 from ._run import A2ARunner, Rested
 
@@ -136,7 +137,11 @@ def _reply(message: Message | None) -> Reply:
     if message is None:
         raise RunRefused("no message", code="bad_answer")
     text = " ".join(get_text_parts(message.parts))
-    return Reply(data=tuple(get_data_parts(message.parts)), text=text)
+    try:
+        data = tuple(data_values(message.parts))
+    except ValueError as error:  # e.g. a data part holding Infinity
+        raise RunRefused(f"the message cannot be read: {error}", code="bad_answer") from None
+    return Reply(data=data, text=text)
 
 
 def _waiting_message(updater: TaskUpdater, rested: Rested, text: str) -> Message:

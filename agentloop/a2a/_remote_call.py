@@ -188,7 +188,7 @@ class RemoteCall:
         view = self._view
         if view.reply is not None or view.state == TaskState.TASK_STATE_COMPLETED:
             log.info("a2a call completed", agent=self._agent, task=view.task_id)
-            return to_output(view, self._agent)
+            return self._output(view)
         if view.state == TaskState.TASK_STATE_AUTH_REQUIRED:
             await self._cancel_remote("authentication required")
             return self._error_output(
@@ -201,9 +201,17 @@ class RemoteCall:
 
     def _error_output(self, text: str) -> ToolOutput:
         view = self._view
-        output = to_output(view, self._agent, is_error=True)
+        output = self._output(view, is_error=True)
         message = f"remote agent {self._agent}: task {view.task_id} {text}"
         return attrs.evolve(output, value=message)
+
+    def _output(self, view: TaskView, *, is_error: bool = False) -> ToolOutput:
+        try:
+            return to_output(view, self._agent, is_error=is_error)
+        except ValueError as error:  # e.g. a data part holding Infinity
+            raise self._error(
+                f"task {view.task_id or '(a message)'} answered badly: {error}"
+            ) from None
 
     def _error(self, text: str) -> RemoteAgentError:
         return RemoteAgentError(f"remote agent {self._agent}: {text}", agent=self._agent)

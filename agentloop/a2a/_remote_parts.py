@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
@@ -29,6 +30,7 @@ __all__ = [
     "build_message",
     "state_name",
     "to_output",
+    "data_values",
 ]
 
 TASK_KEY = "a2a.task"
@@ -113,7 +115,7 @@ class TaskView:
 
     def status_data(self) -> list[Any]:
         """The status message's data parts."""
-        return get_data_parts(self.status.parts) if self.status is not None else []
+        return data_values(self.status.parts) if self.status is not None else []
 
     def ids(self) -> dict[str, Any]:
         """``{"id", "contextId", "state"}`` of the task."""
@@ -140,6 +142,15 @@ def build_message(
     return message
 
 
+def data_values(parts: Iterable[Part]) -> list[Any]:
+    """The values of ``parts``' data parts; ``ValueError`` naming it when one holds a
+    number JSON cannot carry (``Infinity``, ``NaN``: protobuf's ``Value`` holds them)."""
+    try:
+        return get_data_parts(list(parts))
+    except ValueError as error:
+        raise ValueError(f"a data part is not JSON ({error})") from None
+
+
 def to_output(view: TaskView, agent: str, *, is_error: bool = False) -> ToolOutput:
     """The result of a finished view: its artifacts' parts (else the reply's or the
     status message's parts). All text: one string, the parts joined by newlines (as
@@ -155,7 +166,7 @@ def to_output(view: TaskView, agent: str, *, is_error: bool = False) -> ToolOutp
     if all(isinstance(p, TextPart) and DATA_KEY not in p.metadata for p in converted):
         value = "\n".join(p.text for p in converted if isinstance(p, TextPart))
     elif len(parts) == 1 and parts[0].HasField("data"):
-        value = get_data_parts(parts)[0]
+        value = data_values(parts)[0]
     else:
         value = converted
     metadata = {AGENT_KEY: agent} if view.reply is not None else {
@@ -172,7 +183,7 @@ def to_part(part: Part) -> OurPart:
     if part.HasField("text"):
         return TextPart(part.text)
     if part.HasField("data"):
-        [data] = get_data_parts([part])
+        [data] = data_values([part])
         return TextPart(json.dumps(data, ensure_ascii=False), metadata={DATA_KEY: True})
     if part.HasField("raw"):
         data = base64.b64encode(part.raw).decode("ascii")

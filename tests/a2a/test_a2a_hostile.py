@@ -149,6 +149,35 @@ def hostile(card_body: bytes, answered: list[tuple[str, bytes]]) -> httpx.MockTr
     return httpx.MockTransport(handle)
 
 
+@pytest.mark.parametrize("value", ["Infinity", "-Infinity", "NaN", "[1, Infinity]", '{"a": NaN}'])
+@pytest.mark.parametrize("where", ["message", "artifact", "failed"])
+async def test_a_data_part_json_cannot_carry_is_an_error(value: str, where: str) -> None:
+    part = '{"data": ' + value + "}"
+    if where == "message":
+        result = '{"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [' + part + "]}}"
+    else:
+        state = "TASK_STATE_COMPLETED" if where == "artifact" else "TASK_STATE_FAILED"
+        result = (
+            '{"task": {"id": "t-1", "contextId": "c", "status": {"state": "' + state + '"}, '
+            '"artifacts": [{"artifactId": "a", "parts": [' + part + "]}]}}"
+        )
+    body = ('{"jsonrpc": "2.0", "id": "1", "result": ' + result + "}").encode()
+    transport = hostile(json.dumps(card(False)).encode(), [("application/json", body)])
+    source = A2AToolSource(URL, http_transport=transport, call_timeout=5, poll_interval=0.001)
+    async with source:
+        [spec] = source.specs()
+        tool = source.get(spec.name)
+        assert tool is not None
+        request = al.ToolRequest("c1", spec.name, {"message": "hi"}, "s", "t")
+        with pytest.raises(RemoteAgentError) as raised:
+            await tool.invoke(request, al.ToolContext("s", "t", "c1"))
+    task = "(a message)" if where == "message" else "t-1"
+    assert str(raised.value).startswith(
+        f"remote agent {URL}: task {task} answered badly: a data part is not JSON (Fail to "
+        "serialize"
+    )
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

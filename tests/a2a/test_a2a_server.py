@@ -185,6 +185,23 @@ async def test_a_deny_and_a_bad_answer_on_the_same_task(tmp_path: Path) -> None:
             assert TaskState.Name(still.status.state) == "TASK_STATE_INPUT_REQUIRED"
             text = get_message_text(still.status.message)
             assert text.startswith("bad_resume: answers[0]: payload.approved must be true or false")
+            for value in ("Infinity", "-Infinity", "NaN", "[1, Infinity]"):  # not JSON
+                parts = '[{"data": {"approved": ' + value + "}}]"
+                sent = (
+                    '{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": '
+                    '{"role": "ROLE_USER", "messageId": "m-' + value[:3] + '", "contextId": '
+                    '"ctx-2", "taskId": "' + task.id + '", "parts": ' + parts + "}}}"
+                )
+                async with httpx.AsyncClient(base_url=base, headers=HEADERS) as raw:
+                    reply = await raw.post(
+                        "/",
+                        content=sent,
+                        headers={"content-type": "application/json", "a2a-version": "1.0"},
+                    )
+                # a2a-sdk refuses it before the agent sees it; nothing is recorded
+                assert reply.json()["error"]["code"] == -32603
+                assert "Fail to serialize" in reply.json()["error"]["message"]
+                assert await stored(tmp_path, "ctx-2") == before
             other = message("ctx-2", Part(text="deploy db"))  # a new task while one waits
             rejected = final_task(await send(client, other))
             assert TaskState.Name(rejected.status.state) == "TASK_STATE_REJECTED"
