@@ -45,8 +45,8 @@ from ..loop._steps import (
     ChildApprovalRequest,
     Finished,
 )
-from ..store._consistency import session_problems
 from ..tools._questions import QuestionAnswer
+from ._problems import session_problems
 
 __all__ = ["AdvancedSession", "RestingStep", "SessionWorker"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..host._problems import session_problems
 from ..loop._session_store import SessionStore
-from ..store._consistency import session_problems
 from ._redact import Redactor
 
 __all__ = ["AttentionList"]

@@ -23,8 +23,8 @@ from ..core._items import (
     ToolResultPart,
     result_outcome,
 )
+from ..host._problems import session_problems
 from ..loop._session_store import StoredSession, input_digest
-from ..store._consistency import session_problems
 from ._redact import Redactor
 
 __all__ = [

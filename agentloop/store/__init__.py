@@ -8,6 +8,8 @@ in doubt. See ``docs/store.md``. ``PostgresSessionStore`` needs the
 ``postgres`` extra (psycopg 3: ``pip install 'agentloop-runtime[postgres]'``).
 """
 
+from ..host._enqueue import enqueue_input
+from ..host._problems import SessionProblem, find_session_problems, session_problems
 from ..loop._checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from ..loop._session_history import SavedStep, SessionHistory
 from ..loop._session_store import (
@@ -31,11 +33,9 @@ from ..loop._session_store import (
     StoredSession,
     input_digest,
 )
+from ..transcript._jsonl import export_jsonl, import_jsonl
 from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite, StorageBackend
-from ._consistency import SessionProblem, find_session_problems, session_problems
-from ._input import enqueue_input
-from ._jsonl import export_jsonl, import_jsonl
 from ._memory import MemoryBackend, MemorySessionStore
 from ._postgres import PostgresSessionStore
 from ._redis import RedisBackend, RedisSessionStore

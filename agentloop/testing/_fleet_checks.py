@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core._errors import InvalidInputError
 from ..core._items import Item, ItemKind, ToolResultPart
+from ..host._enqueue import enqueue_input
 from ..loop._converter import unstructure
 from ..loop._session_store import (
     ClaimError,
@@ -21,7 +22,6 @@ from ..loop._session_store import (
     SessionStatus,
     SessionStore,
 )
-from ..store._input import enqueue_input
 from ._store_checks import (
     OpenStore,
     _calls,

@@ -9,7 +9,7 @@ from typing import IO
 from ..core._errors import InvalidInputError
 from ..core._items import Item
 from ..loop import _converter
-from ._json import describe_error, json_text, parse_json
+from ..store._json import describe_error, json_text, parse_json
 
 __all__ = ["export_jsonl", "import_jsonl"]
 
