@@ -92,7 +92,7 @@ class Saves:
             {"state": str(checkpoint.get("state")), "summary": summary_of(checkpoint)},
             (expected_version, fencing_token),
             (origin, claim_rows or {}, side),
-            self.heads.known(session_id),
+            self.heads.known.get(session_id),
         )
         version: int = await retried(save.attempt)
         self._written.put(session_id, (version, encoded))
