@@ -1,14 +1,13 @@
 """``BackendSessionStore``: the whole ``SessionStore`` contract over a ``StorageBackend``.
 
 Every rule lives here once, on the backend's few primitives: saves
-(:mod:`._saves`: validation and encoding in O(new items), versions), leases
-and fencing, single-use claims, final decisions bound to a digest, inbox
-status and the queries. Each write reads the session's head, decides with the
-shared rules (:mod:`._rules`), and commits on the revision it read
-(:mod:`._heads`); when another writer committed first the commit is refused
-and the write starts over from a fresh read, so every decision is made on the
-state it changes. A read of several rows (a load) checks the head's revision
-did not move meanwhile, so it never mixes two commits.
+(:mod:`._saves`), leases and fencing, single-use claims, final decisions bound
+to a digest, inbox status and the queries. Each write decides with the shared
+rules (:mod:`._rules`) on the head it read and commits on that revision,
+starting over from a fresh read when another writer committed first
+(:meth:`Heads.update`), so every decision is made on the state it changes. A
+load checks the head's revision did not move while it read the rows, so it
+never mixes two commits.
 """
 
 from __future__ import annotations
@@ -85,9 +84,8 @@ class BackendSessionStore(StepHistory):
     ) -> None:
         self.backend = backend
         self.history_limit = check_limit(history_limit)
-        self._clock = time.time
         self._heads = Heads(backend)
-        self._saves = Saves(self._heads, lambda: self._clock(), lambda: self.history_limit)
+        self._saves = Saves(self._heads, lambda: self.history_limit)
 
     async def __aenter__(self) -> Self:
         return self
@@ -123,7 +121,7 @@ class BackendSessionStore(StepHistory):
         operation = f"record call {call_id!r} of session {session_id!r} as started"
 
         async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[None]:
-            check_fence(session_id, None, meta.lease, self._clock(), operation)
+            check_fence(session_id, None, meta.lease, time.time(), operation)
             row = ClaimRow(tool_name=tool_name, input_digest=None, claimed_at=time.time())
             return Change(None, claims={call_id: row})
 
@@ -142,7 +140,7 @@ class BackendSessionStore(StepHistory):
         operation = f"claim call {call_id!r} of session {session_id!r}"
 
         async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[Claim]:
-            check_fence(session_id, fencing_token, meta.lease, self._clock(), operation)
+            check_fence(session_id, fencing_token, meta.lease, time.time(), operation)
             claimed = await self.backend.read_rows(session_id, CLAIMS, (call_id,))
             decision = await self._heads.row(session_id, DECISIONS, DecisionRow, call_id)
             check_claim(session_id, call_id, input_digest, call_id in claimed, decision)
@@ -178,7 +176,7 @@ class BackendSessionStore(StepHistory):
                 reason=text,
                 edited_input=edited,
             )
-            recorded = row.approval(session_id, call_id, newly_recorded=True)
+            recorded = attrs.evolve(row.approval(session_id, call_id), newly_recorded=True)
             return Change(recorded, rows={DECISIONS: {call_id: encode_record(row)}})
 
         return await self._heads.update(session_id, decide)
@@ -194,7 +192,7 @@ class BackendSessionStore(StepHistory):
             document = None if head is None else head.document
             check_new_answer(session_id, question_id, meta, document, existing, action, content)
             row = AnswerRow(action=action, content=content, answered_at=time.time())
-            recorded = row.answer(session_id, question_id, newly_recorded=True)
+            recorded = attrs.evolve(row.answer(session_id, question_id), newly_recorded=True)
             return Change(recorded, rows={ANSWERS: {question_id: encode_record(row)}})
 
         return await self._heads.update(session_id, decide)
@@ -207,7 +205,7 @@ class BackendSessionStore(StepHistory):
         seconds = check_ttl(ttl, f"acquire session {session_id!r}")
 
         async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[Lease]:
-            now = self._clock()
+            now = time.time()
             check_acquire(session_id, owner, meta.lease, now)
             return await self._grant(session_id, meta, owner, now + seconds)
 
@@ -229,7 +227,7 @@ class BackendSessionStore(StepHistory):
             async def decide(
                 head: BackendHead | None, meta: SessionMeta, session_id: str = summary.session_id
             ) -> Change[Lease | None]:
-                now = self._clock()
+                now = time.time()
                 saved = head is not None and head.document is not None
                 if not saved or not is_ready(meta, await self._undecided(session_id, meta), now):
                     return Change(None)  # taken or changed since it was listed: the next one
@@ -254,7 +252,7 @@ class BackendSessionStore(StepHistory):
         seconds = check_ttl(ttl, operation)
 
         async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[Lease]:
-            now = self._clock()
+            now = time.time()
             check_fence(lease.session_id, lease.token, meta.lease, now, operation)
             assert meta.lease is not None
             renewed = attrs.evolve(meta.lease, expires_at=now + seconds)
@@ -327,7 +325,7 @@ class BackendSessionStore(StepHistory):
 
     async def sessions_ready(self) -> list[SessionSummary]:
         """Sessions a worker can advance now, not under a live lease, oldest first."""
-        now = self._clock()
+        now = time.time()
         return [
             summary
             for summary, _head, meta in await self._summaries()

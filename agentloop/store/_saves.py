@@ -46,14 +46,11 @@ Lists = dict[str, tuple[int, tuple[str, ...]]]
 
 
 class Saves:
-    """Saves documents through ``heads``; ``clock`` decides whether a lease is live,
-    ``history_limit()`` how many steps the history keeps at least."""
+    """Saves documents through ``heads``; ``history_limit()`` is how many steps the history
+    keeps at least."""
 
-    def __init__(
-        self, heads: Heads, clock: Callable[[], float], history_limit: Callable[[], int]
-    ) -> None:
+    def __init__(self, heads: Heads, history_limit: Callable[[], int]) -> None:
         self.heads = heads
-        self.clock = clock
         self.history_limit = history_limit
         self._written: Recent[str, tuple[int, EncodedCheckpoint]] = Recent(_CACHED_SESSIONS)
         """Each recent session's last save through this store: its version and encoding."""
@@ -160,7 +157,7 @@ class _Save:
         try:
             expected_version, fencing_token = self.checks
             operation = f"save checkpoint for session {self.session_id!r}"
-            check_fence(self.session_id, fencing_token, meta.lease, self.saves.clock(), operation)
+            check_fence(self.session_id, fencing_token, meta.lease, time.time(), operation)
             check_version(self.session_id, expected_version, meta.version if saved else None)
         except Exception:
             if remembered is None:
