@@ -1,13 +1,11 @@
 """``BackendSessionStore``: the whole ``SessionStore`` contract over a ``StorageBackend``.
 
-Every rule lives here once, on the backend's few primitives: saves
-(:mod:`._saves`), leases and fencing, single-use claims, final decisions bound
-to a digest, inbox status and the queries. Each write decides with the shared
-rules (:mod:`._rules`) on the head it read and commits on that revision,
-starting over from a fresh read when another writer committed first
-(:meth:`Heads.update`), so every decision is made on the state it changes. A
-load checks the head's revision did not move while it read the rows, so it
-never mixes two commits.
+Every rule lives here once, on the backend's few primitives (docs/store.md,
+"Writing a store"): saves (:mod:`._saves`), leases and fencing, single-use
+claims, final decisions bound to a digest, inbox status and the queries. Each
+write decides (:mod:`._rules`) on the head it read and commits on its revision
+(:meth:`Heads.update`), so every decision is made on the state it changes; a
+load checks the head's revision did not move while it read the rows.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Sessions' heads as a :class:`BackendSessionStore` reads and commits them.
 
-Each write of the store reads a session's head, decides, and commits on the
-revision it read (:meth:`Heads.update`); a refused commit (another writer
-committed first) makes it start over, at most :data:`ATTEMPTS` times
-(:func:`retried`). The head a store last committed is remembered with its
-meta record and the claim rows known at it, so a save can decide without
-reading it first: revisions never repeat, not even after a delete, so a
-commit on a stale remembered head is refused, never misapplied.
+A write reads a session's head, decides, and commits on the revision it read
+(:meth:`Heads.update`), starting over while another writer commits first
+(:func:`retried`). The head a store last committed is remembered with its meta
+record and the claim rows known at it, so a save can decide without reading it
+first: revisions never repeat, not even after a delete, so a commit on a stale
+remembered head is refused, never misapplied (docs/store.md, "Writing a store").
 """
 
 from __future__ import annotations
@@ -26,11 +25,9 @@ from ._records import ClaimRow, SessionMeta, decode_record, encode_record
 __all__ = [
     "AGAIN",
     "Again",
-    "ATTEMPTS",
     "Change",
     "CLAIMS",
     "DECISIONS",
-    "INCARNATIONS",
     "Heads",
     "Known",
     "Recent",

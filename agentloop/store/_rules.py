@@ -1,8 +1,7 @@
-"""The decisions every store makes the same way: versions, fences, leases, claims, answers.
+"""The decisions of :class:`BackendSessionStore`: versions, fences, leases, claims, answers.
 
-Plain synchronous functions over what a store read inside its transaction;
-each raises the typed error with the message the user sees, or returns. The
-stores only read rows, call these, and write.
+Plain synchronous functions over what a write read; each raises the typed
+error with the message the user sees, or returns.
 """
 
 from __future__ import annotations

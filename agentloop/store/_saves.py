@@ -80,15 +80,22 @@ class Saves:
         last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
         status, pending = summarize(checkpoint)
+        shared = {  # the fields of both the new meta record and the step row
+            "status": status,
+            "item_count": len(encoded.items),
+            "turn_counts": turn_counts(encoded.turn),
+        }
+        step = {"state": str(checkpoint.get("state")), "summary": summary_of(checkpoint)}
         await anyio.lowlevel.checkpoint()
         save = _Save(
             self,
             session_id,
             encoded,
-            {"status": status, "pending": pending, "item_count": len(encoded.items)},
-            {"state": str(checkpoint.get("state")), "summary": summary_of(checkpoint)},
+            {**shared, "pending": pending},
+            {**shared, **step, "origin": origin},
             (expected_version, fencing_token),
-            (origin, claim_rows or {}, side),
+            claim_rows or {},
+            side or SideRows(rows={}, drop={}),
             self.heads.known.get(session_id),
         )
         version: int = await retried(save.attempt)
@@ -138,11 +145,13 @@ class _Save:
     session_id: str
     encoded: EncodedCheckpoint
     meta_fields: dict[str, Any]
+    """The new meta record's fields that depend only on the document."""
     step_fields: dict[str, Any]
+    """The step row's fields that depend only on the document and the origin."""
     checks: tuple[int | None, int | None]
     """The expected version and the fencing token."""
-    extra: tuple[str | None, Mapping[str, ClaimRow], SideRows | None]
-    """The step's origin, the claim rows and the side rows written with it."""
+    claim_rows: Mapping[str, ClaimRow]
+    side: SideRows
     known: Known | None
 
     async def attempt(self) -> int | Again:
@@ -185,7 +194,7 @@ class _Save:
             for call_id, row in claims.items()
             if call_id in answered and not row.answered
         }
-        return claims, {**marked, **self.extra[1]}
+        return claims, {**marked, **self.claim_rows}
 
     async def _commit(
         self,
@@ -197,20 +206,16 @@ class _Save:
     ) -> int | None:
         """Commit on ``head``'s revision with the next version number; the version, or
         ``None`` when another writer committed first."""
-        heads, session_id, (origin, _rows, side) = self.saves.heads, self.session_id, self.extra
+        heads, session_id = self.saves.heads, self.session_id
         now = time.time()
-        counts = turn_counts(self.encoded.turn)
-        step = {**self.step_fields, **self.meta_fields, "turn_counts": counts, "origin": origin}
-        step.pop("pending")
-        plan = plan_history(
-            meta.history, self.saves.history_limit(), self.encoded, lists, {**step, "saved_at": now}
-        )
-        fields = {**self.meta_fields, "updated_at": now, "turn_counts": counts, "lease": meta.lease}
-        rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
-        if side is not None:
-            for table, put in side.rows.items():
-                rows[table] = {**put, **rows.get(table, {})}
-        drop = {**plan.drop, **(side.drop if side is not None else {})}
+        step = {**self.step_fields, "saved_at": now}
+        plan = plan_history(meta.history, self.saves.history_limit(), self.encoded, lists, step)
+        fields = {**self.meta_fields, "updated_at": now, "lease": meta.lease}
+        rows = dict(self.side.rows)
+        if marked:
+            encoded = {key: encode_record(row) for key, row in marked.items()}
+            rows[CLAIMS] = {**rows.get(CLAIMS, {}), **encoded}
+        drop = {**plan.drop, **self.side.drop}
         new_revision = await heads.next_revision(head)
         built: dict[int, tuple[BackendHead, SessionMeta]] = {}
 
