@@ -186,9 +186,8 @@ class BackendSessionStore(StepHistory):
 
         async def decide(head: BackendHead | None, meta: SessionMeta) -> Change[RecordedAnswer]:
             found = await self._heads.row(session_id, ANSWERS, AnswerRow, question_id)
-            existing = None if found is None else found.answer(session_id, question_id)
             document = None if head is None else head.document
-            check_new_answer(session_id, question_id, meta, document, existing, action, content)
+            check_new_answer(session_id, question_id, meta, document, found, action, content)
             row = AnswerRow(action=action, content=content, answered_at=time.time())
             recorded = attrs.evolve(row.answer(session_id, question_id), newly_recorded=True)
             return Change(recorded, rows={ANSWERS: {question_id: encode_record(row)}})

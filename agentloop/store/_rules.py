@@ -23,14 +23,9 @@ from ..loop._session_store import (
     input_digest,
     pending_calls,
 )
-from ..loop._stored_answers import (
-    ANSWER_ACTIONS,
-    PendingQuestion,
-    RecordedAnswer,
-    pending_questions,
-)
+from ..loop._stored_answers import ANSWER_ACTIONS, PendingQuestion, pending_questions
 from ..tools._questions import Question, QuestionAnswer, check_answer
-from ._records import DecisionRow, LeaseRecord, SessionMeta, timestamp
+from ._records import AnswerRow, DecisionRow, LeaseRecord, SessionMeta, timestamp
 
 __all__ = [
     "check_acquire",
@@ -260,7 +255,7 @@ def check_new_answer(
     question_id: str,
     meta: SessionMeta,
     head: object,
-    existing: RecordedAnswer | None,
+    existing: AnswerRow | None,
     action: object,
     content: object,
 ) -> None:
@@ -276,7 +271,7 @@ def check_new_answer(
         raise _clash(
             session_id, question_id, "answered",
             f"cannot {where}: it was already answered ({existing.action}, at "
-            f"{existing.answered_at.isoformat()}); an answer is final",
+            f"{timestamp(existing.answered_at).isoformat()}); an answer is final",
         )  # fmt: skip
     document = _document(head)
     found = () if document is None else pending_questions(document, (question_id,))
