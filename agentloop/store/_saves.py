@@ -93,7 +93,8 @@ class Saves:
             encoded,
             {**shared, "pending": pending},
             {**shared, **step, "origin": origin},
-            (expected_version, fencing_token),
+            expected_version,
+            fencing_token,
             claim_rows or {},
             side or SideRows(rows={}, drop={}),
             self.heads.known.get(session_id),
@@ -148,8 +149,8 @@ class _Save:
     """The new meta record's fields that depend only on the document."""
     step_fields: dict[str, Any]
     """The step row's fields that depend only on the document and the origin."""
-    checks: tuple[int | None, int | None]
-    """The expected version and the fencing token."""
+    expected_version: int | None
+    fencing_token: int | None
     claim_rows: Mapping[str, ClaimRow]
     side: SideRows
     known: Known | None
@@ -164,10 +165,9 @@ class _Save:
             head, meta, claims = remembered
         saved = head is not None and head.document is not None
         try:
-            expected_version, fencing_token = self.checks
             operation = f"save checkpoint for session {self.session_id!r}"
-            check_fence(self.session_id, fencing_token, meta.lease, time.time(), operation)
-            check_version(self.session_id, expected_version, meta.version if saved else None)
+            check_fence(self.session_id, self.fencing_token, meta.lease, time.time(), operation)
+            check_version(self.session_id, self.expected_version, meta.version if saved else None)
         except Exception:
             if remembered is None:
                 raise
