@@ -30,7 +30,7 @@ from ._codec import (
     turn_starts,
 )
 from ._heads import AGAIN, CLAIMS, Again, Heads, Known, Recent, expected_revision, retried
-from ._history import SideRows, plan_history, summary_of
+from ._history import Lists, SideRows, plan_history, summary_of
 from ._records import ITEMS, TURN_LIST_PREFIX, ClaimRow, SessionMeta, encode_record
 from ._rules import check_fence, check_version
 
@@ -40,9 +40,6 @@ VERSIONS = "versions"
 """The counter of document versions (never reused, not even after a delete)."""
 
 _CACHED_SESSIONS = 64
-
-Lists = dict[str, tuple[int, tuple[str, ...]]]
-"""The list rows a save writes: each list's first rewritten position and its rows from there."""
 
 
 class Saves:
