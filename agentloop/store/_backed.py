@@ -1,14 +1,11 @@
 """``BackendSessionStore``: the whole ``SessionStore`` contract over a ``StorageBackend``.
 
-Every rule lives here once, on the backend's few primitives: saves
-(:mod:`._saves`: validation and encoding in O(new items), versions), leases
-and fencing, single-use claims, final decisions bound to a digest, inbox
-status and the queries. Each write reads the session's head, decides with the
-shared rules (:mod:`._rules`), and commits on the revision it read
-(:mod:`._heads`); when another writer committed first the commit is refused
-and the write starts over from a fresh read, so every decision is made on the
-state it changes. A read of several rows (a load) checks the head's revision
-did not move meanwhile, so it never mixes two commits.
+Every rule lives here once, on the backend's few primitives (docs/store.md,
+"Writing a store"): saves (:mod:`._saves`), leases and fencing, single-use
+claims, final decisions bound to a digest, inbox status and the queries. Each
+write decides (:mod:`._rules`) on the head it read and commits on its revision
+(:meth:`Heads.update`), so every decision is made on the state it changes; a
+load checks the head's revision did not move while it read the rows.
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ from ..loop._session_store import (
 )
 from ._backend import BackendHead, StorageBackend
 from ._codec import TURN_LISTS, answered_call_ids, decode_stored
-from ._heads import AGAIN, CLAIMS, DECISIONS, INCARNATIONS, Again, Heads, retried
+from ._heads import AGAIN, CLAIMS, DECISIONS, Again, Change, Heads, retried
 from ._history import DEFAULT_HISTORY_LIMIT, check_limit
 from ._records import (
     ANSWERS,
@@ -58,13 +55,12 @@ from ._rules import (
     check_owner,
     decision_details,
     is_ready,
-    with_unanswered_questions,
-    with_undecided_calls,
+    with_details,
 )
-from ._saves import VERSIONS, Saves
+from ._saves import Saves
 from ._time_travel import StepHistory
 
-__all__ = ["CLAIMS", "DECISIONS", "INCARNATIONS", "TOKENS", "VERSIONS", "BackendSessionStore"]
+__all__ = ["TOKENS", "BackendSessionStore"]
 
 TOKENS = "tokens"
 """The counter of fencing tokens."""
@@ -86,9 +82,8 @@ class BackendSessionStore(StepHistory):
     ) -> None:
         self.backend = backend
         self.history_limit = check_limit(history_limit)
-        self._clock = time.time
         self._heads = Heads(backend)
-        self._saves = Saves(self._heads, lambda: self._clock(), lambda: self.history_limit)
+        self._saves = Saves(self._heads, lambda: self.history_limit)
 
     async def __aenter__(self) -> Self:
         return self
@@ -122,16 +117,13 @@ class BackendSessionStore(StepHistory):
     async def record_call_started(self, session_id: str, call_id: str, tool_name: str) -> None:
         """Record that ``call_id`` is about to run (again, if it was)."""
         operation = f"record call {call_id!r} of session {session_id!r} as started"
-        await anyio.lowlevel.checkpoint()
 
-        async def attempt() -> Again | None:
-            head, meta = await self._heads.read(session_id)
-            check_fence(session_id, None, meta.lease, self._clock(), operation)
+        async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[None]:
+            check_fence(session_id, None, meta.lease, time.time(), operation)
             row = ClaimRow(tool_name=tool_name, input_digest=None, claimed_at=time.time())
-            applied = await self._heads.commit(session_id, head, meta, claims={call_id: row})
-            return None if applied else AGAIN
+            return Change(None, claims={call_id: row})
 
-        await retried(attempt)
+        await self._heads.update(session_id, decide)
 
     async def claim(
         self,
@@ -144,27 +136,16 @@ class BackendSessionStore(StepHistory):
     ) -> Claim:
         """Claim ``call_id`` once (see :meth:`SessionStore.claim`)."""
         operation = f"claim call {call_id!r} of session {session_id!r}"
-        await anyio.lowlevel.checkpoint()
 
-        async def attempt() -> Claim | Again:
-            head, meta = await self._heads.read(session_id)
-            check_fence(session_id, fencing_token, meta.lease, self._clock(), operation)
+        async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[Claim]:
+            check_fence(session_id, fencing_token, meta.lease, time.time(), operation)
             claimed = await self.backend.read_rows(session_id, CLAIMS, (call_id,))
-            decisions = await self._heads.rows(session_id, DECISIONS, DecisionRow, (call_id,))
-            decision = decisions.get(call_id)
-            check_claim(
-                session_id,
-                call_id,
-                input_digest,
-                call_id in claimed,
-                None if decision is None else (decision.input_digest, decision.approved),
-            )
+            decision = await self._heads.row(session_id, DECISIONS, DecisionRow, call_id)
+            check_claim(session_id, call_id, input_digest, call_id in claimed, decision)
             row = ClaimRow(tool_name=tool_name, input_digest=input_digest, claimed_at=time.time())
-            if await self._heads.commit(session_id, head, meta, claims={call_id: row}):
-                return row.claim(session_id, call_id)
-            return AGAIN
+            return Change(row.claim(session_id, call_id), claims={call_id: row})
 
-        return await retried(attempt)
+        return await self._heads.update(session_id, decide)
 
     async def record_approval(
         self,
@@ -177,17 +158,14 @@ class BackendSessionStore(StepHistory):
         edited_input: Any = None,
     ) -> RecordedApproval:
         """Record a decision on ``call_id`` (see :meth:`SessionStore.record_approval`)."""
-        await anyio.lowlevel.checkpoint()
 
-        async def attempt() -> RecordedApproval | Again:
-            head, meta = await self._heads.read(session_id)
-            decisions = await self._heads.rows(session_id, DECISIONS, DecisionRow, (call_id,))
-            found = decisions.get(call_id)
+        async def decide(_head: BackendHead | None, _meta: SessionMeta) -> Change[RecordedApproval]:
+            found = await self._heads.row(session_id, DECISIONS, DecisionRow, call_id)
             existing = None if found is None else found.approval(session_id, call_id)
             claimed = bool(await self.backend.read_rows(session_id, CLAIMS, (call_id,)))
             if not check_decision(session_id, call_id, input_digest, approved, existing, claimed):
                 assert existing is not None
-                return existing
+                return Change(existing)
             text, edited = decision_details(session_id, call_id, approved, reason, edited_input)
             row = DecisionRow(
                 input_digest=input_digest,
@@ -196,36 +174,25 @@ class BackendSessionStore(StepHistory):
                 reason=text,
                 edited_input=edited,
             )
-            rows = {DECISIONS: {call_id: encode_record(row)}}
-            if await self._heads.commit(session_id, head, meta, rows=rows):
-                return row.approval(session_id, call_id, newly_recorded=True)
-            return AGAIN
+            recorded = attrs.evolve(row.approval(session_id, call_id), newly_recorded=True)
+            return Change(recorded, rows={DECISIONS: {call_id: encode_record(row)}})
 
-        return await retried(attempt)
+        return await self._heads.update(session_id, decide)
 
     async def record_answer(
         self, session_id: str, question_id: str, *, action: str, content: Any = None
     ) -> RecordedAnswer:
         """Record the answer to ``question_id`` (see :meth:`SessionStore.record_answer`)."""
-        await anyio.lowlevel.checkpoint()
 
-        async def attempt() -> RecordedAnswer | Again:
-            head, meta = await self._heads.read(session_id)
-            answers = await self._heads.rows(session_id, ANSWERS, AnswerRow, (question_id,))
-            found = answers.get(question_id)
-            existing = None if found is None else found.answer(session_id, question_id)
+        async def decide(head: BackendHead | None, meta: SessionMeta) -> Change[RecordedAnswer]:
+            found = await self._heads.row(session_id, ANSWERS, AnswerRow, question_id)
             document = None if head is None else head.document
-            check_new_answer(
-                session_id, question_id, meta.status, meta.pending, document, existing,
-                action, content,
-            )  # fmt: skip
+            check_new_answer(session_id, question_id, meta, document, found, action, content)
             row = AnswerRow(action=action, content=content, answered_at=time.time())
-            rows = {ANSWERS: {question_id: encode_record(row)}}
-            if await self._heads.commit(session_id, head, meta, rows=rows):
-                return row.answer(session_id, question_id, newly_recorded=True)
-            return AGAIN
+            recorded = attrs.evolve(row.answer(session_id, question_id), newly_recorded=True)
+            return Change(recorded, rows={ANSWERS: {question_id: encode_record(row)}})
 
-        return await retried(attempt)
+        return await self._heads.update(session_id, decide)
 
     # -- leases -------------------------------------------------------------------------
 
@@ -233,60 +200,40 @@ class BackendSessionStore(StepHistory):
         """Lease the session to ``owner`` (see :meth:`SessionStore.acquire`)."""
         check_owner(owner, f"acquire session {session_id!r}")
         seconds = check_ttl(ttl, f"acquire session {session_id!r}")
-        await anyio.lowlevel.checkpoint()
 
-        async def attempt() -> Lease | Again:
-            head, meta = await self._heads.read(session_id)
-            now = self._clock()
+        async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[Lease]:
+            now = time.time()
             check_acquire(session_id, owner, meta.lease, now)
-            return await self._grant(session_id, head, meta, owner, now + seconds)
+            return await self._grant(session_id, meta, owner, now + seconds)
 
-        return await retried(attempt)
+        return await self._heads.update(session_id, decide)
 
     async def _grant(
-        self,
-        session_id: str,
-        head: BackendHead | None,
-        meta: SessionMeta,
-        owner: str,
-        expires: float,
-    ) -> Lease | Again:
+        self, session_id: str, meta: SessionMeta, owner: str, expires: float
+    ) -> Change[Lease]:
         token = await self.backend.next_number(TOKENS)
         record = LeaseRecord(owner=owner, token=token, expires_at=expires)
-        if await self._heads.commit(session_id, head, attrs.evolve(meta, lease=record)):
-            return record.as_lease(session_id)
-        return AGAIN
+        return Change(record.as_lease(session_id), meta=attrs.evolve(meta, lease=record))
 
     async def acquire_ready(self, owner: str, ttl: float) -> Lease | None:
         """Lease the oldest ready, unleased session to ``owner``, or return ``None``."""
         check_owner(owner, "acquire a ready session")
         seconds = check_ttl(ttl, "acquire a ready session")
-        await anyio.lowlevel.checkpoint()
         for summary in await self.sessions_ready():
-            session_id = summary.session_id
 
-            async def attempt(session_id: str = session_id) -> Lease | Again | None:
-                head, meta = await self._heads.read(session_id)
-                now = self._clock()
-                if not await self._is_ready(session_id, head, meta, now):
-                    return None  # taken or changed since it was listed: the next one
-                return await self._grant(session_id, head, meta, owner, now + seconds)
+            async def decide(
+                head: BackendHead | None, meta: SessionMeta, session_id: str = summary.session_id
+            ) -> Change[Lease | None]:
+                now = time.time()
+                saved = head is not None and head.document is not None
+                if not saved or not is_ready(meta, await self._undecided(session_id, meta), now):
+                    return Change(None)  # taken or changed since it was listed: the next one
+                return await self._grant(session_id, meta, owner, now + seconds)
 
-            lease = await retried(attempt)
+            lease = await self._heads.update(summary.session_id, decide)
             if lease is not None:
                 return lease
         return None
-
-    async def _is_ready(
-        self, session_id: str, head: BackendHead | None, meta: SessionMeta, now: float
-    ) -> bool:
-        if head is None or head.document is None:
-            return False
-        lease = meta.lease
-        if lease is not None and lease.live(now):
-            return False
-        undecided = await self._undecided(session_id, meta)
-        return is_ready(meta.status, meta.pending, undecided)
 
     async def _undecided(self, session_id: str, meta: SessionMeta) -> tuple[str, ...]:
         """The pending calls with no decision, or the pending questions with no answer."""
@@ -300,38 +247,34 @@ class BackendSessionStore(StepHistory):
         """Extend ``lease`` (see :meth:`SessionStore.renew`)."""
         operation = f"renew the lease of session {lease.session_id!r}"
         seconds = check_ttl(ttl, operation)
-        await anyio.lowlevel.checkpoint()
 
-        async def attempt() -> Lease | Again:
-            head, meta = await self._heads.read(lease.session_id)
-            now = self._clock()
+        async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[Lease]:
+            now = time.time()
             check_fence(lease.session_id, lease.token, meta.lease, now, operation)
             assert meta.lease is not None
             renewed = attrs.evolve(meta.lease, expires_at=now + seconds)
-            if await self._heads.commit(lease.session_id, head, attrs.evolve(meta, lease=renewed)):
-                return renewed.as_lease(lease.session_id)
-            return AGAIN
+            return Change(
+                renewed.as_lease(lease.session_id), meta=attrs.evolve(meta, lease=renewed)
+            )
 
-        return await retried(attempt)
+        return await self._heads.update(lease.session_id, decide)
 
     async def release(self, lease: Lease) -> None:
         """Give ``lease`` up; no-op if it is not current."""
-        await anyio.lowlevel.checkpoint()
 
-        async def attempt() -> Again | None:
-            head, meta = await self._heads.read(lease.session_id)
+        async def decide(_head: BackendHead | None, meta: SessionMeta) -> Change[None]:
             held = meta.lease
             if held is None or held.token != lease.token or held.released:
-                return None
-            released = attrs.evolve(meta, lease=attrs.evolve(held, released=True))
-            return None if await self._heads.commit(lease.session_id, head, released) else AGAIN
+                return Change(None)
+            return Change(None, meta=attrs.evolve(meta, lease=attrs.evolve(held, released=True)))
 
-        await retried(attempt)
+        await self._heads.update(lease.session_id, decide)
 
     # -- queries -----------------------------------------------------------------------
 
     async def _summaries(self) -> list[tuple[SessionSummary, BackendHead, SessionMeta]]:
         """Every saved session's summary, head and meta, oldest first."""
+        await anyio.lowlevel.checkpoint()
         found = []
         for session_id, head in (await self.backend.heads()).items():
             if head.document is None:
@@ -355,25 +298,22 @@ class BackendSessionStore(StepHistory):
 
     async def sessions_awaiting_approval(self) -> list[SessionSummary]:
         """Sessions with a pending call and no decision for it, oldest first."""
-        await anyio.lowlevel.checkpoint()
         return [
-            with_undecided_calls(summary, head.document)
+            with_details(summary, head.document)
             for summary, head, _meta in await self._summaries()
             if summary.undecided
         ]
 
     async def sessions_awaiting_answer(self) -> list[SessionSummary]:
         """Sessions waiting on a question with no answer recorded, oldest first."""
-        await anyio.lowlevel.checkpoint()
         return [
-            with_unanswered_questions(summary, head.document)
+            with_details(summary, head.document)
             for summary, head, _meta in await self._summaries()
             if summary.unanswered
         ]
 
     async def sessions_awaiting_resolution(self) -> list[SessionSummary]:
         """Sessions resting on a call in doubt (``CallInDoubt``), oldest first."""
-        await anyio.lowlevel.checkpoint()
         return [
             summary
             for summary, _head, _meta in await self._summaries()
@@ -382,20 +322,15 @@ class BackendSessionStore(StepHistory):
 
     async def sessions_ready(self) -> list[SessionSummary]:
         """Sessions a worker can advance now, not under a live lease, oldest first."""
-        await anyio.lowlevel.checkpoint()
-        now = self._clock()
-        ready = []
-        for summary, _head, meta in await self._summaries():
-            lease = meta.lease
-            if lease is not None and lease.live(now):
-                continue
-            if is_ready(meta.status, meta.pending, summary.undecided + summary.unanswered):
-                ready.append(summary)
-        return ready
+        now = time.time()
+        return [
+            summary
+            for summary, _head, meta in await self._summaries()
+            if is_ready(meta, summary.undecided + summary.unanswered, now)
+        ]
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every saved session, most recently updated first."""
-        await anyio.lowlevel.checkpoint()
         return [
             SessionInfo(
                 session_id=summary.session_id,
@@ -477,7 +412,7 @@ class BackendSessionStore(StepHistory):
         head = await self.backend.read(session_id)
         await self.backend.delete(session_id)
         self._saves.forget(session_id)
-        self._heads.forget(session_id)
+        self._heads.known.forget(session_id)
         return head is not None and head.document is not None
 
 

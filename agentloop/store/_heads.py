@@ -1,20 +1,21 @@
 """Sessions' heads as a :class:`BackendSessionStore` reads and commits them.
 
-Each write of the store reads a session's head, decides, and commits on the
-revision it read (:meth:`Heads.commit`); a refused commit (another writer
-committed first) makes it start over, at most :data:`ATTEMPTS` times
-(:func:`retried`). The head a store last committed is remembered with its
-meta record and the claim rows known at it, so a save can decide without
-reading it first: revisions never repeat, not even after a delete, so a
-commit on a stale remembered head is refused, never misapplied.
+A write reads a session's head, decides, and commits on the revision it read
+(:meth:`Heads.update`), starting over while another writer commits first
+(:func:`retried`). The head a store last committed is remembered with its meta
+record and the claim rows known at it, so a save can decide without reading it
+first: revisions never repeat, not even after a delete, so a commit on a stale
+remembered head is refused, never misapplied (docs/store.md, "Writing a store").
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Generic, TypeVar
 
+import anyio.lowlevel
 import attrs
 
 from ..core._errors import CheckpointError
@@ -24,10 +25,9 @@ from ._records import ClaimRow, SessionMeta, decode_record, encode_record
 __all__ = [
     "AGAIN",
     "Again",
-    "ATTEMPTS",
+    "Change",
     "CLAIMS",
     "DECISIONS",
-    "INCARNATIONS",
     "Heads",
     "Known",
     "Recent",
@@ -50,6 +50,7 @@ _CACHED = 1024
 K = TypeVar("K")
 V = TypeVar("V")
 R = TypeVar("R")
+T_co = TypeVar("T_co", covariant=True)
 
 
 class Again:
@@ -77,7 +78,7 @@ class Recent(Generic[K, V]):
     """The last ``size`` values put, by key, thread-safe (the oldest put goes first)."""
 
     def __init__(self, size: int = _CACHED) -> None:
-        self._values: dict[K, V] = {}
+        self._values: OrderedDict[K, V] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
@@ -87,10 +88,10 @@ class Recent(Generic[K, V]):
 
     def put(self, key: K, value: V) -> None:
         with self._lock:
-            self._values.pop(key, None)
             self._values[key] = value
-            while len(self._values) > self._size:
-                del self._values[next(iter(self._values))]
+            self._values.move_to_end(key)
+            if len(self._values) > self._size:
+                self._values.popitem(last=False)
 
     def forget(self, key: K) -> None:
         with self._lock:
@@ -101,6 +102,18 @@ Known = tuple[BackendHead, SessionMeta, dict[str, ClaimRow]]
 """A head this store committed, its meta record and the claim rows known at it."""
 
 
+@attrs.frozen
+class Change(Generic[T_co]):
+    """What a write decided on a session's head: the ``result`` it returns, and what it
+    commits: ``meta`` (``None``: the one read), table ``rows`` and ``claims`` rows
+    (stamped with the new head's revision). A change of nothing commits nothing."""
+
+    result: T_co
+    meta: SessionMeta | None = None
+    rows: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
+    claims: Mapping[str, ClaimRow] = attrs.field(factory=dict)
+
+
 class Heads:
     """Reads, decodes, remembers and commits ``backend``'s session heads."""
 
@@ -108,7 +121,9 @@ class Heads:
         self.backend = backend
         self._metas: Recent[str, tuple[str, SessionMeta]] = Recent()
         """Each recent session's meta record as last written or read: its text and value."""
-        self._known: Recent[str, Known] = Recent()
+        self.known: Recent[str, Known] = Recent()
+        """Each recent session's head as this store last committed it (forgotten when a
+        commit fails or the session is deleted)."""
 
     async def read(self, session_id: str) -> tuple[BackendHead | None, SessionMeta]:
         """The session's stored head (``None``: none) and its meta record."""
@@ -126,21 +141,12 @@ class Heads:
         self._metas.put(session_id, (text, meta))
         return meta
 
-    def known(self, session_id: str) -> Known | None:
-        """The head this store last committed for the session (``None`` if unknown, or
-        refused since)."""
-        return self._known.get(session_id)
-
-    def forget(self, session_id: str) -> None:
-        """Forget the session's remembered head (its commit failed, or it was deleted)."""
-        self._known.forget(session_id)
-
     def committed(
         self, session_id: str, head: BackendHead, meta: SessionMeta, claims: dict[str, ClaimRow]
     ) -> None:
         """Remember ``head`` (with ``meta``, encoded as ``head.meta``) as just committed."""
         self._metas.put(session_id, (head.meta, meta))
-        self._known.put(session_id, (head, meta, claims))
+        self.known.put(session_id, (head, meta, claims))
 
     async def next_revision(self, head: BackendHead | None) -> int:
         """The revision of a commit on ``head``: one more, or for a new head the start of a
@@ -149,42 +155,51 @@ class Heads:
             return head.revision + 1
         return (await self.backend.next_number(INCARNATIONS) << _REVISION_BITS) + 1
 
-    async def commit(
+    async def update(
         self,
         session_id: str,
-        head: BackendHead | None,
-        meta: SessionMeta,
-        *,
-        rows: Mapping[str, Mapping[str, str]] | None = None,
-        claims: Mapping[str, ClaimRow] | None = None,
+        decide: Callable[[BackendHead | None, SessionMeta], Awaitable[Change[R]]],
+    ) -> R:
+        """Read the session's head, ``decide`` on it and commit the change on the revision
+        read, starting over from a fresh read while another writer commits first; the
+        change's result."""
+        await anyio.lowlevel.checkpoint()
+
+        async def attempt() -> R | Again:
+            head, meta = await self.read(session_id)
+            change = await decide(head, meta)
+            if change.meta is None and not change.rows and not change.claims:
+                return change.result
+            return change.result if await self._commit(session_id, head, meta, change) else AGAIN
+
+        return await retried(attempt)
+
+    async def _commit(
+        self, session_id: str, head: BackendHead | None, meta: SessionMeta, change: Change[object]
     ) -> bool:
-        """Commit ``meta`` (and table ``rows``, ``claims`` rows) on the revision of ``head``,
-        keeping its document; ``False`` when another writer committed first. A claim row
-        without a ``revision`` gets the new head's."""
+        """Commit ``change`` on the revision of ``head`` (whose meta is ``meta``), keeping its
+        document; ``False`` when another writer committed first."""
+        meta = change.meta or meta
         new_head = BackendHead(
             revision=await self.next_revision(head),
             meta=encode_record(meta),
             document=None if head is None else head.document,
         )
-        rows = dict(rows or {})
+        # a claim row tells the revision that claimed it (see _time_travel)
+        claims = {
+            key: attrs.evolve(row, revision=new_head.revision) for key, row in change.claims.items()
+        }
+        rows = dict(change.rows)
         if claims:
-            claims = {  # a claim row tells the revision that claimed it (see _time_travel)
-                key: row
-                if row.revision is not None
-                else attrs.evolve(row, revision=new_head.revision)
-                for key, row in claims.items()
-            }
             rows[CLAIMS] = {key: encode_record(row) for key, row in claims.items()}
+        write = BackendWrite(head=new_head, rows=rows)
         applied = await self.guarded(
-            session_id,
-            self.backend.commit(
-                session_id, expected_revision(head), BackendWrite(head=new_head, rows=rows)
-            ),
+            session_id, self.backend.commit(session_id, expected_revision(head), write)
         )
         if applied:
-            known = self.known(session_id)
+            known = self.known.get(session_id)
             carried = known[2] if known is not None and known[0] == head else {}
-            self.committed(session_id, new_head, meta, {**carried, **(claims or {})})
+            self.committed(session_id, new_head, meta, {**carried, **claims})
         return applied
 
     async def guarded(self, session_id: str, commit: Awaitable[R]) -> R:
@@ -192,10 +207,10 @@ class Heads:
         try:
             result = await commit
         except BaseException:
-            self.forget(session_id)
+            self.known.forget(session_id)
             raise
         if not result:
-            self.forget(session_id)
+            self.known.forget(session_id)
         return result
 
     async def rows(
@@ -207,6 +222,10 @@ class Heads:
             key: decode_record(text, kind, session_id, f"{table} row {key!r}")
             for key, text in found.items()
         }
+
+    async def row(self, session_id: str, table: str, kind: type[R], key: str) -> R | None:
+        """The session's row ``key`` of ``table``, decoded (``None``: none)."""
+        return (await self.rows(session_id, table, kind, (key,))).get(key)
 
 
 def expected_revision(head: BackendHead | None) -> int:

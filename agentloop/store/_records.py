@@ -139,9 +139,7 @@ class DecisionRow:
     reason: str | None = None
     edited_input: str | None = None
 
-    def approval(
-        self, session_id: str, call_id: str, *, newly_recorded: bool = False
-    ) -> RecordedApproval:
+    def approval(self, session_id: str, call_id: str) -> RecordedApproval:
         """The public :class:`RecordedApproval` (``CheckpointError`` if the edited input
         is damaged)."""
         edited: Any = None
@@ -162,7 +160,6 @@ class DecisionRow:
             decided_at=timestamp(self.decided_at),
             reason=self.reason,
             edited_input=edited,
-            newly_recorded=newly_recorded,
         )
 
 
@@ -174,9 +171,7 @@ class AnswerRow:
     content: Any = None
     answered_at: float
 
-    def answer(
-        self, session_id: str, question_id: str, *, newly_recorded: bool = False
-    ) -> RecordedAnswer:
+    def answer(self, session_id: str, question_id: str) -> RecordedAnswer:
         """The public :class:`RecordedAnswer`."""
         return RecordedAnswer(
             session_id=session_id,
@@ -184,7 +179,6 @@ class AnswerRow:
             action=self.action,
             content=self.content,
             answered_at=timestamp(self.answered_at),
-            newly_recorded=newly_recorded,
         )
 
 

@@ -1,8 +1,7 @@
-"""The decisions every store makes the same way: versions, fences, leases, claims, answers.
+"""The decisions of :class:`BackendSessionStore`: versions, fences, leases, claims, answers.
 
-Plain synchronous functions over what a store read inside its transaction;
-each raises the typed error with the message the user sees, or returns. The
-stores only read rows, call these, and write.
+Plain synchronous functions over what a write read; each raises the typed
+error with the message the user sees, or returns.
 """
 
 from __future__ import annotations
@@ -24,14 +23,9 @@ from ..loop._session_store import (
     input_digest,
     pending_calls,
 )
-from ..loop._stored_answers import (
-    ANSWER_ACTIONS,
-    PendingQuestion,
-    RecordedAnswer,
-    pending_questions,
-)
+from ..loop._stored_answers import ANSWER_ACTIONS, PendingQuestion, pending_questions
 from ..tools._questions import Question, QuestionAnswer, check_answer
-from ._records import LeaseRecord, timestamp
+from ._records import AnswerRow, DecisionRow, LeaseRecord, SessionMeta, timestamp
 
 __all__ = [
     "check_acquire",
@@ -43,16 +37,14 @@ __all__ = [
     "check_version",
     "decision_details",
     "is_ready",
-    "with_unanswered_questions",
-    "with_undecided_calls",
+    "with_details",
 ]
 
 
-def check_owner(owner: str, operation: str) -> str:
-    """``owner`` if it is a non-empty str, else ``InvalidInputError``."""
+def check_owner(owner: str, operation: str) -> None:
+    """``InvalidInputError`` unless ``owner`` is a non-empty str."""
     if not isinstance(owner, str) or not owner:
         raise InvalidInputError(f"cannot {operation}: owner must be a non-empty str, got {owner!r}")
-    return owner
 
 
 def check_version(session_id: str, expected: int | None, found: int | None) -> None:
@@ -127,7 +119,7 @@ def check_claim(
     call_id: str,
     digest: str,
     claimed: bool,
-    approval: tuple[str, bool] | None,
+    decision: DecisionRow | None,
 ) -> None:
     """Refuse a claim of a call claimed before, denied, or approved for another digest."""
     prefix = f"cannot claim call {call_id!r} of session {session_id!r}"
@@ -142,18 +134,17 @@ def check_claim(
             f"{prefix}: it was claimed before and may have run; answer it as in doubt, never "
             "run it again",
         )  # fmt: skip
-    if approval is None:
+    if decision is None:
         return
-    approved_digest, approved = approval
-    if not approved:
+    if not decision.approved:
         raise _clash(
             session_id, call_id, "denied", f"{prefix}: a denial was recorded for it; answer it "
             "as denied",
         )  # fmt: skip
-    if approved_digest != digest:
+    if decision.input_digest != digest:
         raise _clash(
             session_id, call_id, "digest",
-            f"{prefix}: the approval recorded for it was for input {approved_digest}, this "
+            f"{prefix}: the approval recorded for it was for input {decision.input_digest}, this "
             f"claim is for {digest}; ask for a new approval of these arguments",
         )  # fmt: skip
 
@@ -225,25 +216,17 @@ def decision_details(
     return reason, json.dumps(edited_input, ensure_ascii=False, allow_nan=False)
 
 
-def with_undecided_calls(summary: SessionSummary, head: object) -> SessionSummary:
-    """``summary`` with its undecided calls' tool, input and digest, read from its stored head.
-
-    The head is the JSON text a store keeps (the saved round is in it); a
-    head that is not JSON leaves ``undecided_calls`` empty.
-    """
-    document = _document(head)
-    if document is None:
-        return summary
-    return attrs.evolve(summary, undecided_calls=pending_calls(document, summary.undecided))
-
-
-def with_unanswered_questions(summary: SessionSummary, head: object) -> SessionSummary:
-    """``summary`` with its unanswered questions, read from its stored head (JSON text)."""
+def with_details(summary: SessionSummary, head: object) -> SessionSummary:
+    """``summary`` with its undecided calls (tool, input, digest) and its unanswered
+    questions, read from its stored head: the JSON text a store keeps (the saved round
+    is in it); a head that is not JSON adds nothing."""
     document = _document(head)
     if document is None:
         return summary
     return attrs.evolve(
-        summary, unanswered_questions=pending_questions(document, summary.unanswered)
+        summary,
+        undecided_calls=pending_calls(document, summary.undecided),
+        unanswered_questions=pending_questions(document, summary.unanswered),
     )
 
 
@@ -256,22 +239,23 @@ def _document(head: object) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def is_ready(status: SessionStatus, pending: tuple[str, ...], undecided: tuple[str, ...]) -> bool:
-    """Whether a worker can advance a session: ready, or every pending approval decided (every
-    pending question answered)."""
-    if status is SessionStatus.READY:
+def is_ready(meta: SessionMeta, undecided: tuple[str, ...], now: float) -> bool:
+    """Whether a worker can advance a session at ``now``: not under a live lease, and ready
+    or with every pending approval decided (every pending question answered)."""
+    if meta.lease is not None and meta.lease.live(now):
+        return False
+    if meta.status is SessionStatus.READY:
         return True
-    waits = status in (SessionStatus.AWAITING_APPROVAL, SessionStatus.AWAITING_ANSWER)
-    return waits and bool(pending) and not undecided
+    waits = meta.status in (SessionStatus.AWAITING_APPROVAL, SessionStatus.AWAITING_ANSWER)
+    return waits and bool(meta.pending) and not undecided
 
 
 def check_new_answer(
     session_id: str,
     question_id: str,
-    status: SessionStatus,
-    pending: tuple[str, ...],
+    meta: SessionMeta,
     head: object,
-    existing: RecordedAnswer | None,
+    existing: AnswerRow | None,
     action: object,
     content: object,
 ) -> None:
@@ -287,11 +271,12 @@ def check_new_answer(
         raise _clash(
             session_id, question_id, "answered",
             f"cannot {where}: it was already answered ({existing.action}, at "
-            f"{existing.answered_at.isoformat()}); an answer is final",
+            f"{timestamp(existing.answered_at).isoformat()}); an answer is final",
         )  # fmt: skip
     document = _document(head)
     found = () if document is None else pending_questions(document, (question_id,))
-    waiting = list(pending) if status is SessionStatus.AWAITING_ANSWER else []
+    status = meta.status
+    waiting = list(meta.pending) if status is SessionStatus.AWAITING_ANSWER else []
     if question_id not in waiting or not found:
         raise _clash(
             session_id, question_id, "not_pending",

@@ -30,7 +30,7 @@ from ._codec import (
     turn_starts,
 )
 from ._heads import AGAIN, CLAIMS, Again, Heads, Known, Recent, expected_revision, retried
-from ._history import SideRows, plan_history, summary_of
+from ._history import Lists, SideRows, plan_history, summary_of
 from ._records import ITEMS, TURN_LIST_PREFIX, ClaimRow, SessionMeta, encode_record
 from ._rules import check_fence, check_version
 
@@ -41,19 +41,13 @@ VERSIONS = "versions"
 
 _CACHED_SESSIONS = 64
 
-Lists = dict[str, tuple[int, tuple[str, ...]]]
-"""The list rows a save writes: each list's first rewritten position and its rows from there."""
-
 
 class Saves:
-    """Saves documents through ``heads``; ``clock`` decides whether a lease is live,
-    ``history_limit()`` how many steps the history keeps at least."""
+    """Saves documents through ``heads``; ``history_limit()`` is how many steps the history
+    keeps at least."""
 
-    def __init__(
-        self, heads: Heads, clock: Callable[[], float], history_limit: Callable[[], int]
-    ) -> None:
+    def __init__(self, heads: Heads, history_limit: Callable[[], int]) -> None:
         self.heads = heads
-        self.clock = clock
         self.history_limit = history_limit
         self._written: Recent[str, tuple[int, EncodedCheckpoint]] = Recent(_CACHED_SESSIONS)
         """Each recent session's last save through this store: its version and encoding."""
@@ -83,16 +77,24 @@ class Saves:
         last = self._written.get(session_id)
         encoded = encode_checkpoint(session_id, checkpoint, None if last is None else last[1])
         status, pending = summarize(checkpoint)
+        shared = {  # the fields of both the new meta record and the step row
+            "status": status,
+            "item_count": len(encoded.items),
+            "turn_counts": turn_counts(encoded.turn),
+        }
+        step = {"state": str(checkpoint.get("state")), "summary": summary_of(checkpoint)}
         await anyio.lowlevel.checkpoint()
         save = _Save(
             self,
             session_id,
             encoded,
-            {"status": status, "pending": pending, "item_count": len(encoded.items)},
-            {"state": str(checkpoint.get("state")), "summary": summary_of(checkpoint)},
-            (expected_version, fencing_token),
-            (origin, claim_rows or {}, side),
-            self.heads.known(session_id),
+            {**shared, "pending": pending},
+            {**shared, **step, "origin": origin},
+            expected_version,
+            fencing_token,
+            claim_rows or {},
+            side or SideRows(rows={}, drop={}),
+            self.heads.known.get(session_id),
         )
         version: int = await retried(save.attempt)
         self._written.put(session_id, (version, encoded))
@@ -141,11 +143,13 @@ class _Save:
     session_id: str
     encoded: EncodedCheckpoint
     meta_fields: dict[str, Any]
+    """The new meta record's fields that depend only on the document."""
     step_fields: dict[str, Any]
-    checks: tuple[int | None, int | None]
-    """The expected version and the fencing token."""
-    extra: tuple[str | None, Mapping[str, ClaimRow], SideRows | None]
-    """The step's origin, the claim rows and the side rows written with it."""
+    """The step row's fields that depend only on the document and the origin."""
+    expected_version: int | None
+    fencing_token: int | None
+    claim_rows: Mapping[str, ClaimRow]
+    side: SideRows
     known: Known | None
 
     async def attempt(self) -> int | Again:
@@ -158,10 +162,9 @@ class _Save:
             head, meta, claims = remembered
         saved = head is not None and head.document is not None
         try:
-            expected_version, fencing_token = self.checks
             operation = f"save checkpoint for session {self.session_id!r}"
-            check_fence(self.session_id, fencing_token, meta.lease, self.saves.clock(), operation)
-            check_version(self.session_id, expected_version, meta.version if saved else None)
+            check_fence(self.session_id, self.fencing_token, meta.lease, time.time(), operation)
+            check_version(self.session_id, self.expected_version, meta.version if saved else None)
         except Exception:
             if remembered is None:
                 raise
@@ -188,7 +191,7 @@ class _Save:
             for call_id, row in claims.items()
             if call_id in answered and not row.answered
         }
-        return claims, {**marked, **self.extra[1]}
+        return claims, {**marked, **self.claim_rows}
 
     async def _commit(
         self,
@@ -200,20 +203,16 @@ class _Save:
     ) -> int | None:
         """Commit on ``head``'s revision with the next version number; the version, or
         ``None`` when another writer committed first."""
-        heads, session_id, (origin, _rows, side) = self.saves.heads, self.session_id, self.extra
+        heads, session_id = self.saves.heads, self.session_id
         now = time.time()
-        counts = turn_counts(self.encoded.turn)
-        step = {**self.step_fields, **self.meta_fields, "turn_counts": counts, "origin": origin}
-        step.pop("pending")
-        plan = plan_history(
-            meta.history, self.saves.history_limit(), self.encoded, lists, {**step, "saved_at": now}
-        )
-        fields = {**self.meta_fields, "updated_at": now, "turn_counts": counts, "lease": meta.lease}
-        rows = {CLAIMS: {key: encode_record(row) for key, row in marked.items()}} if marked else {}
-        if side is not None:
-            for table, put in side.rows.items():
-                rows[table] = {**put, **rows.get(table, {})}
-        drop = {**plan.drop, **(side.drop if side is not None else {})}
+        step = {**self.step_fields, "saved_at": now}
+        plan = plan_history(meta.history, self.saves.history_limit(), self.encoded, lists, step)
+        fields = {**self.meta_fields, "updated_at": now, "lease": meta.lease}
+        rows = dict(self.side.rows)
+        if marked:
+            encoded = {key: encode_record(row) for key, row in marked.items()}
+            rows[CLAIMS] = {**rows.get(CLAIMS, {}), **encoded}
+        drop = {**plan.drop, **self.side.drop}
         new_revision = await heads.next_revision(head)
         built: dict[int, tuple[BackendHead, SessionMeta]] = {}
 
