@@ -58,10 +58,11 @@ def key_text(key: str) -> str:
     return encode_basestring(key) + ":"
 
 
-def json_text(value: Any, where: str) -> str:
-    """``value`` as compact JSON text; ``ValueError`` naming the path of a non-JSON value."""
-    if not is_plain_json(value):
-        check_json(value, where)  # names the offending path, or accepts subclasses
+def json_text(value: Any, where: str, *path: object) -> str:
+    """``value`` as compact JSON text; ``ValueError`` naming where a non-JSON value is
+    (``where``, then ``[step]`` for each step of ``path``: built only then)."""
+    if not is_plain_json(value):  # check_json names the offending path, or accepts subclasses
+        check_json(value, where + "".join(f"[{step!r}]" for step in path))
     return compact(value)
 
 
