@@ -62,7 +62,6 @@ class EncodedCheckpoint:
     the next save.
     """
 
-    session_id: str
     head: str
     items: tuple[str, ...]
     turn: TurnTexts = attrs.field(factory=dict)
@@ -121,7 +120,7 @@ def encode_checkpoint(
             + _SAVE_FIX
         ) from None
     base = () if reuse is None else reuse.items
-    return EncodedCheckpoint(session_id, head, items, encoder.turn, kept, base, encoder.encoded)
+    return EncodedCheckpoint(head, items, encoder.turn, kept, base, encoder.encoded)
 
 
 class _Encoder:

@@ -1,17 +1,15 @@
 """Each session's step history, written once on the storage protocol's rows.
 
-Every save of a session is a numbered *step* (1, 2, ...). It writes, in the
-save's own commit, two rows keyed by the step number: a small ``steps`` row
-(version, revision, time, state, status, counts, summary) that
-``history()`` lists, and a ``history`` row holding the head document and
-the list rows the save wrote (``(start, rows)`` per list, as the commit
-applies them). So a save writes O(new items), as before; a step is rebuilt
-by applying the rows of the steps from a *base* step (one whose rows are its
-whole lists from position 0) up to it. A base is written at the first step
-and every ``limit`` steps after the previous one; writing one drops the
-steps before the previous base, so a session keeps between ``limit`` + 1 and
-2 x ``limit`` steps, and every kept step can be rebuilt. ``limit`` 0 keeps
-none (and drops what was kept at the next save).
+Every save is a numbered *step* (1, 2, ...) and writes, in its own commit,
+two rows keyed by :func:`step_key`: a ``steps`` row (:class:`StepRow`, what
+``history()`` lists) and a ``history`` row (:class:`HistoryRow`: the head
+document and the list rows the save wrote, as the commit applies them), so a
+save still writes O(new items). A step is rebuilt by applying the rows from a
+*base* step (whose rows are its whole lists) up to it. A base is written at
+the first step and every ``limit`` steps; writing one drops the steps before
+the previous base, so a session keeps between ``limit`` + 1 and 2 x ``limit``
+steps, each one rebuildable. ``limit`` 0 keeps none (and drops what was kept
+at the next save).
 """
 
 from __future__ import annotations
