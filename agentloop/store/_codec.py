@@ -170,13 +170,20 @@ class _Encoder:
         return text
 
     def head(self, checkpoint: Mapping[str, Any]) -> str:
-        """The head's text: member by member, the turn's lists as ``[]``."""
+        """The head's text: member by member, the turn's lists as ``[]`` (their rows apart).
+
+        A key that is not a plain ``str`` (``json_text`` refuses it, or accepts a
+        ``str`` subclass) has the head written whole instead: its turn lists inline,
+        nothing reused.
+        """
+        turn = checkpoint.get("turn")
+        if any(type(key) is not str for key in checkpoint) or (
+            type(turn) is dict and any(type(key) is not str for key in turn)
+        ):
+            head = {key: value for key, value in checkpoint.items() if key != "transcript"}
+            return json_text(head, "checkpoint")
         members: list[str] = []
         for key, value in checkpoint.items():
-            if type(key) is not str:  # named (or, a str subclass, accepted) by ``json_text``
-                self._inline()
-                head = {k: v for k, v in checkpoint.items() if k != "transcript"}
-                return json_text(head, "checkpoint")
             if key == "transcript":
                 continue
             if type(value) is not dict:
@@ -189,12 +196,9 @@ class _Encoder:
             members.append(key_text(key) + text)
         return "{" + ",".join(members) + "}"
 
-    def _turn(self, turn: dict[Any, Any]) -> str:
+    def _turn(self, turn: dict[str, Any]) -> str:
         members: list[str] = []
         for key, value in turn.items():
-            if type(key) is not str:
-                self._inline()
-                return json_text(turn, "checkpoint", "turn")
             if key in TURN_LISTS and type(value) is list and value:
                 self.turn[key], _kept = self.texts(key, value, self._turn_element(key))
                 text = "[]"  # rows of their own
@@ -211,12 +215,6 @@ class _Encoder:
             return json_text(value, "checkpoint", "turn", name, index) if found is None else found
 
         return element
-
-    def _inline(self) -> None:
-        """The turn's lists are written inside the head (no rows), with nothing reused."""
-        self.turn.clear()
-        for name in TURN_LISTS:
-            self.encoded.pop(name, None)
 
 
 def _member_text(key: str, _index: int, value: Any) -> str:
