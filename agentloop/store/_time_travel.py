@@ -47,6 +47,8 @@ class _Host(Protocol):
 
     async def load(self, session_id: str) -> StoredSession | None: ...
 
+    async def load_step(self, session_id: str, step: int) -> StoredSession: ...
+
 
 class StepHistory:
     """The :class:`~agentloop.store.SessionHistory` methods of ``BackendSessionStore``."""
@@ -110,19 +112,19 @@ class StepHistory:
                 raise InvalidInputError(
                     f"cannot {operation}: the store has no session {session_id!r}"
                 )
-            document, where = stored.checkpoint, f"its version {stored.version}"
-            doubted = {key: claims[key] for key in stored.started_calls if key in claims}
+            where = f"its version {stored.version}"
         else:
-            row, document = await _document_at(self, session_id, at)
-            doubted, where = _doubted(document, claims, row.revision), f"step {at}"
+            stored, where = await self.load_step(session_id, at), f"step {at}"
         return await self._saves.save(
             new_session_id,
-            _renamed(document, session_id, new_session_id),
+            _renamed(stored.checkpoint, session_id, new_session_id),
             0,
             None,
             origin=f"forked from {session_id!r} at {where}",
-            claim_rows={
-                key: attrs.evolve(row, revision=0, answered=False) for key, row in doubted.items()
+            claim_rows={  # the calls in doubt in the original at ``where``
+                key: attrs.evolve(claims[key], revision=0, answered=False)
+                for key in stored.started_calls
+                if key in claims
             },
         )
 
