@@ -165,12 +165,8 @@ class RedisBackend:
             pipe = self._client.pipeline(transaction=False)
             for session_id in sessions:
                 pipe.hgetall(f"{self._prefix}head:{session_id}")
-            found = {}
-            for session_id, fields in zip(sessions, pipe.execute(), strict=True):
-                head = _head(fields)
-                if head is not None:
-                    found[session_id] = head
-            return found
+            heads = zip(sessions, map(_head, pipe.execute()), strict=True)
+            return {session_id: head for session_id, head in heads if head is not None}
 
         return await self._run("list the sessions", read_all)
 

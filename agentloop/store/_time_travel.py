@@ -1,12 +1,7 @@
-"""Listing, loading, forking and rewinding a session's kept steps (``_history.py``).
-
-Written once for every :class:`~agentloop.store.BackendSessionStore`; the
-rules are docs/store.md's ("Step history: fork and rewind"). A step's *past*
-is the claims recorded at a lower revision than its save: its claimed calls
-without a result in it are its calls in doubt, and a fork takes those along
-(nothing else: the original's decisions and later claims stay its own). A
-rewind keeps the claims and decisions of the calls the step holds and sets
-the others aside (``rewound_*`` tables) until a rewind to a step holding them.
+"""Listing, loading, forking and rewinding a session's kept steps (``_history.py``),
+written once for every :class:`~agentloop.store.BackendSessionStore`; the rules are
+docs/store.md's ("Step history: fork and rewind"). A step's *past* is the claims
+recorded at a lower revision than its save.
 """
 
 from __future__ import annotations
