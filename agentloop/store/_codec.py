@@ -255,8 +255,11 @@ def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:
 
 def answered_from(encoded: EncodedCheckpoint, start: int) -> frozenset[str]:
     """The call ids the transcript items of ``encoded`` from position ``start`` on answer."""
-    values: Sequence[Any] = encoded.encoded["transcript"][0]
-    return frozenset().union(*map(answered_call_ids, values[start:]))
+    items: Sequence[Any] = encoded.encoded["transcript"][0]
+    answered: set[str] = set()
+    for item in items[start:]:
+        answered.update(answered_call_ids(item))
+    return frozenset(answered)
 
 
 def answered_call_ids(item: Mapping[str, Any]) -> frozenset[str]:
@@ -265,7 +268,7 @@ def answered_call_ids(item: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(
         part["call_id"]
         for part in item.get("parts", ())
-        if isinstance(part, Mapping) and part.get("type") == "tool_result"
+        if (type(part) is dict or isinstance(part, Mapping)) and part.get("type") == "tool_result"
     )
 
 
