@@ -96,7 +96,6 @@ class RedisBackend:
                 "RedisSessionStore needs redis: pip install 'agentloop-runtime[redis]'",
                 name="redis",
             ) from None
-        self._url = url
         self._prefix = prefix
         self._client: Any = redis.Redis.from_url(
             url, decode_responses=True, max_connections=max_connections
@@ -104,16 +103,15 @@ class RedisBackend:
         self._limiter = anyio.CapacityLimiter(max_connections)
         self._commit = self._client.register_script(_COMMIT)
         self._delete = self._client.register_script(_DELETE)
+        self._errors = redis.RedisError
         self._closed = False
 
     async def _run(self, operation: str, call: Callable[[], T]) -> T:
         if self._closed:
             raise InvalidStateError(f"cannot {operation}: the Redis store is closed")
-        import redis
-
         try:
             return await anyio.to_thread.run_sync(call, limiter=self._limiter)
-        except redis.RedisError as error:
+        except self._errors as error:
             raise CheckpointError(
                 f"cannot {operation} in Redis at {self._client.connection_pool!r}: "
                 f"{type(error).__name__}: {error}; check that the server is running and "
