@@ -1,18 +1,11 @@
 """The storage protocol: the few atomic primitives a backend provides.
 
-A backend keeps, per session, one versioned *head* (a revision number and
-two texts), ordered *lists* of text rows (the transcript's items, the turn's
-growing lists) and keyed *tables* of text rows (claims, decisions, the step
-history). Its one write is :meth:`StorageBackend.commit`: a compare-and-set of
-the head on its revision that also replaces list rows and puts and drops table
-rows, all or nothing.
-Every other rule (versions, leases and fencing, single-use claims, final
-decisions, digests, inbox status, queries) is written once, in
-:class:`~agentloop.store.BackendSessionStore`, on top of these primitives:
-each of its writes reads the head, decides, and commits on the revision it
-read, and starts over if another writer committed first.
-
-The texts are opaque to a backend: store them and give them back unchanged.
+Per session a backend keeps one versioned *head*, ordered *lists* of text
+rows and keyed *tables* of text rows; its one write, :meth:`StorageBackend.commit`,
+is a compare-and-set of the head on its revision that also writes list and
+table rows, all or nothing. The texts are opaque: store them and give them
+back unchanged. Every rule of a session store is written once on top, in
+:class:`~agentloop.store.BackendSessionStore` (docs/store.md, "Writing a store").
 """
 
 from __future__ import annotations

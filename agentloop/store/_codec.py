@@ -1,28 +1,20 @@
 """Checkpoint documents as stores keep them: a head text, item rows and turn rows.
 
-Plain synchronous functions shared by every store. A document is split into
-its transcript items (one JSON text each, so a store writes only the items
-that changed), the elements of the turn's append-only lists
-(:data:`TURN_LISTS`: its items, tool calls and model-call records, rows too,
-so a save within a long turn writes only what the turn added) and its head
-(everything else, one JSON text holding ``[]`` where those lists are).
-
-Items have one codec, the package's converter (``loop._converter``): an item
-a save encodes afresh must structure as an :class:`Item`, and every item row
-a load reads is structured again; the store's own records go through the
-same converter (:mod:`._records`). JSON text is strict both ways: a value
-JSON would not give back exactly (a tuple, a non-string key, NaN, an object)
-is refused naming where it is, so a loaded document is deep-equal to the
-saved one. A save is encoded in O(what changed): a transcript item, an
-element of a turn list or an object of the head that is the very object the
-session's last save encoded keeps its text (:func:`reuse_documents`, as
-``driver.checkpoint()`` keeps the documents of unchanged values), so saved
-documents must not be changed in place.
+Plain synchronous functions shared by every store (docs/store.md, "Damaged
+rows fail closed" and "Saves cost O(new items)"). A document is split into
+its transcript items (one JSON text each), the elements of the turn's lists
+in :data:`TURN_LISTS` (rows too) and its head (everything else, one JSON
+text holding ``[]`` where those lists are). Items have one codec, the
+package's converter: an item a save encodes afresh must structure as an
+:class:`Item`, and every item row a load reads is structured again. JSON
+text is strict both ways (:mod:`._json`), so a loaded document is deep-equal
+to the saved one. A value that is the very object the session's last save
+encoded keeps its text (:func:`reuse_documents`), so a save is encoded in
+O(what changed) and saved documents must not be changed in place.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -34,15 +26,7 @@ from ..core._items import Item
 from ..loop import _converter
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._checkpoint_memo import identical_prefix, reuse_documents
-from ._json import (
-    check_json,
-    compact,
-    describe_error,
-    is_plain_json,
-    json_text,
-    key_text,
-    parse_json,
-)
+from ._json import compact, describe_error, json_text, key_text, parse_json
 
 __all__ = [
     "TURN_LISTS",
@@ -75,18 +59,15 @@ class EncodedCheckpoint:
 
     ``kept`` leading items are the very texts of ``base`` (the encoding this
     one reused); ``encoded`` keeps every slot's values with their texts for
-    the next save, ``answers`` the call ids each item structured afresh
-    answers (by the item's ``id``).
+    the next save.
     """
 
-    session_id: str
     head: str
     items: tuple[str, ...]
     turn: TurnTexts = attrs.field(factory=dict)
     kept: int = attrs.field(default=0, eq=False, repr=False)
     base: tuple[str, ...] = attrs.field(default=(), eq=False, repr=False)
     encoded: dict[object, Encoded] = attrs.field(factory=dict, eq=False, repr=False)
-    answers: dict[int, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 def header_problem(document: Mapping[str, Any], session_id: str) -> str | None:
@@ -131,11 +112,6 @@ def encode_checkpoint(
     try:
         items, kept = encoder.texts("transcript", transcript, encoder.item)
         head = encoder.head(checkpoint)
-    except _NotAnItem as bad:
-        raise CheckpointError(
-            f"{prefix}: transcript item {bad.index} is not an agentloop item "
-            f"({describe_error(bad.error)}); {_SAVE_FIX}"
-        ) from None
     except ValueError as error:
         raise CheckpointError(f"{prefix}: {error}; {_SAVE_FIX}") from None
     except RecursionError:
@@ -144,14 +120,7 @@ def encode_checkpoint(
             + _SAVE_FIX
         ) from None
     base = () if reuse is None else reuse.items
-    return EncodedCheckpoint(
-        session_id, head, items, encoder.turn, kept, base, encoder.encoded, encoder.answers
-    )
-
-
-class _NotAnItem(Exception):
-    def __init__(self, index: int, error: Exception) -> None:
-        self.index, self.error = index, error
+    return EncodedCheckpoint(head, items, encoder.turn, kept, base, encoder.encoded)
 
 
 class _Encoder:
@@ -171,7 +140,6 @@ class _Encoder:
         self._fresh: dict[int, str] = {}  # this save's new items' texts, by id
         self.encoded: dict[object, Encoded] = {}
         self.turn: TurnTexts = {}
-        self.answers: dict[int, frozenset[str]] = {}
 
     def texts(
         self, slot: object, values: Sequence[Any], write: Callable[[int, Any], str]
@@ -189,81 +157,68 @@ class _Encoder:
                 f"checkpoint['transcript'][{index}] has type {type(value).__name__}, "
                 "expected an item object"
             )
-        text = _text_at(value, ("transcript", index))
+        text = json_text(value, "checkpoint", "transcript", index)
         checked = self._checked
-        if index < len(checked) and checked[index] == text:
-            self.answers[id(value)] = answered_call_ids(value)
-        else:
+        if index >= len(checked) or checked[index] != text:
             try:
-                item: Item = _converter.structure(value, Item)
+                _converter.structure(value, Item)
             except Exception as error:
-                raise _NotAnItem(index, error) from None
-            self.answers[id(value)] = frozenset(part.call_id for part in item.tool_results())
+                raise ValueError(
+                    f"transcript item {index} is not an agentloop item ({describe_error(error)})"
+                ) from None
         self._fresh[id(value)] = text
         return text
 
     def head(self, checkpoint: Mapping[str, Any]) -> str:
-        """The head's text: member by member, the turn's lists as ``[]``."""
+        """The head's text: member by member, the turn's lists as ``[]`` (their rows apart).
+
+        A key that is not a plain ``str`` (``json_text`` refuses it, or accepts a
+        ``str`` subclass) has the head written whole instead: its turn lists inline,
+        nothing reused.
+        """
+        turn = checkpoint.get("turn")
+        if any(type(key) is not str for key in checkpoint) or (
+            type(turn) is dict and any(type(key) is not str for key in turn)
+        ):
+            head = {key: value for key, value in checkpoint.items() if key != "transcript"}
+            return json_text(head, "checkpoint")
         members: list[str] = []
         for key, value in checkpoint.items():
-            if type(key) is not str:  # named (or, a str subclass, accepted) by ``json_text``
-                self._inline()
-                head = {k: v for k, v in checkpoint.items() if k != "transcript"}
-                return json_text(head, "checkpoint")
             if key == "transcript":
                 continue
             if type(value) is not dict:
-                text = _text_at(value, (key,))
+                text = json_text(value, "checkpoint", key)
             elif key == "turn":
                 text = self._turn(value)
             else:
-                (text,), _kept = self.texts(("head", key), (value,), _writer((key,)))
+                write = partial(_member_text, key)
+                (text,), _kept = self.texts(("head", key), (value,), write)
             members.append(key_text(key) + text)
         return "{" + ",".join(members) + "}"
 
-    def _turn(self, turn: dict[Any, Any]) -> str:
+    def _turn(self, turn: dict[str, Any]) -> str:
         members: list[str] = []
         for key, value in turn.items():
-            if type(key) is not str:
-                self._inline()
-                return _text_at(turn, ("turn",))
             if key in TURN_LISTS and type(value) is list and value:
                 self.turn[key], _kept = self.texts(key, value, self._turn_element(key))
                 text = "[]"  # rows of their own
             else:
-                text = _text_at(value, ("turn", key))
+                text = json_text(value, "checkpoint", "turn", key)
             members.append(key_text(key) + text)
         return "{" + ",".join(members) + "}"
 
     def _turn_element(self, name: str) -> Callable[[int, Any], str]:
-        fresh, write = self._fresh, _writer(("turn", name))
+        fresh = self._fresh
 
         def element(index: int, value: Any) -> str:
             found = fresh.get(id(value)) if type(value) is dict else None
-            return write(index, value) if found is None else found
+            return json_text(value, "checkpoint", "turn", name, index) if found is None else found
 
         return element
 
-    def _inline(self) -> None:
-        """The turn's lists are written inside the head (no rows), with nothing reused."""
-        self.turn.clear()
-        for name in TURN_LISTS:
-            self.encoded.pop(name, None)
 
-
-def _writer(path: tuple[object, ...]) -> Callable[[int, Any], str]:
-    """Writes the text of an element at ``path`` (the index added, for a list)."""
-    if path[0] == "turn":
-        return lambda index, value: _text_at(value, (*path, index))
-    return lambda _index, value: _text_at(value, path)
-
-
-def _text_at(value: Any, path: tuple[object, ...]) -> str:
-    """``value``'s text; ``ValueError`` naming where in the document a non-JSON value is
-    (the name built only then)."""
-    if not is_plain_json(value):
-        check_json(value, "checkpoint" + "".join(f"[{step!r}]" for step in path))
-    return compact(value)
+def _member_text(key: str, _index: int, value: Any) -> str:
+    return json_text(value, "checkpoint", key)
 
 
 def turn_counts(turn: TurnTexts) -> str | None:
@@ -299,24 +254,21 @@ def common_prefix_length(old: Sequence[str], new: Sequence[str]) -> int:
 
 
 def answered_from(encoded: EncodedCheckpoint, start: int) -> frozenset[str]:
-    """The call ids the items of ``encoded`` from position ``start`` on answer (an item
-    whose text was reused is read again)."""
+    """The call ids the transcript items of ``encoded`` from position ``start`` on answer."""
+    items: Sequence[Any] = encoded.encoded["transcript"][0]
     answered: set[str] = set()
-    values = encoded.encoded["transcript"][0]
-    for position in range(start, len(values)):
-        found = encoded.answers.get(id(values[position]))
-        if found is None:
-            found = answered_call_ids(json.loads(encoded.items[position]))
-        answered.update(found)
+    for item in items[start:]:
+        answered.update(answered_call_ids(item))
     return frozenset(answered)
 
 
 def answered_call_ids(item: Mapping[str, Any]) -> frozenset[str]:
-    """The ``call_id`` of every ``tool_result`` part of an unstructured item."""
+    """The ``call_id`` of every ``tool_result`` part of an unstructured item (the same
+    calls as the structured item's ``tool_results()``)."""
     return frozenset(
         part["call_id"]
         for part in item.get("parts", ())
-        if isinstance(part, Mapping) and part.get("type") == "tool_result"
+        if (type(part) is dict or isinstance(part, Mapping)) and part.get("type") == "tool_result"
     )
 
 
@@ -327,9 +279,9 @@ def decode_stored(
     session_id: str,
     head: object,
     rows: Sequence[object],
-    item_count: int | None = None,
-    turn_rows: Mapping[str, Sequence[object]] | None = None,
-    counts: object = None,
+    item_count: int,
+    turn_rows: Mapping[str, Sequence[object]],
+    counts: object,
 ) -> tuple[dict[str, Any], list[Item]]:
     """Validate and decode a session's stored head, item rows and turn rows.
 
@@ -355,23 +307,18 @@ def decode_stored(
                 f"{where} is not an agentloop item ({describe_error(error)}); {_LOAD_FIX}"
             ) from None
         transcript.append(data)
-    _check_count(
-        partial("{}: item row {}".format, prefix),
-        len(transcript),
-        item_count,
-        "items",
-        "item rows ",
-    )
-    _put_turn_rows(document, turn_rows or {}, counts, prefix)
+    item_row = partial("{}: item row {}".format, prefix)
+    _check_count(item_row, len(transcript), item_count, "items", "item rows ")
+    _put_turn_rows(document, turn_rows, _decode_counts(counts, prefix), prefix)
     document["transcript"] = transcript
     return document, items
 
 
 def _check_count(
-    row: Callable[[int], str], found: int, expected: int | None, counted: str, rows: str
+    row: Callable[[int], str], found: int, expected: int, counted: str, rows: str
 ) -> None:
-    """Refuse ``found`` rows where the head row counts ``expected`` (``None``: not counted)."""
-    if expected is not None and expected != found:
+    """Refuse ``found`` rows where the head row counts ``expected``; ``row(n)`` names row n."""
+    if expected != found:
         raise CheckpointError(
             f"{row(min(expected, found))} is {'missing' if expected > found else 'extra'} "
             f"(its head row counts {expected} {counted}, {found} {rows}exist); {_LOAD_FIX}"
@@ -379,34 +326,37 @@ def _check_count(
 
 
 def _put_turn_rows(
-    document: dict[str, Any], rows: Mapping[str, Sequence[object]], counts: object, prefix: str
+    document: dict[str, Any],
+    rows: Mapping[str, Sequence[object]],
+    counts: dict[str, int],
+    prefix: str,
 ) -> None:
-    """Put the turn's list rows back into ``document``'s head (see :func:`decode_stored`)."""
-    expected = _decode_counts(counts, f"{prefix}: its head row's turn counts")
+    """Put the turn's list rows back into ``document``'s head, ``counts`` of each list."""
     for name, found in rows.items():
-        if found and name not in expected:
+        if found and name not in counts:
             raise CheckpointError(
                 f"{prefix}: turn row {name!r}[0] is extra (its head row counts no {name!r} "
                 f"rows); {_LOAD_FIX}"
             )
     turn = document.get("turn")
-    for name, count in expected.items():
+    for name, count in counts.items():
         if not isinstance(turn, dict) or turn.get(name) != []:
             raise CheckpointError(
                 f"{prefix}: its head row holds no empty turn[{name!r}] list for its {count} "
                 f"turn rows; {_LOAD_FIX}"
             )
-        texts = rows.get(name, ())
         row = f"{prefix}: turn row {name!r}"
+        texts = rows.get(name, ())
         values = [_decode_json(text, f"{row}[{index}]") for index, text in enumerate(texts)]
         _check_count(partial("{}[{}]".format, row), len(values), count, f"{name!r} rows", "")
         turn[name] = values
 
 
-def _decode_counts(counts: object, where: str) -> dict[str, int]:
+def _decode_counts(counts: object, prefix: str) -> dict[str, int]:
     """The row count of each turn list, from the stored text (``None``: no rows)."""
     if counts is None:
         return {}
+    where = f"{prefix}: its head row's turn counts"
     data = _decode_json(counts, where)
     if not isinstance(data, dict) or not all(
         name in TURN_LISTS and type(count) is int and count > 0 for name, count in data.items()

@@ -1,27 +1,25 @@
 """Each session's step history, written once on the storage protocol's rows.
 
-Every save of a session is a numbered *step* (1, 2, ...). It writes, in the
-save's own commit, two rows keyed by the step number: a small ``steps`` row
-(version, revision, time, state, status, counts, summary) that
-``history()`` lists, and a ``history`` row holding the head document and
-the list rows the save wrote (``(start, rows)`` per list, as the commit
-applies them). So a save writes O(new items), as before; a step is rebuilt
-by applying the rows of the steps from a *base* step (one whose rows are its
-whole lists from position 0) up to it. A base is written at the first step
-and every ``limit`` steps after the previous one; writing one drops the
-steps before the previous base, so a session keeps between ``limit`` + 1 and
-2 x ``limit`` steps, and every kept step can be rebuilt. ``limit`` 0 keeps
-none (and drops what was kept at the next save).
+Every save is a numbered *step* (1, 2, ...) and writes, in its own commit,
+two rows keyed by :func:`step_key`: a ``steps`` row (:class:`StepRow`, what
+``history()`` lists) and a ``history`` row (:class:`HistoryRow`: the head
+document and the list rows the save wrote, as the commit applies them), so a
+save still writes O(new items). A step is rebuilt by applying the rows from a
+*base* step (whose rows are its whole lists) up to it. A base is written at
+the first step and every ``limit`` steps; writing one drops the steps before
+the previous base, so a session keeps between ``limit`` + 1 and 2 x ``limit``
+steps, each one rebuildable. ``limit`` 0 keeps none (and drops what was kept
+at the next save).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from ..core._errors import CheckpointError, InvalidInputError
+from ..core._errors import InvalidInputError
 from ..loop._session_store import SessionStatus
 from ._codec import EncodedCheckpoint
 from ._records import ITEMS, TURN_LIST_PREFIX, HistoryMark, encode_record
@@ -131,21 +129,17 @@ def plan_history(
     summary, origin).
     """
     if limit == 0:
-        if mark is None:
-            return HistoryPlan(None)
-        return HistoryPlan(None, drop=_dropped(mark.first, mark.last + 1))
+        return HistoryPlan(None, drop={} if mark is None else _dropped(mark.first, mark.last + 1))
     step = 1 if mark is None else mark.last + 1
     drop: Mapping[str, tuple[str, ...]] = {}
-    if mark is None or step - mark.base >= limit:
+    if mark is None or step - mark.base >= limit:  # a base step: its lists whole
         lists = {ITEMS: (0, encoded.items)}
         lists.update({TURN_LIST_PREFIX + name: (0, rows) for name, rows in encoded.turn.items()})
-        first = step
+        new_mark = HistoryMark(last=step, base=step, first=step if mark is None else mark.base)
         if mark is not None:
-            first = mark.base
             drop = _dropped(mark.first, mark.base)
-        new_mark = HistoryMark(last=step, base=step, first=first)
     else:
-        new_mark = HistoryMark(last=step, base=mark.base, first=mark.first)
+        new_mark = attrs.evolve(mark, last=step)
     text = encode_record(HistoryRow(document=encoded.head, lists=dict(lists)))
     step_fields = {**fields, "base": new_mark.base == step}
     return HistoryPlan(new_mark, step, text, step_fields, drop)
@@ -156,33 +150,17 @@ def _dropped(first: int, end: int) -> dict[str, tuple[str, ...]]:
     return {STEPS: keys, HISTORY: keys} if keys else {}
 
 
-def rebuild(
-    session_id: str, step: int, rows: Mapping[int, HistoryRow]
-) -> tuple[str, list[str], dict[str, list[str]]]:
-    """Step ``step``'s head document, item rows and turn list rows, from the rows of its
-    base step up to it (``rows``: by step, the base's first). ``CheckpointError`` if a
-    step between is missing."""
+def rebuild(rows: Sequence[HistoryRow]) -> tuple[list[str], dict[str, list[str]]]:
+    """The item rows and turn list rows of the last step of ``rows`` (a base step's row
+    first, then each later step's, all of them), applying the list rows each save wrote."""
     lists: dict[str, list[str]] = {}
-    steps = sorted(rows)
-    for expected, found in enumerate(steps, start=steps[0] if steps else step):
-        if found != expected:
-            raise CheckpointError(
-                f"cannot load step {step} of session {session_id!r}: the history row of "
-                f"step {expected} is missing; the store is damaged: restore it from a backup"
-            )
-    if not steps or steps[-1] != step:
-        raise CheckpointError(
-            f"cannot load step {step} of session {session_id!r}: its history row is missing; "
-            "the store is damaged: restore it from a backup"
-        )
-    for number in steps:
-        for name, (start, texts) in rows[number].lists.items():
+    for row in rows:
+        for name, (start, texts) in row.lists.items():
             stored = lists.setdefault(name, [])
             del stored[start:]
             stored.extend(texts)
     items = lists.pop(ITEMS, [])
-    turn = {name.removeprefix(TURN_LIST_PREFIX): texts for name, texts in lists.items()}
-    return rows[step].document, items, turn
+    return items, {name.removeprefix(TURN_LIST_PREFIX): texts for name, texts in lists.items()}
 
 
 def summary_of(checkpoint: Mapping[str, Any]) -> str:

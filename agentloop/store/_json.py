@@ -19,20 +19,12 @@ from typing import Any
 
 import cattrs
 
-__all__ = [
-    "check_json",
-    "compact",
-    "describe_error",
-    "is_plain_json",
-    "json_text",
-    "key_text",
-    "parse_json",
-]
+__all__ = ["compact", "describe_error", "json_text", "key_text", "parse_json"]
 
 _ENCODER = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
 )
-"""No cycle check: callers check values first (:func:`is_plain_json` meets a cycle as a
+"""No cycle check: callers check values first (:func:`_is_plain_json` meets a cycle as a
 ``RecursionError``)."""
 
 _C_ENCODE = (
@@ -58,31 +50,32 @@ def key_text(key: str) -> str:
     return encode_basestring(key) + ":"
 
 
-def json_text(value: Any, where: str) -> str:
-    """``value`` as compact JSON text; ``ValueError`` naming the path of a non-JSON value."""
-    if not is_plain_json(value):
-        check_json(value, where)  # names the offending path, or accepts subclasses
+def json_text(value: Any, where: str, *path: object) -> str:
+    """``value`` as compact JSON text; ``ValueError`` naming where a non-JSON value is
+    (``where``, then ``[step]`` for each step of ``path``: built only then)."""
+    if not _is_plain_json(value):  # _check_json names the offending path, or accepts subclasses
+        _check_json(value, where + "".join(f"[{step!r}]" for step in path))
     return compact(value)
 
 
-def is_plain_json(value: Any) -> bool:
+def _is_plain_json(value: Any) -> bool:
     """Whether ``value`` is exact JSON built of the plain types only (no path names built).
 
     The fast check of a valid document; ``False`` sends the value to
-    :func:`check_json`, which decides (subclasses of the JSON types pass
+    :func:`_check_json`, which decides (subclasses of the JSON types pass
     there) and names the path of what fails.
     """
     kind = type(value)
     if kind is dict:
         for key, element in value.items():
-            if type(key) is not str or not (type(element) is str or is_plain_json(element)):
+            if type(key) is not str or not (type(element) is str or _is_plain_json(element)):
                 return False
         return True
     if kind is str or kind is int or kind is bool or value is None:
         return True
     if kind is list:
         for element in value:  # noqa: SIM110 (all() over a generator is slower in this hot path)
-            if not (type(element) is str or is_plain_json(element)):
+            if not (type(element) is str or _is_plain_json(element)):
                 return False
         return True
     if kind is float:
@@ -90,7 +83,7 @@ def is_plain_json(value: Any) -> bool:
     return False
 
 
-def check_json(value: Any, where: str) -> None:
+def _check_json(value: Any, where: str) -> None:
     """Raise ``ValueError`` naming the path (from ``where``) of what in ``value`` is not JSON."""
     if value is None or isinstance(value, str | bool | int):
         return
@@ -100,13 +93,13 @@ def check_json(value: Any, where: str) -> None:
         return
     if isinstance(value, list):
         for index, element in enumerate(value):
-            check_json(element, f"{where}[{index}]")
+            _check_json(element, f"{where}[{index}]")
         return
     if isinstance(value, dict):
         for key, element in value.items():
             if not isinstance(key, str):
                 raise ValueError(f"{where} has the non-string key {key!r}")
-            check_json(element, f"{where}[{key!r}]")
+            _check_json(element, f"{where}[{key!r}]")
         return
     raise ValueError(
         f"{where} has type {type(value).__name__}, which is not JSON (use dict, list, str, "

@@ -1,8 +1,4 @@
-"""``MemorySessionStore``: the simplest conforming store, in-process only.
-
-Its backend keeps the storage protocol's heads, lists and tables in dicts
-under one lock; every rule is :class:`BackendSessionStore`'s.
-"""
+"""``MemorySessionStore``: the storage protocol in dicts under one lock (docs/store.md)."""
 
 from __future__ import annotations
 
@@ -98,15 +94,13 @@ class MemoryBackend:
 
 
 class MemorySessionStore(BackendSessionStore):
-    """A :class:`SessionStore` that keeps documents in this process's memory.
+    """A :class:`SessionStore` in this process's memory, for tests and short-lived hosts.
 
-    Documents are stored as JSON text, so what you save and what you load
-    never share objects. Nothing survives the process; closing it keeps the
-    data (``aclose`` has nothing to release), so one instance can stand for a
-    store that is reopened. Each primitive holds one lock, so the store is
-    safe when several threads (or event loops) share it. Good for tests and
-    short-lived hosts. ``history_limit``: how many of each session's latest
-    steps stay addressable at least (0: none).
+    Documents are kept as JSON text, so what you save and what you load never
+    share objects. ``aclose`` keeps the data, so one instance can stand for a
+    store that is reopened; threads (or event loops) may share it.
+    ``history_limit``: how many of each session's latest steps stay
+    addressable at least (0: none).
     """
 
     def __init__(self, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:

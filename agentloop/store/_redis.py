@@ -1,16 +1,9 @@
 """``RedisSessionStore``: sessions in Redis, through the storage protocol.
 
-:class:`RedisBackend` keeps each session's head as a hash (``revision``,
-``meta``, ``document``), each list as a Redis list and each table as a hash,
-under one key prefix. A commit and a delete are Lua scripts, so Redis runs
-each as one atomic step: the compare-and-set of the head's revision, the
-list and table writes, and the index of sessions and of each session's keys.
-Counters are ``INCR``. The blocking ``redis`` client (the ``redis`` extra)
-runs in worker threads, so the store works under asyncio and trio alike;
-Redis errors become ``CheckpointError`` here, once. Durability is the
-server's (``appendonly yes`` with ``appendfsync always`` for a started call
-to survive a power loss). Keys are built inside the scripts from the
-prefix, so the store needs a single Redis, not a cluster.
+Keys, atomicity, threads and durability are docs/store.md's ("RedisSessionStore").
+A commit and a delete are Lua scripts, so Redis runs each as one atomic step;
+they build their keys from the prefix, so the store needs a single Redis, not
+a cluster. Redis errors become ``CheckpointError`` here, once.
 """
 
 from __future__ import annotations
@@ -47,17 +40,14 @@ for _ = 1, tonumber(ARGV[8]) do
   redis.call('SADD', index, key)
   i = i + 3 + count
 end
-for _ = 1, tonumber(ARGV[i]) do
+for _ = 1, tonumber(ARGV[i]) do  -- each table: the keys to drop, then the rows to put
   local key, count = prefix .. 'table:' .. ARGV[i + 1] .. ':' .. session, tonumber(ARGV[i + 2])
   for j = i + 3, i + 2 + count do redis.call('HDEL', key, ARGV[j]) end
-  i = i + 2 + count
-end
-i = i + 1
-for _ = 1, tonumber(ARGV[i]) do
-  local key, count = prefix .. 'table:' .. ARGV[i + 1] .. ':' .. session, tonumber(ARGV[i + 2])
-  for j = i + 3, i + 1 + 2 * count, 2 do redis.call('HSET', key, ARGV[j], ARGV[j + 1]) end
+  i = i + 3 + count  -- at the count of rows to put
+  count = tonumber(ARGV[i])
+  for j = i + 1, i + 2 * count, 2 do redis.call('HSET', key, ARGV[j], ARGV[j + 1]) end
   redis.call('SADD', index, key)
-  i = i + 2 + 2 * count
+  i = i + 2 * count
 end
 return 1
 """
@@ -72,20 +62,19 @@ return redis.call('DEL', prefix .. 'head:' .. session, index) > 0 and 1 or 0
 
 
 def _arguments(prefix: str, session_id: str, expected: int, write: BackendWrite) -> list[Any]:
-    """A commit's script arguments: the head, then each list, each table's keys to drop
-    and each table's rows to put, counted."""
+    """A commit's script arguments: the head, then each list and each table (its keys to
+    drop, then its rows to put), counted."""
     head = write.head
     has_document = head.document is not None
     arguments: list[Any] = [prefix, session_id, expected, head.revision, head.meta]
     arguments += ["1" if has_document else "0", head.document or "", len(write.lists)]
     for name, (start, rows) in write.lists.items():
         arguments += [name, start, len(rows), *rows]
-    arguments.append(len(write.drop))
-    for table, keys in write.drop.items():
-        arguments += [table, len(keys), *keys]
-    arguments.append(len(write.rows))
-    for table, rows_by_key in write.rows.items():
-        arguments += [table, len(rows_by_key)]
+    tables = write.drop.keys() | write.rows.keys()
+    arguments.append(len(tables))
+    for table in tables:
+        keys, rows_by_key = write.drop.get(table, ()), write.rows.get(table, {})
+        arguments += [table, len(keys), *keys, len(rows_by_key)]
         for key, text in rows_by_key.items():
             arguments += [key, text]
     return arguments
@@ -107,7 +96,6 @@ class RedisBackend:
                 "RedisSessionStore needs redis: pip install 'agentloop-runtime[redis]'",
                 name="redis",
             ) from None
-        self._url = url
         self._prefix = prefix
         self._client: Any = redis.Redis.from_url(
             url, decode_responses=True, max_connections=max_connections
@@ -115,16 +103,15 @@ class RedisBackend:
         self._limiter = anyio.CapacityLimiter(max_connections)
         self._commit = self._client.register_script(_COMMIT)
         self._delete = self._client.register_script(_DELETE)
+        self._errors = redis.RedisError
         self._closed = False
 
     async def _run(self, operation: str, call: Callable[[], T]) -> T:
         if self._closed:
             raise InvalidStateError(f"cannot {operation}: the Redis store is closed")
-        import redis
-
         try:
             return await anyio.to_thread.run_sync(call, limiter=self._limiter)
-        except redis.RedisError as error:
+        except self._errors as error:
             raise CheckpointError(
                 f"cannot {operation} in Redis at {self._client.connection_pool!r}: "
                 f"{type(error).__name__}: {error}; check that the server is running and "
@@ -176,12 +163,8 @@ class RedisBackend:
             pipe = self._client.pipeline(transaction=False)
             for session_id in sessions:
                 pipe.hgetall(f"{self._prefix}head:{session_id}")
-            found = {}
-            for session_id, fields in zip(sessions, pipe.execute(), strict=True):
-                head = _head(fields)
-                if head is not None:
-                    found[session_id] = head
-            return found
+            heads = zip(sessions, map(_head, pipe.execute()), strict=True)
+            return {session_id: head for session_id, head in heads if head is not None}
 
         return await self._run("list the sessions", read_all)
 

@@ -1,22 +1,7 @@
-"""Listing, loading, forking and rewinding a session's kept steps (``_history.py``).
-
-Written once for every :class:`~agentloop.store.BackendSessionStore`:
-
-- a step's *past* is what was committed before its save: the claims recorded
-  at a lower revision. Loading a step answers as a resume at that step
-  would: its claimed calls without a result are the calls in doubt;
-- a **fork** saves a step's document as the first step of a new session,
-  with the claims of its past that have no result in it (so they are in
-  doubt in the fork too) and nothing else: the original's later claims and
-  every recorded decision stay the original's, so the fork's calls are its
-  own (its own idempotency keys, its own single-use approvals);
-- a **rewind** saves a step's document as the session's next step. The
-  claims and decisions of the calls the step holds stay: such a call that
-  ran after the step and has no result in it is in doubt again (its tool's
-  ``reconcile`` may settle it), never run twice. Those of calls the step
-  does not hold (the abandoned steps' own calls) are set aside
-  (``rewound_*`` tables), so the session's next calls are new ones; a
-  later rewind to a step that holds them brings them back.
+"""Listing, loading, forking and rewinding a session's kept steps (``_history.py``),
+written once for every :class:`~agentloop.store.BackendSessionStore`; the rules are
+docs/store.md's ("Step history: fork and rewind"). A step's *past* is the claims
+recorded at a lower revision than its save.
 """
 
 from __future__ import annotations
@@ -56,6 +41,8 @@ class _Host(Protocol):
     _saves: Saves
 
     async def load(self, session_id: str) -> StoredSession | None: ...
+
+    async def load_step(self, session_id: str, step: int) -> StoredSession: ...
 
 
 class StepHistory:
@@ -120,19 +107,19 @@ class StepHistory:
                 raise InvalidInputError(
                     f"cannot {operation}: the store has no session {session_id!r}"
                 )
-            document, where = stored.checkpoint, f"its version {stored.version}"
-            doubted = {key: claims[key] for key in stored.started_calls if key in claims}
+            where = f"its version {stored.version}"
         else:
-            row, document = await _document_at(self, session_id, at)
-            doubted, where = _doubted(document, claims, row.revision), f"step {at}"
+            stored, where = await self.load_step(session_id, at), f"step {at}"
         return await self._saves.save(
             new_session_id,
-            _renamed(document, session_id, new_session_id),
+            _renamed(stored.checkpoint, session_id, new_session_id),
             0,
             None,
             origin=f"forked from {session_id!r} at {where}",
-            claim_rows={
-                key: attrs.evolve(row, revision=0, answered=False) for key, row in doubted.items()
+            claim_rows={  # the calls in doubt in the original at ``where``
+                key: attrs.evolve(claims[key], revision=0, answered=False)
+                for key in stored.started_calls
+                if key in claims
             },
         )
 
@@ -207,16 +194,16 @@ async def _document_at(store: _Host, session_id: str, step: int) -> tuple[StepRo
                 "before it; the store is damaged: restore it from a backup"
             )
         keys = [step_key(number) for number in range(max(bases), step + 1)]
-        found_rows = await store._heads.rows(session_id, HISTORY, HistoryRow, keys)
-        if len(found_rows) == len(keys):
+        found = await store._heads.rows(session_id, HISTORY, HistoryRow, keys)
+        if found.keys() >= set(keys):
             break  # else a save dropped them meanwhile: read the steps again
     else:
         raise CheckpointError(
             f"cannot load step {step} of session {session_id!r}: its history rows kept "
             f"disappearing while {_ATTEMPTS} loads read them"
         )
-    rows = {int(key): history for key, history in found_rows.items()}
-    head, items, turn = rebuild(session_id, step, rows)
+    items, turn = rebuild([found[key] for key in keys])
+    head = found[keys[-1]].document
     document, _items = decode_stored(session_id, head, items, row.item_count, turn, row.turn_counts)
     return row, document
 
