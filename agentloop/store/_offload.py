@@ -1,12 +1,14 @@
-"""Running a store's blocking calls in a thread of its own, with one cross-thread wake each way.
+"""A SQL store's connections, each used in a worker thread of its own.
 
-``anyio.to_thread.run_sync`` costs a store's short calls (a save is ~200 µs,
-most of it the fsync) a yield to the event loop, a capacity limiter, a
-cancel scope and a thread picked from a pool. :class:`WorkerThread` is the
-minimum with the same guarantees: the calling task waits, shielded from
-cancellation, until the call finished in the thread (so a save that returned
-or raised is known to have committed or not); a task already cancelled does
-not start it. Calls run one at a time, in the order they were made.
+SQLite's driver blocks and psycopg's async connections run on asyncio only,
+so a store runs each operation with the blocking API in a :class:`WorkerThread`
+of its :class:`ConnectionPool`. ``anyio.to_thread.run_sync`` would cost a
+store's short calls (a save is ~200 µs, most of it the fsync) a yield to the
+event loop, a capacity limiter, a cancel scope and a thread picked from a
+pool; a :class:`WorkerThread` is the minimum with the same guarantees: the
+calling task waits, shielded from cancellation, until the call finished in
+the thread (so a save that returned or raised is known to have committed or
+not); a task already cancelled does not start it.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
+import attrs
 import sniffio
 
-__all__ = ["Pending", "WorkerThread"]
+from ..core._errors import CheckpointError, InvalidStateError
+
+__all__ = ["ConnectionPool", "Pending", "WorkerThread"]
 
 T = TypeVar("T")
 
@@ -137,3 +142,107 @@ class WorkerThread:
             if job is None:
                 return
             job()
+
+
+@attrs.define
+class _Slot:
+    """A worker thread and the connection only it uses (``None`` until opened)."""
+
+    worker: WorkerThread
+    connection: Any = None
+
+    def close(self) -> None:
+        """Close the connection, if open (in the worker thread)."""
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.close()
+
+
+class ConnectionPool:
+    """Up to ``size`` connections from ``connect``, opened on demand, reused, closed on
+    ``close``; each is used in a :class:`WorkerThread` of its own.
+
+    ``name`` names the store in errors and threads; ``failure`` turns a driver
+    error into the ``CheckpointError`` to raise (``None``: not the driver's,
+    let it through); ``idle`` tells whether a connection is out of any
+    transaction (one that is not is never reused). The pool's own state is
+    only touched in the event loop's thread.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[str], Any],
+        *,
+        size: int,
+        name: str,
+        failure: Callable[[str, BaseException], CheckpointError | None],
+        idle: Callable[[Any], bool],
+    ) -> None:
+        self.size = size
+        self._connect = connect
+        self._name = name
+        self._failure = failure
+        self._is_idle = idle
+        self._limiter = anyio.CapacityLimiter(size)
+        self._slots: list[_Slot] = []  # the idle ones; at most ``size`` exist
+        self.closed = False
+        self.opened = False
+
+    async def run(self, operation: str, work: Callable[[Any], T]) -> T:
+        """Run ``work(connection)`` in a worker thread; ``operation`` names it in errors."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
+        try:
+            if self.closed:
+                store = self._name.split("(")[0].split()[-1]
+                raise InvalidStateError(
+                    f"cannot {operation}: {self._name} is closed; open a new {store}"
+                )
+            slot = (
+                self._slots.pop() if self._slots else _Slot(WorkerThread(f"agentloop {self._name}"))
+            )
+            try:
+                pending: Pending[T] = slot.worker.start(self._run, slot, operation, work)
+                return await pending.result()
+            finally:
+                if self.closed:
+                    await _closed(slot)
+                else:
+                    self._slots.append(slot)
+        finally:
+            self._limiter.release()
+
+    async def close(self) -> None:
+        """Close every idle connection (the others once their calls ran); later calls raise
+        ``InvalidStateError``. Idempotent."""
+        self.closed = True
+        slots, self._slots = self._slots, []
+        for slot in slots:
+            await _closed(slot)
+
+    def _run(self, slot: _Slot, operation: str, work: Callable[[Any], T]) -> T:
+        try:
+            if slot.connection is None:
+                slot.connection = self._connect(operation)
+                self.opened = True
+            return work(slot.connection)
+        except Exception as error:
+            failure = self._failure(operation, error)
+            if failure is None:
+                raise
+            # After a database error the connection is not reused: a fresh one has no
+            # half-known session state (an aborted transaction, prepared statements).
+            slot.close()
+            raise failure from error
+        finally:
+            if slot.connection is not None and not self._is_idle(slot.connection):
+                slot.close()
+
+
+async def _closed(slot: _Slot) -> None:
+    """Close the slot's connection in its thread (shielded), then let the thread end."""
+    await slot.worker.start(slot.close).result()
+    slot.worker.stop()

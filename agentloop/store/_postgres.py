@@ -22,7 +22,7 @@ from typing import Any
 from ..core._errors import CheckpointError, InvalidInputError
 from ._backend import BackendWrite
 from ._history import DEFAULT_HISTORY_LIMIT
-from ._pool import ConnectionPool
+from ._offload import ConnectionPool
 from ._sql_backend import SqlSessionStore, sql_for, tables
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
@@ -68,10 +68,9 @@ WITH head AS (
         AND EXISTS (SELECT FROM head)
 ), put AS (
     INSERT INTO agentloop_keyed (session_id, tbl, key, body)
-    SELECT %(session)s, k.t, k.k,
-        CASE WHEN k.s THEN k.b || (SELECT number FROM head) || k.a ELSE k.b END
-    FROM unnest(%(tables)s::text[], %(keys)s::text[], %(texts)s::text[], %(afters)s::text[],
-        %(spliced)s::boolean[]) AS k(t, k, b, a, s)
+    SELECT %(session)s, k.t, k.k, coalesce(k.b || (SELECT number FROM head) || k.a, k.b)
+    FROM unnest(%(tables)s::text[], %(keys)s::text[], %(texts)s::text[], %(afters)s::text[])
+        AS k(t, k, b, a)
     WHERE EXISTS (SELECT FROM head)
     ON CONFLICT (session_id, tbl, key) DO UPDATE SET body = excluded.body
 )
@@ -92,7 +91,6 @@ class PostgresDialect:
 
     prefix = "agentloop_"
     placeholder = "%s"
-    pipelined = True
     row_lock = " FOR UPDATE"
 
     def __init__(self, conninfo: str, pool_size: int) -> None:
@@ -106,10 +104,6 @@ class PostgresDialect:
             failure=_failure,
             idle=_idle,
         )
-
-    async def run(self, operation: str, work: Any) -> Any:
-        """``work(connection)`` in a worker thread of the pool's."""
-        return await self.pool.run(operation, work)
 
     @contextmanager
     def write(self, connection: Any) -> Iterator[None]:
@@ -132,6 +126,10 @@ class PostgresDialect:
                 raise
 
     def next_number(self, connection: Any, counter: str) -> int:
+        """``nextval`` of the counter's sequence, committed at once (autocommit)."""
+        return self.take_number(connection, counter)
+
+    def take_number(self, connection: Any, counter: str) -> int:
         """``nextval`` of the counter's sequence (created on first use): ``agentloop_NAME``,
         or for a name that is not lowercase letters, one named by its digest."""
         import psycopg
@@ -143,7 +141,7 @@ class PostgresDialect:
             with suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
             self._sequences.add(sequence)
-        return int(self.take_number(connection, counter).fetchone()[0])
+        return int(connection.execute("SELECT nextval(%s::regclass)", (sequence,)).fetchone()[0])
 
     def one_statement_save(
         self,
@@ -158,8 +156,9 @@ class PostgresDialect:
         sequence = _sequence(counter)
         if sequence not in self._sequences:
             return NotImplemented  # created by next_number(), on the general path
-        parameters = _save_parameters(session_id, expected_revision, sequence, write)
-        if parameters is None:
+        try:
+            parameters = _save_parameters(session_id, expected_revision, sequence, write)
+        except _NotPlain:
             return NotImplemented  # a text depends on the number otherwise: the general path
         found = connection.execute(_SAVE, parameters).fetchone()
         if found is None:
@@ -167,20 +166,6 @@ class PostgresDialect:
         number = int(found[0])
         write(number)  # the last call gets the number taken, as on the general path
         return number
-
-    def take_number(self, connection: Any, counter: str) -> Any:
-        """Queue ``nextval`` of the counter's sequence in the caller's transaction; the
-        cursor holds the value. The sequence must exist (the schema's, or one
-        :meth:`next_number` created)."""
-        sequence = _sequence(counter)
-        if sequence not in self._sequences:
-            connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
-            self._sequences.add(sequence)
-        return connection.execute("SELECT nextval(%s::regclass)", (sequence,))
-
-    async def close(self) -> None:
-        """Close every connection."""
-        await self.pool.close()
 
     def _connect(self, _operation: str) -> Any:
         import psycopg
@@ -199,24 +184,21 @@ class PostgresDialect:
 
 def _save_parameters(
     session_id: str, expected_revision: int, sequence: str, write: Callable[[int], BackendWrite]
-) -> dict[str, Any] | None:
+) -> dict[str, Any]:
     """The parameters of :data:`_SAVE` for the write ``write(number)`` builds, found by
-    building it with each of :data:`_MARKS` (``write`` is pure); ``None`` when a text holds
-    the number other than plainly once (the meta must)."""
+    building it with each of :data:`_MARKS` (``write`` is pure); :class:`_NotPlain` when a
+    text holds the number other than plainly once (the meta must)."""
     built, other = (write(mark) for mark in _MARKS)  # pure: where does the number go?
-    found_meta = _spliced(built.head.meta, other.head.meta)
-    puts = _keyed_puts(built, other)
+    rows, other_rows = _keyed(built), _keyed(other)
+    before, after = _spliced(built.head.meta, other.head.meta)
     if (
-        found_meta is None
-        or not found_meta[2]
-        or puts is None
+        after is None
+        or rows.keys() != other_rows.keys()
         or (built.head.revision, built.head.document, built.lists, built.drop)
         != (other.head.revision, other.head.document, other.lists, other.drop)
     ):
-        return None
-    before, after, _spliced_meta = found_meta
+        raise _NotPlain
     lists = built.lists.items()
-    put_keys = {(table, key) for table, key, *_rest in puts}
     return {
         "revision": built.head.revision,
         "document": built.head.document,
@@ -238,10 +220,22 @@ def _save_parameters(
         ),
         **_arrays(
             ("drop_tables", "drop_keys"),
-            [(t, k) for t, keys in built.drop.items() for k in keys if (t, k) not in put_keys],
+            [(t, k) for t, keys in built.drop.items() for k in keys if (t, k) not in rows],
         ),
-        **_arrays(("tables", "keys", "texts", "afters", "spliced"), puts),
+        **_arrays(
+            ("tables", "keys", "texts", "afters"),
+            [(t, k, *_spliced(text, other_rows[t, k])) for (t, k), text in rows.items()],
+        ),
     }
+
+
+class _NotPlain(Exception):
+    """A text of a save holds the number other than plainly once: the general path."""
+
+
+def _keyed(write: BackendWrite) -> dict[tuple[str, str], str]:
+    """The keyed rows ``write`` puts, by ``(table, key)``."""
+    return {(table, key): text for table, rows in write.rows.items() for key, text in rows.items()}
 
 
 def _arrays(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
@@ -249,37 +243,17 @@ def _arrays(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, li
     return {name: [row[index] for row in rows] for index, name in enumerate(names)}
 
 
-def _spliced(first: str, second: str) -> tuple[str, str, bool] | None:
-    """A text built with each of :data:`_MARKS`: ``(text, "", False)`` if it does not
-    depend on the number, ``(before, after, True)`` if it is ``before + number + after``,
-    ``None`` if neither (the number is not in it plainly)."""
+def _spliced(first: str, second: str) -> tuple[str, str | None]:
+    """A text built with each of :data:`_MARKS`: ``(text, None)`` if it does not depend on
+    the number, ``(before, after)`` if it is ``before + number + after``; else
+    :class:`_NotPlain`."""
     if first == second:
-        return first, "", False
+        return first, None
     mark, other = (str(mark) for mark in _MARKS)
     if first.count(mark) != 1 or first.replace(mark, other) != second:
-        return None
+        raise _NotPlain
     before, _mark, after = first.partition(mark)
-    return before, after, True
-
-
-def _keyed_puts(
-    first: BackendWrite, second: BackendWrite
-) -> list[tuple[str, str, str, str, bool]] | None:
-    """The keyed rows of a write built with each of :data:`_MARKS`, as
-    ``(table, key, before, after, spliced)`` (see :func:`_spliced`); ``None`` if a row
-    holds the number otherwise, or the two writes put different keys."""
-    if {t: r.keys() for t, r in first.rows.items()} != {
-        t: r.keys() for t, r in second.rows.items()
-    }:
-        return None
-    puts = []
-    for table, rows in first.rows.items():
-        for key, text in rows.items():
-            found = _spliced(text, second.rows[table][key])
-            if found is None:
-                return None
-            puts.append((table, key, *found))
-    return puts
+    return before, after
 
 
 def ensure_schema(connection: Any, where: str) -> int:
@@ -410,7 +384,7 @@ class PostgresSessionStore(SqlSessionStore):
     async def schema_version(self) -> int:
         """The schema version the database holds (after creating or migrating it)."""
         return int(
-            await self._dialect.run(
+            await self._dialect.pool.run(
                 "read the schema version",
                 lambda c: c.execute("SELECT max(version) FROM agentloop_schema").fetchone()[0],
             )

@@ -16,12 +16,11 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from ..core._errors import CheckpointError
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._location import sqlite_file
-from ._pool import ConnectionPool
+from ._offload import ConnectionPool
 from ._sql_backend import SqlSessionStore, sql_for, tables
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
@@ -62,7 +61,6 @@ class SqliteDialect:
     prefix = ""
     placeholder = "?"
     one_statement_save = None
-    pipelined = False
     row_lock = ""  # BEGIN IMMEDIATE holds the file's write lock
 
     def __init__(self, path: str) -> None:
@@ -74,10 +72,6 @@ class SqliteDialect:
             failure=self._failure,
             idle=lambda connection: not connection.in_transaction,
         )
-
-    async def run(self, operation: str, work: Any) -> Any:
-        """``work(connection)`` in the store's worker thread."""
-        return await self.pool.run(operation, work)
 
     @contextmanager
     def write(self, connection: sqlite3.Connection) -> Iterator[None]:
@@ -96,22 +90,18 @@ class SqliteDialect:
         connection.execute("PRAGMA synchronous=NORMAL")
         try:
             with self.write(connection):
-                row = self.take_number(connection, counter).fetchone()
+                return self.take_number(connection, counter)
         finally:
             connection.execute("PRAGMA synchronous=FULL")
-        return int(row[0])
 
-    def take_number(self, connection: sqlite3.Connection, counter: str) -> sqlite3.Cursor:
-        """Increment ``counter`` in the caller's transaction; the cursor holds the value."""
-        return connection.execute(
+    def take_number(self, connection: sqlite3.Connection, counter: str) -> int:
+        """Increment ``counter`` in the caller's transaction; its new value."""
+        row = connection.execute(
             "INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT (name) "
             "DO UPDATE SET value = value + 1 RETURNING value",
             (counter,),
-        )
-
-    async def close(self) -> None:
-        """Close the connection."""
-        await self.pool.close()
+        ).fetchone()
+        return int(row[0])
 
     def _failure(self, operation: str, error: BaseException) -> CheckpointError | None:
         if not isinstance(error, sqlite3.Error):
