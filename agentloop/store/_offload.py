@@ -2,13 +2,12 @@
 
 SQLite's driver blocks and psycopg's async connections run on asyncio only,
 so a store runs each operation with the blocking API in a :class:`WorkerThread`
-of its :class:`ConnectionPool`. ``anyio.to_thread.run_sync`` would cost a
-store's short calls (a save is ~200 µs, most of it the fsync) a yield to the
-event loop, a capacity limiter, a cancel scope and a thread picked from a
-pool; a :class:`WorkerThread` is the minimum with the same guarantees: the
+of its :class:`ConnectionPool`: the minimum with the guarantees of
+``anyio.to_thread.run_sync`` (which costs a short call, a save is ~200 µs, a
+yield to the event loop, a limiter, a cancel scope and a pool's thread). The
 calling task waits, shielded from cancellation, until the call finished in
-the thread (so a save that returned or raised is known to have committed or
-not); a task already cancelled does not start it.
+the thread, so a save that returned or raised is known to have committed or
+not; a task already cancelled does not start it.
 """
 
 from __future__ import annotations

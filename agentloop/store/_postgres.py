@@ -1,14 +1,9 @@
 """``PostgresSessionStore``: sessions in PostgreSQL (psycopg 3), through :class:`SqlBackend`.
 
-Schema (versions in ``agentloop_schema``, one row per applied migration):
-the backend's ``agentloop_heads``, ``agentloop_lists`` and ``agentloop_keyed``
-tables (see ``_sql_backend``; texts, not ``jsonb``: jsonb reorders keys and
-drops duplicates, and a loaded document must be deep-equal to the saved
-one), and a sequence per counter (``agentloop_versions``,
-``agentloop_tokens``). Migrations 1 to 3 built a table per kind of row;
-migration 4 moves their rows onto the backend's tables; migrations 5 and 6
-give sessions resting on a question, and on a call in doubt, their own status
-(see ``_sql_legacy``).
+Schema: the backend's ``agentloop_*`` tables (texts, not ``jsonb``: jsonb
+reorders keys and drops duplicates) and a sequence per counter; each applied
+migration (:data:`MIGRATIONS`) is a row of ``agentloop_schema`` (see
+``_sql_legacy`` and docs/store.md).
 """
 
 from __future__ import annotations
@@ -39,10 +34,6 @@ to 3 built the table-per-kind layout (agentloop 0.x); a new database skips them,
 an older one's rows onto the backend's tables, whichever of its columns it has. 5 (rows only)
 and 6 (rows only) re-derive the status of the heads resting on a question or a call in doubt."""
 
-_LEGACY_NAMES = {
-    role: f"agentloop_{role}"
-    for role in ("sessions", "items", "turn_rows", "claims", "leases", "approvals")
-}
 _SQL = sql_for("agentloop_", "%s")
 _MIGRATION_LOCK = 0x6167_6C6F_6F70  # "agloop": serializes concurrent migrators
 _SAVE = """
@@ -155,7 +146,7 @@ class PostgresDialect:
         if refused, ``NotImplemented`` when the number's place in its texts is not plain."""
         sequence = _sequence(counter)
         if sequence not in self._sequences:
-            return NotImplemented  # created by next_number(), on the general path
+            return NotImplemented  # created on the general path
         try:
             parameters = _save_parameters(session_id, expected_revision, sequence, write)
         except _NotPlain:
@@ -278,7 +269,7 @@ def ensure_schema(connection: Any, where: str) -> int:
         for statement in MIGRATIONS[version - 1]:
             connection.execute(statement)
         if found > 0 and version == 4:
-            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _SQL, where)
+            move_legacy_rows(connection, {}, _columns, _SQL, where)
         if found > 0 and version == max(5, found + 1):
             # Once, at the first of migrations 5 and 6 applied: it re-derives both statuses.
             restatus_questions(connection, _SQL)

@@ -1,18 +1,11 @@
 """``SqlBackend``: the storage protocol in SQL, one text for SQLite and PostgreSQL.
 
-Three tables (``{t}`` is the dialect's prefix: none for SQLite's file of its
-own, ``agentloop_`` for PostgreSQL)::
-
-    {t}heads(session_id, revision, meta, document)   one row per session
-    {t}lists(session_id, list, position, body)         each list's rows, in order
-    {t}keyed(session_id, tbl, key, body)               each table's rows, by key
-
-A commit is one transaction: the compare-and-set of the head first (an
-``UPDATE ... WHERE revision = ?``, or an insert that does nothing when a
-head exists), then the list and keyed rows, only if the head moved. Under
-PostgreSQL's row locks a second writer of the same head waits for the first
-and then finds the revision changed; SQLite's ``BEGIN IMMEDIATE`` runs one
-writer at a time. The :class:`Dialect` is what differs (see docs/store.md).
+Three tables, ``{t}heads(session_id, revision, meta, document)``,
+``{t}lists(session_id, list, position, body)`` and ``{t}keyed(session_id, tbl,
+key, body)`` (``{t}``: the dialect's prefix). A commit is one transaction: the
+compare-and-set of the head first, then the list and keyed rows, only if the
+head moved. The :class:`Dialect` is what differs (see docs/store.md, "One SQL
+backend", "Transactions" and "Locking").
 """
 
 from __future__ import annotations

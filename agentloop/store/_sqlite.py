@@ -1,13 +1,8 @@
 """``SqliteSessionStore``: sessions in one SQLite file, through :class:`SqlBackend`.
 
-Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``): the backend's
-``heads``, ``lists`` and ``keyed`` tables (see ``_sql_backend``) and
-``counters(name, value)``. Files of schema 1 to 5 (a table per kind of row)
-are moved onto these tables when opened, in the transaction that records
-the version (see ``_sql_legacy``); schema 7 gives sessions resting on a
-question their own status and schema 8 those resting on a call in doubt (a
-schema 6 or 7 file's heads are re-derived when opened); a file of a newer
-schema is refused.
+Schema :data:`SCHEMA_VERSION` (kept in ``meta``): the backend's tables and
+``counters(name, value)``; older files are moved onto it when opened (see
+``_sql_legacy`` and docs/store.md), a file of a newer schema is refused.
 """
 
 from __future__ import annotations
@@ -35,16 +30,7 @@ _SCHEMA = [
 ]
 
 _SQL = sql_for("", "?")
-_LEGACY_NAMES = {
-    "sessions": "sessions",
-    "items": "items",
-    "turn_rows": "turn_rows",
-    "claims": "started_calls",
-    "leases": "leases",
-    "approvals": "approvals",
-    "version": "sequence",
-    "claimed_at": "started_at",
-}
+_LEGACY_NAMES = {"claims": "started_calls", "version": "sequence", "claimed_at": "started_at"}
 
 
 class SqliteDialect:
