@@ -24,15 +24,10 @@ __all__ = ["Dialect", "SqlBackend", "SqlSessionStore", "sql_for", "tables"]
 class Dialect(Protocol):
     """What SQLite and PostgreSQL do differently under :class:`SqlBackend`."""
 
-    prefix: str
-    """Prepended to each table's name."""
-    placeholder: str
-    """The driver's parameter mark (``?`` or ``%s``)."""
-    row_lock: str
-    """Appended to a ``SELECT`` of a head to lock its row until the transaction ends."""
-    pool: ConnectionPool
-    """Runs each call in a thread with a connection of its own (the driver's errors
-    become ``CheckpointError``)."""
+    prefix: str  # prepended to each table's name
+    placeholder: str  # the driver's parameter mark (``?`` or ``%s``)
+    row_lock: str  # appended to a head's SELECT to lock its row until the transaction ends
+    pool: ConnectionPool  # runs each call in a thread, with a connection of its own
 
     @property
     def one_statement_save(
@@ -144,16 +139,12 @@ class SqlBackend:
     ) -> int | None:
         """The counter's next number ``n`` and the commit of ``write(n)``, in one transaction.
 
-        The dialect's one statement does it all when it has one (PostgreSQL:
-        one round trip). Otherwise the head's row is locked (SQLite: the write
-        lock of ``BEGIN IMMEDIATE``) and its revision read, then the number
-        taken and the head and rows written. A first commit (no head to lock)
-        takes the number, then commits.
+        The dialect's one statement does it all on a head when it has one
+        (PostgreSQL: one round trip). Otherwise the head's row is locked
+        (SQLite: the write lock of ``BEGIN IMMEDIATE``) and its revision read,
+        then the number taken and the head and rows written.
         """
-        if expected_revision == 0:
-            number = await self.next_number(counter)
-            return number if await self.commit(session_id, 0, write(number)) else None
-        one_statement = self.dialect.one_statement_save
+        one_statement = self.dialect.one_statement_save if expected_revision else None
 
         def work(connection: Any) -> int | None:
             if one_statement is not None:
@@ -161,11 +152,13 @@ class SqlBackend:
                 if found is not NotImplemented:
                     return None if found is None else int(found)
             with self.dialect.write(connection):
-                locked = connection.execute(self._sql["lock_head"], (session_id,)).fetchone()
-                if locked is None or int(locked[0]) != expected_revision:
-                    return None
+                if expected_revision:
+                    locked = connection.execute(self._sql["lock_head"], (session_id,)).fetchone()
+                    if locked is None or int(locked[0]) != expected_revision:
+                        return None
                 number = self.dialect.take_number(connection, counter)
-                self._apply(connection, session_id, expected_revision, write(number))
+                if not self._apply(connection, session_id, expected_revision, write(number)):
+                    return None  # a head was inserted first: the number is spent
             return number
 
         return await self._run(f"write session {session_id!r}", work)
