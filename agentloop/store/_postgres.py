@@ -98,14 +98,10 @@ class PostgresDialect:
 
     @contextmanager
     def write(self, connection: Any) -> Iterator[None]:
-        """One transaction in pipeline mode: two round trips where the block reads once.
-
-        ``BEGIN`` is queued with the block's statements and travels with them
-        when the block first fetches a result; ``COMMIT`` travels with what is
-        queued after that, in one sync. If the block or the commit raises, the
-        transaction is rolled back (a connection left in a transaction is
-        never reused: see ``ConnectionPool``).
-        """
+        """One transaction in pipeline mode: ``BEGIN`` travels with the block's first
+        statements when it first fetches a result, ``COMMIT`` with the rest, in one sync.
+        If the block or the commit raises, it is rolled back (a connection left in a
+        transaction is never reused: see ``ConnectionPool``)."""
         with connection.pipeline() as pipe:
             connection.execute("BEGIN")
             try:
@@ -165,7 +161,7 @@ class PostgresDialect:
         if not self._schema_ready:
             try:
                 with connection.transaction():
-                    ensure_schema(connection, "PostgreSQL")
+                    _ensure_schema(connection)
             except BaseException:
                 connection.close()
                 raise
@@ -247,12 +243,9 @@ def _spliced(first: str, second: str) -> tuple[str, str | None]:
     return before, after
 
 
-def ensure_schema(connection: Any, where: str) -> int:
-    """Create or migrate the schema to ``len(MIGRATIONS)``; return the version found before.
-
-    Run inside a transaction; concurrent callers wait on an advisory lock.
-    ``CheckpointError`` when the database holds a newer schema.
-    """
+def _ensure_schema(connection: Any) -> None:
+    """Create or migrate the schema to ``len(MIGRATIONS)``, inside the caller's transaction
+    (concurrent callers wait on an advisory lock); ``CheckpointError`` if it is newer."""
     connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
     connection.execute(
         "CREATE TABLE IF NOT EXISTS agentloop_schema "
@@ -262,19 +255,18 @@ def ensure_schema(connection: Any, where: str) -> int:
     found = int(row[0])
     if found > len(MIGRATIONS):
         raise CheckpointError(
-            f"cannot open session store {where}: expected schema version {len(MIGRATIONS)}, "
+            f"cannot open session store PostgreSQL: expected schema version {len(MIGRATIONS)}, "
             f"found {found}; it was written by a newer agentloop, upgrade agentloop to read it"
         )
     for version in range(found + 1, len(MIGRATIONS) + 1):
         for statement in MIGRATIONS[version - 1]:
             connection.execute(statement)
         if found > 0 and version == 4:
-            move_legacy_rows(connection, {}, _columns, _SQL, where)
+            move_legacy_rows(connection, {}, _columns, _SQL, "PostgreSQL")
         if found > 0 and version == max(5, found + 1):
             # Once, at the first of migrations 5 and 6 applied: it re-derives both statuses.
             restatus_questions(connection, _SQL)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
-    return found
 
 
 def _sequence(counter: str) -> str:

@@ -34,15 +34,8 @@ _LEGACY_NAMES = {"claims": "started_calls", "version": "sequence", "claimed_at":
 
 
 class SqliteDialect:
-    """SQLite under :class:`SqlBackend`: one connection, WAL, ``synchronous=FULL``.
-
-    Every call runs in the store's one worker thread (one connection, so
-    calls run one at a time, in order); writes take the file's write lock up
-    front (``BEGIN IMMEDIATE``). A commit that returned survives a killed
-    process and an OS crash alike. A counter's increment is committed without
-    its own fsync: the WAL is written in order, so the next synced commit
-    (the one that uses the number) makes it durable too.
-    """
+    """SQLite under :class:`SqlBackend`: one connection (calls run one at a time, in
+    order), WAL, ``synchronous=FULL``, writes under ``BEGIN IMMEDIATE``."""
 
     prefix = ""
     placeholder = "?"
@@ -72,7 +65,8 @@ class SqliteDialect:
         connection.execute("COMMIT")
 
     def next_number(self, connection: sqlite3.Connection, counter: str) -> int:
-        """Increment ``counter`` in a transaction of its own, not synced (see the class)."""
+        """Increment ``counter`` in a transaction of its own, not synced: the WAL is written
+        in order, so the next synced commit (the one that uses the number) makes it durable."""
         connection.execute("PRAGMA synchronous=NORMAL")
         try:
             with self.write(connection):
