@@ -21,7 +21,6 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
-import attrs
 import sniffio
 
 from ..core._errors import CheckpointError, InvalidStateError
@@ -143,18 +142,21 @@ class WorkerThread:
             job()
 
 
-@attrs.define
-class _Slot:
-    """A worker thread and the connection only it uses (``None`` until opened)."""
+class _Worker(WorkerThread):
+    """A pool's worker thread, with the connection only it uses (``None`` until opened)."""
 
-    worker: WorkerThread
     connection: Any = None
 
     def close(self) -> None:
-        """Close the connection, if open (in the worker thread)."""
+        """Close the connection, if open (in the thread)."""
         connection, self.connection = self.connection, None
         if connection is not None:
             connection.close()
+
+    async def retire(self) -> None:
+        """Close the connection in the thread (shielded), then let the thread end."""
+        await self.start(self.close).result()
+        self.stop()
 
 
 class ConnectionPool:
@@ -183,7 +185,7 @@ class ConnectionPool:
         self._failure = failure
         self._is_idle = idle
         self._limiter = anyio.CapacityLimiter(size)
-        self._slots: list[_Slot] = []  # the idle ones; at most ``size`` exist
+        self._idle: list[_Worker] = []  # at most ``size`` workers exist
         self.closed = False
         self.opened = False
 
@@ -200,17 +202,15 @@ class ConnectionPool:
                 raise InvalidStateError(
                     f"cannot {operation}: {self._name} is closed; open a new {store}"
                 )
-            slot = (
-                self._slots.pop() if self._slots else _Slot(WorkerThread(f"agentloop {self._name}"))
-            )
+            worker = self._idle.pop() if self._idle else _Worker(f"agentloop {self._name}")
             try:
-                pending: Pending[T] = slot.worker.start(self._run, slot, operation, work)
+                pending: Pending[T] = worker.start(self._run, worker, operation, work)
                 return await pending.result()
             finally:
                 if self.closed:
-                    await _closed(slot)
+                    await worker.retire()
                 else:
-                    self._slots.append(slot)
+                    self._idle.append(worker)
         finally:
             self._limiter.release()
 
@@ -218,30 +218,24 @@ class ConnectionPool:
         """Close every idle connection (the others once their calls ran); later calls raise
         ``InvalidStateError``. Idempotent."""
         self.closed = True
-        slots, self._slots = self._slots, []
-        for slot in slots:
-            await _closed(slot)
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            await worker.retire()
 
-    def _run(self, slot: _Slot, operation: str, work: Callable[[Any], T]) -> T:
+    def _run(self, worker: _Worker, operation: str, work: Callable[[Any], T]) -> T:
         try:
-            if slot.connection is None:
-                slot.connection = self._connect(operation)
+            if worker.connection is None:
+                worker.connection = self._connect(operation)
                 self.opened = True
-            return work(slot.connection)
+            return work(worker.connection)
         except Exception as error:
             failure = self._failure(operation, error)
             if failure is None:
                 raise
             # After a database error the connection is not reused: a fresh one has no
             # half-known session state (an aborted transaction, prepared statements).
-            slot.close()
+            worker.close()
             raise failure from error
         finally:
-            if slot.connection is not None and not self._is_idle(slot.connection):
-                slot.close()
-
-
-async def _closed(slot: _Slot) -> None:
-    """Close the slot's connection in its thread (shielded), then let the thread end."""
-    await slot.worker.start(slot.close).result()
-    slot.worker.stop()
+            if worker.connection is not None and not self._is_idle(worker.connection):
+                worker.close()

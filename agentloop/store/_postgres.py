@@ -34,7 +34,7 @@ to 3 built the table-per-kind layout (agentloop 0.x); a new database skips them,
 an older one's rows onto the backend's tables, whichever of its columns it has. 5 (rows only)
 and 6 (rows only) re-derive the status of the heads resting on a question or a call in doubt."""
 
-_SQL = sql_for("agentloop_", "%s")
+_SQL = sql_for("agentloop_", "%s", " FOR UPDATE")
 _MIGRATION_LOCK = 0x6167_6C6F_6F70  # "agloop": serializes concurrent migrators
 _SAVE = """
 WITH head AS (
@@ -80,9 +80,7 @@ _COUNTER = re.compile(r"^[a-z_]{1,40}$")
 class PostgresDialect:
     """PostgreSQL under :class:`SqlBackend`: a pool of autocommit psycopg connections."""
 
-    prefix = "agentloop_"
-    placeholder = "%s"
-    row_lock = " FOR UPDATE"
+    sql = staticmethod(_SQL)
 
     def __init__(self, conninfo: str, pool_size: int) -> None:
         self._conninfo = conninfo

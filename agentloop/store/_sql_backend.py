@@ -24,9 +24,7 @@ __all__ = ["Dialect", "SqlBackend", "SqlSessionStore", "sql_for", "tables"]
 class Dialect(Protocol):
     """What SQLite and PostgreSQL do differently under :class:`SqlBackend`."""
 
-    prefix: str  # prepended to each table's name
-    placeholder: str  # the driver's parameter mark (``?`` or ``%s``)
-    row_lock: str  # appended to a head's SELECT to lock its row until the transaction ends
+    sql: Callable[[str], str]  # a statement in the dialect: see :func:`sql_for`
     pool: ConnectionPool  # runs each call in a thread, with a connection of its own
 
     @property
@@ -76,8 +74,8 @@ _STATEMENTS = {
 
 
 def sql_for(prefix: str, placeholder: str, lock: str = "") -> Callable[[str], str]:
-    """Puts a dialect's table prefix (``{t}``), row lock (``{lock}``) and parameter marks
-    (``?``) into a statement."""
+    """Puts a dialect's table prefix (``{t}``), the clause that locks a head's row until the
+    transaction ends (``{lock}``) and parameter marks (``?``) into a statement."""
     return lambda text: text.format(t=prefix, lock=lock).replace("?", placeholder)
 
 
@@ -105,8 +103,7 @@ class SqlBackend:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self._run = dialect.pool.run
-        sql = sql_for(dialect.prefix, dialect.placeholder, dialect.row_lock)
-        self._sql = {name: sql(text) for name, text in _STATEMENTS.items()}
+        self._sql = {name: dialect.sql(text) for name, text in _STATEMENTS.items()}
 
     async def open(self) -> None:
         """Connect (and create or migrate the schema) now; otherwise the first call does."""

@@ -37,10 +37,8 @@ class SqliteDialect:
     """SQLite under :class:`SqlBackend`: one connection (calls run one at a time, in
     order), WAL, ``synchronous=FULL``, writes under ``BEGIN IMMEDIATE``."""
 
-    prefix = ""
-    placeholder = "?"
+    sql = staticmethod(_SQL)  # no row lock: BEGIN IMMEDIATE holds the file's write lock
     one_statement_save = None
-    row_lock = ""  # BEGIN IMMEDIATE holds the file's write lock
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -108,43 +106,42 @@ class SqliteDialect:
         return connection
 
     def _ensure_schema(self, connection: sqlite3.Connection) -> None:
-        tables = {
-            str(row[0])
-            for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        found: int | None = None
-        if not tables:
-            connection.execute(
-                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
-            )
-            found = 0
-        elif "meta" in tables:
-            row = connection.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'"
-            ).fetchone()
+        """Create the schema in a new file or bring an older one's to it; refuse any other."""
+        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        tables = {str(name) for (name,) in connection.execute(query)}
+        found: int | None = None if tables else 0
+        if "meta" in tables:
+            query = "SELECT value FROM meta WHERE key = 'schema_version'"
+            row = connection.execute(query).fetchone()
             found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
+        if found == SCHEMA_VERSION:
+            return
+        if found is None or found > SCHEMA_VERSION:
+            raise CheckpointError(
+                f"cannot open session store {self.path!r}: expected schema version "
+                f"{SCHEMA_VERSION}, found {'none' if found is None else found}; "
+                + (
+                    "the file is not an agentloop session store, open another path"
+                    if found is None
+                    else "it was written by a newer agentloop, upgrade agentloop to read it"
+                )
+            )
         if found in (6, 7):
             restatus_questions(connection, _SQL)
             connection.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
-        elif found is not None and found < SCHEMA_VERSION:
-            self._create(connection, found)
-        elif found != SCHEMA_VERSION:
-            raise CheckpointError(
-                f"cannot open session store {self.path!r}: expected schema version "
-                f"{SCHEMA_VERSION}, found {found if found is not None else 'none'}; "
-                + (
-                    "it was written by a newer agentloop, upgrade agentloop to read it"
-                    if found is not None and found > SCHEMA_VERSION
-                    else "the file is not an agentloop session store, open another path"
-                )
+            return
+        if not found:
+            connection.execute(
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
             )
-
-    def _create(self, connection: sqlite3.Connection, found: int) -> None:
-        """Create the tables; move an older schema's rows (and counters) onto them."""
         for statement in _SCHEMA:
             connection.execute(statement)
+        self._move(connection, found)
+
+    def _move(self, connection: sqlite3.Connection, found: int) -> None:
+        """Set the counters and the version; move an older schema's rows onto the tables."""
         counters = {"versions": 0, "tokens": 0}
         if found:
             old = dict(connection.execute("SELECT key, value FROM meta").fetchall())

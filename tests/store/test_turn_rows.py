@@ -125,7 +125,7 @@ async def test_rows_written_per_save_do_not_grow_with_the_turn(tmp_path: Path) -
     written: list[str] = []
     async with store:
         await store.save_checkpoint(SESSION, _turn_document(1))
-        connection = store._dialect.pool._slots[0].connection  # the store's own: its statements
+        connection = store._dialect.pool._idle[0].connection  # the store's own: its statements
         connection.set_trace_callback(written.append)
         per_save: list[int] = []
         for rounds in range(2, 80):
