@@ -105,10 +105,6 @@ class SqlBackend:
         self._run = dialect.pool.run
         self._sql = {name: dialect.sql(text) for name, text in _STATEMENTS.items()}
 
-    async def open(self) -> None:
-        """Connect (and create or migrate the schema) now; otherwise the first call does."""
-        await self._run("open the store", lambda _connection: None)
-
     async def read(self, session_id: str) -> BackendHead | None:
         """The session's head, or ``None``."""
 
@@ -271,7 +267,7 @@ class SqlSessionStore(BackendSessionStore):
     """A :class:`BackendSessionStore` over ``dialect``'s :class:`SqlBackend`: what the
     SQLite and PostgreSQL stores share."""
 
-    def __init__(self, dialect: Any, history_limit: int) -> None:
+    def __init__(self, dialect: Dialect, history_limit: int) -> None:
         self._dialect = dialect
         self._sql_backend = SqlBackend(dialect)
         super().__init__(self._sql_backend, history_limit=history_limit)
@@ -283,7 +279,7 @@ class SqlSessionStore(BackendSessionStore):
     async def open(self) -> None:
         """Connect (and create or migrate the schema) now; otherwise the first call does
         (``CheckpointError`` if the database cannot be opened)."""
-        await self._sql_backend.open()
+        await self._dialect.pool.run("open the store", lambda _connection: None)
 
 
 def _head(row: Any) -> BackendHead:
