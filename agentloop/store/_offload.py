@@ -166,8 +166,8 @@ class ConnectionPool:
     ``name`` names the store in errors and threads; ``failure`` turns a driver
     error into the ``CheckpointError`` to raise (``None``: not the driver's,
     let it through); ``idle`` tells whether a connection is out of any
-    transaction (one that is not is never reused). The pool's own state is
-    only touched in the event loop's thread.
+    transaction (one that is not is never reused). The idle workers and
+    ``closed`` are only touched in the event loop's thread: no lock.
     """
 
     def __init__(
