@@ -299,7 +299,8 @@ async def profile(name: str, store: Any, recorder: Recorder, size: int) -> None:
 def count_statements(store: Any, statements: list[str]) -> Callable[[], None]:
     """Record every SQL statement the store sends; returns a function that stops it."""
     if isinstance(store, SqliteSessionStore):
-        (connection,) = store._dialect.pool._idle  # its one connection, between calls
+        (worker,) = store._dialect.pool._idle  # its one connection, between calls
+        connection = worker.connection
         connection.set_trace_callback(lambda text: statements.append(" ".join(text.split())[:90]))
         return lambda: connection.set_trace_callback(None)
     import psycopg

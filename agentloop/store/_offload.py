@@ -1,12 +1,13 @@
-"""Running a store's blocking calls in a thread of its own, with one cross-thread wake each way.
+"""A SQL store's connections, each used in a worker thread of its own.
 
-``anyio.to_thread.run_sync`` costs a store's short calls (a save is ~200 µs,
-most of it the fsync) a yield to the event loop, a capacity limiter, a
-cancel scope and a thread picked from a pool. :class:`WorkerThread` is the
-minimum with the same guarantees: the calling task waits, shielded from
-cancellation, until the call finished in the thread (so a save that returned
-or raised is known to have committed or not); a task already cancelled does
-not start it. Calls run one at a time, in the order they were made.
+SQLite's driver blocks and psycopg's async connections run on asyncio only,
+so a store runs each operation with the blocking API in a :class:`WorkerThread`
+of its :class:`ConnectionPool`: the minimum with the guarantees of
+``anyio.to_thread.run_sync`` (which costs a short call, a save is ~200 µs, a
+yield to the event loop, a limiter, a cancel scope and a pool's thread). The
+calling task waits, shielded from cancellation, until the call finished in
+the thread, so a save that returned or raised is known to have committed or
+not; a task already cancelled does not start it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import anyio
 import anyio.lowlevel
 import sniffio
 
-__all__ = ["Pending", "WorkerThread"]
+from ..core._errors import CheckpointError, InvalidStateError
+
+__all__ = ["ConnectionPool", "Pending", "WorkerThread"]
 
 T = TypeVar("T")
 
@@ -137,3 +140,102 @@ class WorkerThread:
             if job is None:
                 return
             job()
+
+
+class _Worker(WorkerThread):
+    """A pool's worker thread, with the connection only it uses (``None`` until opened)."""
+
+    connection: Any = None
+
+    def close(self) -> None:
+        """Close the connection, if open (in the thread)."""
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.close()
+
+    async def retire(self) -> None:
+        """Close the connection in the thread (shielded), then let the thread end."""
+        await self.start(self.close).result()
+        self.stop()
+
+
+class ConnectionPool:
+    """Up to ``size`` connections from ``connect``, opened on demand, reused, closed on
+    ``close``; each is used in a :class:`WorkerThread` of its own.
+
+    ``name`` names the store in errors and threads; ``failure`` turns a driver
+    error into the ``CheckpointError`` to raise (``None``: not the driver's,
+    let it through); ``idle`` tells whether a connection is out of any
+    transaction (one that is not is never reused). The idle workers and
+    ``closed`` are only touched in the event loop's thread: no lock.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[str], Any],
+        *,
+        size: int,
+        name: str,
+        failure: Callable[[str, BaseException], CheckpointError | None],
+        idle: Callable[[Any], bool],
+    ) -> None:
+        self.size = size
+        self._connect = connect
+        self._name = name
+        self._failure = failure
+        self._is_idle = idle
+        self._limiter = anyio.CapacityLimiter(size)
+        self._idle: list[_Worker] = []  # at most ``size`` workers exist
+        self.closed = False
+        self.opened = False
+
+    async def run(self, operation: str, work: Callable[[Any], T]) -> T:
+        """Run ``work(connection)`` in a worker thread; ``operation`` names it in errors."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
+        try:
+            if self.closed:
+                store = self._name.split("(")[0].split()[-1]
+                raise InvalidStateError(
+                    f"cannot {operation}: {self._name} is closed; open a new {store}"
+                )
+            worker = self._idle.pop() if self._idle else _Worker(f"agentloop {self._name}")
+            try:
+                pending: Pending[T] = worker.start(self._run, worker, operation, work)
+                return await pending.result()
+            finally:
+                if self.closed:
+                    await worker.retire()
+                else:
+                    self._idle.append(worker)
+        finally:
+            self._limiter.release()
+
+    async def close(self) -> None:
+        """Close every idle connection (the others once their calls ran); later calls raise
+        ``InvalidStateError``. Idempotent."""
+        self.closed = True
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            await worker.retire()
+
+    def _run(self, worker: _Worker, operation: str, work: Callable[[Any], T]) -> T:
+        try:
+            if worker.connection is None:
+                worker.connection = self._connect(operation)
+                self.opened = True
+            return work(worker.connection)
+        except Exception as error:
+            failure = self._failure(operation, error)
+            if failure is None:
+                raise
+            # After a database error the connection is not reused: a fresh one has no
+            # half-known session state (an aborted transaction, prepared statements).
+            worker.close()
+            raise failure from error
+        finally:
+            if worker.connection is not None and not self._is_idle(worker.connection):
+                worker.close()

@@ -1,14 +1,9 @@
 """``PostgresSessionStore``: sessions in PostgreSQL (psycopg 3), through :class:`SqlBackend`.
 
-Schema (versions in ``agentloop_schema``, one row per applied migration):
-the backend's ``agentloop_heads``, ``agentloop_lists`` and ``agentloop_keyed``
-tables (see ``_sql_backend``; texts, not ``jsonb``: jsonb reorders keys and
-drops duplicates, and a loaded document must be deep-equal to the saved
-one), and a sequence per counter (``agentloop_versions``,
-``agentloop_tokens``). Migrations 1 to 3 built a table per kind of row;
-migration 4 moves their rows onto the backend's tables; migrations 5 and 6
-give sessions resting on a question, and on a call in doubt, their own status
-(see ``_sql_legacy``).
+Schema: the backend's ``agentloop_*`` tables (texts, not ``jsonb``: jsonb
+reorders keys and drops duplicates) and a sequence per counter; each applied
+migration (:data:`MIGRATIONS`) is a row of ``agentloop_schema`` (see
+``_sql_legacy`` and docs/store.md).
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from typing import Any
 from ..core._errors import CheckpointError, InvalidInputError
 from ._backend import BackendWrite
 from ._history import DEFAULT_HISTORY_LIMIT
-from ._pool import ConnectionPool
+from ._offload import ConnectionPool
 from ._sql_backend import SqlSessionStore, sql_for, tables
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
@@ -39,11 +34,7 @@ to 3 built the table-per-kind layout (agentloop 0.x); a new database skips them,
 an older one's rows onto the backend's tables, whichever of its columns it has. 5 (rows only)
 and 6 (rows only) re-derive the status of the heads resting on a question or a call in doubt."""
 
-_LEGACY_NAMES = {
-    role: f"agentloop_{role}"
-    for role in ("sessions", "items", "turn_rows", "claims", "leases", "approvals")
-}
-_SQL = sql_for("agentloop_", "%s")
+_SQL = sql_for("agentloop_", "%s", " FOR UPDATE")
 _MIGRATION_LOCK = 0x6167_6C6F_6F70  # "agloop": serializes concurrent migrators
 _SAVE = """
 WITH head AS (
@@ -68,10 +59,9 @@ WITH head AS (
         AND EXISTS (SELECT FROM head)
 ), put AS (
     INSERT INTO agentloop_keyed (session_id, tbl, key, body)
-    SELECT %(session)s, k.t, k.k,
-        CASE WHEN k.s THEN k.b || (SELECT number FROM head) || k.a ELSE k.b END
-    FROM unnest(%(tables)s::text[], %(keys)s::text[], %(texts)s::text[], %(afters)s::text[],
-        %(spliced)s::boolean[]) AS k(t, k, b, a, s)
+    SELECT %(session)s, k.t, k.k, coalesce(k.b || (SELECT number FROM head) || k.a, k.b)
+    FROM unnest(%(tables)s::text[], %(keys)s::text[], %(texts)s::text[], %(afters)s::text[])
+        AS k(t, k, b, a)
     WHERE EXISTS (SELECT FROM head)
     ON CONFLICT (session_id, tbl, key) DO UPDATE SET body = excluded.body
 )
@@ -90,10 +80,7 @@ _COUNTER = re.compile(r"^[a-z_]{1,40}$")
 class PostgresDialect:
     """PostgreSQL under :class:`SqlBackend`: a pool of autocommit psycopg connections."""
 
-    prefix = "agentloop_"
-    placeholder = "%s"
-    pipelined = True
-    row_lock = " FOR UPDATE"
+    sql = staticmethod(_SQL)
 
     def __init__(self, conninfo: str, pool_size: int) -> None:
         self._conninfo = conninfo
@@ -107,20 +94,12 @@ class PostgresDialect:
             idle=_idle,
         )
 
-    async def run(self, operation: str, work: Any) -> Any:
-        """``work(connection)`` in a worker thread of the pool's."""
-        return await self.pool.run(operation, work)
-
     @contextmanager
     def write(self, connection: Any) -> Iterator[None]:
-        """One transaction in pipeline mode: two round trips where the block reads once.
-
-        ``BEGIN`` is queued with the block's statements and travels with them
-        when the block first fetches a result; ``COMMIT`` travels with what is
-        queued after that, in one sync. If the block or the commit raises, the
-        transaction is rolled back (a connection left in a transaction is
-        never reused: see ``ConnectionPool``).
-        """
+        """One transaction in pipeline mode: ``BEGIN`` travels with the block's first
+        statements when it first fetches a result, ``COMMIT`` with the rest, in one sync.
+        If the block or the commit raises, it is rolled back (a connection left in a
+        transaction is never reused: see ``ConnectionPool``)."""
         with connection.pipeline() as pipe:
             connection.execute("BEGIN")
             try:
@@ -132,6 +111,10 @@ class PostgresDialect:
                 raise
 
     def next_number(self, connection: Any, counter: str) -> int:
+        """``nextval`` of the counter's sequence, committed at once (autocommit)."""
+        return self.take_number(connection, counter)
+
+    def take_number(self, connection: Any, counter: str) -> int:
         """``nextval`` of the counter's sequence (created on first use): ``agentloop_NAME``,
         or for a name that is not lowercase letters, one named by its digest."""
         import psycopg
@@ -143,7 +126,7 @@ class PostgresDialect:
             with suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
             self._sequences.add(sequence)
-        return int(self.take_number(connection, counter).fetchone()[0])
+        return int(connection.execute("SELECT nextval(%s::regclass)", (sequence,)).fetchone()[0])
 
     def one_statement_save(
         self,
@@ -157,9 +140,10 @@ class PostgresDialect:
         if refused, ``NotImplemented`` when the number's place in its texts is not plain."""
         sequence = _sequence(counter)
         if sequence not in self._sequences:
-            return NotImplemented  # created by next_number(), on the general path
-        parameters = _save_parameters(session_id, expected_revision, sequence, write)
-        if parameters is None:
+            return NotImplemented  # created on the general path
+        try:
+            parameters = _save_parameters(session_id, expected_revision, sequence, write)
+        except _NotPlain:
             return NotImplemented  # a text depends on the number otherwise: the general path
         found = connection.execute(_SAVE, parameters).fetchone()
         if found is None:
@@ -168,20 +152,6 @@ class PostgresDialect:
         write(number)  # the last call gets the number taken, as on the general path
         return number
 
-    def take_number(self, connection: Any, counter: str) -> Any:
-        """Queue ``nextval`` of the counter's sequence in the caller's transaction; the
-        cursor holds the value. The sequence must exist (the schema's, or one
-        :meth:`next_number` created)."""
-        sequence = _sequence(counter)
-        if sequence not in self._sequences:
-            connection.execute(f"CREATE SEQUENCE IF NOT EXISTS {sequence}")
-            self._sequences.add(sequence)
-        return connection.execute("SELECT nextval(%s::regclass)", (sequence,))
-
-    async def close(self) -> None:
-        """Close every connection."""
-        await self.pool.close()
-
     def _connect(self, _operation: str) -> Any:
         import psycopg
 
@@ -189,7 +159,7 @@ class PostgresDialect:
         if not self._schema_ready:
             try:
                 with connection.transaction():
-                    ensure_schema(connection, "PostgreSQL")
+                    _ensure_schema(connection)
             except BaseException:
                 connection.close()
                 raise
@@ -199,24 +169,21 @@ class PostgresDialect:
 
 def _save_parameters(
     session_id: str, expected_revision: int, sequence: str, write: Callable[[int], BackendWrite]
-) -> dict[str, Any] | None:
+) -> dict[str, Any]:
     """The parameters of :data:`_SAVE` for the write ``write(number)`` builds, found by
-    building it with each of :data:`_MARKS` (``write`` is pure); ``None`` when a text holds
-    the number other than plainly once (the meta must)."""
+    building it with each of :data:`_MARKS` (``write`` is pure); :class:`_NotPlain` when a
+    text holds the number other than plainly once (the meta must)."""
     built, other = (write(mark) for mark in _MARKS)  # pure: where does the number go?
-    found_meta = _spliced(built.head.meta, other.head.meta)
-    puts = _keyed_puts(built, other)
+    rows, other_rows = _keyed(built), _keyed(other)
+    before, after = _spliced(built.head.meta, other.head.meta)
     if (
-        found_meta is None
-        or not found_meta[2]
-        or puts is None
+        after is None
+        or rows.keys() != other_rows.keys()
         or (built.head.revision, built.head.document, built.lists, built.drop)
         != (other.head.revision, other.head.document, other.lists, other.drop)
     ):
-        return None
-    before, after, _spliced_meta = found_meta
+        raise _NotPlain
     lists = built.lists.items()
-    put_keys = {(table, key) for table, key, *_rest in puts}
     return {
         "revision": built.head.revision,
         "document": built.head.document,
@@ -238,10 +205,22 @@ def _save_parameters(
         ),
         **_arrays(
             ("drop_tables", "drop_keys"),
-            [(t, k) for t, keys in built.drop.items() for k in keys if (t, k) not in put_keys],
+            [(t, k) for t, keys in built.drop.items() for k in keys if (t, k) not in rows],
         ),
-        **_arrays(("tables", "keys", "texts", "afters", "spliced"), puts),
+        **_arrays(
+            ("tables", "keys", "texts", "afters"),
+            [(t, k, *_spliced(text, other_rows[t, k])) for (t, k), text in rows.items()],
+        ),
     }
+
+
+class _NotPlain(Exception):
+    """A text of a save holds the number other than plainly once: the general path."""
+
+
+def _keyed(write: BackendWrite) -> dict[tuple[str, str], str]:
+    """The keyed rows ``write`` puts, by ``(table, key)``."""
+    return {(table, key): text for table, rows in write.rows.items() for key, text in rows.items()}
 
 
 def _arrays(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
@@ -249,45 +228,22 @@ def _arrays(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, li
     return {name: [row[index] for row in rows] for index, name in enumerate(names)}
 
 
-def _spliced(first: str, second: str) -> tuple[str, str, bool] | None:
-    """A text built with each of :data:`_MARKS`: ``(text, "", False)`` if it does not
-    depend on the number, ``(before, after, True)`` if it is ``before + number + after``,
-    ``None`` if neither (the number is not in it plainly)."""
+def _spliced(first: str, second: str) -> tuple[str, str | None]:
+    """A text built with each of :data:`_MARKS`: ``(text, None)`` if it does not depend on
+    the number, ``(before, after)`` if it is ``before + number + after``; else
+    :class:`_NotPlain`."""
     if first == second:
-        return first, "", False
+        return first, None
     mark, other = (str(mark) for mark in _MARKS)
     if first.count(mark) != 1 or first.replace(mark, other) != second:
-        return None
+        raise _NotPlain
     before, _mark, after = first.partition(mark)
-    return before, after, True
+    return before, after
 
 
-def _keyed_puts(
-    first: BackendWrite, second: BackendWrite
-) -> list[tuple[str, str, str, str, bool]] | None:
-    """The keyed rows of a write built with each of :data:`_MARKS`, as
-    ``(table, key, before, after, spliced)`` (see :func:`_spliced`); ``None`` if a row
-    holds the number otherwise, or the two writes put different keys."""
-    if {t: r.keys() for t, r in first.rows.items()} != {
-        t: r.keys() for t, r in second.rows.items()
-    }:
-        return None
-    puts = []
-    for table, rows in first.rows.items():
-        for key, text in rows.items():
-            found = _spliced(text, second.rows[table][key])
-            if found is None:
-                return None
-            puts.append((table, key, *found))
-    return puts
-
-
-def ensure_schema(connection: Any, where: str) -> int:
-    """Create or migrate the schema to ``len(MIGRATIONS)``; return the version found before.
-
-    Run inside a transaction; concurrent callers wait on an advisory lock.
-    ``CheckpointError`` when the database holds a newer schema.
-    """
+def _ensure_schema(connection: Any) -> None:
+    """Create or migrate the schema to ``len(MIGRATIONS)``, inside the caller's transaction
+    (concurrent callers wait on an advisory lock); ``CheckpointError`` if it is newer."""
     connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
     connection.execute(
         "CREATE TABLE IF NOT EXISTS agentloop_schema "
@@ -297,19 +253,18 @@ def ensure_schema(connection: Any, where: str) -> int:
     found = int(row[0])
     if found > len(MIGRATIONS):
         raise CheckpointError(
-            f"cannot open session store {where}: expected schema version {len(MIGRATIONS)}, "
+            f"cannot open session store PostgreSQL: expected schema version {len(MIGRATIONS)}, "
             f"found {found}; it was written by a newer agentloop, upgrade agentloop to read it"
         )
     for version in range(found + 1, len(MIGRATIONS) + 1):
         for statement in MIGRATIONS[version - 1]:
             connection.execute(statement)
         if found > 0 and version == 4:
-            move_legacy_rows(connection, _LEGACY_NAMES, _columns, _SQL, where)
+            move_legacy_rows(connection, {}, _columns, _SQL, "PostgreSQL")
         if found > 0 and version == max(5, found + 1):
             # Once, at the first of migrations 5 and 6 applied: it re-derives both statuses.
             restatus_questions(connection, _SQL)
         connection.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (version,))
-    return found
 
 
 def _sequence(counter: str) -> str:
@@ -410,7 +365,7 @@ class PostgresSessionStore(SqlSessionStore):
     async def schema_version(self) -> int:
         """The schema version the database holds (after creating or migrating it)."""
         return int(
-            await self._dialect.run(
+            await self._dialect.pool.run(
                 "read the schema version",
                 lambda c: c.execute("SELECT max(version) FROM agentloop_schema").fetchone()[0],
             )

@@ -1,48 +1,31 @@
 """``SqlBackend``: the storage protocol in SQL, one text for SQLite and PostgreSQL.
 
-Three tables (``{t}`` is the dialect's prefix: none for SQLite's file of its
-own, ``agentloop_`` for PostgreSQL)::
-
-    {t}heads(session_id, revision, meta, document)   one row per session
-    {t}lists(session_id, list, position, body)         each list's rows, in order
-    {t}keyed(session_id, tbl, key, body)               each table's rows, by key
-
-A commit is one transaction: the compare-and-set of the head first (an
-``UPDATE ... WHERE revision = ?``, or an insert that does nothing when a
-head exists), then the list and keyed rows, only if the head moved. Under
-PostgreSQL's row locks a second writer of the same head waits for the first
-and then finds the revision changed; SQLite's ``BEGIN IMMEDIATE`` runs one
-writer at a time. The dialect (:class:`Dialect`) is what differs: the
-placeholders, the connections and the thread each call runs in, the write
-transaction, counters and the schema.
+Three tables, ``{t}heads(session_id, revision, meta, document)``,
+``{t}lists(session_id, list, position, body)`` and ``{t}keyed(session_id, tbl,
+key, body)`` (``{t}``: the dialect's prefix). A commit is one transaction: the
+compare-and-set of the head first, then the list and keyed rows, only if the
+head moved. The :class:`Dialect` is what differs (see docs/store.md, "One SQL
+backend", "Transactions" and "Locking").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Protocol, Self
 
 from ._backed import BackendSessionStore
 from ._backend import BackendHead, BackendWrite
+from ._offload import ConnectionPool
 
 __all__ = ["Dialect", "SqlBackend", "SqlSessionStore", "sql_for", "tables"]
-
-T = TypeVar("T")
 
 
 class Dialect(Protocol):
     """What SQLite and PostgreSQL do differently under :class:`SqlBackend`."""
 
-    prefix: str
-    """Prepended to each table's name."""
-    placeholder: str
-    """The driver's parameter mark (``?`` or ``%s``)."""
-    pipelined: bool
-    """Whether :meth:`write` queues statements, sent at the first read of a result and
-    at the end of the block (then a result is read only once all is queued)."""
-    row_lock: str
-    """Appended to a ``SELECT`` of a head to lock its row until the transaction ends."""
+    sql: Callable[[str], str]  # a statement in the dialect: see :func:`sql_for`
+    pool: ConnectionPool  # runs each call in a thread, with a connection of its own
 
     @property
     def one_statement_save(
@@ -53,26 +36,17 @@ class Dialect(Protocol):
         write."""
         ...
 
-    async def run(self, operation: str, work: Callable[[Any], T]) -> T:
-        """``work(connection)`` in a thread with a connection of its own; ``operation``
-        names it in errors (the driver's errors become ``CheckpointError``)."""
-        ...
-
     def write(self, connection: Any) -> AbstractContextManager[None]:
-        """One write transaction: committed if the block returns, rolled back if it raises."""
+        """One write transaction: committed if the block returns, rolled back if it raises.
+        Statements may be queued until a result is read or the block ends."""
         ...
 
     def next_number(self, connection: Any, counter: str) -> int:
         """The counter's next value, committed (outside any transaction of the caller)."""
         ...
 
-    def take_number(self, connection: Any, counter: str) -> Any:
-        """Queue the counter's next value in the caller's transaction: a cursor whose
-        one row holds it."""
-        ...
-
-    async def close(self) -> None:
-        """Close the connections; later calls raise ``InvalidStateError``."""
+    def take_number(self, connection: Any, counter: str) -> int:
+        """The counter's next value, in the caller's transaction."""
         ...
 
 
@@ -100,8 +74,8 @@ _STATEMENTS = {
 
 
 def sql_for(prefix: str, placeholder: str, lock: str = "") -> Callable[[str], str]:
-    """Puts a dialect's table prefix (``{t}``), row lock (``{lock}``) and parameter marks
-    (``?``) into a statement."""
+    """Puts a dialect's table prefix (``{t}``), the clause that locks a head's row until the
+    transaction ends (``{lock}``) and parameter marks (``?``) into a statement."""
     return lambda text: text.format(t=prefix, lock=lock).replace("?", placeholder)
 
 
@@ -128,12 +102,8 @@ class SqlBackend:
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
-        sql = sql_for(dialect.prefix, dialect.placeholder, dialect.row_lock)
-        self._sql = {name: sql(text) for name, text in _STATEMENTS.items()}
-
-    async def open(self) -> None:
-        """Connect (and create or migrate the schema) now; otherwise the first call does."""
-        await self.dialect.run("open the store", lambda _connection: None)
+        self._run = dialect.pool.run
+        self._sql = {name: dialect.sql(text) for name, text in _STATEMENTS.items()}
 
     async def read(self, session_id: str) -> BackendHead | None:
         """The session's head, or ``None``."""
@@ -142,28 +112,16 @@ class SqlBackend:
             row = connection.execute(self._sql["read"], (session_id,)).fetchone()
             return None if row is None else _head(row)
 
-        return await self.dialect.run(f"read session {session_id!r}", work)
+        return await self._run(f"read session {session_id!r}", work)
 
     async def commit(self, session_id: str, expected_revision: int, write: BackendWrite) -> bool:
         """Apply ``write`` iff the head's revision is ``expected_revision`` (one transaction)."""
-        head = write.head
-        if expected_revision == 0:
-            statement = self._sql["insert_head"]
-            values: tuple[object, ...] = (session_id, head.revision, head.meta, head.document)
-        else:
-            statement = self._sql["update_head"]
-            values = (head.revision, head.meta, head.document, session_id, expected_revision)
 
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
-                # The compare-and-set's answer first (in a pipeline: BEGIN and it, one
-                # round trip); the rows then travel with COMMIT.
-                if connection.execute(statement, values).fetchone() is None:
-                    return False  # nothing written: the transaction commits no change
-                self._write_rows(connection, session_id, write)
-            return True
+                return self._apply(connection, session_id, expected_revision, write)
 
-        return await self.dialect.run(f"write session {session_id!r}", work)
+        return await self._run(f"write session {session_id!r}", work)
 
     async def commit_numbered(
         self,
@@ -174,17 +132,12 @@ class SqlBackend:
     ) -> int | None:
         """The counter's next number ``n`` and the commit of ``write(n)``, in one transaction.
 
-        The dialect's one statement does it all when it has one (PostgreSQL:
-        one round trip). Otherwise the head's row is locked (SQLite: the write
-        lock of ``BEGIN IMMEDIATE``) and its revision read with the number, in
-        one round trip; the head and rows then travel with ``COMMIT``. A first
-        commit (no head to lock) takes the number, then commits.
+        The dialect's one statement does it all on a head when it has one
+        (PostgreSQL: one round trip). Otherwise the head's row is locked
+        (SQLite: the write lock of ``BEGIN IMMEDIATE``) and its revision read,
+        then the number taken and the head and rows written.
         """
-        if expected_revision == 0:
-            number = await self.next_number(counter)
-            return number if await self.commit(session_id, 0, write(number)) else None
-        pipelined = self.dialect.pipelined
-        one_statement = self.dialect.one_statement_save
+        one_statement = self.dialect.one_statement_save if expected_revision else None
 
         def work(connection: Any) -> int | None:
             if one_statement is not None:
@@ -192,29 +145,33 @@ class SqlBackend:
                 if found is not NotImplemented:
                     return None if found is None else int(found)
             with self.dialect.write(connection):
-                locked = connection.execute(self._sql["lock_head"], (session_id,))
-                # In a pipeline, the number travels with the lock (and a refused
-                # commit spends it); otherwise it is taken once the revision matched.
-                taken = self.dialect.take_number(connection, counter) if pipelined else None
-                found = locked.fetchall()
-                if taken is None and found and int(found[0][0]) == expected_revision:
-                    taken = self.dialect.take_number(connection, counter)
-                number = None if taken is None else int(taken.fetchall()[0][0])
-                if number is None or not found or int(found[0][0]) != expected_revision:
-                    return None
-                done = write(number)
-                head = done.head
-                connection.execute(
-                    self._sql["update_head"],
-                    (head.revision, head.meta, head.document, session_id, expected_revision),
-                )
-                self._write_rows(connection, session_id, done)
+                if expected_revision:
+                    locked = connection.execute(self._sql["lock_head"], (session_id,)).fetchone()
+                    if locked is None or int(locked[0]) != expected_revision:
+                        return None
+                number = self.dialect.take_number(connection, counter)
+                if not self._apply(connection, session_id, expected_revision, write(number)):
+                    return None  # a head was inserted first: the number is spent
             return number
 
-        return await self.dialect.run(f"write session {session_id!r}", work)
+        return await self._run(f"write session {session_id!r}", work)
 
-    def _write_rows(self, connection: Any, session_id: str, write: BackendWrite) -> None:
-        """Cut and append ``write``'s list rows, drop and put its keyed rows."""
+    def _apply(
+        self, connection: Any, session_id: str, expected_revision: int, write: BackendWrite
+    ) -> bool:
+        """In the caller's transaction: the compare-and-set of the head, then (if it applied)
+        ``write``'s list rows cut and appended, its keyed rows dropped and put."""
+        head = write.head
+        if expected_revision == 0:
+            statement = self._sql["insert_head"]
+            values: tuple[object, ...] = (session_id, head.revision, head.meta, head.document)
+        else:
+            statement = self._sql["update_head"]
+            values = (head.revision, head.meta, head.document, session_id, expected_revision)
+        # The compare-and-set's answer first (in a pipeline: BEGIN and it, one round
+        # trip); the rows then travel with COMMIT.
+        if connection.execute(statement, values).fetchone() is None:
+            return False  # nothing written: the transaction commits no change
         for name, (start, _rows) in write.lists.items():
             connection.execute(self._sql["cut_list"], (session_id, name, start))
         for statement, rows in (
@@ -234,6 +191,7 @@ class SqlBackend:
         ):  # fmt: skip
             if rows:
                 connection.cursor().executemany(self._sql[statement], rows)
+        return True
 
     async def read_list(self, session_id: str, name: str) -> list[str]:
         """The list's rows, in order: those at positions 0, 1, ... up to the first missing one.
@@ -253,7 +211,7 @@ class SqlBackend:
                 texts.append(text)
             return texts
 
-        return await self.dialect.run(f"read session {session_id!r}", work)
+        return await self._run(f"read session {session_id!r}", work)
 
     async def read_rows(
         self, session_id: str, table: str, keys: Collection[str] | None = None
@@ -265,16 +223,12 @@ class SqlBackend:
 
         def work(connection: Any) -> dict[str, str]:
             if wanted is None:
-                rows = connection.execute(self._sql["read_table"], (session_id, table)).fetchall()
-                return {row[0]: row[1] for row in rows}
-            found = {}
-            for key in wanted:
-                row = connection.execute(self._sql["read_key"], (session_id, table, key))
-                for _key, text in row.fetchall():
-                    found[key] = text
-            return found
+                return dict(connection.execute(self._sql["read_table"], (session_id, table)))
+            read_key = self._sql["read_key"]
+            found = (connection.execute(read_key, (session_id, table, key)) for key in wanted)
+            return dict(row for rows in found for row in rows)
 
-        return await self.dialect.run(f"read session {session_id!r}", work)
+        return await self._run(f"read session {session_id!r}", work)
 
     async def heads(self) -> dict[str, BackendHead]:
         """Every session's head."""
@@ -283,41 +237,37 @@ class SqlBackend:
             rows = connection.execute(self._sql["heads"]).fetchall()
             return {row[0]: _head(row[1:]) for row in rows}
 
-        return await self.dialect.run("list sessions", work)
+        return await self._run("list sessions", work)
 
     async def delete(self, session_id: str) -> bool:
         """Drop the session's head, lists and keyed rows; ``True`` if it had a head."""
 
-        pipelined = self.dialect.pipelined
-
         def work(connection: Any) -> bool:
             with self.dialect.write(connection):
                 head = connection.execute(self._sql["delete_head"], (session_id,))
-                deleted = None if pipelined else head.fetchone()
                 connection.execute(self._sql["delete_lists"], (session_id,))
                 connection.execute(self._sql["delete_keyed"], (session_id,))
-                if pipelined:
-                    deleted = head.fetchone()
+                deleted = head.fetchone()  # in a pipeline: read once all is queued
             return deleted is not None
 
-        return await self.dialect.run(f"delete session {session_id!r}", work)
+        return await self._run(f"delete session {session_id!r}", work)
 
     async def next_number(self, counter: str) -> int:
         """The counter's next value."""
-        return await self.dialect.run(
+        return await self._run(
             f"count {counter}", lambda connection: self.dialect.next_number(connection, counter)
         )
 
     async def aclose(self) -> None:
         """Close the connections; the data stays."""
-        await self.dialect.close()
+        await self.dialect.pool.close()
 
 
 class SqlSessionStore(BackendSessionStore):
     """A :class:`BackendSessionStore` over ``dialect``'s :class:`SqlBackend`: what the
     SQLite and PostgreSQL stores share."""
 
-    def __init__(self, dialect: Any, history_limit: int) -> None:
+    def __init__(self, dialect: Dialect, history_limit: int) -> None:
         self._dialect = dialect
         self._sql_backend = SqlBackend(dialect)
         super().__init__(self._sql_backend, history_limit=history_limit)
@@ -329,7 +279,7 @@ class SqlSessionStore(BackendSessionStore):
     async def open(self) -> None:
         """Connect (and create or migrate the schema) now; otherwise the first call does
         (``CheckpointError`` if the database cannot be opened)."""
-        await self._sql_backend.open()
+        await self._dialect.pool.run("open the store", lambda _connection: None)
 
 
 def _head(row: Any) -> BackendHead:

@@ -1,25 +1,13 @@
 """Older SQL stores' schema steps: the table-per-kind layout moved, question statuses.
 
-Before the SQL stores were :class:`SqlBackend` s, each kind of row had a
-table: the sessions (head text, item count, version, status, pending calls,
-turn counts), the transcript's items, the turn's rows, the claims (SQLite:
-``started_calls``), the leases and the decisions (``approvals``). SQLite
-schema 1 to 5 and PostgreSQL migrations 1 to 3 all hold them, with fewer
-columns the older they are. :func:`move_legacy_rows` reads whichever columns
-a database has (a missing one reads as its default, as the old migrations
-filled it), writes each session's head, lists and keyed rows as
-:class:`BackendSessionStore` keeps them, and drops the old tables. The caller
-runs it inside the transaction that records the new schema version, so it
-happens whole or not at all.
-
-Before SQLite schema 7 (PostgreSQL migration 5) a session saved while a
-running call waited on a question (document state ``AWAITING_ANSWER``) was
-stored with status ``awaiting_input``, and before schema 8 (migration 6) one
-resting on a call in doubt (``AWAITING_RESOLUTION``): :func:`restatus_questions`
-re-derives the status of those heads (``summarize``: ``awaiting_answer`` with
-the question ids as pending, or ``awaiting_resolution``); every other head,
-and one whose meta or document does not decode, is left byte for byte.
-Running it again changes nothing.
+SQLite schema 1 to 5 and PostgreSQL migrations 1 to 3 kept a table per kind
+of row, with fewer columns the older they are. :func:`move_legacy_rows` reads
+whichever columns a database has (a missing one reads as its default, as the
+old migrations filled it) and writes each session's head, lists and keyed rows
+as :class:`BackendSessionStore` keeps them. :func:`restatus_questions` gives
+heads stored as awaiting input while resting on a question (SQLite schema 7,
+PostgreSQL migration 5) or a call in doubt (8, 6) their own status. Each runs
+inside the transaction that records the new schema version (docs/store.md).
 """
 
 from __future__ import annotations
@@ -45,10 +33,7 @@ from ._records import (
     encode_record,
 )
 
-__all__ = ["LEGACY_TABLES", "move_legacy_rows", "restatus_questions"]
-
-LEGACY_TABLES = ("sessions", "items", "turn_rows", "claims", "leases", "approvals")
-"""The old tables, by their role (the dialect maps each to its name)."""
+__all__ = ["move_legacy_rows", "restatus_questions"]
 
 _COLUMNS: dict[str, dict[str, str]] = {
     role: {column.partition("=")[0]: column.partition("=")[2] for column in columns.split()}
@@ -63,7 +48,8 @@ _COLUMNS: dict[str, dict[str, str]] = {
         "edited_input=NULL",
     }.items()
 }
-"""Each role's columns, in the order read; the default stands for a column a table lacks."""
+"""Each old table's columns by its role, in the order read; the default stands for a column
+a table lacks."""
 
 
 def move_legacy_rows(
@@ -75,11 +61,11 @@ def move_legacy_rows(
 ) -> None:
     """Copy the old tables' rows into the new tables, then drop the old ones.
 
-    ``names`` maps each role (:data:`LEGACY_TABLES`; ``version``, ``claimed_at``
-    are renamed the same way, e.g. SQLite's ``sequence``) to its name here;
-    ``columns(connection, table)`` is the set of a table's columns (empty if
-    it does not exist); ``sql`` puts the dialect's prefix (``{t}``) and
-    placeholders (``?``) into a statement. A row that does not convert raises
+    ``names`` renames a role's table or a column (SQLite's ``started_calls``,
+    ``sequence``, ``started_at``); a table's name is the dialect's prefix and its role's
+    name. ``columns(connection, table)`` is the set of a table's columns (empty if it
+    does not exist); ``sql`` puts the dialect's prefix (``{t}``) and placeholders
+    (``?``) into a statement. A row that does not convert raises
     ``CheckpointError`` naming it and the store (``where``); the caller's
     transaction then rolls back.
     """
@@ -87,7 +73,9 @@ def move_legacy_rows(
     def write(table: str, rows: Iterable[tuple[Any, ...]]) -> None:
         connection.cursor().executemany(sql(f"INSERT INTO {{t}}{table} VALUES (?, ?, ?, ?)"), rows)
 
-    read = {role: _read(connection, names, columns, role) for role in LEGACY_TABLES}
+    tables = {role: sql("{t}" + names.get(role, role)) for role in _COLUMNS}
+    found = {role: columns(connection, table) for role, table in tables.items()}
+    read = {role: _read(connection, tables[role], found[role], names, role) for role in tables}
     metas: dict[str, SessionMeta] = {}
     documents: dict[str, str] = {}
     for row in read["sessions"]:
@@ -107,9 +95,9 @@ def move_legacy_rows(
     lists += [(s, TURN_LIST_PREFIX + name, p, text) for s, name, p, text in read["turn_rows"]]
     write("lists", lists)
     write("keyed", keyed)
-    for role in LEGACY_TABLES:
-        if columns(connection, names[role]):
-            connection.execute(f"DROP TABLE {names[role]}")
+    for role, table in tables.items():
+        if found[role]:
+            connection.execute(f"DROP TABLE {table}")
 
 
 _T = TypeVar("_T")
@@ -137,10 +125,9 @@ def _lease(row: tuple[Any, ...]) -> LeaseRecord:
 
 
 def _read(
-    connection: Any, names: dict[str, str], columns: Callable[[Any, str], set[str]], role: str
+    connection: Any, table: str, found: set[str], names: dict[str, str], role: str
 ) -> list[tuple[Any, ...]]:
-    table = names[role]
-    found = columns(connection, table)
+    """The old table's rows, with its role's columns in order (none if it has no columns)."""
     if not found:
         return []
     selected = [
@@ -214,8 +201,11 @@ _RESTATUSED = {
 
 
 def restatus_questions(connection: Any, sql: Callable[[str], str]) -> None:
-    """Give each head resting on a question or a call in doubt but stored as awaiting input
-    its status."""
+    """Give each head resting on a question or a call in doubt (document state
+    ``AWAITING_ANSWER``, ``AWAITING_RESOLUTION``) but stored as awaiting input its status
+    (``summarize``'s, with the question ids as pending). Every other head, and one whose
+    meta or document does not decode, is left byte for byte; running it again changes
+    nothing."""
     heads = connection.execute(sql("SELECT session_id, meta, document FROM {t}heads")).fetchall()
     for session_id, meta_text, document in heads:
         if document is None or not any(f'"{state}"' in document for state in _RESTATUSED):

@@ -1,13 +1,8 @@
 """``SqliteSessionStore``: sessions in one SQLite file, through :class:`SqlBackend`.
 
-Schema (version :data:`SCHEMA_VERSION`, kept in ``meta``): the backend's
-``heads``, ``lists`` and ``keyed`` tables (see ``_sql_backend``) and
-``counters(name, value)``. Files of schema 1 to 5 (a table per kind of row)
-are moved onto these tables when opened, in the transaction that records
-the version (see ``_sql_legacy``); schema 7 gives sessions resting on a
-question their own status and schema 8 those resting on a call in doubt (a
-schema 6 or 7 file's heads are re-derived when opened); a file of a newer
-schema is refused.
+Schema :data:`SCHEMA_VERSION` (kept in ``meta``): the backend's tables and
+``counters(name, value)``; older files are moved onto it when opened (see
+``_sql_legacy`` and docs/store.md), a file of a newer schema is refused.
 """
 
 from __future__ import annotations
@@ -16,12 +11,11 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from ..core._errors import CheckpointError
 from ._history import DEFAULT_HISTORY_LIMIT
 from ._location import sqlite_file
-from ._pool import ConnectionPool
+from ._offload import ConnectionPool
 from ._sql_backend import SqlSessionStore, sql_for, tables
 from ._sql_legacy import move_legacy_rows, restatus_questions
 
@@ -36,34 +30,15 @@ _SCHEMA = [
 ]
 
 _SQL = sql_for("", "?")
-_LEGACY_NAMES = {
-    "sessions": "sessions",
-    "items": "items",
-    "turn_rows": "turn_rows",
-    "claims": "started_calls",
-    "leases": "leases",
-    "approvals": "approvals",
-    "version": "sequence",
-    "claimed_at": "started_at",
-}
+_LEGACY_NAMES = {"claims": "started_calls", "version": "sequence", "claimed_at": "started_at"}
 
 
 class SqliteDialect:
-    """SQLite under :class:`SqlBackend`: one connection, WAL, ``synchronous=FULL``.
+    """SQLite under :class:`SqlBackend`: one connection (calls run one at a time, in
+    order), WAL, ``synchronous=FULL``, writes under ``BEGIN IMMEDIATE``."""
 
-    Every call runs in the store's one worker thread (one connection, so
-    calls run one at a time, in order); writes take the file's write lock up
-    front (``BEGIN IMMEDIATE``). A commit that returned survives a killed
-    process and an OS crash alike. A counter's increment is committed without
-    its own fsync: the WAL is written in order, so the next synced commit
-    (the one that uses the number) makes it durable too.
-    """
-
-    prefix = ""
-    placeholder = "?"
+    sql = staticmethod(_SQL)  # no row lock: BEGIN IMMEDIATE holds the file's write lock
     one_statement_save = None
-    pipelined = False
-    row_lock = ""  # BEGIN IMMEDIATE holds the file's write lock
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -74,10 +49,6 @@ class SqliteDialect:
             failure=self._failure,
             idle=lambda connection: not connection.in_transaction,
         )
-
-    async def run(self, operation: str, work: Any) -> Any:
-        """``work(connection)`` in the store's worker thread."""
-        return await self.pool.run(operation, work)
 
     @contextmanager
     def write(self, connection: sqlite3.Connection) -> Iterator[None]:
@@ -92,26 +63,23 @@ class SqliteDialect:
         connection.execute("COMMIT")
 
     def next_number(self, connection: sqlite3.Connection, counter: str) -> int:
-        """Increment ``counter`` in a transaction of its own, not synced (see the class)."""
+        """Increment ``counter`` in a transaction of its own, not synced: the WAL is written
+        in order, so the next synced commit (the one that uses the number) makes it durable."""
         connection.execute("PRAGMA synchronous=NORMAL")
         try:
             with self.write(connection):
-                row = self.take_number(connection, counter).fetchone()
+                return self.take_number(connection, counter)
         finally:
             connection.execute("PRAGMA synchronous=FULL")
-        return int(row[0])
 
-    def take_number(self, connection: sqlite3.Connection, counter: str) -> sqlite3.Cursor:
-        """Increment ``counter`` in the caller's transaction; the cursor holds the value."""
-        return connection.execute(
+    def take_number(self, connection: sqlite3.Connection, counter: str) -> int:
+        """Increment ``counter`` in the caller's transaction; its new value."""
+        row = connection.execute(
             "INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT (name) "
             "DO UPDATE SET value = value + 1 RETURNING value",
             (counter,),
-        )
-
-    async def close(self) -> None:
-        """Close the connection."""
-        await self.pool.close()
+        ).fetchone()
+        return int(row[0])
 
     def _failure(self, operation: str, error: BaseException) -> CheckpointError | None:
         if not isinstance(error, sqlite3.Error):
@@ -138,43 +106,42 @@ class SqliteDialect:
         return connection
 
     def _ensure_schema(self, connection: sqlite3.Connection) -> None:
-        tables = {
-            str(row[0])
-            for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        found: int | None = None
-        if not tables:
-            connection.execute(
-                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
-            )
-            found = 0
-        elif "meta" in tables:
-            row = connection.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'"
-            ).fetchone()
+        """Create the schema in a new file or bring an older one's to it; refuse any other."""
+        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        tables = {str(name) for (name,) in connection.execute(query)}
+        found: int | None = None if tables else 0
+        if "meta" in tables:
+            query = "SELECT value FROM meta WHERE key = 'schema_version'"
+            row = connection.execute(query).fetchone()
             found = int(row[0]) if row is not None and str(row[0]).isdigit() else None
+        if found == SCHEMA_VERSION:
+            return
+        if found is None or found > SCHEMA_VERSION:
+            raise CheckpointError(
+                f"cannot open session store {self.path!r}: expected schema version "
+                f"{SCHEMA_VERSION}, found {'none' if found is None else found}; "
+                + (
+                    "the file is not an agentloop session store, open another path"
+                    if found is None
+                    else "it was written by a newer agentloop, upgrade agentloop to read it"
+                )
+            )
         if found in (6, 7):
             restatus_questions(connection, _SQL)
             connection.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
-        elif found is not None and found < SCHEMA_VERSION:
-            self._create(connection, found)
-        elif found != SCHEMA_VERSION:
-            raise CheckpointError(
-                f"cannot open session store {self.path!r}: expected schema version "
-                f"{SCHEMA_VERSION}, found {found if found is not None else 'none'}; "
-                + (
-                    "it was written by a newer agentloop, upgrade agentloop to read it"
-                    if found is not None and found > SCHEMA_VERSION
-                    else "the file is not an agentloop session store, open another path"
-                )
+            return
+        if not found:
+            connection.execute(
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
             )
-
-    def _create(self, connection: sqlite3.Connection, found: int) -> None:
-        """Create the tables; move an older schema's rows (and counters) onto them."""
         for statement in _SCHEMA:
             connection.execute(statement)
+        self._move(connection, found)
+
+    def _move(self, connection: sqlite3.Connection, found: int) -> None:
+        """Set the counters and the version; move an older schema's rows onto the tables."""
         counters = {"versions": 0, "tokens": 0}
         if found:
             old = dict(connection.execute("SELECT key, value FROM meta").fetchall())

@@ -125,7 +125,8 @@ async def test_rows_written_per_save_do_not_grow_with_the_turn(tmp_path: Path) -
     written: list[str] = []
     async with store:
         await store.save_checkpoint(SESSION, _turn_document(1))
-        (connection,) = store._dialect.pool._idle  # the store's own connection: its statements
+        (worker,) = store._dialect.pool._idle  # the store's own connection: its statements
+        connection = worker.connection
         connection.set_trace_callback(written.append)
         per_save: list[int] = []
         for rounds in range(2, 80):
