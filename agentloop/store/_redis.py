@@ -29,7 +29,8 @@ local head = prefix .. 'head:' .. session
 local stored = redis.call('HGET', head, 'revision')
 if (stored or '0') ~= ARGV[3] then return 0 end  -- as text: exact past 2^53
 redis.call('HSET', head, 'revision', ARGV[4], 'meta', ARGV[5])
-if ARGV[6] == '1' then redis.call('HSET', head, 'document', ARGV[7]) end
+if ARGV[6] == '1' then redis.call('HSET', head, 'document', ARGV[7])
+else redis.call('HDEL', head, 'document') end
 redis.call('SADD', prefix .. 'sessions', session)
 local index, i = prefix .. 'keys:' .. session, 9
 for _ = 1, tonumber(ARGV[8]) do

@@ -69,6 +69,14 @@ async def _check_compare_and_set(backend: StorageBackend) -> None:
         True,
     )
     _expect("read", "the head after the second commit", await backend.read(session_id), _head(2))
+    cleared = BackendHead(revision=3, meta="meta-3", document=None)
+    await backend.commit(session_id, 2, BackendWrite(head=cleared))
+    _expect(
+        "commit",
+        "the head after a commit whose head has no document (it replaces the stored one)",
+        await backend.read(session_id),
+        cleared,
+    )
     await backend.delete(session_id)
 
 
