@@ -563,10 +563,14 @@ def check_checkpointable(core: SessionState) -> None:
             if c.status is CallStatus.RUNNING and c.question is None
         ]
         if running:
+            fix = (
+                "answer the pending approval and call next(), then checkpoint"
+                if state is DriverState.AWAITING_APPROVAL
+                else "call next() until they are, then checkpoint"
+            )
             raise InvalidStateError(
                 f"cannot checkpoint in state {state}: calls {', '.join(running)} are "
-                "still executing; answer the pending approval and call next(), then "
-                "checkpoint"
+                "still executing or their results are not taken yet; " + fix
             )
 
 

@@ -76,7 +76,14 @@ def _cancelled_stage(turn: TurnState) -> str:
         return "question"
     if turn.round is not None and any(call.doubt is not None for call in turn.round.calls):
         return "in_doubt"
+    if turn.round is not None and not any(
+        call.status in _APPROVAL_STATUSES for call in turn.round.calls
+    ):
+        return "tool"  # e.g. its question was withdrawn: the call runs on
     return "approval"
+
+
+_APPROVAL_STATUSES = (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVAL_SHOWN, CallStatus.DECIDED)
 
 
 class Background(Protocol):

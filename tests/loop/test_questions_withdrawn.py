@@ -353,3 +353,35 @@ async def test_any_interleaving_of_answers_and_withdrawals_answers_every_call_on
     answered = [e.question_id for e in events if isinstance(e, al.observe.QuestionAnswered)]
     assert sorted(asked) == sorted(answered)  # each shown question ends once
     assert len(set(asked)) == len(asked) == count
+
+
+async def test_an_interrupt_after_a_withdrawal_names_the_running_call_not_an_approval() -> None:
+    tool = GivingUp()
+    controller = al.CancellationController()
+    async with al.tasks.AsyncTaskManager() as manager:
+        agent = (
+            al.Agent.builder()
+            .model(al.testing.ScriptedModel([tool_calls(call("pick", {}, id="c0")), "done"]))
+            .add_tool_source(al.ToolRegistry().with_tool(tool))
+            .task_manager(manager)
+            .cancellation(controller.handle())
+            .input([user("go")])
+            .build()
+        )
+        driver = await agent.start("s")
+        assert isinstance(await driver.next(), al.CallQuestion)
+        tool.give_up()
+        await tool.ended.wait()  # its result is not taken yet
+        with pytest.raises(al.InvalidStateError) as refused:
+            driver.checkpoint()
+        assert str(refused.value) == (
+            "cannot checkpoint in state AWAITING_ANSWER: calls c0 are still executing or "
+            "their results are not taken yet; call next() until they are, then checkpoint"
+        )
+        controller.interrupt()
+        step = await driver.next()
+    assert isinstance(step, al.Finished)
+    assert step.result.metadata["agentloop.interrupt_reason"] == (
+        "interrupted while tool calls were running"
+    )
+    al.testing.assert_transcript_valid(list(driver.snapshot().transcript))
