@@ -57,8 +57,38 @@ async def request(
             f"MCP server {server!r} is not connected ({connection.lost or 'closed'})",
             server=server,
         )
+    outcome, failure, timed_out = await _send_bounded(connection, client, limit, send, timer)
+    if outcome:
+        return outcome[0]
+    if timed_out:
+        connection.drop(f"{operation} timed out")
+        raise McpCallError(
+            f"MCP server {server!r} did not answer {operation} within {limit:g} s; the "
+            "call was cancelled and the connection will be reopened on the next call",
+            server=server,
+        )
+    if isinstance(failure, McpError):  # ours, already saying what failed
+        raise failure
+    if failure is not None:
+        raise _failed(connection, operation, failure) from failure
+    raise McpConnectionError(
+        f"MCP server {server!r} went away during {operation}: "
+        f"{connection.lost or 'the connection closed'}; the next call reconnects",
+        server=server,
+    )
+
+
+async def _send_bounded(
+    connection: Connection,
+    client: Client,
+    limit: float,
+    send: Callable[[Client], Awaitable[Any]],
+    timer: Callable[[anyio.CancelScope], None] | None,
+) -> tuple[list[Any], Exception | None, bool]:
+    """Run ``send`` until it ends, ``limit`` passes or the connection ends: its answer
+    (a list of none or one), the error it raised, and whether the limit passed."""
     outcome: list[Any] = []
-    failure: list[BaseException] = []
+    failure: list[Exception] = []
     async with anyio.create_task_group() as group:
 
         async def watch() -> None:
@@ -78,40 +108,29 @@ async def request(
                 timer(timer_scope)
             await run()
         group.cancel_scope.cancel()
-    if outcome:
-        return outcome[0]
-    if timer_scope.cancelled_caught:
-        connection.drop(f"{operation} timed out")
-        raise McpCallError(
-            f"MCP server {server!r} did not answer {operation} within {limit:g} s; the "
-            "call was cancelled and the connection will be reopened on the next call",
+    return outcome, failure[0] if failure else None, timer_scope.cancelled_caught
+
+
+def _failed(connection: Connection, operation: str, error: Exception) -> McpError:
+    """The :class:`McpError` for ``send`` raising ``error`` (dropping the connection
+    when the error means it is gone)."""
+    server = connection.server
+    if _is_oversized(connection, error):
+        return McpCallError(
+            f"MCP server {server!r} answered {operation} with a message larger than "
+            f"max_message_size ({connection.max_message_size} bytes); it was not read "
+            "(the connection stays open): raise the source's max_message_size to read it",
             server=server,
         )
-    if failure:
-        error = failure[0]
-        if isinstance(error, McpError):  # ours, already saying what failed
-            raise error
-        if _is_oversized(connection, error):
-            raise McpCallError(
-                f"MCP server {server!r} answered {operation} with a message larger than "
-                f"max_message_size ({connection.max_message_size} bytes); it was not read "
-                "(the connection stays open): raise the source's max_message_size to read it",
-                server=server,
-            ) from error
-        if is_lost(connection, error):
-            connection.drop(describe(error))
-            raise McpConnectionError(
-                f"MCP server {server!r} went away during {operation}: "
-                f"{connection.lost or describe(error)}; the next call reconnects",
-                server=server,
-            ) from error
-        raise McpCallError(
-            f"MCP server {server!r} failed {operation}: {describe(error)}", server=server
-        ) from error
-    raise McpConnectionError(
-        f"MCP server {server!r} went away during {operation}: "
-        f"{connection.lost or 'the connection closed'}; the next call reconnects",
-        server=server,
+    if is_lost(connection, error):
+        connection.drop(describe(error))
+        return McpConnectionError(
+            f"MCP server {server!r} went away during {operation}: "
+            f"{connection.lost or describe(error)}; the next call reconnects",
+            server=server,
+        )
+    return McpCallError(
+        f"MCP server {server!r} failed {operation}: {describe(error)}", server=server
     )
 
 

@@ -51,11 +51,13 @@ class ServerFeatures:
     _offered: tuple[list[McpResource], list[McpResourceTemplate], list[McpPrompt]] | None
     _feature_refresh: anyio.Event | None
     _feature_stale: bool
-    _listed: list[mcp_types.Tool]  # the server's tools as last listed
 
     if TYPE_CHECKING:
 
         async def _connection_for_call(self) -> Connection: ...
+
+        @property
+        def _listed(self) -> list[mcp_types.Tool]: ...  # the server's tools as last listed
 
         def _apply(self, tools: list[mcp_types.Tool]) -> None: ...
 

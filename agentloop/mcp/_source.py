@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Literal, TextIO
 
@@ -12,8 +10,6 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 import mcp_types
-from mcp import Client
-from mcp.shared.subscriptions import ToolsListChanged
 
 from .._log import get_logger
 from ..core._tool_spec import ToolSpec
@@ -22,39 +18,29 @@ from ..permissions._requests import (
     AllowAll,
     PermissionChecker,
 )
-from ..tools._registry import ToolCatalogEvent, compare_catalogs
+from ..tools._registry import ToolCatalogEvent
 from ..tools._tool import ToolContext, ToolOutput
 from ._asking import Asking
-from ._config import McpServer, check_options, tool_names
+from ._catalog import ToolCatalog
+from ._config import McpServer, check_options
 from ._connect import ConnectApprover, check_connect
-from ._connection import Connection, describe, is_modern, lists_change, request, usable
-from ._convert import to_output, to_spec
+from ._connection import Connection, describe, request, usable
+from ._convert import to_output
 from ._errors import McpCallError, McpConnectionError, McpError
-from ._features import FEATURE_CHANGES, FeatureTool, ServerFeatures
+from ._features import FeatureTool, ServerFeatures
 from ._input_rounds import send_call
 from ._roots import Roots, RootsLike, to_roots
+from ._serving import ConnectionRunner, close_connection
 from ._task_follow import follow_task
-from ._task_receiver import TaskReceiver
 from ._task_run import TaskWatch
 from ._task_wire import ResumedTask, TaskHandle, TasksExtension
-from ._tasks import (
-    TASK_KEY,
-    call_as_task,
-    check_task_timeout,
-    task_plan,
-    tasks_supported,
-)
+from ._tasks import TASK_KEY, call_as_task, check_task_timeout
 from ._tool import McpTool
-from ._transport import DEFAULT_MAX_MESSAGE_SIZE, open_client
+from ._transport import DEFAULT_MAX_MESSAGE_SIZE
 
 __all__ = ["ConnectApprover", "McpToolSource"]
 
 log = get_logger()
-
-
-_MAX_PAGES = 100
-_CLOSE_TIMEOUT = 5.0
-_LIST_CHANGED = "notifications/tools/list_changed"
 
 
 class McpToolSource(ServerFeatures):
@@ -154,26 +140,42 @@ class McpToolSource(ServerFeatures):
         self.feature_tools = bool(feature_tools)
         self.prefer_tasks = bool(prefer_tasks)
         self.task_timeout = check_task_timeout(task_timeout)
-        self._as_tasks: set[str] = set()  # MCP names of the tools called as 2025-era tasks
         self._watch = TaskWatch(server.name)
-        self._extension = TasksExtension(self._watch)
         self._offered = None
         self._feature_refresh = None
         self._feature_stale = False
-        self._listed: list[mcp_types.Tool] = []
-        self._tools: dict[str, McpTool | FeatureTool] = {}
-        self._hidden: dict[str, str] = {}  # MCP name -> why it is not offered (logged once)
-        self._reported: dict[str, ToolSpec] = {}
+        self._catalog = self._new_catalog()
+        self._runner = self._new_runner()
         self._group: anyio.abc.TaskGroup | None = None
         self._connection: Connection | None = None
         self._connections = 0
         self._lock = anyio.Lock()
-        self._stale = False
-        self._refreshed: anyio.Event | None = None  # set when the running refresh ends
+
+    def _new_catalog(self) -> ToolCatalog:
+        """The catalog of this source's tools (empty until the first connection)."""
+        return ToolCatalog(
+            self.server,
+            prefer_tasks=self.prefer_tasks,
+            connect_timeout=self.connect_timeout,
+            make_tool=lambda mcp_name, spec: McpTool(self, mcp_name, spec),
+            with_features=self._with_features,
+            client=lambda: self._connection.client if self._connection is not None else None,
+        )
+
+    def _new_runner(self) -> ConnectionRunner:
+        """What opens, listens on and closes this source's connections."""
+        return ConnectionRunner(
+            self,
+            TasksExtension(self._watch),
+            tools_changed=self._catalog.changed,
+            features_changed=self._features_changed,
+            listen_filter=self._listen_filter,
+        )
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "not connected"
-        return f"<McpToolSource {self.server.name!r} ({state}): {len(self._tools)} tools>"
+        tools = len(self._catalog.tools)
+        return f"<McpToolSource {self.server.name!r} ({state}): {tools} tools>"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -189,7 +191,7 @@ class McpToolSource(ServerFeatures):
         try:
             await self._connect()
             # The first listing is construction, as ToolRegistry.with_tool: not a change.
-            self._reported = {name: tool.spec for name, tool in self._tools.items()}
+            self._catalog.mark_reported()
         except BaseException:
             self._group = None
             group.cancel_scope.cancel()
@@ -206,11 +208,7 @@ class McpToolSource(ServerFeatures):
         group, self._group = self._group, None
         if group is None:
             return None
-        connection = self._connection
-        if connection is not None:
-            connection.stop.set()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
-                await connection.done.wait()
+        await close_connection(self._connection)
         group.cancel_scope.cancel()
         return await group.__aexit__(exc_type, exc, traceback)
 
@@ -227,30 +225,28 @@ class McpToolSource(ServerFeatures):
     async def reconnect(self) -> None:
         """Close the connection (if any) and open a new one; raises :class:`McpError`."""
         async with self._lock:
-            await self._close_connection()
+            await close_connection(self._connection)
             await self._open()
 
     async def refresh(self) -> None:
         """List the server's tools again now (connecting first if needed)."""
         connection = await self._connection_for_call()
-        await self._refresh_once(connection)
+        await self._catalog.refresh_once(connection)
 
     # -- the ToolSource protocol ------------------------------------------------
 
     def specs(self) -> list[ToolSpec]:
         """The specs of the server's tools, sorted by name."""
-        return [self._tools[name].spec for name in sorted(self._tools)]
+        tools = self._catalog.tools
+        return [tools[name].spec for name in sorted(tools)]
 
     def get(self, name: str) -> McpTool | FeatureTool | None:
         """The tool called ``name`` (``mcp__<server>__<tool>``), or ``None``."""
-        return self._tools.get(name)
+        return self._catalog.tools.get(name)
 
     def drain_catalog_events(self) -> list[ToolCatalogEvent]:
         """The net change of the server's tools since the last drain (none or one event)."""
-        now = {name: tool.spec for name, tool in self._tools.items()}
-        change = compare_catalogs(self.name, self._reported, now)
-        self._reported = now
-        return [] if change is None else [change]
+        return self._catalog.drain_events(self.name)
 
     # -- calls -------------------------------------------------------------------
 
@@ -268,10 +264,10 @@ class McpToolSource(ServerFeatures):
         await anyio.lowlevel.checkpoint()
         if connection.relist_after_calls:
             try:
-                await self._refresh_once(connection)
+                await self._catalog.refresh_once(connection)
             except McpError as error:
                 log.warning("mcp tool refresh failed", server=self.server.name, error=str(error))
-        await self._settle_refresh()
+        await self._catalog.settle()
         await self._settle_features(connection)
         if not isinstance(result, mcp_types.CallToolResult):
             raise McpCallError(
@@ -296,7 +292,7 @@ class McpToolSource(ServerFeatures):
         (the 2026 tasks extension) is followed to its end."""
         entered = self.asking.enter(ctx)
         try:
-            if mcp_name in self._as_tasks:
+            if mcp_name in self._catalog.as_tasks:
                 return await call_as_task(
                     connection, mcp_name, arguments,
                     call_timeout=self.call_timeout, task_timeout=self.task_timeout,
@@ -328,7 +324,7 @@ class McpToolSource(ServerFeatures):
             connection = self._connection
             if connection is not None and usable(connection):
                 return connection
-            await self._close_connection()
+            await close_connection(self._connection)
             return await self._open()
 
     async def _connect(self) -> None:
@@ -351,7 +347,7 @@ class McpToolSource(ServerFeatures):
             self.server.name, self._connections, max_message_size=self.max_message_size
         )
         try:
-            tools: list[mcp_types.Tool] = await self._group.start(self._serve, connection)
+            tools: list[mcp_types.Tool] = await self._group.start(self._runner.serve, connection)
         except McpConnectionError:
             raise
         except Exception as error:
@@ -366,203 +362,13 @@ class McpToolSource(ServerFeatures):
         log.info("mcp connected", server=server, connection=connection.number, tools=len(tools))
         return connection
 
-    async def _serve(
-        self,
-        connection: Connection,
-        *,
-        task_status: anyio.abc.TaskStatus[list[mcp_types.Tool]] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Own one connection: open it, list the tools, report them, then wait for stop."""
-        started = False
-        scope = anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout)
-        try:
-            with scope:
-                async with AsyncExitStack() as stack:
-                    client = await self._enter_client(stack, connection)
-                    tools = await self._list_tools(client)
-                    async with anyio.create_task_group() as tasks:
-                        connection.client, connection.tasks = client, tasks
-                        listened = self._listen_filter(client)
-                        if is_modern(client) and any(listened.values()):
-                            connection.relist_after_calls = lists_change(client)
-                            connection.relist_features_after_calls = (
-                                listened["resources_list_changed"]
-                                or listened["prompts_list_changed"]
-                            )
-                            await tasks.start(self._listen, connection)
-                        scope.deadline = math.inf
-                        started = True
-                        task_status.started(tools)
-                        await connection.stop.wait()
-                        tasks.cancel_scope.cancel()
-            if not started:
-                raise McpConnectionError(
-                    f"cannot connect to MCP server {self.server.name!r} "
-                    f"({self.server.target}): no answer within {self.connect_timeout:g} s",
-                    server=self.server.name,
-                )
-        except Exception as error:
-            if not started:
-                raise
-            connection.lost = describe(error)
-            log.warning(
-                "mcp connection lost",
-                server=self.server.name,
-                connection=connection.number,
-                error=connection.lost,
-            )
-        finally:
-            if started and not connection.stop.is_set() and connection.lost is None:
-                connection.lost = "the server closed the connection"
-            connection.client = None
-            connection.done.set()
+    # -- the tool list (kept by the catalog) ----------------------------------------
 
-    async def _enter_client(self, stack: AsyncExitStack, connection: Connection) -> Client:
-        async def on_message(message: Any) -> None:
-            method = getattr(message, "method", None)
-            if method == _LIST_CHANGED:
-                self._tools_changed(connection)
-            elif method in FEATURE_CHANGES:
-                self._features_changed(connection)
-
-        return await open_client(
-            stack,
-            self.server,
-            protocol=self.protocol,
-            connect_timeout=self.connect_timeout,
-            max_message_size=self.max_message_size,
-            stderr=self.stderr,
-            on_message=on_message,
-            list_roots=None if self.roots is None else self.roots.list_roots,
-            elicitation=self.asking.elicit if self.asking.elicitation else None,
-            sampling=self.asking.sample if self.asking.sampling else None,
-            receiver=TaskReceiver(self.asking) if self.asking.enabled else None,
-            extensions=[self._extension],
-        )
-
-    async def _listen(
-        self,
-        connection: Connection,
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """2026-era servers deliver list changes on a ``subscriptions/listen`` stream."""
-        client = connection.client
-        assert client is not None
-        started = False
-        try:
-            wanted = self._listen_filter(client)
-            async with client.listen(
-                tools_list_changed=wanted["tools_list_changed"],
-                resources_list_changed=wanted["resources_list_changed"],
-                prompts_list_changed=wanted["prompts_list_changed"],
-            ) as subscription:
-                started = True
-                task_status.started()
-                async for event in subscription:
-                    if isinstance(event, ToolsListChanged):
-                        self._tools_changed(connection)
-                    else:
-                        self._features_changed(connection)
-        except Exception as error:
-            log.warning("mcp listen stream ended", server=self.server.name, error=describe(error))
-            if not started:
-                task_status.started()
-
-    # -- the tool list ---------------------------------------------------------
-
-    async def _list_tools(self, client: Client) -> list[mcp_types.Tool]:
-        tools: list[mcp_types.Tool] = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                return tools
-        raise McpCallError(
-            f"MCP server {self.server.name!r} listed more than {_MAX_PAGES} pages of tools",
-            server=self.server.name,
-        )
+    @property
+    def _listed(self) -> list[mcp_types.Tool]:
+        """The server's tools as last listed."""
+        return self._catalog.listed
 
     def _apply(self, tools: list[mcp_types.Tool]) -> None:
         """Make ``tools`` the catalog, keeping the very same objects for unchanged tools."""
-        self._listed = tools
-        names = tool_names(self.server.name, [tool.name for tool in tools])
-        fresh: dict[str, McpTool | FeatureTool] = {}
-        hidden: dict[str, str] = {}
-        client = self._connection.client if self._connection is not None else None
-        self._as_tasks = set()
-        for tool in tools:
-            name = names[tool.name]
-            as_task, why = task_plan(tool, client, self.prefer_tasks)
-            if why is not None:
-                hidden[tool.name] = why
-                continue
-            spec = to_spec(self.server.name, name, tool)
-            if as_task:
-                if client is not None and tasks_supported(client):
-                    self._as_tasks.add(tool.name)
-                spec = attrs.evolve(spec, metadata={**spec.metadata, TASK_KEY: True})
-            old = self._tools.get(name)
-            fresh[name] = (
-                old
-                if isinstance(old, McpTool) and old.spec == spec and old.mcp_name == tool.name
-                else McpTool(self, tool.name, spec)
-            )
-        self._with_features(fresh, self._tools)
-        self._tools = fresh
-        for mcp_name in sorted(hidden.keys() - self._hidden.keys()):
-            log.warning(
-                "mcp tool not offered",
-                server=self.server.name,
-                tool=mcp_name,
-                reason=hidden[mcp_name],
-            )
-        self._hidden = hidden
-
-    def _tools_changed(self, connection: Connection) -> None:
-        """The server said its list changed: fetch it again (one refresh at a time)."""
-        self._stale = True
-        if self._refreshed is not None or connection.tasks is None:
-            return
-        self._refreshed = anyio.Event()
-        connection.tasks.start_soon(self._refresh_loop, connection)
-
-    async def _refresh_loop(self, connection: Connection) -> None:
-        try:
-            while self._stale and not connection.done.is_set():
-                self._stale = False
-                try:
-                    await self._refresh_once(connection)
-                except Exception as error:
-                    log.warning(
-                        "mcp tool refresh failed", server=self.server.name, error=str(error)
-                    )
-                    return
-        finally:
-            refreshed, self._refreshed = self._refreshed, None
-            if refreshed is not None:
-                refreshed.set()
-
-    async def _refresh_once(self, connection: Connection) -> None:
-        tools = await request(connection, "tools/list", self.connect_timeout, self._list_tools)
-        self._apply(tools)
-        log.info("mcp tools refreshed", server=self.server.name, tools=len(tools))
-
-    async def _settle_refresh(self) -> None:
-        """Wait (bounded) for a refresh under way, so the next model call sees its result."""
-        refreshed = self._refreshed
-        if refreshed is not None:
-            with anyio.move_on_after(self.connect_timeout):
-                await refreshed.wait()
-
-    # -- closing -----------------------------------------------------------------
-
-    async def _close_connection(self) -> None:
-        connection = self._connection
-        if connection is None:
-            return
-        connection.stop.set()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
-            await connection.done.wait()
+        self._catalog.apply(tools)

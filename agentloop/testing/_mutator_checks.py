@@ -77,12 +77,25 @@ def check_mutator(
     ``transcripts`` replaces the first pass's
     strategy (a function of the point). Call it from a synchronous test.
     """
-    import hypothesis
-    from hypothesis import HealthCheck, given
-
     _ensure_no_running_loop("check_mutator")
     if passes < 1:
         raise ValueError(f"check_mutator: passes must be >= 1, got {passes}")
+    fresh = _mutator_factory(mutator)
+    fresh()  # a bad factory fails here, before hypothesis runs
+    test_settings = _mutator_settings(settings, max_examples)
+    limits = _Limits(tuple(tools), passes, max_turns, max_output_size, max_parallel)
+    for raw_point in points:
+        point = MutationPoint(raw_point)
+        strategy = transcripts(point) if transcripts else _sized_transcripts(point, limits)
+        test = _point_test(fresh, point, backend, strategy, limits)
+        _run_hypothesis(test, test_settings, seed, shrink_seconds)
+
+
+def _mutator_factory(
+    mutator: LoopMutator | Callable[[], LoopMutator],
+) -> Callable[[], LoopMutator]:
+    """A function giving the mutator of each example: ``mutator`` itself, or a fresh
+    one from a factory (refused when it makes something that is not a mutator)."""
 
     def fresh() -> LoopMutator:
         if not isinstance(mutator, type) and hasattr(mutator, "mutate"):
@@ -92,9 +105,17 @@ def check_mutator(
             raise TypeError(f"check_mutator: factory returned {made!r}, not a LoopMutator")
         return made
 
-    fresh()  # a bad factory fails here, before hypothesis runs
+    return fresh
+
+
+def _mutator_settings(settings: Any, max_examples: int | None) -> Any:
+    """``check_mutator``'s hypothesis settings: the kit's, without the health checks
+    its big generated transcripts trip on purpose."""
+    import hypothesis
+    from hypothesis import HealthCheck
+
     test_settings = kit_settings(settings, max_examples=max_examples, default_examples=100)
-    test_settings = hypothesis.settings(
+    return hypothesis.settings(
         test_settings,
         suppress_health_check=[
             *test_settings.suppress_health_check,
@@ -103,16 +124,21 @@ def check_mutator(
             HealthCheck.large_base_example,
         ],
     )
-    limits = _Limits(tuple(tools), passes, max_turns, max_output_size, max_parallel)
-    for raw_point in points:
-        point = MutationPoint(raw_point)
-        strategy = transcripts(point) if transcripts else _sized_transcripts(point, limits)
-        test = _point_test(fresh, point, backend, strategy, limits)
-        wrapped = test_settings(given(data=_data())(test))
-        if seed is not None:
-            wrapped = hypothesis.seed(seed)(wrapped)
-        with bounded_shrinking(shrink_seconds):
-            wrapped()
+
+
+def _run_hypothesis(
+    test: Callable[..., None], test_settings: Any, seed: int | None, shrink_seconds: float
+) -> None:
+    """Run ``test`` (taking hypothesis ``data``) under ``test_settings``, seeded when
+    ``seed`` is given, with shrinking bounded by ``shrink_seconds``."""
+    import hypothesis
+    from hypothesis import given
+
+    wrapped = test_settings(given(data=_data())(test))
+    if seed is not None:
+        wrapped = hypothesis.seed(seed)(wrapped)
+    with bounded_shrinking(shrink_seconds):
+        wrapped()
 
 
 def kit_settings(settings: Any, *, max_examples: int | None, default_examples: int) -> Any:

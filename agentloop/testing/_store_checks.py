@@ -33,6 +33,7 @@ from ..core._items import (
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._converter import unstructure
 from ..loop._session_store import (
+    Claim,
     ClaimError,
     Lease,
     LeaseHeldError,
@@ -688,70 +689,91 @@ async def check_leases(open_store: OpenStore) -> None:
     """A lease excludes other owners and unfenced writes; renew, release, growing tokens."""
     (session_id,) = _session_ids("leases")
     async with open_store() as store:
-        lease = await store.acquire(session_id, "worker-a", 60)
-        _expect_equal((lease.session_id, lease.owner), (session_id, "worker-a"), "lease")
-        error = await _refused(
-            LeaseHeldError,
-            "another owner's acquire of a leased session",
-            lambda: store.acquire(session_id, "worker-b", 60),
-        )
-        _expect_equal(error.holder, "worker-a", "LeaseHeldError.holder")
-        version = await store.save_checkpoint(
-            session_id,
-            sample_checkpoint(session_id, [_user("leased")]),
-            expected_version=0,
-            fencing_token=lease.token,
-        )
-        before = await _load(store, session_id)
+        lease, version = await _check_lease_excludes(store, session_id)
+        again = await _check_lease_renewed(store, session_id, lease, version)
+        await _check_lease_released(store, session_id, again)
+
+
+async def _check_lease_excludes(store: SessionStore, session_id: str) -> tuple[Lease, int]:
+    """worker-a's lease refuses worker-b's acquire and saves without its token, writing
+    nothing; the lease and the version saved under it are returned."""
+    lease = await store.acquire(session_id, "worker-a", 60)
+    _expect_equal((lease.session_id, lease.owner), (session_id, "worker-a"), "lease")
+    error = await _refused(
+        LeaseHeldError,
+        "another owner's acquire of a leased session",
+        lambda: store.acquire(session_id, "worker-b", 60),
+    )
+    _expect_equal(error.holder, "worker-a", "LeaseHeldError.holder")
+    version = await store.save_checkpoint(
+        session_id,
+        sample_checkpoint(session_id, [_user("leased")]),
+        expected_version=0,
+        fencing_token=lease.token,
+    )
+    before = await _load(store, session_id)
+    await _refused(
+        LeaseLostError,
+        "an unfenced save under another owner's live lease",
+        lambda: store.save_checkpoint(session_id, sample_checkpoint(session_id, [])),
+    )
+    await _refused(
+        LeaseLostError,
+        "a save with a made-up token",
+        lambda: _fenced_save(store, session_id, lease.token + 1000),
+    )
+    _expect_equal(await store.load(session_id), before, "after the refused saves")
+    return lease, version
+
+
+def _fenced_save(store: SessionStore, session_id: str, token: int) -> Awaitable[int]:
+    """Save an empty session with fencing token ``token``."""
+    return store.save_checkpoint(session_id, sample_checkpoint(session_id, []), fencing_token=token)
+
+
+async def _check_lease_renewed(
+    store: SessionStore, session_id: str, lease: Lease, version: int
+) -> Lease:
+    """Renewing keeps the token and extends the lease; re-acquiring gives a newer token
+    that supersedes the old one (whose release is a no-op); returns the newer lease."""
+    renewed = await store.renew(lease, 120)
+    _expect_equal(renewed.token, lease.token, "token after renew")
+    _expect(renewed.expires_at > lease.expires_at, "renew did not extend the lease")
+    again = await store.acquire(session_id, "worker-a", 60)
+    _expect(again.token > lease.token, "re-acquiring by the same owner gives a newer token")
+    await _refused(
+        LeaseLostError,
+        "a save with the owner's superseded token",
+        lambda: _fenced_save(store, session_id, lease.token),
+    )
+    await store.release(lease)  # not current: a no-op
+    await store.save_checkpoint(
+        session_id,
+        sample_checkpoint(session_id, [_user("leased"), _user("more")]),
+        expected_version=version,
+        fencing_token=again.token,
+    )
+    return again
+
+
+async def _check_lease_released(store: SessionStore, session_id: str, again: Lease) -> None:
+    """A released lease's token and renew are refused, unfenced saves work again, a new
+    owner's token is greater, and a ttl that is not a positive finite number is refused."""
+    await store.release(again)
+    await _refused(
+        LeaseLostError,
+        "a save with a released token",
+        lambda: _fenced_save(store, session_id, again.token),
+    )
+    await _refused(LeaseLostError, "renewing a released lease", lambda: store.renew(again, 5))
+    await store.save_checkpoint(session_id, sample_checkpoint(session_id, [_user("free")]))
+    other = await store.acquire(session_id, "worker-b", 60)
+    _expect(other.token > again.token, "a new owner's token is not greater")
+    for ttl in (0, -1, math.nan, math.inf):
         await _refused(
-            LeaseLostError,
-            "an unfenced save under another owner's live lease",
-            lambda: store.save_checkpoint(session_id, sample_checkpoint(session_id, [])),
+            InvalidInputError, f"ttl {ttl}", partial(store.acquire, session_id, "x", ttl)
         )
-        await _refused(
-            LeaseLostError,
-            "a save with a made-up token",
-            lambda: store.save_checkpoint(
-                session_id, sample_checkpoint(session_id, []), fencing_token=lease.token + 1000
-            ),
-        )
-        _expect_equal(await store.load(session_id), before, "after the refused saves")
-        renewed = await store.renew(lease, 120)
-        _expect_equal(renewed.token, lease.token, "token after renew")
-        _expect(renewed.expires_at > lease.expires_at, "renew did not extend the lease")
-        again = await store.acquire(session_id, "worker-a", 60)
-        _expect(again.token > lease.token, "re-acquiring by the same owner gives a newer token")
-        await _refused(
-            LeaseLostError,
-            "a save with the owner's superseded token",
-            lambda: store.save_checkpoint(
-                session_id, sample_checkpoint(session_id, []), fencing_token=lease.token
-            ),
-        )
-        await store.release(lease)  # not current: a no-op
-        await store.save_checkpoint(
-            session_id,
-            sample_checkpoint(session_id, [_user("leased"), _user("more")]),
-            expected_version=version,
-            fencing_token=again.token,
-        )
-        await store.release(again)
-        await _refused(
-            LeaseLostError,
-            "a save with a released token",
-            lambda: store.save_checkpoint(
-                session_id, sample_checkpoint(session_id, []), fencing_token=again.token
-            ),
-        )
-        await _refused(LeaseLostError, "renewing a released lease", lambda: store.renew(again, 5))
-        await store.save_checkpoint(session_id, sample_checkpoint(session_id, [_user("free")]))
-        other = await store.acquire(session_id, "worker-b", 60)
-        _expect(other.token > again.token, "a new owner's token is not greater")
-        for ttl in (0, -1, math.nan, math.inf):
-            await _refused(
-                InvalidInputError, f"ttl {ttl}", partial(store.acquire, session_id, "x", ttl)
-            )
-        await store.release(other)
+    await store.release(other)
 
 
 async def check_refused_appends(open_store: OpenStore) -> None:
@@ -870,90 +892,101 @@ async def check_claims(open_store: OpenStore) -> None:
     (session_id,) = _session_ids("claims")
     async with open_store() as store:
         await _save(store, session_id, [_user("go"), _calls("c1", "c2", "c3", "c4", "c5")])
-        claim = await store.claim(
-            session_id, "c1", tool_name="write_file", input_digest=_digest("c1")
-        )
-        _expect_equal(
-            (claim.session_id, claim.call_id, claim.tool_name, claim.input_digest),
-            (session_id, "c1", "write_file", _digest("c1")),
-            "the claim",
-        )
-        _expect_equal(await _started(store, session_id), {"c1"}, "started calls after a claim")
-        error = await _refused(
-            ClaimError,
-            "a second claim of c1",
-            lambda: store.claim(
-                session_id, "c1", tool_name="write_file", input_digest=_digest("c1")
-            ),
-        )
-        _expect_equal(error.reason, "claimed", "reason of a second claim")
-        await store.record_call_started(session_id, "c2", "write_file")
-        await _refused(
-            ClaimError,
-            "a claim of a call recorded as started",
-            lambda: store.claim(
-                session_id, "c2", tool_name="write_file", input_digest=_digest("c2")
-            ),
-        )
-        await store.record_approval(session_id, "c3", input_digest=_digest("c3"), approved=True)
-        error = await _refused(
-            ClaimError,
-            "a claim of c3 for other input than approved",
-            lambda: store.claim(
-                session_id, "c3", tool_name="write_file", input_digest=_digest("other")
-            ),
-        )
-        _expect_equal(error.reason, "digest", "reason of a claim for other input")
-        await store.claim(session_id, "c3", tool_name="write_file", input_digest=_digest("c3"))
-        await store.record_approval(session_id, "c4", input_digest=_digest("c4"), approved=False)
-        error = await _refused(
-            ClaimError,
-            "a claim of a denied call",
-            lambda: store.claim(
-                session_id, "c4", tool_name="write_file", input_digest=_digest("c4")
-            ),
-        )
-        _expect_equal(error.reason, "denied", "reason of a claim of a denied call")
-        same = await store.record_approval(
-            session_id, "c4", input_digest=_digest("c4"), approved=False
-        )
-        _expect_equal(same.approved, False, "recording the same decision again")
-        for digest, approved in ((_digest("c4"), True), (_digest("x"), False)):
-            error = await _refused(
-                ClaimError,
-                "a different decision on a decided call",
-                partial(
-                    store.record_approval, session_id, "c4", input_digest=digest, approved=approved
-                ),
-            )
-            _expect_equal(error.reason, "decided", "reason of a second decision")
-        await _refused(
-            ClaimError,
-            "a decision on a claimed call",
-            lambda: store.record_approval(
-                session_id, "c1", input_digest=_digest("c1"), approved=True
-            ),
-        )
-        loaded = await _load(store, session_id)
-        _expect_equal(loaded.started_calls, {"c1", "c2", "c3"}, "claimed calls in doubt")
-        _expect_equal(
-            {c: (a.input_digest, a.approved) for c, a in loaded.approvals.items()},
-            {"c3": (_digest("c3"), True), "c4": (_digest("c4"), False)},
-            "approvals of the loaded session",
-        )
-        answered = [_user("go"), _calls("c1", "c2", "c3", "c4", "c5"), _result("c1")]
-        await _save(store, session_id, answered)
-        _expect_equal(await _started(store, session_id), {"c2", "c3"}, "after c1's result")
-        await _save(store, session_id, [_user("compacted")])
-        await _refused(
-            ClaimError,
-            "a claim of an answered call whose result was compacted away",
-            lambda: store.claim(
-                session_id, "c1", tool_name="write_file", input_digest=_digest("c1")
-            ),
-        )
-        await store.claim(session_id, "c5", tool_name="write_file", input_digest=_digest("c5"))
+        await _check_claimed_once(store, session_id)
+        await _check_claims_against_decisions(store, session_id)
+        await _check_second_decisions(store, session_id)
+        await _check_claims_after_results(store, session_id)
         await _check_decision_details(store)
+
+
+def _claim_call(
+    store: SessionStore, session_id: str, call_id: str, digest_of: str | None = None
+) -> Awaitable[Claim]:
+    """Claim ``call_id`` (a ``write_file`` call) for the input of ``digest_of`` (its own)."""
+    digest = _digest(call_id if digest_of is None else digest_of)
+    return store.claim(session_id, call_id, tool_name="write_file", input_digest=digest)
+
+
+async def _check_claimed_once(store: SessionStore, session_id: str) -> None:
+    """c1's claim says what it claims and marks it started; a second claim is refused."""
+    claim = await _claim_call(store, session_id, "c1")
+    _expect_equal(
+        (claim.session_id, claim.call_id, claim.tool_name, claim.input_digest),
+        (session_id, "c1", "write_file", _digest("c1")),
+        "the claim",
+    )
+    _expect_equal(await _started(store, session_id), {"c1"}, "started calls after a claim")
+    error = await _refused(
+        ClaimError, "a second claim of c1", lambda: _claim_call(store, session_id, "c1")
+    )
+    _expect_equal(error.reason, "claimed", "reason of a second claim")
+
+
+async def _check_claims_against_decisions(store: SessionStore, session_id: str) -> None:
+    """A started call (c2), other input than approved (c3) and a denied call (c4) are
+    not claimed; the approved input (c3) is."""
+    await store.record_call_started(session_id, "c2", "write_file")
+    await _refused(
+        ClaimError,
+        "a claim of a call recorded as started",
+        lambda: _claim_call(store, session_id, "c2"),
+    )
+    await store.record_approval(session_id, "c3", input_digest=_digest("c3"), approved=True)
+    error = await _refused(
+        ClaimError,
+        "a claim of c3 for other input than approved",
+        lambda: _claim_call(store, session_id, "c3", digest_of="other"),
+    )
+    _expect_equal(error.reason, "digest", "reason of a claim for other input")
+    await _claim_call(store, session_id, "c3")
+    await store.record_approval(session_id, "c4", input_digest=_digest("c4"), approved=False)
+    error = await _refused(
+        ClaimError, "a claim of a denied call", lambda: _claim_call(store, session_id, "c4")
+    )
+    _expect_equal(error.reason, "denied", "reason of a claim of a denied call")
+
+
+async def _check_second_decisions(store: SessionStore, session_id: str) -> None:
+    """The same decision again is kept; a different one, or one on a claimed call, is
+    refused."""
+    same = await store.record_approval(session_id, "c4", input_digest=_digest("c4"), approved=False)
+    _expect_equal(same.approved, False, "recording the same decision again")
+    for digest, approved in ((_digest("c4"), True), (_digest("x"), False)):
+        error = await _refused(
+            ClaimError,
+            "a different decision on a decided call",
+            partial(
+                store.record_approval, session_id, "c4", input_digest=digest, approved=approved
+            ),
+        )
+        _expect_equal(error.reason, "decided", "reason of a second decision")
+    await _refused(
+        ClaimError,
+        "a decision on a claimed call",
+        lambda: store.record_approval(session_id, "c1", input_digest=_digest("c1"), approved=True),
+    )
+
+
+async def _check_claims_after_results(store: SessionStore, session_id: str) -> None:
+    """The loaded session holds the claims and decisions; a result ends a call's doubt,
+    and an answered call stays unclaimable after its result is compacted away."""
+    loaded = await _load(store, session_id)
+    _expect_equal(loaded.started_calls, {"c1", "c2", "c3"}, "claimed calls in doubt")
+    _expect_equal(
+        {c: (a.input_digest, a.approved) for c, a in loaded.approvals.items()},
+        {"c3": (_digest("c3"), True), "c4": (_digest("c4"), False)},
+        "approvals of the loaded session",
+    )
+    answered = [_user("go"), _calls("c1", "c2", "c3", "c4", "c5"), _result("c1")]
+    await _save(store, session_id, answered)
+    _expect_equal(await _started(store, session_id), {"c2", "c3"}, "after c1's result")
+    await _save(store, session_id, [_user("compacted")])
+    await _refused(
+        ClaimError,
+        "a claim of an answered call whose result was compacted away",
+        lambda: _claim_call(store, session_id, "c1"),
+    )
+    await _claim_call(store, session_id, "c5")
 
 
 _EDITED = {"path": "/tmp/edited <b>é</b>", "lines": [1, 2.5, None, True, {"k": "v"}]}
