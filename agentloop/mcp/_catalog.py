@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import attrs
@@ -44,26 +44,32 @@ async def list_tools(client: Client, server: str) -> list[mcp_types.Tool]:
     )
 
 
+class CatalogSettings(Protocol):
+    """The source's settings the catalog reads at each use (a host may change them)."""
+
+    prefer_tasks: bool
+    connect_timeout: float
+
+
 class ToolCatalog:
     """The tools one ``McpToolSource`` offers, and the refresh of them the server asks for.
 
-    ``make_tool`` builds the tool object for an MCP name and its spec; ``with_features``
-    adds the feature tools to a fresh catalog (given the old one); ``client`` is the
-    open connection's client (``None`` when there is none)."""
+    ``settings`` is the source (its ``prefer_tasks`` and ``connect_timeout``, read where
+    they are used); ``make_tool`` builds the tool object for an MCP name and its spec;
+    ``with_features`` adds the feature tools to a fresh catalog (given the old one);
+    ``client`` is the open connection's client (``None`` when there is none)."""
 
     def __init__(
         self,
         server: McpServer,
         *,
-        prefer_tasks: bool,
-        connect_timeout: float,
+        settings: CatalogSettings,
         make_tool: Callable[[str, ToolSpec], McpTool],
         with_features: Callable[[dict[str, Any], Mapping[str, Any]], None],
         client: Callable[[], Client | None],
     ) -> None:
         self.server = server
-        self.prefer_tasks = prefer_tasks
-        self.connect_timeout = connect_timeout
+        self._settings = settings
         self._make_tool = make_tool
         self._with_features = with_features
         self._client = client
@@ -87,7 +93,7 @@ class ToolCatalog:
         self.as_tasks = set()
         for tool in tools:
             name = names[tool.name]
-            as_task, why = task_plan(tool, client, self.prefer_tasks)
+            as_task, why = task_plan(tool, client, self._settings.prefer_tasks)
             if why is not None:
                 hidden[tool.name] = why
                 continue
@@ -166,7 +172,7 @@ class ToolCatalog:
         tools = await request(
             connection,
             "tools/list",
-            self.connect_timeout,
+            self._settings.connect_timeout,
             lambda client: list_tools(client, self.server.name),
         )
         self.apply(tools)
@@ -176,5 +182,5 @@ class ToolCatalog:
         """Wait (bounded) for a refresh under way, so the next model call sees its result."""
         refreshed = self._refreshed
         if refreshed is not None:
-            with anyio.move_on_after(self.connect_timeout):
+            with anyio.move_on_after(self._settings.connect_timeout):
                 await refreshed.wait()

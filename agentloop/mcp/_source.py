@@ -155,8 +155,7 @@ class McpToolSource(ServerFeatures):
         """The catalog of this source's tools (empty until the first connection)."""
         return ToolCatalog(
             self.server,
-            prefer_tasks=self.prefer_tasks,
-            connect_timeout=self.connect_timeout,
+            settings=self,
             make_tool=lambda mcp_name, spec: McpTool(self, mcp_name, spec),
             with_features=self._with_features,
             client=lambda: self._connection.client if self._connection is not None else None,

@@ -72,6 +72,14 @@ async def test_prefer_tasks_runs_optional_tools_as_tasks(tmp_path: Path) -> None
     assert (plain.value, plain.metadata) == ("ran plainly: plain {}", {})
 
 
+async def test_prefer_tasks_set_after_construction_is_honoured(tmp_path: Path) -> None:
+    source = McpToolSource(task_server(tmp_path), connect_timeout=LOADED)
+    source.prefer_tasks = True  # a plain attribute: the tool list reads it when built
+    async with source:
+        output = await source.call_tool("maybe", {"n": 7})
+    assert (output.value, output.metadata) == ('maybe done: {"n": 7}', {TASK_KEY: DONE})
+
+
 async def test_a_failed_task_is_an_error_result_with_its_status(tmp_path: Path) -> None:
     async with McpToolSource(task_server(tmp_path), connect_timeout=LOADED) as source:
         output = await source.call_tool("fails", {})
