@@ -16,6 +16,7 @@ import anyio
 
 from ..loop._checkpoint import CHECKPOINT_FORMAT
 from ..loop._converter import unstructure
+from ..loop._session_store import SessionStore
 from ._store_checks import (
     OpenStore,
     _calls,
@@ -167,6 +168,15 @@ async def check_long_turn(open_store: OpenStore) -> None:
     element replaced by an equal one of other types, a new turn, no turn, a turn whose
     lists are empty, and a turn that is not an object."""
     (session_id,) = _session_ids("long-turn")
+    async with open_store() as store:
+        transcript, turn = await _save_long_turn(store, session_id)
+        await _save_turn_endings(store, session_id, transcript, turn)
+        await _check_saved_after_delete(store, session_id, transcript)
+
+
+async def _save_long_turn(store: SessionStore, session_id: str) -> tuple[list[Any], dict[str, Any]]:
+    """Forty tool rounds of one turn, checked every 13th round and after the last;
+    returns the transcript and the turn."""
     transcript: list[Any] = [unstructure(_user("start a long turn"))]
     turn: dict[str, Any] = {
         "items": [transcript[0]],
@@ -174,51 +184,78 @@ async def check_long_turn(open_store: OpenStore) -> None:
         "model_calls_made": [],
         "round": 0,
     }
-    async with open_store() as store:
-        for round_number in range(40):
-            call_id = f"call-{round_number}"
-            call = unstructure(_calls(call_id))
-            transcript = [*transcript, call]
-            turn["items"].append(call)  # grown in place, as a driver may
-            turn["model_calls_made"] = [*turn["model_calls_made"], {"round": round_number}]
-            turn = {**turn, "round": round_number}
-            first = _turn_document(session_id, transcript, turn)
-            await store.save_checkpoint(session_id, first)
-            running = {"call_id": call_id, "status": "running"}
-            turn = {**turn, "tool_calls": [*turn["tool_calls"], running]}  # saved: not changed
-            await store.save_checkpoint(session_id, _turn_document(session_id, transcript, turn))
-            result = unstructure(_result(call_id))
-            transcript = [*transcript, result]
-            done = {"call_id": call_id, "status": "done"}
-            turn = {
-                **turn,
-                "items": [*turn["items"], result],
-                "tool_calls": [*turn["tool_calls"][:-1], done],
-            }
-            saved = _turn_document(session_id, transcript, turn)
-            await store.save_checkpoint(session_id, saved)
-            if round_number % 13 == 0:
-                await _expect_document(store, session_id, saved, f"round {round_number}")
-        await _expect_document(store, session_id, saved, "the 40th round of one turn")
-        endings: list[tuple[str, dict[str, Any] | None]] = [
-            ("a compaction inside the turn", {**turn, "items": turn["items"][-4:]}),
-            (
-                "a tool call replaced by an equal one of other types",
-                {**turn, "tool_calls": [{"call_id": "call-0", "status": "done", "n": 1.0}]},
-            ),
-            ("a new turn", {"items": [transcript[0]], "tool_calls": [], "model_calls_made": [1]}),
-            ("no turn", None),
-            ("a turn with empty lists", {"items": [], "tool_calls": [], "model_calls_made": []}),
-            ("a turn again", {"items": [transcript[1]], "tool_calls": [{"n": True}]}),
-            ("a turn that is a list", [[1, 2], {"items": [3]}]),  # type: ignore[list-item]
-            ("a turn whose lists are not lists", {"items": {"a": 1}, "tool_calls": "x"}),
-        ]
-        for what, ending in endings:
-            saved = _turn_document(session_id, transcript, ending, note=what)
-            await store.save_checkpoint(session_id, saved)
-            await _expect_document(store, session_id, json.loads(json.dumps(saved)), what)
-        _expect_equal(await store.delete(session_id), True, "delete() after a long turn")
-        _expect_equal(await store.load(session_id), None, "load() after delete()")
-        again = _turn_document(session_id, transcript[:1], {"items": [1], "tool_calls": [2]})
-        await store.save_checkpoint(session_id, again)
-        await _expect_document(store, session_id, again, "a session saved again after delete()")
+    for round_number in range(40):
+        transcript, turn, saved = await _save_tool_round(
+            store, session_id, transcript, turn, round_number
+        )
+        if round_number % 13 == 0:
+            await _expect_document(store, session_id, saved, f"round {round_number}")
+    await _expect_document(store, session_id, saved, "the 40th round of one turn")
+    return transcript, turn
+
+
+async def _save_tool_round(
+    store: SessionStore,
+    session_id: str,
+    transcript: list[Any],
+    turn: dict[str, Any],
+    round_number: int,
+) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """The three saves of one tool round (call made, call running, result); returns the
+    transcript, the turn and the last document saved."""
+    call_id = f"call-{round_number}"
+    call = unstructure(_calls(call_id))
+    transcript = [*transcript, call]
+    turn["items"].append(call)  # grown in place, as a driver may
+    turn["model_calls_made"] = [*turn["model_calls_made"], {"round": round_number}]
+    turn = {**turn, "round": round_number}
+    first = _turn_document(session_id, transcript, turn)
+    await store.save_checkpoint(session_id, first)
+    running = {"call_id": call_id, "status": "running"}
+    turn = {**turn, "tool_calls": [*turn["tool_calls"], running]}  # saved: not changed
+    await store.save_checkpoint(session_id, _turn_document(session_id, transcript, turn))
+    result = unstructure(_result(call_id))
+    transcript = [*transcript, result]
+    done = {"call_id": call_id, "status": "done"}
+    turn = {
+        **turn,
+        "items": [*turn["items"], result],
+        "tool_calls": [*turn["tool_calls"][:-1], done],
+    }
+    saved = _turn_document(session_id, transcript, turn)
+    await store.save_checkpoint(session_id, saved)
+    return transcript, turn, saved
+
+
+async def _save_turn_endings(
+    store: SessionStore, session_id: str, transcript: list[Any], turn: dict[str, Any]
+) -> None:
+    """Each way the long turn ends, saved in turn and loaded exactly."""
+    endings: list[tuple[str, dict[str, Any] | None]] = [
+        ("a compaction inside the turn", {**turn, "items": turn["items"][-4:]}),
+        (
+            "a tool call replaced by an equal one of other types",
+            {**turn, "tool_calls": [{"call_id": "call-0", "status": "done", "n": 1.0}]},
+        ),
+        ("a new turn", {"items": [transcript[0]], "tool_calls": [], "model_calls_made": [1]}),
+        ("no turn", None),
+        ("a turn with empty lists", {"items": [], "tool_calls": [], "model_calls_made": []}),
+        ("a turn again", {"items": [transcript[1]], "tool_calls": [{"n": True}]}),
+        ("a turn that is a list", [[1, 2], {"items": [3]}]),  # type: ignore[list-item]
+        ("a turn whose lists are not lists", {"items": {"a": 1}, "tool_calls": "x"}),
+    ]
+    for what, ending in endings:
+        saved = _turn_document(session_id, transcript, ending, note=what)
+        await store.save_checkpoint(session_id, saved)
+        await _expect_document(store, session_id, json.loads(json.dumps(saved)), what)
+
+
+async def _check_saved_after_delete(
+    store: SessionStore, session_id: str, transcript: list[Any]
+) -> None:
+    """The long turn's session is deleted, then saved again and loaded exactly."""
+    _expect_equal(await store.delete(session_id), True, "delete() after a long turn")
+    _expect_equal(await store.load(session_id), None, "load() after delete()")
+    again = _turn_document(session_id, transcript[:1], {"items": [1], "tool_calls": [2]})
+    await store.save_checkpoint(session_id, again)
+    await _expect_document(store, session_id, again, "a session saved again after delete()")

@@ -265,51 +265,59 @@ async def check_refused_appends(open_store: OpenStore) -> None:
             session_id, sample_checkpoint(session_id, [_user("one")])
         )
         more = sample_checkpoint(session_id, [_user("one"), _user("two")])
-        lease = await store.acquire(session_id, "worker-b", 60)
-        newer = lease
-
-        def append(**options: Any) -> Awaitable[int]:
-            return store.save_checkpoint(session_id, more, **options)
-
-        refusals: list[tuple[type[Exception], str, Callable[[], Awaitable[int]]]] = [
-            (LeaseLostError, "an unfenced append under another owner's live lease", append),
-            (
-                LeaseLostError,
-                "an append with a made-up token",
-                lambda: append(fencing_token=lease.token + 1000),
-            ),
-            (
-                StaleSessionError,
-                "an append based on a version the store never had",
-                lambda: append(expected_version=version + 1000, fencing_token=lease.token),
-            ),
-            (
-                StaleSessionError,
-                "an append expecting no session",
-                lambda: append(expected_version=0, fencing_token=lease.token),
-            ),
-            (
-                LeaseLostError,
-                "an append with a superseded token",
-                lambda: append(fencing_token=lease.token),
-            ),
-            (
-                LeaseLostError,
-                "an append with a released token",
-                lambda: append(fencing_token=newer.token),
-            ),
-        ]
-        for number, (error_type, what, call) in enumerate(refusals):
-            if number == 4:
-                newer = await store.acquire(session_id, "worker-b", 60)
-            elif number == 5:
-                await store.release(newer)
-            before = await _load(store, session_id)
-            await _refused(error_type, what, call)
-            _expect_equal(await store.load(session_id), before, f"after {what}")
-        saved = await append(expected_version=version)
+        await _check_appends_refused(store, session_id, more, version)
+        saved = await store.save_checkpoint(session_id, more, expected_version=version)
         _expect(saved != version, f"the accepted append kept version {version}")
         await _expect_document(store, session_id, more, "the accepted append")
+
+
+async def _check_appends_refused(
+    store: SessionStore, session_id: str, more: dict[str, Any], version: int
+) -> None:
+    """Appending ``more`` to the session saved at ``version`` is refused, writing nothing,
+    under worker-b's lease and with each token and version that does not hold."""
+    lease = await store.acquire(session_id, "worker-b", 60)
+    newer = lease
+
+    def append(**options: Any) -> Awaitable[int]:
+        return store.save_checkpoint(session_id, more, **options)
+
+    refusals: list[tuple[type[Exception], str, Callable[[], Awaitable[int]]]] = [
+        (LeaseLostError, "an unfenced append under another owner's live lease", append),
+        (
+            LeaseLostError,
+            "an append with a made-up token",
+            lambda: append(fencing_token=lease.token + 1000),
+        ),
+        (
+            StaleSessionError,
+            "an append based on a version the store never had",
+            lambda: append(expected_version=version + 1000, fencing_token=lease.token),
+        ),
+        (
+            StaleSessionError,
+            "an append expecting no session",
+            lambda: append(expected_version=0, fencing_token=lease.token),
+        ),
+        (
+            LeaseLostError,
+            "an append with a superseded token",
+            lambda: append(fencing_token=lease.token),
+        ),
+        (
+            LeaseLostError,
+            "an append with a released token",
+            lambda: append(fencing_token=newer.token),
+        ),
+    ]
+    for number, (error_type, what, call) in enumerate(refusals):
+        if number == 4:
+            newer = await store.acquire(session_id, "worker-b", 60)
+        elif number == 5:
+            await store.release(newer)
+        before = await _load(store, session_id)
+        await _refused(error_type, what, call)
+        _expect_equal(await store.load(session_id), before, f"after {what}")
 
 
 async def check_lease_takeover(open_store: OpenStore) -> None:
