@@ -36,35 +36,41 @@ from typing import Any, ClassVar
 
 from ..store._backed import BackendSessionStore
 from ._backend_checks import check_backend
+from ._claim_checks import (
+    check_claim_survives_crash,
+    check_claims,
+    check_concurrent_claims,
+    check_inbox_queries,
+)
 from ._fleet_checks import check_approval_records, check_enqueue_input, check_inbox_details
 from ._history_checks import check_history_retention, check_step_history
 from ._store_checks import (
     OpenStore,
-    check_append_after_another_writer,
-    check_claim_survives_crash,
-    check_claims,
-    check_concurrent_claims,
-    check_concurrent_saves,
     check_delete,
     check_documents_are_copied,
-    check_inbox_queries,
-    check_large_transcript,
-    check_lease_takeover,
-    check_leases,
     check_list_order,
-    check_long_turn,
-    check_prefix_rewrite,
-    check_refused_appends,
     check_rejects_bad_documents,
     check_reopen,
     check_replace,
     check_round_trip,
     check_sessions_isolated,
-    check_shared_values,
     check_started_calls,
+    sample_checkpoint,
+)
+from ._transcript_checks import (
+    check_concurrent_saves,
+    check_large_transcript,
+    check_long_turn,
+    check_prefix_rewrite,
+    check_shared_values,
+)
+from ._write_checks import (
+    check_append_after_another_writer,
+    check_lease_takeover,
+    check_leases,
+    check_refused_appends,
     check_two_writers,
     check_versions,
-    sample_checkpoint,
 )
 
 __all__ = [
