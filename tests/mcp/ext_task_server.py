@@ -20,11 +20,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from raw_serving import serve
 
 MARKS = Path(os.environ.get("MCP_TEST_MARKS", "."))
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -263,41 +263,5 @@ def answer(message: dict[str, Any], name_header: str | None = None) -> dict[str,
     return {"jsonrpc": "2.0", "id": message_id, "result": value}
 
 
-class Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        reply = answer(body, self.headers.get("Mcp-Name", "(none)"))
-        if reply is None:
-            self.send_response(202)
-            self.end_headers()
-            return
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self.send_response(405)
-        self.end_headers()
-
-    def do_DELETE(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "http":
-        ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
-    for line in sys.stdin:
-        reply = answer(json.loads(line))
-        for notification in outbox:
-            sys.stdout.write(json.dumps(notification) + "\n")
-        outbox.clear()
-        if reply is not None:
-            sys.stdout.write(json.dumps(reply) + "\n")
-            sys.stdout.flush()
+    serve(answer, outbox)
